@@ -1,0 +1,135 @@
+# shardrec build. `make` builds build/libshardrec.{a,so} and build/shardrec;
+# `make test` builds and runs every test. Each optional dependency is detected
+# and reported with a check mark; NO_BLAS=1 NO_OMP=1 NO_MPI=1 NO_CUDA=1 NO_NCCL=1
+# turn them off. SANITIZE=1 builds with ASan+UBSan into build-asan/.
+# WERROR=1 makes warnings errors (CI sets it).
+
+CC      ?= cc
+BUILD   ?= build
+OPT     ?= -O3 -march=native
+CFLAGS  := -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter -fPIC -Iinclude -Isrc $(OPT) -g
+LDLIBS  := -lm -lpthread
+ifeq ($(WERROR),1)
+CFLAGS  += -Werror
+endif
+ifeq ($(SANITIZE),1)
+BUILD   := build-asan
+OPT     := -O1 -g
+CFLAGS  += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+LDFLAGS += -fsanitize=address,undefined
+endif
+
+CHECK = \342\234\223
+CROSS = \342\234\227
+status = $(info $(if $(filter 1,$(2)),  ✓,  ✗) $(1))
+
+# ---- OpenBLAS ---------------------------------------------------------------
+ifneq ($(NO_BLAS),1)
+BLAS_INC := $(firstword $(wildcard /usr/include/x86_64-linux-gnu/openblas-pthread /usr/include/openblas /usr/include/x86_64-linux-gnu/openblas-openmp))
+ifneq ($(BLAS_INC),)
+HAVE_BLAS := 1
+CFLAGS  += -DSR_USE_BLAS -I$(BLAS_INC)
+LDLIBS  += -lopenblas
+endif
+endif
+# ---- OpenMP -----------------------------------------------------------------
+ifneq ($(NO_OMP),1)
+ifeq ($(shell echo 'int main(void){return 0;}' | $(CC) -fopenmp -x c - -o /dev/null 2>/dev/null && echo 1),1)
+HAVE_OMP := 1
+CFLAGS  += -fopenmp -DSR_USE_OMP
+LDFLAGS += -fopenmp
+endif
+endif
+# ---- cJSON (required) -------------------------------------------------------
+ifneq ($(wildcard /usr/include/cjson/cJSON.h),)
+HAVE_CJSON := 1
+LDLIBS  += -lcjson
+endif
+# ---- MPI --------------------------------------------------------------------
+ifneq ($(NO_MPI),1)
+MPI_CFLAGS := $(shell mpicc --showme:compile 2>/dev/null)
+MPI_LIBS   := $(shell mpicc --showme:link 2>/dev/null)
+ifneq ($(MPI_LIBS),)
+HAVE_MPI := 1
+CFLAGS  += -DSR_USE_MPI $(MPI_CFLAGS)
+LDLIBS  += $(MPI_LIBS)
+endif
+endif
+# ---- CUDA and NCCL (backends land later; detection is reported now) -----------
+ifneq ($(NO_CUDA),1)
+NVCC := $(shell command -v nvcc 2>/dev/null || ls /usr/local/cuda/bin/nvcc 2>/dev/null)
+ifneq ($(NVCC),)
+HAVE_CUDA := 1
+endif
+endif
+ifneq ($(NO_NCCL),1)
+ifneq ($(wildcard /usr/include/nccl.h /usr/local/cuda/include/nccl.h),)
+HAVE_NCCL := 1
+endif
+endif
+# ---- cmocka (tests) -----------------------------------------------------------
+ifneq ($(wildcard /usr/include/cmocka.h),)
+HAVE_CMOCKA := 1
+endif
+
+ifeq ($(MAKELEVEL),0)
+$(info shardrec build configuration ($(BUILD)/))
+$(call status,OpenBLAS,$(HAVE_BLAS))
+$(call status,OpenMP,$(HAVE_OMP))
+$(call status,cJSON,$(HAVE_CJSON))
+$(call status,MPI,$(HAVE_MPI))
+$(call status,CUDA (nvcc) - backend not built yet,$(HAVE_CUDA))
+$(call status,NCCL - backend not built yet,$(HAVE_NCCL))
+$(call status,cmocka (tests),$(HAVE_CMOCKA))
+endif
+ifneq ($(HAVE_CJSON),1)
+$(error cJSON is required: apt-get install libcjson-dev)
+endif
+
+LIB_SRCS  := $(wildcard src/core/*.c src/device/*.c src/device/cpu/*.c src/comm/*.c \
+               src/data/*.c src/embed/*.c src/model/*.c src/plan/*.c src/train/*.c)
+LIB_OBJS  := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o)
+CLI_SRCS  := $(wildcard cli/*.c)
+CLI_OBJS  := $(CLI_SRCS:%.c=$(BUILD)/obj/%.o)
+TEST_SRCS := $(wildcard tests/test_*.c)
+TEST_BINS := $(TEST_SRCS:tests/%.c=$(BUILD)/tests/%)
+TEST_HELPER_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard tests/helpers/*.c))
+
+.PHONY: all lib cli tests test clean install
+all: lib cli
+lib: $(BUILD)/libshardrec.a $(BUILD)/libshardrec.so
+cli: $(BUILD)/shardrec
+tests: $(TEST_BINS)
+
+$(BUILD)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
+
+$(BUILD)/libshardrec.a: $(LIB_OBJS)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/libshardrec.so: $(LIB_OBJS)
+	$(CC) -shared $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/shardrec: $(CLI_OBJS) $(BUILD)/libshardrec.a
+	$(CC) $(LDFLAGS) -o $@ $(CLI_OBJS) $(BUILD)/libshardrec.a $(LDLIBS)
+
+$(BUILD)/tests/%: tests/%.c $(TEST_HELPER_OBJS) $(BUILD)/libshardrec.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Itests -o $@ $< $(TEST_HELPER_OBJS) $(BUILD)/libshardrec.a $(LDFLAGS) $(LDLIBS) -lcmocka
+
+test: all tests
+	BUILD=$(BUILD) tests/run.sh
+
+PREFIX ?= /usr/local
+install: lib
+	install -d $(PREFIX)/lib $(PREFIX)/include/shardrec $(PREFIX)/lib/pkgconfig
+	install -m 644 $(BUILD)/libshardrec.a $(BUILD)/libshardrec.so $(PREFIX)/lib/
+	install -m 644 include/shardrec/*.h $(PREFIX)/include/shardrec/
+	sed -e 's|@PREFIX@|$(PREFIX)|' tools/shardrec.pc.in > $(PREFIX)/lib/pkgconfig/shardrec.pc
+
+clean:
+	rm -rf build build-asan
+
+-include $(LIB_OBJS:.o=.d) $(CLI_OBJS:.o=.d)

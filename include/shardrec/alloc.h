@@ -1,0 +1,30 @@
+/*
+ * Host allocation wrappers. They abort with the size and call site when memory
+ * runs out (the request is the program's, not the user's), and they count
+ * every allocation so that tests can prove the steady-state training loop
+ * allocates nothing: read sr_alloc_count() before and after a step.
+ */
+#ifndef SHARDREC_ALLOC_H
+#define SHARDREC_ALLOC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+void *sr_malloc_at(size_t bytes, const char *file, int line);
+void *sr_calloc_at(size_t n, size_t size, const char *file, int line);
+void *sr_realloc_at(void *p, size_t bytes, const char *file, int line);
+/* 64-byte aligned; release with sr_free. */
+void *sr_aligned_alloc_at(size_t bytes, const char *file, int line);
+char *sr_strdup_at(const char *s, const char *file, int line);
+void sr_free(void *p);
+
+/* Number of allocations made through these wrappers since start (all threads). */
+uint64_t sr_alloc_count(void);
+
+#define sr_malloc(bytes) sr_malloc_at((bytes), __FILE__, __LINE__)
+#define sr_calloc(n, size) sr_calloc_at((n), (size), __FILE__, __LINE__)
+#define sr_realloc(p, bytes) sr_realloc_at((p), (bytes), __FILE__, __LINE__)
+#define sr_aligned_alloc(bytes) sr_aligned_alloc_at((bytes), __FILE__, __LINE__)
+#define sr_strdup(s) sr_strdup_at((s), __FILE__, __LINE__)
+
+#endif

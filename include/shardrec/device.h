@@ -1,0 +1,78 @@
+/*
+ * Device layer: memory, copies, streams and events, and the tables of compute
+ * ops (dense, embedding, optimizer) that the layers above call. Nothing above
+ * this layer touches device memory directly or calls CUDA: it allocates
+ * through sr_dev_alloc, copies through sr_dev_copy, and computes through
+ * dev->dense, dev->emb and dev->optim.
+ *
+ * Backends are tables of functions, one folder each (device/cpu now,
+ * device/cuda later). The CPU backend is the readable reference: it runs ops
+ * synchronously on the calling thread (with OpenMP inside) and its streams and
+ * events are ordering no-ops. A CUDA backend queues ops on the given stream;
+ * every op is therefore "stream-ordered": callers must not read outputs on the
+ * host before sr_stream_sync (or an event) says they are done.
+ *
+ * Which conditions abort: an allocation that cannot be satisfied or a backend
+ * failure aborts with the size and call site (SR_ABORT). Nothing here returns
+ * user-input errors.
+ */
+#ifndef SHARDREC_DEVICE_H
+#define SHARDREC_DEVICE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct sr_stream *sr_stream_t; /* NULL is the device's default stream */
+typedef struct sr_event *sr_event_t;
+
+enum sr_device_kind { SR_DEVICE_CPU = 0, SR_DEVICE_CUDA = 1 };
+
+struct sr_device;
+struct sr_dense_ops;     /* src/device/ops_dense.h */
+struct sr_embedding_ops; /* src/device/ops_embedding.h */
+struct sr_optim_ops;     /* src/device/ops_optim.h */
+
+struct sr_mem_ops {
+    void *(*alloc)(struct sr_device *dev, size_t bytes);
+    void (*free)(struct sr_device *dev, void *p);
+    /* dst and src may each live on the host or on this device. */
+    void (*copy)(struct sr_device *dev, void *dst, const void *src, size_t bytes, sr_stream_t s);
+    void (*memset)(struct sr_device *dev, void *p, int value, size_t bytes, sr_stream_t s);
+    sr_stream_t (*stream_create)(struct sr_device *dev);
+    void (*stream_destroy)(struct sr_device *dev, sr_stream_t s);
+    void (*stream_sync)(struct sr_device *dev, sr_stream_t s);
+    sr_event_t (*event_create)(struct sr_device *dev);
+    void (*event_destroy)(struct sr_device *dev, sr_event_t e);
+    void (*event_record)(struct sr_device *dev, sr_event_t e, sr_stream_t s);
+    /* Make stream s wait for event e before its later work. */
+    void (*stream_wait_event)(struct sr_device *dev, sr_stream_t s, sr_event_t e);
+    void (*event_sync)(struct sr_device *dev, sr_event_t e);
+};
+
+struct sr_device {
+    enum sr_device_kind kind;
+    int ordinal;       /* which device of its kind */
+    const char *name;  /* "cpu", "cuda:0" */
+    int host_visible;  /* 1 when the host may read this device's memory (CPU) */
+    const struct sr_mem_ops *mem;
+    const struct sr_dense_ops *dense;
+    const struct sr_embedding_ops *emb;
+    const struct sr_optim_ops *optim;
+    void *ctx; /* backend state (handles, workspaces) */
+};
+
+/* The registry: the device of `kind` with `ordinal`, created on first use; NULL
+ * (with a message from sr_error_message) when this build or machine lacks it. */
+struct sr_device *sr_device_get(enum sr_device_kind kind, int ordinal);
+/* The host CPU device; always present. */
+struct sr_device *sr_device_cpu(void);
+
+/* Thin wrappers over dev->mem. */
+void *sr_dev_alloc(struct sr_device *dev, size_t bytes);
+void *sr_dev_alloc_zero(struct sr_device *dev, size_t bytes);
+void sr_dev_free(struct sr_device *dev, void *p);
+void sr_dev_copy(struct sr_device *dev, void *dst, const void *src, size_t bytes, sr_stream_t s);
+void sr_dev_memset(struct sr_device *dev, void *p, int value, size_t bytes, sr_stream_t s);
+void sr_dev_sync(struct sr_device *dev, sr_stream_t s);
+
+#endif

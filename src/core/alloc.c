@@ -1,0 +1,66 @@
+/*
+ * Counting allocation wrappers: abort with size and call site on failure, and
+ * count allocations so tests can prove a loop allocates nothing.
+ */
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "shardrec/alloc.h"
+#include "shardrec/error.h"
+
+static atomic_uint_fast64_t alloc_count;
+
+void *sr_malloc_at(size_t bytes, const char *file, int line)
+{
+    void *p = malloc(bytes ? bytes : 1);
+    if (!p)
+        sr_abort_at(file, line, "out of memory allocating %zu bytes", bytes);
+    atomic_fetch_add(&alloc_count, 1);
+    return p;
+}
+
+void *sr_calloc_at(size_t n, size_t size, const char *file, int line)
+{
+    void *p = calloc(n ? n : 1, size ? size : 1);
+    if (!p)
+        sr_abort_at(file, line, "out of memory allocating %zu x %zu bytes", n, size);
+    atomic_fetch_add(&alloc_count, 1);
+    return p;
+}
+
+void *sr_realloc_at(void *p, size_t bytes, const char *file, int line)
+{
+    void *q = realloc(p, bytes ? bytes : 1);
+    if (!q)
+        sr_abort_at(file, line, "out of memory reallocating to %zu bytes", bytes);
+    atomic_fetch_add(&alloc_count, 1);
+    return q;
+}
+
+void *sr_aligned_alloc_at(size_t bytes, const char *file, int line)
+{
+    void *p = NULL;
+    if (posix_memalign(&p, 64, bytes ? bytes : 1) != 0)
+        sr_abort_at(file, line, "out of memory allocating %zu aligned bytes", bytes);
+    atomic_fetch_add(&alloc_count, 1);
+    return p;
+}
+
+char *sr_strdup_at(const char *s, const char *file, int line)
+{
+    size_t n = strlen(s) + 1;
+    char *p = sr_malloc_at(n, file, line);
+    memcpy(p, s, n);
+    return p;
+}
+
+void sr_free(void *p)
+{
+    free(p);
+}
+
+uint64_t sr_alloc_count(void)
+{
+    return atomic_load(&alloc_count);
+}

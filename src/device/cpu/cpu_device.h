@@ -1,0 +1,13 @@
+/* The CPU backend's device and its op tables (one file per op family). */
+#ifndef SHARDREC_CPU_DEVICE_H
+#define SHARDREC_CPU_DEVICE_H
+
+#include "shardrec/device.h"
+
+struct sr_device *sr_cpu_device(void);
+
+extern const struct sr_dense_ops sr_cpu_dense_ops;         /* cpu_dense.c */
+extern const struct sr_embedding_ops sr_cpu_embedding_ops; /* cpu_embedding.c */
+extern const struct sr_optim_ops sr_cpu_optim_ops;         /* cpu_optim.c */
+
+#endif
