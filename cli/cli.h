@@ -1,0 +1,28 @@
+/* The command-line tool's subcommands and their shared flag handling. */
+#ifndef SHARDREC_CLI_H
+#define SHARDREC_CLI_H
+
+#include "shardrec/train_config.h"
+
+#define CLI_EXIT_USAGE 2 /* bad flags, config or files: fix the command */
+#define CLI_EXIT_FAIL 1  /* the run itself failed */
+
+int cli_train(int argc, char **argv);
+int cli_gen(int argc, char **argv);
+
+/* Apply one job flag (--steps, --table-rows, ...) given without its leading
+ * dashes. Returns SR_OK, an error status with a message, or 1 when the flag is
+ * not a job flag. */
+int cli_apply_job_flag(struct sr_train_config *cfg, const char *name, const char *value);
+/* Whether `name` is a job flag that takes a value. */
+int cli_is_job_flag(const char *name);
+/* Fill cfg from defaults, then --config FILE if present, then every job flag in
+ * argv; other flags are handed to `other` (may be NULL: then they are errors).
+ * Prints the error and returns CLI_EXIT_USAGE on failure, 0 on success, -1 if
+ * --help was asked. */
+int cli_parse_job(int argc, char **argv, struct sr_train_config *cfg,
+                  int (*other)(void *ctx, const char *name, const char *value), void *ctx,
+                  const char *const *value_flags);
+void cli_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+#endif

@@ -1,0 +1,113 @@
+/* `shardrec train`: parse the job, build the trainer, run, print the summary. */
+#include <stdio.h>
+#include <string.h>
+
+#include "shardrec/error.h"
+#include "shardrec/trainer.h"
+#include "cli.h"
+
+static void train_help(void)
+{
+    printf(
+        "usage: shardrec train [flags]\n"
+        "\n"
+        "Trains a DLRM. With no flags: the built-in job (workload K's model, 26 tables\n"
+        "capped at 100k rows, dim 16, Zipf(1.05) ids, synthetic data from a hidden teacher),\n"
+        "1000 steps of batch 2048. Flags override a --config JSON file, which overrides\n"
+        "the defaults.\n"
+        "\n"
+        "job\n"
+        "  --config FILE          JSON job description (keys: docs/user-guide.md)\n"
+        "  --steps N              training steps (default 1000)\n"
+        "  --batch-size N         samples per step (default 2048)\n"
+        "  --seed N               model initialisation and data seed (default 1234)\n"
+        "model\n"
+        "  --embedding-dim D      embedding width, = last bottom-MLP width (default 16)\n"
+        "  --bot-mlp A-B-..-D     bottom MLP widths, starting with the 13 dense inputs\n"
+        "                         (default 13-512-256-64-16)\n"
+        "  --top-mlp A-..-1       top MLP layers after the interaction (default 512-256-1)\n"
+        "  --table-rows R0,R1,..  one table per entry, named t0.., one feature each\n"
+        "                         (default: workload K's rows capped at 100000)\n"
+        "  --pooling sum|mean     pooling of every table (default sum)\n"
+        "optimization\n"
+        "  --optimizer O          dense optimizer: sgd, adagrad, adam (default sgd)\n"
+        "  --emb-optimizer O      embeddings: sgd, adagrad, rowwise_adagrad, adam\n"
+        "                         (default rowwise_adagrad; adam updates touched rows only)\n"
+        "  --lr X                 dense learning rate (default 0.1)\n"
+        "  --emb-lr X             embedding learning rate (default: --lr)\n"
+        "  --lr-schedule S        constant | warmup_poly:WARMUP:DECAY_START:DECAY_STEPS[:POWER]\n"
+        "                         (linear warm-up, then polynomial decay to 0; default constant)\n"
+        "synthetic data\n"
+        "  --ids-per-feature N|MIN-MAX  ids per feature per sample (default 1)\n"
+        "  --id-dist uniform|zipf:S     id popularity (default zipf:1.05)\n"
+        "evaluation and output\n"
+        "  --eval-every N         evaluate every N steps, and at the end (0: only at the end;\n"
+        "                         default 250)\n"
+        "  --eval-samples N       held-back samples per evaluation (default 131072; 0: none)\n"
+        "  --log-every N          steps between log lines and metrics lines (default 50)\n"
+        "  --metrics FILE         one JSON object per logging interval: step, loss (that\n"
+        "                         step's), loss_avg, lr, samples_per_s, step_ms, eval_* when\n"
+        "                         evaluated\n"
+        "  --progress, --no-progress  live progress line (default: when stderr is a terminal)\n"
+        "\n"
+        "Exit status: 0 done, 1 the run failed (e.g. loss became NaN), 2 bad flags or config.\n"
+        "Environment: OMP_NUM_THREADS, OPENBLAS_NUM_THREADS, SR_LOG=warn|info|debug.\n");
+}
+
+static int other_flag(void *ctx, const char *name, const char *value)
+{
+    struct sr_train_config *cfg = ctx;
+    if (!strcmp(name, "progress") && !value)
+        cfg->progress = 1;
+    else if (!strcmp(name, "no-progress") && !value)
+        cfg->progress = 0;
+    else
+        return 1;
+    return 0;
+}
+
+static void print_job(const struct sr_train_config *cfg)
+{
+    int64_t rows = 0;
+    for (int t = 0; t < cfg->num_tables; t++)
+        rows += cfg->tables[t].num_embeddings;
+    fprintf(stderr,
+            "shardrec train: %d tables (%lld rows, %.1f MiB), %d features, dim %d, batch %d, "
+            "%lld steps, optimizer %s / embeddings %s\n",
+            cfg->num_tables, (long long)rows,
+            (double)rows * cfg->embedding_dim * 4 / (1 << 20), cfg->num_features,
+            cfg->embedding_dim, cfg->batch_size, (long long)cfg->steps,
+            sr_optim_kind_name(cfg->optimizer), sr_optim_kind_name(cfg->emb_optimizer));
+}
+
+int cli_train(int argc, char **argv)
+{
+    static struct sr_train_config cfg;
+    struct sr_trainer *trainer;
+    struct sr_trainer_result res;
+    int rc = cli_parse_job(argc, argv, &cfg, other_flag, &cfg, NULL);
+    if (rc < 0) {
+        train_help();
+        return 0;
+    }
+    if (rc)
+        return rc;
+    if (sr_train_config_check(&cfg)) {
+        cli_error("train", "%s", sr_error_message());
+        return CLI_EXIT_USAGE;
+    }
+    print_job(&cfg);
+    if ((rc = sr_trainer_init(&trainer, &cfg, stderr))) {
+        cli_error("train", "%s", sr_error_message());
+        return rc == SR_ERR_INVALID_ARG || rc == SR_ERR_IO ? CLI_EXIT_USAGE : CLI_EXIT_FAIL;
+    }
+    rc = sr_trainer_run(trainer, &res);
+    if (rc) {
+        cli_error("train", "%s", sr_error_message());
+        sr_trainer_free(trainer);
+        return CLI_EXIT_FAIL;
+    }
+    sr_trainer_print_summary(trainer, &res, stderr);
+    sr_trainer_free(trainer);
+    return 0;
+}

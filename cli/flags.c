@@ -1,0 +1,246 @@
+/*
+ * Job flags shared by `train` and `gen`: defaults, then --config FILE, then
+ * flags in order (flags win over the file). Accepts "--flag value" and
+ * "--flag=value". Every error is one line naming the flag, exit status 2.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "shardrec/error.h"
+#include "cli.h"
+
+static const char *const job_flags[] = {
+    "steps",       "batch-size",    "lr",           "emb-lr",     "lr-schedule",
+    "optimizer",   "emb-optimizer", "embedding-dim", "bot-mlp",   "top-mlp",
+    "table-rows",  "pooling",       "ids-per-feature", "id-dist", "seed",
+    "eval-every",  "eval-samples",  "log-every",    "metrics",    NULL};
+
+/* Flags a user may expect that later versions provide. */
+static const char *const not_built[] = {
+    "data",    "eval-data",   "init-weights", "save-weights",      "plan",   "sharding",
+    "ranks-per-node", "global-batch-size", "comm-dtype", "trace", "device", "shuffle", NULL};
+
+void cli_error(const char *cmd, const char *fmt, ...)
+{
+    va_list ap;
+    fprintf(stderr, "shardrec %s: ", cmd);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+}
+
+static int in_list(const char *const *list, const char *name)
+{
+    for (int i = 0; list[i]; i++)
+        if (strcmp(list[i], name) == 0)
+            return 1;
+    return 0;
+}
+
+int cli_is_job_flag(const char *name)
+{
+    return in_list(job_flags, name);
+}
+
+static int set_ids_per_feature(struct sr_train_config *cfg, const char *v)
+{
+    int w[2], n;
+    int rc = sr_parse_widths("--ids-per-feature", v, w, &n, 2);
+    if (rc)
+        return rc;
+    cfg->ids_min = w[0];
+    cfg->ids_max = n == 2 ? w[1] : w[0];
+    if (cfg->ids_max < cfg->ids_min)
+        return sr_error_set(SR_ERR_INVALID_ARG, "--ids-per-feature: %s is not MIN-MAX", v);
+    return SR_OK;
+}
+
+static int set_pooling(struct sr_train_config *cfg, const char *v)
+{
+    enum sr_pooling p;
+    if (strcmp(v, "sum") == 0)
+        p = SR_POOLING_SUM;
+    else if (strcmp(v, "mean") == 0)
+        p = SR_POOLING_MEAN;
+    else
+        return sr_error_set(SR_ERR_INVALID_ARG, "--pooling: '%s'; choose sum or mean", v);
+    for (int t = 0; t < cfg->num_tables; t++)
+        cfg->tables[t].pooling = p;
+    return SR_OK;
+}
+
+static int set_table_rows(struct sr_train_config *cfg, const char *v)
+{
+    int64_t rows[SR_MAX_TABLES];
+    int n;
+    int rc = sr_parse_rows("--table-rows", v, rows, &n, SR_MAX_TABLES);
+    return rc ? rc : sr_train_config_set_table_rows(cfg, rows, n);
+}
+
+static int set_int(const char *flag, const char *v, int64_t min, int64_t max, int64_t *out)
+{
+    return sr_parse_i64(flag, v, min, max, out);
+}
+
+static int apply_numeric(struct sr_train_config *cfg, const char *name, const char *v)
+{
+    int64_t x;
+    int rc;
+    if (!strcmp(name, "steps"))
+        return set_int("--steps", v, 1, INT64_MAX / 4, &cfg->steps);
+    if (!strcmp(name, "batch-size")) {
+        rc = set_int("--batch-size", v, 1, 1 << 24, &x);
+        cfg->batch_size = (int)x;
+        return rc;
+    }
+    if (!strcmp(name, "embedding-dim")) {
+        rc = set_int("--embedding-dim", v, 1, 1 << 16, &x);
+        cfg->embedding_dim = (int)x;
+        for (int t = 0; !rc && t < cfg->num_tables; t++)
+            cfg->tables[t].embedding_dim = (int)x;
+        return rc;
+    }
+    if (!strcmp(name, "seed")) {
+        rc = set_int("--seed", v, 0, INT64_MAX, &x);
+        cfg->seed = (uint64_t)x;
+        return rc;
+    }
+    if (!strcmp(name, "eval-every"))
+        return set_int("--eval-every", v, 0, INT64_MAX / 4, &cfg->eval_every);
+    if (!strcmp(name, "eval-samples"))
+        return set_int("--eval-samples", v, 0, (int64_t)1 << 36, &cfg->eval_samples);
+    if (!strcmp(name, "log-every"))
+        return set_int("--log-every", v, 1, INT64_MAX / 4, &cfg->log_every);
+    if (!strcmp(name, "lr"))
+        return sr_parse_f32("--lr", v, &cfg->lr);
+    if (!strcmp(name, "emb-lr"))
+        return sr_parse_f32("--emb-lr", v, &cfg->emb_lr);
+    return 1;
+}
+
+int cli_apply_job_flag(struct sr_train_config *cfg, const char *name, const char *v)
+{
+    int rc = apply_numeric(cfg, name, v);
+    if (rc != 1)
+        return rc;
+    if (!strcmp(name, "optimizer"))
+        return sr_optim_kind_parse(v, &cfg->optimizer);
+    if (!strcmp(name, "emb-optimizer"))
+        return sr_optim_kind_parse(v, &cfg->emb_optimizer);
+    if (!strcmp(name, "bot-mlp"))
+        return sr_parse_widths("--bot-mlp", v, cfg->bot_mlp, &cfg->n_bot, SR_MLP_MAX);
+    if (!strcmp(name, "top-mlp"))
+        return sr_parse_widths("--top-mlp", v, cfg->top_mlp, &cfg->n_top, SR_MLP_MAX);
+    if (!strcmp(name, "table-rows"))
+        return set_table_rows(cfg, v);
+    if (!strcmp(name, "pooling"))
+        return set_pooling(cfg, v);
+    if (!strcmp(name, "ids-per-feature"))
+        return set_ids_per_feature(cfg, v);
+    if (!strcmp(name, "id-dist"))
+        return sr_id_dist_parse(v, &cfg->id_dist, &cfg->zipf_s);
+    if (!strcmp(name, "lr-schedule")) {
+        if (strlen(v) >= sizeof cfg->lr_schedule)
+            return sr_error_set(SR_ERR_INVALID_ARG, "--lr-schedule: too long");
+        snprintf(cfg->lr_schedule, sizeof cfg->lr_schedule, "%s", v);
+        return SR_OK;
+    }
+    if (!strcmp(name, "metrics")) {
+        if (strlen(v) >= sizeof cfg->metrics_path)
+            return sr_error_set(SR_ERR_INVALID_ARG, "--metrics: path too long");
+        snprintf(cfg->metrics_path, sizeof cfg->metrics_path, "%s", v);
+        return SR_OK;
+    }
+    return 1;
+}
+
+/* Split argv[*i] into name and value ("--name=value" or "--name value"). */
+static int next_flag(int argc, char **argv, int *i, const char *cmd, char *name, size_t cap,
+                     const char **value, int wants_value)
+{
+    const char *arg = argv[*i];
+    const char *eq = strchr(arg, '=');
+    size_t len = eq ? (size_t)(eq - arg - 2) : strlen(arg) - 2;
+    if (len >= cap) {
+        cli_error(cmd, "flag '%s' is too long", arg);
+        return CLI_EXIT_USAGE;
+    }
+    memcpy(name, arg + 2, len);
+    name[len] = '\0';
+    *value = eq ? eq + 1 : NULL;
+    if (wants_value && !*value) {
+        if (*i + 1 >= argc) {
+            cli_error(cmd, "--%s needs a value; HINT: shardrec %s --help", name, cmd);
+            return CLI_EXIT_USAGE;
+        }
+        *value = argv[++*i];
+    }
+    return 0;
+}
+
+static int load_config_file(int argc, char **argv, struct sr_train_config *cfg, const char *cmd)
+{
+    for (int i = 1; i < argc; i++) {
+        const char *path = NULL;
+        if (strcmp(argv[i], "--config") == 0 && i + 1 < argc)
+            path = argv[i + 1];
+        else if (strncmp(argv[i], "--config=", 9) == 0)
+            path = argv[i] + 9;
+        else if (strcmp(argv[i], "--config") == 0) {
+            cli_error(cmd, "--config needs a file");
+            return CLI_EXIT_USAGE;
+        }
+        if (path && sr_train_config_load_json(cfg, path)) {
+            cli_error(cmd, "%s", sr_error_message());
+            return CLI_EXIT_USAGE;
+        }
+    }
+    return 0;
+}
+
+int cli_parse_job(int argc, char **argv, struct sr_train_config *cfg,
+                  int (*other)(void *ctx, const char *name, const char *value), void *ctx,
+                  const char *const *value_flags)
+{
+    const char *cmd = argv[0];
+    char name[64];
+    const char *value;
+    sr_train_config_default(cfg);
+    if (load_config_file(argc, argv, cfg, cmd))
+        return CLI_EXIT_USAGE;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h"))
+            return -1;
+        if (strncmp(argv[i], "--", 2) != 0) {
+            cli_error(cmd, "unexpected argument '%s'; HINT: shardrec %s --help", argv[i], cmd);
+            return CLI_EXIT_USAGE;
+        }
+        const char *bare = argv[i] + 2;
+        size_t blen = strcspn(bare, "=");
+        snprintf(name, sizeof name, "%.*s", (int)(blen < 63 ? blen : 63), bare);
+        int wants = cli_is_job_flag(name) || in_list(not_built, name) ||
+                    !strcmp(name, "config") || (value_flags && in_list(value_flags, name));
+        if (next_flag(argc, argv, &i, cmd, name, sizeof name, &value, wants))
+            return CLI_EXIT_USAGE;
+        if (!strcmp(name, "config"))
+            continue;
+        if (in_list(not_built, name)) {
+            cli_error(cmd, "--%s is not built yet in this version of shardrec", name);
+            return CLI_EXIT_USAGE;
+        }
+        int rc = cli_apply_job_flag(cfg, name, value);
+        if (rc == 1)
+            rc = other ? other(ctx, name, value) : 1;
+        if (rc == 1) {
+            cli_error(cmd, "unknown flag --%s; HINT: shardrec %s --help", name, cmd);
+            return CLI_EXIT_USAGE;
+        }
+        if (rc) {
+            cli_error(cmd, "%s", sr_error_message());
+            return CLI_EXIT_USAGE;
+        }
+    }
+    return 0;
+}

@@ -1,0 +1,34 @@
+/* shardrec: the command-line tool. Dispatches to a subcommand. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: shardrec <command> [flags]\n\n"
+               "commands:\n"
+               "  train    train a DLRM (default: the built-in synthetic job)\n"
+               "  gen      write synthetic data as Criteo TSV\n\n"
+               "`shardrec <command> --help` lists a command's flags.\n"
+               "Not built yet: plan, convert, eval, bench, inspect.\n");
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
+        usage(argc < 2 ? stderr : stdout);
+        return argc < 2 ? CLI_EXIT_USAGE : 0;
+    }
+    if (strcmp(argv[1], "train") == 0)
+        return cli_train(argc - 1, argv + 1);
+    if (strcmp(argv[1], "gen") == 0)
+        return cli_gen(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "plan") || !strcmp(argv[1], "convert") || !strcmp(argv[1], "eval") ||
+        !strcmp(argv[1], "bench") || !strcmp(argv[1], "inspect")) {
+        fprintf(stderr, "shardrec %s: not built yet in this version\n", argv[1]);
+        return CLI_EXIT_USAGE;
+    }
+    fprintf(stderr, "shardrec: unknown command '%s'; HINT: shardrec --help\n", argv[1]);
+    return CLI_EXIT_USAGE;
+}

@@ -1,0 +1,85 @@
+/*
+ * The description of a training job: model shape, tables and features,
+ * synthetic-data settings, optimizers and schedule, logging. It is filled
+ * from defaults (the embedded default job), then an optional JSON config file,
+ * then command-line flags (flags win), and checked once before anything is
+ * allocated. Every field here is plain data so the job can be hashed and
+ * compared across ranks.
+ */
+#ifndef SHARDREC_TRAIN_CONFIG_H
+#define SHARDREC_TRAIN_CONFIG_H
+
+#include <stdint.h>
+
+#include "shardrec/dlrm.h"
+#include "shardrec/ebc.h"
+#include "shardrec/optim.h"
+#include "shardrec/synthetic.h"
+
+#define SR_MAX_TABLES 256
+#define SR_MAX_FEATURES 256
+#define SR_PATH_MAX 1024
+
+struct sr_train_config {
+    /* model */
+    int embedding_dim;                                 /* D */
+    int bot_mlp[SR_MLP_MAX], n_bot;                    /* widths incl. input (13-...-D) */
+    int top_mlp[SR_MLP_MAX], n_top;                    /* layers after the interaction */
+    int num_tables;                                    /* T */
+    struct sr_table_config tables[SR_MAX_TABLES];      /* (T) */
+    int num_features;                                  /* F */
+    char feature_names[SR_MAX_FEATURES][SR_NAME_MAX];  /* (F) */
+    int feature_table[SR_MAX_FEATURES];                /* (F) */
+    /* synthetic data */
+    uint64_t seed;
+    int num_dense;                                     /* 13 */
+    int ids_min, ids_max;                              /* ids per feature per sample */
+    enum sr_id_dist id_dist;
+    double zipf_s;
+    /* training */
+    int64_t steps;
+    int batch_size;                                    /* B, per rank */
+    float lr;                                          /* dense learning rate */
+    float emb_lr;                                      /* embedding learning rate */
+    char lr_schedule[128];                             /* "constant" or "warmup_poly:..." */
+    enum sr_optim_kind optimizer;                      /* dense */
+    enum sr_optim_kind emb_optimizer;                  /* embeddings */
+    /* evaluation and logging */
+    int64_t eval_every;                                /* steps; 0 = only at the end */
+    int64_t eval_samples;                              /* held-back samples evaluated */
+    int64_t log_every;                                 /* steps between log lines / metrics */
+    char metrics_path[SR_PATH_MAX];                    /* "" = none */
+    int progress;                                      /* -1 auto (terminal), 0 off, 1 on */
+};
+
+/* The embedded default job: workload K's model (dim 16, 13-512-256-64-16 /
+ * 512-256-1, 26 one-hot features) with tables capped at 100k rows and Zipf ids,
+ * sized to learn visibly in about a minute on 2 cores. */
+void sr_train_config_default(struct sr_train_config *cfg);
+
+/* Merge a JSON config file into cfg (keys as in docs/user-guide.md). Errors name
+ * the file and the key. */
+int sr_train_config_load_json(struct sr_train_config *cfg, const char *path);
+
+/* Replace the tables with one one-feature table per entry of `rows` (tables
+ * t0.., features f0..), keeping dim and pooling. */
+int sr_train_config_set_table_rows(struct sr_train_config *cfg, const int64_t *rows, int n);
+
+/* Check everything fits together: MLP ends, table dims = D, features map to
+ * tables, sizes positive, optimizer choices. One-line error saying what and
+ * how to fix. */
+int sr_train_config_check(const struct sr_train_config *cfg);
+
+/* Derived descriptions for the layers below (views into cfg). */
+void sr_train_config_dlrm(const struct sr_train_config *cfg, struct sr_dlrm_config *out);
+void sr_train_config_ebc(struct sr_train_config *cfg, struct sr_ebc_config *out);
+
+/* Parse "13-512-256" into widths; errors name the flag. */
+int sr_parse_widths(const char *flag, const char *s, int *widths, int *n, int max);
+/* Parse "1460,583,..." into rows; errors name the position. */
+int sr_parse_rows(const char *flag, const char *s, int64_t *rows, int *n, int max);
+/* Parse integers and floats strictly (whole string, range checked). */
+int sr_parse_i64(const char *flag, const char *s, int64_t min, int64_t max, int64_t *out);
+int sr_parse_f32(const char *flag, const char *s, float *out);
+
+#endif

@@ -1,0 +1,62 @@
+/*
+ * The trainer: builds the model, data source and optimizers from a job
+ * description and runs the training loop (one step: load -> embedding lookup
+ * -> dense forward -> loss/backward -> sparse update -> dense update), with
+ * periodic evaluation, progress, per-step metrics and a final summary.
+ *
+ * All buffers are sized at init; after the first step the loop allocates
+ * nothing (sr_trainer_result.allocs_after_first_step proves it).
+ */
+#ifndef SHARDREC_TRAINER_H
+#define SHARDREC_TRAINER_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "shardrec/metrics.h"
+#include "shardrec/train_config.h"
+
+struct sr_trainer;
+
+/* Per-stage wall time of the training loop, summed over steps (seconds). */
+enum sr_stage {
+    SR_STAGE_LOAD = 0,
+    SR_STAGE_LOOKUP,
+    SR_STAGE_DENSE_FWD,
+    SR_STAGE_BACKWARD,
+    SR_STAGE_EMB_UPDATE,
+    SR_STAGE_OPTIMIZER,
+    SR_STAGE_COUNT
+};
+
+struct sr_trainer_result {
+    int64_t steps;                   /* steps run */
+    double train_seconds;            /* wall time of the training steps (eval excluded) */
+    double samples_per_s;            /* training throughput */
+    double stage_seconds[SR_STAGE_COUNT];
+    double last_loss;                /* mean training loss of the last step */
+    struct sr_eval_metrics eval;     /* final evaluation (n = 0 if none) */
+    double teacher_auc;              /* synthetic data: AUC ceiling on the eval split */
+    double dense_only_auc;           /* synthetic data: dense-only floor */
+    uint64_t allocs_after_first_step; /* must be 0 */
+};
+
+/* Build everything for cfg (checked with sr_train_config_check). Errors are the
+ * user's: a bad config or file. `out` receives progress and summary text
+ * (stderr in the CLI); NULL silences it. */
+int sr_trainer_init(struct sr_trainer **out, struct sr_train_config *cfg, FILE *log);
+/* Run cfg->steps steps with evaluation and logging; fill res. Returns
+ * SR_ERR_NUMERIC if the loss becomes NaN or infinite (naming the step). */
+int sr_trainer_run(struct sr_trainer *t, struct sr_trainer_result *res);
+/* Evaluate on the held-back split now. */
+int sr_trainer_evaluate(struct sr_trainer *t, struct sr_eval_metrics *out);
+void sr_trainer_free(struct sr_trainer *t);
+/* The end-of-run summary: throughput, per-stage times, final eval metrics
+ * beside the synthetic data's ceiling and floor, loop allocations. */
+void sr_trainer_print_summary(const struct sr_trainer *t, const struct sr_trainer_result *res,
+                              FILE *f);
+
+/* Stage names as the trace and summary print them. */
+const char *sr_stage_name(enum sr_stage s);
+
+#endif

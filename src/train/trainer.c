@@ -1,0 +1,393 @@
+/*
+ * The training loop on one rank. One step, top to bottom:
+ *
+ *   load       synthetic batch of global samples [step*B, step*B + B)
+ *   lookup     EBC forward: KJT -> pooled (B, F*D)
+ *   dense_fwd  bottom MLP, interaction, top MLP -> logits (B)
+ *   backward   BCE seed (sigmoid(z) - y) / B, dense gradients, dpooled
+ *   emb_update merge duplicate ids, fused sparse optimizer in place
+ *   optimizer  dense optimizer on the flat parameter block
+ *
+ * Everything is allocated in sr_trainer_init; the loop only reuses buffers.
+ * Evaluation runs on a held-back split of the same generator (global indices
+ * from SR_SYNTH_EVAL_BASE), with an exact AUC.
+ */
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "shardrec/alloc.h"
+#include "shardrec/batch.h"
+#include "shardrec/device.h"
+#include "shardrec/error.h"
+#include "shardrec/synthetic.h"
+#include "shardrec/trainer.h"
+
+struct sr_trainer {
+    struct sr_train_config *cfg;
+    FILE *log;
+    FILE *metrics;
+    int progress;
+    struct sr_device *dev;
+    struct sr_synth *synth;
+    struct sr_ebc *ebc;
+    struct sr_dlrm *dlrm;
+    struct sr_dense_optim *dense_optim;
+    struct sr_lr_schedule lr_dense, lr_emb;
+    struct sr_batch batch;
+    int pooled_dim;       /* F*D */
+    float *pooled;        /* (B, F*D) device */
+    float *dpooled;       /* (B, F*D) device */
+    float *logits;        /* (B) device */
+    float *eval_pred;     /* (eval_samples) host, probabilities */
+    float *eval_labels;   /* (eval_samples) host */
+    void *eval_work;      /* metrics workspace, host */
+    double teacher_auc, dense_only_auc, sparse_share;
+    struct sr_eval_metrics last_eval;
+};
+
+static const char *stage_names[SR_STAGE_COUNT] = {"load",     "lookup",     "dense_fwd",
+                                                  "backward", "emb_update", "optimizer"};
+
+const char *sr_stage_name(enum sr_stage s)
+{
+    return (unsigned)s < SR_STAGE_COUNT ? stage_names[s] : "?";
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* ---- construction ------------------------------------------------------------ */
+
+static int init_data(struct sr_trainer *t)
+{
+    struct sr_train_config *cfg = t->cfg;
+    static int64_t rows[SR_MAX_FEATURES];
+    static const char *keys[SR_MAX_FEATURES];
+    for (int f = 0; f < cfg->num_features; f++) {
+        rows[f] = cfg->tables[cfg->feature_table[f]].num_embeddings;
+        keys[f] = cfg->feature_names[f];
+    }
+    struct sr_synth_config sc = {.seed = cfg->seed,
+                                 .num_dense = cfg->num_dense,
+                                 .num_features = cfg->num_features,
+                                 .rows = rows,
+                                 .ids_min = cfg->ids_min,
+                                 .ids_max = cfg->ids_max,
+                                 .id_dist = cfg->id_dist,
+                                 .zipf_s = cfg->zipf_s};
+    int rc = sr_synth_init(&t->synth, &sc);
+    if (rc)
+        return rc;
+    int64_t max_values = sr_synth_max_values(t->synth, cfg->batch_size);
+    sr_batch_init(&t->batch, cfg->batch_size, cfg->num_dense, cfg->num_features, max_values, 0,
+                  keys);
+    return SR_OK;
+}
+
+static int init_model(struct sr_trainer *t)
+{
+    struct sr_train_config *cfg = t->cfg;
+    struct sr_dlrm_config dc;
+    struct sr_ebc_config ec;
+    struct sr_optim_config emb_opt = sr_optim_config_default(cfg->emb_optimizer);
+    struct sr_optim_config dense_opt = sr_optim_config_default(cfg->optimizer);
+    size_t n_params;
+    int rc;
+
+    sr_train_config_dlrm(cfg, &dc);
+    sr_train_config_ebc(cfg, &ec);
+    rc = sr_ebc_init(&t->ebc, t->dev, &ec, &emb_opt, cfg->batch_size, t->batch.max_values,
+                     cfg->seed);
+    if (rc)
+        return rc;
+    rc = sr_dlrm_init(&t->dlrm, t->dev, &dc, cfg->batch_size, cfg->seed);
+    if (rc)
+        return rc;
+    sr_dlrm_params(t->dlrm, &n_params);
+    sr_dense_optim_init(&t->dense_optim, t->dev, &dense_opt, n_params);
+    rc = sr_lr_schedule_parse(cfg->lr_schedule, cfg->lr, &t->lr_dense);
+    if (rc)
+        return sr_error_set(rc, "--lr-schedule: %s", sr_error_message());
+    sr_lr_schedule_parse(cfg->lr_schedule, cfg->emb_lr > 0 ? cfg->emb_lr : cfg->lr, &t->lr_emb);
+    return SR_OK;
+}
+
+static void init_buffers(struct sr_trainer *t)
+{
+    struct sr_train_config *cfg = t->cfg;
+    size_t B = (size_t)cfg->batch_size;
+    t->pooled_dim = sr_ebc_out_dim(t->ebc);
+    t->pooled = sr_dev_alloc(t->dev, sizeof(float) * B * (size_t)t->pooled_dim);
+    t->dpooled = sr_dev_alloc(t->dev, sizeof(float) * B * (size_t)t->pooled_dim);
+    t->logits = sr_dev_alloc(t->dev, sizeof(float) * B);
+    if (cfg->eval_samples > 0) {
+        t->eval_pred = sr_aligned_alloc(sizeof(float) * (size_t)cfg->eval_samples);
+        t->eval_labels = sr_aligned_alloc(sizeof(float) * (size_t)cfg->eval_samples);
+        t->eval_work = sr_aligned_alloc(sr_metrics_workspace_bytes(cfg->eval_samples));
+    }
+}
+
+int sr_trainer_init(struct sr_trainer **out, struct sr_train_config *cfg, FILE *log)
+{
+    struct sr_trainer *t = sr_calloc(1, sizeof *t);
+    int rc;
+    *out = NULL;
+    t->cfg = cfg;
+    t->log = log;
+    t->dev = sr_device_cpu();
+    if ((rc = sr_train_config_check(cfg)))
+        goto out_free;
+    if ((rc = init_data(t)))
+        goto out_free;
+    if ((rc = init_model(t)))
+        goto out_free;
+    init_buffers(t);
+    if (cfg->metrics_path[0]) {
+        t->metrics = fopen(cfg->metrics_path, "w");
+        if (!t->metrics) {
+            rc = sr_error_set(SR_ERR_IO, "--metrics %s: cannot open for writing",
+                              cfg->metrics_path);
+            goto out_free;
+        }
+    }
+    t->progress = cfg->progress >= 0 ? cfg->progress : (log && isatty(fileno(log)));
+    if (cfg->eval_samples > 0)
+        sr_synth_bounds(t->synth, SR_SYNTH_EVAL_BASE, cfg->eval_samples, &t->teacher_auc,
+                        &t->dense_only_auc, &t->sparse_share);
+    *out = t;
+    return SR_OK;
+out_free:
+    sr_trainer_free(t);
+    return rc;
+}
+
+void sr_trainer_free(struct sr_trainer *t)
+{
+    if (!t)
+        return;
+    if (t->metrics)
+        fclose(t->metrics);
+    sr_dev_free(t->dev, t->pooled);
+    sr_dev_free(t->dev, t->dpooled);
+    sr_dev_free(t->dev, t->logits);
+    sr_free(t->eval_pred);
+    sr_free(t->eval_labels);
+    sr_free(t->eval_work);
+    sr_dense_optim_free(t->dense_optim);
+    sr_dlrm_free(t->dlrm);
+    sr_ebc_free(t->ebc);
+    sr_batch_free(&t->batch);
+    sr_synth_free(t->synth);
+    sr_free(t);
+}
+
+/* ---- evaluation ---------------------------------------------------------------- */
+
+static int eval_chunk(struct sr_trainer *t, int64_t first, int B, float *pred, float *labels)
+{
+    int rc;
+    sr_synth_fill(t->synth, SR_SYNTH_EVAL_BASE + first, B, &t->batch);
+    rc = sr_ebc_forward(t->ebc, &t->batch.kjt, t->pooled);
+    if (rc)
+        return rc;
+    sr_dlrm_forward(t->dlrm, t->batch.dense, t->pooled, B, t->logits);
+    sr_dev_copy(t->dev, pred, t->logits, sizeof(float) * (size_t)B, NULL);
+    sr_dev_sync(t->dev, NULL);
+    for (int i = 0; i < B; i++)
+        pred[i] = (float)(1.0 / (1.0 + exp(-(double)pred[i])));
+    memcpy(labels, t->batch.labels, sizeof(float) * (size_t)B);
+    return SR_OK;
+}
+
+int sr_trainer_evaluate(struct sr_trainer *t, struct sr_eval_metrics *out)
+{
+    int64_t n = t->cfg->eval_samples;
+    memset(out, 0, sizeof *out);
+    if (n <= 0)
+        return SR_OK;
+    for (int64_t i = 0; i < n; i += t->cfg->batch_size) {
+        int B = (int)(n - i < t->cfg->batch_size ? n - i : t->cfg->batch_size);
+        int rc = eval_chunk(t, i, B, t->eval_pred + i, t->eval_labels + i);
+        if (rc)
+            return rc;
+    }
+    return sr_metrics_compute(t->eval_pred, t->eval_labels, n, t->eval_work, out);
+}
+
+/* ---- one training step ------------------------------------------------------------ */
+
+static int train_step(struct sr_trainer *t, int64_t step, double *loss, double *stage)
+{
+    const struct sr_train_config *cfg = t->cfg;
+    int B = cfg->batch_size;
+    size_t n_params;
+    double t0 = now_s(), t1;
+    int rc;
+
+    sr_synth_fill(t->synth, (step - 1) * (int64_t)B, B, &t->batch);
+    t1 = now_s(), stage[SR_STAGE_LOAD] += t1 - t0, t0 = t1;
+
+    if ((rc = sr_ebc_forward(t->ebc, &t->batch.kjt, t->pooled)))
+        return rc;
+    t1 = now_s(), stage[SR_STAGE_LOOKUP] += t1 - t0, t0 = t1;
+
+    sr_dlrm_forward(t->dlrm, t->batch.dense, t->pooled, B, t->logits);
+    t1 = now_s(), stage[SR_STAGE_DENSE_FWD] += t1 - t0, t0 = t1;
+
+    *loss = sr_dlrm_backward(t->dlrm, t->batch.labels, NULL, B, 1.0f / (float)B, t->dpooled) / B;
+    t1 = now_s(), stage[SR_STAGE_BACKWARD] += t1 - t0, t0 = t1;
+
+    sr_ebc_backward(t->ebc, t->dpooled, sr_lr_at(&t->lr_emb, step), step);
+    t1 = now_s(), stage[SR_STAGE_EMB_UPDATE] += t1 - t0, t0 = t1;
+
+    float *params = sr_dlrm_params(t->dlrm, &n_params);
+    sr_dense_optim_step(t->dense_optim, params, sr_dlrm_grads(t->dlrm, &n_params),
+                        sr_lr_at(&t->lr_dense, step), step);
+    sr_dev_sync(t->dev, NULL);
+    stage[SR_STAGE_OPTIMIZER] += now_s() - t0;
+    if (!isfinite(*loss))
+        return sr_error_set(SR_ERR_NUMERIC,
+                            "training loss is %f at step %" PRId64
+                            "; HINT: lower --lr or --emb-lr, or check the input data",
+                            *loss, step);
+    return SR_OK;
+}
+
+/* ---- logging ----------------------------------------------------------------------- */
+
+struct interval {
+    int64_t steps;
+    double seconds;
+    double loss_sum;
+};
+
+static void format_eta(double seconds, char *buf, size_t n)
+{
+    long s = (long)(seconds + 0.5);
+    snprintf(buf, n, "%ld:%02ld", s / 60, s % 60);
+}
+
+static void log_interval(struct sr_trainer *t, int64_t step, double loss, const struct interval *iv,
+                         int evaluated, double elapsed)
+{
+    const struct sr_train_config *cfg = t->cfg;
+    double sps = iv->seconds > 0 ? (double)iv->steps * cfg->batch_size / iv->seconds : 0;
+    double step_ms = iv->steps ? 1e3 * iv->seconds / (double)iv->steps : 0;
+    char eta[32], auc[32] = "-";
+    format_eta(elapsed / (double)step * (double)(cfg->steps - step), eta, sizeof eta);
+    if (t->last_eval.n)
+        snprintf(auc, sizeof auc, "%.4f", t->last_eval.auc);
+    if (t->metrics) {
+        fprintf(t->metrics,
+                "{\"step\": %" PRId64 ", \"loss\": %.9g, \"loss_avg\": %.9g, \"lr\": %.6g, "
+                "\"samples_per_s\": %.1f, \"step_ms\": %.4f",
+                step, loss, iv->loss_sum / (double)iv->steps, sr_lr_at(&t->lr_dense, step), sps,
+                step_ms);
+        if (evaluated)
+            fprintf(t->metrics,
+                    ", \"eval_auc\": %.6f, \"eval_logloss\": %.6f, \"eval_ne\": %.6f, "
+                    "\"eval_accuracy\": %.6f",
+                    t->last_eval.auc, t->last_eval.logloss, t->last_eval.ne,
+                    t->last_eval.accuracy);
+        fprintf(t->metrics, "}\n");
+        fflush(t->metrics);
+    }
+    if (!t->log)
+        return;
+    if (t->progress) {
+        fprintf(t->log, "\r\033[Kstep %" PRId64 "/%" PRId64 " | %.0f samples/s | loss %.4f | "
+                        "eval AUC %s | ETA %s",
+                step, cfg->steps, sps, iv->loss_sum / (double)iv->steps, auc, eta);
+        if (step == cfg->steps)
+            fputc('\n', t->log);
+    } else {
+        fprintf(t->log, "step %" PRId64 "/%" PRId64 "  loss %.4f  %.0f samples/s  eval_auc %s  "
+                        "eta %s\n",
+                step, cfg->steps, iv->loss_sum / (double)iv->steps, sps, auc, eta);
+    }
+    fflush(t->log);
+}
+
+/* ---- the loop ------------------------------------------------------------------------ */
+
+static int due(int64_t step, int64_t every, int64_t last)
+{
+    return step == last || (every > 0 && step % every == 0);
+}
+
+int sr_trainer_run(struct sr_trainer *t, struct sr_trainer_result *res)
+{
+    const struct sr_train_config *cfg = t->cfg;
+    struct interval iv = {0};
+    double start = now_s(), train_seconds = 0, loss = 0;
+    uint64_t allocs_after_first = 0;
+    int64_t log_every = t->progress ? 1 : cfg->log_every;
+    int rc = SR_OK;
+
+    memset(res, 0, sizeof *res);
+    for (int64_t step = 1; step <= cfg->steps; step++) {
+        double s0 = now_s();
+        if ((rc = train_step(t, step, &loss, res->stage_seconds)))
+            return rc;
+        double dt = now_s() - s0;
+        if (step == 1)
+            allocs_after_first = sr_alloc_count();
+        train_seconds += dt;
+        iv.steps++, iv.seconds += dt, iv.loss_sum += loss;
+        int evaluated = cfg->eval_samples > 0 && due(step, cfg->eval_every, cfg->steps);
+        if (evaluated && (rc = sr_trainer_evaluate(t, &t->last_eval)))
+            return rc;
+        if (due(step, log_every, cfg->steps) || evaluated ||
+            (cfg->metrics_path[0] && due(step, cfg->log_every, cfg->steps))) {
+            log_interval(t, step, loss, &iv, evaluated, now_s() - start);
+            memset(&iv, 0, sizeof iv);
+        }
+    }
+    res->steps = cfg->steps;
+    res->train_seconds = train_seconds;
+    res->samples_per_s = (double)cfg->steps * cfg->batch_size / train_seconds;
+    res->last_loss = loss;
+    res->eval = t->last_eval;
+    res->teacher_auc = t->teacher_auc;
+    res->dense_only_auc = t->dense_only_auc;
+    res->allocs_after_first_step = sr_alloc_count() - allocs_after_first;
+    return rc;
+}
+
+/* ---- summary ------------------------------------------------------------------------- */
+
+void sr_trainer_print_summary(const struct sr_trainer *t, const struct sr_trainer_result *res,
+                              FILE *f)
+{
+    const struct sr_train_config *cfg = t->cfg;
+    double total = 0;
+    fprintf(f, "\n== shardrec train: summary ==\n");
+    fprintf(f, "steps %" PRId64 ", batch %d, %.1f s training, %.0f samples/s\n", res->steps,
+            cfg->batch_size, res->train_seconds, res->samples_per_s);
+    for (int s = 0; s < SR_STAGE_COUNT; s++)
+        total += res->stage_seconds[s];
+    fprintf(f, "per step (ms):");
+    for (int s = 0; s < SR_STAGE_COUNT; s++)
+        fprintf(f, " %s %.2f", stage_names[s], 1e3 * res->stage_seconds[s] / (double)res->steps);
+    fprintf(f, " | total %.2f\n", 1e3 * total / (double)res->steps);
+    fprintf(f, "last training loss %.5f\n", res->last_loss);
+    if (res->eval.n) {
+        fprintf(f, "eval on %" PRId64 " held-back samples: AUC %.4f  logloss %.4f  NE %.4f  "
+                   "accuracy %.4f\n",
+                res->eval.n, res->eval.auc, res->eval.logloss, res->eval.ne, res->eval.accuracy);
+        fprintf(f, "AUC: model %.4f | teacher ceiling %.4f | dense-only floor %.4f  "
+                   "(gap to ceiling %.4f, above floor %.4f)\n",
+                res->eval.auc, res->teacher_auc, res->dense_only_auc,
+                res->teacher_auc - res->eval.auc, res->eval.auc - res->dense_only_auc);
+    }
+    fprintf(f, "allocations in the training loop after step 1: %" PRIu64 "\n",
+            res->allocs_after_first_step);
+}
