@@ -1,0 +1,54 @@
+/*
+ * The single-rank communicator: every collective returns the local data (the
+ * reduction over a world of one), non-blocking calls complete, and every call
+ * is counted with zero bytes (nothing leaves the rank).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "shardrec/comm.h"
+
+static void test_single_collectives(void **state)
+{
+    sr_comm_t c = sr_comm_init_single();
+    float a[4] = {1, 2, 3, 4}, b[4] = {0};
+    size_t counts[1] = {4}, displs[1] = {0};
+    sr_comm_work_t w = (sr_comm_work_t)1;
+    assert_int_equal(sr_comm_size(c), 1);
+    assert_int_equal(sr_comm_rank(c), 0);
+    sr_comm_all_reduce(c, a, b, 4, SR_DTYPE_F32, SR_REDUCE_SUM, NULL, NULL);
+    assert_memory_equal(a, b, sizeof a);
+    memset(b, 0, sizeof b);
+    sr_comm_all_to_allv(c, a, counts, displs, b, counts, displs, SR_DTYPE_F32, NULL, &w);
+    sr_comm_wait(c, w);
+    assert_memory_equal(a, b, sizeof a);
+    memset(b, 0, sizeof b);
+    sr_comm_reduce_scatter(c, a, b, 4, SR_DTYPE_F32, SR_REDUCE_SUM, NULL, NULL);
+    assert_memory_equal(a, b, sizeof a);
+    memset(b, 0, sizeof b);
+    sr_comm_all_gather(c, a, b, 4, SR_DTYPE_F32, NULL, NULL);
+    assert_memory_equal(a, b, sizeof a);
+    sr_comm_barrier(c);
+    const struct sr_comm_counters *k = sr_comm_counters(c);
+    assert_int_equal(k->calls[SR_COLL_ALL_REDUCE], 1);
+    assert_int_equal(k->calls[SR_COLL_ALL_TO_ALLV], 1);
+    assert_int_equal(k->calls[SR_COLL_REDUCE_SCATTER], 1);
+    assert_int_equal(k->calls[SR_COLL_ALL_GATHER], 1);
+    assert_int_equal(k->calls[SR_COLL_BARRIER], 1);
+    for (int i = 0; i < SR_COLL_COUNT; i++)
+        assert_int_equal(k->bytes_intra[i] + k->bytes_inter[i], 0);
+    sr_comm_counters_reset(c);
+    assert_int_equal(sr_comm_counters(c)->calls[SR_COLL_ALL_REDUCE], 0);
+    sr_comm_free(c);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_single_collectives)};
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
