@@ -1,0 +1,136 @@
+/*
+ * The dense part of a DLRM: bottom MLP, dot interaction, top MLP, BCE loss,
+ * plus the dense optimizers and learning-rate schedules it trains with
+ * (dense_optim.h, lr_schedule.h, included here).
+ *
+ *   dense (B, num_dense) ─ bottom MLP (ReLU after every layer) ─ z (B, D) ─┐
+ *   pooled (B, F*D) embeddings in the config's feature order ─────────────┤
+ *                 dot interaction: concat(z, <X_i,X_j> for i in 1..F, j < i) (B, D + F(F+1)/2)
+ *                 ─ top MLP (ReLU after all but the last) ─ logits (B)
+ *
+ * Linear: y = x·Wᵀ + b, W is [out, in] (the DLRM reference's layout). The
+ * model keeps its parameters in ONE flat block on its device, its gradients
+ * in a second block of the same layout (so they can be all-reduced in
+ * contiguous buckets), and named views into both:
+ *
+ *   params: [bot_mlp.0.weight | bot_mlp.0.bias | bot_mlp.1.weight | ... |
+ *            top_mlp.0.weight | top_mlp.0.bias | ... ]          (same for grads)
+ *
+ * Loss: BCE with logits, a mean over the global batch: backward seeds
+ * dlogit = (σ(z) - y) * loss_scale with loss_scale = 1/(global batch), so
+ * dense gradients are summed (never averaged) over ranks.
+ *
+ * Memory: activations for max_batch samples are allocated at init; forward
+ * and backward allocate nothing. All array arguments of forward/backward are
+ * memory of the model's device (host memory for the CPU backend); calls are
+ * stream-ordered on the device's default stream and, on the CPU, complete
+ * before they return. dense and pooled are borrowed by forward: they must
+ * stay valid and unchanged until the matching backward returns (backward
+ * reads them). Shape errors in forward/backward (B > max_batch) abort: they
+ * are caller bugs; configurations are checked by sr_dlrm_config_check.
+ *
+ * Shape letters: B batch per rank, F sparse features, D embedding dim.
+ */
+#ifndef SHARDREC_DLRM_H
+#define SHARDREC_DLRM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "shardrec/dense_optim.h"
+#include "shardrec/device.h"
+#include "shardrec/lr_schedule.h"
+
+#define SR_MLP_MAX 16
+
+struct sr_dlrm_config {
+    int num_dense;           /* 13 */
+    int bot_mlp[SR_MLP_MAX]; /* widths including the input: 13,512,256,64,16 */
+    int n_bot;               /* entries in bot_mlp (5 here) */
+    int top_mlp[SR_MLP_MAX]; /* layers after the interaction: 512,256,1 (input width derived) */
+    int n_top;
+    int num_sparse;    /* F */
+    int embedding_dim; /* D */
+};
+
+struct sr_dlrm;
+
+/* SR_OK, or SR_ERR_INVALID_ARG with a one-line message saying what is wrong
+ * and how to fix it: bot_mlp[0] != num_dense, the last bottom width !=
+ * embedding_dim, the last top width != 1, a width, num_sparse or
+ * embedding_dim < 1, fewer than 2 bottom widths or 1 top layer, more than
+ * SR_MLP_MAX entries. */
+int sr_dlrm_config_check(const struct sr_dlrm_config *cfg);
+
+/* Width of the interaction's output, the top MLP's input: D + F(F+1)/2. */
+int sr_dlrm_interaction_dim(const struct sr_dlrm_config *cfg);
+
+/* Checks cfg (returning its error), then allocates on dev the parameter and
+ * gradient blocks and activations for up to max_batch samples, and
+ * initialises the parameters as the DLRM reference does: Linear weight
+ * W [out,in] ~ Normal(0, sqrt(2/(in+out))), bias ~ Normal(0, sqrt(1/out)),
+ * element k of tensor "NAME" = sr_rng_normal(seed, sr_rng_stream_of("NAME"), k)
+ * times its std, so any world size starts from the same model. Gradients
+ * start at 0. The caller frees with sr_dlrm_free. */
+int sr_dlrm_init(struct sr_dlrm **out, struct sr_device *dev, const struct sr_dlrm_config *cfg,
+                 int max_batch, uint64_t seed);
+void sr_dlrm_free(struct sr_dlrm *m);
+
+/* dense (B, num_dense), pooled (B, F*D) -> logits (B). Keeps activations for
+ * backward. Same as sr_dlrm_forward_bottom then sr_dlrm_forward_top. */
+void sr_dlrm_forward(struct sr_dlrm *m, const float *dense, const float *pooled, int B,
+                     float *logits);
+
+/* The two halves of forward, so the bottom MLP can run while the pooled
+ * embeddings are still being exchanged: bottom MLP of dense (B, num_dense);
+ * then interaction and top MLP with pooled (B, F*D) -> logits (B). */
+void sr_dlrm_forward_bottom(struct sr_dlrm *m, const float *dense, int B);
+void sr_dlrm_forward_top(struct sr_dlrm *m, const float *pooled, int B, float *logits);
+
+/* After forward of the same B samples: given labels (B) (0/1), optional
+ * mask (B) of 1/0 (NULL = all 1; masked samples contribute no loss and no
+ * gradient) and loss_scale = 1/(global batch), seeds
+ * dlogit = (sigmoid(z) - y) * loss_scale, backpropagates, OVERWRITES the flat
+ * gradient block and writes dpooled (B, F*D). Returns the SUM over the B
+ * samples of BCE-with-logits (numerically stable), in double (unscaled).
+ * Same as sr_dlrm_backward_top then sr_dlrm_backward_bottom. */
+double sr_dlrm_backward(struct sr_dlrm *m, const float *labels, const float *mask, int B,
+                        float loss_scale, float *dpooled);
+
+/* The two halves of backward: loss, top MLP and interaction (writes dpooled
+ * and the top MLP's gradients, returns the loss sum), so the pooled gradients
+ * can leave while the bottom MLP's backward runs; then the bottom MLP
+ * (writes its gradients). */
+double sr_dlrm_backward_top(struct sr_dlrm *m, const float *labels, const float *mask, int B,
+                            float loss_scale, float *dpooled);
+void sr_dlrm_backward_bottom(struct sr_dlrm *m, int B);
+
+/* Called by backward each time a Linear layer's gradients are final, with
+ * their range [offset, offset + count) in the flat gradient block (layers
+ * complete from the last top layer down to bottom layer 0), so a caller can
+ * start all-reducing a bucket early. NULL fn disables. */
+void sr_dlrm_set_grad_ready(struct sr_dlrm *m,
+                            void (*fn)(void *ctx, size_t offset, size_t count), void *ctx);
+
+/* The flat parameter and gradient blocks (device), n floats each. */
+float *sr_dlrm_params(struct sr_dlrm *m, size_t *n);
+float *sr_dlrm_grads(struct sr_dlrm *m, size_t *n);
+const struct sr_dlrm_config *sr_dlrm_get_config(const struct sr_dlrm *m);
+
+/* Tensors by index, 0 <= i < sr_dlrm_num_tensors, in block order, for
+ * safetensors: names "bot_mlp.K.weight", "bot_mlp.K.bias", "top_mlp.K.weight",
+ * "top_mlp.K.bias" (K counts Linear layers from 0; the reference's bot_l.2K),
+ * shape [out, in] (ndim 2) / [out] (ndim 1), data pointing into the flat
+ * parameter block. name stays valid for the model's lifetime. */
+int sr_dlrm_num_tensors(const struct sr_dlrm *m);
+void sr_dlrm_tensor(const struct sr_dlrm *m, int i, const char **name, int *ndim,
+                    int64_t shape[2], float **data);
+/* Offset of tensor i in the flat blocks (floats), so its gradient is
+ * sr_dlrm_grads(m) + offset. */
+size_t sr_dlrm_tensor_offset(const struct sr_dlrm *m, int i);
+
+/* Forward FLOPs per sample: 2 x (multiply-adds of every Linear layer plus the
+ * interaction's F(F+1)/2 dot products of length D). Backward is about twice. */
+int64_t sr_dlrm_flops_per_sample(const struct sr_dlrm_config *cfg);
+
+#endif

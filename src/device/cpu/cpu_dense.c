@@ -1,0 +1,254 @@
+/*
+ * CPU dense ops (the table of device/ops_dense.h): GEMM through OpenBLAS's
+ * cblas_sgemm (a plain C loop when the build has no BLAS), the linear layer's
+ * fused epilogues, ReLU, the DLRM dot interaction and the fused BCE loss.
+ *
+ * Layout: row-major fp32 throughout; the interaction's X for sample b is
+ * [z_b, e_b1, ..., e_bF], rows of D floats, z_b in z and the e_bf contiguous
+ * in emb (feature order).
+ *
+ * Determinism: loops split with schedule(static); a reduction across rows
+ * (bias gradient) is split by columns so each sum runs in row order on one
+ * thread, and the loss is summed serially in sample order. Results therefore
+ * do not depend on thread timing, and the bias gradient not even on the
+ * thread count.
+ */
+#include <math.h>
+#include <string.h>
+
+#ifdef SR_USE_BLAS
+#include <cblas.h>
+#endif
+
+#include "shardrec/error.h"
+#include "device/cpu/cpu_device.h"
+#include "device/ops_dense.h"
+
+#ifdef _OPENMP
+#define OMP_FOR _Pragma("omp parallel for schedule(static)")
+#else
+#define OMP_FOR
+#endif
+
+/* Below this many elements a parallel region costs more than it saves. */
+#define PAR_MIN 16384
+
+#ifndef SR_USE_BLAS
+/* C = alpha * op(A) op(B) + beta * C, one row of C per iteration. */
+static void gemm_loop(int ta, int tb, int m, int n, int k, float alpha, const float *a, int lda,
+                      const float *b, int ldb, float beta, float *c, int ldc)
+{
+    OMP_FOR
+    for (int i = 0; i < m; i++) {
+        float *ci = c + (size_t)i * ldc;
+        for (int j = 0; j < n; j++)
+            ci[j] = beta == 0.0f ? 0.0f : beta * ci[j];
+        for (int p = 0; p < k; p++) {
+            float aip = alpha * (ta ? a[(size_t)p * lda + i] : a[(size_t)i * lda + p]);
+            for (int j = 0; j < n; j++)
+                ci[j] += aip * (tb ? b[(size_t)j * ldb + p] : b[(size_t)p * ldb + j]);
+        }
+    }
+}
+#endif
+
+static void cpu_gemm(struct sr_device *dev, sr_stream_t s, enum sr_transpose trans_a,
+                     enum sr_transpose trans_b, int m, int n, int k, float alpha, const float *a,
+                     int lda, const float *b, int ldb, float beta, float *c, int ldc)
+{
+    SR_ASSERT(m >= 0 && n >= 0 && k >= 0);
+    if (m == 0 || n == 0)
+        return;
+#ifdef SR_USE_BLAS
+    cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
+                trans_b ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+#else
+    gemm_loop(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+#endif
+}
+
+static void cpu_bias_relu_forward(struct sr_device *dev, sr_stream_t s, float *y,
+                                  const float *bias, int rows, int cols, int relu)
+{
+    if (cols == 1) { /* the logit layer: one column, keep it serial */
+        for (int r = 0; r < rows; r++) {
+            float v = y[r] + bias[0];
+            y[r] = relu && v < 0.0f ? 0.0f : v;
+        }
+        return;
+    }
+    OMP_FOR
+    for (int r = 0; r < rows; r++) {
+        float *yr = y + (size_t)r * cols;
+        if (relu) {
+            for (int c = 0; c < cols; c++) {
+                float v = yr[c] + bias[c];
+                yr[c] = v > 0.0f ? v : 0.0f;
+            }
+        } else {
+            for (int c = 0; c < cols; c++)
+                yr[c] += bias[c];
+        }
+    }
+}
+
+static void cpu_relu_forward(struct sr_device *dev, sr_stream_t s, const float *x, float *y,
+                             size_t n)
+{
+    OMP_FOR
+    for (size_t i = 0; i < n; i++)
+        y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+}
+
+static void cpu_relu_backward(struct sr_device *dev, sr_stream_t s, const float *y, float *dy,
+                              size_t n)
+{
+    OMP_FOR
+    for (size_t i = 0; i < n; i++)
+        dy[i] = y[i] > 0.0f ? dy[i] : 0.0f;
+}
+
+/* Mask (when relu) and sum columns [c0, c1) of dy over all rows, in row order. */
+static void mask_and_sum_columns(const float *y, float *dy, int rows, int cols, int relu,
+                                 int c0, int c1, float *dbias)
+{
+    for (int c = c0; c < c1; c++)
+        dbias[c] = 0.0f;
+    for (int r = 0; r < rows; r++) {
+        float *dyr = dy + (size_t)r * cols;
+        const float *yr = y ? y + (size_t)r * cols : NULL;
+        for (int c = c0; c < c1; c++) {
+            if (relu && !(yr[c] > 0.0f))
+                dyr[c] = 0.0f;
+            dbias[c] += dyr[c];
+        }
+    }
+}
+
+/* Column blocks of 16 floats (one cache line) split statically over threads,
+ * so no two threads write the same line of dbias or dy. */
+static void cpu_relu_bias_backward(struct sr_device *dev, sr_stream_t s, const float *y,
+                                   float *dy, int rows, int cols, int relu, float *dbias)
+{
+    int nblocks = (cols + 15) / 16;
+    if ((size_t)rows * cols < PAR_MIN || nblocks == 1) {
+        mask_and_sum_columns(y, dy, rows, cols, relu, 0, cols, dbias);
+        return;
+    }
+    OMP_FOR
+    for (int blk = 0; blk < nblocks; blk++) {
+        int c1 = (blk + 1) * 16 < cols ? (blk + 1) * 16 : cols;
+        mask_and_sum_columns(y, dy, rows, cols, relu, blk * 16, c1, dbias);
+    }
+}
+
+static void cpu_bias_grad(struct sr_device *dev, sr_stream_t s, const float *dy, int rows,
+                          int cols, float *dbias)
+{
+    cpu_relu_bias_backward(dev, s, NULL, (float *)dy, rows, cols, 0, dbias);
+}
+
+static inline float dot(const float *a, const float *b, int D)
+{
+    float acc = 0.0f;
+    for (int d = 0; d < D; d++)
+        acc += a[d] * b[d];
+    return acc;
+}
+
+/* Row i of X = [z_b, e_b1..e_bF] for one sample. */
+static inline const float *x_row(const float *zb, const float *eb, int i, int D)
+{
+    return i == 0 ? zb : eb + (size_t)(i - 1) * D;
+}
+
+static void cpu_interaction_forward(struct sr_device *dev, sr_stream_t s, const float *z,
+                                    const float *emb, int B, int F, int D, float *out)
+{
+    int width = D + F * (F + 1) / 2;
+    OMP_FOR
+    for (int b = 0; b < B; b++) {
+        const float *zb = z + (size_t)b * D;
+        const float *eb = emb + (size_t)b * F * D;
+        float *ob = out + (size_t)b * width;
+        memcpy(ob, zb, sizeof(float) * D);
+        int k = D;
+        for (int i = 1; i <= F; i++) {
+            const float *xi = x_row(zb, eb, i, D);
+            for (int j = 0; j < i; j++)
+                ob[k++] = dot(xi, x_row(zb, eb, j, D), D);
+        }
+    }
+}
+
+static inline void axpy(float *y, float a, const float *x, int D)
+{
+    for (int d = 0; d < D; d++)
+        y[d] += a * x[d];
+}
+
+static void cpu_interaction_backward(struct sr_device *dev, sr_stream_t s, const float *z,
+                                     const float *emb, const float *dout, int B, int F, int D,
+                                     float *dz, float *demb)
+{
+    int width = D + F * (F + 1) / 2;
+    OMP_FOR
+    for (int b = 0; b < B; b++) {
+        const float *zb = z + (size_t)b * D;
+        const float *eb = emb + (size_t)b * F * D;
+        const float *gb = dout + (size_t)b * width;
+        float *dzb = dz + (size_t)b * D;
+        float *deb = demb + (size_t)b * F * D;
+        memcpy(dzb, gb, sizeof(float) * D);
+        memset(deb, 0, sizeof(float) * F * D);
+        int k = D;
+        for (int i = 1; i <= F; i++) {
+            const float *xi = x_row(zb, eb, i, D);
+            float *dxi = deb + (size_t)(i - 1) * D;
+            for (int j = 0; j < i; j++) {
+                float g = gb[k++];
+                float *dxj = j == 0 ? dzb : deb + (size_t)(j - 1) * D;
+                axpy(dxi, g, x_row(zb, eb, j, D), D);
+                axpy(dxj, g, xi, D);
+            }
+        }
+    }
+}
+
+static inline float sigmoid(float x)
+{
+    if (x >= 0.0f)
+        return 1.0f / (1.0f + expf(-x));
+    float e = expf(x);
+    return e / (1.0f + e);
+}
+
+static void cpu_bce_with_logits(struct sr_device *dev, sr_stream_t s, const float *logits,
+                                const float *labels, const float *mask, int n, float scale,
+                                float *dlogits, double *loss_sum)
+{
+    double sum = 0.0;
+    for (int i = 0; i < n; i++) {
+        float m = mask ? mask[i] : 1.0f;
+        double x = logits[i], y = labels[i];
+        if (m == 0.0f) {
+            dlogits[i] = 0.0f;
+            continue;
+        }
+        sum += m * (fmax(x, 0.0) - x * y + log1p(exp(-fabs(x))));
+        dlogits[i] = m * (sigmoid(logits[i]) - labels[i]) * scale;
+    }
+    *loss_sum = sum;
+}
+
+const struct sr_dense_ops sr_cpu_dense_ops = {
+    .gemm = cpu_gemm,
+    .bias_relu_forward = cpu_bias_relu_forward,
+    .relu_forward = cpu_relu_forward,
+    .relu_backward = cpu_relu_backward,
+    .bias_grad = cpu_bias_grad,
+    .relu_bias_backward = cpu_relu_bias_backward,
+    .interaction_forward = cpu_interaction_forward,
+    .interaction_backward = cpu_interaction_backward,
+    .bce_with_logits = cpu_bce_with_logits,
+};

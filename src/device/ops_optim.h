@@ -1,0 +1,33 @@
+/*
+ * Dense optimizer ops: one step of SGD, Adagrad or Adam over a flat fp32
+ * array of n parameters (the dense model's one parameter block), with the
+ * formulas of include/shardrec/optim.h. The fused sparse (row-wise) updates of
+ * embedding tables live with the embedding ops, not here.
+ *
+ * All arrays are device memory of `dev`, n elements each, updated in place;
+ * ops are stream-ordered (see ops_dense.h). Element i's update reads only
+ * element i, so any split over threads gives bit-identical results.
+ */
+#ifndef SHARDREC_OPS_OPTIM_H
+#define SHARDREC_OPS_OPTIM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "shardrec/device.h"
+
+struct sr_optim_ops {
+    /* w -= lr * g */
+    void (*sgd_step)(struct sr_device *dev, sr_stream_t s, float *w, const float *g, size_t n,
+                     float lr);
+    /* sum += g^2; w -= lr * g / (sqrt(sum) + eps) */
+    void (*adagrad_step)(struct sr_device *dev, sr_stream_t s, float *w, float *sum,
+                         const float *g, size_t n, float lr, float eps);
+    /* m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
+     * w -= lr * (m / (1-b1^t)) / (sqrt(v / (1-b2^t)) + eps), t = step >= 1. */
+    void (*adam_step)(struct sr_device *dev, sr_stream_t s, float *w, float *m, float *v,
+                      const float *g, size_t n, float lr, float beta1, float beta2, float eps,
+                      int64_t step);
+};
+
+#endif
