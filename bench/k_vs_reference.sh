@@ -1,0 +1,265 @@
+#!/usr/bin/env bash
+# Side-by-side throughput: shardrec vs the PyTorch DLRM reference
+# (facebookresearch/dlrm, dlrm_s_pytorch.py) on BENCH.md's workload K (default)
+# or M at CPU-reduced rows, one process each, on this machine's CPU.
+#
+#   DLRM_REF=/path/to/dlrm bench/k_vs_reference.sh            # workload K, 5 rounds
+#   DLRM_REF=/path/to/dlrm WORKLOAD=M R=3 bench/k_vs_reference.sh
+#
+# Rounds are interleaved (reference, shardrec, shardrec, reference, ...: the
+# order alternates each round) so that load from other jobs on a shared machine
+# hits both alike; the table reports every round and the median.
+#
+# What is timed:
+#   reference  the mean of its --print-time ms/it after WARMUP iterations. Its
+#              timer covers copy, forward, loss, backward and update but NOT its
+#              own batch generation (a slow Python loop, excluded by design).
+#   shardrec   the mean `step_ms` of its --metrics JSON lines after WARMUP
+#              steps: the end-to-end step, INCLUDING generating its own batch.
+#   So the comparison is conservative for shardrec.
+#
+# Environment (all optional except DLRM_REF):
+#   DLRM_REF        checkout of facebookresearch/dlrm (dlrm_s_pytorch.py in it);
+#                   keep it outside this repository.
+#   WORKLOAD        K (default) or M (M at CPU rows: 26 x 100000, dim 128,
+#                   20 ids per feature fixed, batch 2048).
+#   R               rounds (default 5).
+#   STEPS           steps per run (default 60); WARMUP (default 10) are dropped.
+#   PYTHON          interpreter with torch for the reference (default
+#                   /usr/bin/python3, Debian's python3-torch).
+#   SHARDREC        the shardrec binary (default build/shardrec of this repo).
+#   REF_OMP, REF_BLAS   reference thread counts (default 2 and 1, as BENCH.md).
+#   SR_OMP, SR_BLAS     shardrec OMP_NUM_THREADS / OPENBLAS_NUM_THREADS
+#                       (default 2 and 1).
+#   SR_EXTRA        extra flags appended to the shardrec command line.
+#   REF_ONLY=1      run only the reference (no shardrec needed).
+#   SR_ONLY=1       run only shardrec.
+#   OUTDIR          where logs, metrics and summary.json go (default a new
+#                   directory under ${TMPDIR:-/tmp}); kept after the run.
+set -euo pipefail
+
+die() { echo "k_vs_reference: $*" >&2; exit 2; }
+
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(cd "$here/.." && pwd)
+
+: "${DLRM_REF:=}"
+[ -n "$DLRM_REF" ] || die "set DLRM_REF to a checkout of facebookresearch/dlrm, e.g.
+  git clone https://github.com/facebookresearch/dlrm /work/peers/dlrm
+  DLRM_REF=/work/peers/dlrm $0"
+[ -f "$DLRM_REF/dlrm_s_pytorch.py" ] || die "DLRM_REF=$DLRM_REF has no dlrm_s_pytorch.py (want a checkout of facebookresearch/dlrm)"
+DLRM_REF=$(cd "$DLRM_REF" && pwd)
+
+WORKLOAD=${WORKLOAD:-K}
+R=${R:-5}
+STEPS=${STEPS:-60}
+WARMUP=${WARMUP:-10}
+PYTHON=${PYTHON:-/usr/bin/python3}
+SHARDREC=${SHARDREC:-$repo/build/shardrec}
+REF_OMP=${REF_OMP:-2}
+REF_BLAS=${REF_BLAS:-1}
+SR_OMP=${SR_OMP:-2}
+SR_BLAS=${SR_BLAS:-1}
+SR_EXTRA=${SR_EXTRA:-}
+REF_ONLY=${REF_ONLY:-0}
+SR_ONLY=${SR_ONLY:-0}
+BATCH=2048
+[ "$STEPS" -gt "$WARMUP" ] || die "STEPS ($STEPS) must exceed WARMUP ($WARMUP)"
+
+case "$WORKLOAD" in
+K|k)
+    WORKLOAD=K
+    rows_csv=1460,583,10131227,2202608,305,24,12517,633,3,93145,5683,8351593,3194,27,14992,5461306,10,5652,2173,4,7046547,18,15,286181,105,142572
+    dim=16; ids=1; bot=13-512-256-64-16; top=512-256-1
+    ;;
+M|m)
+    WORKLOAD=M
+    rows_csv=$(printf '100000%.0s,' $(seq 26)); rows_csv=${rows_csv%,}
+    dim=128; ids=20; bot=13-512-256-128; top=1024-1024-512-256-1
+    ;;
+*) die "WORKLOAD must be K or M (got '$WORKLOAD')" ;;
+esac
+rows_dash=${rows_csv//,/-}
+
+ref_cmd=("$PYTHON" "$DLRM_REF/dlrm_s_pytorch.py"
+    --arch-sparse-feature-size=$dim --arch-embedding-size=$rows_dash
+    --arch-mlp-bot=$bot --arch-mlp-top=$top --arch-interaction-op=dot
+    --data-generation=random --num-indices-per-lookup=$ids
+    --num-indices-per-lookup-fixed=True --loss-function=bce --round-targets=True
+    --optimizer=sgd --learning-rate=0.1 --mini-batch-size=$BATCH
+    --num-batches=$STEPS --nepochs=1 --print-freq=1 --print-time)
+# shellcheck disable=SC2206
+sr_cmd=("$SHARDREC" train --table-rows "$rows_csv" --embedding-dim $dim
+    --bot-mlp $bot --top-mlp $top --optimizer sgd --emb-optimizer sgd --lr 0.1
+    --batch-size $BATCH --steps $STEPS --ids-per-feature $ids --id-dist uniform
+    --eval-every 0 --log-every 1 $SR_EXTRA)
+
+if [ "$SR_ONLY" != 1 ]; then
+    "$PYTHON" -c 'import torch, numpy' 2>/dev/null ||
+        die "$PYTHON cannot import torch and numpy (on Debian: apt-get install python3-torch python3-numpy; or set PYTHON)"
+fi
+if [ "$REF_ONLY" != 1 ]; then
+    [ -x "$SHARDREC" ] || die "$SHARDREC not found: build it first (make -j2) or set SHARDREC"
+    "$SHARDREC" train --help >/dev/null 2>&1 || die "'$SHARDREC train --help' fails: is the CLI built?"
+fi
+
+OUTDIR=${OUTDIR:-$(mktemp -d "${TMPDIR:-/tmp}/k_vs_reference.XXXXXX")}
+mkdir -p "$OUTDIR"
+OUTDIR=$(cd "$OUTDIR" && pwd)
+
+# The reference imports torch.utils.tensorboard (whose `tensorboard` package is
+# absent on Debian) and sklearn.metrics (used only by its test/MLPerf paths,
+# which these flags never reach). A sitecustomize.py on PYTHONPATH installs
+# do-nothing stand-ins for them before the reference starts; nothing in the
+# reference's tree is touched. (Debian's own sitecustomize only installs apport.)
+stub=$OUTDIR/pystub
+mkdir -p "$stub"
+cat >"$stub/sitecustomize.py" <<'EOF'
+# Stand-ins for the DLRM reference's optional imports (written by
+# bench/k_vs_reference.sh). They change nothing that the benchmark times.
+import sys, types
+
+class SummaryWriter:
+    def __init__(self, *args, **kwargs):
+        pass
+
+    def __getattr__(self, name):
+        return lambda *args, **kwargs: None
+
+_tb = types.ModuleType("torch.utils.tensorboard")
+_tb.SummaryWriter = SummaryWriter
+sys.modules.setdefault("torch.utils.tensorboard", _tb)
+try:
+    import sklearn.metrics  # noqa: F401
+except ImportError:
+    _sk = types.ModuleType("sklearn")
+    _skm = types.ModuleType("sklearn.metrics")
+    _sk.metrics = _skm
+    sys.modules["sklearn"] = _sk
+    sys.modules["sklearn.metrics"] = _skm
+EOF
+
+ref_commit=$(git -C "$DLRM_REF" rev-parse --short HEAD 2>/dev/null || echo unknown)
+sr_commit=$(git -C "$repo" rev-parse --short HEAD 2>/dev/null || echo unknown)
+sr_dirty=$(git -C "$repo" status --porcelain --untracked-files=no 2>/dev/null || true)
+[ -z "$sr_dirty" ] || sr_dirty="+dirty"
+cpu=$(grep -m1 'model name' /proc/cpuinfo 2>/dev/null | sed 's/.*: //' || echo unknown)
+
+{
+    echo "workload $WORKLOAD, batch $BATCH, $STEPS steps, mean after $WARMUP warm-up, $R rounds"
+    echo "date     $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+    echo "machine  $(nproc) cores, $cpu"
+    echo "shardrec $sr_commit$sr_dirty  OMP_NUM_THREADS=$SR_OMP OPENBLAS_NUM_THREADS=$SR_BLAS"
+    echo "  ${sr_cmd[*]} --metrics FILE"
+    echo "reference $DLRM_REF @ $ref_commit  OMP_NUM_THREADS=$REF_OMP OPENBLAS_NUM_THREADS=$REF_BLAS"
+    echo "  ${ref_cmd[*]}"
+    echo "logs     $OUTDIR"
+} | tee "$OUTDIR/header.txt"
+
+run_ref() { # $1 = round
+    local log=$OUTDIR/ref_$1.log
+    (cd "$OUTDIR" && env PYTHONPATH="$stub${PYTHONPATH:+:$PYTHONPATH}" \
+        OMP_NUM_THREADS=$REF_OMP OPENBLAS_NUM_THREADS=$REF_BLAS MKL_NUM_THREADS=$REF_BLAS \
+        "${ref_cmd[@]}") >"$log" 2>&1 || { tail -20 "$log" >&2; die "reference failed in round $1 (log: $log)"; }
+    echo "  round $1 reference done: $(grep -c 'ms/it' "$log") iterations logged" >&2
+}
+run_sr() { # $1 = round
+    local log=$OUTDIR/sr_$1.log met=$OUTDIR/sr_$1.jsonl
+    rm -f "$met"
+    env OMP_NUM_THREADS=$SR_OMP OPENBLAS_NUM_THREADS=$SR_BLAS \
+        "${sr_cmd[@]}" --metrics "$met" >"$log" 2>&1 </dev/null ||
+        { tail -20 "$log" >&2; die "shardrec failed in round $1 (log: $log)"; }
+    echo "  round $1 shardrec done: $(grep -c step_ms "$met" 2>/dev/null || true) steps logged" >&2
+}
+
+for r in $(seq 1 "$R"); do
+    if [ $((r % 2)) -eq 1 ]; then
+        [ "$SR_ONLY" = 1 ] || run_ref "$r"
+        [ "$REF_ONLY" = 1 ] || run_sr "$r"
+    else
+        [ "$REF_ONLY" = 1 ] || run_sr "$r"
+        [ "$SR_ONLY" = 1 ] || run_ref "$r"
+    fi
+done
+
+"$PYTHON" - "$OUTDIR" "$R" "$WARMUP" "$BATCH" "$STEPS" "$WORKLOAD" <<'EOF'
+import json, os, re, statistics, sys
+
+outdir, R, warmup, batch, steps, workload = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), sys.argv[6]
+pat = re.compile(r"Finished training it (\d+)/\d+ of epoch \d+, ([0-9.]+) ms/it, loss ([0-9.eE+-]+|nan)")
+
+def ref_round(r):
+    p = os.path.join(outdir, "ref_%d.log" % r)
+    if not os.path.exists(p):
+        return None
+    its = [(int(m.group(1)), float(m.group(2)), float(m.group(3)))
+           for m in map(pat.search, open(p)) if m]
+    its.sort()
+    timed = [ms for it, ms, _ in its if it > warmup]
+    if len(its) != steps or not timed:
+        sys.exit("reference round %d: %d iterations parsed from %s, expected %d" % (r, len(its), p, steps))
+    return statistics.mean(timed), its[-1][2]
+
+def sr_round(r):
+    p = os.path.join(outdir, "sr_%d.jsonl" % r)
+    if not os.path.exists(p):
+        return None
+    rows = []
+    for ln in open(p):
+        ln = ln.strip()
+        if not ln:
+            continue
+        try:
+            o = json.loads(ln)
+        except ValueError:
+            sys.exit("shardrec round %d: bad JSON line in %s: %s" % (r, p, ln[:120]))
+        if "step" in o and "step_ms" in o:
+            rows.append(o)
+    rows.sort(key=lambda o: o["step"])
+    if len(rows) != steps:
+        sys.exit("shardrec round %d: %d step lines with step_ms in %s, expected %d (is it run with --log-every 1?)" % (r, len(rows), p, steps))
+    timed = rows[warmup:]
+    ms = statistics.mean(float(o["step_ms"]) for o in timed)
+    sps = statistics.mean(float(o["samples_per_s"]) for o in timed if "samples_per_s" in o) if any("samples_per_s" in o for o in timed) else float("nan")
+    return ms, rows[-1].get("loss", float("nan")), sps
+
+ref = {r: ref_round(r) for r in range(1, R + 1)}
+sr = {r: sr_round(r) for r in range(1, R + 1)}
+sps = lambda ms: batch * 1000.0 / ms
+fmt = lambda x, f: (f % x) if x is not None else "-"
+
+print()
+print("workload %s, batch %d: ms/step = mean after %d warm-up steps; reference excludes its batch generation, shardrec includes it" % (workload, batch, warmup))
+print("%-6s | %12s %12s | %12s %12s | %7s" % ("round", "ref ms/step", "ref samp/s", "sr ms/step", "sr samp/s", "sr/ref"))
+print("-" * 76)
+ratios = []
+for r in range(1, R + 1):
+    rm = ref[r][0] if ref[r] else None
+    sm = sr[r][0] if sr[r] else None
+    ratio = (rm / sm) if (rm and sm) else None
+    if ratio:
+        ratios.append(ratio)
+    print("%-6d | %12s %12s | %12s %12s | %7s" % (r, fmt(rm, "%.1f"), fmt(sps(rm) if rm else None, "%.0f"),
+          fmt(sm, "%.1f"), fmt(sps(sm) if sm else None, "%.0f"), fmt(ratio, "%.2fx")))
+print("-" * 76)
+rmed = statistics.median(v[0] for v in ref.values()) if all(ref.values()) else None
+smed = statistics.median(v[0] for v in sr.values()) if all(sr.values()) else None
+print("%-6s | %12s %12s | %12s %12s | %7s" % ("median", fmt(rmed, "%.1f"), fmt(sps(rmed) if rmed else None, "%.0f"),
+      fmt(smed, "%.1f"), fmt(sps(smed) if smed else None, "%.0f"), fmt(rmed / smed if rmed and smed else None, "%.2fx")))
+if ratios:
+    print("ratio shardrec/reference samples/s: %.2fx (ratio of medians); median of per-round ratios %.2fx; range %.2f-%.2fx"
+          % (rmed / smed, statistics.median(ratios), min(ratios), max(ratios)))
+if all(ref.values()):
+    print("reference final-step loss: " + " ".join("%.4f" % v[1] for v in ref.values()))
+if all(sr.values()):
+    print("shardrec  final-step loss: " + " ".join("%.4f" % float(v[1]) for v in sr.values()))
+    print("shardrec  mean reported samples_per_s after warm-up: " + " ".join("%.0f" % v[2] for v in sr.values()))
+json.dump({"workload": workload, "batch": batch, "steps": steps, "warmup": warmup,
+           "reference_ms": [v[0] if v else None for v in ref.values()],
+           "shardrec_ms": [v[0] if v else None for v in sr.values()],
+           "reference_median_ms": rmed, "shardrec_median_ms": smed,
+           "ratio_of_medians": (rmed / smed) if rmed and smed else None,
+           "per_round_ratios": ratios},
+          open(os.path.join(outdir, "summary.json"), "w"), indent=1)
+EOF
+echo "summary: $OUTDIR/summary.json"
