@@ -100,10 +100,11 @@ struct sr_embedding_ops {
     void (*workspace_init)(struct sr_device *dev, const struct sr_emb_layout *layout,
                            void *workspace);
     /* weight (rows, dim), holding global rows [row_begin, row_begin + rows):
-     * element (r, c) = lo + (hi - lo) * sr_rng_uniform(seed, stream,
-     * (row_begin + r) * dim + c), so any shard draws the same values. */
+     * element (r, c) = (float)(lo + (hi - lo) * sr_rng_uniform(seed, stream,
+     * (row_begin + r) * dim + c)), computed in double, so any shard draws the
+     * same values. */
     void (*init_uniform)(struct sr_device *dev, float *weight, int64_t rows, int dim,
-                         int64_t row_begin, uint64_t seed, uint64_t stream, float lo, float hi,
+                         int64_t row_begin, uint64_t seed, uint64_t stream, double lo, double hi,
                          sr_stream_t s);
     /* p[0 .. n) = value. */
     void (*fill)(struct sr_device *dev, float *p, int64_t n, float value, sr_stream_t s);

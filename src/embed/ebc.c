@@ -144,7 +144,7 @@ static void init_table(struct sr_ebc *e, int t, uint64_t seed)
 
     char name[SR_NAME_MAX + 16];
     snprintf(name, sizeof name, "emb.%s.weight", e->cfg.tables[t].name);
-    float bound = (float)sqrt(1.0 / (double)tab->rows);
+    double bound = sqrt(1.0 / (double)tab->rows);
     e->dev->emb->init_uniform(e->dev, tab->weight, tab->rows, tab->dim, 0, seed,
                               sr_rng_stream_of(name), -bound, bound, NULL);
     if (!sfloats)

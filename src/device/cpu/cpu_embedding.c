@@ -123,10 +123,10 @@ static void advise_huge(void *p, size_t bytes)
 }
 
 static void cpu_init_uniform(struct sr_device *dev, float *weight, int64_t rows, int dim,
-                             int64_t row_begin, uint64_t seed, uint64_t stream, float lo,
-                             float hi, sr_stream_t s)
+                             int64_t row_begin, uint64_t seed, uint64_t stream, double lo,
+                             double hi, sr_stream_t s)
 {
-    double a = lo, span = (double)hi - (double)lo;
+    const double a = lo, span = hi - lo;
     advise_huge(weight, (size_t)rows * dim * sizeof(float));
 #pragma omp parallel for schedule(static) if (rows * dim > PAR_MIN_WORK)
     for (int64_t r = 0; r < rows; r++) {
