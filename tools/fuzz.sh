@@ -1,0 +1,35 @@
+#!/bin/sh
+# Build and run the libFuzzer targets of the data readers under ASan + UBSan:
+#   tests/fuzz/fuzz_criteo_line.c   the Criteo TSV line parser
+#   tests/fuzz/fuzz_binfmt.c        the binary format's header/chunk checks and batch copy
+# Usage: sh tools/fuzz.sh [SECONDS]   (default 30; each target gets SECONDS)
+# Needs clang with libFuzzer. Binaries and corpora go to build-fuzz/. Exit
+# status is non-zero if a target finds a crash (its reproducer is kept there).
+set -e
+secs=${1:-30}
+cd "$(dirname "$0")/.."
+CC=${FUZZ_CC:-clang}
+out=build-fuzz
+mkdir -p "$out"
+flags="-std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -Iinclude -Isrc"
+core="src/core/error.c src/core/alloc.c src/core/log.c"
+build() { # name, sources...
+    name=$1
+    shift
+    echo "== building $name"
+    $CC $flags -o "$out/$name" "$@" $core -lm -lpthread
+}
+build fuzz_criteo_line tests/fuzz/fuzz_criteo_line.c src/data/criteo_tsv.c
+targets=fuzz_criteo_line
+if [ -f tests/fuzz/fuzz_binfmt.c ]; then
+    build fuzz_binfmt tests/fuzz/fuzz_binfmt.c src/data/binfmt.c src/core/kjt.c src/data/batch.c
+    targets="$targets fuzz_binfmt"
+fi
+for t in $targets; do
+    mkdir -p "$out/corpus_$t"
+    [ -d "tests/fuzz/seeds_$t" ] && cp -n tests/fuzz/seeds_$t/* "$out/corpus_$t/" 2>/dev/null || true
+    echo "== running $t for $secs s"
+    ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+        "$out/$t" -max_total_time="$secs" -max_len=4096 -print_final_stats=1 \
+        -artifact_prefix="$out/$t-" "$out/corpus_$t" 2>&1 | tail -25
+done
