@@ -3,10 +3,10 @@
  * plus the dense optimizers and learning-rate schedules it trains with
  * (dense_optim.h, lr_schedule.h, included here).
  *
- *   dense (B, num_dense) ─ bottom MLP (ReLU after every layer) ─ z (B, D) ─┐
- *   pooled (B, F*D) embeddings in the config's feature order ─────────────┤
- *                 dot interaction: concat(z, <X_i,X_j> for i in 1..F, j < i) (B, D + F(F+1)/2)
- *                 ─ top MLP (ReLU after all but the last) ─ logits (B)
+ *   dense (B, num_dense) -- bottom MLP (ReLU after every layer) -- z (B, D) --+
+ *   pooled (B, F*D), embeddings in the config's feature order ----------------+
+ *     -- dot interaction: concat(z, <X_i, X_j> for i in 1..F, j < i) (B, D + F(F+1)/2)
+ *     -- top MLP (ReLU after all but the last) -- logits (B)
  *
  * Linear: y = x·Wᵀ + b, W is [out, in] (the DLRM reference's layout). The
  * model keeps its parameters in ONE flat block on its device, its gradients
@@ -109,8 +109,8 @@ void sr_dlrm_backward_bottom(struct sr_dlrm *m, int B);
  * their range [offset, offset + count) in the flat gradient block (layers
  * complete from the last top layer down to bottom layer 0), so a caller can
  * start all-reducing a bucket early. NULL fn disables. */
-void sr_dlrm_set_grad_ready(struct sr_dlrm *m,
-                            void (*fn)(void *ctx, size_t offset, size_t count), void *ctx);
+void sr_dlrm_set_grad_ready(struct sr_dlrm *m, void (*fn)(void *ctx, size_t offset, size_t count),
+                            void *ctx);
 
 /* The flat parameter and gradient blocks (device), n floats each. */
 float *sr_dlrm_params(struct sr_dlrm *m, size_t *n);
@@ -123,8 +123,8 @@ const struct sr_dlrm_config *sr_dlrm_get_config(const struct sr_dlrm *m);
  * shape [out, in] (ndim 2) / [out] (ndim 1), data pointing into the flat
  * parameter block. name stays valid for the model's lifetime. */
 int sr_dlrm_num_tensors(const struct sr_dlrm *m);
-void sr_dlrm_tensor(const struct sr_dlrm *m, int i, const char **name, int *ndim,
-                    int64_t shape[2], float **data);
+void sr_dlrm_tensor(const struct sr_dlrm *m, int i, const char **name, int *ndim, int64_t shape[2],
+                    float **data);
 /* Offset of tensor i in the flat blocks (floats), so its gradient is
  * sr_dlrm_grads(m) + offset. */
 size_t sr_dlrm_tensor_offset(const struct sr_dlrm *m, int i);

@@ -3,12 +3,12 @@
  * polynomial decay. Steps count from 1.
  *
  *   lr
- *   base ┤      ┌───────────┐
- *        │    ╱             ╲__
- *        │  ╱                  ╲_
- *   end  ┤╱                      ╲______________
- *        └──────┴───────────┴────────┴──────── step
- *            WARMUP    DECAY_START   DECAY_START+DECAY_STEPS
+ *   base |       +-----------+
+ *        |     /              \__
+ *        |   /                   \_
+ *   end  | /                       \_____________
+ *        +-------+-----------+--------+---------- step
+ *             WARMUP   DECAY_START   DECAY_START + DECAY_STEPS
  *
  *   step <  WARMUP                  base * step / WARMUP
  *   step <  DECAY_START             base

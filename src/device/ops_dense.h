@@ -33,8 +33,7 @@ struct sr_dense_ops {
                               int rows, int cols, int relu);
 
     /* y (n) = max(x (n), 0). y may equal x. */
-    void (*relu_forward)(struct sr_device *dev, sr_stream_t s, const float *x, float *y,
-                         size_t n);
+    void (*relu_forward)(struct sr_device *dev, sr_stream_t s, const float *x, float *y, size_t n);
 
     /* dy (n) *= (y > 0), in place; y is the ReLU's output. */
     void (*relu_backward)(struct sr_device *dev, sr_stream_t s, const float *y, float *dy,

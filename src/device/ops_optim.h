@@ -21,8 +21,8 @@ struct sr_optim_ops {
     void (*sgd_step)(struct sr_device *dev, sr_stream_t s, float *w, const float *g, size_t n,
                      float lr);
     /* sum += g^2; w -= lr * g / (sqrt(sum) + eps) */
-    void (*adagrad_step)(struct sr_device *dev, sr_stream_t s, float *w, float *sum,
-                         const float *g, size_t n, float lr, float eps);
+    void (*adagrad_step)(struct sr_device *dev, sr_stream_t s, float *w, float *sum, const float *g,
+                         size_t n, float lr, float eps);
     /* m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
      * w -= lr * (m / (1-b1^t)) / (sqrt(v / (1-b2^t)) + eps), t = step >= 1. */
     void (*adam_step)(struct sr_device *dev, sr_stream_t s, float *w, float *m, float *v,

@@ -17,7 +17,7 @@ struct sr_dense_optim {
     struct sr_device *dev;
     struct sr_optim_config cfg;
     size_t n;
-    float *state;     /* (state_count) device */
+    float *state; /* (state_count) device */
     size_t state_count;
 };
 

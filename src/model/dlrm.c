@@ -30,28 +30,28 @@ struct sr_dlrm {
     struct sr_device *dev;
     struct sr_dlrm_config cfg;
     int max_batch;
-    int n_bot, n_top;                /* Linear layers in each MLP */
-    int inter_dim;                   /* I = D + F(F+1)/2 */
+    int n_bot, n_top; /* Linear layers in each MLP */
+    int inter_dim;    /* I = D + F(F+1)/2 */
     struct sr_linear bot[SR_MLP_MAX];
     struct sr_linear top[SR_MLP_MAX];
 
-    float *params;                   /* (n_params) device */
-    float *grads;                    /* (n_params) device */
+    float *params; /* (n_params) device */
+    float *grads;  /* (n_params) device */
     size_t n_params;
     size_t tensor_offset[SR_DLRM_MAX_TENSORS];
     char tensor_name[SR_DLRM_MAX_TENSORS][32];
 
-    float *acts;                     /* the activation block, device */
-    float *bot_act[SR_MLP_MAX];      /* (max_batch, bot[l].out) */
-    float *inter;                    /* (max_batch, I) */
-    float *top_act[SR_MLP_MAX];      /* (max_batch, top[l].out); the last holds logits */
-    float *grad_buf[2];              /* (max_batch, widest) each */
-    double *loss_dev;                /* (1) */
+    float *acts;                /* the activation block, device */
+    float *bot_act[SR_MLP_MAX]; /* (max_batch, bot[l].out) */
+    float *inter;               /* (max_batch, I) */
+    float *top_act[SR_MLP_MAX]; /* (max_batch, top[l].out); the last holds logits */
+    float *grad_buf[2];         /* (max_batch, widest) each */
+    double *loss_dev;           /* (1) */
 
-    const float *dense;              /* (B, num_dense) borrowed from forward */
-    const float *pooled;             /* (B, F*D) borrowed from forward */
-    int bottom_batch, top_batch;     /* B of the last forward halves; -1 when consumed */
-    int dz_buf;                      /* which grad_buf holds dz after backward_top */
+    const float *dense;          /* (B, num_dense) borrowed from forward */
+    const float *pooled;         /* (B, F*D) borrowed from forward */
+    int bottom_batch, top_batch; /* B of the last forward halves; -1 when consumed */
+    int dz_buf;                  /* which grad_buf holds dz after backward_top */
 
     void (*grad_ready)(void *ctx, size_t offset, size_t count);
     void *grad_ready_ctx;
@@ -149,8 +149,8 @@ static void init_params(struct sr_dlrm *m, uint64_t seed)
     float *host = sr_malloc(m->n_params * sizeof(float));
     for (int k = 0; k < num_layers(m); k++) {
         struct sr_linear *l = layer(m, k);
-        sr_init_linear(host + m->tensor_offset[2 * k], host + m->tensor_offset[2 * k + 1],
-                       l->out, l->in, seed, m->tensor_name[2 * k], m->tensor_name[2 * k + 1]);
+        sr_init_linear(host + m->tensor_offset[2 * k], host + m->tensor_offset[2 * k + 1], l->out,
+                       l->in, seed, m->tensor_name[2 * k], m->tensor_name[2 * k + 1]);
     }
     sr_dev_copy(m->dev, m->params, host, m->n_params * sizeof(float), NULL);
     sr_dev_sync(m->dev, NULL);
@@ -207,8 +207,8 @@ void sr_dlrm_forward_bottom(struct sr_dlrm *m, const float *dense, int B)
 void sr_dlrm_forward_top(struct sr_dlrm *m, const float *pooled, int B, float *logits)
 {
     SR_ASSERT(B == m->bottom_batch);
-    sr_interaction_forward(m->dev, NULL, m->bot_act[m->n_bot - 1], pooled, B,
-                           m->cfg.num_sparse, m->cfg.embedding_dim, m->inter);
+    sr_interaction_forward(m->dev, NULL, m->bot_act[m->n_bot - 1], pooled, B, m->cfg.num_sparse,
+                           m->cfg.embedding_dim, m->inter);
     const float *x = m->inter;
     for (int l = 0; l < m->n_top; l++) {
         sr_linear_forward(m->dev, NULL, &m->top[l], x, B, m->top_act[l]);
@@ -239,8 +239,8 @@ double sr_dlrm_backward_top(struct sr_dlrm *m, const float *labels, const float 
 {
     SR_ASSERT(B == m->top_batch && B == m->bottom_batch);
     int cur = 0; /* grad_buf[cur] holds the gradient of the current layer's output */
-    double loss = sr_bce_loss(m->dev, NULL, m->top_act[m->n_top - 1], labels, mask, B,
-                              loss_scale, m->grad_buf[cur], m->loss_dev);
+    double loss = sr_bce_loss(m->dev, NULL, m->top_act[m->n_top - 1], labels, mask, B, loss_scale,
+                              m->grad_buf[cur], m->loss_dev);
     for (int l = m->n_top - 1; l >= 0; l--) {
         const float *x = l > 0 ? m->top_act[l - 1] : m->inter;
         sr_linear_backward(m->dev, NULL, &m->top[l], x, m->top_act[l], m->grad_buf[cur], B,
@@ -248,9 +248,8 @@ double sr_dlrm_backward_top(struct sr_dlrm *m, const float *labels, const float 
         cur = 1 - cur;
         notify_layer_ready(m, m->n_bot + l);
     }
-    sr_interaction_backward(m->dev, NULL, m->bot_act[m->n_bot - 1], m->pooled, m->grad_buf[cur],
-                            B, m->cfg.num_sparse, m->cfg.embedding_dim, m->grad_buf[1 - cur],
-                            dpooled);
+    sr_interaction_backward(m->dev, NULL, m->bot_act[m->n_bot - 1], m->pooled, m->grad_buf[cur], B,
+                            m->cfg.num_sparse, m->cfg.embedding_dim, m->grad_buf[1 - cur], dpooled);
     m->dz_buf = 1 - cur;
     m->top_batch = -1;
     return loss;
@@ -278,8 +277,8 @@ double sr_dlrm_backward(struct sr_dlrm *m, const float *labels, const float *mas
     return loss;
 }
 
-void sr_dlrm_set_grad_ready(struct sr_dlrm *m,
-                            void (*fn)(void *ctx, size_t offset, size_t count), void *ctx)
+void sr_dlrm_set_grad_ready(struct sr_dlrm *m, void (*fn)(void *ctx, size_t offset, size_t count),
+                            void *ctx)
 {
     m->grad_ready = fn;
     m->grad_ready_ctx = ctx;
@@ -315,8 +314,8 @@ size_t sr_dlrm_tensor_offset(const struct sr_dlrm *m, int i)
     return m->tensor_offset[i];
 }
 
-void sr_dlrm_tensor(const struct sr_dlrm *m, int i, const char **name, int *ndim,
-                    int64_t shape[2], float **data)
+void sr_dlrm_tensor(const struct sr_dlrm *m, int i, const char **name, int *ndim, int64_t shape[2],
+                    float **data)
 {
     SR_ASSERT(i >= 0 && i < sr_dlrm_num_tensors(m));
     const struct sr_linear *l = i / 2 < m->n_bot ? &m->bot[i / 2] : &m->top[i / 2 - m->n_bot];

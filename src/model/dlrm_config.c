@@ -62,8 +62,8 @@ int sr_dlrm_config_check(const struct sr_dlrm_config *cfg)
         return sr_error_set(SR_ERR_INVALID_ARG,
                             "bottom MLP output %d differs from the embedding dim %d; "
                             "HINT: end --bot-mlp with %d or set --embedding-dim %d",
-                            cfg->bot_mlp[cfg->n_bot - 1], cfg->embedding_dim,
-                            cfg->embedding_dim, cfg->bot_mlp[cfg->n_bot - 1]);
+                            cfg->bot_mlp[cfg->n_bot - 1], cfg->embedding_dim, cfg->embedding_dim,
+                            cfg->bot_mlp[cfg->n_bot - 1]);
     if (cfg->top_mlp[cfg->n_top - 1] != 1)
         return sr_error_set(SR_ERR_INVALID_ARG,
                             "top MLP ends with width %d; it must end with 1 (the logit), "

@@ -33,8 +33,8 @@ void sr_interaction_forward(struct sr_device *dev, sr_stream_t s, const float *z
 }
 
 void sr_interaction_backward(struct sr_device *dev, sr_stream_t s, const float *z,
-                             const float *pooled, const float *dout, int B, int F, int D,
-                             float *dz, float *dpooled)
+                             const float *pooled, const float *dout, int B, int F, int D, float *dz,
+                             float *dpooled)
 {
     dev->dense->interaction_backward(dev, s, z, pooled, dout, B, F, D, dz, dpooled);
 }

@@ -15,7 +15,7 @@ void sr_interaction_forward(struct sr_device *dev, sr_stream_t s, const float *z
 
 /* dz (B, D) and dpooled (B, F*D), overwritten, from dout (B, D + F(F+1)/2). */
 void sr_interaction_backward(struct sr_device *dev, sr_stream_t s, const float *z,
-                             const float *pooled, const float *dout, int B, int F, int D,
-                             float *dz, float *dpooled);
+                             const float *pooled, const float *dout, int B, int F, int D, float *dz,
+                             float *dpooled);
 
 #endif

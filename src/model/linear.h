@@ -10,11 +10,11 @@
 
 struct sr_linear {
     int in, out;
-    int relu;        /* 1: ReLU after the affine map */
-    float *weight;   /* (out, in) device, in the parameter block */
-    float *bias;     /* (out) device */
-    float *dweight;  /* (out, in) device, in the gradient block */
-    float *dbias;    /* (out) device */
+    int relu;       /* 1: ReLU after the affine map */
+    float *weight;  /* (out, in) device, in the parameter block */
+    float *bias;    /* (out) device */
+    float *dweight; /* (out, in) device, in the gradient block */
+    float *dbias;   /* (out) device */
 };
 
 /* y (B, out) = act(x (B, in) · Wᵀ + b). */

@@ -12,9 +12,8 @@
 #include "device/ops_dense.h"
 #include "model/loss.h"
 
-double sr_bce_loss(struct sr_device *dev, sr_stream_t s, const float *logits,
-                   const float *labels, const float *mask, int n, float scale, float *dlogits,
-                   double *loss_dev)
+double sr_bce_loss(struct sr_device *dev, sr_stream_t s, const float *logits, const float *labels,
+                   const float *mask, int n, float scale, float *dlogits, double *loss_dev)
 {
     double loss = 0.0;
     dev->dense->bce_with_logits(dev, s, logits, labels, mask, n, scale, dlogits, loss_dev);

@@ -65,9 +65,6 @@ static int parse_fields(const char *spec, const char *fields, struct sr_lr_sched
 {
     const char *start[5], *end[5];
     int n = split_fields(fields, start, end);
-    if (n < 3)
-        return sr_error_set(SR_ERR_INVALID_ARG, "lr schedule '%s': %s is missing; %s", spec,
-                            field_names[n], SPEC_HINT);
     if (n > 4)
         return sr_error_set(SR_ERR_INVALID_ARG, "lr schedule '%s': unexpected '%s' after POWER; %s",
                             spec, start[4], SPEC_HINT);
@@ -78,9 +75,11 @@ static int parse_fields(const char *spec, const char *fields, struct sr_lr_sched
         if (bad)
             return sr_error_set(SR_ERR_INVALID_ARG, "lr schedule '%s': %s '%.*s' is not %s; %s",
                                 spec, field_names[i], (int)(end[i] - start[i]), start[i],
-                                i < 3 ? "a non-negative integer" : "a positive number",
-                                SPEC_HINT);
+                                i < 3 ? "a non-negative integer" : "a positive number", SPEC_HINT);
     }
+    if (n < 3)
+        return sr_error_set(SR_ERR_INVALID_ARG, "lr schedule '%s': %s is missing; %s", spec,
+                            field_names[n], SPEC_HINT);
     out->warmup_steps = ints[0];
     out->decay_start = ints[1];
     out->decay_steps = ints[2];
@@ -92,8 +91,8 @@ int sr_lr_schedule_parse(const char *spec, float base_lr, struct sr_lr_schedule 
     static const char prefix[] = "warmup_poly:";
     *out = (struct sr_lr_schedule){.kind = SR_LR_CONSTANT, .base_lr = base_lr, .power = 2.0f};
     if (!isfinite(base_lr) || base_lr < 0.0f)
-        return sr_error_set(SR_ERR_INVALID_ARG,
-                            "learning rate %g must be a finite number >= 0", base_lr);
+        return sr_error_set(SR_ERR_INVALID_ARG, "learning rate %g must be a finite number >= 0",
+                            base_lr);
     if (strcmp(spec, "constant") == 0)
         return SR_OK;
     if (strncmp(spec, prefix, sizeof(prefix) - 1) != 0)

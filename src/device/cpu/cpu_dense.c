@@ -67,8 +67,8 @@ static void cpu_gemm(struct sr_device *dev, sr_stream_t s, enum sr_transpose tra
 #endif
 }
 
-static void cpu_bias_relu_forward(struct sr_device *dev, sr_stream_t s, float *y,
-                                  const float *bias, int rows, int cols, int relu)
+static void cpu_bias_relu_forward(struct sr_device *dev, sr_stream_t s, float *y, const float *bias,
+                                  int rows, int cols, int relu)
 {
     if (cols == 1) { /* the logit layer: one column, keep it serial */
         for (int r = 0; r < rows; r++) {
@@ -109,8 +109,8 @@ static void cpu_relu_backward(struct sr_device *dev, sr_stream_t s, const float 
 }
 
 /* Mask (when relu) and sum columns [c0, c1) of dy over all rows, in row order. */
-static void mask_and_sum_columns(const float *y, float *dy, int rows, int cols, int relu,
-                                 int c0, int c1, float *dbias)
+static void mask_and_sum_columns(const float *y, float *dy, int rows, int cols, int relu, int c0,
+                                 int c1, float *dbias)
 {
     for (int c = c0; c < c1; c++)
         dbias[c] = 0.0f;
@@ -127,8 +127,8 @@ static void mask_and_sum_columns(const float *y, float *dy, int rows, int cols, 
 
 /* Column blocks of 16 floats (one cache line) split statically over threads,
  * so no two threads write the same line of dbias or dy. */
-static void cpu_relu_bias_backward(struct sr_device *dev, sr_stream_t s, const float *y,
-                                   float *dy, int rows, int cols, int relu, float *dbias)
+static void cpu_relu_bias_backward(struct sr_device *dev, sr_stream_t s, const float *y, float *dy,
+                                   int rows, int cols, int relu, float *dbias)
 {
     int nblocks = (cols + 15) / 16;
     if ((size_t)rows * cols < PAR_MIN || nblocks == 1) {
@@ -142,8 +142,8 @@ static void cpu_relu_bias_backward(struct sr_device *dev, sr_stream_t s, const f
     }
 }
 
-static void cpu_bias_grad(struct sr_device *dev, sr_stream_t s, const float *dy, int rows,
-                          int cols, float *dbias)
+static void cpu_bias_grad(struct sr_device *dev, sr_stream_t s, const float *dy, int rows, int cols,
+                          float *dbias)
 {
     cpu_relu_bias_backward(dev, s, NULL, (float *)dy, rows, cols, 0, dbias);
 }

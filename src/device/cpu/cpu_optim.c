@@ -16,8 +16,8 @@
 #define OMP_FOR
 #endif
 
-static void cpu_sgd_step(struct sr_device *dev, sr_stream_t s, float *w, const float *g,
-                         size_t n, float lr)
+static void cpu_sgd_step(struct sr_device *dev, sr_stream_t s, float *w, const float *g, size_t n,
+                         float lr)
 {
     OMP_FOR
     for (size_t i = 0; i < n; i++)
@@ -35,8 +35,8 @@ static void cpu_adagrad_step(struct sr_device *dev, sr_stream_t s, float *w, flo
 }
 
 static void cpu_adam_step(struct sr_device *dev, sr_stream_t s, float *w, float *m, float *v,
-                          const float *g, size_t n, float lr, float beta1, float beta2,
-                          float eps, int64_t step)
+                          const float *g, size_t n, float lr, float beta1, float beta2, float eps,
+                          int64_t step)
 {
     SR_ASSERT(step >= 1);
     /* Bias corrections in double: 1 - b^t loses digits in float for small t. */
