@@ -22,10 +22,10 @@
 /* Value of a hex digit, or -1. */
 static int hex_value(unsigned char c)
 {
-    if (c - '0' < 10u)
+    if ((unsigned)(c - '0') < 10u)
         return c - '0';
     c |= 0x20; /* fold to lower case */
-    if (c - 'a' < 6u)
+    if ((unsigned)(c - 'a') < 6u)
         return c - 'a' + 10;
     return -1;
 }

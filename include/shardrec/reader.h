@@ -1,0 +1,90 @@
+/*
+ * File readers: Criteo TSV (plain or gzip) and shardrec's binary format, in
+ * one stream of samples, batched for rank r of W.
+ *
+ * The files are read in the order given, as one stream; each file's format is
+ * detected by its magic (binfmt.h), so TSV and binary files may even be mixed.
+ * TSV streams through a large buffer (files of any size); binary files are
+ * mapped. A sample is a good line (or a binary sample); bad lines skipped under
+ * skip_bad_lines do not count, so sample indices agree on every rank.
+ *
+ * Global batches, the same for every world size (issue 4, item 7):
+ *
+ *   stream   | g = 0                  | g = 1                  | ...
+ *            | rank 0 | rank 1 | ...  | rank 0 | rank 1 | ...  |
+ *            |<- B  ->|<- B  ->|      |<------- G = W * B ---->|
+ *
+ * rank r's batch g holds samples [g*G + r*B, g*G + (r+1)*B). Every rank reads
+ * (and checks) the whole stream of a TSV file, so every rank meets a bad line
+ * at the same place and stops with the same message; binary readers jump
+ * straight to their slice. A partial last global batch is dropped (training);
+ * with keep_partial it is returned (evaluation): then batch_size = kjt.stride
+ * = B_valid, the rank's count of real samples, 0 <= B_valid <= B — a rank past
+ * the data gets an empty batch and still returns 1, so that every rank takes
+ * the same number of steps.
+ *
+ * Not thread-safe: one reader per thread. After an error the reader may only be
+ * rewound or freed.
+ */
+#ifndef SHARDREC_READER_H
+#define SHARDREC_READER_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "shardrec/batch.h"
+#include "shardrec/criteo.h"
+
+struct sr_reader_options {
+    int rank, world;    /* r in [0, W) */
+    int batch_size;     /* B, per rank */
+    int skip_bad_lines; /* count bad TSV lines by kind instead of failing */
+    int keep_partial;   /* return the last partial global batch (evaluation) */
+    int64_t max_line;   /* longest TSV line in bytes; 0 = SR_CRITEO_MAX_LINE_DEFAULT */
+};
+
+struct sr_reader;
+
+/* Open a reader over paths[0..n_paths) (copied) for F features whose ids are
+ * reduced mod rows[f] (copied). Binary files are mapped and verified here, and
+ * must have been written with the same F and rows; TSV files are opened as the
+ * stream reaches them (the first is opened here, to fail early). Returns
+ * SR_ERR_INVALID_ARG for bad options (rank outside [0, world), B < 1, no paths,
+ * F < 1, rows < 1), SR_ERR_IO / SR_ERR_DATA naming the file; *out is NULL then. */
+int sr_reader_open(struct sr_reader **out, const char *const *paths, int n_paths,
+                   int num_features, const int64_t *rows, const struct sr_reader_options *opt);
+
+/* Allocate a batch big enough for any batch of this reader (B samples,
+ * sr_reader_max_values ids, weights when a file has them). keys borrowed. */
+void sr_reader_batch_init(const struct sr_reader *r, struct sr_batch *batch,
+                          const char *const *keys);
+int sr_reader_num_dense(const struct sr_reader *r);     /* 13 unless binary files say otherwise */
+int64_t sr_reader_max_values(const struct sr_reader *r); /* most ids in one batch */
+int sr_reader_has_weights(const struct sr_reader *r);
+
+/* Fill batch with this rank's slice of the next global batch: dense, labels,
+ * KJT lengths/offsets/values (weights 1 for data without weights), batch_size,
+ * kjt.stride and first_index (the global index of the slice's first sample).
+ * Returns 1 when filled, 0 at the end of the data (and again until rewound),
+ * or an error: SR_ERR_DATA "file:line: what; HINT: ..." for a bad line (unless
+ * skip_bad_lines) or a corrupt binary file, SR_ERR_IO for a read failure,
+ * SR_ERR_INVALID_ARG if the batch is too small (use sr_reader_batch_init).
+ * Does not allocate. */
+int sr_reader_next(struct sr_reader *r, struct sr_batch *batch);
+
+/* Start again from the first sample of the first file (epochs, repeated
+ * evaluation); bad-line counts restart too. Returns an error if the first file
+ * cannot be reopened. */
+int sr_reader_rewind(struct sr_reader *r);
+
+/* Bad lines skipped so far in this pass, of one kind, or of all kinds for
+ * SR_CRITEO_OK. */
+int64_t sr_reader_bad_lines(const struct sr_reader *r, enum sr_criteo_fault kind);
+
+/* Print one summary line of skipped bad lines by kind, with the first place
+ * each kind was seen, or nothing if there were none. */
+void sr_reader_report(const struct sr_reader *r, FILE *f);
+
+void sr_reader_free(struct sr_reader *r); /* NULL is a no-op */
+
+#endif

@@ -1,0 +1,40 @@
+/*
+ * Lines of a text file, read through one large caller-owned buffer, so files
+ * larger than memory stream in constant memory and lines are handed out in
+ * place (no copy). gzip files (detected by their magic) are inflated through
+ * zlib, loaded at run time (libz.so.1) so that the build needs no zlib headers
+ * or link flags; without it a gzip file is a clear SR_ERR_UNSUPPORTED.
+ */
+#ifndef SR_DATA_LINE_STREAM_H
+#define SR_DATA_LINE_STREAM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct sr_line_stream {
+    const char *path;  /* borrowed, for messages */
+    int fd;            /* -1 when reading through gz */
+    void *gz;          /* gzFile, or NULL */
+    char *buf;         /* (cap) borrowed */
+    size_t cap, beg, end;
+    int eof, discarding;
+    int64_t max_line;  /* bytes before the '\n' ('\r' included) */
+    int64_t line_no;   /* 1-based number of the line last returned */
+};
+
+#define SR_LINE_OK 1   /* a line */
+#define SR_LINE_LONG 2 /* a line longer than max_line: counted and skipped over */
+
+/* Open path for reading lines into buf (cap >= max_line + 2 bytes). SR_ERR_IO if
+ * it cannot be opened, SR_ERR_UNSUPPORTED for gzip without libz.so.1. */
+int sr_line_stream_open(struct sr_line_stream *s, const char *path, char *buf, size_t cap,
+                        int64_t max_line);
+
+/* The next line (without '\n') in *line, *len: SR_LINE_OK, SR_LINE_LONG (the
+ * line is consumed; *len is what was seen of it), 0 at end of file, or SR_ERR_IO.
+ * The line stays valid until the next call. A last line without '\n' counts. */
+int sr_line_stream_next(struct sr_line_stream *s, const char **line, size_t *len);
+
+void sr_line_stream_close(struct sr_line_stream *s); /* safe on a closed stream */
+
+#endif
