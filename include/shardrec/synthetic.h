@@ -48,7 +48,7 @@ struct sr_synth_config {
     int num_dense;        /* 13 */
     int num_features;     /* F (26) */
     const int64_t *rows;  /* (F) rows of the table each feature looks up; copied */
-    int ids_min, ids_max; /* ids per feature per sample, drawn uniformly in [min,max]; equal = fixed */
+    int ids_min, ids_max; /* ids per feature per sample, uniform in [min,max]; equal = fixed */
     enum sr_id_dist id_dist;
     double zipf_s; /* exponent for SR_ID_DIST_ZIPF, > 0 */
 };
@@ -84,8 +84,8 @@ void sr_synth_fill(const struct sr_synth *s, int64_t first_index, int B, struct 
  * logit's variance carried by the sparse part, var(sparse) / (var(sparse) +
  * var(dense)). Any output pointer may be NULL. Allocates O(n) temporary memory;
  * OpenMP over samples. AUCs are NaN if the range holds a single class. */
-void sr_synth_bounds(const struct sr_synth *s, int64_t first_index, int64_t n,
-                     double *teacher_auc, double *dense_only_auc, double *sparse_var_share);
+void sr_synth_bounds(const struct sr_synth *s, int64_t first_index, int64_t n, double *teacher_auc,
+                     double *dense_only_auc, double *sparse_var_share);
 
 /* Parse "uniform" or "zipf:S" (S a finite number > 0, e.g. zipf:1.05). zipf_s is
  * set to 0 for uniform. Returns SR_ERR_INVALID_ARG with a hint otherwise. */

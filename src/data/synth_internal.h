@@ -38,7 +38,7 @@ static inline uint64_t sr_synth_stream(enum sr_synth_purpose p, int sub)
 /* Sample indices must stay below this so that (sample << 16 | position) fits. */
 #define SR_SYNTH_MAX_INDEX ((int64_t)1 << 47)
 /* Where the teacher's calibration samples live (never training or eval data). */
-#define SR_SYNTH_CALIB_BASE ((int64_t)3 << 40)
+#define SR_SYNTH_CALIB_BASE    ((int64_t)3 << 40)
 #define SR_SYNTH_CALIB_SAMPLES (1 << 15)
 
 /* Ranks of one feature, and the bijection rank -> row id = (a k + b) mod E. */
@@ -61,16 +61,16 @@ int64_t sr_id_sampler_rank_of(const struct sr_id_sampler *m, int64_t id);
 
 /* The hidden teacher: logit = bias + dense part + sparse part (see teacher.c). */
 struct sr_teacher {
-    double *dense_mean;     /* (num_dense) of the dense floats, for standardising */
-    double *dense_inv_sd;   /* (num_dense) */
-    double *dense_w;        /* (num_dense) linear weights on standardised features */
-    double *dense_q;        /* (num_dense) quadratic weights */
-    double *feature_scale;  /* (F) effect scale of each feature's bag */
-    double dense_scale;     /* multiplies the raw dense function */
-    double dense_center;    /* mean of the scaled dense part (subtracted) */
-    double sparse_center;   /* mean of the sparse part (subtracted) */
+    double *dense_mean;    /* (num_dense) of the dense floats, for standardising */
+    double *dense_inv_sd;  /* (num_dense) */
+    double *dense_w;       /* (num_dense) linear weights on standardised features */
+    double *dense_q;       /* (num_dense) quadratic weights */
+    double *feature_scale; /* (F) effect scale of each feature's bag */
+    double dense_scale;    /* multiplies the raw dense function */
+    double dense_center;   /* mean of the scaled dense part (subtracted) */
+    double sparse_center;  /* mean of the sparse part (subtracted) */
     double bias;
-    double head_ranks;      /* effect variance of rank k is 1 / (1 + k / head_ranks); 0: flat */
+    double head_ranks; /* effect variance of rank k is 1 / (1 + k / head_ranks); 0: flat */
 };
 
 /* Dense count model of one feature: missing with probability missing_p, else
@@ -80,10 +80,10 @@ struct sr_dense_model {
 };
 
 struct sr_synth {
-    struct sr_synth_config cfg; /* cfg.rows points at rows below */
-    int64_t *rows;                   /* (F) */
-    struct sr_id_sampler *samplers;  /* (F) */
-    struct sr_dense_model *dense;    /* (num_dense) */
+    struct sr_synth_config cfg;     /* cfg.rows points at rows below */
+    int64_t *rows;                  /* (F) */
+    struct sr_id_sampler *samplers; /* (F) */
+    struct sr_dense_model *dense;   /* (num_dense) */
     struct sr_teacher teacher;
 };
 

@@ -25,10 +25,10 @@
 #include "shardrec/error.h"
 #include "shardrec/metrics.h"
 
-#define SYNTH_MAX_DENSE 1024
+#define SYNTH_MAX_DENSE    1024
 #define SYNTH_MAX_FEATURES 65536
-#define SYNTH_MAX_IDS 65536
-#define SYNTH_MAX_COUNT 2147483647.0
+#define SYNTH_MAX_IDS      65536
+#define SYNTH_MAX_COUNT    2147483647.0
 
 enum { PARAM_MISSING = 1 << 20, PARAM_MU = 2 << 20, PARAM_SD = 3 << 20 };
 
@@ -38,9 +38,8 @@ static int check_config(const struct sr_synth_config *c)
         return sr_error_set(SR_ERR_INVALID_ARG, "synthetic data: num_dense %d is not in [1, %d]",
                             c->num_dense, SYNTH_MAX_DENSE);
     if (c->num_features < 1 || c->num_features > SYNTH_MAX_FEATURES)
-        return sr_error_set(SR_ERR_INVALID_ARG,
-                            "synthetic data: num_features %d is not in [1, %d]", c->num_features,
-                            SYNTH_MAX_FEATURES);
+        return sr_error_set(SR_ERR_INVALID_ARG, "synthetic data: num_features %d is not in [1, %d]",
+                            c->num_features, SYNTH_MAX_FEATURES);
     if (!c->rows)
         return sr_error_set(SR_ERR_INVALID_ARG, "synthetic data: rows is NULL");
     for (int f = 0; f < c->num_features; f++)
@@ -57,8 +56,8 @@ static int check_config(const struct sr_synth_config *c)
     if (c->id_dist != SR_ID_DIST_UNIFORM && c->id_dist != SR_ID_DIST_ZIPF)
         return sr_error_set(SR_ERR_INVALID_ARG, "synthetic data: unknown id_dist %d",
                             (int)c->id_dist);
-    if (c->id_dist == SR_ID_DIST_ZIPF && !(isfinite(c->zipf_s) && c->zipf_s > 0.0 &&
-                                            c->zipf_s <= 100.0))
+    if (c->id_dist == SR_ID_DIST_ZIPF &&
+        !(isfinite(c->zipf_s) && c->zipf_s > 0.0 && c->zipf_s <= 100.0))
         return sr_error_set(SR_ERR_INVALID_ARG,
                             "synthetic data: zipf_s %g must be in (0, 100]; HINT: zipf:1.05",
                             c->zipf_s);
@@ -121,12 +120,11 @@ int64_t sr_synth_dense_count(const struct sr_synth *s, int64_t i, int j)
 {
     const struct sr_dense_model *d = &s->dense[j];
     uint64_t seed = s->cfg.seed;
-    if (d->missing_p > 0.0 &&
-        sr_rng_uniform(seed, sr_synth_stream(SR_SYNTH_STREAM_MISSING, j), (uint64_t)i) <
-            d->missing_p)
+    if (d->missing_p > 0.0 && sr_rng_uniform(seed, sr_synth_stream(SR_SYNTH_STREAM_MISSING, j),
+                                             (uint64_t)i) < d->missing_p)
         return -1;
     double y = d->mu + d->sd * sr_teacher_gauss(seed, sr_synth_stream(SR_SYNTH_STREAM_COUNT, j),
-                                             (uint64_t)i);
+                                                (uint64_t)i);
     if (y <= 0.0)
         return 0;
     double c = floor(expm1(y));
@@ -203,7 +201,7 @@ void sr_synth_fill(const struct sr_synth *s, int64_t first_index, int B, struct 
     batch->first_index = first_index;
     kjt->stride = B;
 
-    _Pragma("omp parallel for schedule(static)")
+#pragma omp parallel for schedule(static)
     for (int b = 0; b < B; b++)
         for (int f = 0; f < F; f++)
             kjt->lengths[(int64_t)f * B + b] = sr_synth_bag_len(s, first_index + b, f);
@@ -212,7 +210,7 @@ void sr_synth_fill(const struct sr_synth *s, int64_t first_index, int B, struct 
         kjt->offsets[k + 1] = kjt->offsets[k] + kjt->lengths[k];
     kjt->num_values = kjt->offsets[(int64_t)F * B];
 
-    _Pragma("omp parallel for schedule(static)")
+#pragma omp parallel for schedule(static)
     for (int b = 0; b < B; b++) {
         int64_t i = first_index + b;
         struct sr_synth_parts p =
@@ -239,8 +237,8 @@ static double variance(const float *x, int64_t n)
     return sq / (double)n;
 }
 
-void sr_synth_bounds(const struct sr_synth *s, int64_t first_index, int64_t n,
-                     double *teacher_auc, double *dense_only_auc, double *sparse_var_share)
+void sr_synth_bounds(const struct sr_synth *s, int64_t first_index, int64_t n, double *teacher_auc,
+                     double *dense_only_auc, double *sparse_var_share)
 {
     SR_ASSERT(n >= 0 && first_index >= 0 && first_index + n <= SR_SYNTH_MAX_INDEX);
     float *logit = sr_malloc(sizeof(float) * (size_t)(n ? n : 1));
@@ -249,7 +247,7 @@ void sr_synth_bounds(const struct sr_synth *s, int64_t first_index, int64_t n,
     float *labels = sr_malloc(sizeof(float) * (size_t)(n ? n : 1));
     void *work = sr_aligned_alloc(sr_metrics_workspace_bytes(n));
 
-    _Pragma("omp parallel for schedule(static)")
+#pragma omp parallel for schedule(static)
     for (int64_t k = 0; k < n; k++) {
         float row[SYNTH_MAX_DENSE];
         struct sr_synth_parts p = sr_synth_draw(s, first_index + k, row, NULL, NULL, 0, 0);

@@ -97,7 +97,7 @@ static int write_block(const struct sr_synth *s, struct tsv_block *blk, FILE *f,
                        int B)
 {
     sr_synth_fill(s, first, B, &blk->batch);
-    _Pragma("omp parallel for schedule(static)")
+#pragma omp parallel for schedule(static)
     for (int b = 0; b < B; b++)
         blk->line_len[b] = format_line(s, &blk->batch, b, first + b, blk->text + b * blk->line_cap);
     for (int b = 0; b < B; b++)

@@ -34,11 +34,11 @@
 #include "data/synth_internal.h"
 #include "shardrec/alloc.h"
 
-#define TEACHER_LOGIT_VAR 2.6
-#define TEACHER_SPARSE_SHARE 0.65
+#define TEACHER_LOGIT_VAR     2.6
+#define TEACHER_SPARSE_SHARE  0.65
 #define TEACHER_POSITIVE_RATE 0.30
-#define TEACHER_HEAD_RANKS 200.0
-#define TEACHER_QUAD_SD 0.3
+#define TEACHER_HEAD_RANKS    200.0
+#define TEACHER_QUAD_SD       0.3
 
 enum { PARAM_DENSE_W = 1 << 20, PARAM_DENSE_Q = 2 << 20, PARAM_FEATURE_G = 3 << 20 };
 
@@ -143,7 +143,7 @@ static void calibrate(struct sr_synth *s)
     float *rows = sr_malloc(sizeof(float) * (size_t)n * nd);
     double *dense = sr_malloc(sizeof(double) * n), *sparse = sr_malloc(sizeof(double) * n);
 
-    _Pragma("omp parallel for schedule(static)")
+#pragma omp parallel for schedule(static)
     for (int i = 0; i < n; i++)
         for (int j = 0; j < nd; j++)
             rows[(size_t)i * nd + j] =
@@ -151,7 +151,7 @@ static void calibrate(struct sr_synth *s)
     standardise_dense(s, rows, n);
 
     /* Parts with unit scales and no centring. */
-    _Pragma("omp parallel for schedule(static)")
+#pragma omp parallel for schedule(static)
     for (int i = 0; i < n; i++) {
         struct sr_synth_parts p =
             sr_synth_draw(s, SR_SYNTH_CALIB_BASE + i, rows + (size_t)i * nd, NULL, NULL, 0, 0);

@@ -9,7 +9,7 @@
  *        = log((2k+3) / (2k+1)) / log(2E+1)           when s = 1.
  *
  * By the midpoint rule P(k) is close to (k+1)^-s / Z (within 1% from rank ~3
- * on; the top rank is about 8% heavier than pure Zipf at s = 1.05). The
+ * on; at s = 1.05 rank 0 is 10% and rank 1 2% heavier than that). The
  * inverse CDF is closed-form, x = (1 + u A)^(1/t) / 2 with A = (2E+1)^t - 1,
  * so a draw is O(1) and needs only u: any sample can be drawn on its own.
  *

@@ -27,9 +27,9 @@
 #include "shardrec/metrics.h"
 
 #define METRICS_BLOCK 4096
-#define METRICS_EPS 1e-7
-#define RADIX_BITS 11
-#define RADIX_SIZE (1 << RADIX_BITS)
+#define METRICS_EPS   1e-7
+#define RADIX_BITS    11
+#define RADIX_SIZE    (1 << RADIX_BITS)
 
 static int64_t num_blocks(int64_t n)
 {
@@ -132,7 +132,7 @@ static double auc_of_sorted(const uint64_t *w, int64_t n)
 static double auc_unchecked(const float *score, const float *labels, int64_t n, void *work)
 {
     uint64_t *keys = work, *tmp = keys + n;
-    _Pragma("omp parallel for schedule(static)")
+#pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < n; i++)
         keys[i] = (uint64_t)float_key(score[i]) << 32 | (labels[i] != 0.0f);
     return auc_of_sorted(radix_sort_high(keys, tmp, n), n);
@@ -151,7 +151,7 @@ int sr_metrics_auc(const float *score, const float *labels, int64_t n, void *wor
 static void block_sums(const float *pred, const float *labels, int64_t n, double *part)
 {
     int64_t nb = num_blocks(n);
-    _Pragma("omp parallel for schedule(static)")
+#pragma omp parallel for schedule(static)
     for (int64_t k = 0; k < nb; k++) {
         int64_t end = (k + 1) * METRICS_BLOCK < n ? (k + 1) * METRICS_BLOCK : n;
         double loss = 0.0, correct = 0.0, pos = 0.0;
@@ -189,8 +189,8 @@ int sr_metrics_compute(const float *pred, const float *labels, int64_t n, void *
         pos += part[2 * nb + k];
     }
     double rate = pos / (double)n;
-    double entropy = rate > 0.0 && rate < 1.0 ? -(rate * log(rate) + (1.0 - rate) * log1p(-rate))
-                                              : 0.0;
+    double entropy =
+        rate > 0.0 && rate < 1.0 ? -(rate * log(rate) + (1.0 - rate) * log1p(-rate)) : 0.0;
     out->logloss = loss / (double)n;
     out->ne = entropy > 0.0 ? out->logloss / entropy : NAN;
     out->accuracy = correct / (double)n;
