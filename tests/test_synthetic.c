@@ -21,6 +21,7 @@
 #include <omp.h>
 #endif
 
+#include "shardrec/criteo.h"
 #include "shardrec/error.h"
 #include "shardrec/kjt.h"
 #include "shardrec/synthetic.h"
@@ -350,6 +351,39 @@ static void test_tsv_roundtrip(void **state)
     sr_synth_free(s);
 }
 
+/* The project's own Criteo line parser reads the file back to the same batch. */
+static void test_tsv_read_by_criteo_parser(void **state)
+{
+    (void)state;
+    struct sr_synth_config c = default_config();
+    int n = 2000;
+    struct sr_synth *s = make(&c);
+    FILE *f = tmpfile();
+    assert_int_equal(sr_synth_write_tsv(s, f, SR_SYNTH_EVAL_BASE, n), SR_OK);
+    rewind(f);
+    struct sr_batch b;
+    batch_for(&b, s, &c, n);
+    sr_synth_fill(s, SR_SYNTH_EVAL_BASE, n, &b);
+    struct sr_criteo_parser p;
+    assert_int_equal(sr_criteo_parser_init(&p, 26, c.rows), SR_OK);
+    char line[1024];
+    for (int i = 0; i < n; i++) {
+        float label, dense[13];
+        int64_t ids[26];
+        assert_non_null(fgets(line, sizeof line, f));
+        size_t len = strlen(line) - 1; /* without the '\n' */
+        assert_int_equal(sr_criteo_parse_line(&p, line, len, &label, dense, ids, 1, NULL),
+                         SR_CRITEO_OK);
+        assert_true(label == b.labels[i]);
+        assert_memory_equal(dense, b.dense + (size_t)i * 13, sizeof dense);
+        for (int k = 0; k < 26; k++)
+            assert_int_equal(ids[k], b.kjt.values[(int64_t)k * n + i]);
+    }
+    fclose(f);
+    sr_batch_free(&b);
+    sr_synth_free(s);
+}
+
 static void test_tsv_rejects_multi_hot(void **state)
 {
     (void)state;
@@ -437,6 +471,7 @@ int main(void)
         cmocka_unit_test(test_bijection),
         cmocka_unit_test(test_teacher_bounds_default),
         cmocka_unit_test(test_tsv_roundtrip),
+        cmocka_unit_test(test_tsv_read_by_criteo_parser),
         cmocka_unit_test(test_tsv_rejects_multi_hot),
         cmocka_unit_test(test_config_errors_and_parse),
         cmocka_unit_test(test_seed_changes_data),

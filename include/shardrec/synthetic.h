@@ -59,8 +59,8 @@ struct sr_synth;
  * Calibrates the teacher on a fixed set of samples (a few tens of ms).
  * Returns SR_ERR_INVALID_ARG, naming the field, for: num_dense outside
  * [1, 1024], num_features outside [1, 65536], rows NULL or a row count < 1,
- * ids_min < 0, ids_max < ids_min or > 65536, an unknown id_dist, or zipf_s not
- * finite and > 0 under SR_ID_DIST_ZIPF. *out is NULL on error. */
+ * ids_min < 0, ids_max < ids_min or > 65536, an unknown id_dist, or zipf_s
+ * outside (0, 100] under SR_ID_DIST_ZIPF. *out is NULL on error. */
 int sr_synth_init(struct sr_synth **out, const struct sr_synth_config *cfg);
 void sr_synth_free(struct sr_synth *s); /* NULL is a no-op */
 

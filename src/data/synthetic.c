@@ -15,6 +15,9 @@
  * (a log-normal count, heavy-tailed like Criteo's integers), with mu_j in
  * [0.5, 4) and sd_j in [0.6, 1.5). The float is sr_criteo_dense(count), exactly
  * what a Criteo reader computes from the written integer.
+ *
+ * Cost: about 2.2 us per sample on one core for the default job (13 dense, 26
+ * Zipf ids: a log1p and an exp per id, an expm1 and a log1p per count).
  */
 #include <inttypes.h>
 #include <math.h>
