@@ -281,7 +281,7 @@ static int json_tables(struct sr_train_config *cfg, const cJSON *root, const cha
 
 static int json_scalars(struct sr_train_config *cfg, const cJSON *root, const char *path)
 {
-    int64_t v;
+    int64_t v = 0;
     int rc;
     if ((rc = json_int(root, path, "steps", 1, INT64_MAX / 2, &v)) <= 0) {
         if (rc)
