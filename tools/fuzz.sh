@@ -25,11 +25,20 @@ if [ -f tests/fuzz/fuzz_binfmt.c ]; then
     build fuzz_binfmt tests/fuzz/fuzz_binfmt.c src/data/binfmt.c src/core/kjt.c src/data/batch.c
     targets="$targets fuzz_binfmt"
 fi
+status=0
 for t in $targets; do
     mkdir -p "$out/corpus_$t"
     [ -d "tests/fuzz/seeds_$t" ] && cp -n tests/fuzz/seeds_$t/* "$out/corpus_$t/" 2>/dev/null || true
     echo "== running $t for $secs s"
-    ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+    if ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
         "$out/$t" -max_total_time="$secs" -max_len=4096 -print_final_stats=1 \
-        -artifact_prefix="$out/$t-" "$out/corpus_$t" 2>&1 | tail -25
+        -artifact_prefix="$out/$t-" "$out/corpus_$t" >"$out/$t.log" 2>&1; then
+        grep DONE "$out/$t.log" | tail -1
+        echo "$t: clean"
+    else
+        tail -40 "$out/$t.log"
+        echo "$t: FAILED (log $out/$t.log, reproducer $out/$t-*)"
+        status=1
+    fi
 done
+exit $status
