@@ -1,0 +1,171 @@
+/*
+ * `shardrec convert IN.tsv... -o OUT.bin`: Criteo TSV (plain or gzip, or
+ * binary files, read in order as one stream) to shardrec's binary format
+ * (include/shardrec/binfmt.h, docs/data-format.md), ids reduced mod the
+ * tables' rows exactly as `train` would reduce them when reading the TSV, so
+ * training on the output gives the same batches as training on the input.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "shardrec/alloc.h"
+#include "shardrec/binfmt.h"
+#include "shardrec/error.h"
+#include "shardrec/reader.h"
+#include "shardrec/train_config.h"
+#include "cli.h"
+
+/* Workload K's 26 Criteo-Kaggle table sizes (BENCH.md). */
+static const int64_t kaggle_rows[26] = {1460, 583, 10131227, 2202608, 305, 24, 12517, 633, 3,
+                                        93145, 5683, 8351593, 3194, 27, 14992, 5461306, 10, 5652,
+                                        2173, 4, 7046547, 18, 15, 286181, 105, 142572};
+
+struct convert_args {
+    const char **inputs;
+    int n_inputs;
+    const char *out;
+    int64_t rows[SR_MAX_FEATURES];
+    int num_features;
+    int skip_bad_lines;
+    int64_t max_line, chunk;
+};
+
+static void convert_help(void)
+{
+    printf("usage: shardrec convert IN... -o OUT.bin [--table-rows R1,R2,...] [--skip-bad-lines]\n"
+           "                        [--max-line BYTES] [--chunk-samples N]\n"
+           "\n"
+           "Converts Criteo TSV files (label, 13 integers, one hex id per feature; gzip\n"
+           "accepted) into shardrec's memory-mappable binary format, read in the order\n"
+           "given. Ids are reduced mod each table's rows as `train --data` would, so\n"
+           "`train --data OUT.bin` sees exactly the batches of `train --data IN...`;\n"
+           "give the same --table-rows as the training run.\n"
+           "\n"
+           "  -o, --out FILE       output (written to FILE.tmp, renamed when complete)\n"
+           "  --table-rows LIST    rows per feature (default: workload K's 26 Criteo-Kaggle\n"
+           "                       tables, 1460,583,10131227,...)\n"
+           "  --skip-bad-lines     count bad lines by kind and report them, instead of failing\n"
+           "  --max-line BYTES     longest line accepted (default 65536)\n"
+           "  --chunk-samples N    samples per chunk of the file (default 65536)\n");
+}
+
+static int convert_value_flag(struct convert_args *a, const char *name, const char *value)
+{
+    if (!strcmp(name, "o") || !strcmp(name, "out")) {
+        a->out = value;
+        return SR_OK;
+    }
+    if (!strcmp(name, "table-rows"))
+        return sr_parse_rows("--table-rows", value, a->rows, &a->num_features, SR_MAX_FEATURES);
+    if (!strcmp(name, "max-line"))
+        return sr_parse_i64("--max-line", value, 16, (int64_t)1 << 30, &a->max_line);
+    if (!strcmp(name, "chunk-samples"))
+        return sr_parse_i64("--chunk-samples", value, 1, (int64_t)1 << 30, &a->chunk);
+    return sr_error_set(SR_ERR_INVALID_ARG, "unknown flag --%s; HINT: shardrec convert --help",
+                        name);
+}
+
+static int is_value_flag(const char *name)
+{
+    return !strcmp(name, "o") || !strcmp(name, "out") || !strcmp(name, "table-rows") ||
+           !strcmp(name, "max-line") || !strcmp(name, "chunk-samples");
+}
+
+/* Returns SR_OK, an error, or 1 for --help. */
+static int convert_parse(int argc, char **argv, struct convert_args *a)
+{
+    for (int i = 1; i < argc; i++) {
+        const char *arg = argv[i];
+        if (arg[0] != '-' || !arg[1]) {
+            a->inputs[a->n_inputs++] = arg;
+            continue;
+        }
+        const char *name = arg + (arg[1] == '-' ? 2 : 1);
+        char buf[64];
+        const char *eq = strchr(name, '='), *value = NULL;
+        if (eq && (size_t)(eq - name) < sizeof buf) {
+            memcpy(buf, name, (size_t)(eq - name));
+            buf[eq - name] = 0;
+            value = eq + 1;
+            name = buf;
+        }
+        if (!strcmp(name, "help") || !strcmp(name, "h"))
+            return 1;
+        if (!strcmp(name, "skip-bad-lines") && !value) {
+            a->skip_bad_lines = 1;
+            continue;
+        }
+        if (!value && is_value_flag(name) && i + 1 < argc)
+            value = argv[++i];
+        if (!value)
+            return sr_error_set(SR_ERR_INVALID_ARG, "flag %s needs a value or is unknown; "
+                                "HINT: shardrec convert --help", arg);
+        int rc = convert_value_flag(a, name, value);
+        if (rc)
+            return rc;
+    }
+    if (!a->out || !a->n_inputs)
+        return sr_error_set(SR_ERR_INVALID_ARG, "need input files and -o OUT.bin; HINT: "
+                            "shardrec convert train.txt -o train.bin");
+    for (int i = 0; i < a->n_inputs; i++)
+        if (!strcmp(a->inputs[i], a->out))
+            return sr_error_set(SR_ERR_INVALID_ARG, "output %s is also an input", a->out);
+    return SR_OK;
+}
+
+static int convert_run(const struct convert_args *a, int64_t *samples)
+{
+    struct sr_reader_options o = {.world = 1, .batch_size = 4096, .keep_partial = 1,
+                                  .skip_bad_lines = a->skip_bad_lines, .max_line = a->max_line};
+    struct sr_reader *r;
+    struct sr_binfmt_writer *w = NULL;
+    struct sr_batch b;
+    int rc = sr_reader_open(&r, a->inputs, a->n_inputs, a->num_features, a->rows, &o);
+    if (rc)
+        return rc;
+    sr_reader_batch_init(r, &b, NULL);
+    rc = sr_binfmt_writer_open(&w, a->out, sr_reader_num_dense(r), a->num_features, a->rows,
+                               sr_reader_has_weights(r), a->chunk);
+    while (!rc && (rc = sr_reader_next(r, &b)) == 1)
+        rc = sr_binfmt_writer_append(w, &b);
+    *samples = w ? sr_binfmt_writer_count(w) : 0;
+    if (!rc)
+        rc = sr_binfmt_writer_close(w);
+    else
+        sr_binfmt_writer_abort(w);
+    sr_reader_report(r, stderr);
+    sr_batch_free(&b);
+    sr_reader_free(r);
+    return rc;
+}
+
+int cli_convert(int argc, char **argv)
+{
+    struct convert_args a = {.num_features = 26};
+    memcpy(a.rows, kaggle_rows, sizeof kaggle_rows);
+    a.inputs = sr_calloc((size_t)argc + 1, sizeof *a.inputs);
+    int rc = convert_parse(argc, argv, &a);
+    if (rc == 1) {
+        convert_help();
+        sr_free(a.inputs);
+        return 0;
+    }
+    struct timespec t0, t1;
+    int64_t samples = 0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    if (!rc)
+        rc = convert_run(&a, &samples);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    sr_free(a.inputs);
+    if (rc) {
+        cli_error("convert", "%s", sr_error_message());
+        return rc == SR_ERR_INVALID_ARG || rc == SR_ERR_DATA || rc == SR_ERR_IO ? CLI_EXIT_USAGE
+                                                                           : CLI_EXIT_FAIL;
+    }
+    double s = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+    printf("convert: %lld samples, %d features -> %s in %.2f s\n", (long long)samples,
+           a.num_features, a.out, s);
+    return 0;
+}
