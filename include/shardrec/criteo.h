@@ -31,6 +31,7 @@
 #define SR_CRITEO_NUM_DENSE 13
 #define SR_CRITEO_MAX_LINE_DEFAULT ((int64_t)64 << 10) /* bytes, without the '\n' */
 #define SR_CRITEO_LOG_TABLE 4096                     /* counts whose log is tabulated */
+#define SR_CRITEO_MAX_FEATURES 4096
 
 /* What is wrong with a line (0: nothing). Readers count skipped lines by kind. */
 enum sr_criteo_fault {
@@ -52,6 +53,7 @@ enum sr_criteo_fault {
 struct sr_criteo_parser {
     int num_features;  /* F */
     const int64_t *rows; /* (F) borrowed; each >= 1 */
+    uint64_t fastmod[SR_CRITEO_MAX_FEATURES]; /* (F) reciprocals for id mod rows; 0 if rows > 2^32 */
     float log_table[SR_CRITEO_LOG_TABLE];
 };
 
@@ -64,7 +66,7 @@ struct sr_criteo_fault_info {
 
 /* Set up a parser for F categorical fields whose ids are reduced mod rows[f]
  * (rows borrowed: it must outlive the parser). Returns SR_ERR_INVALID_ARG if F < 1
- * or a row count < 1. */
+ * a row count < 1, or F > SR_CRITEO_MAX_FEATURES. */
 int sr_criteo_parser_init(struct sr_criteo_parser *p, int num_features, const int64_t *rows);
 
 /* Parse one line of len bytes (no '\n'; a final '\r' is dropped). On success

@@ -19,15 +19,20 @@
 #include "shardrec/error.h"
 #include "shardrec/synthetic.h"
 
-/* Value of a hex digit, or -1. */
-static int hex_value(unsigned char c)
+/* 1 + the value of each byte as a hex digit; 0 for a non-hex byte. */
+static const uint8_t hex_plus1[256] = {
+    ['0'] = 1, ['1'] = 2, ['2'] = 3, ['3'] = 4, ['4'] = 5,
+    ['5'] = 6, ['6'] = 7, ['7'] = 8, ['8'] = 9, ['9'] = 10,
+    ['a'] = 11, ['b'] = 12, ['c'] = 13, ['d'] = 14, ['e'] = 15, ['f'] = 16,
+    ['A'] = 11, ['B'] = 12, ['C'] = 13, ['D'] = 14, ['E'] = 15, ['F'] = 16,
+};
+
+/* Lemire's fastmod: for 32-bit a and d, a mod d as two multiplications with
+ * M = floor((2^64 - 1) / d) + 1, exact for every a < 2^32 (no division). */
+static uint32_t fastmod_u32(uint32_t a, uint64_t M, uint32_t d)
 {
-    if ((unsigned)(c - '0') < 10u)
-        return c - '0';
-    c |= 0x20; /* fold to lower case */
-    if ((unsigned)(c - 'a') < 6u)
-        return c - 'a' + 10;
-    return -1;
+    uint64_t low = M * a;
+    return (uint32_t)(((__uint128_t)low * d) >> 64);
 }
 
 int sr_criteo_parser_init(struct sr_criteo_parser *p, int num_features, const int64_t *rows)
@@ -41,8 +46,13 @@ int sr_criteo_parser_init(struct sr_criteo_parser *p, int num_features, const in
             return sr_error_set(SR_ERR_INVALID_ARG,
                                 "Criteo parser: feature %d has %lld rows; HINT: every table "
                                 "needs at least one row (--table-rows)", f, (long long)rows[f]);
+    if (num_features > SR_CRITEO_MAX_FEATURES)
+        return sr_error_set(SR_ERR_INVALID_ARG, "Criteo parser: %d features, at most %d; HINT: "
+                            "fewer features", num_features, SR_CRITEO_MAX_FEATURES);
     p->num_features = num_features;
     p->rows = rows;
+    for (int f = 0; f < num_features; f++)
+        p->fastmod[f] = rows[f] > UINT32_MAX ? 0 : UINT64_MAX / (uint64_t)rows[f] + 1;
     for (int x = 0; x < SR_CRITEO_LOG_TABLE; x++)
         p->log_table[x] = sr_criteo_dense(x);
     return SR_OK;
@@ -71,6 +81,10 @@ static enum sr_criteo_fault parse_int(const char **ps, const char *end, int64_t 
         return SR_CRITEO_OK;
     }
     const char *digits = s;
+    /* 18 digits cannot overflow; check each digit only beyond that */
+    const char *safe = end - s > 18 ? s + 18 : end;
+    for (; s < safe && (unsigned)(*s - '0') < 10u; s++)
+        v = v * 10 + (unsigned)(*s - '0');
     for (; s < end && (unsigned)(*s - '0') < 10u; s++) {
         unsigned d = (unsigned)(*s - '0');
         if (v > (limit - d) / 10)
@@ -91,7 +105,7 @@ static enum sr_criteo_fault parse_hex(const char **ps, const char *end, uint32_t
     uint32_t v = 0;
     int n = 0;
     for (; s < end && *s != '\t'; s++) {
-        int d = hex_value((unsigned char)*s);
+        int d = hex_plus1[(unsigned char)*s] - 1;
         if (d < 0)
             return SR_CRITEO_BAD_HEX;
         if (++n > 8)
@@ -173,8 +187,9 @@ static enum sr_criteo_fault parse_ids(const struct sr_criteo_parser *p, const ch
             return k;
         if (ids) {
             int64_t rows = p->rows[f];
-            ids[f * stride] = !present ? 0 : rows > UINT32_MAX ? (int64_t)h
-                                                               : (int64_t)(h % (uint32_t)rows);
+            ids[f * stride] = !present           ? 0
+                              : rows > UINT32_MAX ? (int64_t)h
+                                                  : fastmod_u32(h, p->fastmod[f], (uint32_t)rows);
         }
     }
     return SR_CRITEO_OK;
