@@ -25,6 +25,7 @@
 #include "device/ops_dense.h"
 
 #ifdef _OPENMP
+#include <omp.h>
 #define OMP_FOR _Pragma("omp parallel for schedule(static)")
 #else
 #define OMP_FOR
@@ -33,12 +34,17 @@
 /* Below this many elements a parallel region costs more than it saves. */
 #define PAR_MIN 16384
 
-#ifndef SR_USE_BLAS
-/* C = alpha * op(A) op(B) + beta * C, one row of C per iteration. */
-static void gemm_loop(int ta, int tb, int m, int n, int k, float alpha, const float *a, int lda,
-                      const float *b, int ldb, float beta, float *c, int ldc)
+/* Below this many multiply-adds a GEMM runs on one thread. */
+#define GEMM_PAR_MIN (1 << 18)
+
+/* C = alpha * op(A) op(B) + beta * C on the calling thread. */
+static void gemm_serial(int ta, int tb, int m, int n, int k, float alpha, const float *a, int lda,
+                        const float *b, int ldb, float beta, float *c, int ldc)
 {
-    OMP_FOR
+#ifdef SR_USE_BLAS
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n,
+                k, alpha, a, lda, b, ldb, beta, c, ldc);
+#else
     for (int i = 0; i < m; i++) {
         float *ci = c + (size_t)i * ldc;
         for (int j = 0; j < n; j++)
@@ -49,8 +55,49 @@ static void gemm_loop(int ta, int tb, int m, int n, int k, float alpha, const fl
                 ci[j] += aip * (tb ? b[(size_t)j * ldb + p] : b[(size_t)p * ldb + j]);
         }
     }
-}
 #endif
+}
+
+/* Start of thread t's share of [0, dim) among T threads, on a multiple of 16. */
+static int split_point(int dim, int t, int T)
+{
+    if (t >= T)
+        return dim;
+    int p = (int)(((int64_t)dim * t / T + 8) / 16 * 16);
+    return p < dim ? p : dim;
+}
+
+/* Thread t of T computes its slab of C's rows (split_m) or columns: a GEMM
+ * with the whole k, so every element of C is one thread's sum in BLAS's own
+ * order and no thread reduces another's work. */
+static void gemm_slab(int t, int T, int split_m, int ta, int tb, int m, int n, int k, float alpha,
+                      const float *a, int lda, const float *b, int ldb, float beta, float *c,
+                      int ldc)
+{
+    int dim = split_m ? m : n;
+    int lo = split_point(dim, t, T), hi = split_point(dim, t + 1, T);
+    if (lo >= hi)
+        return;
+    if (split_m)
+        gemm_serial(ta, tb, hi - lo, n, k, alpha, a + (ta ? (size_t)lo : (size_t)lo * lda), lda, b,
+                    ldb, beta, c + (size_t)lo * ldc, ldc);
+    else
+        gemm_serial(ta, tb, m, hi - lo, k, alpha, a, lda, b + (tb ? (size_t)lo * ldb : (size_t)lo),
+                    ldb, beta, c + lo, ldc);
+}
+
+/* BLAS runs single-threaded inside our OpenMP threads: one pool of threads,
+ * no oversubscription of the cores, and a split that never depends on timing. */
+static void blas_threads_once(void)
+{
+#if defined(SR_USE_BLAS) && defined(_OPENMP)
+    static int done;
+    if (!done) {
+        openblas_set_num_threads(1);
+        done = 1;
+    }
+#endif
+}
 
 static void cpu_gemm(struct sr_device *dev, sr_stream_t s, enum sr_transpose trans_a,
                      enum sr_transpose trans_b, int m, int n, int k, float alpha, const float *a,
@@ -59,12 +106,17 @@ static void cpu_gemm(struct sr_device *dev, sr_stream_t s, enum sr_transpose tra
     SR_ASSERT(m >= 0 && n >= 0 && k >= 0);
     if (m == 0 || n == 0)
         return;
-#ifdef SR_USE_BLAS
-    cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
-                trans_b ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-#else
-    gemm_loop(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    blas_threads_once();
+#ifdef _OPENMP
+    if ((int64_t)m * n * k >= GEMM_PAR_MIN && omp_get_max_threads() > 1) {
+        int split_m = m >= n;
+#pragma omp parallel
+        gemm_slab(omp_get_thread_num(), omp_get_num_threads(), split_m, trans_a, trans_b, m, n, k,
+                  alpha, a, lda, b, ldb, beta, c, ldc);
+        return;
+    }
 #endif
+    gemm_serial(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
 static void cpu_bias_relu_forward(struct sr_device *dev, sr_stream_t s, float *y, const float *bias,
@@ -116,30 +168,34 @@ static void mask_and_sum_columns(const float *y, float *dy, int rows, int cols, 
         dbias[c] = 0.0f;
     for (int r = 0; r < rows; r++) {
         float *dyr = dy + (size_t)r * cols;
-        const float *yr = y ? y + (size_t)r * cols : NULL;
-        for (int c = c0; c < c1; c++) {
-            if (relu && !(yr[c] > 0.0f))
-                dyr[c] = 0.0f;
-            dbias[c] += dyr[c];
+        if (relu) {
+            const float *yr = y + (size_t)r * cols;
+            for (int c = c0; c < c1; c++)
+                dyr[c] = yr[c] > 0.0f ? dyr[c] : 0.0f;
         }
+        for (int c = c0; c < c1; c++)
+            dbias[c] += dyr[c];
     }
 }
 
-/* Column blocks of 16 floats (one cache line) split statically over threads,
- * so no two threads write the same line of dbias or dy. */
+/* Each thread owns a contiguous range of columns (whole cache lines) and
+ * walks all rows: every column sum runs in row order on one thread, so the
+ * result does not depend on the thread count. */
 static void cpu_relu_bias_backward(struct sr_device *dev, sr_stream_t s, const float *y, float *dy,
                                    int rows, int cols, int relu, float *dbias)
 {
-    int nblocks = (cols + 15) / 16;
-    if ((size_t)rows * cols < PAR_MIN || nblocks == 1) {
-        mask_and_sum_columns(y, dy, rows, cols, relu, 0, cols, dbias);
+#ifdef _OPENMP
+    if ((size_t)rows * cols >= PAR_MIN && cols >= 32) {
+#pragma omp parallel
+        {
+            int t = omp_get_thread_num(), T = omp_get_num_threads();
+            mask_and_sum_columns(y, dy, rows, cols, relu, split_point(cols, t, T),
+                                 split_point(cols, t + 1, T), dbias);
+        }
         return;
     }
-    OMP_FOR
-    for (int blk = 0; blk < nblocks; blk++) {
-        int c1 = (blk + 1) * 16 < cols ? (blk + 1) * 16 : cols;
-        mask_and_sum_columns(y, dy, rows, cols, relu, blk * 16, c1, dbias);
-    }
+#endif
+    mask_and_sum_columns(y, dy, rows, cols, relu, 0, cols, dbias);
 }
 
 static void cpu_bias_grad(struct sr_device *dev, sr_stream_t s, const float *dy, int rows, int cols,
@@ -148,10 +204,18 @@ static void cpu_bias_grad(struct sr_device *dev, sr_stream_t s, const float *dy,
     cpu_relu_bias_backward(dev, s, NULL, (float *)dy, rows, cols, 0, dbias);
 }
 
+/* A dot product in 8 independent lanes (the compiler maps them onto one
+ * vector register), combined in a fixed order: fast and still bit-exact. */
 static inline float dot(const float *a, const float *b, int D)
 {
-    float acc = 0.0f;
-    for (int d = 0; d < D; d++)
+    float lane[8] = {0};
+    int d = 0;
+    for (; d + 8 <= D; d += 8)
+        for (int l = 0; l < 8; l++)
+            lane[l] += a[d + l] * b[d + l];
+    float acc =
+        ((lane[0] + lane[4]) + (lane[1] + lane[5])) + ((lane[2] + lane[6]) + (lane[3] + lane[7]));
+    for (; d < D; d++)
         acc += a[d] * b[d];
     return acc;
 }
@@ -181,12 +245,14 @@ static void cpu_interaction_forward(struct sr_device *dev, sr_stream_t s, const 
     }
 }
 
-static inline void axpy(float *y, float a, const float *x, int D)
+static inline void axpy(float *restrict y, float a, const float *restrict x, int D)
 {
     for (int d = 0; d < D; d++)
         y[d] += a * x[d];
 }
 
+/* Each pair's gradient g flows to both of its rows: dX_i += g X_j and
+ * dX_j += g X_i, pairs in output order. */
 static void cpu_interaction_backward(struct sr_device *dev, sr_stream_t s, const float *z,
                                      const float *emb, const float *dout, int B, int F, int D,
                                      float *dz, float *demb)
