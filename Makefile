@@ -7,16 +7,16 @@
 CC      ?= cc
 BUILD   ?= build
 OPT     ?= -O3 -march=native
-CFLAGS  := -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter -fPIC -Iinclude -Isrc $(OPT) -g
+ifeq ($(SANITIZE),1)
+BUILD   := build-asan
+OPT     := -O1
+SAN     := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+LDFLAGS += -fsanitize=address,undefined
+endif
+CFLAGS  := -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter -fPIC -Iinclude -Isrc $(OPT) -g $(SAN)
 LDLIBS  := -lm -lpthread
 ifeq ($(WERROR),1)
 CFLAGS  += -Werror
-endif
-ifeq ($(SANITIZE),1)
-BUILD   := build-asan
-OPT     := -O1 -g
-CFLAGS  += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
-LDFLAGS += -fsanitize=address,undefined
 endif
 
 CHECK = \342\234\223
