@@ -18,9 +18,9 @@
 #include "shardrec/synthetic.h"
 
 #define F 26
-static const int64_t rows[F] = {1460, 583, 10131227, 2202608, 305, 24, 12517, 633, 3,
-                                93145, 5683, 8351593, 3194, 27, 14992, 5461306, 10, 5652,
-                                2173, 4, 7046547, 18, 15, 286181, 105, 142572};
+static const int64_t rows[F] = {1460,  583,  10131227, 2202608, 305, 24,     12517,   633,   3,
+                                93145, 5683, 8351593,  3194,    27,  14992,  5461306, 10,    5652,
+                                2173,  4,    7046547,  18,      15,  286181, 105,     142572};
 
 static double now(void)
 {
@@ -63,8 +63,13 @@ static double time_reader(const char *path, int passes, int64_t *count)
 
 static void make_files(const char *tsv, const char *bin, int64_t n)
 {
-    struct sr_synth_config c = {.seed = 1, .num_dense = 13, .num_features = F, .rows = rows,
-                                .ids_min = 1, .ids_max = 1, .id_dist = SR_ID_DIST_UNIFORM};
+    struct sr_synth_config c = {.seed = 1,
+                                .num_dense = 13,
+                                .num_features = F,
+                                .rows = rows,
+                                .ids_min = 1,
+                                .ids_max = 1,
+                                .id_dist = SR_ID_DIST_UNIFORM};
     struct sr_synth *s;
     int rc = sr_synth_init(&s, &c);
     FILE *f = fopen(tsv, "wb");

@@ -18,9 +18,9 @@
 #include "cli.h"
 
 /* Workload K's 26 Criteo-Kaggle table sizes (BENCH.md). */
-static const int64_t kaggle_rows[26] = {1460, 583, 10131227, 2202608, 305, 24, 12517, 633, 3,
-                                        93145, 5683, 8351593, 3194, 27, 14992, 5461306, 10, 5652,
-                                        2173, 4, 7046547, 18, 15, 286181, 105, 142572};
+static const int64_t kaggle_rows[26] = {
+    1460, 583,   10131227, 2202608, 305,  24,   12517, 633,     3,  93145, 5683,   8351593, 3194,
+    27,   14992, 5461306,  10,      5652, 2173, 4,     7046547, 18, 15,    286181, 105,     142572};
 
 struct convert_args {
     const char **inputs;
@@ -100,15 +100,17 @@ static int convert_parse(int argc, char **argv, struct convert_args *a)
         if (!value && is_value_flag(name) && i + 1 < argc)
             value = argv[++i];
         if (!value)
-            return sr_error_set(SR_ERR_INVALID_ARG, "flag %s needs a value or is unknown; "
-                                "HINT: shardrec convert --help", arg);
+            return sr_error_set(SR_ERR_INVALID_ARG,
+                                "flag %s needs a value or is unknown; "
+                                "HINT: shardrec convert --help",
+                                arg);
         int rc = convert_value_flag(a, name, value);
         if (rc)
             return rc;
     }
     if (!a->out || !a->n_inputs)
         return sr_error_set(SR_ERR_INVALID_ARG, "need input files and -o OUT.bin; HINT: "
-                            "shardrec convert train.txt -o train.bin");
+                                                "shardrec convert train.txt -o train.bin");
     for (int i = 0; i < a->n_inputs; i++)
         if (!strcmp(a->inputs[i], a->out))
             return sr_error_set(SR_ERR_INVALID_ARG, "output %s is also an input", a->out);
@@ -117,8 +119,11 @@ static int convert_parse(int argc, char **argv, struct convert_args *a)
 
 static int convert_run(const struct convert_args *a, int64_t *samples)
 {
-    struct sr_reader_options o = {.world = 1, .batch_size = 4096, .keep_partial = 1,
-                                  .skip_bad_lines = a->skip_bad_lines, .max_line = a->max_line};
+    struct sr_reader_options o = {.world = 1,
+                                  .batch_size = 4096,
+                                  .keep_partial = 1,
+                                  .skip_bad_lines = a->skip_bad_lines,
+                                  .max_line = a->max_line};
     struct sr_reader *r;
     struct sr_binfmt_writer *w = NULL;
     struct sr_batch b;
@@ -162,7 +167,7 @@ int cli_convert(int argc, char **argv)
     if (rc) {
         cli_error("convert", "%s", sr_error_message());
         return rc == SR_ERR_INVALID_ARG || rc == SR_ERR_DATA || rc == SR_ERR_IO ? CLI_EXIT_USAGE
-                                                                           : CLI_EXIT_FAIL;
+                                                                                : CLI_EXIT_FAIL;
     }
     double s = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
     printf("convert: %lld samples, %d features -> %s in %.2f s\n", (long long)samples,

@@ -26,9 +26,9 @@
 #include "shardrec/synthetic.h"
 
 #define F 26
-static const int64_t kaggle_rows[F] = {1460, 583, 10131227, 2202608, 305, 24, 12517, 633, 3,
-                                       93145, 5683, 8351593, 3194, 27, 14992, 5461306, 10, 5652,
-                                       2173, 4, 7046547, 18, 15, 286181, 105, 142572};
+static const int64_t kaggle_rows[F] = {
+    1460, 583,   10131227, 2202608, 305,  24,   12517, 633,     3,  93145, 5683,   8351593, 3194,
+    27,   14992, 5461306,  10,      5652, 2173, 4,     7046547, 18, 15,    286181, 105,     142572};
 static char dir[64];
 
 static int setup(void **state)
@@ -75,8 +75,11 @@ static void good_line(char *buf, int label)
 static struct sr_reader *open_reader(const char *const *paths, int n, int rank, int world, int B,
                                      int skip, int keep)
 {
-    struct sr_reader_options o = {.rank = rank, .world = world, .batch_size = B,
-                                  .skip_bad_lines = skip, .keep_partial = keep};
+    struct sr_reader_options o = {.rank = rank,
+                                  .world = world,
+                                  .batch_size = B,
+                                  .skip_bad_lines = skip,
+                                  .keep_partial = keep};
     struct sr_reader *r;
     int rc = sr_reader_open(&r, paths, n, F, kaggle_rows, &o);
     if (rc)
@@ -95,14 +98,14 @@ static void test_parse_fields(void **state)
     good_line(line, 1);
     assert_int_equal(sr_criteo_parse_line(&p, line, strlen(line), &label, dense, ids, 1, NULL), 0);
     assert_true(label == 1.0f);
-    assert_true(dense[0] == 0.0f);  /* -3 -> max(-3, 0) -> log(1) */
-    assert_true(dense[1] == 0.0f);  /* empty */
+    assert_true(dense[0] == 0.0f); /* -3 -> max(-3, 0) -> log(1) */
+    assert_true(dense[1] == 0.0f); /* empty */
     assert_true(dense[2] == (float)log(12.0));
-    assert_int_equal(ids[2], 0);    /* empty */
+    assert_int_equal(ids[2], 0); /* empty */
     for (int f = 0; f < F; f++)
         if (f != 2)
-            assert_int_equal(ids[f], (int64_t)((0x9e3779b9u * (unsigned)(f + 1)) %
-                                               (uint64_t)kaggle_rows[f]));
+            assert_int_equal(
+                ids[f], (int64_t)((0x9e3779b9u * (unsigned)(f + 1)) % (uint64_t)kaggle_rows[f]));
     /* CRLF, upper-case hex, a short hex id, a negative count */
     strcat(line, "\r");
     line[strlen(line) - 9] = 'A';
@@ -124,8 +127,9 @@ static void test_dense_transform_exact(void **state)
     assert_int_equal(sr_criteo_parser_init(&p, F, kaggle_rows), SR_OK);
     char line[1024];
     float dense[13];
-    int64_t xs[] = {0, 1, 2, 3, 7, 100, 4095, 4096, 4097, 65535, 1000000, 123456789,
-                    (int64_t)1 << 40, INT64_MAX};
+    int64_t xs[] = {
+        0,        1, 2, 3, 7, 100, 4095, 4096, 4097, 65535, 1000000, 123456789, (int64_t)1 << 40,
+        INT64_MAX};
     for (size_t i = 0; i < sizeof xs / sizeof xs[0]; i++) {
         char *q = line + sprintf(line, "1");
         for (int j = 0; j < 13; j++)
@@ -262,9 +266,14 @@ static void test_skip_bad_lines_counts(void **state)
 /* A generator with Criteo's shape (one id per feature, or multi-hot). */
 static struct sr_synth *make_synth(int ids_min, int ids_max)
 {
-    struct sr_synth_config c = {.seed = 7, .num_dense = 13, .num_features = F, .rows = kaggle_rows,
-                                .ids_min = ids_min, .ids_max = ids_max,
-                                .id_dist = SR_ID_DIST_ZIPF, .zipf_s = 1.05};
+    struct sr_synth_config c = {.seed = 7,
+                                .num_dense = 13,
+                                .num_features = F,
+                                .rows = kaggle_rows,
+                                .ids_min = ids_min,
+                                .ids_max = ids_max,
+                                .id_dist = SR_ID_DIST_ZIPF,
+                                .zipf_s = 1.05};
     struct sr_synth *s;
     assert_int_equal(sr_synth_init(&s, &c), SR_OK);
     return s;

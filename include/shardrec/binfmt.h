@@ -51,13 +51,13 @@
 
 #include "shardrec/batch.h"
 
-#define SR_BINFMT_MAGIC "\x89SRDATA\n"
-#define SR_BINFMT_MAGIC_LEN 8
-#define SR_BINFMT_VERSION 1
-#define SR_BINFMT_HEADER_BYTES 128
-#define SR_BINFMT_ALIGN 64
-#define SR_BINFMT_VARIABLE UINT32_MAX     /* fixed_len of a variable-length feature */
-#define SR_BINFMT_FLAG_WEIGHTS 1u
+#define SR_BINFMT_MAGIC         "\x89SRDATA\n"
+#define SR_BINFMT_MAGIC_LEN     8
+#define SR_BINFMT_VERSION       1
+#define SR_BINFMT_HEADER_BYTES  128
+#define SR_BINFMT_ALIGN         64
+#define SR_BINFMT_VARIABLE      UINT32_MAX /* fixed_len of a variable-length feature */
+#define SR_BINFMT_FLAG_WEIGHTS  1u
 #define SR_BINFMT_CHUNK_DEFAULT 65536
 
 /* One feature's sections inside one chunk (pointers into the mapped file). */

@@ -28,10 +28,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define SR_CRITEO_NUM_DENSE 13
+#define SR_CRITEO_NUM_DENSE        13
 #define SR_CRITEO_MAX_LINE_DEFAULT ((int64_t)64 << 10) /* bytes, without the '\n' */
-#define SR_CRITEO_LOG_TABLE 4096                     /* counts whose log is tabulated */
-#define SR_CRITEO_MAX_FEATURES 4096
+#define SR_CRITEO_LOG_TABLE        4096                /* counts whose log is tabulated */
+#define SR_CRITEO_MAX_FEATURES     4096
 
 /* What is wrong with a line (0: nothing). Readers count skipped lines by kind. */
 enum sr_criteo_fault {
@@ -51,9 +51,9 @@ enum sr_criteo_fault {
  * table of the dense transform for small counts (bit-identical to
  * sr_criteo_dense, just faster). Read-only after init; shareable by threads. */
 struct sr_criteo_parser {
-    int num_features;  /* F */
-    const int64_t *rows; /* (F) borrowed; each >= 1 */
-    uint64_t fastmod[SR_CRITEO_MAX_FEATURES]; /* (F) reciprocals for id mod rows; 0 if rows > 2^32 */
+    int num_features;                         /* F */
+    const int64_t *rows;                      /* (F) borrowed; each >= 1 */
+    uint64_t fastmod[SR_CRITEO_MAX_FEATURES]; /* (F) reciprocals for mod rows; 0: rows > 2^32 */
     float log_table[SR_CRITEO_LOG_TABLE];
 };
 

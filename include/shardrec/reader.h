@@ -51,14 +51,14 @@ struct sr_reader;
  * stream reaches them (the first is opened here, to fail early). Returns
  * SR_ERR_INVALID_ARG for bad options (rank outside [0, world), B < 1, no paths,
  * F < 1, rows < 1), SR_ERR_IO / SR_ERR_DATA naming the file; *out is NULL then. */
-int sr_reader_open(struct sr_reader **out, const char *const *paths, int n_paths,
-                   int num_features, const int64_t *rows, const struct sr_reader_options *opt);
+int sr_reader_open(struct sr_reader **out, const char *const *paths, int n_paths, int num_features,
+                   const int64_t *rows, const struct sr_reader_options *opt);
 
 /* Allocate a batch big enough for any batch of this reader (B samples,
  * sr_reader_max_values ids, weights when a file has them). keys borrowed. */
 void sr_reader_batch_init(const struct sr_reader *r, struct sr_batch *batch,
                           const char *const *keys);
-int sr_reader_num_dense(const struct sr_reader *r);     /* 13 unless binary files say otherwise */
+int sr_reader_num_dense(const struct sr_reader *r);      /* 13 unless binary files say otherwise */
 int64_t sr_reader_max_values(const struct sr_reader *r); /* most ids in one batch */
 int sr_reader_has_weights(const struct sr_reader *r);
 

@@ -59,7 +59,8 @@ static int corrupt(const char *name, const char *fmt, ...)
     va_end(ap);
     return sr_error_set(SR_ERR_DATA,
                         "%s: %s; HINT: the file is truncated or corrupt, or not written by "
-                        "shardrec convert: convert the TSV again", name, what);
+                        "shardrec convert: convert the TSV again",
+                        name, what);
 }
 
 int sr_binfmt_is_binfmt(const void *head, size_t n)
@@ -83,8 +84,8 @@ static int verify_header(struct sr_binfmt_view *v, const uint8_t *d, size_t size
     if (nd > 1024 || F < 1 || F > 65536 || (idb != 4 && idb != 8))
         return corrupt(nm, "bad shape: %u dense, %u features, %u-byte ids", nd, F, idb);
     if (C < 1 || C > (1u << 30) || N > ((uint64_t)1 << 56) || chunks != (N + C - 1) / C)
-        return corrupt(nm, "%llu samples in %llu chunks of %u do not add up",
-                       (unsigned long long)N, (unsigned long long)chunks, C);
+        return corrupt(nm, "%llu samples in %llu chunks of %u do not add up", (unsigned long long)N,
+                       (unsigned long long)chunks, C);
     if (msv > MAX_SAMPLE_VALUES)
         return corrupt(nm, "max ids per sample %llu exceeds %llu", (unsigned long long)msv,
                        (unsigned long long)MAX_SAMPLE_VALUES);
@@ -143,13 +144,13 @@ static int verify_section(struct sr_binfmt_view *v, const uint8_t *c, uint64_t c
     const uint8_t *h = c + 8 + 16 * (uint64_t)f;
     uint64_t L = rd_u32(h), nv = rd_u64(h + 8), at;
     int variable = L == SR_BINFMT_VARIABLE;
-    if (rd_u32(h + 4) != 0 || (!variable && (L > (uint64_t)v->max_sample_values ||
-                                             nv != (uint64_t)n * L)))
+    if (rd_u32(h + 4) != 0 ||
+        (!variable && (L > (uint64_t)v->max_sample_values || nv != (uint64_t)n * L)))
         return corrupt(v->name, "chunk %lld feature %d: %llu ids do not match length %llu",
                        (long long)k, f, (unsigned long long)nv, (unsigned long long)L);
     if (nv > cap)
-        return corrupt(v->name, "chunk %lld feature %d: %llu ids exceed the chunk", (long long)k,
-                       f, (unsigned long long)nv);
+        return corrupt(v->name, "chunk %lld feature %d: %llu ids exceed the chunk", (long long)k, f,
+                       (unsigned long long)nv);
     s->fixed_len = (uint32_t)L;
     s->num_values = (int64_t)nv;
     s->offsets = NULL;

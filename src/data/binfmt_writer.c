@@ -28,15 +28,15 @@ struct sr_binfmt_writer {
     FILE *f;
     int num_dense, num_features, id_bytes, with_weights;
     int64_t *rows;
-    int64_t C, n;      /* chunk capacity, samples buffered */
-    int64_t total;     /* samples written or buffered */
+    int64_t C, n;  /* chunk capacity, samples buffered */
+    int64_t total; /* samples written or buffered */
     int64_t max_sample_values;
-    float *dense;      /* (C, num_dense) */
-    uint8_t *labels;   /* (C) */
+    float *dense;          /* (C, num_dense) */
+    uint8_t *labels;       /* (C) */
     struct wfeature *feat; /* (F) */
-    uint64_t *table;   /* (2 * table_cap): offset, bytes per chunk */
+    uint64_t *table;       /* (2 * table_cap): offset, bytes per chunk */
     int64_t num_chunks, table_cap;
-    uint64_t pos;      /* file position */
+    uint64_t pos; /* file position */
 };
 
 static int werr(struct sr_binfmt_writer *w)
@@ -61,14 +61,17 @@ static int pad(struct sr_binfmt_writer *w)
 
 static int check_open_args(int num_dense, int F, const int64_t *rows, int64_t C)
 {
-    if (num_dense < 0 || num_dense > 1024 || F < 1 || F > 65536 || !rows || C < 1 ||
-        C > (1 << 30))
-        return sr_error_set(SR_ERR_INVALID_ARG, "binary writer: %d dense, %d features, chunk "
-                            "%lld; HINT: shapes out of range", num_dense, F, (long long)C);
+    if (num_dense < 0 || num_dense > 1024 || F < 1 || F > 65536 || !rows || C < 1 || C > (1 << 30))
+        return sr_error_set(SR_ERR_INVALID_ARG,
+                            "binary writer: %d dense, %d features, chunk "
+                            "%lld; HINT: shapes out of range",
+                            num_dense, F, (long long)C);
     for (int f = 0; f < F; f++)
         if (rows[f] < 1)
-            return sr_error_set(SR_ERR_INVALID_ARG, "binary writer: feature %d has %lld rows; "
-                                "HINT: give every table at least one row", f, (long long)rows[f]);
+            return sr_error_set(SR_ERR_INVALID_ARG,
+                                "binary writer: feature %d has %lld rows; "
+                                "HINT: give every table at least one row",
+                                f, (long long)rows[f]);
     return SR_OK;
 }
 
@@ -133,8 +136,7 @@ int sr_binfmt_writer_open(struct sr_binfmt_writer **out, const char *path, int n
             w->id_bytes = 8;
     w->f = fopen(w->tmp, "wb");
     if (!w->f) {
-        rc = sr_error_set(SR_ERR_IO, "%s: cannot create; HINT: check the output directory",
-                          w->tmp);
+        rc = sr_error_set(SR_ERR_IO, "%s: cannot create; HINT: check the output directory", w->tmp);
         writer_free(w);
         return rc;
     }
@@ -179,9 +181,10 @@ static int append_bag(struct sr_binfmt_writer *w, const struct sr_batch *b, int 
     for (int64_t i = lo; i < hi; i++) {
         int64_t id = b->kjt.values[i];
         if (id < 0 || id >= w->rows[f])
-            return sr_error_set(SR_ERR_DATA, "%s: feature %d id %lld outside [0, %lld); HINT: "
-                                "reduce ids mod rows before writing", w->path, f, (long long)id,
-                                (long long)w->rows[f]);
+            return sr_error_set(SR_ERR_DATA,
+                                "%s: feature %d id %lld outside [0, %lld); HINT: "
+                                "reduce ids mod rows before writing",
+                                w->path, f, (long long)id, (long long)w->rows[f]);
         ft->ids[ft->nv] = id;
         if (ft->weights)
             ft->weights[ft->nv] = b->kjt.weights ? b->kjt.weights[i] : 1.0f;
@@ -218,9 +221,10 @@ static int append_sample(struct sr_binfmt_writer *w, const struct sr_batch *b, i
 int sr_binfmt_writer_append(struct sr_binfmt_writer *w, const struct sr_batch *b)
 {
     if (b->num_dense != w->num_dense || b->kjt.num_keys != w->num_features)
-        return sr_error_set(SR_ERR_INVALID_ARG, "%s: batch has %d dense and %d features, the "
-                            "file %d and %d; HINT: one shape per file", w->path, b->num_dense,
-                            b->kjt.num_keys, w->num_dense, w->num_features);
+        return sr_error_set(SR_ERR_INVALID_ARG,
+                            "%s: batch has %d dense and %d features, the "
+                            "file %d and %d; HINT: one shape per file",
+                            w->path, b->num_dense, b->kjt.num_keys, w->num_dense, w->num_features);
     for (int s = 0; s < b->batch_size; s++) {
         int rc = append_sample(w, b, s);
         if (rc)
@@ -332,11 +336,11 @@ static int flush_chunk(struct sr_binfmt_writer *w)
 static int write_header(struct sr_binfmt_writer *w, uint64_t table_offset)
 {
     uint8_t h[SR_BINFMT_HEADER_BYTES] = {0};
-    uint32_t u32[6] = {SR_BINFMT_VERSION, w->with_weights ? SR_BINFMT_FLAG_WEIGHTS : 0,
-                       (uint32_t)w->num_dense, (uint32_t)w->num_features, (uint32_t)w->id_bytes,
-                       (uint32_t)w->C};
-    uint64_t u64[5] = {(uint64_t)w->total, (uint64_t)w->num_chunks,
-                       (uint64_t)w->max_sample_values, w->pos, table_offset};
+    uint32_t u32[6] = {SR_BINFMT_VERSION,      w->with_weights ? SR_BINFMT_FLAG_WEIGHTS : 0,
+                       (uint32_t)w->num_dense, (uint32_t)w->num_features,
+                       (uint32_t)w->id_bytes,  (uint32_t)w->C};
+    uint64_t u64[5] = {(uint64_t)w->total, (uint64_t)w->num_chunks, (uint64_t)w->max_sample_values,
+                       w->pos, table_offset};
     memcpy(h, SR_BINFMT_MAGIC, SR_BINFMT_MAGIC_LEN);
     memcpy(h + 8, u32, sizeof u32);
     memcpy(h + 32, u64, sizeof u64);

@@ -21,9 +21,8 @@
 
 /* 1 + the value of each byte as a hex digit; 0 for a non-hex byte. */
 static const uint8_t hex_plus1[256] = {
-    ['0'] = 1, ['1'] = 2, ['2'] = 3, ['3'] = 4, ['4'] = 5,
-    ['5'] = 6, ['6'] = 7, ['7'] = 8, ['8'] = 9, ['9'] = 10,
-    ['a'] = 11, ['b'] = 12, ['c'] = 13, ['d'] = 14, ['e'] = 15, ['f'] = 16,
+    ['0'] = 1,  ['1'] = 2,  ['2'] = 3,  ['3'] = 4,  ['4'] = 5,  ['5'] = 6,  ['6'] = 7,  ['7'] = 8,
+    ['8'] = 9,  ['9'] = 10, ['a'] = 11, ['b'] = 12, ['c'] = 13, ['d'] = 14, ['e'] = 15, ['f'] = 16,
     ['A'] = 11, ['B'] = 12, ['C'] = 13, ['D'] = 14, ['E'] = 15, ['F'] = 16,
 };
 
@@ -40,15 +39,19 @@ int sr_criteo_parser_init(struct sr_criteo_parser *p, int num_features, const in
     if (num_features < 1 || !rows)
         return sr_error_set(SR_ERR_INVALID_ARG,
                             "Criteo parser: %d categorical features; HINT: give at least one "
-                            "feature and its table rows", num_features);
+                            "feature and its table rows",
+                            num_features);
     for (int f = 0; f < num_features; f++)
         if (rows[f] < 1)
             return sr_error_set(SR_ERR_INVALID_ARG,
                                 "Criteo parser: feature %d has %lld rows; HINT: every table "
-                                "needs at least one row (--table-rows)", f, (long long)rows[f]);
+                                "needs at least one row (--table-rows)",
+                                f, (long long)rows[f]);
     if (num_features > SR_CRITEO_MAX_FEATURES)
-        return sr_error_set(SR_ERR_INVALID_ARG, "Criteo parser: %d features, at most %d; HINT: "
-                            "fewer features", num_features, SR_CRITEO_MAX_FEATURES);
+        return sr_error_set(SR_ERR_INVALID_ARG,
+                            "Criteo parser: %d features, at most %d; HINT: "
+                            "fewer features",
+                            num_features, SR_CRITEO_MAX_FEATURES);
     p->num_features = num_features;
     p->rows = rows;
     for (int f = 0; f < num_features; f++)
@@ -187,7 +190,7 @@ static enum sr_criteo_fault parse_ids(const struct sr_criteo_parser *p, const ch
             return k;
         if (ids) {
             int64_t rows = p->rows[f];
-            ids[f * stride] = !present           ? 0
+            ids[f * stride] = !present            ? 0
                               : rows > UINT32_MAX ? (int64_t)h
                                                   : fastmod_u32(h, p->fastmod[f], (uint32_t)rows);
         }
@@ -221,8 +224,15 @@ enum sr_criteo_fault sr_criteo_parse_line(const struct sr_criteo_parser *p, cons
 const char *sr_criteo_fault_name(enum sr_criteo_fault kind)
 {
     static const char *const names[SR_CRITEO_NUM_FAULTS] = {
-        "ok",          "wrong field count", "bad label", "non-numeric integer", "integer overflow",
-        "bad hex id",  "hex id overflow",   "over-long line", "NUL byte",
+        "ok",
+        "wrong field count",
+        "bad label",
+        "non-numeric integer",
+        "integer overflow",
+        "bad hex id",
+        "hex id overflow",
+        "over-long line",
+        "NUL byte",
     };
     return (unsigned)kind < SR_CRITEO_NUM_FAULTS ? names[kind] : "unknown fault";
 }
@@ -254,18 +264,17 @@ void sr_criteo_fault_describe(const struct sr_criteo_parser *p,
                               const struct sr_criteo_fault_info *info, char *buf, size_t size)
 {
     int F = p ? p->num_features : 26, field = info->field;
-    const char *hint = fault_hint(info->kind);
+    const char *hint = fault_hint(info->kind), *name = sr_criteo_fault_name(info->kind);
     if (info->kind == SR_CRITEO_FIELD_COUNT)
-        snprintf(buf, size, "%s: %d fields, expected %d; HINT: %s", sr_criteo_fault_name(info->kind),
-                 field, 1 + SR_CRITEO_NUM_DENSE + F, hint);
+        snprintf(buf, size, "%s: %d fields, expected %d; HINT: %s", name, field,
+                 1 + SR_CRITEO_NUM_DENSE + F, hint);
     else if (info->kind == SR_CRITEO_LONG_LINE || field < 0)
-        snprintf(buf, size, "%s; HINT: %s", sr_criteo_fault_name(info->kind), hint);
+        snprintf(buf, size, "%s; HINT: %s", name, hint);
     else if (field == 0)
-        snprintf(buf, size, "%s (field 1, label); HINT: %s", sr_criteo_fault_name(info->kind), hint);
+        snprintf(buf, size, "%s (field 1, label); HINT: %s", name, hint);
     else if (field <= SR_CRITEO_NUM_DENSE)
-        snprintf(buf, size, "%s (field %d, I%d); HINT: %s", sr_criteo_fault_name(info->kind),
-                 field + 1, field, hint);
+        snprintf(buf, size, "%s (field %d, I%d); HINT: %s", name, field + 1, field, hint);
     else
-        snprintf(buf, size, "%s (field %d, C%d); HINT: %s", sr_criteo_fault_name(info->kind),
-                 field + 1, field - SR_CRITEO_NUM_DENSE, hint);
+        snprintf(buf, size, "%s (field %d, C%d); HINT: %s", name, field + 1,
+                 field - SR_CRITEO_NUM_DENSE, hint);
 }

@@ -72,8 +72,10 @@ int sr_line_stream_open(struct sr_line_stream *s, const char *path, char *buf, s
     pthread_once(&zlib_once, zlib_load);
     if (!zlib.ok) {
         close(fd);
-        return sr_error_set(SR_ERR_UNSUPPORTED, "%s: gzip file but libz.so.1 is not available; "
-                            "HINT: install zlib (apt-get install zlib1g) or gunzip it", path);
+        return sr_error_set(SR_ERR_UNSUPPORTED,
+                            "%s: gzip file but libz.so.1 is not available; "
+                            "HINT: install zlib (apt-get install zlib1g) or gunzip it",
+                            path);
     }
     s->gz = zlib.gzdopen(fd, "rb");
     if (!s->gz) {
@@ -95,8 +97,10 @@ static int refill(struct sr_line_stream *s)
         n = zlib.gzread(s->gz, s->buf + s->end, room > (1u << 30) ? (1u << 30) : (unsigned)room);
         if (n < 0) {
             int e;
-            return sr_error_set(SR_ERR_IO, "%s: gzip read failed: %s; HINT: the file may be "
-                                "truncated", s->path, zlib.gzerror(s->gz, &e));
+            return sr_error_set(SR_ERR_IO,
+                                "%s: gzip read failed: %s; HINT: the file may be "
+                                "truncated",
+                                s->path, zlib.gzerror(s->gz, &e));
         }
     } else {
         do

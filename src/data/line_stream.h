@@ -12,17 +12,17 @@
 #include <stdint.h>
 
 struct sr_line_stream {
-    const char *path;  /* borrowed, for messages */
-    int fd;            /* -1 when reading through gz */
-    void *gz;          /* gzFile, or NULL */
-    char *buf;         /* (cap) borrowed */
+    const char *path; /* borrowed, for messages */
+    int fd;           /* -1 when reading through gz */
+    void *gz;         /* gzFile, or NULL */
+    char *buf;        /* (cap) borrowed */
     size_t cap, beg, end;
     int eof, discarding;
-    int64_t max_line;  /* bytes before the '\n' ('\r' included) */
-    int64_t line_no;   /* 1-based number of the line last returned */
+    int64_t max_line; /* bytes before the '\n' ('\r' included) */
+    int64_t line_no;  /* 1-based number of the line last returned */
 };
 
-#define SR_LINE_OK 1   /* a line */
+#define SR_LINE_OK   1 /* a line */
 #define SR_LINE_LONG 2 /* a line longer than max_line: counted and skipped over */
 
 /* Open path for reading lines into buf (cap >= max_line + 2 bytes). SR_ERR_IO if

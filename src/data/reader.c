@@ -91,14 +91,17 @@ static int sniff_binary(const char *path)
 static int check_binary(struct sr_reader *r, const struct sr_binfmt_view *v)
 {
     if (v->num_features != r->F)
-        return sr_error_set(SR_ERR_DATA, "%s: holds %d features, the model %d; HINT: convert "
-                            "with the model's --table-rows", v->name, v->num_features, r->F);
+        return sr_error_set(SR_ERR_DATA,
+                            "%s: holds %d features, the model %d; HINT: convert "
+                            "with the model's --table-rows",
+                            v->name, v->num_features, r->F);
     for (int f = 0; f < r->F; f++)
         if (v->rows[f] != r->rows[f])
-            return sr_error_set(SR_ERR_DATA, "%s: feature %d was reduced mod %lld rows, the "
+            return sr_error_set(SR_ERR_DATA,
+                                "%s: feature %d was reduced mod %lld rows, the "
                                 "model has %lld; HINT: convert again with the model's "
-                                "--table-rows", v->name, f, (long long)v->rows[f],
-                                (long long)r->rows[f]);
+                                "--table-rows",
+                                v->name, f, (long long)v->rows[f], (long long)r->rows[f]);
     return SR_OK;
 }
 
@@ -123,9 +126,10 @@ static int open_files(struct sr_reader *r, const char *const *paths)
                 per_sample = fl->view.max_sample_values;
         }
         if (r->num_dense >= 0 && nd != r->num_dense)
-            return sr_error_set(SR_ERR_DATA, "%s: %d dense features, earlier files %d; HINT: "
-                                "all files of one run need the same shape", paths[i], nd,
-                                r->num_dense);
+            return sr_error_set(SR_ERR_DATA,
+                                "%s: %d dense features, earlier files %d; HINT: "
+                                "all files of one run need the same shape",
+                                paths[i], nd, r->num_dense);
         r->num_dense = nd;
     }
     r->max_values = per_sample * r->opt.batch_size;
@@ -157,8 +161,8 @@ static int enter_file(struct sr_reader *r, int i)
     return rc;
 }
 
-int sr_reader_open(struct sr_reader **out, const char *const *paths, int n_paths,
-                   int num_features, const int64_t *rows, const struct sr_reader_options *opt)
+int sr_reader_open(struct sr_reader **out, const char *const *paths, int n_paths, int num_features,
+                   const int64_t *rows, const struct sr_reader_options *opt)
 {
     *out = NULL;
     int rc = check_options(opt, n_paths, num_features);
@@ -215,8 +219,7 @@ static int bad_line(struct sr_reader *r, const struct sr_criteo_fault_info *info
     char what[256];
     sr_criteo_fault_describe(&r->parser, info, what, sizeof what);
     if (!r->opt.skip_bad_lines)
-        return sr_error_set(SR_ERR_DATA, "%s:%lld: %s", r->ls.path, (long long)r->ls.line_no,
-                            what);
+        return sr_error_set(SR_ERR_DATA, "%s:%lld: %s", r->ls.path, (long long)r->ls.line_no, what);
     if (r->bad[info->kind]++ == 0)
         snprintf(r->first_bad[info->kind], sizeof r->first_bad[0], "%s:%lld", r->ls.path,
                  (long long)r->ls.line_no);
@@ -259,8 +262,8 @@ static int tsv_one(struct sr_reader *r, struct sr_batch *batch, int at, int *sta
 }
 
 /* Up to `want` TSV samples from the current file into slots at.. ; *got counts them. */
-static int pull_tsv(struct sr_reader *r, struct sr_batch *batch, int at, int64_t want,
-                    int64_t *got, int *file_done)
+static int pull_tsv(struct sr_reader *r, struct sr_batch *batch, int at, int64_t want, int64_t *got,
+                    int *file_done)
 {
     int status = SR_OK, stride = batch ? batch->kjt.stride : 0;
     while (*got < want) {
@@ -335,9 +338,10 @@ static int compute_offsets(struct sr_batch *batch, int F, int n)
     for (int64_t i = 0; i < (int64_t)F * n; i++)
         total += batch->kjt.lengths[i];
     if (total > batch->max_values)
-        return sr_error_set(SR_ERR_INVALID_ARG, "reader: batch of %d samples holds %lld ids, "
-                            "room for %lld; HINT: size batches with sr_reader_batch_init", n,
-                            (long long)total, (long long)batch->max_values);
+        return sr_error_set(SR_ERR_INVALID_ARG,
+                            "reader: batch of %d samples holds %lld ids, "
+                            "room for %lld; HINT: size batches with sr_reader_batch_init",
+                            n, (long long)total, (long long)batch->max_values);
     batch->kjt.num_values = total;
     batch->kjt.num_weights = batch->kjt.weights ? total : 0;
     return sr_kjt_compute_offsets(&batch->kjt);
@@ -375,10 +379,12 @@ static int check_batch(const struct sr_reader *r, const struct sr_batch *batch)
 {
     if (batch->max_batch < r->opt.batch_size || batch->num_dense != r->num_dense ||
         batch->kjt.num_keys != r->F || (r->has_weights && !batch->kjt.weights))
-        return sr_error_set(SR_ERR_INVALID_ARG, "reader: batch for %d samples, %d dense, %d "
+        return sr_error_set(SR_ERR_INVALID_ARG,
+                            "reader: batch for %d samples, %d dense, %d "
                             "features does not fit this reader's (%d, %d, %d%s); HINT: use "
-                            "sr_reader_batch_init", batch->max_batch, batch->num_dense,
-                            batch->kjt.num_keys, r->opt.batch_size, r->num_dense, r->F,
+                            "sr_reader_batch_init",
+                            batch->max_batch, batch->num_dense, batch->kjt.num_keys,
+                            r->opt.batch_size, r->num_dense, r->F,
                             r->has_weights ? ", weights" : "");
     return SR_OK;
 }
@@ -387,7 +393,7 @@ static int check_batch(const struct sr_reader *r, const struct sr_batch *batch)
  * global batch's. */
 static int gather(struct sr_reader *r, struct sr_batch *batch, int64_t *n, int64_t *total)
 {
-    int64_t B = r->opt.batch_size, before, after;
+    int64_t B = r->opt.batch_size, before = 0, after = 0;
     r->n_segs = 0;
     batch->kjt.stride = (int)B;
     int rc = pull(r, NULL, 0, r->opt.rank * B, &before);
@@ -399,7 +405,7 @@ static int gather(struct sr_reader *r, struct sr_batch *batch, int64_t *n, int64
 
 int sr_reader_next(struct sr_reader *r, struct sr_batch *batch)
 {
-    int64_t n, total, G = (int64_t)r->opt.batch_size * r->opt.world;
+    int64_t n = 0, total = 0, G = (int64_t)r->opt.batch_size * r->opt.world;
     int rc = check_batch(r, batch);
     if (rc || r->done)
         return rc ? rc : 0;
