@@ -25,6 +25,7 @@
 #include "shardrec/error.h"
 #include "shardrec/synthetic.h"
 #include "shardrec/trainer.h"
+#include "train/grad_buckets.h"
 
 struct sr_trainer {
     struct sr_train_config *cfg;
@@ -36,6 +37,9 @@ struct sr_trainer {
     struct sr_ebc *ebc;
     struct sr_dlrm *dlrm;
     struct sr_dense_optim *dense_optim;
+    sr_comm_t world;      /* all ranks: startup checks */
+    sr_comm_t dense_comm; /* dense gradient buckets */
+    struct sr_grad_buckets *buckets;
     struct sr_lr_schedule lr_dense, lr_emb;
     struct sr_batch batch;
     int pooled_dim;       /* F*D */
@@ -120,6 +124,32 @@ static int init_model(struct sr_trainer *t)
     return SR_OK;
 }
 
+static void on_grad_ready(void *ctx, size_t offset, size_t count)
+{
+    sr_grad_buckets_ready(ctx, offset, count);
+}
+
+/* Linear layers' gradient ranges in the order backward finishes them (the
+ * flat block holds weight then bias of each layer, bottom layers first). */
+static void init_buckets(struct sr_trainer *t)
+{
+    size_t sizes[2 * SR_MLP_MAX], n;
+    int n_tensors = sr_dlrm_num_tensors(t->dlrm), n_layers = n_tensors / 2;
+    float *grads = sr_dlrm_grads(t->dlrm, &n);
+    for (int l = 0; l < n_layers; l++) {
+        const char *name;
+        int ndim;
+        int64_t w[2], b[2];
+        float *data;
+        sr_dlrm_tensor(t->dlrm, 2 * l, &name, &ndim, w, &data);
+        sr_dlrm_tensor(t->dlrm, 2 * l + 1, &name, &ndim, b, &data);
+        sizes[n_layers - 1 - l] = (size_t)(w[0] * w[1] + b[0]);
+    }
+    sr_grad_buckets_init(&t->buckets, t->dense_comm, grads, n, NULL, 0, sizes, n_layers,
+                         (size_t)4 << 20);
+    sr_dlrm_set_grad_ready(t->dlrm, on_grad_ready, t->buckets);
+}
+
 static void init_buffers(struct sr_trainer *t)
 {
     struct sr_train_config *cfg = t->cfg;
@@ -143,6 +173,8 @@ int sr_trainer_init(struct sr_trainer **out, struct sr_train_config *cfg, FILE *
     t->cfg = cfg;
     t->log = log;
     t->dev = sr_device_cpu();
+    t->world = sr_comm_init_single();
+    t->dense_comm = t->world;
     if ((rc = sr_train_config_check(cfg)))
         goto out_free;
     if ((rc = init_data(t)))
@@ -150,6 +182,7 @@ int sr_trainer_init(struct sr_trainer **out, struct sr_train_config *cfg, FILE *
     if ((rc = init_model(t)))
         goto out_free;
     init_buffers(t);
+    init_buckets(t);
     if (cfg->metrics_path[0]) {
         t->metrics = fopen(cfg->metrics_path, "w");
         if (!t->metrics) {
@@ -181,6 +214,8 @@ void sr_trainer_free(struct sr_trainer *t)
     sr_free(t->eval_pred);
     sr_free(t->eval_labels);
     sr_free(t->eval_work);
+    sr_grad_buckets_free(t->buckets);
+    sr_comm_free(t->world);
     sr_dense_optim_free(t->dense_optim);
     sr_dlrm_free(t->dlrm);
     sr_ebc_free(t->ebc);
@@ -242,11 +277,15 @@ static int train_step(struct sr_trainer *t, int64_t step, double *loss, double *
     sr_dlrm_forward(t->dlrm, t->batch.dense, t->pooled, B, t->logits);
     t1 = now_s(), stage[SR_STAGE_DENSE_FWD] += t1 - t0, t0 = t1;
 
-    *loss = sr_dlrm_backward(t->dlrm, t->batch.labels, NULL, B, 1.0f / (float)B, t->dpooled) / B;
+    sr_grad_buckets_begin(t->buckets);
+    double loss_sum = sr_dlrm_backward(t->dlrm, t->batch.labels, NULL, B, 1.0f / (float)B,
+                                       t->dpooled);
     t1 = now_s(), stage[SR_STAGE_BACKWARD] += t1 - t0, t0 = t1;
 
     sr_ebc_backward(t->ebc, t->dpooled, sr_lr_at(&t->lr_emb, step), step);
     t1 = now_s(), stage[SR_STAGE_EMB_UPDATE] += t1 - t0, t0 = t1;
+
+    *loss = sr_grad_buckets_finish(t->buckets, loss_sum) / B;
 
     float *params = sr_dlrm_params(t->dlrm, &n_params);
     sr_dense_optim_step(t->dense_optim, params, sr_dlrm_grads(t->dlrm, &n_params),

@@ -1,0 +1,46 @@
+/*
+ * Bucketed all-reduce of the dense gradients (data parallelism).
+ *
+ * The DLRM's gradients live in one flat block. Backward finishes layers from
+ * the last top layer down to bottom layer 0, i.e. from the end of the block
+ * towards its start, so the finished part is always one contiguous range
+ * [lo, n). Whenever that range has grown by at least `bucket_bytes` since the
+ * last bucket, a non-blocking all-reduce (SUM) of the new part starts on the
+ * dense communicator while backward goes on.
+ *
+ * The last bucket also carries the "tail": the DP tables' gradients and touch
+ * counts and the step's summed loss. It is staged into one buffer:
+ *
+ *   staging = [ grads[0 .. rest) | tail (n_tail floats) | loss ]
+ *
+ * so the number of all-reduce calls per step equals the number of buckets,
+ * known at init (sr_grad_buckets_count). Gradients are summed, never
+ * averaged: the loss is already scaled by the global batch.
+ */
+#ifndef SHARDREC_GRAD_BUCKETS_H
+#define SHARDREC_GRAD_BUCKETS_H
+
+#include <stddef.h>
+
+#include "shardrec/comm.h"
+
+struct sr_grad_buckets;
+
+/* grads: (n) the flat gradient block; tail: (n_tail) extra values summed with
+ * the last bucket (may be NULL when n_tail is 0); layer_sizes: (n_layers)
+ * sizes of the ranges backward reports, in the order it reports them. */
+void sr_grad_buckets_init(struct sr_grad_buckets **out, sr_comm_t comm, float *grads, size_t n,
+                          float *tail, size_t n_tail, const size_t *layer_sizes, int n_layers,
+                          size_t bucket_bytes);
+void sr_grad_buckets_free(struct sr_grad_buckets *b);
+/* Start of a step: nothing is finished. */
+void sr_grad_buckets_begin(struct sr_grad_buckets *b);
+/* The range [offset, offset+count) of grads is final (backward order). */
+void sr_grad_buckets_ready(struct sr_grad_buckets *b, size_t offset, size_t count);
+/* After backward: reduce the rest with the tail and the loss, wait for every
+ * bucket, write the reduced values back. Returns the global loss sum. */
+double sr_grad_buckets_finish(struct sr_grad_buckets *b, double loss_sum);
+/* All-reduce calls per step. */
+int sr_grad_buckets_count(const struct sr_grad_buckets *b);
+
+#endif
