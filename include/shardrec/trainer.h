@@ -56,6 +56,13 @@ void sr_trainer_free(struct sr_trainer *t);
 void sr_trainer_print_summary(const struct sr_trainer *t, const struct sr_trainer_result *res,
                               FILE *f);
 
+/* Replace every model parameter with the tensors of a safetensors file, or
+ * write them to one (atomically); names, checks and errors as in
+ * weights_io.h. Load after sr_trainer_init and before sr_trainer_run
+ * (--init-weights); save after sr_trainer_run (--save-weights). */
+int sr_trainer_load_weights(struct sr_trainer *t, const char *path);
+int sr_trainer_save_weights(struct sr_trainer *t, const char *path);
+
 /* Stage names as the trace and summary print them. */
 const char *sr_stage_name(enum sr_stage s);
 

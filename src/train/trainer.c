@@ -25,6 +25,7 @@
 #include "shardrec/error.h"
 #include "shardrec/synthetic.h"
 #include "shardrec/trainer.h"
+#include "shardrec/weights_io.h"
 #include "train/grad_buckets.h"
 
 struct sr_trainer {
@@ -429,4 +430,16 @@ void sr_trainer_print_summary(const struct sr_trainer *t, const struct sr_traine
     }
     fprintf(f, "allocations in the training loop after step 1: %" PRIu64 "\n",
             res->allocs_after_first_step);
+}
+
+/* ---- weights files ------------------------------------------------------------------- */
+
+int sr_trainer_load_weights(struct sr_trainer *t, const char *path)
+{
+    return sr_weights_load(path, t->dlrm, t->ebc);
+}
+
+int sr_trainer_save_weights(struct sr_trainer *t, const char *path)
+{
+    return sr_weights_save(path, t->dlrm, t->ebc);
 }

@@ -1,0 +1,87 @@
+/*
+ * safetensors files: the weights format PyTorch users exchange
+ * (https://github.com/huggingface/safetensors). Reading verifies the whole
+ * file before handing out a single tensor; writing is atomic.
+ *
+ *   | u64 N (little-endian) | N bytes of JSON header | data area ..................... |
+ *
+ *   header: {"NAME": {"dtype": "F32", "shape": [d0, d1, ...],
+ *                     "data_offsets": [BEGIN, END]}, ...,
+ *            "__metadata__": {"key": "string", ...}}      (optional, string values)
+ *
+ * BEGIN and END are byte offsets into the data area, END exclusive; tensors
+ * are row-major and little-endian. The header is padded with spaces so the
+ * data area starts on an 8-byte boundary. This version reads and writes F32
+ * only: other dtypes are rejected with a hint to convert them.
+ *
+ * What a reader accepts (as the reference Rust implementation does): a header
+ * length in [2, min(file size - 8, 100 MB)] that parses as one JSON object
+ * (cJSON; only whitespace after it); unique, non-empty tensor names; shapes of
+ * at most SR_ST_MAX_DIMS non-negative integers whose product times 4 does not
+ * overflow; offsets with BEGIN <= END and END - BEGIN == numel * 4; tensors
+ * that, sorted by offset, tile the data area exactly: no overlap, no gap, no
+ * trailing bytes. Anything else is SR_ERR_DATA naming the file, the tensor and
+ * what is wrong, with a HINT.
+ */
+#ifndef SHARDREC_SAFETENSORS_H
+#define SHARDREC_SAFETENSORS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define SR_ST_MAX_DIMS 4
+/* Largest header the reader accepts (the reference implementation's limit). */
+#define SR_ST_MAX_HEADER ((uint64_t)100 * 1000 * 1000)
+
+/* One tensor to write, or a view of one read: fp32, row-major, host memory. */
+struct sr_st_tensor {
+    const char *name;
+    int ndim; /* 0 (a scalar) .. SR_ST_MAX_DIMS */
+    int64_t shape[SR_ST_MAX_DIMS];
+    const float *data; /* numel floats; may be NULL when numel is 0 */
+};
+
+struct sr_st_file;
+
+/* Map `path` (read-only) and verify it as above. On success *out owns the
+ * mapping; tensor data pointers stay valid until sr_st_close. Errors:
+ * SR_ERR_IO (cannot open/stat/map), SR_ERR_DATA (malformed file),
+ * SR_ERR_UNSUPPORTED (a dtype other than F32); then *out is NULL. */
+int sr_st_open(struct sr_st_file **out, const char *path);
+
+/* As sr_st_open, for bytes already in memory (a fuzzer's input, a test's
+ * buffer). `buf` is borrowed and must outlive the file; `label` names it in
+ * messages. When the data area is not 4-byte aligned it is copied. */
+int sr_st_open_memory(struct sr_st_file **out, const void *buf, size_t size, const char *label);
+
+void sr_st_close(struct sr_st_file *f); /* NULL ok */
+
+/* Tensors in the file, 0 <= i < sr_st_count, in data-offset order. */
+int sr_st_count(const struct sr_st_file *f);
+const char *sr_st_name(const struct sr_st_file *f, int i);
+/* The whole view of tensor i (name and data valid until sr_st_close). */
+void sr_st_get(const struct sr_st_file *f, int i, struct sr_st_tensor *out);
+/* The file's path or label, for messages. */
+const char *sr_st_path(const struct sr_st_file *f);
+
+/* Look a tensor up by name: SR_OK and its data (numel floats), ndim and shape
+ * (unused entries 0); SR_ERR_DATA naming file and tensor if it is absent (any
+ * of data, ndim, shape may be NULL). */
+int sr_st_find(const struct sr_st_file *f, const char *name, const float **data, int *ndim,
+               int64_t shape[SR_ST_MAX_DIMS]);
+
+/* Write n tensors to `path` atomically: into "PATH.tmp", fsync, rename over
+ * PATH, fsync the directory; a failure removes PATH.tmp and leaves any old PATH
+ * untouched. Tensors are laid out in name order (the reference writer's order
+ * for a single dtype) and the header carries __metadata__ {"format": "pt"}.
+ * Errors: SR_ERR_INVALID_ARG (empty, over-long or duplicate name, ndim or a
+ * dimension out of range, NULL data for a non-empty tensor), SR_ERR_IO. */
+int sr_st_write(const char *path, int n, const struct sr_st_tensor *tensors);
+
+/* numel of a shape, or -1 if it is negative or numel * 4 overflows int64. */
+int64_t sr_st_numel(int ndim, const int64_t *shape);
+
+/* "[100, 16]" into buf (always terminated). */
+void sr_st_shape_str(int ndim, const int64_t *shape, char *buf, size_t cap);
+
+#endif

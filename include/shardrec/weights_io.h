@@ -1,0 +1,38 @@
+/*
+ * Model weights to and from safetensors, under DESIGN.md's names, so that a
+ * PyTorch DLRM can read what shardrec writes and the other way round:
+ *
+ *   bot_mlp.K.weight [out, in]   bot_mlp.K.bias [out]    (the reference's bot_l.2K)
+ *   top_mlp.K.weight [out, in]   top_mlp.K.bias [out]    (the reference's top_l.2K)
+ *   emb.TABLE.weight [rows, D]                           (the reference's emb_l.i)
+ *
+ * K counts Linear layers from 0; TABLE is the table's configured name.
+ * tools/torch_dlrm.py convert maps these names to and from the reference's.
+ * Only parameters travel: optimizer state and the step count are not saved.
+ *
+ * Both functions work on host-resident models (the CPU device); the model and
+ * EBC are the caller's and are not resized.
+ */
+#ifndef SHARDREC_WEIGHTS_IO_H
+#define SHARDREC_WEIGHTS_IO_H
+
+struct sr_dlrm;
+struct sr_ebc;
+
+/* Write every parameter of m and ebc to `path` atomically (sr_st_write).
+ * Errors: SR_ERR_IO naming the path, SR_ERR_INVALID_ARG for a table name that
+ * cannot be written. */
+int sr_weights_save(const char *path, const struct sr_dlrm *m, struct sr_ebc *ebc);
+
+/* Replace every parameter of m and ebc with the tensors of `path`. The file
+ * is verified in full before anything is copied, so on error the model is
+ * unchanged. Errors (SR_ERR_DATA unless said), each naming the file and
+ * tensor with a HINT: the file's own problems (sr_st_open's errors); a tensor
+ * the model needs that is missing (the first few are listed, with the count);
+ * a shape different from the model's ("tensor emb.t3.weight has shape
+ * [100, 8], the model needs [100, 16]"); a tensor the model does not have;
+ * a NaN or infinite value (SR_ERR_NUMERIC, with its index). Optimizer state
+ * is left as it is. */
+int sr_weights_load(const char *path, struct sr_dlrm *m, struct sr_ebc *ebc);
+
+#endif

@@ -1,0 +1,621 @@
+/*
+ * safetensors reader and writer (format and acceptance rules in
+ * include/shardrec/safetensors.h).
+ *
+ * Reading maps the file and verifies it completely before returning: the
+ * header length, the JSON header (parsed by cJSON, never by hand), every
+ * entry's dtype, shape and offsets, unique names, and that the tensors sorted
+ * by offset tile the data area exactly. A file that passes can be read through
+ * the returned pointers without any further bounds check. Entries are kept
+ * sorted by data offset, so sr_st_get walks the file front to back.
+ *
+ * Writing lays tensors out contiguously in name order behind a space-padded
+ * header, into PATH.tmp, then fsync + rename, so a crash leaves either the old
+ * file or the complete new one. Shapes and offsets are printed as exact
+ * integers (cJSON's number printer would switch to exponents past 1e15).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <libgen.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+
+#include "shardrec/alloc.h"
+#include "shardrec/error.h"
+#include "shardrec/safetensors.h"
+
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "safetensors.c reads little-endian data in place: add byte swapping for this host"
+#endif
+
+#define MAX_EXACT_INT 9007199254740992.0 /* 2^53: the largest integer a JSON double holds */
+#define HINT_CORRUPT "HINT: the file is corrupt or not a safetensors file; write it again"
+
+struct st_entry {
+    char *name;
+    int ndim;
+    int64_t shape[SR_ST_MAX_DIMS];
+    uint64_t begin, end; /* byte offsets into the data area, end exclusive */
+};
+
+struct sr_st_file {
+    char *path;            /* path or label, for messages */
+    void *map;             /* the mapping (sr_st_open) or NULL */
+    size_t map_len;
+    const uint8_t *data;   /* data area, 4-byte aligned */
+    uint64_t data_len;
+    float *copy;           /* aligned copy of a misaligned data area, or NULL */
+    int n;
+    struct st_entry *e;    /* (n) sorted by data offset */
+};
+
+/* ---- messages ------------------------------------------------------------------ */
+
+static int fail(int status, const char *label, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static int fail(int status, const char *label, const char *fmt, ...)
+{
+    char msg[768];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return sr_error_set(status, "%s: %s", label, msg);
+}
+
+void sr_st_shape_str(int ndim, const int64_t *shape, char *buf, size_t cap)
+{
+    size_t k = 0;
+    if (cap == 0)
+        return;
+    buf[0] = '\0';
+    k += (size_t)snprintf(buf, cap, "[");
+    for (int d = 0; d < ndim && k < cap; d++)
+        k += (size_t)snprintf(buf + k, cap - k, "%s%" PRId64, d ? ", " : "", shape[d]);
+    if (k < cap)
+        snprintf(buf + k, cap - k, "]");
+}
+
+int64_t sr_st_numel(int ndim, const int64_t *shape)
+{
+    int64_t numel = 1;
+    for (int d = 0; d < ndim; d++) {
+        if (shape[d] < 0)
+            return -1;
+        if (shape[d] > 0 && numel > INT64_MAX / 4 / shape[d])
+            return -1;
+        numel *= shape[d];
+    }
+    return numel;
+}
+
+/* ---- header entries -------------------------------------------------------------- */
+
+/* An integer JSON number in [0, 2^53]. */
+static int get_count(const cJSON *item, uint64_t *out)
+{
+    if (!cJSON_IsNumber(item))
+        return -1;
+    double v = item->valuedouble;
+    if (!(v >= 0 && v <= MAX_EXACT_INT) || v != floor(v))
+        return -1;
+    *out = (uint64_t)v;
+    return 0;
+}
+
+static int check_dtype(const char *label, const char *name, const cJSON *dtype)
+{
+    static const char *const known[] = {"F16", "BF16", "F64", "I8",  "I16", "I32", "I64",
+                                        "U8",  "U16",  "U32", "U64", "BOOL", "F8_E4M3",
+                                        "F8_E5M2", NULL};
+    if (!cJSON_IsString(dtype))
+        return fail(SR_ERR_DATA, label, "tensor %s has no \"dtype\" string; %s", name,
+                    HINT_CORRUPT);
+    if (strcmp(dtype->valuestring, "F32") == 0)
+        return SR_OK;
+    for (int i = 0; known[i]; i++)
+        if (strcmp(dtype->valuestring, known[i]) == 0)
+            return fail(SR_ERR_UNSUPPORTED, label,
+                        "tensor %s has dtype %s; this version of shardrec reads F32 only; "
+                        "HINT: convert it in PyTorch with tensor.float() before saving",
+                        name, known[i]);
+    return fail(SR_ERR_DATA, label, "tensor %s has unknown dtype \"%.32s\"; %s", name,
+                dtype->valuestring, HINT_CORRUPT);
+}
+
+static int parse_shape(const char *label, const char *name, const cJSON *shape,
+                       struct st_entry *e)
+{
+    if (!cJSON_IsArray(shape))
+        return fail(SR_ERR_DATA, label, "tensor %s has no \"shape\" array; %s", name,
+                    HINT_CORRUPT);
+    e->ndim = cJSON_GetArraySize(shape);
+    if (e->ndim > SR_ST_MAX_DIMS)
+        return fail(SR_ERR_DATA, label,
+                    "tensor %s has %d dimensions; shardrec reads at most %d; "
+                    "HINT: reshape it before saving",
+                    name, e->ndim, SR_ST_MAX_DIMS);
+    int d = 0;
+    const cJSON *dim;
+    cJSON_ArrayForEach(dim, shape) {
+        uint64_t v;
+        if (get_count(dim, &v))
+            return fail(SR_ERR_DATA, label,
+                        "tensor %s: shape entry %d is not a non-negative integer; %s", name, d,
+                        HINT_CORRUPT);
+        e->shape[d++] = (int64_t)v;
+    }
+    if (sr_st_numel(e->ndim, e->shape) < 0)
+        return fail(SR_ERR_DATA, label, "tensor %s: the shape's element count overflows; %s",
+                    name, HINT_CORRUPT);
+    return SR_OK;
+}
+
+static int parse_offsets(const char *label, const char *name, const cJSON *offs,
+                         uint64_t data_len, struct st_entry *e)
+{
+    char shp[160];
+    if (!cJSON_IsArray(offs) || cJSON_GetArraySize(offs) != 2 ||
+        get_count(cJSON_GetArrayItem(offs, 0), &e->begin) ||
+        get_count(cJSON_GetArrayItem(offs, 1), &e->end))
+        return fail(SR_ERR_DATA, label,
+                    "tensor %s: \"data_offsets\" is not a pair of non-negative integers; %s",
+                    name, HINT_CORRUPT);
+    if (e->begin > e->end)
+        return fail(SR_ERR_DATA, label, "tensor %s: data_offsets [%" PRIu64 ", %" PRIu64
+                    "] are not ordered (begin > end); %s", name, e->begin, e->end, HINT_CORRUPT);
+    if (e->end > data_len)
+        return fail(SR_ERR_DATA, label,
+                    "tensor %s: data_offsets [%" PRIu64 ", %" PRIu64 "] run past the end of the "
+                    "data area (%" PRIu64 " bytes); HINT: the file is truncated; write it again",
+                    name, e->begin, e->end, data_len);
+    uint64_t want = (uint64_t)sr_st_numel(e->ndim, e->shape) * 4;
+    if (e->end - e->begin != want) {
+        sr_st_shape_str(e->ndim, e->shape, shp, sizeof shp);
+        return fail(SR_ERR_DATA, label,
+                    "tensor %s: data_offsets hold %" PRIu64 " bytes, shape %s of F32 needs %" PRIu64
+                    "; %s", name, e->end - e->begin, shp, want, HINT_CORRUPT);
+    }
+    return SR_OK;
+}
+
+static int parse_entry(const char *label, const cJSON *item, uint64_t data_len,
+                       struct st_entry *e)
+{
+    const char *name = item->string;
+    int rc;
+    if (!cJSON_IsObject(item))
+        return fail(SR_ERR_DATA, label, "tensor %s: its header entry is not an object; %s", name,
+                    HINT_CORRUPT);
+    if ((rc = check_dtype(label, name, cJSON_GetObjectItemCaseSensitive(item, "dtype"))))
+        return rc;
+    if ((rc = parse_shape(label, name, cJSON_GetObjectItemCaseSensitive(item, "shape"), e)))
+        return rc;
+    if ((rc = parse_offsets(label, name, cJSON_GetObjectItemCaseSensitive(item, "data_offsets"),
+                            data_len, e)))
+        return rc;
+    e->name = sr_strdup(name);
+    return SR_OK;
+}
+
+static int check_metadata(const char *label, const cJSON *meta)
+{
+    const cJSON *kv;
+    if (!cJSON_IsObject(meta))
+        return fail(SR_ERR_DATA, label, "__metadata__ is not an object; %s", HINT_CORRUPT);
+    cJSON_ArrayForEach(kv, meta) {
+        if (!cJSON_IsString(kv))
+            return fail(SR_ERR_DATA, label, "__metadata__ value \"%.64s\" is not a string; %s",
+                        kv->string ? kv->string : "", HINT_CORRUPT);
+    }
+    return SR_OK;
+}
+
+/* ---- whole-file checks ---------------------------------------------------------- */
+
+static int cmp_name(const void *a, const void *b)
+{
+    return strcmp(((const struct st_entry *)a)->name, ((const struct st_entry *)b)->name);
+}
+
+static int cmp_offset(const void *a, const void *b)
+{
+    const struct st_entry *x = a, *y = b;
+    if (x->begin != y->begin)
+        return x->begin < y->begin ? -1 : 1;
+    return x->end < y->end ? -1 : x->end > y->end;
+}
+
+static int check_unique(const char *label, struct st_entry *e, int n)
+{
+    qsort(e, (size_t)n, sizeof *e, cmp_name);
+    for (int i = 1; i < n; i++)
+        if (strcmp(e[i - 1].name, e[i].name) == 0)
+            return fail(SR_ERR_DATA, label, "tensor %s appears twice in the header; %s",
+                        e[i].name, HINT_CORRUPT);
+    return SR_OK;
+}
+
+/* Sorted by offset, the tensors must cover [0, data_len) without overlap or gap. */
+static int check_tiling(const char *label, struct st_entry *e, int n, uint64_t data_len)
+{
+    uint64_t expect = 0;
+    qsort(e, (size_t)n, sizeof *e, cmp_offset);
+    for (int i = 0; i < n; i++) {
+        if (e[i].begin < expect)
+            return fail(SR_ERR_DATA, label,
+                        "tensors %s and %s overlap (bytes %" PRIu64 "..%" PRIu64 " of the data "
+                        "area); %s", e[i - 1].name, e[i].name, e[i].begin, expect, HINT_CORRUPT);
+        if (e[i].begin > expect)
+            return fail(SR_ERR_DATA, label,
+                        "%" PRIu64 " unused bytes before tensor %s (at data offset %" PRIu64
+                        "); %s", e[i].begin - expect, e[i].name, expect, HINT_CORRUPT);
+        expect = e[i].end;
+    }
+    if (expect != data_len)
+        return fail(SR_ERR_DATA, label,
+                    "%" PRIu64 " bytes after the last tensor are not described by the header; "
+                    "%s", data_len - expect, HINT_CORRUPT);
+    return SR_OK;
+}
+
+static int parse_entries(struct sr_st_file *f, const cJSON *root)
+{
+    const cJSON *item;
+    int rc;
+    if (!cJSON_IsObject(root))
+        return fail(SR_ERR_DATA, f->path, "the header is not a JSON object; %s", HINT_CORRUPT);
+    int n = cJSON_GetArraySize(root);
+    f->e = sr_calloc((size_t)n + 1, sizeof *f->e);
+    cJSON_ArrayForEach(item, root) {
+        if (!item->string || !item->string[0])
+            return fail(SR_ERR_DATA, f->path, "a header entry has an empty name; %s",
+                        HINT_CORRUPT);
+        if (strcmp(item->string, "__metadata__") == 0) {
+            if ((rc = check_metadata(f->path, item)))
+                return rc;
+            continue;
+        }
+        if ((rc = parse_entry(f->path, item, f->data_len, &f->e[f->n])))
+            return rc;
+        f->n++;
+    }
+    if ((rc = check_unique(f->path, f->e, f->n)))
+        return rc;
+    return check_tiling(f->path, f->e, f->n, f->data_len);
+}
+
+static int parse_header(struct sr_st_file *f, const uint8_t *buf, size_t size)
+{
+    uint64_t hlen;
+    const char *end = NULL;
+    if (size < 8)
+        return fail(SR_ERR_DATA, f->path,
+                    "the file is %zu bytes, too short for the 8-byte header length; "
+                    "HINT: the file is truncated or empty; write it again", size);
+    memcpy(&hlen, buf, 8);
+    if (hlen < 2 || hlen > SR_ST_MAX_HEADER)
+        return fail(SR_ERR_DATA, f->path, "header length %" PRIu64 " is not in [2, %" PRIu64
+                    "]; %s", hlen, SR_ST_MAX_HEADER, HINT_CORRUPT);
+    if (hlen > size - 8)
+        return fail(SR_ERR_DATA, f->path, "header length %" PRIu64 " runs past the end of the "
+                    "file (%zu bytes); HINT: the file is truncated; write it again", hlen, size);
+    const char *json = (const char *)buf + 8;
+    cJSON *root = cJSON_ParseWithLengthOpts(json, (size_t)hlen, &end, 0);
+    if (!root) {
+        const char *at = cJSON_GetErrorPtr();
+        long pos = at && at >= json && at <= json + hlen ? (long)(at - json) : -1;
+        return fail(SR_ERR_DATA, f->path, "the header is not valid JSON (near byte %ld); %s", pos,
+                    HINT_CORRUPT);
+    }
+    for (; end && end < json + hlen; end++)
+        if (*end != ' ' && *end != '\t' && *end != '\n' && *end != '\r') {
+            cJSON_Delete(root);
+            return fail(SR_ERR_DATA, f->path,
+                        "unexpected bytes after the JSON header (at byte %ld); %s",
+                        (long)(end - json), HINT_CORRUPT);
+        }
+    f->data = buf + 8 + hlen;
+    f->data_len = size - 8 - hlen;
+    int rc = parse_entries(f, root);
+    cJSON_Delete(root);
+    return rc;
+}
+
+/* ---- open / close ------------------------------------------------------------------ */
+
+static int open_bytes(struct sr_st_file *f, const uint8_t *buf, size_t size)
+{
+    int rc = parse_header(f, buf, size);
+    if (rc)
+        return rc;
+    if (((uintptr_t)f->data & 3) && f->data_len > 0) {
+        f->copy = sr_aligned_alloc((size_t)f->data_len);
+        memcpy(f->copy, f->data, (size_t)f->data_len);
+        f->data = (const uint8_t *)f->copy;
+    }
+    return SR_OK;
+}
+
+int sr_st_open_memory(struct sr_st_file **out, const void *buf, size_t size, const char *label)
+{
+    struct sr_st_file *f = sr_calloc(1, sizeof *f);
+    f->path = sr_strdup(label ? label : "(memory)");
+    int rc = open_bytes(f, buf, size);
+    if (rc) {
+        sr_st_close(f);
+        f = NULL;
+    }
+    *out = f;
+    return rc;
+}
+
+static int map_file(struct sr_st_file *f, const char *path)
+{
+    struct stat st;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return fail(SR_ERR_IO, path, "cannot open: %s", strerror(errno));
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        return fail(SR_ERR_IO, path, "not a regular file; HINT: give the path of a .safetensors "
+                    "file");
+    }
+    f->map_len = (size_t)st.st_size;
+    if (f->map_len > 0) {
+        f->map = mmap(NULL, f->map_len, PROT_READ, MAP_PRIVATE, fd, 0);
+        if (f->map == MAP_FAILED) {
+            f->map = NULL;
+            close(fd);
+            return fail(SR_ERR_IO, path, "cannot map %zu bytes: %s", f->map_len,
+                        strerror(errno));
+        }
+    }
+    close(fd);
+    return SR_OK;
+}
+
+int sr_st_open(struct sr_st_file **out, const char *path)
+{
+    struct sr_st_file *f = sr_calloc(1, sizeof *f);
+    f->path = sr_strdup(path);
+    int rc = map_file(f, path);
+    if (!rc)
+        rc = open_bytes(f, f->map, f->map_len);
+    if (rc) {
+        sr_st_close(f);
+        f = NULL;
+    }
+    *out = f;
+    return rc;
+}
+
+void sr_st_close(struct sr_st_file *f)
+{
+    if (!f)
+        return;
+    for (int i = 0; i < f->n; i++)
+        sr_free(f->e[i].name);
+    sr_free(f->e);
+    if (f->map)
+        munmap(f->map, f->map_len);
+    sr_free(f->copy);
+    sr_free(f->path);
+    sr_free(f);
+}
+
+/* ---- lookup ------------------------------------------------------------------------- */
+
+int sr_st_count(const struct sr_st_file *f)
+{
+    return f->n;
+}
+
+const char *sr_st_name(const struct sr_st_file *f, int i)
+{
+    SR_ASSERT(i >= 0 && i < f->n);
+    return f->e[i].name;
+}
+
+const char *sr_st_path(const struct sr_st_file *f)
+{
+    return f->path;
+}
+
+void sr_st_get(const struct sr_st_file *f, int i, struct sr_st_tensor *out)
+{
+    SR_ASSERT(i >= 0 && i < f->n);
+    const struct st_entry *e = &f->e[i];
+    memset(out, 0, sizeof *out);
+    out->name = e->name;
+    out->ndim = e->ndim;
+    memcpy(out->shape, e->shape, sizeof e->shape);
+    out->data = (const float *)(f->data + e->begin);
+}
+
+int sr_st_find(const struct sr_st_file *f, const char *name, const float **data, int *ndim,
+               int64_t shape[SR_ST_MAX_DIMS])
+{
+    for (int i = 0; i < f->n; i++) {
+        if (strcmp(f->e[i].name, name) != 0)
+            continue;
+        struct sr_st_tensor t;
+        sr_st_get(f, i, &t);
+        if (data)
+            *data = t.data;
+        if (ndim)
+            *ndim = t.ndim;
+        if (shape)
+            memcpy(shape, t.shape, sizeof t.shape);
+        return SR_OK;
+    }
+    return fail(SR_ERR_DATA, f->path, "no tensor named %s; HINT: list the file's tensors with "
+                "python3 tools/torch_dlrm.py list FILE", name);
+}
+
+/* ---- writer --------------------------------------------------------------------------- */
+
+static int check_write_tensor(const char *path, const struct sr_st_tensor *t)
+{
+    if (!t->name || !t->name[0] || strlen(t->name) > 1024 || !strcmp(t->name, "__metadata__"))
+        return fail(SR_ERR_INVALID_ARG, path, "tensor name \"%.64s\" is empty, too long or "
+                    "reserved", t->name ? t->name : "");
+    if (t->ndim < 0 || t->ndim > SR_ST_MAX_DIMS)
+        return fail(SR_ERR_INVALID_ARG, path, "tensor %s has ndim %d, not in [0, %d]", t->name,
+                    t->ndim, SR_ST_MAX_DIMS);
+    int64_t numel = sr_st_numel(t->ndim, t->shape);
+    if (numel < 0)
+        return fail(SR_ERR_INVALID_ARG, path, "tensor %s has a negative or overflowing shape",
+                    t->name);
+    if (numel > 0 && !t->data)
+        return fail(SR_ERR_INVALID_ARG, path, "tensor %s has no data", t->name);
+    return SR_OK;
+}
+
+static int cmp_tensor_name(const void *a, const void *b)
+{
+    return strcmp((*(const struct sr_st_tensor *const *)a)->name,
+                  (*(const struct sr_st_tensor *const *)b)->name);
+}
+
+static cJSON *json_int(uint64_t v)
+{
+    char buf[32];
+    snprintf(buf, sizeof buf, "%" PRIu64, v);
+    return cJSON_CreateRaw(buf);
+}
+
+/* The header JSON, padded with spaces to a multiple of 8 bytes; *len gets its length. */
+static char *build_header(int n, const struct sr_st_tensor *const *order, size_t *len)
+{
+    cJSON *root = cJSON_CreateObject();
+    cJSON *meta = cJSON_AddObjectToObject(root, "__metadata__");
+    uint64_t off = 0;
+    cJSON_AddStringToObject(meta, "format", "pt");
+    for (int i = 0; i < n; i++) {
+        const struct sr_st_tensor *t = order[i];
+        cJSON *e = cJSON_AddObjectToObject(root, t->name);
+        cJSON *shape = cJSON_AddArrayToObject(e, "shape");
+        cJSON *offs;
+        uint64_t bytes = (uint64_t)sr_st_numel(t->ndim, t->shape) * 4;
+        cJSON_AddStringToObject(e, "dtype", "F32");
+        for (int d = 0; d < t->ndim; d++)
+            cJSON_AddItemToArray(shape, json_int((uint64_t)t->shape[d]));
+        offs = cJSON_AddArrayToObject(e, "data_offsets");
+        cJSON_AddItemToArray(offs, json_int(off));
+        cJSON_AddItemToArray(offs, json_int(off + bytes));
+        off += bytes;
+    }
+    char *text = cJSON_PrintUnformatted(root);
+    cJSON_Delete(root);
+    SR_ASSERT(text);
+    size_t raw = strlen(text);
+    *len = (raw + 7) & ~(size_t)7;
+    char *hdr = sr_malloc(*len);
+    memcpy(hdr, text, raw);
+    memset(hdr + raw, ' ', *len - raw);
+    cJSON_free(text);
+    return hdr;
+}
+
+static int write_all(int fd, const void *buf, size_t n)
+{
+    const char *p = buf;
+    while (n > 0) {
+        ssize_t w = write(fd, p, n > ((size_t)1 << 30) ? (size_t)1 << 30 : n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return -1;
+        p += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+static int write_body(int fd, int n, const struct sr_st_tensor *const *order)
+{
+    size_t hlen;
+    char *hdr = build_header(n, order, &hlen);
+    uint64_t len64 = hlen;
+    int bad = write_all(fd, &len64, 8) || write_all(fd, hdr, hlen);
+    sr_free(hdr);
+    for (int i = 0; !bad && i < n; i++) {
+        int64_t numel = sr_st_numel(order[i]->ndim, order[i]->shape);
+        if (numel > 0)
+            bad = write_all(fd, order[i]->data, (size_t)numel * 4);
+    }
+    return bad;
+}
+
+static void sync_dir(const char *path)
+{
+    char *copy = sr_strdup(path);
+    int fd = open(dirname(copy), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd >= 0) {
+        fsync(fd); /* best effort: the rename is already visible */
+        close(fd);
+    }
+    sr_free(copy);
+}
+
+static int write_file(const char *path, const char *tmp, int n,
+                      const struct sr_st_tensor *const *order)
+{
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return fail(SR_ERR_IO, path, "cannot create %s: %s; HINT: check that the directory "
+                    "exists and is writable", tmp, strerror(errno));
+    int bad = write_body(fd, n, order) || fsync(fd) != 0;
+    int err = errno;
+    if (close(fd) != 0 && !bad)
+        bad = 1, err = errno;
+    if (!bad && rename(tmp, path) != 0)
+        bad = 1, err = errno;
+    if (bad) {
+        unlink(tmp);
+        return fail(SR_ERR_IO, path, "cannot write: %s; HINT: check free disk space",
+                    strerror(err));
+    }
+    sync_dir(path);
+    return SR_OK;
+}
+
+int sr_st_write(const char *path, int n, const struct sr_st_tensor *tensors)
+{
+    const struct sr_st_tensor **order;
+    char *tmp;
+    int rc = SR_OK;
+    if (n < 0)
+        return fail(SR_ERR_INVALID_ARG, path, "negative tensor count %d", n);
+    for (int i = 0; i < n; i++)
+        if ((rc = check_write_tensor(path, &tensors[i])))
+            return rc;
+    order = sr_malloc(sizeof *order * ((size_t)n + 1));
+    for (int i = 0; i < n; i++)
+        order[i] = &tensors[i];
+    qsort(order, (size_t)n, sizeof *order, cmp_tensor_name);
+    for (int i = 1; i < n && !rc; i++)
+        if (strcmp(order[i - 1]->name, order[i]->name) == 0)
+            rc = fail(SR_ERR_INVALID_ARG, path, "tensor %s is given twice", order[i]->name);
+    if (!rc) {
+        size_t plen = strlen(path);
+        tmp = sr_malloc(plen + 5);
+        memcpy(tmp, path, plen);
+        memcpy(tmp + plen, ".tmp", 5);
+        rc = write_file(path, tmp, n, order);
+        sr_free(tmp);
+    }
+    sr_free(order);
+    return rc;
+}

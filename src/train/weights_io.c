@@ -1,0 +1,188 @@
+/*
+ * Model weights <-> safetensors (names and contract in
+ * include/shardrec/weights_io.h).
+ *
+ * Both directions start from one list of the model's parameters, in the order
+ * the model lays them out:
+ *
+ *   [ dense tensors of sr_dlrm_tensor, block order | emb.TABLE.weight per table ]
+ *
+ * each with its name, shape and host pointer. Saving hands the list to
+ * sr_st_write; loading matches the file against it completely (missing,
+ * extra, misshapen, non-finite) before copying anything, so a bad file never
+ * leaves a half-loaded model behind.
+ */
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "shardrec/alloc.h"
+#include "shardrec/dlrm.h"
+#include "shardrec/ebc.h"
+#include "shardrec/error.h"
+#include "shardrec/safetensors.h"
+#include "shardrec/weights_io.h"
+
+#define NAME_CAP (SR_NAME_MAX + 16)
+#define LIST_MAX 5 /* missing or extra names quoted in one message */
+#define HINT_MODEL                                                                              \
+    "HINT: the file was written for a different model; use the same --embedding-dim, "          \
+    "--table-rows, --bot-mlp and --top-mlp as the run that wrote it"
+
+struct param {
+    char name[NAME_CAP];
+    int ndim;
+    int64_t shape[SR_ST_MAX_DIMS];
+    float *data; /* host */
+};
+
+/* The model's parameters; the caller frees the array with sr_free. */
+static struct param *list_params(const struct sr_dlrm *m, struct sr_ebc *ebc, int *n_out)
+{
+    const struct sr_ebc_config *ec = sr_ebc_config(ebc);
+    int nd = sr_dlrm_num_tensors(m);
+    int n = nd + ec->num_tables;
+    struct param *p = sr_calloc((size_t)n, sizeof *p);
+    for (int i = 0; i < nd; i++) {
+        const char *name;
+        sr_dlrm_tensor(m, i, &name, &p[i].ndim, p[i].shape, &p[i].data);
+        snprintf(p[i].name, NAME_CAP, "%s", name);
+    }
+    for (int t = 0; t < ec->num_tables; t++) {
+        struct param *q = &p[nd + t];
+        snprintf(q->name, NAME_CAP, "emb.%s.weight", ec->tables[t].name);
+        q->ndim = 2;
+        q->shape[0] = ec->tables[t].num_embeddings;
+        q->shape[1] = ec->tables[t].embedding_dim;
+        q->data = sr_ebc_weights(ebc, t);
+    }
+    *n_out = n;
+    return p;
+}
+
+int sr_weights_save(const char *path, const struct sr_dlrm *m, struct sr_ebc *ebc)
+{
+    int n;
+    struct param *p = list_params(m, ebc, &n);
+    struct sr_st_tensor *t = sr_calloc((size_t)n, sizeof *t);
+    for (int i = 0; i < n; i++) {
+        t[i].name = p[i].name;
+        t[i].ndim = p[i].ndim;
+        memcpy(t[i].shape, p[i].shape, sizeof t[i].shape);
+        t[i].data = p[i].data;
+    }
+    int rc = sr_st_write(path, n, t);
+    sr_free(t);
+    sr_free(p);
+    return rc;
+}
+
+/* ---- load: match the file against the model ------------------------------------------ */
+
+static int find_param(const struct param *p, int n, const char *name)
+{
+    for (int i = 0; i < n; i++)
+        if (strcmp(p[i].name, name) == 0)
+            return i;
+    return -1;
+}
+
+/* Append ", name" to a list of at most LIST_MAX names. */
+static void list_add(char *buf, size_t cap, int *count, const char *name)
+{
+    size_t k = strlen(buf);
+    if (*count < LIST_MAX)
+        snprintf(buf + k, cap - k, "%s%s", *count ? ", " : "", name);
+    (*count)++;
+}
+
+static int check_missing(const struct sr_st_file *f, const struct param *p, int n)
+{
+    char names[LIST_MAX * NAME_CAP + 16] = "";
+    int missing = 0;
+    for (int i = 0; i < n; i++)
+        if (sr_st_find(f, p[i].name, NULL, NULL, NULL) != SR_OK)
+            list_add(names, sizeof names, &missing, p[i].name);
+    sr_error_clear();
+    if (!missing)
+        return SR_OK;
+    return sr_error_set(SR_ERR_DATA, "%s: %d tensor%s the model needs %s missing: %s%s; %s",
+                        sr_st_path(f), missing, missing > 1 ? "s" : "",
+                        missing > 1 ? "are" : "is", names, missing > LIST_MAX ? ", ..." : "",
+                        HINT_MODEL);
+}
+
+static int check_extra(const struct sr_st_file *f, const struct param *p, int n)
+{
+    char names[LIST_MAX * NAME_CAP + 16] = "";
+    int extra = 0;
+    for (int i = 0; i < sr_st_count(f); i++)
+        if (find_param(p, n, sr_st_name(f, i)) < 0)
+            list_add(names, sizeof names, &extra, sr_st_name(f, i));
+    if (!extra)
+        return SR_OK;
+    return sr_error_set(SR_ERR_DATA,
+                        "%s: %d tensor%s not a parameter of this model: %s%s; HINT: names must "
+                        "be bot_mlp.K.weight/bias, top_mlp.K.weight/bias and emb.TABLE.weight "
+                        "with this model's tables; convert a DLRM reference checkpoint with "
+                        "python3 tools/torch_dlrm.py convert",
+                        sr_st_path(f), extra, extra > 1 ? "s are" : " is", names,
+                        extra > LIST_MAX ? ", ..." : "");
+}
+
+static int check_shape(const struct sr_st_file *f, const struct param *p)
+{
+    int ndim;
+    int64_t shape[SR_ST_MAX_DIMS];
+    const float *data;
+    char have[160], need[160];
+    sr_st_find(f, p->name, &data, &ndim, shape);
+    int same = ndim == p->ndim;
+    for (int d = 0; same && d < ndim; d++)
+        same = shape[d] == p->shape[d];
+    if (!same) {
+        sr_st_shape_str(ndim, shape, have, sizeof have);
+        sr_st_shape_str(p->ndim, p->shape, need, sizeof need);
+        return sr_error_set(SR_ERR_DATA, "%s: tensor %s has shape %s, the model needs %s; %s",
+                            sr_st_path(f), p->name, have, need, HINT_MODEL);
+    }
+    int64_t numel = sr_st_numel(ndim, shape);
+    for (int64_t k = 0; k < numel; k++)
+        if (!isfinite(data[k]))
+            return sr_error_set(SR_ERR_NUMERIC,
+                                "%s: tensor %s holds %f at flat index %" PRId64
+                                "; HINT: the run that wrote it diverged; use an earlier file",
+                                sr_st_path(f), p->name, (double)data[k], k);
+    return SR_OK;
+}
+
+static int match_file(const struct sr_st_file *f, const struct param *p, int n)
+{
+    int rc;
+    if ((rc = check_missing(f, p, n)))
+        return rc;
+    for (int i = 0; i < n; i++)
+        if ((rc = check_shape(f, &p[i])))
+            return rc;
+    return check_extra(f, p, n);
+}
+
+int sr_weights_load(const char *path, struct sr_dlrm *m, struct sr_ebc *ebc)
+{
+    struct sr_st_file *f;
+    int n, rc;
+    if ((rc = sr_st_open(&f, path)))
+        return rc;
+    struct param *p = list_params(m, ebc, &n);
+    if (!(rc = match_file(f, p, n))) {
+        for (int i = 0; i < n; i++) {
+            const float *src;
+            sr_st_find(f, p[i].name, &src, NULL, NULL);
+            memcpy(p[i].data, src, sizeof(float) * (size_t)sr_st_numel(p[i].ndim, p[i].shape));
+        }
+    }
+    sr_free(p);
+    sr_st_close(f);
+    return rc;
+}
