@@ -5,20 +5,79 @@
  * MPI or NCCL.
  *
  * Backends are tables of functions, one file each: comm_single.c (a world of
- * one rank, always built), and later comm_mpi.c (CPU transport and bootstrap)
- * and comm_nccl.c (GPUs, bootstrapped over MPI).
+ * one rank, always built), comm_mpi.c (CPU transport and bootstrap; a stub
+ * that returns SR_ERR_UNSUPPORTED when the build has no MPI), and later
+ * comm_nccl.c (GPUs, bootstrapped over MPI).
  *
  * Arguments follow NCCL's order after the handle:
  *   (comm, send, recv, count, dtype, op, stream)
  * Counts are in elements. Variable exchanges take per-peer element counts and
- * displacements. Every call is blocking unless it takes `work`: then it returns
- * at once and the caller completes it with sr_comm_wait (or polls sr_comm_test).
- * A communicator issues its collectives in one fixed, rank-independent order on
- * every rank; sparse and dense traffic use separate communicators so they can
- * run concurrently.
+ * displacements (in elements, from the start of the buffer).
  *
- * Transport failures abort with the rank and the collective named (SR_ABORT);
- * they are never returned.
+ * Usage contract
+ * --------------
+ * - Launch: `mpirun -np W prog` (or srun). The program calls
+ *   sr_comm_init_mpi once for the world, derives the communicators it needs
+ *   (sr_comm_dup for separate sparse and dense traffic, sr_comm_split_node and
+ *   sr_comm_split_cross for two-level exchanges such as TWRW), frees them all
+ *   with sr_comm_free, then calls sr_comm_finalize.
+ * - Order: every member of a communicator issues that communicator's
+ *   collectives (and its dup/split/free/check_same calls) in one fixed,
+ *   rank-independent order. Different communicators are independent: their
+ *   collectives may be in flight at the same time in any interleaving.
+ * - One thread drives a communicator: the thread that issues its calls also
+ *   waits for them. Different communicators may be driven by different threads.
+ * - Blocking vs non-blocking: a call with `work == NULL` returns when its
+ *   result is in `recv`. A call with `work != NULL` returns at once with a
+ *   handle in *work; the caller completes it with sr_comm_wait (or polls
+ *   sr_comm_test) and must keep `send`, `recv` untouched until then (count and
+ *   displacement arrays are copied; they may be reused at once). A handle
+ *   may be NULL (the call already completed); waiting on NULL is a no-op.
+ *   Calls on one communicator run in submission order, so a blocking call
+ *   also waits for the non-blocking calls queued before it.
+ * - Progress: the MPI backend gives each communicator a worker thread that
+ *   runs its queue of collectives in order; a non-blocking collective
+ *   progresses while the caller computes, without any call into this layer,
+ *   and the worker sleeps (no busy loop) between polls of an in-flight
+ *   collective. Waiting blocks on a condition variable.
+ * - In place: all_reduce with send == recv; reduce_scatter with send == recv
+ *   (the result lands in the first recv_count elements); all_gather with
+ *   send == recv + rank * send_count; broadcast with send == recv on the
+ *   root (non-roots' send is ignored and may be NULL). all_to_allv buffers
+ *   must not overlap.
+ * - Dtypes: reductions take F32, F64, I32, I64 and U8 (SUM); F16 and BF16 may
+ *   be moved (all_to_allv, all_gather, broadcast) but not reduced: a
+ *   compressed reduction is an all-to-all plus a local fp32 sum (DESIGN.md).
+ * - Counts above INT_MAX elements abort with a clear message (MPI 3 takes int
+ *   counts): split such a transfer.
+ * - Transport failures and misuse (a bad dtype, an unwaited handle at free,
+ *   communicators alive at finalize) abort with the rank and the failing
+ *   statement (SR_ABORT / SR_MPI_CHECK); they are never returned. Errors whose
+ *   cause is the user's input (ranks per node, differing configs) are returned
+ *   as enum sr_status with sr_error_message set.
+ *
+ * Counting rules (struct sr_comm_counters)
+ * ----------------------------------------
+ * calls[k]: one per collective call of kind k, blocking or not.
+ * bytes: the logical payload this rank sends to each other rank (self
+ * excluded, independent of the algorithm MPI picks), added to bytes_intra when
+ * that rank is on this rank's node, else bytes_inter:
+ *   all_to_allv     send_counts[p] elements to each peer p;
+ *   all_reduce      count elements to each other rank (its contribution);
+ *   reduce_scatter  recv_count elements to each other rank (its block);
+ *   all_gather      send_count elements to each other rank;
+ *   broadcast       count elements to each other rank, on the root only;
+ *   barrier         no bytes.
+ * Node membership is the world's (detected or emulated by ranks_per_node) and
+ * is kept by derived communicators: a cross-node communicator counts inter.
+ * Times, per kind, in seconds:
+ *   seconds        exposed: wall time the caller spent inside blocking calls
+ *                  plus time blocked in sr_comm_wait;
+ *   seconds_total  busy: time the communication worker spent running the
+ *                  collectives (for the single backend, equal to seconds).
+ *   Overlapped time = seconds_total - seconds (summed over kinds; a blocking
+ *   call queued behind non-blocking work counts that queueing as exposed).
+ * A non-blocking call's busy time is counted once it has finished.
  */
 #ifndef SHARDREC_COMM_H
 #define SHARDREC_COMM_H
@@ -48,18 +107,71 @@ struct sr_comm_counters {
     uint64_t calls[SR_COLL_COUNT];
     uint64_t bytes_intra[SR_COLL_COUNT]; /* sent to other ranks on this node */
     uint64_t bytes_inter[SR_COLL_COUNT]; /* sent to ranks on other nodes */
-    double seconds[SR_COLL_COUNT];       /* wall time inside blocking calls and waits */
+    double seconds[SR_COLL_COUNT];       /* exposed: blocking calls and waits */
+    double seconds_total[SR_COLL_COUNT]; /* busy: the worker running them */
 };
+
+/* ---- construction ---------------------------------------------------------- */
 
 /* A world of one rank (rank 0 of 1, one node). */
 sr_comm_t sr_comm_init_single(void);
+
+/*
+ * The MPI world (collective over all launched ranks). Initialises MPI with
+ * MPI_THREAD_MULTIPLE (unless already initialised) and sets the log rank.
+ * ranks_per_node: 0 reads env SR_RANKS_PER_NODE, and if that is unset detects
+ * nodes with MPI_Comm_split_type(MPI_COMM_TYPE_SHARED); N > 0 pretends that
+ * nodes are blocks of N consecutive ranks (for tests on one host: the node
+ * and cross communicators are then real sub-communicators of those blocks).
+ * Returns SR_OK and *world, or (with *world = NULL and a message):
+ *   SR_ERR_INVALID_ARG  W is not a multiple of N, N < 0, SR_RANKS_PER_NODE
+ *                       malformed, or detected nodes hold unequal rank counts;
+ *   SR_ERR_UNSUPPORTED  no MPI in this build, or MPI lacks THREAD_MULTIPLE.
+ * On error MPI may be initialised: call sr_comm_finalize before exiting.
+ */
+int sr_comm_init_mpi(sr_comm_t *world, int *argc, char ***argv, int ranks_per_node);
+/* Shut MPI down (if sr_comm_init_mpi started it). Every MPI communicator must
+ * have been freed (else abort). A no-op without MPI. */
+void sr_comm_finalize(void);
+/* 1 if this process was started by mpirun/srun (OMPI_COMM_WORLD_SIZE,
+ * PMI_SIZE, PMIX_RANK, ... in the environment), so a CLI can choose MPI. */
+int sr_comm_is_mpi_launch(void);
+
+/*
+ * Derived communicators (collective over `comm`; each has its own queue,
+ * worker thread and counters; free each with sr_comm_free):
+ *   sr_comm_dup          the same members in the same order;
+ *   sr_comm_split_node   the ranks of my node, ordered by rank (size =
+ *                        local_size; rank = my local rank);
+ *   sr_comm_split_cross  the ranks with my local rank on every node, ordered
+ *                        by rank (size = number of nodes; local_size 1).
+ * They keep every member's node, so byte counters stay intra/inter-exact.
+ */
+sr_comm_t sr_comm_dup(sr_comm_t comm);
+sr_comm_t sr_comm_split_node(sr_comm_t comm);
+sr_comm_t sr_comm_split_cross(sr_comm_t comm);
+
+/* Collective (same order on every member). Every handle must have been
+ * waited (else abort). NULL is a no-op. */
 void sr_comm_free(sr_comm_t comm);
 
 int sr_comm_rank(sr_comm_t comm);
 int sr_comm_size(sr_comm_t comm);       /* W */
-int sr_comm_local_size(sr_comm_t comm); /* ranks per node */
-int sr_comm_node(sr_comm_t comm);       /* node index of this rank */
+int sr_comm_local_size(sr_comm_t comm); /* ranks of this communicator on my node */
+int sr_comm_local_rank(sr_comm_t comm); /* my index among them */
+int sr_comm_node(sr_comm_t comm);       /* node index of this rank (the world's) */
 const char *sr_comm_backend_name(sr_comm_t comm);
+
+/*
+ * Collective consistency check: all-gathers `hash` (of a config, plan, data
+ * layout: `what` names it). Returns SR_OK if every rank holds the same value;
+ * otherwise EVERY rank returns SR_ERR_INVALID_ARG with the message
+ * "config differs across ranks: rank P has hash X, rank 0 has Y (what)"
+ * naming the lowest differing rank. Not counted in the counters.
+ */
+int sr_comm_check_same(sr_comm_t comm, uint64_t hash, const char *what);
+
+/* ---- collectives (see the contract above) ---------------------------------- */
 
 void sr_comm_all_reduce(sr_comm_t comm, const void *send, void *recv, size_t count,
                         enum sr_dtype dtype, enum sr_reduce_op op, sr_stream_t stream,
@@ -69,23 +181,30 @@ void sr_comm_all_to_allv(sr_comm_t comm, const void *send, const size_t *send_co
                          const size_t *send_displs, void *recv, const size_t *recv_counts,
                          const size_t *recv_displs, enum sr_dtype dtype, sr_stream_t stream,
                          sr_comm_work_t *work);
-/* Each rank receives recv_count elements: the sum of block r of every send. */
+/* send: (W, recv_count); each rank receives the sum of block `rank` of every send. */
 void sr_comm_reduce_scatter(sr_comm_t comm, const void *send, void *recv, size_t recv_count,
                             enum sr_dtype dtype, enum sr_reduce_op op, sr_stream_t stream,
                             sr_comm_work_t *work);
+/* recv: (W, send_count), block p from rank p. */
 void sr_comm_all_gather(sr_comm_t comm, const void *send, void *recv, size_t send_count,
                         enum sr_dtype dtype, sr_stream_t stream, sr_comm_work_t *work);
 void sr_comm_broadcast(sr_comm_t comm, const void *send, void *recv, size_t count,
                        enum sr_dtype dtype, int root, sr_stream_t stream, sr_comm_work_t *work);
 void sr_comm_barrier(sr_comm_t comm);
 
-/* Complete a non-blocking call (the handle is released). */
+/* Complete a non-blocking call (the handle is released); blocks without
+ * spinning. NULL is a no-op. */
 void sr_comm_wait(sr_comm_t comm, sr_comm_work_t work);
-/* 1 if done (then the handle is released), 0 otherwise. */
+/* 1 if done (then the handle is released), 0 otherwise. Never blocks. */
 int sr_comm_test(sr_comm_t comm, sr_comm_work_t work);
 
+/* ---- counters ----------------------------------------------------------------- */
+
+/* A snapshot, refreshed by each call (seconds_total of finished work). */
 const struct sr_comm_counters *sr_comm_counters(sr_comm_t comm);
 void sr_comm_counters_reset(sr_comm_t comm);
+/* acc += c, field by field (to sum a rank's sub-communicators). */
+void sr_comm_counters_add(struct sr_comm_counters *acc, const struct sr_comm_counters *c);
 const char *sr_coll_name(enum sr_coll c);
 
 #endif

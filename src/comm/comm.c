@@ -1,12 +1,20 @@
 /*
  * The collective dispatcher: counts and times every call, then hands it to the
- * communicator's backend. Bytes are logical payload per destination, self
- * excluded, split by whether the destination is on this rank's node.
+ * communicator's backend; derives sub-communicators (dup, node, cross) in a
+ * backend-neutral way; checks that every rank holds the same config hash.
+ *
+ * Bytes are logical payload per destination, self excluded, split by whether
+ * the destination is on this rank's node (comm.h states the rules per kind).
+ * Exposed time (counters.seconds) is measured here, around blocking calls and
+ * waits; busy time (counters.seconds_total) comes from the backend's worker.
+ * All counter updates happen on the thread that drives the communicator.
  */
+#include <inttypes.h>
 #include <string.h>
 #include <time.h>
 
 #include "shardrec/alloc.h"
+#include "shardrec/error.h"
 #include "comm/comm_internal.h"
 
 static double now_s(void)
@@ -34,22 +42,43 @@ static void count_each(sr_comm_t c, enum sr_coll k, uint64_t bytes)
         count_to(c, k, p, bytes);
 }
 
+/* After a call returns: a blocking call's wall time is exposed (and, for a
+ * backend without a worker, busy too); a non-blocking call is timed by wait. */
+static void count_time(sr_comm_t c, enum sr_coll k, double t0, sr_comm_work_t *work)
+{
+    if (work)
+        return;
+    double dt = now_s() - t0;
+    c->counters.seconds[k] += dt;
+    if (!c->backend->busy)
+        c->counters.seconds_total[k] += dt;
+}
+
 int sr_comm_rank(sr_comm_t c)
 {
     return c->rank;
 }
+
 int sr_comm_size(sr_comm_t c)
 {
     return c->size;
 }
+
 int sr_comm_local_size(sr_comm_t c)
 {
     return c->local_size;
 }
+
+int sr_comm_local_rank(sr_comm_t c)
+{
+    return c->local_rank;
+}
+
 int sr_comm_node(sr_comm_t c)
 {
     return c->node;
 }
+
 const char *sr_comm_backend_name(sr_comm_t c)
 {
     return c->backend->name;
@@ -62,7 +91,7 @@ void sr_comm_all_reduce(sr_comm_t c, const void *send, void *recv, size_t count,
     double t0 = now_s();
     count_each(c, SR_COLL_ALL_REDUCE, count * sr_dtype_size(dtype));
     c->backend->all_reduce(c, send, recv, count, dtype, op, work);
-    c->counters.seconds[SR_COLL_ALL_REDUCE] += now_s() - t0;
+    count_time(c, SR_COLL_ALL_REDUCE, t0, work);
 }
 
 void sr_comm_all_to_allv(sr_comm_t c, const void *send, const size_t *send_counts,
@@ -76,7 +105,7 @@ void sr_comm_all_to_allv(sr_comm_t c, const void *send, const size_t *send_count
         count_to(c, SR_COLL_ALL_TO_ALLV, p, send_counts[p] * sr_dtype_size(dtype));
     c->backend->all_to_allv(c, send, send_counts, send_displs, recv, recv_counts, recv_displs,
                             dtype, work);
-    c->counters.seconds[SR_COLL_ALL_TO_ALLV] += now_s() - t0;
+    count_time(c, SR_COLL_ALL_TO_ALLV, t0, work);
 }
 
 void sr_comm_reduce_scatter(sr_comm_t c, const void *send, void *recv, size_t recv_count,
@@ -86,7 +115,7 @@ void sr_comm_reduce_scatter(sr_comm_t c, const void *send, void *recv, size_t re
     double t0 = now_s();
     count_each(c, SR_COLL_REDUCE_SCATTER, recv_count * sr_dtype_size(dtype));
     c->backend->reduce_scatter(c, send, recv, recv_count, dtype, op, work);
-    c->counters.seconds[SR_COLL_REDUCE_SCATTER] += now_s() - t0;
+    count_time(c, SR_COLL_REDUCE_SCATTER, t0, work);
 }
 
 void sr_comm_all_gather(sr_comm_t c, const void *send, void *recv, size_t send_count,
@@ -95,19 +124,20 @@ void sr_comm_all_gather(sr_comm_t c, const void *send, void *recv, size_t send_c
     double t0 = now_s();
     count_each(c, SR_COLL_ALL_GATHER, send_count * sr_dtype_size(dtype));
     c->backend->all_gather(c, send, recv, send_count, dtype, work);
-    c->counters.seconds[SR_COLL_ALL_GATHER] += now_s() - t0;
+    count_time(c, SR_COLL_ALL_GATHER, t0, work);
 }
 
 void sr_comm_broadcast(sr_comm_t c, const void *send, void *recv, size_t count,
                        enum sr_dtype dtype, int root, sr_stream_t stream, sr_comm_work_t *work)
 {
+    SR_ASSERT(root >= 0 && root < c->size);
     double t0 = now_s();
     c->counters.calls[SR_COLL_BROADCAST]++;
     if (c->rank == root)
         for (int p = 0; p < c->size; p++)
             count_to(c, SR_COLL_BROADCAST, p, count * sr_dtype_size(dtype));
     c->backend->broadcast(c, send, recv, count, dtype, root, work);
-    c->counters.seconds[SR_COLL_BROADCAST] += now_s() - t0;
+    count_time(c, SR_COLL_BROADCAST, t0, work);
 }
 
 void sr_comm_barrier(sr_comm_t c)
@@ -115,27 +145,53 @@ void sr_comm_barrier(sr_comm_t c)
     double t0 = now_s();
     c->counters.calls[SR_COLL_BARRIER]++;
     c->backend->barrier(c);
-    c->counters.seconds[SR_COLL_BARRIER] += now_s() - t0;
+    count_time(c, SR_COLL_BARRIER, t0, NULL);
 }
 
 void sr_comm_wait(sr_comm_t c, sr_comm_work_t work)
 {
-    c->backend->wait(c, work);
+    if (!work)
+        return;
+    double t0 = now_s();
+    int k = c->backend->wait(c, work);
+    if (k >= 0 && k < SR_COLL_COUNT)
+        c->counters.seconds[k] += now_s() - t0;
 }
 
 int sr_comm_test(sr_comm_t c, sr_comm_work_t work)
 {
-    return c->backend->test(c, work);
+    if (!work)
+        return 1;
+    return c->backend->test(c, work) >= 0;
 }
 
 const struct sr_comm_counters *sr_comm_counters(sr_comm_t c)
 {
+    if (c->backend->busy) {
+        double busy[SR_COLL_COUNT];
+        c->backend->busy(c, busy);
+        for (int k = 0; k < SR_COLL_COUNT; k++)
+            c->counters.seconds_total[k] = busy[k] - c->busy_base[k];
+    }
     return &c->counters;
 }
 
 void sr_comm_counters_reset(sr_comm_t c)
 {
     memset(&c->counters, 0, sizeof c->counters);
+    if (c->backend->busy)
+        c->backend->busy(c, c->busy_base);
+}
+
+void sr_comm_counters_add(struct sr_comm_counters *acc, const struct sr_comm_counters *c)
+{
+    for (int k = 0; k < SR_COLL_COUNT; k++) {
+        acc->calls[k] += c->calls[k];
+        acc->bytes_intra[k] += c->bytes_intra[k];
+        acc->bytes_inter[k] += c->bytes_inter[k];
+        acc->seconds[k] += c->seconds[k];
+        acc->seconds_total[k] += c->seconds_total[k];
+    }
 }
 
 const char *sr_coll_name(enum sr_coll k)
@@ -143,6 +199,94 @@ const char *sr_coll_name(enum sr_coll k)
     static const char *names[SR_COLL_COUNT] = {"all_to_allv", "all_reduce", "reduce_scatter",
                                                "all_gather", "broadcast", "barrier"};
     return (unsigned)k < SR_COLL_COUNT ? names[k] : "?";
+}
+
+/* ---- communicators ------------------------------------------------------------ */
+
+sr_comm_t sr_comm_alloc(int size)
+{
+    sr_comm_t c = sr_calloc(1, sizeof *c);
+    c->size = size;
+    c->node_of = sr_calloc((size_t)size, sizeof(int));
+    return c;
+}
+
+void sr_comm_set_locality(sr_comm_t c)
+{
+    c->node = c->node_of[c->rank];
+    c->local_rank = 0;
+    c->local_size = 0;
+    for (int p = 0; p < c->size; p++) {
+        if (c->node_of[p] != c->node)
+            continue;
+        c->local_size++;
+        if (p < c->rank)
+            c->local_rank++;
+    }
+}
+
+/* The members of `c` whose color_of equals mine, ordered by rank. */
+static sr_comm_t split_by(sr_comm_t c, const int *color_of)
+{
+    int mine = color_of[c->rank], n = 0;
+    for (int p = 0; p < c->size; p++)
+        n += color_of[p] == mine;
+    sr_comm_t sub = sr_comm_alloc(n);
+    for (int p = 0, i = 0; p < c->size; p++) {
+        if (color_of[p] != mine)
+            continue;
+        if (p == c->rank)
+            sub->rank = i;
+        sub->node_of[i++] = c->node_of[p];
+    }
+    sr_comm_set_locality(sub);
+    c->backend->split(c, sub, mine, c->rank);
+    return sub;
+}
+
+sr_comm_t sr_comm_dup(sr_comm_t c)
+{
+    int *color_of = sr_calloc((size_t)c->size, sizeof(int));
+    sr_comm_t sub = split_by(c, color_of);
+    sr_free(color_of);
+    return sub;
+}
+
+sr_comm_t sr_comm_split_node(sr_comm_t c)
+{
+    sr_comm_t sub = split_by(c, c->node_of);
+    return sub;
+}
+
+sr_comm_t sr_comm_split_cross(sr_comm_t c)
+{
+    /* color = each member's local rank: its index among earlier members of its node */
+    int *color_of = sr_calloc((size_t)c->size, sizeof(int));
+    for (int p = 0; p < c->size; p++)
+        for (int q = 0; q < p; q++)
+            color_of[p] += c->node_of[q] == c->node_of[p];
+    sr_comm_t sub = split_by(c, color_of);
+    sr_free(color_of);
+    return sub;
+}
+
+int sr_comm_check_same(sr_comm_t c, uint64_t hash, const char *what)
+{
+    uint64_t *all = sr_calloc((size_t)c->size, sizeof *all);
+    c->backend->all_gather(c, &hash, all, 1, SR_DTYPE_I64, NULL);
+    int bad = -1;
+    for (int p = 1; p < c->size && bad < 0; p++)
+        if (all[p] != all[0])
+            bad = p;
+    int rc = SR_OK;
+    if (bad >= 0)
+        rc = sr_error_set(SR_ERR_INVALID_ARG,
+                          "config differs across ranks: rank %d has hash %016" PRIx64
+                          ", rank 0 has %016" PRIx64 " (%s)\n"
+                          "HINT: launch every rank with the same flags, config and plan files",
+                          bad, all[bad], all[0], what ? what : "");
+    sr_free(all);
+    return rc;
 }
 
 void sr_comm_free(sr_comm_t c)

@@ -1,6 +1,11 @@
 /*
  * What a comm backend provides: a table of functions over its own state. The
- * dispatcher (comm.c) counts and times every call around these.
+ * dispatcher (comm.c) counts and times every call around these and owns the
+ * generic part of a communicator: rank, size and every member's node.
+ *
+ * Collectives take `work`: NULL means blocking (return when done); otherwise
+ * the backend stores a handle (or NULL if already done) in *work. wait and
+ * test return the kind (enum sr_coll) of the work they completed, or -1.
  */
 #ifndef SHARDREC_COMM_INTERNAL_H
 #define SHARDREC_COMM_INTERNAL_H
@@ -21,17 +26,33 @@ struct sr_comm_backend {
     void (*broadcast)(sr_comm_t c, const void *send, void *recv, size_t count,
                       enum sr_dtype dtype, int root, sr_comm_work_t *work);
     void (*barrier)(sr_comm_t c);
-    void (*wait)(sr_comm_t c, sr_comm_work_t work);
+    int (*wait)(sr_comm_t c, sr_comm_work_t work);
     int (*test)(sr_comm_t c, sr_comm_work_t work);
+    /* Set up `sub` (rank, size, node_of already filled by the dispatcher) as the
+     * members of `c` whose color equals `color`, ordered by key: fill
+     * sub->backend and sub->state. Collective over `c`. */
+    void (*split)(sr_comm_t c, sr_comm_t sub, int color, int key);
+    /* Cumulative busy seconds per kind of finished work (NULL: the dispatcher
+     * counts wall time as busy time). */
+    void (*busy)(sr_comm_t c, double seconds[SR_COLL_COUNT]);
     void (*free)(sr_comm_t c);
 };
 
 struct sr_comm {
     const struct sr_comm_backend *backend;
-    int rank, size, local_size, node;
-    int *node_of; /* (W) node index of every rank */
+    int rank, size;              /* in this communicator */
+    int local_rank, local_size;  /* among this communicator's ranks on my node */
+    int node;                    /* my node index (the world's numbering) */
+    int *node_of;                /* (W) node index of every member */
     struct sr_comm_counters counters;
-    void *state; /* backend's */
+    double busy_base[SR_COLL_COUNT]; /* backend busy seconds at the last reset */
+    void *state;                 /* backend's */
 };
+
+/* Allocate a communicator of `size` members with node_of zeroed (the caller
+ * fills rank, node_of, backend, then calls sr_comm_set_locality). */
+sr_comm_t sr_comm_alloc(int size);
+/* Derive node, local_rank and local_size from rank and node_of. */
+void sr_comm_set_locality(sr_comm_t c);
 
 #endif

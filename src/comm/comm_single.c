@@ -1,7 +1,8 @@
 /*
  * The single-rank backend: a world of one. Every collective is a local copy
  * (the sum over one rank is the value itself); non-blocking calls complete at
- * once, and their work handle is NULL.
+ * once, and their work handle is NULL. A derived communicator (dup, node,
+ * cross) is another world of one with its own counters.
  */
 #include <string.h>
 
@@ -63,13 +64,21 @@ static void single_barrier(sr_comm_t c)
 {
 }
 
-static void single_wait(sr_comm_t c, sr_comm_work_t work)
+static int single_wait(sr_comm_t c, sr_comm_work_t work)
 {
+    return -1;
 }
 
 static int single_test(sr_comm_t c, sr_comm_work_t work)
 {
-    return 1;
+    return 0; /* handles are always NULL: nothing is ever pending */
+}
+
+static const struct sr_comm_backend single_backend;
+
+static void single_split(sr_comm_t c, sr_comm_t sub, int color, int key)
+{
+    sub->backend = &single_backend;
 }
 
 static void single_free(sr_comm_t c)
@@ -86,17 +95,14 @@ static const struct sr_comm_backend single_backend = {
     .barrier = single_barrier,
     .wait = single_wait,
     .test = single_test,
+    .split = single_split,
     .free = single_free,
 };
 
 sr_comm_t sr_comm_init_single(void)
 {
-    sr_comm_t c = sr_calloc(1, sizeof *c);
+    sr_comm_t c = sr_comm_alloc(1);
     c->backend = &single_backend;
-    c->rank = 0;
-    c->size = 1;
-    c->local_size = 1;
-    c->node = 0;
-    c->node_of = sr_calloc(1, sizeof(int));
+    sr_comm_set_locality(c);
     return c;
 }
