@@ -1,0 +1,394 @@
+#!/usr/bin/python3
+"""The DLRM of DESIGN.md's numerical contract, in PyTorch, for checking shardrec.
+
+Builds the same model as shardrec (sum-pooled EmbeddingBag per table; bottom
+MLP with ReLU after every layer, the last included; dot interaction over
+X = [z, e_1..e_F], strict lower triangle row by row; top MLP with ReLU after all
+but the last layer; BCE with logits, mean over the batch), with the module
+layout and parameter names of the PyTorch DLRM reference (facebookresearch/
+dlrm): bot_l.2K, top_l.2K, emb_l.i. It reads Criteo TSV exactly as DESIGN.md
+says and trains with plain SGD in file order, so that, from the same weights
+file, its per-step losses and final weights can be compared with shardrec's.
+
+Weights files are safetensors, read and written here by a small pure-Python
+codec (8-byte little-endian header length, JSON header, raw little-endian
+data), so the only dependency is python3-torch (Debian's 1.13 works) and numpy.
+
+Subcommands (each has --help):
+  init      write reference-style initial weights under shardrec's names
+  train     train from a weights file on a TSV file; write per-step losses and
+            the final weights
+  convert   rename tensors between shardrec's names and the reference's
+  list      print the tensors of a safetensors file
+  compare-losses   per-step losses of two runs (shardrec --metrics JSONL or
+            this tool's), max relative difference, fail above --rtol
+  compare-weights  two weights files, allclose per tensor, fail if any differs
+
+Names: bot_mlp.K.weight/bias <-> bot_l.{2K}.weight/bias,
+       top_mlp.K.weight/bias <-> top_l.{2K}.weight/bias,
+       emb.TABLE.weight [rows, D] <-> emb_l.{i}.weight, i the table's position.
+Tables are ordered by the natural order of their names (t2 before t10) unless
+--tables gives the order; feature f of the TSV looks up table f.
+"""
+import argparse
+import json
+import math
+import os
+import re
+import struct
+import sys
+
+import numpy as np
+import torch
+import torch.nn as nn
+
+# ---- safetensors (F32 only, as shardrec) ------------------------------------------------
+
+
+def st_load(path):
+    """name -> float32 torch tensor. Verifies the offsets as shardrec does."""
+    with open(path, "rb") as f:
+        buf = f.read()
+    if len(buf) < 8:
+        sys.exit(f"{path}: too short for a safetensors file")
+    (n,) = struct.unpack("<Q", buf[:8])
+    if n < 2 or 8 + n > len(buf):
+        sys.exit(f"{path}: header length {n} does not fit the file ({len(buf)} bytes)")
+    header = json.loads(buf[8 : 8 + n].decode("utf-8"))
+    data = memoryview(buf)[8 + n :]
+    out, spans = {}, []
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        if info["dtype"] != "F32":
+            sys.exit(f"{path}: tensor {name} has dtype {info['dtype']}; F32 only")
+        shape = [int(d) for d in info["shape"]]
+        begin, end = (int(x) for x in info["data_offsets"])
+        numel = math.prod(shape)
+        if not (0 <= begin <= end <= len(data)) or end - begin != 4 * numel:
+            sys.exit(f"{path}: tensor {name} has bad data_offsets [{begin}, {end}]")
+        spans.append((begin, end, name))
+        arr = np.frombuffer(data, dtype="<f4", count=numel, offset=begin).reshape(shape)
+        out[name] = torch.from_numpy(arr.astype(np.float32, copy=True))
+    spans.sort()
+    pos = 0
+    for begin, end, name in spans:
+        if begin != pos:
+            sys.exit(f"{path}: tensor {name} overlaps or leaves a gap at {pos}")
+        pos = end
+    if pos != len(data):
+        sys.exit(f"{path}: {len(data) - pos} trailing bytes")
+    return out
+
+
+def st_save(path, tensors):
+    """Write name -> tensor as F32 safetensors, atomically (PATH.tmp, fsync, rename)."""
+    header = {"__metadata__": {"format": "pt"}}
+    blobs, off = [], 0
+    for name in sorted(tensors):
+        a = tensors[name].detach().to(torch.float32).contiguous().numpy().astype("<f4")
+        raw = a.tobytes()
+        header[name] = {"dtype": "F32", "shape": list(a.shape), "data_offsets": [off, off + len(raw)]}
+        blobs.append(raw)
+        off += len(raw)
+    text = json.dumps(header, separators=(",", ":")).encode("utf-8")
+    text += b" " * (-len(text) % 8)
+    tmp = path + ".tmp"
+    with open(tmp, "wb") as f:
+        f.write(struct.pack("<Q", len(text)))
+        f.write(text)
+        for raw in blobs:
+            f.write(raw)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+# ---- names -------------------------------------------------------------------------------
+
+
+def natural_key(s):
+    return [int(p) if p.isdigit() else p for p in re.split(r"(\d+)", s)]
+
+
+def table_order(names, given):
+    tables = sorted({m.group(1) for n in names if (m := re.fullmatch(r"emb\.(.+)\.weight", n))},
+                    key=natural_key)
+    if given:
+        order = given.split(",")
+        if sorted(order) != sorted(tables):
+            sys.exit(f"--tables {given} does not list the file's tables {','.join(tables)}")
+        return order
+    return tables
+
+
+def to_reference(sd, tables_flag=None):
+    """shardrec names -> reference names."""
+    order = table_order(sd.keys(), tables_flag)
+    out = {}
+    for name, t in sd.items():
+        m = re.fullmatch(r"(bot|top)_mlp\.(\d+)\.(weight|bias)", name)
+        e = re.fullmatch(r"emb\.(.+)\.weight", name)
+        if m:
+            out[f"{m.group(1)}_l.{2 * int(m.group(2))}.{m.group(3)}"] = t
+        elif e:
+            out[f"emb_l.{order.index(e.group(1))}.weight"] = t
+        else:
+            sys.exit(f"tensor {name} is not a shardrec DLRM parameter")
+    return out
+
+
+def from_reference(sd, tables_flag=None):
+    """reference names -> shardrec names (tables t0.. unless --tables names them)."""
+    n_emb = sum(1 for n in sd if n.startswith("emb_l."))
+    names = tables_flag.split(",") if tables_flag else [f"t{i}" for i in range(n_emb)]
+    if len(names) != n_emb:
+        sys.exit(f"--tables names {len(names)} tables, the file has {n_emb}")
+    out = {}
+    for name, t in sd.items():
+        m = re.fullmatch(r"(bot|top)_l\.(\d+)\.(weight|bias)", name)
+        e = re.fullmatch(r"emb_l\.(\d+)\.weight", name)
+        if m and int(m.group(2)) % 2 == 0:
+            out[f"{m.group(1)}_mlp.{int(m.group(2)) // 2}.{m.group(3)}"] = t
+        elif e:
+            out[f"emb.{names[int(e.group(1))]}.weight"] = t
+        else:
+            sys.exit(f"tensor {name} is not a DLRM reference parameter")
+    return out
+
+
+# ---- the model ---------------------------------------------------------------------------
+
+
+def mlp(widths, relu_last):
+    layers = []
+    for k in range(len(widths) - 1):
+        layers.append(nn.Linear(widths[k], widths[k + 1]))
+        if k < len(widths) - 2 or relu_last:
+            layers.append(nn.ReLU())
+    return nn.Sequential(*layers)
+
+
+class DLRM(nn.Module):
+    """The reference's module layout: bot_l, emb_l, top_l."""
+
+    def __init__(self, bot, top, rows, dim):
+        super().__init__()
+        num_f = len(rows)
+        self.bot_l = mlp(bot, relu_last=True)
+        self.emb_l = nn.ModuleList(nn.EmbeddingBag(r, dim, mode="sum") for r in rows)
+        self.top_l = mlp([dim + num_f * (num_f + 1) // 2] + top, relu_last=False)
+        li, lj = [], []
+        for i in range(num_f + 1):  # strict lower triangle of X X^T, row by row
+            for j in range(i):
+                li.append(i)
+                lj.append(j)
+        self.register_buffer("li", torch.tensor(li), persistent=False)
+        self.register_buffer("lj", torch.tensor(lj), persistent=False)
+
+    def forward(self, dense, ids):
+        """dense (B, 13) float32; ids (F, B) int64, one id per bag -> logits (B)."""
+        B = dense.shape[0]
+        z = self.bot_l(dense)
+        offsets = torch.arange(B, dtype=torch.int64)
+        e = [emb(ids[f], offsets) for f, emb in enumerate(self.emb_l)]
+        X = torch.stack([z] + e, dim=1)  # (B, F+1, D)
+        Z = torch.bmm(X, X.transpose(1, 2))
+        inter = torch.cat([z, Z[:, self.li, self.lj]], dim=1)
+        return self.top_l(inter).squeeze(1)
+
+
+def model_from_weights(ref):
+    """Build a DLRM whose shapes match reference-named tensors, and load them."""
+    def widths(prefix):
+        ks = sorted(int(n.split(".")[1]) for n in ref if n.startswith(prefix) and n.endswith(".weight"))
+        w = [ref[f"{prefix}{k}.weight"] for k in ks]
+        return [w[0].shape[1]] + [x.shape[0] for x in w]
+    n_emb = sum(1 for n in ref if n.startswith("emb_l."))
+    embs = [ref[f"emb_l.{i}.weight"] for i in range(n_emb)]
+    m = DLRM(widths("bot_l."), widths("top_l.")[1:], [e.shape[0] for e in embs], embs[0].shape[1])
+    m.load_state_dict(ref, strict=True)
+    return m
+
+
+# ---- Criteo TSV, as DESIGN.md says -------------------------------------------------------
+
+
+def read_tsv(path, rows, limit):
+    """First `limit` lines -> labels (N), dense (N, 13), ids (F, N).
+    dense x -> log(max(x, 0) + 1) in double, rounded once to float; missing -> 0.
+    categorical hex -> uint32 -> mod rows[f]; missing -> 0."""
+    labels, dense, ids = [], [], []
+    F = len(rows)
+    with open(path, "r", newline="") as f:
+        for lineno, line in enumerate(f, 1):
+            if len(labels) == limit:
+                break
+            fields = line.rstrip("\n").rstrip("\r").split("\t")
+            if len(fields) != 14 + F:
+                sys.exit(f"{path}:{lineno}: {len(fields)} fields, expected {14 + F}")
+            labels.append(float(fields[0]))
+            dense.append([math.log1p(max(int(x), 0)) if x else 0.0 for x in fields[1:14]])
+            ids.append([int(h, 16) % rows[k] if h else 0 for k, h in enumerate(fields[14:])])
+    return (torch.tensor(labels, dtype=torch.float32),
+            torch.tensor(np.array(dense, dtype=np.float64).astype(np.float32)),
+            torch.tensor(ids, dtype=torch.int64).t().contiguous())
+
+
+# ---- subcommands ----------------------------------------------------------------------------
+
+
+def cmd_init(a):
+    g = torch.Generator().manual_seed(a.seed)
+    rows = [int(r) for r in a.table_rows.split(",")]
+    bot = [int(w) for w in a.bot_mlp.split("-")]
+    top = [int(w) for w in a.top_mlp.split("-")]
+    F = len(rows)
+    sd = {}
+    for prefix, ws in (("bot_mlp", bot), ("top_mlp", [bot[-1] + F * (F + 1) // 2] + top)):
+        for k in range(len(ws) - 1):  # the reference's init
+            n_in, n_out = ws[k], ws[k + 1]
+            sd[f"{prefix}.{k}.weight"] = torch.randn(n_out, n_in, generator=g) * math.sqrt(2 / (n_in + n_out))
+            sd[f"{prefix}.{k}.bias"] = torch.randn(n_out, generator=g) * math.sqrt(1 / n_out)
+    for t, r in enumerate(rows):
+        bound = math.sqrt(1 / r)
+        sd[f"emb.t{t}.weight"] = (torch.rand(r, bot[-1], generator=g) * 2 - 1) * bound
+    st_save(a.out, sd)
+
+
+def perturb(sd, spec):
+    name, index, delta = spec.rsplit(":", 2)
+    flat = sd[name].view(-1)
+    flat[int(index)] += float(delta)
+
+
+def cmd_train(a):
+    torch.set_num_threads(a.threads)
+    sd = st_load(a.weights)
+    if a.perturb:
+        perturb(sd, a.perturb)
+    order = table_order(sd.keys(), a.tables)
+    model = model_from_weights(to_reference(sd, a.tables))
+    rows = [sd[f"emb.{t}.weight"].shape[0] for t in order]
+    B = a.batch_size
+    labels, dense, ids = read_tsv(a.data, rows, a.steps * B)
+    steps = min(a.steps, labels.shape[0] // B)  # a partial last batch is dropped
+    emb_lr = a.emb_lr if a.emb_lr > 0 else a.lr
+    opt = torch.optim.SGD([{"params": list(model.bot_l.parameters()) + list(model.top_l.parameters()), "lr": a.lr},
+                           {"params": model.emb_l.parameters(), "lr": emb_lr}], lr=a.lr)
+    loss_fn = nn.BCEWithLogitsLoss(reduction="mean")
+    out = open(a.losses, "w") if a.losses else None
+    for step in range(1, steps + 1):
+        s = slice((step - 1) * B, step * B)
+        loss = loss_fn(model(dense[s], ids[:, s]), labels[s])
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        if out:
+            out.write(json.dumps({"step": step, "loss": loss.item()}) + "\n")
+    if out:
+        out.close()
+    if a.save:
+        st_save(a.save, from_reference(model.state_dict(), ",".join(order)))
+    print(f"torch_dlrm: {steps} steps of batch {B}, last loss {loss.item():.6f}", file=sys.stderr)
+
+
+def cmd_convert(a):
+    sd = st_load(a.input)
+    st_save(a.output, to_reference(sd, a.tables) if a.to == "reference" else from_reference(sd, a.tables))
+
+
+def cmd_list(a):
+    for name, t in st_load(a.file).items():
+        print(f"{name}\tF32\t{list(t.shape)}")
+
+
+def read_losses(path):
+    with open(path) as f:
+        return {int(j["step"]): float(j["loss"]) for j in map(json.loads, filter(str.strip, f))}
+
+
+def cmd_compare_losses(a):
+    x, y = read_losses(a.a), read_losses(a.b)
+    steps = range(1, a.steps + 1)
+    missing = [s for s in steps if s not in x or s not in y]
+    if missing:
+        sys.exit(f"compare-losses: step {missing[0]} is missing from one file (need 1..{a.steps} in both)")
+    rel = [abs(x[s] - y[s]) / max(abs(y[s]), 1e-30) for s in steps]
+    worst = max(range(len(rel)), key=rel.__getitem__)
+    ok = rel[worst] <= a.rtol
+    print(f"losses over {a.steps} steps: max relative difference {rel[worst]:.3e} at step {worst + 1} "
+          f"({x[worst + 1]:.8f} vs {y[worst + 1]:.8f}); tolerance {a.rtol:g}: {'ok' if ok else 'FAIL'}")
+    sys.exit(0 if ok else 1)
+
+
+def cmd_compare_weights(a):
+    x, y = st_load(a.a), st_load(a.b)
+    if sorted(x) != sorted(y):
+        sys.exit(f"compare-weights: tensor names differ: {sorted(set(x) ^ set(y))}")
+    bad, worst_abs, worst_ratio = [], 0.0, 0.0
+    for name in sorted(x):
+        if x[name].shape != y[name].shape:
+            sys.exit(f"compare-weights: {name} has shapes {list(x[name].shape)} and {list(y[name].shape)}")
+        d = (x[name] - y[name]).abs()
+        worst_abs = max(worst_abs, d.max().item() if d.numel() else 0.0)
+        ratio = (d / (a.atol + a.rtol * y[name].abs())).max().item() if d.numel() else 0.0
+        worst_ratio = max(worst_ratio, ratio)
+        if not torch.allclose(x[name], y[name], rtol=a.rtol, atol=a.atol):
+            bad.append(name)
+    print(f"weights: {len(x)} tensors, max |a-b| {worst_abs:.3e}, max |a-b|/(atol+rtol|b|) "
+          f"{worst_ratio:.3f}; allclose(rtol={a.rtol:g}, atol={a.atol:g}): "
+          f"{'ok' if not bad else 'FAIL in ' + ', '.join(bad[:5])}")
+    sys.exit(0 if not bad else 1)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="cmd", required=True)
+    s = sub.add_parser("init", help="write reference-style initial weights")
+    s.add_argument("--out", required=True)
+    s.add_argument("--table-rows", required=True, help="R0,R1,..: one table per entry, named t0..")
+    s.add_argument("--bot-mlp", default="13-512-256-64-16")
+    s.add_argument("--top-mlp", default="512-256-1")
+    s.add_argument("--seed", type=int, default=1234)
+    s.set_defaults(fn=cmd_init)
+    s = sub.add_parser("train", help="SGD on a TSV file from a weights file")
+    s.add_argument("--weights", required=True, help="initial weights (shardrec names)")
+    s.add_argument("--data", required=True, help="Criteo TSV")
+    s.add_argument("--steps", type=int, required=True)
+    s.add_argument("--batch-size", type=int, required=True)
+    s.add_argument("--lr", type=float, default=0.1)
+    s.add_argument("--emb-lr", type=float, default=0.0, help="default: --lr")
+    s.add_argument("--tables", help="table order (default: natural order of names)")
+    s.add_argument("--losses", help="write one JSON line per step: step, loss")
+    s.add_argument("--save", help="write the final weights (shardrec names)")
+    s.add_argument("--perturb", help="NAME:FLAT_INDEX:DELTA added to one initial weight")
+    s.add_argument("--threads", type=int, default=1)
+    s.set_defaults(fn=cmd_train)
+    s = sub.add_parser("convert", help="rename tensors shardrec <-> reference")
+    s.add_argument("--to", choices=["reference", "shardrec"], required=True)
+    s.add_argument("--tables", help="table names in reference order (default t0..)")
+    s.add_argument("input")
+    s.add_argument("output")
+    s.set_defaults(fn=cmd_convert)
+    s = sub.add_parser("list", help="print a safetensors file's tensors")
+    s.add_argument("file")
+    s.set_defaults(fn=cmd_list)
+    s = sub.add_parser("compare-losses", help="per-step losses of two runs")
+    s.add_argument("a")
+    s.add_argument("b")
+    s.add_argument("--steps", type=int, required=True)
+    s.add_argument("--rtol", type=float, default=1e-4)
+    s.set_defaults(fn=cmd_compare_losses)
+    s = sub.add_parser("compare-weights", help="two weights files, allclose per tensor")
+    s.add_argument("a")
+    s.add_argument("b")
+    s.add_argument("--rtol", type=float, default=1e-4)
+    s.add_argument("--atol", type=float, default=1e-6)
+    s.set_defaults(fn=cmd_compare_weights)
+    a = p.parse_args()
+    a.fn(a)
+
+
+if __name__ == "__main__":
+    main()
