@@ -1,0 +1,272 @@
+/*
+ * Model weights <-> safetensors: a saved model loads into a differently
+ * seeded one and makes it equal, under DESIGN.md's names and shapes; a file
+ * for another model is refused with the tensor, both shapes and a HINT
+ * (embedding rows, MLP widths), as are missing tensors (listed), extra
+ * tensors and non-finite values; a refused load leaves the model unchanged.
+ */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "shardrec/alloc.h"
+#include "shardrec/dlrm.h"
+#include "shardrec/ebc.h"
+#include "shardrec/error.h"
+#include "shardrec/safetensors.h"
+#include "shardrec/weights_io.h"
+
+#define F 3
+#define D 4
+
+static char dir[64];
+
+struct model {
+    struct sr_table_config tables[F];
+    char feature_names[F][SR_NAME_MAX];
+    int feature_table[F];
+    struct sr_dlrm *dlrm;
+    struct sr_ebc *ebc;
+};
+
+static int setup(void **state)
+{
+    strcpy(dir, "/tmp/sr_test_wio_XXXXXX");
+    assert_non_null(mkdtemp(dir));
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    return system(cmd);
+}
+
+static const char *path_of(const char *name)
+{
+    static char buf[4][128];
+    static int k;
+    k = (k + 1) % 4;
+    snprintf(buf[k], sizeof buf[k], "%s/%s", dir, name);
+    return buf[k];
+}
+
+/* Tables t0..t2 of rows[t] and dim D; bottom MLP 13-h-D, top MLP h-1. */
+static void model_init(struct model *m, const int64_t rows[F], int h, uint64_t seed)
+{
+    struct sr_ebc_config ec = {.num_tables = F,
+                               .tables = m->tables,
+                               .num_features = F,
+                               .feature_names = m->feature_names,
+                               .feature_table = m->feature_table};
+    struct sr_dlrm_config dc = {.num_dense = 13,
+                                .bot_mlp = {13, h, D},
+                                .n_bot = 3,
+                                .top_mlp = {h, 1},
+                                .n_top = 2,
+                                .num_sparse = F,
+                                .embedding_dim = D};
+    memset(m, 0, sizeof *m);
+    for (int t = 0; t < F; t++) {
+        snprintf(m->tables[t].name, SR_NAME_MAX, "t%d", t);
+        m->tables[t].num_embeddings = rows[t];
+        m->tables[t].embedding_dim = D;
+        snprintf(m->feature_names[t], SR_NAME_MAX, "f%d", t);
+        m->feature_table[t] = t;
+    }
+    if (sr_ebc_init(&m->ebc, sr_device_cpu(), &ec, NULL, 4, 16, seed))
+        fail_msg("sr_ebc_init: %s", sr_error_message());
+    if (sr_dlrm_init(&m->dlrm, sr_device_cpu(), &dc, 4, seed))
+        fail_msg("sr_dlrm_init: %s", sr_error_message());
+}
+
+static void model_free(struct model *m)
+{
+    sr_dlrm_free(m->dlrm);
+    sr_ebc_free(m->ebc);
+}
+
+/* Parameters of a and b equal bit for bit (1) or not (0). */
+static int models_equal(struct model *a, struct model *b)
+{
+    size_t na, nb;
+    const float *pa = sr_dlrm_params(a->dlrm, &na), *pb = sr_dlrm_params(b->dlrm, &nb);
+    if (na != nb || memcmp(pa, pb, sizeof(float) * na) != 0)
+        return 0;
+    for (int t = 0; t < F; t++) {
+        size_t bytes = sizeof(float) * (size_t)a->tables[t].num_embeddings * D;
+        if (a->tables[t].num_embeddings != b->tables[t].num_embeddings ||
+            memcmp(sr_ebc_weights(a->ebc, t), sr_ebc_weights(b->ebc, t), bytes) != 0)
+            return 0;
+    }
+    return 1;
+}
+
+static void expect_load_error(const char *path, struct model *m, int status, const char *want)
+{
+    int rc = sr_weights_load(path, m->dlrm, m->ebc);
+    if (rc != status)
+        fail_msg("status %d (want %d): %s", rc, status, sr_error_message());
+    if (!strstr(sr_error_message(), want))
+        fail_msg("message lacks \"%s\": %s", want, sr_error_message());
+}
+
+static const int64_t rows[F] = {10, 20, 7};
+
+static void test_save_load_round_trip(void **state)
+{
+    struct model a, b;
+    char path[128];
+    snprintf(path, sizeof path, "%s", path_of("w.safetensors"));
+    model_init(&a, rows, 8, 1);
+    model_init(&b, rows, 8, 2);
+    assert_false(models_equal(&a, &b));
+    assert_int_equal(sr_weights_save(path, a.dlrm, a.ebc), SR_OK);
+    assert_int_equal(access(path_of("w.safetensors.tmp"), F_OK), -1);
+
+    /* DESIGN.md's names and shapes */
+    struct sr_st_file *f;
+    int ndim;
+    int64_t shape[SR_ST_MAX_DIMS];
+    assert_int_equal(sr_st_open(&f, path), SR_OK);
+    assert_int_equal(sr_st_count(f), 8 + F);
+    assert_int_equal(sr_st_find(f, "emb.t1.weight", NULL, &ndim, shape), SR_OK);
+    assert_int_equal(ndim, 2);
+    assert_int_equal(shape[0], 20);
+    assert_int_equal(shape[1], D);
+    assert_int_equal(sr_st_find(f, "bot_mlp.0.weight", NULL, &ndim, shape), SR_OK);
+    assert_int_equal(shape[0], 8);
+    assert_int_equal(shape[1], 13);
+    assert_int_equal(sr_st_find(f, "bot_mlp.1.bias", NULL, &ndim, shape), SR_OK);
+    assert_int_equal(ndim, 1);
+    assert_int_equal(sr_st_find(f, "top_mlp.0.weight", NULL, &ndim, shape), SR_OK);
+    assert_int_equal(shape[1], D + F * (F + 1) / 2);
+    assert_int_equal(sr_st_find(f, "top_mlp.1.bias", NULL, &ndim, shape), SR_OK);
+    sr_st_close(f);
+
+    assert_int_equal(sr_weights_load(path, b.dlrm, b.ebc), SR_OK);
+    assert_true(models_equal(&a, &b));
+    model_free(&a);
+    model_free(&b);
+}
+
+static void test_shape_mismatch(void **state)
+{
+    struct model a, b, c, ref;
+    const int64_t other_rows[F] = {10, 30, 7};
+    char path[128];
+    snprintf(path, sizeof path, "%s", path_of("shape.safetensors"));
+    model_init(&a, rows, 8, 1);
+    assert_int_equal(sr_weights_save(path, a.dlrm, a.ebc), SR_OK);
+
+    model_init(&b, other_rows, 8, 2);
+    model_init(&ref, other_rows, 8, 2);
+    expect_load_error(path, &b, SR_ERR_DATA,
+                      "shape.safetensors: tensor emb.t1.weight has shape [20, 4], the model "
+                      "needs [30, 4]; HINT: the file was written for a different model");
+    assert_true(models_equal(&b, &ref)); /* untouched */
+
+    model_init(&c, rows, 16, 2);
+    expect_load_error(path, &c, SR_ERR_DATA,
+                      "tensor bot_mlp.0.weight has shape [8, 13], the model needs [16, 13]");
+    model_free(&a);
+    model_free(&b);
+    model_free(&c);
+    model_free(&ref);
+}
+
+/* Write a's tensors, minus the named ones, plus the extra ones. */
+static void write_subset(const char *path, struct model *a, const char *const *drop,
+                         const struct sr_st_tensor *extra, int n_extra)
+{
+    struct sr_st_tensor t[32];
+    int n = 0;
+    char names[F][32];
+    for (int i = 0; i < sr_dlrm_num_tensors(a->dlrm); i++) {
+        float *data;
+        sr_dlrm_tensor(a->dlrm, i, &t[n].name, &t[n].ndim, t[n].shape, &data);
+        t[n].data = data;
+        n++;
+    }
+    for (int k = 0; k < F; k++) {
+        snprintf(names[k], sizeof names[k], "emb.t%d.weight", k);
+        t[n] = (struct sr_st_tensor){.name = names[k], .ndim = 2, .shape = {rows[k], D},
+                                     .data = sr_ebc_weights(a->ebc, k)};
+        n++;
+    }
+    int kept = 0;
+    for (int i = 0; i < n; i++) {
+        int dropped = 0;
+        for (int j = 0; drop && drop[j]; j++)
+            dropped |= strcmp(t[i].name, drop[j]) == 0;
+        if (!dropped)
+            t[kept++] = t[i];
+    }
+    for (int i = 0; i < n_extra; i++)
+        t[kept++] = extra[i];
+    assert_int_equal(sr_st_write(path, kept, t), SR_OK);
+}
+
+static void test_missing_and_extra(void **state)
+{
+    struct model a, b;
+    const char *drop[] = {"emb.t2.weight", "top_mlp.1.bias", NULL};
+    float junk[2] = {0};
+    struct sr_st_tensor extra = {.name = "emb_l.0.weight", .ndim = 1, .shape = {2}, .data = junk};
+    char path[128];
+    snprintf(path, sizeof path, "%s", path_of("subset.safetensors"));
+    model_init(&a, rows, 8, 1);
+    model_init(&b, rows, 8, 2);
+
+    write_subset(path, &a, drop, NULL, 0);
+    expect_load_error(path, &b, SR_ERR_DATA,
+                      "2 tensors the model needs are missing: top_mlp.1.bias, emb.t2.weight");
+
+    write_subset(path, &a, NULL, &extra, 1);
+    expect_load_error(path, &b, SR_ERR_DATA,
+                      "1 tensor is not a parameter of this model: emb_l.0.weight; HINT:");
+    assert_non_null(strstr(sr_error_message(), "tools/torch_dlrm.py convert"));
+
+    /* the loaders' checks come before any copy */
+    struct model ref;
+    model_init(&ref, rows, 8, 2);
+    assert_true(models_equal(&b, &ref));
+    model_free(&ref);
+    model_free(&a);
+    model_free(&b);
+}
+
+static void test_non_finite(void **state)
+{
+    struct model a, b;
+    char path[128];
+    snprintf(path, sizeof path, "%s", path_of("nan.safetensors"));
+    model_init(&a, rows, 8, 1);
+    model_init(&b, rows, 8, 2);
+    sr_ebc_weights(a.ebc, 0)[5] = NAN;
+    assert_int_equal(sr_weights_save(path, a.dlrm, a.ebc), SR_OK);
+    expect_load_error(path, &b, SR_ERR_NUMERIC, "tensor emb.t0.weight holds nan at flat index 5");
+    expect_load_error(path_of("absent.safetensors"), &b, SR_ERR_IO, "cannot open");
+    model_free(&a);
+    model_free(&b);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_save_load_round_trip),
+        cmocka_unit_test(test_shape_mismatch),
+        cmocka_unit_test(test_missing_and_extra),
+        cmocka_unit_test(test_non_finite),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
