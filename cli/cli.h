@@ -9,6 +9,7 @@
 
 int cli_train(int argc, char **argv);
 int cli_gen(int argc, char **argv);
+int cli_convert(int argc, char **argv);
 
 /* Apply one job flag (--steps, --table-rows, ...) given without its leading
  * dashes. Returns SR_OK, an error status with a message, or 1 when the flag is

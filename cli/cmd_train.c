@@ -37,6 +37,15 @@ static void train_help(void)
         "  --emb-lr X             embedding learning rate (default: --lr)\n"
         "  --lr-schedule S        constant | warmup_poly:WARMUP:DECAY_START:DECAY_STEPS[:POWER]\n"
         "                         (linear warm-up, then polynomial decay to 0; default constant)\n"
+        "data (default: the built-in synthetic generator)\n"
+        "  --data FILE...         train on Criteo TSV (plain or .gz) or binary files, in\n"
+        "                         order; without --steps, one pass over them\n"
+        "  --eval-data FILE...    evaluate on these files (all samples)\n"
+        "  --skip-bad-lines       count bad lines by kind and report them instead of stopping\n"
+        "weights\n"
+        "  --init-weights FILE    start from safetensors weights (bot_mlp.K.*, top_mlp.K.*,\n"
+        "                         emb.TABLE.weight); shapes are checked\n"
+        "  --save-weights FILE    write every parameter as safetensors at the end\n"
         "synthetic data\n"
         "  --ids-per-feature N|MIN-MAX  ids per feature per sample (default 1)\n"
         "  --id-dist uniform|zipf:S     id popularity (default zipf:1.05)\n"
@@ -54,10 +63,22 @@ static void train_help(void)
         "Environment: OMP_NUM_THREADS, OPENBLAS_NUM_THREADS, SR_LOG=warn|info|debug.\n");
 }
 
+struct train_args {
+    struct sr_train_config *cfg;
+    const char *init_weights, *save_weights;
+};
+
 static int other_flag(void *ctx, const char *name, const char *value)
 {
-    struct sr_train_config *cfg = ctx;
-    if (!strcmp(name, "progress") && !value)
+    struct train_args *a = ctx;
+    struct sr_train_config *cfg = a->cfg;
+    if (!strcmp(name, "init-weights") && value)
+        a->init_weights = value;
+    else if (!strcmp(name, "save-weights") && value)
+        a->save_weights = value;
+    else if (!strcmp(name, "skip-bad-lines") && !value)
+        cfg->skip_bad_lines = 1;
+    else if (!strcmp(name, "progress") && !value)
         cfg->progress = 1;
     else if (!strcmp(name, "no-progress") && !value)
         cfg->progress = 0;
@@ -82,10 +103,12 @@ static void print_job(const struct sr_train_config *cfg)
 
 int cli_train(int argc, char **argv)
 {
+    static const char *const value_flags[] = {"init-weights", "save-weights", NULL};
     static struct sr_train_config cfg;
+    struct train_args args = {.cfg = &cfg};
     struct sr_trainer *trainer;
     struct sr_trainer_result res;
-    int rc = cli_parse_job(argc, argv, &cfg, other_flag, &cfg, NULL);
+    int rc = cli_parse_job(argc, argv, &cfg, other_flag, &args, value_flags);
     if (rc < 0) {
         train_help();
         return 0;
@@ -101,6 +124,11 @@ int cli_train(int argc, char **argv)
         cli_error("train", "%s", sr_error_message());
         return rc == SR_ERR_INVALID_ARG || rc == SR_ERR_IO ? CLI_EXIT_USAGE : CLI_EXIT_FAIL;
     }
+    if (args.init_weights && (rc = sr_trainer_load_weights(trainer, args.init_weights))) {
+        cli_error("train", "%s", sr_error_message());
+        sr_trainer_free(trainer);
+        return CLI_EXIT_USAGE;
+    }
     rc = sr_trainer_run(trainer, &res);
     if (rc) {
         cli_error("train", "%s", sr_error_message());
@@ -108,6 +136,11 @@ int cli_train(int argc, char **argv)
         return CLI_EXIT_FAIL;
     }
     sr_trainer_print_summary(trainer, &res, stderr);
+    if (args.save_weights && (rc = sr_trainer_save_weights(trainer, args.save_weights))) {
+        cli_error("train", "%s", sr_error_message());
+        sr_trainer_free(trainer);
+        return CLI_EXIT_FAIL;
+    }
     sr_trainer_free(trainer);
     return 0;
 }

@@ -18,7 +18,7 @@ static const char *const job_flags[] = {
 
 /* Flags a user may expect that later versions provide. */
 static const char *const not_built[] = {
-    "data",    "eval-data",   "init-weights", "save-weights",      "plan",   "sharding",
+    "plan",   "sharding",
     "ranks-per-node", "global-batch-size", "comm-dtype", "trace", "device", "shuffle", NULL};
 
 void cli_error(const char *cmd, const char *fmt, ...)
@@ -88,8 +88,10 @@ static int apply_numeric(struct sr_train_config *cfg, const char *name, const ch
 {
     int64_t x;
     int rc;
-    if (!strcmp(name, "steps"))
+    if (!strcmp(name, "steps")) {
+        cfg->steps_set = 1;
         return set_int("--steps", v, 1, INT64_MAX / 4, &cfg->steps);
+    }
     if (!strcmp(name, "batch-size")) {
         rc = set_int("--batch-size", v, 1, 1 << 24, &x);
         cfg->batch_size = (int)x;
@@ -180,6 +182,27 @@ static int next_flag(int argc, char **argv, int *i, const char *cmd, char *name,
     return 0;
 }
 
+/* --data A [B ...]: the value and every following argument up to the next flag. */
+static int add_data_paths(struct sr_train_config *cfg, const char *name, const char *first,
+                          int argc, char **argv, int *i, const char *cmd)
+{
+    int eval = strcmp(name, "eval-data") == 0;
+    int *n = eval ? &cfg->n_eval_data : &cfg->n_data;
+    char(*paths)[SR_PATH_MAX] = eval ? cfg->eval_data_paths : cfg->data_paths;
+    const char *v = first;
+    for (;;) {
+        if (*n == SR_MAX_DATA_FILES || strlen(v) >= SR_PATH_MAX) {
+            cli_error(cmd, "--%s: too many files (max %d) or a path too long", name,
+                      SR_MAX_DATA_FILES);
+            return 1;
+        }
+        snprintf(paths[(*n)++], SR_PATH_MAX, "%s", v);
+        if (*i + 1 >= argc || strncmp(argv[*i + 1], "--", 2) == 0)
+            return 0;
+        v = argv[++*i];
+    }
+}
+
 static int load_config_file(int argc, char **argv, struct sr_train_config *cfg, const char *cmd)
 {
     for (int i = 1; i < argc; i++) {
@@ -220,12 +243,17 @@ int cli_parse_job(int argc, char **argv, struct sr_train_config *cfg,
         const char *bare = argv[i] + 2;
         size_t blen = strcspn(bare, "=");
         snprintf(name, sizeof name, "%.*s", (int)(blen < 63 ? blen : 63), bare);
-        int wants = cli_is_job_flag(name) || in_list(not_built, name) ||
+        int wants = cli_is_job_flag(name) || !strcmp(name, "data") || !strcmp(name, "eval-data") || in_list(not_built, name) ||
                     !strcmp(name, "config") || (value_flags && in_list(value_flags, name));
         if (next_flag(argc, argv, &i, cmd, name, sizeof name, &value, wants))
             return CLI_EXIT_USAGE;
         if (!strcmp(name, "config"))
             continue;
+        if (!strcmp(name, "data") || !strcmp(name, "eval-data")) {
+            if (add_data_paths(cfg, name, value, argc, argv, &i, cmd))
+                return CLI_EXIT_USAGE;
+            continue;
+        }
         if (in_list(not_built, name)) {
             cli_error(cmd, "--%s is not built yet in this version of shardrec", name);
             return CLI_EXIT_USAGE;

@@ -9,9 +9,10 @@ static void usage(FILE *f)
     fprintf(f, "usage: shardrec <command> [flags]\n\n"
                "commands:\n"
                "  train    train a DLRM (default: the built-in synthetic job)\n"
-               "  gen      write synthetic data as Criteo TSV\n\n"
+               "  gen      write synthetic data as Criteo TSV\n"
+               "  convert  turn Criteo TSV into the binary format\n\n"
                "`shardrec <command> --help` lists a command's flags.\n"
-               "Not built yet: plan, convert, eval, bench, inspect.\n");
+               "Not built yet: plan, eval, bench, inspect.\n");
 }
 
 int main(int argc, char **argv)
@@ -24,7 +25,9 @@ int main(int argc, char **argv)
         return cli_train(argc - 1, argv + 1);
     if (strcmp(argv[1], "gen") == 0)
         return cli_gen(argc - 1, argv + 1);
-    if (!strcmp(argv[1], "plan") || !strcmp(argv[1], "convert") || !strcmp(argv[1], "eval") ||
+    if (strcmp(argv[1], "convert") == 0)
+        return cli_convert(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "plan") || !strcmp(argv[1], "eval") ||
         !strcmp(argv[1], "bench") || !strcmp(argv[1], "inspect")) {
         fprintf(stderr, "shardrec %s: not built yet in this version\n", argv[1]);
         return CLI_EXIT_USAGE;

@@ -19,6 +19,7 @@
 #define SR_MAX_TABLES 256
 #define SR_MAX_FEATURES 256
 #define SR_PATH_MAX 1024
+#define SR_MAX_DATA_FILES 64
 
 struct sr_train_config {
     /* model */
@@ -36,8 +37,14 @@ struct sr_train_config {
     int ids_min, ids_max;                              /* ids per feature per sample */
     enum sr_id_dist id_dist;
     double zipf_s;
+    /* files (empty: the synthetic generator) */
+    int n_data, n_eval_data;
+    char data_paths[SR_MAX_DATA_FILES][SR_PATH_MAX];      /* --data, read in order */
+    char eval_data_paths[SR_MAX_DATA_FILES][SR_PATH_MAX]; /* --eval-data */
+    int skip_bad_lines;                                   /* count bad lines instead of failing */
     /* training */
     int64_t steps;
+    int steps_set;                                     /* --steps given (else one epoch of --data) */
     int batch_size;                                    /* B, per rank */
     float lr;                                          /* dense learning rate */
     float emb_lr;                                      /* embedding learning rate */

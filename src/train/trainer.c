@@ -23,6 +23,7 @@
 #include "shardrec/batch.h"
 #include "shardrec/device.h"
 #include "shardrec/error.h"
+#include "shardrec/reader.h"
 #include "shardrec/synthetic.h"
 #include "shardrec/trainer.h"
 #include "shardrec/weights_io.h"
@@ -34,7 +35,10 @@ struct sr_trainer {
     FILE *metrics;
     int progress;
     struct sr_device *dev;
-    struct sr_synth *synth;
+    struct sr_synth *synth;        /* synthetic data (also when files are given: sizes) */
+    struct sr_reader *reader;      /* --data, or NULL */
+    struct sr_reader *eval_reader; /* --eval-data, or NULL */
+    int64_t epoch;                 /* passes over --data started */
     struct sr_ebc *ebc;
     struct sr_dlrm *dlrm;
     struct sr_dense_optim *dense_optim;
@@ -71,6 +75,59 @@ static double now_s(void)
 
 /* ---- construction ------------------------------------------------------------ */
 
+static int open_reader(struct sr_trainer *t, struct sr_reader **r, char (*paths)[SR_PATH_MAX],
+                       int n, const int64_t *rows, int keep_partial)
+{
+    const char *list[SR_MAX_DATA_FILES];
+    struct sr_reader_options opt = {.rank = 0, .world = 1, .batch_size = t->cfg->batch_size,
+                                    .skip_bad_lines = t->cfg->skip_bad_lines,
+                                    .keep_partial = keep_partial, .max_line = 0};
+    for (int i = 0; i < n; i++)
+        list[i] = paths[i];
+    int rc = sr_reader_open(r, list, n, t->cfg->num_features, rows, &opt);
+    if (!rc && sr_reader_num_dense(*r) != t->cfg->num_dense)
+        rc = sr_error_set(SR_ERR_DATA, "%s: %d dense features, the model takes %d", paths[0],
+                          sr_reader_num_dense(*r), t->cfg->num_dense);
+    return rc;
+}
+
+/* Count the evaluation samples once (this also checks the whole file before
+ * training starts), so evaluation buffers are sized at init. */
+static int count_eval_samples(struct sr_trainer *t)
+{
+    int64_t n = 0;
+    int rc;
+    while ((rc = sr_reader_next(t->eval_reader, &t->batch)) == 1)
+        n += t->batch.batch_size;
+    if (rc < 0)
+        return rc;
+    t->cfg->eval_samples = n;
+    return sr_reader_rewind(t->eval_reader);
+}
+
+static int init_files(struct sr_trainer *t, const int64_t *rows, const char *const *keys)
+{
+    struct sr_train_config *cfg = t->cfg;
+    int rc = open_reader(t, &t->reader, cfg->data_paths, cfg->n_data, rows, 0);
+    if (rc)
+        return rc;
+    if (cfg->n_eval_data && (rc = open_reader(t, &t->eval_reader, cfg->eval_data_paths,
+                                              cfg->n_eval_data, rows, 1)))
+        return rc;
+    int64_t mv = sr_reader_max_values(t->reader);
+    if (t->eval_reader && sr_reader_max_values(t->eval_reader) > mv)
+        mv = sr_reader_max_values(t->eval_reader);
+    sr_batch_init(&t->batch, cfg->batch_size, cfg->num_dense, cfg->num_features, mv,
+                  sr_reader_has_weights(t->reader) ||
+                      (t->eval_reader && sr_reader_has_weights(t->eval_reader)),
+                  keys);
+    if (!t->eval_reader) {
+        cfg->eval_samples = 0;
+        return SR_OK;
+    }
+    return count_eval_samples(t);
+}
+
 static int init_data(struct sr_trainer *t)
 {
     struct sr_train_config *cfg = t->cfg;
@@ -91,6 +148,8 @@ static int init_data(struct sr_trainer *t)
     int rc = sr_synth_init(&t->synth, &sc);
     if (rc)
         return rc;
+    if (cfg->n_data)
+        return init_files(t, rows, keys);
     int64_t max_values = sr_synth_max_values(t->synth, cfg->batch_size);
     sr_batch_init(&t->batch, cfg->batch_size, cfg->num_dense, cfg->num_features, max_values, 0,
                   keys);
@@ -180,6 +239,8 @@ int sr_trainer_init(struct sr_trainer **out, struct sr_train_config *cfg, FILE *
         goto out_free;
     if ((rc = init_data(t)))
         goto out_free;
+    if (cfg->n_data && !cfg->steps_set)
+        cfg->steps = INT64_MAX / 4; /* one pass over --data */
     if ((rc = init_model(t)))
         goto out_free;
     init_buffers(t);
@@ -193,7 +254,7 @@ int sr_trainer_init(struct sr_trainer **out, struct sr_train_config *cfg, FILE *
         }
     }
     t->progress = cfg->progress >= 0 ? cfg->progress : (log && isatty(fileno(log)));
-    if (cfg->eval_samples > 0)
+    if (cfg->eval_samples > 0 && !cfg->n_data)
         sr_synth_bounds(t->synth, SR_SYNTH_EVAL_BASE, cfg->eval_samples, &t->teacher_auc,
                         &t->dense_only_auc, &t->sparse_share);
     *out = t;
@@ -220,6 +281,10 @@ void sr_trainer_free(struct sr_trainer *t)
     sr_dense_optim_free(t->dense_optim);
     sr_dlrm_free(t->dlrm);
     sr_ebc_free(t->ebc);
+    if (t->reader)
+        sr_reader_report(t->reader, t->log ? t->log : stderr);
+    sr_reader_free(t->reader);
+    sr_reader_free(t->eval_reader);
     sr_batch_free(&t->batch);
     sr_synth_free(t->synth);
     sr_free(t);
@@ -230,7 +295,6 @@ void sr_trainer_free(struct sr_trainer *t)
 static int eval_chunk(struct sr_trainer *t, int64_t first, int B, float *pred, float *labels)
 {
     int rc;
-    sr_synth_fill(t->synth, SR_SYNTH_EVAL_BASE + first, B, &t->batch);
     rc = sr_ebc_forward(t->ebc, &t->batch.kjt, t->pooled);
     if (rc)
         return rc;
@@ -243,22 +307,70 @@ static int eval_chunk(struct sr_trainer *t, int64_t first, int B, float *pred, f
     return SR_OK;
 }
 
-int sr_trainer_evaluate(struct sr_trainer *t, struct sr_eval_metrics *out)
+/* The next evaluation batch into t->batch: B samples from `first`. Returns
+ * the batch's sample count, 0 at the end, or an error. */
+static int eval_next(struct sr_trainer *t, int64_t first)
 {
     int64_t n = t->cfg->eval_samples;
+    if (t->eval_reader) {
+        int rc = sr_reader_next(t->eval_reader, &t->batch);
+        return rc == 1 ? t->batch.batch_size : rc;
+    }
+    if (first >= n)
+        return 0;
+    int B = (int)(n - first < t->cfg->batch_size ? n - first : t->cfg->batch_size);
+    sr_synth_fill(t->synth, SR_SYNTH_EVAL_BASE + first, B, &t->batch);
+    return B;
+}
+
+int sr_trainer_evaluate(struct sr_trainer *t, struct sr_eval_metrics *out)
+{
+    int64_t n = t->cfg->eval_samples, i = 0;
+    int B, rc;
     memset(out, 0, sizeof *out);
     if (n <= 0)
         return SR_OK;
-    for (int64_t i = 0; i < n; i += t->cfg->batch_size) {
-        int B = (int)(n - i < t->cfg->batch_size ? n - i : t->cfg->batch_size);
-        int rc = eval_chunk(t, i, B, t->eval_pred + i, t->eval_labels + i);
-        if (rc)
+    if (t->eval_reader && (rc = sr_reader_rewind(t->eval_reader)))
+        return rc;
+    while ((B = eval_next(t, i)) > 0) {
+        SR_ASSERT(i + B <= n);
+        if ((rc = eval_chunk(t, i, B, t->eval_pred + i, t->eval_labels + i)))
             return rc;
+        i += B;
     }
-    return sr_metrics_compute(t->eval_pred, t->eval_labels, n, t->eval_work, out);
+    if (B < 0)
+        return B;
+    return sr_metrics_compute(t->eval_pred, t->eval_labels, i, t->eval_work, out);
 }
 
 /* ---- one training step ------------------------------------------------------------ */
+
+#define END_OF_DATA 1
+
+/* The next training batch: synthetic samples [(step-1)*B, step*B), or the
+ * next full batch of --data, starting a new epoch at the end of the files. */
+static int load_batch(struct sr_trainer *t, int64_t step)
+{
+    int B = t->cfg->batch_size, rc;
+    if (!t->reader) {
+        sr_synth_fill(t->synth, (step - 1) * (int64_t)B, B, &t->batch);
+        return SR_OK;
+    }
+    if ((rc = sr_reader_next(t->reader, &t->batch)) == 1)
+        return SR_OK;
+    if (rc < 0)
+        return rc;
+    if (t->epoch == 0 && step == 1)
+        return sr_error_set(SR_ERR_DATA, "%s: fewer samples than one batch of %d",
+                            t->cfg->data_paths[0], B);
+    if (!t->cfg->steps_set)
+        return END_OF_DATA; /* one epoch when --steps is not given */
+    if ((rc = sr_reader_rewind(t->reader)))
+        return rc;
+    t->epoch++;
+    rc = sr_reader_next(t->reader, &t->batch);
+    return rc == 1 ? SR_OK : rc;
+}
 
 static int train_step(struct sr_trainer *t, int64_t step, double *loss, double *stage)
 {
@@ -268,7 +380,8 @@ static int train_step(struct sr_trainer *t, int64_t step, double *loss, double *
     double t0 = now_s(), t1;
     int rc;
 
-    sr_synth_fill(t->synth, (step - 1) * (int64_t)B, B, &t->batch);
+    if ((rc = load_batch(t, step)))
+        return rc;
     t1 = now_s(), stage[SR_STAGE_LOAD] += t1 - t0, t0 = t1;
 
     if ((rc = sr_ebc_forward(t->ebc, &t->batch.kjt, t->pooled)))
@@ -321,8 +434,11 @@ static void log_interval(struct sr_trainer *t, int64_t step, double loss, const 
     const struct sr_train_config *cfg = t->cfg;
     double sps = iv->seconds > 0 ? (double)iv->steps * cfg->batch_size / iv->seconds : 0;
     double step_ms = iv->steps ? 1e3 * iv->seconds / (double)iv->steps : 0;
-    char eta[32], auc[32] = "-";
-    format_eta(elapsed / (double)step * (double)(cfg->steps - step), eta, sizeof eta);
+    char eta[32] = "?", auc[32] = "-", total[32] = "epoch";
+    if (cfg->steps < INT64_MAX / 4) {
+        format_eta(elapsed / (double)step * (double)(cfg->steps - step), eta, sizeof eta);
+        snprintf(total, sizeof total, "%" PRId64, cfg->steps);
+    }
     if (t->last_eval.n)
         snprintf(auc, sizeof auc, "%.4f", t->last_eval.auc);
     if (t->metrics) {
@@ -343,20 +459,31 @@ static void log_interval(struct sr_trainer *t, int64_t step, double loss, const 
     if (!t->log)
         return;
     if (t->progress) {
-        fprintf(t->log, "\r\033[Kstep %" PRId64 "/%" PRId64 " | %.0f samples/s | loss %.4f | "
+        fprintf(t->log, "\r\033[Kstep %" PRId64 "/%s | %.0f samples/s | loss %.4f | "
                         "eval AUC %s | ETA %s",
-                step, cfg->steps, sps, iv->loss_sum / (double)iv->steps, auc, eta);
+                step, total, sps, iv->loss_sum / (double)iv->steps, auc, eta);
         if (step == cfg->steps)
             fputc('\n', t->log);
     } else {
-        fprintf(t->log, "step %" PRId64 "/%" PRId64 "  loss %.4f  %.0f samples/s  eval_auc %s  "
+        fprintf(t->log, "step %" PRId64 "/%s  loss %.4f  %.0f samples/s  eval_auc %s  "
                         "eta %s\n",
-                step, cfg->steps, iv->loss_sum / (double)iv->steps, sps, auc, eta);
+                step, total, iv->loss_sum / (double)iv->steps, sps, auc, eta);
     }
     fflush(t->log);
 }
 
 /* ---- the loop ------------------------------------------------------------------------ */
+
+static int finish_epoch(struct sr_trainer *t, int64_t steps, double loss, struct interval *iv,
+                        double elapsed)
+{
+    int rc;
+    if (t->cfg->eval_samples > 0 && (rc = sr_trainer_evaluate(t, &t->last_eval)))
+        return rc;
+    if (iv->steps)
+        log_interval(t, steps, loss, iv, t->cfg->eval_samples > 0, elapsed);
+    return SR_OK;
+}
 
 static int due(int64_t step, int64_t every, int64_t last)
 {
@@ -373,9 +500,12 @@ int sr_trainer_run(struct sr_trainer *t, struct sr_trainer_result *res)
     int rc = SR_OK;
 
     memset(res, 0, sizeof *res);
-    for (int64_t step = 1; step <= cfg->steps; step++) {
+    int64_t step;
+    for (step = 1; step <= cfg->steps; step++) {
         double s0 = now_s();
-        if ((rc = train_step(t, step, &loss, res->stage_seconds)))
+        if ((rc = train_step(t, step, &loss, res->stage_seconds)) == END_OF_DATA)
+            break;
+        if (rc)
             return rc;
         double dt = now_s() - s0;
         if (step == 1)
@@ -391,9 +521,16 @@ int sr_trainer_run(struct sr_trainer *t, struct sr_trainer_result *res)
             memset(&iv, 0, sizeof iv);
         }
     }
-    res->steps = cfg->steps;
+    if (step <= cfg->steps) { /* the data ended: evaluate and log the last step */
+        res->steps = step - 1;
+        rc = finish_epoch(t, res->steps, loss, &iv, now_s() - start);
+        if (rc)
+            return rc;
+    } else {
+        res->steps = cfg->steps;
+    }
     res->train_seconds = train_seconds;
-    res->samples_per_s = (double)cfg->steps * cfg->batch_size / train_seconds;
+    res->samples_per_s = (double)res->steps * cfg->batch_size / train_seconds;
     res->last_loss = loss;
     res->eval = t->last_eval;
     res->teacher_auc = t->teacher_auc;
@@ -423,7 +560,8 @@ void sr_trainer_print_summary(const struct sr_trainer *t, const struct sr_traine
         fprintf(f, "eval on %" PRId64 " held-back samples: AUC %.4f  logloss %.4f  NE %.4f  "
                    "accuracy %.4f\n",
                 res->eval.n, res->eval.auc, res->eval.logloss, res->eval.ne, res->eval.accuracy);
-        fprintf(f, "AUC: model %.4f | teacher ceiling %.4f | dense-only floor %.4f  "
+        if (!cfg->n_data)
+            fprintf(f, "AUC: model %.4f | teacher ceiling %.4f | dense-only floor %.4f  "
                    "(gap to ceiling %.4f, above floor %.4f)\n",
                 res->eval.auc, res->teacher_auc, res->dense_only_auc,
                 res->teacher_auc - res->eval.auc, res->eval.auc - res->dense_only_auc);
