@@ -2,6 +2,7 @@
 # Build and run the libFuzzer targets of the data readers under ASan + UBSan:
 #   tests/fuzz/fuzz_criteo_line.c   the Criteo TSV line parser
 #   tests/fuzz/fuzz_binfmt.c        the binary format's header/chunk checks and batch copy
+#   tests/fuzz/fuzz_safetensors.c   the safetensors reader's header and offset checks
 # Usage: sh tools/fuzz.sh [SECONDS]   (default 30; each target gets SECONDS)
 # Needs clang with libFuzzer. Binaries and corpora go to build-fuzz/. Exit
 # status is non-zero if a target finds a crash (its reproducer is kept there).
@@ -25,13 +26,19 @@ if [ -f tests/fuzz/fuzz_binfmt.c ]; then
     build fuzz_binfmt tests/fuzz/fuzz_binfmt.c src/data/binfmt.c src/core/kjt.c src/data/batch.c
     targets="$targets fuzz_binfmt"
 fi
+if [ -f tests/fuzz/fuzz_safetensors.c ]; then
+    build fuzz_safetensors tests/fuzz/fuzz_safetensors.c src/core/safetensors.c -lcjson
+    targets="$targets fuzz_safetensors"
+fi
 status=0
 for t in $targets; do
     mkdir -p "$out/corpus_$t"
     [ -d "tests/fuzz/seeds_$t" ] && cp -n tests/fuzz/seeds_$t/* "$out/corpus_$t/" 2>/dev/null || true
+    dict=""
+    [ -f "tests/fuzz/$t.dict" ] && dict="-dict=tests/fuzz/$t.dict"
     echo "== running $t for $secs s"
     if ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-        "$out/$t" -max_total_time="$secs" -max_len=4096 -print_final_stats=1 \
+        "$out/$t" $dict -max_total_time="$secs" -max_len=4096 -print_final_stats=1 \
         -artifact_prefix="$out/$t-" "$out/corpus_$t" >"$out/$t.log" 2>&1; then
         grep DONE "$out/$t.log" | tail -1
         echo "$t: clean"
