@@ -1,0 +1,340 @@
+/*
+ * Plan files: JSON out and in (cJSON). Writing spells out every shard; reading
+ * accepts the short forms of shardrec/plan.h (no shards for dp and rw, "rank"
+ * for tw, "node" for twrw, "ranks" for cw), fills the shards in, orders the
+ * tables as the config does and validates the result. Every error names the
+ * file and the table.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "shardrec/alloc.h"
+#include "shardrec/error.h"
+#include "plan/plan_internal.h"
+
+/* ---- writing ------------------------------------------------------------ */
+
+static cJSON *shard_json(const struct sr_shard *s)
+{
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddNumberToObject(o, "rank", s->rank);
+    cJSON_AddNumberToObject(o, "row_offset", (double)s->row_offset);
+    cJSON_AddNumberToObject(o, "rows", (double)s->rows);
+    cJSON_AddNumberToObject(o, "col_offset", s->col_offset);
+    cJSON_AddNumberToObject(o, "cols", s->cols);
+    return o;
+}
+
+char *sr_plan_to_json(const struct sr_plan *p)
+{
+    cJSON *root = cJSON_CreateObject();
+    cJSON_AddNumberToObject(root, "world_size", p->world_size);
+    cJSON_AddNumberToObject(root, "local_size", p->local_size);
+    cJSON *tables = cJSON_AddArrayToObject(root, "tables");
+    for (int t = 0; t < p->num_tables; t++) {
+        const struct sr_table_plan *tp = &p->tables[t];
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "name", tp->name);
+        cJSON_AddStringToObject(o, "sharding", sr_sharding_type_name(tp->type));
+        cJSON *shards = cJSON_AddArrayToObject(o, "shards");
+        for (int i = 0; i < tp->num_shards; i++)
+            cJSON_AddItemToArray(shards, shard_json(&tp->shards[i]));
+        cJSON_AddItemToArray(tables, o);
+    }
+    char *text = cJSON_Print(root);
+    cJSON_Delete(root);
+    SR_ASSERT(text);
+    char *out = sr_strdup(text);
+    cJSON_free(text);
+    return out;
+}
+
+int sr_plan_write(const struct sr_plan *p, const char *path)
+{
+    char *text = sr_plan_to_json(p);
+    FILE *f = fopen(path, "w");
+    int rc = SR_OK;
+    if (!f || fputs(text, f) == EOF || fputc('\n', f) == EOF)
+        rc = sr_error_set(SR_ERR_IO, "plan: cannot write '%s'", path);
+    if (f && fclose(f) != 0 && rc == SR_OK)
+        rc = sr_error_set(SR_ERR_IO, "plan: cannot write '%s'", path);
+    sr_free(text);
+    return rc;
+}
+
+/* ---- reading ------------------------------------------------------------ */
+
+struct reader {
+    const char *source;
+    const struct sr_ebc_config *cfg;
+    int W, L;
+};
+
+/* An integer field in [lo, hi]; absent: *out = dflt (or an error if dflt_ok is 0). */
+static int get_int(const struct reader *r, const cJSON *o, const char *table, const char *key,
+                   int64_t lo, int64_t hi, int dflt_ok, int64_t dflt, int64_t *out)
+{
+    const cJSON *it = cJSON_GetObjectItemCaseSensitive(o, key);
+    if (!it && dflt_ok) {
+        *out = dflt;
+        return SR_OK;
+    }
+    if (!it || !cJSON_IsNumber(it) || it->valuedouble != floor(it->valuedouble) ||
+        it->valuedouble < (double)lo || it->valuedouble > (double)hi)
+        return sr_error_set(SR_ERR_INVALID_ARG,
+                            "plan '%s': table '%s': \"%s\" must be an integer in [%lld, %lld]",
+                            r->source, table, key, (long long)lo, (long long)hi);
+    *out = (int64_t)it->valuedouble;
+    return SR_OK;
+}
+
+static int read_shard(const struct reader *r, const cJSON *o, const struct sr_table_config *tc,
+                      struct sr_shard *s)
+{
+    int64_t v[5] = {0};
+    const int64_t big = (int64_t)1 << 53;
+    if (!cJSON_IsObject(o))
+        return sr_error_set(SR_ERR_INVALID_ARG, "plan '%s': table '%s': a shard is not an object",
+                            r->source, tc->name);
+    int rc = get_int(r, o, tc->name, "rank", -big, big, 0, 0, &v[0]);
+    if (!rc)
+        rc = get_int(r, o, tc->name, "row_offset", 0, big, 1, 0, &v[1]);
+    if (!rc)
+        rc = get_int(r, o, tc->name, "rows", 0, big, 1, tc->num_embeddings, &v[2]);
+    if (!rc)
+        rc = get_int(r, o, tc->name, "col_offset", 0, INT32_MAX, 1, 0, &v[3]);
+    if (!rc)
+        rc = get_int(r, o, tc->name, "cols", 0, INT32_MAX, 1, tc->embedding_dim, &v[4]);
+    *s = (struct sr_shard){.rank = (int)v[0], .row_offset = v[1], .rows = v[2],
+                           .col_offset = (int)v[3], .cols = (int)v[4]};
+    return rc;
+}
+
+static int read_shards(const struct reader *r, const cJSON *arr, const struct sr_table_config *tc,
+                       struct sr_table_plan *tp)
+{
+    int n = cJSON_GetArraySize(arr);
+    if (!cJSON_IsArray(arr) || n < 1)
+        return sr_error_set(SR_ERR_INVALID_ARG,
+                            "plan '%s': table '%s': \"shards\" must be a non-empty array",
+                            r->source, tc->name);
+    sr_free(tp->shards);
+    tp->num_shards = n;
+    tp->shards = sr_calloc((size_t)n, sizeof *tp->shards);
+    int i = 0, rc = SR_OK;
+    const cJSON *it;
+    cJSON_ArrayForEach(it, arr)
+    {
+        rc = read_shard(r, it, tc, &tp->shards[i++]);
+        if (rc)
+            return rc;
+    }
+    return SR_OK;
+}
+
+static int read_cw_ranks(const struct reader *r, const cJSON *o, const struct sr_table_config *tc,
+                         struct sr_table_plan *tp)
+{
+    const cJSON *arr = cJSON_GetObjectItemCaseSensitive(o, "ranks");
+    int n = cJSON_GetArraySize(arr);
+    if (!cJSON_IsArray(arr) || n < 1 || tc->embedding_dim % n != 0)
+        return sr_error_set(SR_ERR_INVALID_ARG,
+                            "plan '%s': table '%s' (cw) needs \"shards\" or \"ranks\": one rank "
+                            "per column piece, their count dividing D = %d",
+                            r->source, tc->name, tc->embedding_dim);
+    int *ranks = sr_malloc(sizeof(int) * (size_t)n), i = 0;
+    const cJSON *it;
+    cJSON_ArrayForEach(it, arr) ranks[i++] = cJSON_IsNumber(it) ? (int)it->valuedouble : -1;
+    sr_plan_fill_cw(tp, tc, n, ranks);
+    sr_free(ranks);
+    return SR_OK;
+}
+
+/* Shards in their short form: filled in from the type and its one field. */
+static int fill_short(const struct reader *r, const cJSON *o, const struct sr_table_config *tc,
+                      struct sr_table_plan *tp)
+{
+    int64_t k = 0;
+    int rc = SR_OK;
+    switch (tp->type) {
+    case SR_SHARDING_TYPE_DATA_PARALLEL:
+        sr_plan_fill_dp(tp, tc, r->W);
+        break;
+    case SR_SHARDING_TYPE_ROW_WISE:
+        sr_plan_fill_rw(tp, tc, r->W);
+        break;
+    case SR_SHARDING_TYPE_TABLE_WISE:
+        rc = get_int(r, o, tc->name, "rank", 0, r->W - 1, 0, 0, &k);
+        if (!rc)
+            sr_plan_fill_tw(tp, tc, (int)k);
+        break;
+    case SR_SHARDING_TYPE_TABLE_ROW_WISE:
+        rc = get_int(r, o, tc->name, "node", 0, r->W / r->L - 1, 0, 0, &k);
+        if (!rc)
+            sr_plan_fill_twrw(tp, tc, (int)k, r->L);
+        break;
+    default:
+        rc = read_cw_ranks(r, o, tc, tp);
+    }
+    return rc;
+}
+
+static int read_table(const struct reader *r, const cJSON *o, const struct sr_table_config *tc,
+                      struct sr_table_plan *tp)
+{
+    const cJSON *ty = cJSON_GetObjectItemCaseSensitive(o, "sharding");
+    if (!cJSON_IsString(ty))
+        return sr_error_set(SR_ERR_INVALID_ARG,
+                            "plan '%s': table '%s' lacks \"sharding\" (dp, tw, rw, cw or twrw)",
+                            r->source, tc->name);
+    int rc = sr_sharding_type_parse(ty->valuestring, &tp->type);
+    if (rc)
+        return sr_error_set(rc, "plan '%s': table '%s': %s", r->source, tc->name,
+                            sr_error_message());
+    strcpy(tp->name, tc->name);
+    enum sr_sharding_type type = tp->type;
+    const cJSON *shards = cJSON_GetObjectItemCaseSensitive(o, "shards");
+    rc = shards ? read_shards(r, shards, tc, tp) : fill_short(r, o, tc, tp);
+    tp->type = type;
+    return rc;
+}
+
+/* The entry of table `name` in the "tables" array; errors on none or two. */
+static int find_table(const struct reader *r, const cJSON *tables, const char *name,
+                      const cJSON **out)
+{
+    const cJSON *it;
+    *out = NULL;
+    cJSON_ArrayForEach(it, tables)
+    {
+        const cJSON *n = cJSON_GetObjectItemCaseSensitive(it, "name");
+        if (!cJSON_IsString(n) || strcmp(n->valuestring, name) != 0)
+            continue;
+        if (*out)
+            return sr_error_set(SR_ERR_INVALID_ARG, "plan '%s': table '%s' appears twice",
+                                r->source, name);
+        *out = it;
+    }
+    if (!*out)
+        return sr_error_set(SR_ERR_INVALID_ARG,
+                            "plan '%s': no entry for table '%s'; HINT: every table of the "
+                            "config needs one",
+                            r->source, name);
+    return SR_OK;
+}
+
+/* Every entry names a table of the config. */
+static int check_names(const struct reader *r, const cJSON *tables)
+{
+    const cJSON *it;
+    cJSON_ArrayForEach(it, tables)
+    {
+        const cJSON *n = cJSON_GetObjectItemCaseSensitive(it, "name");
+        if (!cJSON_IsString(n))
+            return sr_error_set(SR_ERR_INVALID_ARG, "plan '%s': a table entry lacks \"name\"",
+                                r->source);
+        int found = 0;
+        for (int t = 0; t < r->cfg->num_tables && !found; t++)
+            found = strcmp(r->cfg->tables[t].name, n->valuestring) == 0;
+        if (!found)
+            return sr_error_set(SR_ERR_INVALID_ARG,
+                                "plan '%s': table '%s' is not in the model's config", r->source,
+                                n->valuestring);
+    }
+    return SR_OK;
+}
+
+static int read_root(const struct reader *r, const cJSON *root, struct sr_plan **out)
+{
+    int64_t w = 0, l = 0;
+    const cJSON *tables = cJSON_GetObjectItemCaseSensitive(root, "tables");
+    int rc = cJSON_IsObject(root) && cJSON_IsArray(tables)
+                 ? SR_OK
+                 : sr_error_set(SR_ERR_INVALID_ARG,
+                                "plan '%s': expected an object with a \"tables\" array",
+                                r->source);
+    if (!rc)
+        rc = get_int(r, root, "-", "world_size", 1, INT32_MAX, 1, r->W, &w);
+    if (!rc)
+        rc = get_int(r, root, "-", "local_size", 1, INT32_MAX, 1, r->L, &l);
+    if (!rc)
+        rc = check_names(r, tables);
+    if (rc)
+        return rc;
+    struct sr_plan *p = sr_plan_alloc(r->cfg->num_tables, (int)w, (int)l);
+    for (int t = 0; !rc && t < r->cfg->num_tables; t++) {
+        const cJSON *o;
+        rc = find_table(r, tables, r->cfg->tables[t].name, &o);
+        if (!rc)
+            rc = read_table(r, o, &r->cfg->tables[t], &p->tables[t]);
+    }
+    if (!rc)
+        rc = sr_plan_validate(p, r->cfg, r->W, r->L);
+    if (rc) {
+        sr_plan_free(p);
+        return rc;
+    }
+    *out = p;
+    return SR_OK;
+}
+
+int sr_plan_from_json(struct sr_plan **out, const char *text, const char *source,
+                      const struct sr_ebc_config *cfg, int world_size, int local_size)
+{
+    *out = NULL;
+    int rc = sr_ebc_config_validate(cfg);
+    if (rc)
+        return rc;
+    if (world_size < 1 || local_size < 1 || world_size % local_size != 0)
+        return sr_error_set(SR_ERR_INVALID_ARG,
+                            "plan '%s': world size %d is not a multiple of %d ranks per node",
+                            source, world_size, local_size);
+    cJSON *root = cJSON_Parse(text);
+    if (!root)
+        return sr_error_set(SR_ERR_INVALID_ARG,
+                            "plan '%s': not valid JSON near '%.20s'", source,
+                            cJSON_GetErrorPtr() ? cJSON_GetErrorPtr() : "?");
+    struct reader r = {.source = source, .cfg = cfg, .W = world_size, .L = local_size};
+    rc = read_root(&r, root, out);
+    cJSON_Delete(root);
+    return rc;
+}
+
+static char *slurp(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    size_t cap = 4096, n = 0;
+    char *buf = sr_malloc(cap);
+    size_t got;
+    while ((got = fread(buf + n, 1, cap - n - 1, f)) > 0) {
+        n += got;
+        if (n + 1 == cap)
+            buf = sr_realloc(buf, cap *= 2);
+    }
+    int bad = ferror(f);
+    fclose(f);
+    buf[n] = '\0';
+    if (bad) {
+        sr_free(buf);
+        return NULL;
+    }
+    return buf;
+}
+
+int sr_plan_read(struct sr_plan **out, const char *path, const struct sr_ebc_config *cfg,
+                 int world_size, int local_size)
+{
+    *out = NULL;
+    char *text = slurp(path);
+    if (!text)
+        return sr_error_set(SR_ERR_IO, "plan: cannot read '%s'; HINT: check the --plan path",
+                            path);
+    int rc = sr_plan_from_json(out, text, path, cfg, world_size, local_size);
+    sr_free(text);
+    return rc;
+}
