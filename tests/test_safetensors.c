@@ -106,8 +106,7 @@ static void expect_reject(const uint8_t *buf, size_t n, int status, ...)
     va_end(ap);
 }
 
-static void reject_json(const char *json, size_t data_len, int status, const char *a,
-                        const char *b)
+static void reject_json(const char *json, size_t data_len, int status, const char *a, const char *b)
 {
     size_t n;
     uint8_t *buf = make_file(json, data_len, &n);
@@ -213,7 +212,7 @@ static void test_metadata_and_empty_file_of_tensors(void **state)
 
 /* ---- corrupt files ---------------------------------------------------------------- */
 
-#define ONE(name, shape, b, e)                                                                   \
+#define ONE(name, shape, b, e)                                                                     \
     "\"" name "\":{\"dtype\":\"F32\",\"shape\":" shape ",\"data_offsets\":[" #b "," #e "]}"
 
 static void test_truncated(void **state)
@@ -268,8 +267,8 @@ static void test_offsets(void **state)
                 "overlap", NULL);
     reject_json("{" ONE("a", "[4]", 0, 16) "," ONE("b", "[4]", 20, 36) "}", 36, SR_ERR_DATA,
                 "4 unused bytes before tensor b", NULL);
-    reject_json("{" ONE("a", "[4]", 0, 16) "}", 20, SR_ERR_DATA,
-                "4 bytes after the last tensor", NULL);
+    reject_json("{" ONE("a", "[4]", 0, 16) "}", 20, SR_ERR_DATA, "4 bytes after the last tensor",
+                NULL);
     reject_json("{\"w\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[0]}}", 16, SR_ERR_DATA,
                 "tensor w", "not a pair of non-negative integers");
     reject_json("{\"w\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[-16,0]}}", 16,
@@ -284,10 +283,9 @@ static void test_shapes(void **state)
                 "data_offsets hold 16 bytes, shape [3] of F32 needs 12");
     reject_json("{" ONE("w", "[-1]", 0, 16) "}", 16, SR_ERR_DATA, "tensor w",
                 "shape entry 0 is not a non-negative integer");
-    reject_json("{" ONE("w", "[4, 1.5]", 0, 16) "}", 16, SR_ERR_DATA, "tensor w",
-                "shape entry 1");
-    reject_json("{" ONE("w", "[4294967296, 4294967296]", 0, 16) "}", 16, SR_ERR_DATA,
-                "tensor w", "overflows");
+    reject_json("{" ONE("w", "[4, 1.5]", 0, 16) "}", 16, SR_ERR_DATA, "tensor w", "shape entry 1");
+    reject_json("{" ONE("w", "[4294967296, 4294967296]", 0, 16) "}", 16, SR_ERR_DATA, "tensor w",
+                "overflows");
     reject_json("{" ONE("w", "[1e300]", 0, 16) "}", 16, SR_ERR_DATA, "tensor w",
                 "not a non-negative integer");
     reject_json("{" ONE("w", "[1,1,1,1,4]", 0, 16) "}", 16, SR_ERR_DATA, "tensor w",
@@ -301,8 +299,8 @@ static void test_dtypes(void **state)
                 SR_ERR_UNSUPPORTED, "tensor h has dtype F16", "F32 only");
     reject_json("{\"h\":{\"dtype\":\"BF16\",\"shape\":[8],\"data_offsets\":[0,16]}}", 16,
                 SR_ERR_UNSUPPORTED, "BF16", "HINT");
-    reject_json("{\"h\":{\"dtype\":\"Q4\",\"shape\":[8],\"data_offsets\":[0,16]}}", 16,
-                SR_ERR_DATA, "unknown dtype \"Q4\"", NULL);
+    reject_json("{\"h\":{\"dtype\":\"Q4\",\"shape\":[8],\"data_offsets\":[0,16]}}", 16, SR_ERR_DATA,
+                "unknown dtype \"Q4\"", NULL);
     reject_json("{\"h\":{\"shape\":[4],\"data_offsets\":[0,16]}}", 16, SR_ERR_DATA,
                 "tensor h has no \"dtype\"", NULL);
 }

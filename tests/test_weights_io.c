@@ -199,8 +199,8 @@ static void write_subset(const char *path, struct model *a, const char *const *d
     }
     for (int k = 0; k < F; k++) {
         snprintf(names[k], sizeof names[k], "emb.t%d.weight", k);
-        t[n] = (struct sr_st_tensor){.name = names[k], .ndim = 2, .shape = {rows[k], D},
-                                     .data = sr_ebc_weights(a->ebc, k)};
+        t[n] = (struct sr_st_tensor){
+            .name = names[k], .ndim = 2, .shape = {rows[k], D}, .data = sr_ebc_weights(a->ebc, k)};
         n++;
     }
     int kept = 0;

@@ -38,7 +38,7 @@
 #endif
 
 #define MAX_EXACT_INT 9007199254740992.0 /* 2^53: the largest integer a JSON double holds */
-#define HINT_CORRUPT "HINT: the file is corrupt or not a safetensors file; write it again"
+#define HINT_CORRUPT  "HINT: the file is corrupt or not a safetensors file; write it again"
 
 struct st_entry {
     char *name;
@@ -48,14 +48,14 @@ struct st_entry {
 };
 
 struct sr_st_file {
-    char *path;            /* path or label, for messages */
-    void *map;             /* the mapping (sr_st_open) or NULL */
+    char *path; /* path or label, for messages */
+    void *map;  /* the mapping (sr_st_open) or NULL */
     size_t map_len;
-    const uint8_t *data;   /* data area, 4-byte aligned */
+    const uint8_t *data; /* data area, 4-byte aligned */
     uint64_t data_len;
-    float *copy;           /* aligned copy of a misaligned data area, or NULL */
+    float *copy; /* aligned copy of a misaligned data area, or NULL */
     int n;
-    struct st_entry *e;    /* (n) sorted by data offset */
+    struct st_entry *e; /* (n) sorted by data offset */
 };
 
 /* ---- messages ------------------------------------------------------------------ */
@@ -115,9 +115,9 @@ static int get_count(const cJSON *item, uint64_t *out)
 
 static int check_dtype(const char *label, const char *name, const cJSON *dtype)
 {
-    static const char *const known[] = {"F16", "BF16", "F64", "I8",  "I16", "I32", "I64",
-                                        "U8",  "U16",  "U32", "U64", "BOOL", "F8_E4M3",
-                                        "F8_E5M2", NULL};
+    static const char *const known[] = {"F16", "BF16", "F64",     "I8",      "I16",
+                                        "I32", "I64",  "U8",      "U16",     "U32",
+                                        "U64", "BOOL", "F8_E4M3", "F8_E5M2", NULL};
     if (!cJSON_IsString(dtype))
         return fail(SR_ERR_DATA, label, "tensor %s has no \"dtype\" string; %s", name,
                     HINT_CORRUPT);
@@ -133,12 +133,10 @@ static int check_dtype(const char *label, const char *name, const cJSON *dtype)
                 dtype->valuestring, HINT_CORRUPT);
 }
 
-static int parse_shape(const char *label, const char *name, const cJSON *shape,
-                       struct st_entry *e)
+static int parse_shape(const char *label, const char *name, const cJSON *shape, struct st_entry *e)
 {
     if (!cJSON_IsArray(shape))
-        return fail(SR_ERR_DATA, label, "tensor %s has no \"shape\" array; %s", name,
-                    HINT_CORRUPT);
+        return fail(SR_ERR_DATA, label, "tensor %s has no \"shape\" array; %s", name, HINT_CORRUPT);
     e->ndim = cJSON_GetArraySize(shape);
     if (e->ndim > SR_ST_MAX_DIMS)
         return fail(SR_ERR_DATA, label,
@@ -147,7 +145,8 @@ static int parse_shape(const char *label, const char *name, const cJSON *shape,
                     name, e->ndim, SR_ST_MAX_DIMS);
     int d = 0;
     const cJSON *dim;
-    cJSON_ArrayForEach(dim, shape) {
+    cJSON_ArrayForEach(dim, shape)
+    {
         uint64_t v;
         if (get_count(dim, &v))
             return fail(SR_ERR_DATA, label,
@@ -156,24 +155,26 @@ static int parse_shape(const char *label, const char *name, const cJSON *shape,
         e->shape[d++] = (int64_t)v;
     }
     if (sr_st_numel(e->ndim, e->shape) < 0)
-        return fail(SR_ERR_DATA, label, "tensor %s: the shape's element count overflows; %s",
-                    name, HINT_CORRUPT);
+        return fail(SR_ERR_DATA, label, "tensor %s: the shape's element count overflows; %s", name,
+                    HINT_CORRUPT);
     return SR_OK;
 }
 
-static int parse_offsets(const char *label, const char *name, const cJSON *offs,
-                         uint64_t data_len, struct st_entry *e)
+static int parse_offsets(const char *label, const char *name, const cJSON *offs, uint64_t data_len,
+                         struct st_entry *e)
 {
     char shp[160];
     if (!cJSON_IsArray(offs) || cJSON_GetArraySize(offs) != 2 ||
         get_count(cJSON_GetArrayItem(offs, 0), &e->begin) ||
         get_count(cJSON_GetArrayItem(offs, 1), &e->end))
         return fail(SR_ERR_DATA, label,
-                    "tensor %s: \"data_offsets\" is not a pair of non-negative integers; %s",
-                    name, HINT_CORRUPT);
+                    "tensor %s: \"data_offsets\" is not a pair of non-negative integers; %s", name,
+                    HINT_CORRUPT);
     if (e->begin > e->end)
-        return fail(SR_ERR_DATA, label, "tensor %s: data_offsets [%" PRIu64 ", %" PRIu64
-                    "] are not ordered (begin > end); %s", name, e->begin, e->end, HINT_CORRUPT);
+        return fail(SR_ERR_DATA, label,
+                    "tensor %s: data_offsets [%" PRIu64 ", %" PRIu64
+                    "] are not ordered (begin > end); %s",
+                    name, e->begin, e->end, HINT_CORRUPT);
     if (e->end > data_len)
         return fail(SR_ERR_DATA, label,
                     "tensor %s: data_offsets [%" PRIu64 ", %" PRIu64 "] run past the end of the "
@@ -184,13 +185,13 @@ static int parse_offsets(const char *label, const char *name, const cJSON *offs,
         sr_st_shape_str(e->ndim, e->shape, shp, sizeof shp);
         return fail(SR_ERR_DATA, label,
                     "tensor %s: data_offsets hold %" PRIu64 " bytes, shape %s of F32 needs %" PRIu64
-                    "; %s", name, e->end - e->begin, shp, want, HINT_CORRUPT);
+                    "; %s",
+                    name, e->end - e->begin, shp, want, HINT_CORRUPT);
     }
     return SR_OK;
 }
 
-static int parse_entry(const char *label, const cJSON *item, uint64_t data_len,
-                       struct st_entry *e)
+static int parse_entry(const char *label, const cJSON *item, uint64_t data_len, struct st_entry *e)
 {
     const char *name = item->string;
     int rc;
@@ -213,7 +214,8 @@ static int check_metadata(const char *label, const cJSON *meta)
     const cJSON *kv;
     if (!cJSON_IsObject(meta))
         return fail(SR_ERR_DATA, label, "__metadata__ is not an object; %s", HINT_CORRUPT);
-    cJSON_ArrayForEach(kv, meta) {
+    cJSON_ArrayForEach(kv, meta)
+    {
         if (!cJSON_IsString(kv))
             return fail(SR_ERR_DATA, label, "__metadata__ value \"%.64s\" is not a string; %s",
                         kv->string ? kv->string : "", HINT_CORRUPT);
@@ -241,8 +243,8 @@ static int check_unique(const char *label, struct st_entry *e, int n)
     qsort(e, (size_t)n, sizeof *e, cmp_name);
     for (int i = 1; i < n; i++)
         if (strcmp(e[i - 1].name, e[i].name) == 0)
-            return fail(SR_ERR_DATA, label, "tensor %s appears twice in the header; %s",
-                        e[i].name, HINT_CORRUPT);
+            return fail(SR_ERR_DATA, label, "tensor %s appears twice in the header; %s", e[i].name,
+                        HINT_CORRUPT);
     return SR_OK;
 }
 
@@ -255,17 +257,20 @@ static int check_tiling(const char *label, struct st_entry *e, int n, uint64_t d
         if (e[i].begin < expect)
             return fail(SR_ERR_DATA, label,
                         "tensors %s and %s overlap (bytes %" PRIu64 "..%" PRIu64 " of the data "
-                        "area); %s", e[i - 1].name, e[i].name, e[i].begin, expect, HINT_CORRUPT);
+                        "area); %s",
+                        e[i - 1].name, e[i].name, e[i].begin, expect, HINT_CORRUPT);
         if (e[i].begin > expect)
             return fail(SR_ERR_DATA, label,
                         "%" PRIu64 " unused bytes before tensor %s (at data offset %" PRIu64
-                        "); %s", e[i].begin - expect, e[i].name, expect, HINT_CORRUPT);
+                        "); %s",
+                        e[i].begin - expect, e[i].name, expect, HINT_CORRUPT);
         expect = e[i].end;
     }
     if (expect != data_len)
         return fail(SR_ERR_DATA, label,
                     "%" PRIu64 " bytes after the last tensor are not described by the header; "
-                    "%s", data_len - expect, HINT_CORRUPT);
+                    "%s",
+                    data_len - expect, HINT_CORRUPT);
     return SR_OK;
 }
 
@@ -277,10 +282,10 @@ static int parse_entries(struct sr_st_file *f, const cJSON *root)
         return fail(SR_ERR_DATA, f->path, "the header is not a JSON object; %s", HINT_CORRUPT);
     int n = cJSON_GetArraySize(root);
     f->e = sr_calloc((size_t)n + 1, sizeof *f->e);
-    cJSON_ArrayForEach(item, root) {
+    cJSON_ArrayForEach(item, root)
+    {
         if (!item->string || !item->string[0])
-            return fail(SR_ERR_DATA, f->path, "a header entry has an empty name; %s",
-                        HINT_CORRUPT);
+            return fail(SR_ERR_DATA, f->path, "a header entry has an empty name; %s", HINT_CORRUPT);
         if (strcmp(item->string, "__metadata__") == 0) {
             if ((rc = check_metadata(f->path, item)))
                 return rc;
@@ -302,14 +307,18 @@ static int parse_header(struct sr_st_file *f, const uint8_t *buf, size_t size)
     if (size < 8)
         return fail(SR_ERR_DATA, f->path,
                     "the file is %zu bytes, too short for the 8-byte header length; "
-                    "HINT: the file is truncated or empty; write it again", size);
+                    "HINT: the file is truncated or empty; write it again",
+                    size);
     memcpy(&hlen, buf, 8);
     if (hlen < 2 || hlen > SR_ST_MAX_HEADER)
-        return fail(SR_ERR_DATA, f->path, "header length %" PRIu64 " is not in [2, %" PRIu64
-                    "]; %s", hlen, SR_ST_MAX_HEADER, HINT_CORRUPT);
+        return fail(SR_ERR_DATA, f->path,
+                    "header length %" PRIu64 " is not in [2, %" PRIu64 "]; %s", hlen,
+                    SR_ST_MAX_HEADER, HINT_CORRUPT);
     if (hlen > size - 8)
-        return fail(SR_ERR_DATA, f->path, "header length %" PRIu64 " runs past the end of the "
-                    "file (%zu bytes); HINT: the file is truncated; write it again", hlen, size);
+        return fail(SR_ERR_DATA, f->path,
+                    "header length %" PRIu64 " runs past the end of the "
+                    "file (%zu bytes); HINT: the file is truncated; write it again",
+                    hlen, size);
     const char *json = (const char *)buf + 8;
     cJSON *root = cJSON_ParseWithLengthOpts(json, (size_t)hlen, &end, 0);
     if (!root) {
@@ -368,7 +377,8 @@ static int map_file(struct sr_st_file *f, const char *path)
         return fail(SR_ERR_IO, path, "cannot open: %s", strerror(errno));
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
         close(fd);
-        return fail(SR_ERR_IO, path, "not a regular file; HINT: give the path of a .safetensors "
+        return fail(SR_ERR_IO, path,
+                    "not a regular file; HINT: give the path of a .safetensors "
                     "file");
     }
     f->map_len = (size_t)st.st_size;
@@ -377,8 +387,7 @@ static int map_file(struct sr_st_file *f, const char *path)
         if (f->map == MAP_FAILED) {
             f->map = NULL;
             close(fd);
-            return fail(SR_ERR_IO, path, "cannot map %zu bytes: %s", f->map_len,
-                        strerror(errno));
+            return fail(SR_ERR_IO, path, "cannot map %zu bytes: %s", f->map_len, strerror(errno));
         }
     }
     close(fd);
@@ -459,8 +468,10 @@ int sr_st_find(const struct sr_st_file *f, const char *name, const float **data,
             memcpy(shape, t.shape, sizeof t.shape);
         return SR_OK;
     }
-    return fail(SR_ERR_DATA, f->path, "no tensor named %s; HINT: list the file's tensors with "
-                "python3 tools/torch_dlrm.py list FILE", name);
+    return fail(SR_ERR_DATA, f->path,
+                "no tensor named %s; HINT: list the file's tensors with "
+                "python3 tools/torch_dlrm.py list FILE",
+                name);
 }
 
 /* ---- writer --------------------------------------------------------------------------- */
@@ -468,8 +479,10 @@ int sr_st_find(const struct sr_st_file *f, const char *name, const float **data,
 static int check_write_tensor(const char *path, const struct sr_st_tensor *t)
 {
     if (!t->name || !t->name[0] || strlen(t->name) > 1024 || !strcmp(t->name, "__metadata__"))
-        return fail(SR_ERR_INVALID_ARG, path, "tensor name \"%.64s\" is empty, too long or "
-                    "reserved", t->name ? t->name : "");
+        return fail(SR_ERR_INVALID_ARG, path,
+                    "tensor name \"%.64s\" is empty, too long or "
+                    "reserved",
+                    t->name ? t->name : "");
     if (t->ndim < 0 || t->ndim > SR_ST_MAX_DIMS)
         return fail(SR_ERR_INVALID_ARG, path, "tensor %s has ndim %d, not in [0, %d]", t->name,
                     t->ndim, SR_ST_MAX_DIMS);
@@ -574,8 +587,10 @@ static int write_file(const char *path, const char *tmp, int n,
 {
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0)
-        return fail(SR_ERR_IO, path, "cannot create %s: %s; HINT: check that the directory "
-                    "exists and is writable", tmp, strerror(errno));
+        return fail(SR_ERR_IO, path,
+                    "cannot create %s: %s; HINT: check that the directory "
+                    "exists and is writable",
+                    tmp, strerror(errno));
     int bad = write_body(fd, n, order) || fsync(fd) != 0;
     int err = errno;
     if (close(fd) != 0 && !bad)

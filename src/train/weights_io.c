@@ -26,8 +26,8 @@
 
 #define NAME_CAP (SR_NAME_MAX + 16)
 #define LIST_MAX 5 /* missing or extra names quoted in one message */
-#define HINT_MODEL                                                                              \
-    "HINT: the file was written for a different model; use the same --embedding-dim, "          \
+#define HINT_MODEL                                                                                 \
+    "HINT: the file was written for a different model; use the same --embedding-dim, "             \
     "--table-rows, --bot-mlp and --top-mlp as the run that wrote it"
 
 struct param {
@@ -108,9 +108,8 @@ static int check_missing(const struct sr_st_file *f, const struct param *p, int 
     if (!missing)
         return SR_OK;
     return sr_error_set(SR_ERR_DATA, "%s: %d tensor%s the model needs %s missing: %s%s; %s",
-                        sr_st_path(f), missing, missing > 1 ? "s" : "",
-                        missing > 1 ? "are" : "is", names, missing > LIST_MAX ? ", ..." : "",
-                        HINT_MODEL);
+                        sr_st_path(f), missing, missing > 1 ? "s" : "", missing > 1 ? "are" : "is",
+                        names, missing > LIST_MAX ? ", ..." : "", HINT_MODEL);
 }
 
 static int check_extra(const struct sr_st_file *f, const struct param *p, int n)
