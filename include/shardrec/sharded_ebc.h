@@ -1,0 +1,122 @@
+/*
+ * Sharded embedding bag collection: the EBC of ebc.h with its tables split
+ * over W ranks by a plan (plan.h). Every rank calls each function with its
+ * own B samples; the pooled output is, as in sr_ebc, (B, Σ D) in the config's
+ * feature order whatever the plan, and equals what one sr_ebc would compute
+ * on the global batch (within float summation order).
+ *
+ * One forward (DESIGN.md steps 3-5), every collective through comm.h:
+ *
+ *   input dist   bucketize each id to its owner shard; one all-to-all-v of
+ *                counts (2 int64 per peer: ids, flags) and ONE all-to-all-v of
+ *                4-byte words carrying, per destination, for every slot
+ *                (feature, shard) it owns: B lengths, then the ids (uint32
+ *                shard-local rows; 2 words each when a shard has >= 2^32
+ *                rows), then the per-id weights if the batch has them
+ *   lookup       each owner pools its received bags with dev->emb (sum
+ *                pooling, local shard tables) and keeps the ids
+ *   output dist  tw + cw: one all-to-all-v of pooled blocks (sparse comm)
+ *                rw:      one reduce-scatter of partial sums (sparse comm)
+ *                twrw:    reduce-scatter in the node (node comm), then an
+ *                         all-to-all-v among same-local-rank ranks (cross)
+ *                dp:      nothing (local lookup on the replica)
+ *                then mean bags are divided by their full length; empty -> 0
+ *
+ * Backward (steps 8-9), dpooled unscaled: mean bags are scaled by 1/length at
+ * the sample's rank, then tw+cw all-to-all-v, rw all-gather, twrw cross
+ * all-to-all-v then node all-gather; no ids travel. Owners merge duplicates
+ * and apply the fused optimizer in place. dp tables form their (E, D)
+ * gradient and per-row touch counts in one flat buffer: the trainer
+ * all-reduces it (SUM) with the dense buckets and calls
+ * sr_sharded_ebc_dp_update.
+ *
+ * Collectives per step, any number of tables, only for types present in the
+ * plan: forward 2 (input) + 1 (tw/cw) + 1 (rw) + 2 (twrw); backward 1 + 1 + 2.
+ *
+ * Memory: every buffer is sized at init for B samples and max_values local
+ * ids (worst case: all ids of a feature on one owner); forward and backward
+ * allocate nothing. Needs a host-visible device (the CPU) for now.
+ */
+#ifndef SHARDREC_SHARDED_EBC_H
+#define SHARDREC_SHARDED_EBC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "shardrec/comm.h"
+#include "shardrec/ebc.h"
+#include "shardrec/plan.h"
+
+/* sparse: every rank (input dist, tw/cw/rw output dist; W = its size,
+ * L = its local size, rank r on node r / L). node and cross: the ranks of my
+ * node and the ranks of my local rank on every node (sr_comm_split_node /
+ * sr_comm_split_cross of sparse); needed only when the plan has twrw tables,
+ * else may be NULL. Use communicators of their own, not the dense one. */
+struct sr_sharded_ebc_comms {
+    sr_comm_t sparse;
+    sr_comm_t node;
+    sr_comm_t cross;
+};
+
+/* Work of the last forward on this rank (for tests and the run summary). */
+struct sr_sharded_ebc_stats {
+    int64_t ids_sent;     /* ids this rank sent to owners (self included) */
+    int64_t ids_received; /* ids this rank received as an owner (self included) */
+    int64_t lookup_ids;   /* ids this rank pooled: received ones plus its dp ids */
+    int id_words;         /* 4-byte words per id on the wire: 1 or 2 */
+};
+
+struct sr_sharded_ebc;
+
+/* Create this rank's part: validates cfg, the plan (sr_plan_validate with W
+ * and L of comms->sparse), the optimizer (NULL: SGD), B >= 1 and max_values;
+ * SR_ERR_INVALID_ARG on any, naming the table. Allocates the local shards,
+ * initialised as rows of the global tables are (ebc.h: uniform(-sqrt(1/E),
+ * sqrt(1/E)) drawn at the global (row, col)), so any plan starts from the
+ * same model as sr_ebc_init with the same seed. Not collective (no
+ * communication). Running out of memory aborts. */
+int sr_sharded_ebc_init(struct sr_sharded_ebc **out, struct sr_device *dev,
+                        const struct sr_sharded_ebc_comms *comms, const struct sr_ebc_config *cfg,
+                        const struct sr_plan *plan, const struct sr_optim_config *optim, int B,
+                        int64_t max_values, uint64_t seed);
+void sr_sharded_ebc_free(struct sr_sharded_ebc *s); /* NULL ok; not collective */
+
+int sr_sharded_ebc_out_dim(const struct sr_sharded_ebc *s); /* Σ D over features */
+const struct sr_ebc_config *sr_sharded_ebc_config(const struct sr_sharded_ebc *s);
+
+/* Collective over the comms. kjt: this rank's B samples (stride must be B;
+ * offsets filled), checked as sr_ebc_forward checks (ids brought into range
+ * by each table's id policy, values rewritten under hash). A rank whose KJT
+ * is rejected still takes part in the count exchange, flagged: then EVERY
+ * rank returns SR_ERR_DATA (the rejecting rank with its own message, the
+ * others naming it) and none hangs; pooled is then undefined. On success
+ * pooled (B, Σ D) holds this rank's samples and the ids are kept for
+ * backward. No allocation. */
+int sr_sharded_ebc_forward(struct sr_sharded_ebc *s, struct sr_kjt *kjt, float *pooled);
+
+/* Collective. dpooled (B, Σ D): d loss / d pooled of the last forward's
+ * samples, unscaled (the loss already averages over the global batch).
+ * Sends the gradients to the owners, which apply the fused optimizer (lr, step
+ * from 1) to their touched rows; dp tables only form their gradient (see
+ * below). Calling it without a successful forward aborts. No allocation. */
+void sr_sharded_ebc_backward(struct sr_sharded_ebc *s, const float *dpooled, float lr,
+                             int64_t step);
+
+/* The dp tables' gradient of the last backward, in one flat fp32 buffer on
+ * the device, owned by s: per dp table in table order [ grad (E, D) | touch
+ * counts (E) ]. *n = its length (0 and NULL when the plan has no dp table).
+ * The caller all-reduces it (SUM, in place) across the ranks, then calls
+ * sr_sharded_ebc_dp_update. */
+float *sr_sharded_ebc_dp_grad_buffer(struct sr_sharded_ebc *s, size_t *n);
+/* Apply the fused optimizer to the rows of every dp table touched anywhere
+ * (count > 0), with the reduced gradient. Not collective; a no-op without dp
+ * tables. */
+void sr_sharded_ebc_dp_update(struct sr_sharded_ebc *s, float lr, int64_t step);
+
+/* Collective over comms->sparse: table t's weights (E, D) assembled on rank
+ * 0 into `full` (host; may be NULL on other ranks). One all-to-all-v. */
+int sr_sharded_ebc_gather_table(struct sr_sharded_ebc *s, int table, float *full);
+
+void sr_sharded_ebc_stats(const struct sr_sharded_ebc *s, struct sr_sharded_ebc_stats *out);
+
+#endif

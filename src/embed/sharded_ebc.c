@@ -1,0 +1,743 @@
+/*
+ * Sharded EBC: builds this rank's part of a plan (slots, local shard tables,
+ * one local lookup per output-dist group, every buffer at its worst-case
+ * size) and drives a step: input dist -> lookup -> output dist forward, and
+ * gradient dist -> fused optimizer backward. dp tables and gathering a table
+ * onto rank 0 live here too. The exchanges are in input_dist.c and
+ * output_dist.c; the layouts in sharded_internal.h.
+ *
+ * Sizes, per rank (S slots in all, n_me of them mine, k = most slots of one
+ * feature on me, c = most owners one id is copied to: cw pieces):
+ *
+ *   send      S*B lengths + max_values * c ids (+ weights), in words
+ *   recv      W * (n_me*B lengths + max_values * k ids (+ weights))
+ *   group g   W*B bags per slot, W * max_values * k_g ids (dp: B, max_values)
+ */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "shardrec/alloc.h"
+#include "shardrec/error.h"
+#include "shardrec/rng.h"
+#include "embed/sharded_internal.h"
+#include "embed/table_config.h"
+
+/* ---- argument checks ----------------------------------------------------- */
+
+static int check_comms(const struct sr_sharded_ebc_comms *c, const struct sr_plan *plan)
+{
+    if (!c || !c->sparse)
+        return sr_error_set(SR_ERR_INVALID_ARG, "sharded EBC: no sparse communicator");
+    const int W = sr_comm_size(c->sparse), L = sr_comm_local_size(c->sparse);
+    const int rank = sr_comm_rank(c->sparse);
+    if (L < 1 || W % L != 0 || sr_comm_node(c->sparse) != rank / L ||
+        sr_comm_local_rank(c->sparse) != rank % L)
+        return sr_error_set(SR_ERR_INVALID_ARG,
+                            "sharded EBC: rank %d is on node %d (local rank %d) but plans need "
+                            "node r / L with L = %d; HINT: launch ranks node by node (mpirun "
+                            "--map-by node:PE=1 is not that) or set --ranks-per-node",
+                            rank, sr_comm_node(c->sparse), sr_comm_local_rank(c->sparse), L);
+    int twrw = 0;
+    for (int t = 0; t < plan->num_tables; t++)
+        twrw |= plan->tables[t].type == SR_SHARDING_TYPE_TABLE_ROW_WISE;
+    if (!twrw)
+        return SR_OK;
+    if (!c->node || !c->cross || sr_comm_size(c->node) != L ||
+        sr_comm_rank(c->node) != rank % L || sr_comm_size(c->cross) != W / L ||
+        sr_comm_rank(c->cross) != rank / L)
+        return sr_error_set(SR_ERR_INVALID_ARG,
+                            "sharded EBC: the plan has twrw tables but the node/cross "
+                            "communicators are missing or not the node's %d ranks and the %d "
+                            "nodes' same-local-rank ranks; HINT: pass sr_comm_split_node and "
+                            "sr_comm_split_cross of the sparse communicator",
+                            L, W / L);
+    return SR_OK;
+}
+
+static int check_args(struct sr_device *dev, const struct sr_optim_config *o, int B,
+                      int64_t max_values, int F)
+{
+    if (!dev || !dev->emb || !dev->host_visible)
+        return sr_error_set(SR_ERR_UNSUPPORTED,
+                            "sharded EBC: needs a host-visible device with embedding ops (the "
+                            "CPU); HINT: GPU staging is not built yet");
+    if ((unsigned)o->kind > SR_OPTIM_ADAM)
+        return sr_error_set(SR_ERR_INVALID_ARG, "sharded EBC: unknown optimizer %d",
+                            (int)o->kind);
+    if (B < 1 || (int64_t)B * F >= INT32_MAX)
+        return sr_error_set(SR_ERR_INVALID_ARG, "sharded EBC: batch %d out of range", B);
+    if (max_values < 0 || max_values >= INT32_MAX)
+        return sr_error_set(SR_ERR_INVALID_ARG,
+                            "sharded EBC: max_values %lld out of range [0, 2^31)",
+                            (long long)max_values);
+    return SR_OK;
+}
+
+/* Row-wise Adagrad keeps one value per row from the mean of g^2 over all D
+ * columns: a column piece alone cannot compute it. */
+static int check_optim_plan(const struct sr_optim_config *o, const struct sr_plan *plan)
+{
+    for (int t = 0; o->kind == SR_OPTIM_ROWWISE_ADAGRAD && t < plan->num_tables; t++)
+        if (plan->tables[t].type == SR_SHARDING_TYPE_COLUMN_WISE && plan->tables[t].num_shards > 1)
+            return sr_error_set(SR_ERR_UNSUPPORTED,
+                                "sharded EBC: table '%s' is cw in %d pieces, but rowwise_adagrad "
+                                "needs whole rows; HINT: use adagrad, or shard it tw/rw/twrw",
+                                plan->tables[t].name, plan->tables[t].num_shards);
+    return SR_OK;
+}
+
+static struct sr_plan *plan_copy(const struct sr_plan *p)
+{
+    struct sr_plan *q = sr_plan_alloc(p->num_tables, p->world_size, p->local_size);
+    for (int t = 0; t < p->num_tables; t++) {
+        q->tables[t] = p->tables[t];
+        q->tables[t].shards = sr_malloc(sizeof(struct sr_shard) * (size_t)p->tables[t].num_shards);
+        memcpy(q->tables[t].shards, p->tables[t].shards,
+               sizeof(struct sr_shard) * (size_t)p->tables[t].num_shards);
+    }
+    return q;
+}
+
+/* ---- slots --------------------------------------------------------------- */
+
+static enum group_kind group_of(enum sr_sharding_type type)
+{
+    switch (type) {
+    case SR_SHARDING_TYPE_DATA_PARALLEL:
+        return GROUP_DP;
+    case SR_SHARDING_TYPE_ROW_WISE:
+        return GROUP_RW;
+    case SR_SHARDING_TYPE_TABLE_ROW_WISE:
+        return GROUP_TWRW;
+    default:
+        return GROUP_A2A;
+    }
+}
+
+static int count_slots(const struct sr_sharded_ebc *s)
+{
+    int n = 0;
+    for (int f = 0; f < s->cfg.num_features; f++) {
+        const struct sr_table_plan *tp = &s->plan->tables[s->cfg.feature_table[f]];
+        if (tp->type != SR_SHARDING_TYPE_DATA_PARALLEL)
+            n += tp->num_shards;
+    }
+    return n;
+}
+
+/* Every rank's slots, their message positions and their group columns. */
+static void build_slots(struct sr_sharded_ebc *s)
+{
+    const int F = s->cfg.num_features, W = s->W;
+    s->num_slots = count_slots(s);
+    s->slots = sr_calloc((size_t)(s->num_slots ? s->num_slots : 1), sizeof *s->slots);
+    s->first_slot = sr_calloc((size_t)F, sizeof *s->first_slot);
+    s->block = sr_calloc((size_t)F, sizeof *s->block);
+    s->nslots_at = sr_calloc((size_t)W, sizeof *s->nslots_at);
+    s->group_out = sr_calloc((size_t)GROUP_COUNT * W, sizeof *s->group_out);
+    int n = 0;
+    for (int f = 0; f < F; f++) {
+        const int t = s->cfg.feature_table[f];
+        const struct sr_table_plan *tp = &s->plan->tables[t];
+        const int64_t E = s->cfg.tables[t].num_embeddings;
+        s->first_slot[f] = tp->type == SR_SHARDING_TYPE_DATA_PARALLEL ? -1 : n;
+        s->block[f] = tp->type == SR_SHARDING_TYPE_ROW_WISE ? sr_plan_block_rows(E, W)
+                      : tp->type == SR_SHARDING_TYPE_TABLE_ROW_WISE ? sr_plan_block_rows(E, s->L)
+                                                                   : 0;
+        for (int j = 0; s->first_slot[f] >= 0 && j < tp->num_shards; j++, n++) {
+            const struct sr_shard *sh = &tp->shards[j];
+            struct slot *sl = &s->slots[n];
+            *sl = (struct slot){.feature = f, .table = t, .shard = j, .rank = sh->rank,
+                                .group = group_of(tp->type), .row_offset = sh->row_offset,
+                                .rows = sh->rows, .col_offset = sh->col_offset, .cols = sh->cols};
+            sl->pos = s->nslots_at[sh->rank]++;
+            sl->gcol = s->group_out[sl->group * W + sh->rank];
+            s->group_out[sl->group * W + sh->rank] += sh->cols;
+        }
+    }
+    s->max_nslots = 1;
+    for (int r = 0; r < W; r++)
+        if (s->nslots_at[r] > s->max_nslots)
+            s->max_nslots = s->nslots_at[r];
+    s->slot_at = sr_calloc((size_t)W * s->max_nslots, sizeof *s->slot_at);
+    for (int i = 0; i < s->num_slots; i++)
+        s->slot_at[s->slots[i].rank * s->max_nslots + s->slots[i].pos] = i;
+}
+
+/* Most slots of one feature on this rank within group g (g < 0: any group). */
+static int max_copies_here(const struct sr_sharded_ebc *s, int g)
+{
+    int best = 0;
+    for (int f = 0; f < s->cfg.num_features; f++) {
+        int k = 0;
+        for (int i = 0; s->first_slot[f] >= 0 && i < s->num_slots; i++)
+            k += s->slots[i].feature == f && s->slots[i].rank == s->rank &&
+                 (g < 0 || (int)s->slots[i].group == g);
+        if (k > best)
+            best = k;
+    }
+    return best;
+}
+
+/* ---- local shard tables --------------------------------------------------- */
+
+static size_t floats_padded(int64_t n)
+{
+    return ((size_t)n + 15) & ~(size_t)15;
+}
+
+/* Allocate a local shard and draw its rows as the global table's (ebc.h). */
+static void init_shard(struct sr_sharded_ebc *s, struct sr_emb_table *tab, int t,
+                       const struct sr_shard *sh, uint64_t seed)
+{
+    const struct sr_table_config *tc = &s->cfg.tables[t];
+    int per_row = 0;
+    int per_elem = sr_optim_state_per_element(s->optim.kind, &per_row);
+    size_t wf = floats_padded(sh->rows * sh->cols);
+    size_t sf = per_row ? (size_t)sh->rows : (size_t)per_elem * sh->rows * sh->cols;
+    tab->rows = sh->rows;
+    tab->dim = sh->cols;
+    tab->weight = sr_dev_alloc(s->dev, sizeof(float) * (wf + sf + 16));
+    tab->state = sf ? tab->weight + wf : NULL;
+
+    char name[SR_NAME_MAX + 16];
+    snprintf(name, sizeof name, "emb.%s.weight", tc->name);
+    const uint64_t stream = sr_rng_stream_of(name);
+    const double bound = sqrt(1.0 / (double)tc->num_embeddings);
+    const int D = tc->embedding_dim;
+    if (sh->cols == D) {
+        s->dev->emb->init_uniform(s->dev, tab->weight, sh->rows, D, sh->row_offset, seed, stream,
+                                  -bound, bound, NULL);
+    } else {
+        /* A column piece j of n: global counter ((row * n) + j) * cols + c. */
+        const int n = D / sh->cols, j = sh->col_offset / sh->cols;
+        for (int64_t r = 0; r < sh->rows; r++)
+            s->dev->emb->init_uniform(s->dev, tab->weight + r * sh->cols, 1, sh->cols,
+                                      (sh->row_offset + r) * n + j, seed, stream, -bound, bound,
+                                      NULL);
+    }
+    if (sf)
+        s->dev->emb->fill(s->dev, tab->state, (int64_t)sf,
+                          s->optim.kind == SR_OPTIM_ADAM ? 0.0f : s->optim.initial_accumulator,
+                          NULL);
+}
+
+/* Local tables of group g: dp tables (my replica), else the shards I own. */
+static void group_tables(struct sr_sharded_ebc *s, struct group *g, uint64_t seed)
+{
+    const int T = s->cfg.num_tables;
+    int n = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        if (pass == 1) {
+            g->tables = sr_calloc((size_t)(n ? n : 1), sizeof *g->tables);
+            g->table_of = sr_calloc((size_t)(n ? n : 1), sizeof *g->table_of);
+            g->shard_of = sr_calloc((size_t)(n ? n : 1), sizeof *g->shard_of);
+            g->row_base = sr_calloc((size_t)(n ? n : 1), sizeof *g->row_base);
+            g->num_tables = n;
+            n = 0;
+        }
+        for (int t = 0; t < T; t++) {
+            const struct sr_table_plan *tp = &s->plan->tables[t];
+            if (group_of(tp->type) != g->kind)
+                continue;
+            for (int j = 0; j < tp->num_shards; j++) {
+                if (tp->shards[j].rank != s->rank)
+                    continue;
+                if (pass == 1) {
+                    g->table_of[n] = t;
+                    g->shard_of[n] = j;
+                    g->row_base[n] = tp->shards[j].row_offset;
+                    init_shard(s, &g->tables[n], t, &tp->shards[j], seed);
+                }
+                n++;
+            }
+        }
+    }
+}
+
+static int local_table(const struct group *g, int t, int shard)
+{
+    for (int i = 0; i < g->num_tables; i++)
+        if (g->table_of[i] == t && g->shard_of[i] == shard)
+            return i;
+    SR_ABORT("no local shard %d of table %d", shard, t);
+}
+
+/* Local features of group g: dp features, else my slots of the group. */
+static void group_features(struct sr_sharded_ebc *s, struct group *g)
+{
+    int n = 0, cap = s->cfg.num_features + s->num_slots + 1;
+    g->slot_of = sr_calloc((size_t)cap, sizeof *g->slot_of);
+    g->features = sr_calloc((size_t)cap, sizeof *g->features);
+    if (g->kind == GROUP_DP) {
+        for (int f = 0; f < s->cfg.num_features; f++) {
+            int t = s->cfg.feature_table[f];
+            if (s->first_slot[f] >= 0)
+                continue;
+            g->slot_of[n] = f;
+            g->features[n] = (struct sr_emb_feature){.table = local_table(g, t, s->rank),
+                                                     .col = g->out_dim, .mean = 0};
+            g->out_dim += s->cfg.tables[t].embedding_dim;
+            n++;
+        }
+    } else {
+        for (int p = 0; p < s->nslots_at[s->rank]; p++) {
+            const struct slot *sl = &s->slots[s->slot_at[s->rank * s->max_nslots + p]];
+            if (sl->group != g->kind)
+                continue;
+            g->slot_of[n] = s->slot_at[s->rank * s->max_nslots + p];
+            g->features[n] = (struct sr_emb_feature){
+                .table = local_table(g, sl->table, sl->shard), .col = sl->gcol, .mean = 0};
+            n++;
+        }
+        g->out_dim = s->group_out[g->kind * s->W + s->rank];
+    }
+    g->layout.num_features = n;
+}
+
+static int build_group(struct sr_sharded_ebc *s, enum group_kind kind, uint64_t seed)
+{
+    struct group *g = &s->groups[kind];
+    g->kind = kind;
+    for (int t = 0; t < s->cfg.num_tables; t++)
+        g->active |= group_of(s->plan->tables[t].type) == kind;
+    g->batch = kind == GROUP_DP ? s->B : s->W * s->B;
+    int64_t maxv = kind == GROUP_DP ? s->max_values
+                                    : (int64_t)s->W * s->max_values * max_copies_here(s, kind);
+    if (maxv >= INT32_MAX)
+        return sr_error_set(SR_ERR_INVALID_ARG,
+                            "sharded EBC: rank %d may receive %lld ids in one step (%d ranks x "
+                            "%lld); HINT: lower the batch size or spread the tables",
+                            s->rank, (long long)maxv, s->W, (long long)s->max_values);
+    group_tables(s, g, seed);
+    group_features(s, g);
+    int max_dim = 1;
+    for (int i = 0; i < g->num_tables; i++)
+        max_dim = g->tables[i].dim > max_dim ? g->tables[i].dim : max_dim;
+    g->layout = (struct sr_emb_layout){.num_tables = g->num_tables, .tables = g->tables,
+                                       .num_features = g->layout.num_features,
+                                       .features = g->features, .out_dim = g->out_dim,
+                                       .max_dim = max_dim, .max_batch = g->batch,
+                                       .max_values = maxv, .optim = s->optim.kind};
+    const int F = g->layout.num_features;
+    g->workspace = sr_dev_alloc(s->dev, s->dev->emb->workspace_bytes(s->dev, &g->layout));
+    s->dev->emb->workspace_init(s->dev, &g->layout, g->workspace);
+    g->lengths = sr_calloc((size_t)F * g->batch + 1, sizeof *g->lengths);
+    g->offsets = sr_calloc((size_t)F * g->batch + 1, sizeof *g->offsets);
+    g->values = sr_calloc((size_t)maxv + 1, sizeof *g->values);
+    g->weights = sr_calloc((size_t)maxv + 1, sizeof *g->weights);
+    g->feature_pos = sr_calloc((size_t)F + 1, sizeof *g->feature_pos);
+    g->table_pos = sr_calloc((size_t)g->num_tables + 1, sizeof *g->table_pos);
+    g->cursor = sr_calloc((size_t)g->num_tables + 1, sizeof *g->cursor);
+    size_t pooled = (size_t)g->batch * g->out_dim + 1;
+    g->pooled = sr_dev_alloc_zero(s->dev, sizeof(float) * pooled);
+    g->dpooled = sr_dev_alloc_zero(s->dev, sizeof(float) * pooled);
+    return SR_OK;
+}
+
+/* ---- exchange buffers ----------------------------------------------------- */
+
+static void alloc_input_dist(struct sr_sharded_ebc *s)
+{
+    const int W = s->W, S = s->num_slots;
+    int copies = 1;
+    s->id_words = 1;
+    for (int i = 0; i < S; i++) {
+        if (s->slots[i].rows > ((int64_t)1 << 32))
+            s->id_words = 2;
+        if (s->slots[i].group == GROUP_A2A) {
+            const struct sr_table_plan *tp = &s->plan->tables[s->slots[i].table];
+            copies = tp->num_shards > copies ? tp->num_shards : copies;
+        }
+    }
+    const size_t per_id = (size_t)s->id_words + 1;
+    s->send_cap = (size_t)S * s->B + (size_t)s->max_values * copies * per_id + 1;
+    s->recv_cap = (size_t)W * ((size_t)s->nslots_at[s->rank] * s->B +
+                               (size_t)s->max_values * max_copies_here(s, -1) * per_id) + 1;
+    s->lens = sr_calloc((size_t)S * s->B + 1, sizeof *s->lens);
+    s->slot_n = sr_calloc((size_t)S + 1, sizeof *s->slot_n);
+    s->slot_cursor = sr_calloc((size_t)S + 1, sizeof *s->slot_cursor);
+    s->slot_wcursor = sr_calloc((size_t)S + 1, sizeof *s->slot_wcursor);
+    s->count_send = sr_calloc((size_t)2 * W, sizeof *s->count_send);
+    s->count_recv = sr_calloc((size_t)2 * W, sizeof *s->count_recv);
+    s->send_counts = sr_calloc((size_t)W, sizeof(size_t));
+    s->send_displs = sr_calloc((size_t)W, sizeof(size_t));
+    s->recv_counts = sr_calloc((size_t)W, sizeof(size_t));
+    s->recv_displs = sr_calloc((size_t)W, sizeof(size_t));
+    s->send_buf = sr_aligned_alloc(s->send_cap * sizeof(int32_t));
+    s->recv_buf = sr_aligned_alloc(s->recv_cap * sizeof(int32_t));
+    s->recv_slot_start = sr_calloc((size_t)W * s->max_nslots, sizeof *s->recv_slot_start);
+}
+
+static void alloc_output_dist(struct sr_sharded_ebc *s)
+{
+    const int W = s->W, B = s->B;
+    size_t a = 0, t = 0;
+    for (int r = 0; r < W; r++)
+        a += (size_t)s->group_out[GROUP_A2A * W + r];
+    for (int m = 0; m < s->nodes; m++)
+        t += (size_t)s->group_out[GROUP_TWRW * W + m * s->L];
+    s->scale = sr_calloc((size_t)s->cfg.num_features * B, sizeof *s->scale);
+    s->a2a_buf = sr_aligned_alloc(sizeof(float) * (a * B + 1));
+    s->rw_buf = sr_aligned_alloc(sizeof(float) * ((size_t)B * s->groups[GROUP_RW].out_dim + 1));
+    s->twrw_mid = sr_aligned_alloc(
+        sizeof(float) * ((size_t)s->nodes * B * s->groups[GROUP_TWRW].out_dim + 1));
+    s->twrw_buf = sr_aligned_alloc(sizeof(float) * (t * B + 1));
+    s->a_counts = sr_calloc((size_t)W, sizeof(size_t));
+    s->a_displs = sr_calloc((size_t)W, sizeof(size_t));
+    s->b_counts = sr_calloc((size_t)W, sizeof(size_t));
+    s->b_displs = sr_calloc((size_t)W, sizeof(size_t));
+}
+
+static int alloc_dp(struct sr_sharded_ebc *s)
+{
+    struct group *g = &s->groups[GROUP_DP];
+    if (g->num_tables == 0)
+        return SR_OK;
+    s->dp_ops = sr_emb_dp_ops_get(s->dev);
+    if (!s->dp_ops)
+        return sr_error_set(SR_ERR_UNSUPPORTED,
+                            "sharded EBC: device %s has no ops for dp tables; HINT: shard "
+                            "small tables tw instead",
+                            s->dev->name);
+    s->dp_grad = sr_calloc((size_t)g->num_tables, sizeof *s->dp_grad);
+    s->dp_counts = sr_calloc((size_t)g->num_tables, sizeof *s->dp_counts);
+    for (int i = 0; i < g->num_tables; i++)
+        s->dp_len += (size_t)g->tables[i].rows * (g->tables[i].dim + 1);
+    s->dp_buf = sr_dev_alloc_zero(s->dev, sizeof(float) * s->dp_len);
+    size_t off = 0;
+    for (int i = 0; i < g->num_tables; i++) {
+        s->dp_grad[i] = s->dp_buf + off;
+        off += (size_t)g->tables[i].rows * g->tables[i].dim;
+        s->dp_counts[i] = s->dp_buf + off;
+        off += (size_t)g->tables[i].rows;
+    }
+    return SR_OK;
+}
+
+/* ---- init / free ---------------------------------------------------------- */
+
+static void build_features(struct sr_sharded_ebc *s)
+{
+    const int F = s->cfg.num_features;
+    s->feature_col = sr_calloc((size_t)F, sizeof *s->feature_col);
+    s->feature_rows = sr_calloc((size_t)F, sizeof *s->feature_rows);
+    s->feature_policy = sr_calloc((size_t)F, sizeof *s->feature_policy);
+    for (int f = 0; f < F; f++) {
+        const struct sr_table_config *tc = &s->cfg.tables[s->cfg.feature_table[f]];
+        s->feature_col[f] = s->out_dim;
+        s->feature_rows[f] = tc->num_embeddings;
+        s->feature_policy[f] = tc->id_policy;
+        s->out_dim += tc->embedding_dim;
+    }
+}
+
+int sr_sharded_ebc_init(struct sr_sharded_ebc **out, struct sr_device *dev,
+                        const struct sr_sharded_ebc_comms *comms, const struct sr_ebc_config *cfg,
+                        const struct sr_plan *plan, const struct sr_optim_config *optim, int B,
+                        int64_t max_values, uint64_t seed)
+{
+    *out = NULL;
+    struct sr_optim_config o = optim ? *optim : sr_optim_config_default(SR_OPTIM_SGD);
+    int rc = sr_ebc_config_validate(cfg);
+    if (!rc)
+        rc = check_args(dev, &o, B, max_values, cfg->num_features);
+    if (!rc && (!comms || !comms->sparse))
+        rc = sr_error_set(SR_ERR_INVALID_ARG, "sharded EBC: no sparse communicator");
+    if (!rc)
+        rc = sr_plan_validate(plan, cfg, sr_comm_size(comms->sparse),
+                              sr_comm_local_size(comms->sparse));
+    if (!rc)
+        rc = check_comms(comms, plan);
+    if (!rc)
+        rc = check_optim_plan(&o, plan);
+    if (rc)
+        return rc;
+
+    struct sr_sharded_ebc *s = sr_calloc(1, sizeof *s);
+    s->dev = dev;
+    s->comms = *comms;
+    s->optim = o;
+    s->B = B;
+    s->max_values = max_values;
+    s->W = sr_comm_size(comms->sparse);
+    s->L = sr_comm_local_size(comms->sparse);
+    s->nodes = s->W / s->L;
+    s->rank = sr_comm_rank(comms->sparse);
+    s->node = s->rank / s->L;
+    s->local_rank = s->rank % s->L;
+    sr_ebc_config_copy(&s->cfg, cfg);
+    s->plan = plan_copy(plan);
+    build_features(s);
+    build_slots(s);
+    for (int k = 0; !rc && k < GROUP_COUNT; k++)
+        rc = build_group(s, (enum group_kind)k, seed);
+    if (!rc)
+        rc = alloc_dp(s);
+    if (rc) {
+        sr_sharded_ebc_free(s);
+        return rc;
+    }
+    alloc_input_dist(s);
+    alloc_output_dist(s);
+    s->stats.id_words = s->id_words;
+    sr_dev_sync(dev, NULL);
+    *out = s;
+    return SR_OK;
+}
+
+static void free_group(struct sr_device *dev, struct group *g)
+{
+    for (int i = 0; g->tables && i < g->num_tables; i++)
+        sr_dev_free(dev, g->tables[i].weight);
+    sr_dev_free(dev, g->workspace);
+    sr_dev_free(dev, g->pooled);
+    sr_dev_free(dev, g->dpooled);
+    void *host[] = {g->tables, g->table_of, g->shard_of, g->row_base, g->slot_of, g->features,
+                    g->lengths, g->offsets, g->values, g->weights, g->feature_pos,
+                    g->table_pos, g->cursor};
+    for (size_t i = 0; i < sizeof host / sizeof host[0]; i++)
+        sr_free(host[i]);
+}
+
+void sr_sharded_ebc_free(struct sr_sharded_ebc *s)
+{
+    if (!s)
+        return;
+    for (int k = 0; k < GROUP_COUNT; k++)
+        free_group(s->dev, &s->groups[k]);
+    sr_dev_free(s->dev, s->dp_buf);
+    void *host[] = {s->feature_col, s->feature_rows, s->feature_policy, s->slots,
+                    s->first_slot, s->block, s->nslots_at, s->slot_at, s->group_out, s->lens,
+                    s->slot_n, s->slot_cursor, s->slot_wcursor, s->count_send, s->count_recv, s->send_counts,
+                    s->send_displs, s->recv_counts, s->recv_displs, s->send_buf, s->recv_buf,
+                    s->recv_slot_start, s->scale, s->a2a_buf, s->rw_buf, s->twrw_mid,
+                    s->twrw_buf, s->a_counts, s->a_displs, s->b_counts, s->b_displs,
+                    s->dp_grad, s->dp_counts};
+    for (size_t i = 0; i < sizeof host / sizeof host[0]; i++)
+        sr_free(host[i]);
+    sr_plan_free(s->plan);
+    sr_ebc_config_release(&s->cfg);
+    sr_free(s);
+}
+
+int sr_sharded_ebc_out_dim(const struct sr_sharded_ebc *s)
+{
+    return s->out_dim;
+}
+
+const struct sr_ebc_config *sr_sharded_ebc_config(const struct sr_sharded_ebc *s)
+{
+    return &s->cfg;
+}
+
+void sr_sharded_ebc_stats(const struct sr_sharded_ebc *s, struct sr_sharded_ebc_stats *out)
+{
+    *out = s->stats;
+}
+
+/* ---- forward --------------------------------------------------------------- */
+
+static int check_kjt(const struct sr_sharded_ebc *s, struct sr_kjt *kjt)
+{
+    const struct sr_ebc_config *c = &s->cfg;
+    if (kjt->num_keys != c->num_features || kjt->stride != s->B ||
+        kjt->num_values > s->max_values)
+        return sr_error_set(SR_ERR_INVALID_ARG,
+                            "sharded EBC: KJT of %d features, %d samples and %lld ids; this EBC "
+                            "takes %d features, exactly %d samples and at most %lld ids",
+                            kjt->num_keys, kjt->stride, (long long)kjt->num_values,
+                            c->num_features, s->B, (long long)s->max_values);
+    if (!kjt->offsets || !kjt->lengths || (kjt->num_values > 0 && !kjt->values))
+        return sr_error_set(SR_ERR_INVALID_ARG,
+                            "sharded EBC: KJT lacks lengths, offsets or values; HINT: fill "
+                            "offsets with sr_kjt_compute_offsets");
+    for (int f = 0; kjt->keys && f < c->num_features; f++)
+        if (kjt->keys[f] && strcmp(kjt->keys[f], c->feature_names[f]) != 0)
+            return sr_error_set(SR_ERR_INVALID_ARG,
+                                "sharded EBC: KJT feature %d is '%s' but the config's is '%s'",
+                                f, kjt->keys[f], c->feature_names[f]);
+    int rc = sr_kjt_validate(kjt);
+    for (int f = 0; !rc && kjt->weights && f < c->num_features; f++)
+        if (c->tables[c->feature_table[f]].pooling == SR_POOLING_MEAN)
+            rc = sr_error_set(SR_ERR_INVALID_ARG,
+                              "sharded EBC: table '%s' pools by mean but the KJT has per-id "
+                              "weights (feature '%s'); HINT: weights need sum pooling",
+                              c->tables[c->feature_table[f]].name, c->feature_names[f]);
+    if (!rc)
+        rc = sr_kjt_apply_id_policy(kjt, s->feature_rows, s->feature_policy);
+    return rc;
+}
+
+/* Where each local feature's ids go in the table-grouped id list (ebc.c). */
+static void group_meta(struct group *g)
+{
+    const int T = g->num_tables, F = g->layout.num_features, N = g->batch;
+    memset(g->table_pos, 0, sizeof *g->table_pos * ((size_t)T + 1));
+    for (int f = 0; f < F; f++)
+        g->table_pos[g->features[f].table + 1] +=
+            g->offsets[(int64_t)(f + 1) * N] - g->offsets[(int64_t)f * N];
+    for (int t = 0; t < T; t++) {
+        g->table_pos[t + 1] += g->table_pos[t];
+        g->cursor[t] = g->table_pos[t];
+    }
+    for (int f = 0; f < F; f++) {
+        int t = g->features[f].table;
+        g->feature_pos[f] = g->cursor[t];
+        g->cursor[t] += g->offsets[(int64_t)(f + 1) * N] - g->offsets[(int64_t)f * N];
+    }
+}
+
+static struct sr_emb_batch group_batch(const struct group *g)
+{
+    return (struct sr_emb_batch){.batch = g->batch, .num_values = g->num_values,
+                                 .offsets = g->offsets, .values = g->values,
+                                 .weights = g->has_weights ? g->weights : NULL,
+                                 .feature_pos = g->feature_pos, .table_pos = g->table_pos};
+}
+
+static void lookup(struct sr_sharded_ebc *s, struct group *g)
+{
+    if (!g->active || g->layout.num_features == 0)
+        return;
+    group_meta(g);
+    struct sr_emb_batch b = group_batch(g);
+    s->dev->emb->forward(s->dev, &g->layout, &b, 1, g->pooled, g->workspace, NULL);
+    s->stats.lookup_ids += g->num_values;
+}
+
+int sr_sharded_ebc_forward(struct sr_sharded_ebc *s, struct sr_kjt *kjt, float *pooled)
+{
+    s->have_ids = 0;
+    int rc = check_kjt(s, kjt);
+    rc = sr_input_dist(s, kjt, rc);
+    if (rc)
+        return rc;
+    s->stats.lookup_ids = 0;
+    for (int k = 0; k < GROUP_COUNT; k++)
+        lookup(s, &s->groups[k]);
+    sr_output_dist_forward(s, kjt, pooled);
+    s->have_ids = 1;
+    return SR_OK;
+}
+
+/* ---- backward and dp tables ----------------------------------------------- */
+
+void sr_sharded_ebc_backward(struct sr_sharded_ebc *s, const float *dpooled, float lr,
+                             int64_t step)
+{
+    SR_ASSERT(s->have_ids);
+    sr_output_dist_backward(s, dpooled);
+    struct sr_emb_update u = {.optim = s->optim, .lr = lr, .step = step};
+    for (int k = GROUP_A2A; k < GROUP_COUNT; k++) {
+        struct group *g = &s->groups[k];
+        if (!g->active || g->layout.num_features == 0)
+            continue;
+        struct sr_emb_batch b = group_batch(g);
+        s->dev->emb->backward(s->dev, &g->layout, &b, g->dpooled, &u, g->workspace, NULL);
+    }
+    struct group *dp = &s->groups[GROUP_DP];
+    if (dp->num_tables > 0) {
+        sr_dev_memset(s->dev, s->dp_buf, 0, sizeof(float) * s->dp_len, NULL);
+        struct sr_emb_batch b = group_batch(dp);
+        s->dp_ops->accumulate(s->dev, &dp->layout, &b, dp->dpooled, s->dp_grad, s->dp_counts,
+                              NULL);
+    }
+    s->have_ids = 0;
+}
+
+float *sr_sharded_ebc_dp_grad_buffer(struct sr_sharded_ebc *s, size_t *n)
+{
+    *n = s->dp_len;
+    return s->dp_len ? s->dp_buf : NULL;
+}
+
+void sr_sharded_ebc_dp_update(struct sr_sharded_ebc *s, float lr, int64_t step)
+{
+    struct group *dp = &s->groups[GROUP_DP];
+    struct sr_emb_update u = {.optim = s->optim, .lr = lr, .step = step};
+    for (int i = 0; i < dp->num_tables; i++)
+        s->dp_ops->apply(s->dev, &dp->tables[i], s->dp_grad[i], s->dp_counts[i], &u, NULL);
+}
+
+/* ---- gather ----------------------------------------------------------------- */
+
+/* Copy table t's shards that `rank` owns, in shard order, to or from buf. */
+static size_t shard_floats_at(const struct sr_table_plan *tp, int rank)
+{
+    size_t n = 0;
+    for (int j = 0; j < tp->num_shards; j++)
+        if (tp->shards[j].rank == rank)
+            n += (size_t)tp->shards[j].rows * tp->shards[j].cols;
+    return n;
+}
+
+static void pack_my_shards(struct sr_sharded_ebc *s, int t, float *buf)
+{
+    const struct sr_table_plan *tp = &s->plan->tables[t];
+    const struct group *g = &s->groups[group_of(tp->type)];
+    size_t off = 0;
+    for (int j = 0; j < tp->num_shards; j++) {
+        if (tp->shards[j].rank != s->rank)
+            continue;
+        const struct sr_emb_table *tab = &g->tables[local_table(g, t, j)];
+        size_t n = (size_t)tab->rows * tab->dim;
+        sr_dev_copy(s->dev, buf + off, tab->weight, sizeof(float) * n, NULL);
+        off += n;
+    }
+}
+
+static void unpack_shards(const struct sr_sharded_ebc *s, int t, const float *recv, float *full)
+{
+    const struct sr_table_plan *tp = &s->plan->tables[t];
+    const int D = s->cfg.tables[t].embedding_dim;
+    for (int r = 0; r < s->W; r++)
+        for (int j = 0; j < tp->num_shards; j++) {
+            const struct sr_shard *sh = &tp->shards[j];
+            if (sh->rank != r)
+                continue;
+            for (int64_t i = 0; i < sh->rows; i++)
+                memcpy(full + (sh->row_offset + i) * D + sh->col_offset, recv + i * sh->cols,
+                       sizeof(float) * sh->cols);
+            recv += (size_t)sh->rows * sh->cols;
+        }
+}
+
+int sr_sharded_ebc_gather_table(struct sr_sharded_ebc *s, int t, float *full)
+{
+    if (t < 0 || t >= s->cfg.num_tables)
+        return sr_error_set(SR_ERR_INVALID_ARG, "sharded EBC: no table %d", t);
+    const struct sr_table_plan *tp = &s->plan->tables[t];
+    const struct sr_table_config *tc = &s->cfg.tables[t];
+    if (s->rank == 0 && !full)
+        return sr_error_set(SR_ERR_INVALID_ARG, "sharded EBC: gather of '%s' needs a buffer on "
+                                                "rank 0", tc->name);
+    if (tp->type == SR_SHARDING_TYPE_DATA_PARALLEL) {
+        if (s->rank == 0)
+            pack_my_shards(s, t, full);
+        return SR_OK;
+    }
+    size_t mine = shard_floats_at(tp, s->rank);
+    float *send = sr_malloc(sizeof(float) * (mine + 1));
+    float *recv = s->rank == 0 ? sr_malloc(sizeof(float) * ((size_t)tc->num_embeddings *
+                                                            tc->embedding_dim + 1))
+                               : NULL;
+    size_t *c = sr_calloc((size_t)4 * s->W, sizeof(size_t));
+    size_t off = 0;
+    for (int r = 0; s->rank == 0 && r < s->W; r++) {
+        c[2 * s->W + r] = shard_floats_at(tp, r);
+        c[3 * s->W + r] = off;
+        off += c[2 * s->W + r];
+    }
+    c[0] = mine;
+    pack_my_shards(s, t, send);
+    sr_comm_all_to_allv(s->comms.sparse, send, c, c + s->W, recv, c + 2 * s->W, c + 3 * s->W,
+                        SR_DTYPE_F32, NULL, NULL);
+    if (s->rank == 0)
+        unpack_shards(s, t, recv, full);
+    sr_free(c);
+    sr_free(recv);
+    sr_free(send);
+    return SR_OK;
+}
