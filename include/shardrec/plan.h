@@ -61,9 +61,9 @@ struct sr_table_plan {
 };
 
 struct sr_plan {
-    int world_size; /* W */
-    int local_size; /* L, ranks per node */
-    int num_tables; /* T, in the EBC config's order */
+    int world_size;               /* W */
+    int local_size;               /* L, ranks per node */
+    int num_tables;               /* T, in the EBC config's order */
     struct sr_table_plan *tables; /* (T) */
 };
 
@@ -96,8 +96,8 @@ int sr_plan_default(struct sr_plan **out, const struct sr_ebc_config *cfg, int w
  * order, ranks in [0, W), shards laid out as the type requires (see above),
  * every row and column covered exactly once. SR_ERR_INVALID_ARG naming the
  * table, the shard and what is wrong. */
-int sr_plan_validate(const struct sr_plan *plan, const struct sr_ebc_config *cfg,
-                     int world_size, int local_size);
+int sr_plan_validate(const struct sr_plan *plan, const struct sr_ebc_config *cfg, int world_size,
+                     int local_size);
 
 /* JSON text of the plan (caller frees with sr_free), and back: the text is
  * parsed, completed (omitted shards filled in), put in cfg's table order and

@@ -28,8 +28,8 @@ struct sr_emb_dp_ops {
      * grad and counts are (T) host arrays of device pointers, zeroed by the
      * caller. Each table is summed in id order by one thread. */
     void (*accumulate)(struct sr_device *dev, const struct sr_emb_layout *layout,
-                       const struct sr_emb_batch *batch, const float *dpooled,
-                       float *const *grad, float *const *counts, sr_stream_t s);
+                       const struct sr_emb_batch *batch, const float *dpooled, float *const *grad,
+                       float *const *counts, sr_stream_t s);
     /* The fused optimizer of `update` on every row r of tab with counts[r] > 0,
      * with gradient row grad[r*D ..]. */
     void (*apply)(struct sr_device *dev, const struct sr_emb_table *tab, const float *grad,

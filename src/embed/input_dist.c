@@ -28,7 +28,7 @@
 #include "embed/sharded_internal.h"
 
 #define FLAG_WEIGHTS 1
-#define FLAG_ERROR 2
+#define FLAG_ERROR   2
 
 /* ---- sender side ----------------------------------------------------------- */
 
@@ -165,8 +165,8 @@ static void exchange_data(struct sr_sharded_ebc *s)
         s->stats.ids_received += n;
     }
     SR_ASSERT(off <= s->recv_cap);
-    sr_comm_all_to_allv(s->comms.sparse, s->send_buf, s->send_counts, s->send_displs,
-                        s->recv_buf, s->recv_counts, s->recv_displs, SR_DTYPE_I32, NULL, NULL);
+    sr_comm_all_to_allv(s->comms.sparse, s->send_buf, s->send_counts, s->send_displs, s->recv_buf,
+                        s->recv_counts, s->recv_displs, SR_DTYPE_I32, NULL, NULL);
 }
 
 /* ---- receiver side -------------------------------------------------------- */
@@ -209,10 +209,9 @@ static void copy_ids(const struct sr_sharded_ebc *s, struct group *g, int p, int
     const int32_t *region = s->recv_buf + s->recv_displs[src] + nlen;
     const int32_t *ids = region + start * s->id_words;
     for (int64_t i = 0; i < n; i++)
-        g->values[dst + i] = s->id_words == 1
-                                 ? (int64_t)(uint32_t)ids[i]
-                                 : (int64_t)((uint64_t)(uint32_t)ids[2 * i] |
-                                             (uint64_t)(uint32_t)ids[2 * i + 1] << 32);
+        g->values[dst + i] = s->id_words == 1 ? (int64_t)(uint32_t)ids[i]
+                                              : (int64_t)((uint64_t)(uint32_t)ids[2 * i] |
+                                                          (uint64_t)(uint32_t)ids[2 * i + 1] << 32);
     if (!g->has_weights)
         return;
     if (s->count_recv[2 * src + 1] & FLAG_WEIGHTS)

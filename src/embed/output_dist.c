@@ -143,8 +143,8 @@ static void twrw_forward(struct sr_sharded_ebc *s, float *pooled)
 {
     const struct group *g = &s->groups[GROUP_TWRW];
     sr_comm_reduce_scatter(s->comms.node, g->pooled, s->twrw_mid,
-                           (size_t)s->nodes * s->B * g->out_dim, SR_DTYPE_F32, SR_REDUCE_SUM,
-                           NULL, NULL);
+                           (size_t)s->nodes * s->B * g->out_dim, SR_DTYPE_F32, SR_REDUCE_SUM, NULL,
+                           NULL);
     a2a_counts(s, GROUP_TWRW, s->nodes, s->L);
     sr_comm_all_to_allv(s->comms.cross, s->twrw_mid, s->a_counts, s->a_displs, s->twrw_buf,
                         s->b_counts, s->b_displs, SR_DTYPE_F32, NULL, NULL);
@@ -172,8 +172,8 @@ static void dp_backward(struct sr_sharded_ebc *s, const float *dpooled)
     struct group *g = &s->groups[GROUP_DP];
     for (int j = 0; j < g->layout.num_features; j++) {
         const int f = g->slot_of[j];
-        gather_cols(s, g->dpooled, g->out_dim, g->features[j].col, dpooled, f,
-                    s->feature_col[f], s->cfg.tables[s->cfg.feature_table[f]].embedding_dim);
+        gather_cols(s, g->dpooled, g->out_dim, g->features[j].col, dpooled, f, s->feature_col[f],
+                    s->cfg.tables[s->cfg.feature_table[f]].embedding_dim);
     }
 }
 
@@ -183,8 +183,8 @@ static void a2a_backward(struct sr_sharded_ebc *s, const float *dpooled)
     for (int r = 0; r < s->W; r++)
         rank_block(s, GROUP_A2A, r, NULL, dpooled, s->a2a_buf + s->b_displs[r]);
     sr_comm_all_to_allv(s->comms.sparse, s->a2a_buf, s->b_counts, s->b_displs,
-                        s->groups[GROUP_A2A].dpooled, s->a_counts, s->a_displs, SR_DTYPE_F32,
-                        NULL, NULL);
+                        s->groups[GROUP_A2A].dpooled, s->a_counts, s->a_displs, SR_DTYPE_F32, NULL,
+                        NULL);
 }
 
 static void rw_backward(struct sr_sharded_ebc *s, const float *dpooled)
@@ -203,8 +203,8 @@ static void twrw_backward(struct sr_sharded_ebc *s, const float *dpooled)
         rank_block(s, GROUP_TWRW, m * s->L, NULL, dpooled, s->twrw_buf + s->b_displs[m]);
     sr_comm_all_to_allv(s->comms.cross, s->twrw_buf, s->b_counts, s->b_displs, s->twrw_mid,
                         s->a_counts, s->a_displs, SR_DTYPE_F32, NULL, NULL);
-    sr_comm_all_gather(s->comms.node, s->twrw_mid, g->dpooled,
-                       (size_t)s->nodes * s->B * g->out_dim, SR_DTYPE_F32, NULL, NULL);
+    sr_comm_all_gather(s->comms.node, s->twrw_mid, g->dpooled, (size_t)s->nodes * s->B * g->out_dim,
+                       SR_DTYPE_F32, NULL, NULL);
 }
 
 void sr_output_dist_backward(struct sr_sharded_ebc *s, const float *dpooled)

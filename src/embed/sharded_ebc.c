@@ -43,9 +43,8 @@ static int check_comms(const struct sr_sharded_ebc_comms *c, const struct sr_pla
         twrw |= plan->tables[t].type == SR_SHARDING_TYPE_TABLE_ROW_WISE;
     if (!twrw)
         return SR_OK;
-    if (!c->node || !c->cross || sr_comm_size(c->node) != L ||
-        sr_comm_rank(c->node) != rank % L || sr_comm_size(c->cross) != W / L ||
-        sr_comm_rank(c->cross) != rank / L)
+    if (!c->node || !c->cross || sr_comm_size(c->node) != L || sr_comm_rank(c->node) != rank % L ||
+        sr_comm_size(c->cross) != W / L || sr_comm_rank(c->cross) != rank / L)
         return sr_error_set(SR_ERR_INVALID_ARG,
                             "sharded EBC: the plan has twrw tables but the node/cross "
                             "communicators are missing or not the node's %d ranks and the %d "
@@ -63,8 +62,7 @@ static int check_args(struct sr_device *dev, const struct sr_optim_config *o, in
                             "sharded EBC: needs a host-visible device with embedding ops (the "
                             "CPU); HINT: GPU staging is not built yet");
     if ((unsigned)o->kind > SR_OPTIM_ADAM)
-        return sr_error_set(SR_ERR_INVALID_ARG, "sharded EBC: unknown optimizer %d",
-                            (int)o->kind);
+        return sr_error_set(SR_ERR_INVALID_ARG, "sharded EBC: unknown optimizer %d", (int)o->kind);
     if (B < 1 || (int64_t)B * F >= INT32_MAX)
         return sr_error_set(SR_ERR_INVALID_ARG, "sharded EBC: batch %d out of range", B);
     if (max_values < 0 || max_values >= INT32_MAX)
@@ -142,15 +140,21 @@ static void build_slots(struct sr_sharded_ebc *s)
         const struct sr_table_plan *tp = &s->plan->tables[t];
         const int64_t E = s->cfg.tables[t].num_embeddings;
         s->first_slot[f] = tp->type == SR_SHARDING_TYPE_DATA_PARALLEL ? -1 : n;
-        s->block[f] = tp->type == SR_SHARDING_TYPE_ROW_WISE ? sr_plan_block_rows(E, W)
+        s->block[f] = tp->type == SR_SHARDING_TYPE_ROW_WISE         ? sr_plan_block_rows(E, W)
                       : tp->type == SR_SHARDING_TYPE_TABLE_ROW_WISE ? sr_plan_block_rows(E, s->L)
-                                                                   : 0;
+                                                                    : 0;
         for (int j = 0; s->first_slot[f] >= 0 && j < tp->num_shards; j++, n++) {
             const struct sr_shard *sh = &tp->shards[j];
             struct slot *sl = &s->slots[n];
-            *sl = (struct slot){.feature = f, .table = t, .shard = j, .rank = sh->rank,
-                                .group = group_of(tp->type), .row_offset = sh->row_offset,
-                                .rows = sh->rows, .col_offset = sh->col_offset, .cols = sh->cols};
+            *sl = (struct slot){.feature = f,
+                                .table = t,
+                                .shard = j,
+                                .rank = sh->rank,
+                                .group = group_of(tp->type),
+                                .row_offset = sh->row_offset,
+                                .rows = sh->rows,
+                                .col_offset = sh->col_offset,
+                                .cols = sh->cols};
             sl->pos = s->nslots_at[sh->rank]++;
             sl->gcol = s->group_out[sl->group * W + sh->rank];
             s->group_out[sl->group * W + sh->rank] += sh->cols;
@@ -276,8 +280,8 @@ static void group_features(struct sr_sharded_ebc *s, struct group *g)
             if (s->first_slot[f] >= 0)
                 continue;
             g->slot_of[n] = f;
-            g->features[n] = (struct sr_emb_feature){.table = local_table(g, t, s->rank),
-                                                     .col = g->out_dim, .mean = 0};
+            g->features[n] = (struct sr_emb_feature){
+                .table = local_table(g, t, s->rank), .col = g->out_dim, .mean = 0};
             g->out_dim += s->cfg.tables[t].embedding_dim;
             n++;
         }
@@ -303,8 +307,8 @@ static int build_group(struct sr_sharded_ebc *s, enum group_kind kind, uint64_t 
     for (int t = 0; t < s->cfg.num_tables; t++)
         g->active |= group_of(s->plan->tables[t].type) == kind;
     g->batch = kind == GROUP_DP ? s->B : s->W * s->B;
-    int64_t maxv = kind == GROUP_DP ? s->max_values
-                                    : (int64_t)s->W * s->max_values * max_copies_here(s, kind);
+    int64_t maxv =
+        kind == GROUP_DP ? s->max_values : (int64_t)s->W * s->max_values * max_copies_here(s, kind);
     if (maxv >= INT32_MAX)
         return sr_error_set(SR_ERR_INVALID_ARG,
                             "sharded EBC: rank %d may receive %lld ids in one step (%d ranks x "
@@ -315,11 +319,15 @@ static int build_group(struct sr_sharded_ebc *s, enum group_kind kind, uint64_t 
     int max_dim = 1;
     for (int i = 0; i < g->num_tables; i++)
         max_dim = g->tables[i].dim > max_dim ? g->tables[i].dim : max_dim;
-    g->layout = (struct sr_emb_layout){.num_tables = g->num_tables, .tables = g->tables,
+    g->layout = (struct sr_emb_layout){.num_tables = g->num_tables,
+                                       .tables = g->tables,
                                        .num_features = g->layout.num_features,
-                                       .features = g->features, .out_dim = g->out_dim,
-                                       .max_dim = max_dim, .max_batch = g->batch,
-                                       .max_values = maxv, .optim = s->optim.kind};
+                                       .features = g->features,
+                                       .out_dim = g->out_dim,
+                                       .max_dim = max_dim,
+                                       .max_batch = g->batch,
+                                       .max_values = maxv,
+                                       .optim = s->optim.kind};
     const int F = g->layout.num_features;
     g->workspace = sr_dev_alloc(s->dev, s->dev->emb->workspace_bytes(s->dev, &g->layout));
     s->dev->emb->workspace_init(s->dev, &g->layout, g->workspace);
@@ -354,7 +362,8 @@ static void alloc_input_dist(struct sr_sharded_ebc *s)
     const size_t per_id = (size_t)s->id_words + 1;
     s->send_cap = (size_t)S * s->B + (size_t)s->max_values * copies * per_id + 1;
     s->recv_cap = (size_t)W * ((size_t)s->nslots_at[s->rank] * s->B +
-                               (size_t)s->max_values * max_copies_here(s, -1) * per_id) + 1;
+                               (size_t)s->max_values * max_copies_here(s, -1) * per_id) +
+                  1;
     s->lens = sr_calloc((size_t)S * s->B + 1, sizeof *s->lens);
     s->slot_n = sr_calloc((size_t)S + 1, sizeof *s->slot_n);
     s->slot_cursor = sr_calloc((size_t)S + 1, sizeof *s->slot_cursor);
@@ -381,8 +390,8 @@ static void alloc_output_dist(struct sr_sharded_ebc *s)
     s->scale = sr_calloc((size_t)s->cfg.num_features * B, sizeof *s->scale);
     s->a2a_buf = sr_aligned_alloc(sizeof(float) * (a * B + 1));
     s->rw_buf = sr_aligned_alloc(sizeof(float) * ((size_t)B * s->groups[GROUP_RW].out_dim + 1));
-    s->twrw_mid = sr_aligned_alloc(
-        sizeof(float) * ((size_t)s->nodes * B * s->groups[GROUP_TWRW].out_dim + 1));
+    s->twrw_mid = sr_aligned_alloc(sizeof(float) *
+                                   ((size_t)s->nodes * B * s->groups[GROUP_TWRW].out_dim + 1));
     s->twrw_buf = sr_aligned_alloc(sizeof(float) * (t * B + 1));
     s->a_counts = sr_calloc((size_t)W, sizeof(size_t));
     s->a_displs = sr_calloc((size_t)W, sizeof(size_t));
@@ -494,9 +503,9 @@ static void free_group(struct sr_device *dev, struct group *g)
     sr_dev_free(dev, g->workspace);
     sr_dev_free(dev, g->pooled);
     sr_dev_free(dev, g->dpooled);
-    void *host[] = {g->tables, g->table_of, g->shard_of, g->row_base, g->slot_of, g->features,
-                    g->lengths, g->offsets, g->values, g->weights, g->feature_pos,
-                    g->table_pos, g->cursor};
+    void *host[] = {g->tables,      g->table_of,  g->shard_of, g->row_base, g->slot_of,
+                    g->features,    g->lengths,   g->offsets,  g->values,   g->weights,
+                    g->feature_pos, g->table_pos, g->cursor};
     for (size_t i = 0; i < sizeof host / sizeof host[0]; i++)
         sr_free(host[i]);
 }
@@ -508,13 +517,14 @@ void sr_sharded_ebc_free(struct sr_sharded_ebc *s)
     for (int k = 0; k < GROUP_COUNT; k++)
         free_group(s->dev, &s->groups[k]);
     sr_dev_free(s->dev, s->dp_buf);
-    void *host[] = {s->feature_col, s->feature_rows, s->feature_policy, s->slots,
-                    s->first_slot, s->block, s->nslots_at, s->slot_at, s->group_out, s->lens,
-                    s->slot_n, s->slot_cursor, s->slot_wcursor, s->count_send, s->count_recv, s->send_counts,
-                    s->send_displs, s->recv_counts, s->recv_displs, s->send_buf, s->recv_buf,
-                    s->recv_slot_start, s->scale, s->a2a_buf, s->rw_buf, s->twrw_mid,
-                    s->twrw_buf, s->a_counts, s->a_displs, s->b_counts, s->b_displs,
-                    s->dp_grad, s->dp_counts};
+    void *host[] = {
+        s->feature_col, s->feature_rows,    s->feature_policy, s->slots,       s->first_slot,
+        s->block,       s->nslots_at,       s->slot_at,        s->group_out,   s->lens,
+        s->slot_n,      s->slot_cursor,     s->slot_wcursor,   s->count_send,  s->count_recv,
+        s->send_counts, s->send_displs,     s->recv_counts,    s->recv_displs, s->send_buf,
+        s->recv_buf,    s->recv_slot_start, s->scale,          s->a2a_buf,     s->rw_buf,
+        s->twrw_mid,    s->twrw_buf,        s->a_counts,       s->a_displs,    s->b_counts,
+        s->b_displs,    s->dp_grad,         s->dp_counts};
     for (size_t i = 0; i < sizeof host / sizeof host[0]; i++)
         sr_free(host[i]);
     sr_plan_free(s->plan);
@@ -542,13 +552,12 @@ void sr_sharded_ebc_stats(const struct sr_sharded_ebc *s, struct sr_sharded_ebc_
 static int check_kjt(const struct sr_sharded_ebc *s, struct sr_kjt *kjt)
 {
     const struct sr_ebc_config *c = &s->cfg;
-    if (kjt->num_keys != c->num_features || kjt->stride != s->B ||
-        kjt->num_values > s->max_values)
+    if (kjt->num_keys != c->num_features || kjt->stride != s->B || kjt->num_values > s->max_values)
         return sr_error_set(SR_ERR_INVALID_ARG,
                             "sharded EBC: KJT of %d features, %d samples and %lld ids; this EBC "
                             "takes %d features, exactly %d samples and at most %lld ids",
-                            kjt->num_keys, kjt->stride, (long long)kjt->num_values,
-                            c->num_features, s->B, (long long)s->max_values);
+                            kjt->num_keys, kjt->stride, (long long)kjt->num_values, c->num_features,
+                            s->B, (long long)s->max_values);
     if (!kjt->offsets || !kjt->lengths || (kjt->num_values > 0 && !kjt->values))
         return sr_error_set(SR_ERR_INVALID_ARG,
                             "sharded EBC: KJT lacks lengths, offsets or values; HINT: fill "
@@ -556,8 +565,8 @@ static int check_kjt(const struct sr_sharded_ebc *s, struct sr_kjt *kjt)
     for (int f = 0; kjt->keys && f < c->num_features; f++)
         if (kjt->keys[f] && strcmp(kjt->keys[f], c->feature_names[f]) != 0)
             return sr_error_set(SR_ERR_INVALID_ARG,
-                                "sharded EBC: KJT feature %d is '%s' but the config's is '%s'",
-                                f, kjt->keys[f], c->feature_names[f]);
+                                "sharded EBC: KJT feature %d is '%s' but the config's is '%s'", f,
+                                kjt->keys[f], c->feature_names[f]);
     int rc = sr_kjt_validate(kjt);
     for (int f = 0; !rc && kjt->weights && f < c->num_features; f++)
         if (c->tables[c->feature_table[f]].pooling == SR_POOLING_MEAN)
@@ -591,10 +600,13 @@ static void group_meta(struct group *g)
 
 static struct sr_emb_batch group_batch(const struct group *g)
 {
-    return (struct sr_emb_batch){.batch = g->batch, .num_values = g->num_values,
-                                 .offsets = g->offsets, .values = g->values,
+    return (struct sr_emb_batch){.batch = g->batch,
+                                 .num_values = g->num_values,
+                                 .offsets = g->offsets,
+                                 .values = g->values,
                                  .weights = g->has_weights ? g->weights : NULL,
-                                 .feature_pos = g->feature_pos, .table_pos = g->table_pos};
+                                 .feature_pos = g->feature_pos,
+                                 .table_pos = g->table_pos};
 }
 
 static void lookup(struct sr_sharded_ebc *s, struct group *g)
@@ -624,8 +636,7 @@ int sr_sharded_ebc_forward(struct sr_sharded_ebc *s, struct sr_kjt *kjt, float *
 
 /* ---- backward and dp tables ----------------------------------------------- */
 
-void sr_sharded_ebc_backward(struct sr_sharded_ebc *s, const float *dpooled, float lr,
-                             int64_t step)
+void sr_sharded_ebc_backward(struct sr_sharded_ebc *s, const float *dpooled, float lr, int64_t step)
 {
     SR_ASSERT(s->have_ids);
     sr_output_dist_backward(s, dpooled);
@@ -641,8 +652,7 @@ void sr_sharded_ebc_backward(struct sr_sharded_ebc *s, const float *dpooled, flo
     if (dp->num_tables > 0) {
         sr_dev_memset(s->dev, s->dp_buf, 0, sizeof(float) * s->dp_len, NULL);
         struct sr_emb_batch b = group_batch(dp);
-        s->dp_ops->accumulate(s->dev, &dp->layout, &b, dp->dpooled, s->dp_grad, s->dp_counts,
-                              NULL);
+        s->dp_ops->accumulate(s->dev, &dp->layout, &b, dp->dpooled, s->dp_grad, s->dp_counts, NULL);
     }
     s->have_ids = 0;
 }
@@ -711,8 +721,10 @@ int sr_sharded_ebc_gather_table(struct sr_sharded_ebc *s, int t, float *full)
     const struct sr_table_plan *tp = &s->plan->tables[t];
     const struct sr_table_config *tc = &s->cfg.tables[t];
     if (s->rank == 0 && !full)
-        return sr_error_set(SR_ERR_INVALID_ARG, "sharded EBC: gather of '%s' needs a buffer on "
-                                                "rank 0", tc->name);
+        return sr_error_set(SR_ERR_INVALID_ARG,
+                            "sharded EBC: gather of '%s' needs a buffer on "
+                            "rank 0",
+                            tc->name);
     if (tp->type == SR_SHARDING_TYPE_DATA_PARALLEL) {
         if (s->rank == 0)
             pack_my_shards(s, t, full);
@@ -720,9 +732,10 @@ int sr_sharded_ebc_gather_table(struct sr_sharded_ebc *s, int t, float *full)
     }
     size_t mine = shard_floats_at(tp, s->rank);
     float *send = sr_malloc(sizeof(float) * (mine + 1));
-    float *recv = s->rank == 0 ? sr_malloc(sizeof(float) * ((size_t)tc->num_embeddings *
-                                                            tc->embedding_dim + 1))
-                               : NULL;
+    float *recv =
+        s->rank == 0
+            ? sr_malloc(sizeof(float) * ((size_t)tc->num_embeddings * tc->embedding_dim + 1))
+            : NULL;
     size_t *c = sr_calloc((size_t)4 * s->W, sizeof(size_t));
     size_t off = 0;
     for (int r = 0; s->rank == 0 && r < s->W; r++) {

@@ -33,87 +33,87 @@ enum group_kind { GROUP_DP = 0, GROUP_A2A, GROUP_RW, GROUP_TWRW, GROUP_COUNT };
 
 struct slot {
     int feature, table, shard;
-    int rank;         /* owner */
+    int rank; /* owner */
     enum group_kind group;
     int64_t row_offset, rows;
     int col_offset, cols;
-    int pos;          /* index among the slots of its owner: message order */
-    int gcol;         /* first column in its owner's group output */
+    int pos;  /* index among the slots of its owner: message order */
+    int gcol; /* first column in its owner's group output */
 };
 
 /* One local lookup: shards on this rank of one group's tables, fed by its slots. */
 struct group {
     enum group_kind kind;
-    int active;       /* the plan has a table of this kind: its collectives run */
-    int batch;        /* rows of the local batch: B (dp) or W*B */
-    int out_dim;      /* this rank's output columns */
+    int active;  /* the plan has a table of this kind: its collectives run */
+    int batch;   /* rows of the local batch: B (dp) or W*B */
+    int out_dim; /* this rank's output columns */
     int num_tables;
-    struct sr_emb_table *tables; /* (T_g) local shards, device */
-    int *table_of;               /* (T_g) global table index */
-    int *shard_of;               /* (T_g) shard index in the table's plan */
-    int64_t *row_base;           /* (T_g) global row of local row 0 */
-    int *slot_of;                /* (F_g) global slot index of local feature j (dp: feature) */
+    struct sr_emb_table *tables;     /* (T_g) local shards, device */
+    int *table_of;                   /* (T_g) global table index */
+    int *shard_of;                   /* (T_g) shard index in the table's plan */
+    int64_t *row_base;               /* (T_g) global row of local row 0 */
+    int *slot_of;                    /* (F_g) global slot index of local feature j (dp: feature) */
     struct sr_emb_feature *features; /* (F_g) */
     struct sr_emb_layout layout;
-    void *workspace;             /* device */
-    int32_t *lengths;            /* (F_g, batch) host */
-    int64_t *offsets;            /* (F_g * batch + 1) host */
-    int64_t *values;             /* (max_values) host */
-    float *weights;              /* (max_values) host */
-    int has_weights;             /* this step */
-    int64_t num_values;          /* this step */
+    void *workspace;                           /* device */
+    int32_t *lengths;                          /* (F_g, batch) host */
+    int64_t *offsets;                          /* (F_g * batch + 1) host */
+    int64_t *values;                           /* (max_values) host */
+    float *weights;                            /* (max_values) host */
+    int has_weights;                           /* this step */
+    int64_t num_values;                        /* this step */
     int64_t *feature_pos, *table_pos, *cursor; /* (F_g), (T_g + 1), (T_g) */
-    float *pooled;               /* (batch, out_dim) device */
-    float *dpooled;              /* (batch, out_dim) device */
+    float *pooled;                             /* (batch, out_dim) device */
+    float *dpooled;                            /* (batch, out_dim) device */
 };
 
 struct sr_sharded_ebc {
     struct sr_device *dev;
     struct sr_sharded_ebc_comms comms;
-    struct sr_ebc_config cfg;    /* own copy */
-    struct sr_plan *plan;        /* own copy */
+    struct sr_ebc_config cfg; /* own copy */
+    struct sr_plan *plan;     /* own copy */
     struct sr_optim_config optim;
     int W, L, nodes, rank, node, local_rank, B;
     int64_t max_values;
-    int out_dim;                 /* Σ D */
-    int *feature_col;            /* (F) first pooled column */
-    int64_t *feature_rows;       /* (F) E */
+    int out_dim;                       /* Σ D */
+    int *feature_col;                  /* (F) first pooled column */
+    int64_t *feature_rows;             /* (F) E */
     enum sr_id_policy *feature_policy; /* (F) */
 
     int num_slots;
-    struct slot *slots;          /* (S) */
-    int *first_slot;             /* (F) first slot of feature f; -1 for dp features */
-    int64_t *block;              /* (F) rows per block (rw, twrw), else 0 */
-    int *nslots_at;              /* (W) slots owned by each rank */
-    int *slot_at;                /* (W, max nslots) slot indices per owner */
+    struct slot *slots; /* (S) */
+    int *first_slot;    /* (F) first slot of feature f; -1 for dp features */
+    int64_t *block;     /* (F) rows per block (rw, twrw), else 0 */
+    int *nslots_at;     /* (W) slots owned by each rank */
+    int *slot_at;       /* (W, max nslots) slot indices per owner */
     int max_nslots;
-    int *group_out;              /* (GROUP_COUNT, W) each rank's group output width */
+    int *group_out; /* (GROUP_COUNT, W) each rank's group output width */
 
     struct group groups[GROUP_COUNT];
 
     /* input dist */
-    int id_words;                /* 1: uint32 shard-local rows, 2: int64 */
-    int32_t *lens;               /* (S, B) ids of my sample b in slot s */
-    int64_t *slot_n;             /* (S) ids I send into each slot */
-    int64_t *slot_cursor;        /* (S) next id word of slot s in the send buffer */
-    int64_t *slot_wcursor;       /* (S) next weight of slot s in the send buffer */
+    int id_words;                     /* 1: uint32 shard-local rows, 2: int64 */
+    int32_t *lens;                    /* (S, B) ids of my sample b in slot s */
+    int64_t *slot_n;                  /* (S) ids I send into each slot */
+    int64_t *slot_cursor;             /* (S) next id word of slot s in the send buffer */
+    int64_t *slot_wcursor;            /* (S) next weight of slot s in the send buffer */
     int64_t *count_send, *count_recv; /* (2 W) ids, flags per peer */
     size_t *send_counts, *send_displs, *recv_counts, *recv_displs; /* (W) */
     int32_t *send_buf, *recv_buf;
-    size_t send_cap, recv_cap;   /* words */
-    int64_t *recv_slot_start;    /* (W, max nslots) first id of my slot p in region s */
+    size_t send_cap, recv_cap; /* words */
+    int64_t *recv_slot_start;  /* (W, max nslots) first id of my slot p in region s */
 
     /* output dist */
-    float *scale;                /* (F, B) 1/len of mean bags, else 1 */
-    float *a2a_buf;              /* (B, Σ_s out_a2a(s)) */
-    float *rw_buf;               /* (B, out_rw) */
-    float *twrw_mid;             /* (nodes * B, out_twrw(my node)) */
-    float *twrw_buf;             /* (B, Σ_m out_twrw(m)) */
+    float *scale;                                      /* (F, B) 1/len of mean bags, else 1 */
+    float *a2a_buf;                                    /* (B, Σ_s out_a2a(s)) */
+    float *rw_buf;                                     /* (B, out_rw) */
+    float *twrw_mid;                                   /* (nodes * B, out_twrw(my node)) */
+    float *twrw_buf;                                   /* (B, Σ_m out_twrw(m)) */
     size_t *a_counts, *a_displs, *b_counts, *b_displs; /* (W) scratch for all-to-all-v */
 
     /* dp */
     const struct sr_emb_dp_ops *dp_ops;
-    float *dp_buf;               /* flat [grad (E,D) | counts (E)] per dp table, device */
+    float *dp_buf; /* flat [grad (E,D) | counts (E)] per dp table, device */
     size_t dp_len;
     float **dp_grad, **dp_counts; /* (T_dp) views into dp_buf */
 

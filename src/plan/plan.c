@@ -81,8 +81,11 @@ static struct sr_shard *reset_shards(struct sr_table_plan *tp, const struct sr_t
 
 static struct sr_shard whole(const struct sr_table_config *tc, int rank)
 {
-    return (struct sr_shard){.rank = rank, .row_offset = 0, .rows = tc->num_embeddings,
-                             .col_offset = 0, .cols = tc->embedding_dim};
+    return (struct sr_shard){.rank = rank,
+                             .row_offset = 0,
+                             .rows = tc->num_embeddings,
+                             .col_offset = 0,
+                             .cols = tc->embedding_dim};
 }
 
 /* Row block i of `parts` blocks of ceil(E/parts) rows, on `rank`. */
@@ -91,7 +94,10 @@ static struct sr_shard row_block(const struct sr_table_config *tc, int i, int pa
     int64_t e = tc->num_embeddings, r = sr_plan_block_rows(e, parts);
     int64_t lo = (int64_t)i * r < e ? (int64_t)i * r : e;
     int64_t hi = lo + r < e ? lo + r : e;
-    return (struct sr_shard){.rank = rank, .row_offset = lo, .rows = hi - lo, .col_offset = 0,
+    return (struct sr_shard){.rank = rank,
+                             .row_offset = lo,
+                             .rows = hi - lo,
+                             .col_offset = 0,
                              .cols = tc->embedding_dim};
 }
 
@@ -114,8 +120,7 @@ void sr_plan_fill_rw(struct sr_table_plan *tp, const struct sr_table_config *tc,
         s[i] = row_block(tc, i, W, i);
 }
 
-void sr_plan_fill_twrw(struct sr_table_plan *tp, const struct sr_table_config *tc, int node,
-                       int L)
+void sr_plan_fill_twrw(struct sr_table_plan *tp, const struct sr_table_config *tc, int node, int L)
 {
     struct sr_shard *s = reset_shards(tp, tc, SR_SHARDING_TYPE_TABLE_ROW_WISE, L);
     for (int i = 0; i < L; i++)
@@ -128,8 +133,11 @@ void sr_plan_fill_cw(struct sr_table_plan *tp, const struct sr_table_config *tc,
     struct sr_shard *s = reset_shards(tp, tc, SR_SHARDING_TYPE_COLUMN_WISE, n);
     int w = tc->embedding_dim / n;
     for (int j = 0; j < n; j++)
-        s[j] = (struct sr_shard){.rank = ranks[j], .row_offset = 0, .rows = tc->num_embeddings,
-                                 .col_offset = j * w, .cols = w};
+        s[j] = (struct sr_shard){.rank = ranks[j],
+                                 .row_offset = 0,
+                                 .rows = tc->num_embeddings,
+                                 .col_offset = j * w,
+                                 .cols = w};
 }
 
 /* ---- greedy balancing --------------------------------------------------- */
@@ -283,8 +291,8 @@ static int shard_error(const struct sr_table_plan *tp, int i, const char *what,
                         "[%d, +%d) but %s: rank %d rows [%lld, +%lld) cols [%d, +%d); HINT: "
                         "omit \"shards\" to have them filled in",
                         tp->name, sr_sharding_type_name(tp->type), i, s->rank,
-                        (long long)s->row_offset, (long long)s->rows, s->col_offset, s->cols,
-                        what, want->rank, (long long)want->row_offset, (long long)want->rows,
+                        (long long)s->row_offset, (long long)s->rows, s->col_offset, s->cols, what,
+                        want->rank, (long long)want->row_offset, (long long)want->rows,
                         want->col_offset, want->cols);
 }
 
@@ -296,14 +304,13 @@ static int same_shard(const struct sr_shard *a, const struct sr_shard *b)
 
 static int count_error(const struct sr_table_plan *tp, int want, const char *why)
 {
-    return sr_error_set(SR_ERR_INVALID_ARG,
-                        "plan: table '%s' (%s) has %d shards but needs %d (%s)", tp->name,
-                        sr_sharding_type_name(tp->type), tp->num_shards, want, why);
+    return sr_error_set(SR_ERR_INVALID_ARG, "plan: table '%s' (%s) has %d shards but needs %d (%s)",
+                        tp->name, sr_sharding_type_name(tp->type), tp->num_shards, want, why);
 }
 
 /* The shards tp must have, given its type (cw: its own count and ranks). */
-static int expected_shards(const struct sr_table_plan *tp, const struct sr_table_config *tc,
-                           int W, int L, struct sr_table_plan *want)
+static int expected_shards(const struct sr_table_plan *tp, const struct sr_table_config *tc, int W,
+                           int L, struct sr_table_plan *want)
 {
     const struct sr_shard *s0 = tp->shards;
     int *ranks;
@@ -339,8 +346,8 @@ static int expected_shards(const struct sr_table_plan *tp, const struct sr_table
     }
 }
 
-static int validate_table(const struct sr_table_plan *tp, const struct sr_table_config *tc,
-                          int W, int L)
+static int validate_table(const struct sr_table_plan *tp, const struct sr_table_config *tc, int W,
+                          int L)
 {
     for (int i = 0; i < tp->num_shards; i++)
         if (tp->shards[i].rank < 0 || tp->shards[i].rank >= W)
@@ -373,8 +380,8 @@ int sr_plan_validate(const struct sr_plan *p, const struct sr_ebc_config *cfg, i
                             "node); HINT: make a plan for this world",
                             p->world_size, p->local_size, W, L);
     if (p->num_tables != cfg->num_tables)
-        return sr_error_set(SR_ERR_INVALID_ARG, "plan: has %d tables, the config %d",
-                            p->num_tables, cfg->num_tables);
+        return sr_error_set(SR_ERR_INVALID_ARG, "plan: has %d tables, the config %d", p->num_tables,
+                            cfg->num_tables);
     for (int t = 0; t < cfg->num_tables; t++) {
         if (strcmp(p->tables[t].name, cfg->tables[t].name) != 0)
             return sr_error_set(SR_ERR_INVALID_ARG,

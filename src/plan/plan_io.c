@@ -108,8 +108,11 @@ static int read_shard(const struct reader *r, const cJSON *o, const struct sr_ta
         rc = get_int(r, o, tc->name, "col_offset", 0, INT32_MAX, 1, 0, &v[3]);
     if (!rc)
         rc = get_int(r, o, tc->name, "cols", 0, INT32_MAX, 1, tc->embedding_dim, &v[4]);
-    *s = (struct sr_shard){.rank = (int)v[0], .row_offset = v[1], .rows = v[2],
-                           .col_offset = (int)v[3], .cols = (int)v[4]};
+    *s = (struct sr_shard){.rank = (int)v[0],
+                           .row_offset = v[1],
+                           .rows = v[2],
+                           .col_offset = (int)v[3],
+                           .cols = (int)v[4]};
     return rc;
 }
 
@@ -190,10 +193,12 @@ static int read_table(const struct reader *r, const cJSON *o, const struct sr_ta
         return sr_error_set(SR_ERR_INVALID_ARG,
                             "plan '%s': table '%s' lacks \"sharding\" (dp, tw, rw, cw or twrw)",
                             r->source, tc->name);
-    int rc = sr_sharding_type_parse(ty->valuestring, &tp->type);
-    if (rc)
-        return sr_error_set(rc, "plan '%s': table '%s': %s", r->source, tc->name,
-                            sr_error_message());
+    if (sr_sharding_type_parse(ty->valuestring, &tp->type) != SR_OK)
+        return sr_error_set(SR_ERR_INVALID_ARG,
+                            "plan '%s': table '%s': unknown sharding type '%s'; choose dp, tw, "
+                            "rw, cw or twrw",
+                            r->source, tc->name, ty->valuestring);
+    int rc;
     strcpy(tp->name, tc->name);
     enum sr_sharding_type type = tp->type;
     const cJSON *shards = cJSON_GetObjectItemCaseSensitive(o, "shards");
@@ -254,8 +259,7 @@ static int read_root(const struct reader *r, const cJSON *root, struct sr_plan *
     int rc = cJSON_IsObject(root) && cJSON_IsArray(tables)
                  ? SR_OK
                  : sr_error_set(SR_ERR_INVALID_ARG,
-                                "plan '%s': expected an object with a \"tables\" array",
-                                r->source);
+                                "plan '%s': expected an object with a \"tables\" array", r->source);
     if (!rc)
         rc = get_int(r, root, "-", "world_size", 1, INT32_MAX, 1, r->W, &w);
     if (!rc)
@@ -294,8 +298,7 @@ int sr_plan_from_json(struct sr_plan **out, const char *text, const char *source
                             source, world_size, local_size);
     cJSON *root = cJSON_Parse(text);
     if (!root)
-        return sr_error_set(SR_ERR_INVALID_ARG,
-                            "plan '%s': not valid JSON near '%.20s'", source,
+        return sr_error_set(SR_ERR_INVALID_ARG, "plan '%s': not valid JSON near '%.20s'", source,
                             cJSON_GetErrorPtr() ? cJSON_GetErrorPtr() : "?");
     struct reader r = {.source = source, .cfg = cfg, .W = world_size, .L = local_size};
     rc = read_root(&r, root, out);
@@ -332,8 +335,7 @@ int sr_plan_read(struct sr_plan **out, const char *path, const struct sr_ebc_con
     *out = NULL;
     char *text = slurp(path);
     if (!text)
-        return sr_error_set(SR_ERR_IO, "plan: cannot read '%s'; HINT: check the --plan path",
-                            path);
+        return sr_error_set(SR_ERR_IO, "plan: cannot read '%s'; HINT: check the --plan path", path);
     int rc = sr_plan_from_json(out, text, path, cfg, world_size, local_size);
     sr_free(text);
     return rc;

@@ -61,7 +61,7 @@ static void check_at(int ok, int line, const char *fmt, ...)
 
 #define MAX_T 6
 #define MAX_F 8
-#define B 4
+#define B     4
 #define STEPS 3
 
 struct tcfg {
@@ -69,14 +69,14 @@ struct tcfg {
     int64_t id_range[MAX_T]; /* raw ids drawn from [0, id_range) */
     char feature_names[MAX_F][SR_NAME_MAX];
     int feature_table[MAX_F];
-    int max_len;             /* bag lengths drawn from [0, max_len] */
+    int max_len; /* bag lengths drawn from [0, max_len] */
     int weighted;
-    int balanced;            /* big-table case: one id per half of the rows */
+    int balanced; /* big-table case: one id per half of the rows */
     struct sr_ebc_config cfg;
 };
 
-static void add_table(struct tcfg *c, const char *name, int64_t rows, int dim,
-                      enum sr_pooling pool, enum sr_id_policy pol, int64_t range)
+static void add_table(struct tcfg *c, const char *name, int64_t rows, int dim, enum sr_pooling pool,
+                      enum sr_id_policy pol, int64_t range)
 {
     int t = c->cfg.num_tables++;
     struct sr_table_config *tc = &c->tables[t];
@@ -189,9 +189,13 @@ static void make_batch(struct batch *bt, const struct tcfg *c, int step, int64_t
                 if (bt->weights)
                     bt->weights[k] = (float)(0.5 + sr_rng_uniform(7, (uint64_t)f, (uint64_t)k));
             }
-    bt->kjt = (struct sr_kjt){.num_keys = F, .stride = n, .lengths = bt->lengths,
-                              .offsets = bt->offsets, .values = bt->values,
-                              .weights = bt->weights, .num_values = N,
+    bt->kjt = (struct sr_kjt){.num_keys = F,
+                              .stride = n,
+                              .lengths = bt->lengths,
+                              .offsets = bt->offsets,
+                              .values = bt->values,
+                              .weights = bt->weights,
+                              .num_values = N,
                               .num_weights = bt->weights ? N : 0};
     /* weights: same values for a sample whatever slice it is in */
     if (bt->weights) {
@@ -199,8 +203,8 @@ static void make_batch(struct batch *bt, const struct tcfg *c, int step, int64_t
         for (int f = 0; f < F; f++)
             for (int b = 0; b < n; b++)
                 for (int i = 0; i < bt->lengths[f * n + b]; i++, k++)
-                    bt->weights[k] = (float)(0.5 + sr_rng_uniform(7, (uint64_t)f,
-                                                                  (uint64_t)(g0 + b) * 64 + i));
+                    bt->weights[k] =
+                        (float)(0.5 + sr_rng_uniform(7, (uint64_t)f, (uint64_t)(g0 + b) * 64 + i));
     }
     SR_ASSERT(sr_kjt_compute_offsets(&bt->kjt) == SR_OK);
 }
@@ -223,9 +227,9 @@ static int close_to(float a, float b)
 /* ---- expected collectives and bytes ------------------------------------------- */
 
 struct expect {
-    uint64_t calls[3][SR_COLL_COUNT];          /* sparse, node, cross */
+    uint64_t calls[3][SR_COLL_COUNT]; /* sparse, node, cross */
     uint64_t intra[3][SR_COLL_COUNT], inter[3][SR_COLL_COUNT];
-    uint64_t out_inter;                       /* output dist only, both directions */
+    uint64_t out_inter; /* output dist only, both directions */
 };
 
 struct world {
@@ -347,8 +351,8 @@ static void check_counters(const struct expect *e, const struct world *w, int st
                   names[i], sr_coll_name(j), (unsigned long long)k->calls[j],
                   (unsigned long long)e->calls[i][j]);
             CHECK(k->bytes_intra[j] == e->intra[i][j] && k->bytes_inter[j] == e->inter[i][j],
-                  "step %d %s %s: bytes intra %llu inter %llu, expected %llu %llu", step,
-                  names[i], sr_coll_name(j), (unsigned long long)k->bytes_intra[j],
+                  "step %d %s %s: bytes intra %llu inter %llu, expected %llu %llu", step, names[i],
+                  sr_coll_name(j), (unsigned long long)k->bytes_intra[j],
                   (unsigned long long)k->bytes_inter[j], (unsigned long long)e->intra[i][j],
                   (unsigned long long)e->inter[i][j]);
         }
@@ -375,8 +379,7 @@ static void compare_tables(struct sr_sharded_ebc *s, struct sr_ebc *ref, const s
     for (int t = 0; t < c->cfg.num_tables; t++) {
         const int64_t n = c->tables[t].num_embeddings * c->tables[t].embedding_dim;
         float *full = w->rank == 0 ? sr_calloc((size_t)n, sizeof(float)) : NULL;
-        CHECK(sr_sharded_ebc_gather_table(s, t, full) == SR_OK, "gather: %s",
-              sr_error_message());
+        CHECK(sr_sharded_ebc_gather_table(s, t, full) == SR_OK, "gather: %s", sr_error_message());
         const float *want = sr_ebc_weights(ref, t);
         int64_t bad = 0, first = -1;
         for (int64_t i = 0; w->rank == 0 && i < n; i++)
@@ -454,8 +457,7 @@ static int has_cw_pieces(const struct sr_plan *p)
 }
 
 static void run_case(const char *name, const struct tcfg *c, const struct sr_plan *p,
-                     enum sr_optim_kind kind, const struct world *w, int steps,
-                     struct outcome *o)
+                     enum sr_optim_kind kind, const struct world *w, int steps, struct outcome *o)
 {
     char label[160];
     snprintf(label, sizeof label, "W=%d L=%d %s %s", w->W, w->L, name, sr_optim_kind_name(kind));
@@ -477,8 +479,7 @@ static void run_case(const char *name, const struct tcfg *c, const struct sr_pla
     CHECK(rc == SR_OK, "init: %s", sr_error_message());
     if (rc)
         return;
-    SR_ASSERT(sr_ebc_init(&ref, sr_device_cpu(), &c->cfg, &oc, w->W * B, maxv * w->W, 42) ==
-              SR_OK);
+    SR_ASSERT(sr_ebc_init(&ref, sr_device_cpu(), &c->cfg, &oc, w->W * B, maxv * w->W, 42) == SR_OK);
     struct outcome tmp;
     for (int step = 1; step <= steps; step++)
         step_once(s, ref, c, p, w, step, lr, o ? o : &tmp);
@@ -525,9 +526,8 @@ static void run_world(struct world *w)
     static const enum sr_sharding_type types[] = {
         SR_SHARDING_TYPE_DATA_PARALLEL, SR_SHARDING_TYPE_TABLE_WISE, SR_SHARDING_TYPE_ROW_WISE,
         SR_SHARDING_TYPE_COLUMN_WISE, SR_SHARDING_TYPE_TABLE_ROW_WISE};
-    static const enum sr_optim_kind optims[] = {SR_OPTIM_ADAM, SR_OPTIM_ADAGRAD,
-                                                SR_OPTIM_ROWWISE_ADAGRAD, SR_OPTIM_SGD,
-                                                SR_OPTIM_ADAGRAD};
+    static const enum sr_optim_kind optims[] = {
+        SR_OPTIM_ADAM, SR_OPTIM_ADAGRAD, SR_OPTIM_ROWWISE_ADAGRAD, SR_OPTIM_SGD, SR_OPTIM_ADAGRAD};
     struct tcfg c, wc;
     main_config(&c);
     weighted_config(&wc);
@@ -570,9 +570,8 @@ static void run_topology(struct world *w)
           (unsigned long long)o[0].out_inter);
     CHECK(o[1].out_inter < o[2].out_inter, "twrw inter-node pooled bytes %llu, rw %llu",
           (unsigned long long)o[1].out_inter, (unsigned long long)o[2].out_inter);
-    CHECK(2 * o[1].max_lookup == o[0].max_lookup,
-          "largest per-rank lookup: twrw %lld ids, tw %lld", (long long)o[1].max_lookup,
-          (long long)o[0].max_lookup);
+    CHECK(2 * o[1].max_lookup == o[0].max_lookup, "largest per-rank lookup: twrw %lld ids, tw %lld",
+          (long long)o[1].max_lookup, (long long)o[0].max_lookup);
     if (w->rank == 0)
         printf("topology W=4 L=2, one table 1000x8, B=%d: inter-node pooled bytes/step tw %llu "
                "twrw %llu rw %llu; largest lookup tw %lld twrw %lld ids\n",

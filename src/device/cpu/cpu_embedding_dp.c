@@ -90,8 +90,13 @@ static void apply_row(const struct consts *k, const struct sr_emb_table *tab, in
 static void cpu_dp_apply(struct sr_device *dev, const struct sr_emb_table *tab, const float *grad,
                          const float *counts, const struct sr_emb_update *u, sr_stream_t s)
 {
-    struct consts k = {.kind = u->optim.kind, .lr = u->lr, .eps = u->optim.eps,
-                       .b1 = u->optim.beta1, .b2 = u->optim.beta2, .c1 = 1.0f, .c2 = 1.0f};
+    struct consts k = {.kind = u->optim.kind,
+                       .lr = u->lr,
+                       .eps = u->optim.eps,
+                       .b1 = u->optim.beta1,
+                       .b2 = u->optim.beta2,
+                       .c1 = 1.0f,
+                       .c2 = 1.0f};
     if (k.kind == SR_OPTIM_ADAM) {
         SR_ASSERT(u->step >= 1);
         k.c1 = (float)(1.0 / (1.0 - pow(u->optim.beta1, (double)u->step)));

@@ -1,0 +1,315 @@
+/*
+ * Sharding plans without communication: the row blocks of rw and twrw
+ * (tables not divisible by W, one-row tables, empty shards), cw pieces, tw
+ * balancing, the default plan, validation errors that name the table and the
+ * fault, JSON round trips (full and short forms, files), JSON errors, and the
+ * plan hash.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "shardrec/alloc.h"
+#include "shardrec/error.h"
+#include "shardrec/plan.h"
+
+struct tcfg {
+    struct sr_table_config tables[4];
+    char feature_names[4][SR_NAME_MAX];
+    int feature_table[4];
+    struct sr_ebc_config cfg;
+};
+
+/* a: 10 x 4, b: 1 x 8, c: 5000 x 6, d: 70000 x 16; one feature each. */
+static void config(struct tcfg *c)
+{
+    static const int64_t rows[4] = {10, 1, 5000, 70000};
+    static const int dims[4] = {4, 8, 6, 16};
+    memset(c, 0, sizeof *c);
+    for (int t = 0; t < 4; t++) {
+        snprintf(c->tables[t].name, SR_NAME_MAX, "%c", 'a' + t);
+        c->tables[t].num_embeddings = rows[t];
+        c->tables[t].embedding_dim = dims[t];
+        snprintf(c->feature_names[t], SR_NAME_MAX, "f%d", t);
+        c->feature_table[t] = t;
+    }
+    c->cfg = (struct sr_ebc_config){.num_tables = 4,
+                                    .tables = c->tables,
+                                    .num_features = 4,
+                                    .feature_names = c->feature_names,
+                                    .feature_table = c->feature_table};
+}
+
+static void expect_shard(const struct sr_shard *s, int rank, int64_t off, int64_t rows, int coff,
+                         int cols)
+{
+    assert_int_equal(s->rank, rank);
+    assert_int_equal(s->row_offset, off);
+    assert_int_equal(s->rows, rows);
+    assert_int_equal(s->col_offset, coff);
+    assert_int_equal(s->cols, cols);
+}
+
+static void test_names(void **state)
+{
+    enum sr_sharding_type t;
+    for (int k = 0; k < SR_SHARDING_TYPE_COUNT; k++) {
+        assert_int_equal(sr_sharding_type_parse(sr_sharding_type_name(k), &t), SR_OK);
+        assert_int_equal(t, k);
+    }
+    assert_int_equal(sr_sharding_type_parse("table_row_wise", &t), SR_OK);
+    assert_int_equal(t, SR_SHARDING_TYPE_TABLE_ROW_WISE);
+    assert_int_equal(sr_sharding_type_parse("grid", &t), SR_ERR_INVALID_ARG);
+    assert_non_null(strstr(sr_error_message(), "twrw"));
+}
+
+static void test_row_blocks(void **state)
+{
+    struct tcfg c;
+    config(&c);
+    struct sr_plan *p;
+    assert_int_equal(sr_plan_uniform(&p, &c.cfg, SR_SHARDING_TYPE_ROW_WISE, 4, 1), SR_OK);
+    /* 10 rows on 4 ranks: blocks of 3, the last holds 1 */
+    assert_int_equal(p->tables[0].num_shards, 4);
+    expect_shard(&p->tables[0].shards[0], 0, 0, 3, 0, 4);
+    expect_shard(&p->tables[0].shards[2], 2, 6, 3, 0, 4);
+    expect_shard(&p->tables[0].shards[3], 3, 9, 1, 0, 4);
+    /* one row: rank 0 holds it, the others are empty */
+    expect_shard(&p->tables[1].shards[0], 0, 0, 1, 0, 8);
+    expect_shard(&p->tables[1].shards[1], 1, 1, 0, 0, 8);
+    expect_shard(&p->tables[1].shards[3], 3, 1, 0, 0, 8);
+    assert_int_equal(sr_plan_validate(p, &c.cfg, 4, 1), SR_OK);
+    sr_plan_free(p);
+    /* 3 ranks, 10 rows: 4, 4, 2 */
+    assert_int_equal(sr_plan_uniform(&p, &c.cfg, SR_SHARDING_TYPE_ROW_WISE, 3, 1), SR_OK);
+    expect_shard(&p->tables[0].shards[2], 2, 8, 2, 0, 4);
+    sr_plan_free(p);
+    assert_int_equal(sr_plan_block_rows(10, 4), 3);
+    assert_int_equal(sr_plan_block_rows(1, 4), 1);
+}
+
+static void test_twrw_blocks(void **state)
+{
+    struct tcfg c;
+    config(&c);
+    struct sr_plan *p;
+    assert_int_equal(sr_plan_uniform(&p, &c.cfg, SR_SHARDING_TYPE_TABLE_ROW_WISE, 4, 2), SR_OK);
+    /* largest (d) on node 0, then c on node 1, then a, b by load */
+    assert_int_equal(p->tables[3].num_shards, 2);
+    expect_shard(&p->tables[3].shards[0], 0, 0, 35000, 0, 16);
+    expect_shard(&p->tables[3].shards[1], 1, 35000, 35000, 0, 16);
+    expect_shard(&p->tables[2].shards[0], 2, 0, 2500, 0, 6);
+    expect_shard(&p->tables[2].shards[1], 3, 2500, 2500, 0, 6);
+    expect_shard(&p->tables[1].shards[0], 2, 0, 1, 0, 8);
+    expect_shard(&p->tables[1].shards[1], 3, 1, 0, 0, 8);
+    assert_int_equal(sr_plan_validate(p, &c.cfg, 4, 2), SR_OK);
+    sr_plan_free(p);
+}
+
+static void test_tw_cw(void **state)
+{
+    struct tcfg c;
+    config(&c);
+    struct sr_plan *p;
+    assert_int_equal(sr_plan_uniform(&p, &c.cfg, SR_SHARDING_TYPE_TABLE_WISE, 2, 1), SR_OK);
+    assert_int_equal(p->tables[3].shards[0].rank, 0); /* largest first */
+    assert_int_equal(p->tables[2].shards[0].rank, 1);
+    assert_int_equal(p->tables[0].shards[0].rank, 1);
+    sr_plan_free(p);
+    assert_int_equal(sr_plan_uniform(&p, &c.cfg, SR_SHARDING_TYPE_COLUMN_WISE, 4, 1), SR_OK);
+    assert_int_equal(p->tables[2].num_shards, 3); /* D = 6: largest divisor <= 4 */
+    expect_shard(&p->tables[2].shards[1], p->tables[2].shards[1].rank, 0, 5000, 2, 2);
+    assert_int_equal(p->tables[3].num_shards, 4);
+    assert_int_equal(p->tables[1].num_shards, 4);
+    expect_shard(&p->tables[1].shards[3], p->tables[1].shards[3].rank, 0, 1, 6, 2);
+    assert_int_equal(sr_plan_validate(p, &c.cfg, 4, 1), SR_OK);
+    sr_plan_free(p);
+}
+
+static void test_default(void **state)
+{
+    struct tcfg c;
+    config(&c);
+    struct sr_plan *p;
+    assert_int_equal(sr_plan_default(&p, &c.cfg, 1, 1), SR_OK);
+    for (int t = 0; t < 4; t++) {
+        assert_int_equal(p->tables[t].type, SR_SHARDING_TYPE_TABLE_WISE);
+        assert_int_equal(p->tables[t].shards[0].rank, 0);
+    }
+    sr_plan_free(p);
+    assert_int_equal(sr_plan_default(&p, &c.cfg, 4, 2), SR_OK);
+    assert_int_equal(p->tables[0].type, SR_SHARDING_TYPE_DATA_PARALLEL);
+    assert_int_equal(p->tables[0].num_shards, 4);
+    assert_int_equal(p->tables[1].type, SR_SHARDING_TYPE_DATA_PARALLEL);
+    assert_int_equal(p->tables[2].type, SR_SHARDING_TYPE_TABLE_WISE);
+    assert_int_equal(p->tables[3].type, SR_SHARDING_TYPE_TABLE_WISE);
+    assert_int_not_equal(p->tables[2].shards[0].rank, p->tables[3].shards[0].rank);
+    assert_int_equal(sr_plan_validate(p, &c.cfg, 4, 2), SR_OK);
+    sr_plan_free(p);
+    assert_int_equal(sr_plan_default(&p, &c.cfg, 3, 2), SR_ERR_INVALID_ARG);
+    assert_null(p);
+}
+
+static void expect_invalid(const struct sr_plan *p, const struct tcfg *c, int W, int L,
+                           const char *a, const char *b)
+{
+    assert_int_equal(sr_plan_validate(p, &c->cfg, W, L), SR_ERR_INVALID_ARG);
+    const char *m = sr_error_message();
+    if (!strstr(m, a) || (b && !strstr(m, b)))
+        fail_msg("message '%s' lacks '%s' / '%s'", m, a, b ? b : "");
+}
+
+static void test_validate(void **state)
+{
+    struct tcfg c;
+    config(&c);
+    struct sr_plan *p;
+    assert_int_equal(sr_plan_uniform(&p, &c.cfg, SR_SHARDING_TYPE_ROW_WISE, 4, 2), SR_OK);
+    expect_invalid(p, &c, 2, 1, "made for 4 ranks", NULL);
+    p->tables[0].shards[1].rank = 7;
+    expect_invalid(p, &c, 4, 2, "'a'", "out of range");
+    p->tables[0].shards[1].rank = 1;
+    p->tables[0].shards[1].rows = 2; /* row 5 no longer covered */
+    expect_invalid(p, &c, 4, 2, "'a'", "row blocks");
+    p->tables[0].shards[1].rows = 3;
+    p->tables[0].shards[1].rank = 2; /* shard 1 must sit on rank 1 */
+    expect_invalid(p, &c, 4, 2, "'a'", "shard 1");
+    p->tables[0].shards[1].rank = 1;
+    assert_int_equal(sr_plan_validate(p, &c.cfg, 4, 2), SR_OK);
+    p->tables[2].num_shards = 3;
+    expect_invalid(p, &c, 4, 2, "'c'", "needs 4");
+    p->tables[2].num_shards = 4;
+    strcpy(p->tables[3].name, "x");
+    expect_invalid(p, &c, 4, 2, "'x'", "'d'");
+    sr_plan_free(p);
+
+    assert_int_equal(sr_plan_uniform(&p, &c.cfg, SR_SHARDING_TYPE_COLUMN_WISE, 4, 1), SR_OK);
+    p->tables[2].shards[1].cols = 3; /* unequal pieces */
+    expect_invalid(p, &c, 4, 1, "'c'", "cover");
+    sr_plan_free(p);
+    assert_int_equal(sr_plan_uniform(&p, &c.cfg, SR_SHARDING_TYPE_TABLE_ROW_WISE, 4, 2), SR_OK);
+    p->tables[0].shards[0].rank = 1; /* twrw shards start at a node's first rank */
+    expect_invalid(p, &c, 4, 2, "'a'", "twrw");
+    sr_plan_free(p);
+}
+
+static void test_json_round_trip(void **state)
+{
+    struct tcfg c;
+    config(&c);
+    enum sr_sharding_type types[] = {SR_SHARDING_TYPE_DATA_PARALLEL, SR_SHARDING_TYPE_TABLE_WISE,
+                                     SR_SHARDING_TYPE_ROW_WISE, SR_SHARDING_TYPE_COLUMN_WISE,
+                                     SR_SHARDING_TYPE_TABLE_ROW_WISE};
+    for (int k = 0; k < 5; k++) {
+        struct sr_plan *p, *q;
+        assert_int_equal(sr_plan_uniform(&p, &c.cfg, types[k], 4, 2), SR_OK);
+        char *text = sr_plan_to_json(p);
+        assert_int_equal(sr_plan_from_json(&q, text, "mem", &c.cfg, 4, 2), SR_OK);
+        assert_true(sr_plan_hash(p) == sr_plan_hash(q));
+        char *again = sr_plan_to_json(q);
+        assert_string_equal(text, again);
+        sr_free(text), sr_free(again);
+        sr_plan_free(p), sr_plan_free(q);
+    }
+}
+
+static void test_json_short_forms(void **state)
+{
+    struct tcfg c;
+    config(&c);
+    const char *text = "{\"tables\": ["
+                       "{\"name\": \"d\", \"sharding\": \"twrw\", \"node\": 1},"
+                       "{\"name\": \"a\", \"sharding\": \"dp\"},"
+                       "{\"name\": \"b\", \"sharding\": \"tw\", \"rank\": 3},"
+                       "{\"name\": \"c\", \"sharding\": \"cw\", \"ranks\": [2, 0, 1]}]}";
+    struct sr_plan *p;
+    assert_int_equal(sr_plan_from_json(&p, text, "short", &c.cfg, 4, 2), SR_OK);
+    assert_int_equal(p->tables[0].type, SR_SHARDING_TYPE_DATA_PARALLEL);
+    expect_shard(&p->tables[1].shards[0], 3, 0, 1, 0, 8);
+    expect_shard(&p->tables[2].shards[0], 2, 0, 5000, 0, 2);
+    expect_shard(&p->tables[2].shards[2], 1, 0, 5000, 4, 2);
+    expect_shard(&p->tables[3].shards[1], 3, 35000, 35000, 0, 16);
+
+    char path[] = "/tmp/shardrec_plan_XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    assert_int_equal(sr_plan_write(p, path), SR_OK);
+    struct sr_plan *q;
+    assert_int_equal(sr_plan_read(&q, path, &c.cfg, 4, 2), SR_OK);
+    assert_true(sr_plan_hash(p) == sr_plan_hash(q));
+    q->tables[1].shards[0].rank = 2;
+    assert_true(sr_plan_hash(p) != sr_plan_hash(q));
+    unlink(path);
+    assert_int_equal(sr_plan_read(&q, path, &c.cfg, 4, 2), SR_ERR_IO);
+    assert_non_null(strstr(sr_error_message(), path));
+    sr_plan_free(p);
+}
+
+static void expect_json_error(const struct tcfg *c, const char *text, const char *what)
+{
+    struct sr_plan *p;
+    assert_int_equal(sr_plan_from_json(&p, text, "bad.json", &c->cfg, 4, 2), SR_ERR_INVALID_ARG);
+    assert_null(p);
+    const char *m = sr_error_message();
+    if (!strstr(m, what))
+        fail_msg("message '%s' lacks '%s'", m, what);
+}
+
+static void test_json_errors(void **state)
+{
+    struct tcfg c;
+    config(&c);
+    expect_json_error(&c, "{\"tables\": [", "not valid JSON");
+    expect_json_error(&c, "[]", "\"tables\"");
+    expect_json_error(&c, "{\"tables\": [{\"name\": \"a\", \"sharding\": \"dp\"}]}",
+                      "no entry for table 'b'");
+    expect_json_error(&c, "{\"tables\": [{\"name\": \"zz\", \"sharding\": \"dp\"}]}",
+                      "'zz' is not in the model");
+    expect_json_error(&c,
+                      "{\"tables\": [{\"name\": \"a\", \"sharding\": \"dp\"},"
+                      "{\"name\": \"a\", \"sharding\": \"dp\"}, {\"name\": \"b\", \"sharding\": "
+                      "\"dp\"}, {\"name\": \"c\", \"sharding\": \"dp\"}, {\"name\": \"d\", "
+                      "\"sharding\": \"dp\"}]}",
+                      "appears twice");
+    expect_json_error(&c,
+                      "{\"tables\": [{\"name\": \"a\", \"sharding\": \"grid\"}, {\"name\": \"b\", "
+                      "\"sharding\": \"dp\"}, {\"name\": \"c\", \"sharding\": \"dp\"}, "
+                      "{\"name\": \"d\", \"sharding\": \"dp\"}]}",
+                      "unknown sharding type 'grid'");
+    expect_json_error(&c,
+                      "{\"tables\": [{\"name\": \"a\", \"sharding\": \"tw\", \"rank\": 9}, "
+                      "{\"name\": \"b\", \"sharding\": \"dp\"}, {\"name\": \"c\", \"sharding\": "
+                      "\"dp\"}, {\"name\": \"d\", \"sharding\": \"dp\"}]}",
+                      "\"rank\"");
+    expect_json_error(&c,
+                      "{\"world_size\": 8, \"tables\": [{\"name\": \"a\", \"sharding\": \"dp\"}, "
+                      "{\"name\": \"b\", \"sharding\": \"dp\"}, {\"name\": \"c\", \"sharding\": "
+                      "\"dp\"}, {\"name\": \"d\", \"sharding\": \"dp\"}]}",
+                      "made for 8 ranks");
+    expect_json_error(&c,
+                      "{\"tables\": [{\"name\": \"a\", \"sharding\": \"rw\", \"shards\": "
+                      "[{\"rank\": 0, \"rows\": 10}]}, {\"name\": \"b\", \"sharding\": \"dp\"}, "
+                      "{\"name\": \"c\", \"sharding\": \"dp\"}, {\"name\": \"d\", \"sharding\": "
+                      "\"dp\"}]}",
+                      "'a' (rw) has 1 shards but needs 4");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_names),           cmocka_unit_test(test_row_blocks),
+        cmocka_unit_test(test_twrw_blocks),     cmocka_unit_test(test_tw_cw),
+        cmocka_unit_test(test_default),         cmocka_unit_test(test_validate),
+        cmocka_unit_test(test_json_round_trip), cmocka_unit_test(test_json_short_forms),
+        cmocka_unit_test(test_json_errors),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
