@@ -247,6 +247,7 @@ static void test_json_short_forms(void **state)
     assert_true(sr_plan_hash(p) == sr_plan_hash(q));
     q->tables[1].shards[0].rank = 2;
     assert_true(sr_plan_hash(p) != sr_plan_hash(q));
+    sr_plan_free(q);
     unlink(path);
     assert_int_equal(sr_plan_read(&q, path, &c.cfg, 4, 2), SR_ERR_IO);
     assert_non_null(strstr(sr_error_message(), path));
