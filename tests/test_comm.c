@@ -1,6 +1,7 @@
 /*
  * The single-rank communicator: every collective returns the local data (the
- * reduction over a world of one), non-blocking calls complete, and every call
+ * reduction over a world of one), non-blocking calls complete, derived
+ * communicators are worlds of one with their own counters, and every call
  * is counted with zero bytes (nothing leaves the rank).
  */
 #include <setjmp.h>
@@ -12,6 +13,7 @@
 #include <cmocka.h>
 
 #include "shardrec/comm.h"
+#include "shardrec/error.h"
 
 static void test_single_collectives(void **state)
 {
@@ -47,8 +49,42 @@ static void test_single_collectives(void **state)
     sr_comm_free(c);
 }
 
+/* Derived communicators of a world of one are worlds of one with own counters;
+ * check_same passes; counters add field by field; busy time equals exposed. */
+static void test_single_derived(void **state)
+{
+    sr_comm_t c = sr_comm_init_single();
+    sr_comm_t d = sr_comm_dup(c), n = sr_comm_split_node(c), x = sr_comm_split_cross(c);
+    sr_comm_t all[3] = {d, n, x};
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(sr_comm_size(all[i]), 1);
+        assert_int_equal(sr_comm_rank(all[i]), 0);
+        assert_int_equal(sr_comm_local_size(all[i]), 1);
+        assert_int_equal(sr_comm_local_rank(all[i]), 0);
+        assert_string_equal(sr_comm_backend_name(all[i]), "single");
+    }
+    float a[2] = {1, 2}, b[2];
+    sr_comm_all_reduce(d, a, b, 2, SR_DTYPE_F32, SR_REDUCE_SUM, NULL, NULL);
+    sr_comm_broadcast(n, a, b, 2, SR_DTYPE_F32, 0, NULL, NULL);
+    assert_int_equal(sr_comm_counters(c)->calls[SR_COLL_ALL_REDUCE], 0);
+    assert_int_equal(sr_comm_check_same(c, 42, "config"), SR_OK);
+    struct sr_comm_counters sum = {0};
+    sr_comm_counters_add(&sum, sr_comm_counters(d));
+    sr_comm_counters_add(&sum, sr_comm_counters(n));
+    sr_comm_counters_add(&sum, sr_comm_counters(d));
+    assert_int_equal(sum.calls[SR_COLL_ALL_REDUCE], 2);
+    assert_int_equal(sum.calls[SR_COLL_BROADCAST], 1);
+    const struct sr_comm_counters *k = sr_comm_counters(d);
+    assert_true(k->seconds_total[SR_COLL_ALL_REDUCE] == k->seconds[SR_COLL_ALL_REDUCE]);
+    sr_comm_free(x);
+    sr_comm_free(n);
+    sr_comm_free(d);
+    sr_comm_free(c);
+}
+
 int main(void)
 {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_single_collectives)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_single_collectives),
+                                       cmocka_unit_test(test_single_derived)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -127,8 +127,8 @@ void sr_comm_all_gather(sr_comm_t c, const void *send, void *recv, size_t send_c
     count_time(c, SR_COLL_ALL_GATHER, t0, work);
 }
 
-void sr_comm_broadcast(sr_comm_t c, const void *send, void *recv, size_t count,
-                       enum sr_dtype dtype, int root, sr_stream_t stream, sr_comm_work_t *work)
+void sr_comm_broadcast(sr_comm_t c, const void *send, void *recv, size_t count, enum sr_dtype dtype,
+                       int root, sr_stream_t stream, sr_comm_work_t *work)
 {
     SR_ASSERT(root >= 0 && root < c->size);
     double t0 = now_s();
@@ -197,7 +197,7 @@ void sr_comm_counters_add(struct sr_comm_counters *acc, const struct sr_comm_cou
 const char *sr_coll_name(enum sr_coll k)
 {
     static const char *names[SR_COLL_COUNT] = {"all_to_allv", "all_reduce", "reduce_scatter",
-                                               "all_gather", "broadcast", "barrier"};
+                                               "all_gather",  "broadcast",  "barrier"};
     return (unsigned)k < SR_COLL_COUNT ? names[k] : "?";
 }
 

@@ -14,8 +14,8 @@
 
 struct sr_comm_backend {
     const char *name;
-    void (*all_reduce)(sr_comm_t c, const void *send, void *recv, size_t count,
-                       enum sr_dtype dtype, enum sr_reduce_op op, sr_comm_work_t *work);
+    void (*all_reduce)(sr_comm_t c, const void *send, void *recv, size_t count, enum sr_dtype dtype,
+                       enum sr_reduce_op op, sr_comm_work_t *work);
     void (*all_to_allv)(sr_comm_t c, const void *send, const size_t *send_counts,
                         const size_t *send_displs, void *recv, const size_t *recv_counts,
                         const size_t *recv_displs, enum sr_dtype dtype, sr_comm_work_t *work);
@@ -23,8 +23,8 @@ struct sr_comm_backend {
                            enum sr_dtype dtype, enum sr_reduce_op op, sr_comm_work_t *work);
     void (*all_gather)(sr_comm_t c, const void *send, void *recv, size_t send_count,
                        enum sr_dtype dtype, sr_comm_work_t *work);
-    void (*broadcast)(sr_comm_t c, const void *send, void *recv, size_t count,
-                      enum sr_dtype dtype, int root, sr_comm_work_t *work);
+    void (*broadcast)(sr_comm_t c, const void *send, void *recv, size_t count, enum sr_dtype dtype,
+                      int root, sr_comm_work_t *work);
     void (*barrier)(sr_comm_t c);
     int (*wait)(sr_comm_t c, sr_comm_work_t work);
     int (*test)(sr_comm_t c, sr_comm_work_t work);
@@ -40,13 +40,13 @@ struct sr_comm_backend {
 
 struct sr_comm {
     const struct sr_comm_backend *backend;
-    int rank, size;              /* in this communicator */
-    int local_rank, local_size;  /* among this communicator's ranks on my node */
-    int node;                    /* my node index (the world's numbering) */
-    int *node_of;                /* (W) node index of every member */
+    int rank, size;             /* in this communicator */
+    int local_rank, local_size; /* among this communicator's ranks on my node */
+    int node;                   /* my node index (the world's numbering) */
+    int *node_of;               /* (W) node index of every member */
     struct sr_comm_counters counters;
     double busy_base[SR_COLL_COUNT]; /* backend busy seconds at the last reset */
-    void *state;                 /* backend's */
+    void *state;                     /* backend's */
 };
 
 /* Allocate a communicator of `size` members with node_of zeroed (the caller

@@ -30,8 +30,7 @@ static void single_all_reduce(sr_comm_t c, const void *send, void *recv, size_t 
 
 static void single_all_to_allv(sr_comm_t c, const void *send, const size_t *send_counts,
                                const size_t *send_displs, void *recv, const size_t *recv_counts,
-                               const size_t *recv_displs, enum sr_dtype dtype,
-                               sr_comm_work_t *work)
+                               const size_t *recv_displs, enum sr_dtype dtype, sr_comm_work_t *work)
 {
     size_t es = sr_dtype_size(dtype);
     copy((const char *)send + send_displs[0] * es, (char *)recv + recv_displs[0] * es,

@@ -187,8 +187,8 @@ static void test_all_to_allv(sr_comm_t c, enum sr_dtype d, int pattern, int nb)
         for (size_t i = 0; i < rc[p]; i++)
             bad += get(recv, d, rd[p] + i) != a2a_value(p, r, i);
     }
-    CHECK(!bad, "all_to_allv %s pattern %d nb %d: %d wrong elements", sr_dtype_name(d), pattern,
-          nb, bad);
+    CHECK(!bad, "all_to_allv %s pattern %d nb %d: %d wrong elements", sr_dtype_name(d), pattern, nb,
+          bad);
     expect_bytes(c, &before, SR_COLL_ALL_TO_ALLV, per, "all_to_allv");
     sr_free(send), sr_free(recv), sr_free(per), sr_free(sc);
 }
@@ -251,8 +251,8 @@ static void test_all_gather(sr_comm_t c, enum sr_dtype d, size_t n, int in_place
     for (int p = 0; p < W; p++)
         for (size_t i = 0; i < n; i++)
             bad += get(recv, d, p * n + i) != (double)(p * 100 + (int)(i % 100));
-    CHECK(!bad, "all_gather %s n %zu in_place %d nb %d: %d wrong", sr_dtype_name(d), n,
-          in_place, nb, bad);
+    CHECK(!bad, "all_gather %s n %zu in_place %d nb %d: %d wrong", sr_dtype_name(d), n, in_place,
+          nb, bad);
     expect_each(c, &before, SR_COLL_ALL_GATHER, n * sr_dtype_size(d), "all_gather");
     if (!in_place)
         sr_free(send);
@@ -329,8 +329,8 @@ static void test_outstanding(sr_comm_t c)
             sr_comm_reduce_scatter(c, send, send + N * W, N, SR_DTYPE_F32, SR_REDUCE_SUM, NULL,
                                    &w[k]);
         else
-            sr_comm_all_reduce(c, send, send + N * W, N * W, SR_DTYPE_F32, SR_REDUCE_SUM,
-                               NULL, &w[k]);
+            sr_comm_all_reduce(c, send, send + N * W, N * W, SR_DTYPE_F32, SR_REDUCE_SUM, NULL,
+                               &w[k]);
     }
     while (!sr_comm_test(c, w[0])) {
         struct timespec ts = {0, 100000};
@@ -474,8 +474,8 @@ static void test_nodes(int rpn, int expect_local)
     int W = sr_comm_size(world), r = sr_comm_rank(world), L = expect_local;
     CHECK(sr_comm_local_size(world) == L && sr_comm_node(world) == r / L &&
               sr_comm_local_rank(world) == r % L,
-          "rpn %d: local %d/%d node %d", rpn, sr_comm_local_rank(world),
-          sr_comm_local_size(world), sr_comm_node(world));
+          "rpn %d: local %d/%d node %d", rpn, sr_comm_local_rank(world), sr_comm_local_size(world),
+          sr_comm_node(world));
     /* one int to every rank: (L - 1) intra, (W - L) inter */
     struct sr_comm_counters before = snap(world);
     test_all_to_allv(world, SR_DTYPE_I32, -1, 0);
@@ -483,8 +483,8 @@ static void test_nodes(int rpn, int expect_local)
     int *sbuf = sr_calloc((size_t)W, sizeof(int)), *rbuf = sr_calloc((size_t)W, sizeof(int));
     for (int p = 0; p < W; p++)
         ones[p] = ones[2 * W + p] = 1, ones[W + p] = ones[3 * W + p] = (size_t)p;
-    sr_comm_all_to_allv(world, sbuf, ones, ones + W, rbuf, ones + 2 * W, ones + 3 * W,
-                        SR_DTYPE_I32, NULL, NULL);
+    sr_comm_all_to_allv(world, sbuf, ones, ones + W, rbuf, ones + 2 * W, ones + 3 * W, SR_DTYPE_I32,
+                        NULL, NULL);
     const struct sr_comm_counters *k = sr_comm_counters(world);
     CHECK(k->bytes_intra[SR_COLL_ALL_TO_ALLV] - before.bytes_intra[SR_COLL_ALL_TO_ALLV] ==
                   4ull * (L - 1) &&
