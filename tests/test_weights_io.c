@@ -236,6 +236,16 @@ static void test_missing_and_extra(void **state)
                       "1 tensor is not a parameter of this model: emb_l.0.weight; HINT:");
     assert_non_null(strstr(sr_error_message(), "tools/torch_dlrm.py convert"));
 
+    /* reference names: everything missing, everything extra, and the way out */
+    struct sr_st_tensor ref_named = {
+        .name = "bot_l.0.weight", .ndim = 2, .shape = {1, 2}, .data = junk};
+    assert_int_equal(sr_st_write(path, 1, &ref_named), SR_OK);
+    expect_load_error(path, &b, SR_ERR_DATA,
+                      "11 tensors the model needs are missing (bot_mlp.0.weight, bot_mlp.0.bias, "
+                      "bot_mlp.1.weight, bot_mlp.1.bias, top_mlp.0.weight, ...) and the file holds "
+                      "1 tensor this model does not have (bot_l.0.weight); HINT:");
+    assert_non_null(strstr(sr_error_message(), "convert --to shardrec"));
+
     /* the loaders' checks come before any copy */
     struct model ref;
     model_init(&ref, rows, 8, 2);

@@ -12,7 +12,9 @@ file, its per-step losses and final weights can be compared with shardrec's.
 
 Weights files are safetensors, read and written here by a small pure-Python
 codec (8-byte little-endian header length, JSON header, raw little-endian
-data), so the only dependency is python3-torch (Debian's 1.13 works) and numpy.
+data), so the only dependencies are numpy and, for init and train only,
+PyTorch (Debian's python3-torch 1.13 works); the other subcommands do not
+import torch, which keeps them fast.
 
 Subcommands (each has --help):
   init      write reference-style initial weights under shardrec's names
@@ -39,14 +41,12 @@ import struct
 import sys
 
 import numpy as np
-import torch
-import torch.nn as nn
 
 # ---- safetensors (F32 only, as shardrec) ------------------------------------------------
 
 
 def st_load(path):
-    """name -> float32 torch tensor. Verifies the offsets as shardrec does."""
+    """name -> float32 numpy array. Verifies the offsets as shardrec does."""
     with open(path, "rb") as f:
         buf = f.read()
     if len(buf) < 8:
@@ -69,7 +69,7 @@ def st_load(path):
             sys.exit(f"{path}: tensor {name} has bad data_offsets [{begin}, {end}]")
         spans.append((begin, end, name))
         arr = np.frombuffer(data, dtype="<f4", count=numel, offset=begin).reshape(shape)
-        out[name] = torch.from_numpy(arr.astype(np.float32, copy=True))
+        out[name] = arr.astype(np.float32, copy=True)
     spans.sort()
     pos = 0
     for begin, end, name in spans:
@@ -82,11 +82,11 @@ def st_load(path):
 
 
 def st_save(path, tensors):
-    """Write name -> tensor as F32 safetensors, atomically (PATH.tmp, fsync, rename)."""
+    """Write name -> array as F32 safetensors, atomically (PATH.tmp, fsync, rename)."""
     header = {"__metadata__": {"format": "pt"}}
     blobs, off = [], 0
     for name in sorted(tensors):
-        a = tensors[name].detach().to(torch.float32).contiguous().numpy().astype("<f4")
+        a = np.ascontiguousarray(tensors[name], dtype="<f4")
         raw = a.tobytes()
         header[name] = {"dtype": "F32", "shape": list(a.shape), "data_offsets": [off, off + len(raw)]}
         blobs.append(raw)
@@ -160,54 +160,60 @@ def from_reference(sd, tables_flag=None):
 # ---- the model ---------------------------------------------------------------------------
 
 
-def mlp(widths, relu_last):
-    layers = []
-    for k in range(len(widths) - 1):
-        layers.append(nn.Linear(widths[k], widths[k + 1]))
-        if k < len(widths) - 2 or relu_last:
-            layers.append(nn.ReLU())
-    return nn.Sequential(*layers)
+def dlrm_class(torch):
+    """The model, built on the torch module passed in (imported only by init/train)."""
+    nn = torch.nn
+
+    def mlp(widths, relu_last):
+        layers = []
+        for k in range(len(widths) - 1):
+            layers.append(nn.Linear(widths[k], widths[k + 1]))
+            if k < len(widths) - 2 or relu_last:
+                layers.append(nn.ReLU())
+        return nn.Sequential(*layers)
+
+    class DLRM(nn.Module):
+        """The reference's module layout: bot_l, emb_l, top_l."""
+
+        def __init__(self, bot, top, rows, dim):
+            super().__init__()
+            num_f = len(rows)
+            self.bot_l = mlp(bot, relu_last=True)
+            self.emb_l = nn.ModuleList(nn.EmbeddingBag(r, dim, mode="sum") for r in rows)
+            self.top_l = mlp([dim + num_f * (num_f + 1) // 2] + top, relu_last=False)
+            li, lj = [], []
+            for i in range(num_f + 1):  # strict lower triangle of X X^T, row by row
+                for j in range(i):
+                    li.append(i)
+                    lj.append(j)
+            self.register_buffer("li", torch.tensor(li), persistent=False)
+            self.register_buffer("lj", torch.tensor(lj), persistent=False)
+
+        def forward(self, dense, ids):
+            """dense (B, 13) float32; ids (F, B) int64, one id per bag -> logits (B)."""
+            B = dense.shape[0]
+            z = self.bot_l(dense)
+            offsets = torch.arange(B, dtype=torch.int64)
+            e = [emb(ids[f], offsets) for f, emb in enumerate(self.emb_l)]
+            X = torch.stack([z] + e, dim=1)  # (B, F+1, D)
+            Z = torch.bmm(X, X.transpose(1, 2))
+            inter = torch.cat([z, Z[:, self.li, self.lj]], dim=1)
+            return self.top_l(inter).squeeze(1)
+
+    return DLRM
 
 
-class DLRM(nn.Module):
-    """The reference's module layout: bot_l, emb_l, top_l."""
-
-    def __init__(self, bot, top, rows, dim):
-        super().__init__()
-        num_f = len(rows)
-        self.bot_l = mlp(bot, relu_last=True)
-        self.emb_l = nn.ModuleList(nn.EmbeddingBag(r, dim, mode="sum") for r in rows)
-        self.top_l = mlp([dim + num_f * (num_f + 1) // 2] + top, relu_last=False)
-        li, lj = [], []
-        for i in range(num_f + 1):  # strict lower triangle of X X^T, row by row
-            for j in range(i):
-                li.append(i)
-                lj.append(j)
-        self.register_buffer("li", torch.tensor(li), persistent=False)
-        self.register_buffer("lj", torch.tensor(lj), persistent=False)
-
-    def forward(self, dense, ids):
-        """dense (B, 13) float32; ids (F, B) int64, one id per bag -> logits (B)."""
-        B = dense.shape[0]
-        z = self.bot_l(dense)
-        offsets = torch.arange(B, dtype=torch.int64)
-        e = [emb(ids[f], offsets) for f, emb in enumerate(self.emb_l)]
-        X = torch.stack([z] + e, dim=1)  # (B, F+1, D)
-        Z = torch.bmm(X, X.transpose(1, 2))
-        inter = torch.cat([z, Z[:, self.li, self.lj]], dim=1)
-        return self.top_l(inter).squeeze(1)
-
-
-def model_from_weights(ref):
-    """Build a DLRM whose shapes match reference-named tensors, and load them."""
+def model_from_weights(torch, ref):
+    """Build a DLRM whose shapes match reference-named arrays, and load them."""
     def widths(prefix):
         ks = sorted(int(n.split(".")[1]) for n in ref if n.startswith(prefix) and n.endswith(".weight"))
         w = [ref[f"{prefix}{k}.weight"] for k in ks]
         return [w[0].shape[1]] + [x.shape[0] for x in w]
     n_emb = sum(1 for n in ref if n.startswith("emb_l."))
     embs = [ref[f"emb_l.{i}.weight"] for i in range(n_emb)]
-    m = DLRM(widths("bot_l."), widths("top_l.")[1:], [e.shape[0] for e in embs], embs[0].shape[1])
-    m.load_state_dict(ref, strict=True)
+    m = dlrm_class(torch)(widths("bot_l."), widths("top_l.")[1:], [e.shape[0] for e in embs],
+                          embs[0].shape[1])
+    m.load_state_dict({k: torch.from_numpy(v) for k, v in ref.items()}, strict=True)
     return m
 
 
@@ -215,7 +221,7 @@ def model_from_weights(ref):
 
 
 def read_tsv(path, rows, limit):
-    """First `limit` lines -> labels (N), dense (N, 13), ids (F, N).
+    """First `limit` lines -> numpy labels (N), dense (N, 13), ids (F, N).
     dense x -> log(max(x, 0) + 1) in double, rounded once to float; missing -> 0.
     categorical hex -> uint32 -> mod rows[f]; missing -> 0."""
     labels, dense, ids = [], [], []
@@ -230,15 +236,16 @@ def read_tsv(path, rows, limit):
             labels.append(float(fields[0]))
             dense.append([math.log1p(max(int(x), 0)) if x else 0.0 for x in fields[1:14]])
             ids.append([int(h, 16) % rows[k] if h else 0 for k, h in enumerate(fields[14:])])
-    return (torch.tensor(labels, dtype=torch.float32),
-            torch.tensor(np.array(dense, dtype=np.float64).astype(np.float32)),
-            torch.tensor(ids, dtype=torch.int64).t().contiguous())
+    return (np.array(labels, dtype=np.float32),
+            np.array(dense, dtype=np.float64).astype(np.float32),
+            np.ascontiguousarray(np.array(ids, dtype=np.int64).reshape(-1, F).T))
 
 
 # ---- subcommands ----------------------------------------------------------------------------
 
 
 def cmd_init(a):
+    import torch
     g = torch.Generator().manual_seed(a.seed)
     rows = [int(r) for r in a.table_rows.split(",")]
     bot = [int(w) for w in a.bot_mlp.split("-")]
@@ -253,30 +260,31 @@ def cmd_init(a):
     for t, r in enumerate(rows):
         bound = math.sqrt(1 / r)
         sd[f"emb.t{t}.weight"] = (torch.rand(r, bot[-1], generator=g) * 2 - 1) * bound
-    st_save(a.out, sd)
+    st_save(a.out, {k: v.numpy() for k, v in sd.items()})
 
 
 def perturb(sd, spec):
     name, index, delta = spec.rsplit(":", 2)
-    flat = sd[name].view(-1)
-    flat[int(index)] += float(delta)
+    flat = sd[name].reshape(-1)  # a view: sd[name] is contiguous
+    flat[int(index)] += np.float32(delta)
 
 
 def cmd_train(a):
+    import torch
     torch.set_num_threads(a.threads)
     sd = st_load(a.weights)
     if a.perturb:
         perturb(sd, a.perturb)
     order = table_order(sd.keys(), a.tables)
-    model = model_from_weights(to_reference(sd, a.tables))
+    model = model_from_weights(torch, to_reference(sd, a.tables))
     rows = [sd[f"emb.{t}.weight"].shape[0] for t in order]
     B = a.batch_size
-    labels, dense, ids = read_tsv(a.data, rows, a.steps * B)
+    labels, dense, ids = (torch.from_numpy(x) for x in read_tsv(a.data, rows, a.steps * B))
     steps = min(a.steps, labels.shape[0] // B)  # a partial last batch is dropped
     emb_lr = a.emb_lr if a.emb_lr > 0 else a.lr
     opt = torch.optim.SGD([{"params": list(model.bot_l.parameters()) + list(model.top_l.parameters()), "lr": a.lr},
                            {"params": model.emb_l.parameters(), "lr": emb_lr}], lr=a.lr)
-    loss_fn = nn.BCEWithLogitsLoss(reduction="mean")
+    loss_fn = torch.nn.BCEWithLogitsLoss(reduction="mean")
     out = open(a.losses, "w") if a.losses else None
     for step in range(1, steps + 1):
         s = slice((step - 1) * B, step * B)
@@ -289,7 +297,8 @@ def cmd_train(a):
     if out:
         out.close()
     if a.save:
-        st_save(a.save, from_reference(model.state_dict(), ",".join(order)))
+        final = {k: v.detach().numpy() for k, v in model.state_dict().items()}
+        st_save(a.save, from_reference(final, ",".join(order)))
     print(f"torch_dlrm: {steps} steps of batch {B}, last loss {loss.item():.6f}", file=sys.stderr)
 
 
@@ -330,11 +339,15 @@ def cmd_compare_weights(a):
     for name in sorted(x):
         if x[name].shape != y[name].shape:
             sys.exit(f"compare-weights: {name} has shapes {list(x[name].shape)} and {list(y[name].shape)}")
-        d = (x[name] - y[name]).abs()
-        worst_abs = max(worst_abs, d.max().item() if d.numel() else 0.0)
-        ratio = (d / (a.atol + a.rtol * y[name].abs())).max().item() if d.numel() else 0.0
-        worst_ratio = max(worst_ratio, ratio)
-        if not torch.allclose(x[name], y[name], rtol=a.rtol, atol=a.atol):
+        d = np.abs(x[name].astype(np.float64) - y[name])
+        if d.size:
+            worst_abs = max(worst_abs, float(d.max()))
+            with np.errstate(divide="ignore", invalid="ignore"):
+                r = d / (a.atol + a.rtol * np.abs(y[name]))
+            r[d == 0] = 0  # 0/0 when both tolerances are 0
+            worst_ratio = max(worst_ratio, float(r.max()))
+        # as torch.allclose: |a - b| <= atol + rtol * |b|, elementwise
+        if not np.allclose(x[name], y[name], rtol=a.rtol, atol=a.atol):
             bad.append(name)
     print(f"weights: {len(x)} tensors, max |a-b| {worst_abs:.3e}, max |a-b|/(atol+rtol|b|) "
           f"{worst_ratio:.3f}; allclose(rtol={a.rtol:g}, atol={a.atol:g}): "

@@ -97,37 +97,54 @@ static void list_add(char *buf, size_t cap, int *count, const char *name)
     (*count)++;
 }
 
-static int check_missing(const struct sr_st_file *f, const struct param *p, int n)
+/* Names of the model's tensors absent from the file, and of the file's tensors
+ * absent from the model: the first LIST_MAX of each and the counts. */
+struct name_diff {
+    char missing[LIST_MAX * NAME_CAP + 16];
+    char extra[LIST_MAX * NAME_CAP + 16];
+    int n_missing, n_extra;
+};
+
+static void diff_names(const struct sr_st_file *f, const struct param *p, int n,
+                       struct name_diff *d)
 {
-    char names[LIST_MAX * NAME_CAP + 16] = "";
-    int missing = 0;
+    memset(d, 0, sizeof *d);
     for (int i = 0; i < n; i++)
         if (sr_st_find(f, p[i].name, NULL, NULL, NULL) != SR_OK)
-            list_add(names, sizeof names, &missing, p[i].name);
+            list_add(d->missing, sizeof d->missing, &d->n_missing, p[i].name);
     sr_error_clear();
-    if (!missing)
-        return SR_OK;
-    return sr_error_set(SR_ERR_DATA, "%s: %d tensor%s the model needs %s missing: %s%s; %s",
-                        sr_st_path(f), missing, missing > 1 ? "s" : "", missing > 1 ? "are" : "is",
-                        names, missing > LIST_MAX ? ", ..." : "", HINT_MODEL);
-}
-
-static int check_extra(const struct sr_st_file *f, const struct param *p, int n)
-{
-    char names[LIST_MAX * NAME_CAP + 16] = "";
-    int extra = 0;
     for (int i = 0; i < sr_st_count(f); i++)
         if (find_param(p, n, sr_st_name(f, i)) < 0)
-            list_add(names, sizeof names, &extra, sr_st_name(f, i));
-    if (!extra)
-        return SR_OK;
-    return sr_error_set(SR_ERR_DATA,
-                        "%s: %d tensor%s not a parameter of this model: %s%s; HINT: names must "
-                        "be bot_mlp.K.weight/bias, top_mlp.K.weight/bias and emb.TABLE.weight "
-                        "with this model's tables; convert a DLRM reference checkpoint with "
-                        "python3 tools/torch_dlrm.py convert",
-                        sr_st_path(f), extra, extra > 1 ? "s are" : " is", names,
-                        extra > LIST_MAX ? ", ..." : "");
+            list_add(d->extra, sizeof d->extra, &d->n_extra, sr_st_name(f, i));
+}
+
+#define HINT_NAMES                                                                                 \
+    "HINT: names must be bot_mlp.K.weight/bias, top_mlp.K.weight/bias and emb.TABLE.weight "       \
+    "with this model's tables; convert a DLRM reference checkpoint with "                          \
+    "python3 tools/torch_dlrm.py convert --to shardrec"
+
+static int check_names(const struct sr_st_file *f, const struct param *p, int n)
+{
+    struct name_diff d;
+    diff_names(f, p, n, &d);
+    const char *more_m = d.n_missing > LIST_MAX ? ", ..." : "";
+    const char *more_e = d.n_extra > LIST_MAX ? ", ..." : "";
+    if (d.n_missing && d.n_extra)
+        return sr_error_set(
+            SR_ERR_DATA,
+            "%s: %d tensors the model needs are missing (%s%s) and the file holds %d "
+            "tensor%s this model does not have (%s%s); %s",
+            sr_st_path(f), d.n_missing, d.missing, more_m, d.n_extra, d.n_extra > 1 ? "s" : "",
+            d.extra, more_e, HINT_NAMES);
+    if (d.n_missing)
+        return sr_error_set(SR_ERR_DATA, "%s: %d tensor%s the model needs %s missing: %s%s; %s",
+                            sr_st_path(f), d.n_missing, d.n_missing > 1 ? "s" : "",
+                            d.n_missing > 1 ? "are" : "is", d.missing, more_m, HINT_MODEL);
+    if (d.n_extra)
+        return sr_error_set(SR_ERR_DATA, "%s: %d tensor%s not a parameter of this model: %s%s; %s",
+                            sr_st_path(f), d.n_extra, d.n_extra > 1 ? "s are" : " is", d.extra,
+                            more_e, HINT_NAMES);
+    return SR_OK;
 }
 
 static int check_shape(const struct sr_st_file *f, const struct param *p)
@@ -159,12 +176,12 @@ static int check_shape(const struct sr_st_file *f, const struct param *p)
 static int match_file(const struct sr_st_file *f, const struct param *p, int n)
 {
     int rc;
-    if ((rc = check_missing(f, p, n)))
+    if ((rc = check_names(f, p, n)))
         return rc;
     for (int i = 0; i < n; i++)
         if ((rc = check_shape(f, &p[i])))
             return rc;
-    return check_extra(f, p, n);
+    return SR_OK;
 }
 
 int sr_weights_load(const char *path, struct sr_dlrm *m, struct sr_ebc *ebc)
