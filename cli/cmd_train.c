@@ -59,6 +59,16 @@ static void train_help(void)
         "                         evaluated\n"
         "  --progress, --no-progress  live progress line (default: when stderr is a terminal)\n"
         "\n"
+        "distribution (start with mpirun/srun; one rank otherwise)\n"
+        "  --global-batch-size G  global batch; each of W ranks takes G/W (default W x\n"
+        "                         --batch-size)\n"
+        "  --sharding TYPE        shard every table: dp, tw, rw, cw or twrw\n"
+        "  --plan FILE            JSON plan: each table's sharding type and ranks\n"
+        "                         (default: tables <= 1024 rows dp, the rest tw, balanced)\n"
+        "  --ranks-per-node N     treat blocks of N consecutive ranks as one node (default:\n"
+        "                         detected; env SR_RANKS_PER_NODE)\n"
+        "  --bucket-kib N         dense gradient all-reduce bucket size (default 4096)\n"
+        "\n"
         "Exit status: 0 done, 1 the run failed (e.g. loss became NaN), 2 bad flags or config.\n"
         "Environment: OMP_NUM_THREADS, OPENBLAS_NUM_THREADS, SR_LOG=warn|info|debug.\n");
 }
@@ -119,11 +129,12 @@ int cli_train(int argc, char **argv)
         cli_error("train", "%s", sr_error_message());
         return CLI_EXIT_USAGE;
     }
-    print_job(&cfg);
     if ((rc = sr_trainer_init(&trainer, &cfg, stderr))) {
         cli_error("train", "%s", sr_error_message());
         return rc == SR_ERR_INVALID_ARG || rc == SR_ERR_IO ? CLI_EXIT_USAGE : CLI_EXIT_FAIL;
     }
+    if (sr_trainer_rank(trainer) == 0)
+        print_job(&cfg);
     if (args.init_weights && (rc = sr_trainer_load_weights(trainer, args.init_weights))) {
         cli_error("train", "%s", sr_error_message());
         sr_trainer_free(trainer);

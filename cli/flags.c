@@ -8,18 +8,19 @@
 #include <string.h>
 
 #include "shardrec/error.h"
+#include "shardrec/plan.h"
 #include "cli.h"
 
 static const char *const job_flags[] = {
     "steps",       "batch-size",    "lr",           "emb-lr",     "lr-schedule",
     "optimizer",   "emb-optimizer", "embedding-dim", "bot-mlp",   "top-mlp",
     "table-rows",  "pooling",       "ids-per-feature", "id-dist", "seed",
-    "eval-every",  "eval-samples",  "log-every",    "metrics",    NULL};
+    "eval-every",  "eval-samples",  "log-every",    "metrics",    "ranks-per-node",
+    "global-batch-size", "plan", "sharding", "bucket-kib", NULL};
 
 /* Flags a user may expect that later versions provide. */
 static const char *const not_built[] = {
-    "plan",   "sharding",
-    "ranks-per-node", "global-batch-size", "comm-dtype", "trace", "device", "shuffle", NULL};
+    "comm-dtype", "trace", "device", "shuffle", NULL};
 
 void cli_error(const char *cmd, const char *fmt, ...)
 {
@@ -115,6 +116,18 @@ static int apply_numeric(struct sr_train_config *cfg, const char *name, const ch
         return set_int("--eval-samples", v, 0, (int64_t)1 << 36, &cfg->eval_samples);
     if (!strcmp(name, "log-every"))
         return set_int("--log-every", v, 1, INT64_MAX / 4, &cfg->log_every);
+    if (!strcmp(name, "ranks-per-node")) {
+        rc = set_int("--ranks-per-node", v, 1, 1 << 20, &x);
+        cfg->ranks_per_node = (int)x;
+        return rc;
+    }
+    if (!strcmp(name, "global-batch-size"))
+        return set_int("--global-batch-size", v, 1, (int64_t)1 << 31, &cfg->global_batch_size);
+    if (!strcmp(name, "bucket-kib")) {
+        rc = set_int("--bucket-kib", v, 1, 1 << 22, &x);
+        cfg->bucket_kib = (int)x;
+        return rc;
+    }
     if (!strcmp(name, "lr"))
         return sr_parse_f32("--lr", v, &cfg->lr);
     if (!strcmp(name, "emb-lr"))
@@ -147,6 +160,20 @@ int cli_apply_job_flag(struct sr_train_config *cfg, const char *name, const char
         if (strlen(v) >= sizeof cfg->lr_schedule)
             return sr_error_set(SR_ERR_INVALID_ARG, "--lr-schedule: too long");
         snprintf(cfg->lr_schedule, sizeof cfg->lr_schedule, "%s", v);
+        return SR_OK;
+    }
+    if (!strcmp(name, "sharding")) {
+        enum sr_sharding_type type;
+        if (sr_sharding_type_parse(v, &type))
+            return sr_error_set(SR_ERR_INVALID_ARG, "--sharding: '%s'; choose dp, tw, rw, cw or twrw",
+                                v);
+        cfg->sharding = (int)type;
+        return SR_OK;
+    }
+    if (!strcmp(name, "plan")) {
+        if (strlen(v) >= sizeof cfg->plan_path)
+            return sr_error_set(SR_ERR_INVALID_ARG, "--plan: path too long");
+        snprintf(cfg->plan_path, sizeof cfg->plan_path, "%s", v);
         return SR_OK;
     }
     if (!strcmp(name, "metrics")) {

@@ -51,6 +51,12 @@ struct sr_train_config {
     char lr_schedule[128];                             /* "constant" or "warmup_poly:..." */
     enum sr_optim_kind optimizer;                      /* dense */
     enum sr_optim_kind emb_optimizer;                  /* embeddings */
+    /* distribution */
+    int ranks_per_node;                                /* 0: detect (or SR_RANKS_PER_NODE) */
+    int64_t global_batch_size;                         /* 0: W * batch_size */
+    char plan_path[SR_PATH_MAX];                       /* --plan FILE, or "" */
+    int sharding;                                      /* --sharding type for all, or -1 */
+    int bucket_kib;                                    /* dense all-reduce bucket size */
     /* evaluation and logging */
     int64_t eval_every;                                /* steps; 0 = only at the end */
     int64_t eval_samples;                              /* held-back samples evaluated */

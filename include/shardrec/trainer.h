@@ -51,6 +51,8 @@ int sr_trainer_run(struct sr_trainer *t, struct sr_trainer_result *res);
 /* Evaluate on the held-back split now. */
 int sr_trainer_evaluate(struct sr_trainer *t, struct sr_eval_metrics *out);
 void sr_trainer_free(struct sr_trainer *t);
+/* This process's rank (0 on one rank). */
+int sr_trainer_rank(const struct sr_trainer *t);
 /* The end-of-run summary: throughput, per-stage times, final eval metrics
  * beside the synthetic data's ceiling and floor, loop allocations. */
 void sr_trainer_print_summary(const struct sr_trainer *t, const struct sr_trainer_result *res,

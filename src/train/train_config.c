@@ -52,6 +52,8 @@ void sr_train_config_default(struct sr_train_config *cfg)
     cfg->eval_samples = 1 << 17;
     cfg->log_every = 50;
     cfg->progress = -1;
+    cfg->sharding = -1;
+    cfg->bucket_kib = 4096;
 }
 
 int sr_train_config_set_table_rows(struct sr_train_config *cfg, const int64_t *rows, int n)

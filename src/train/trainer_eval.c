@@ -1,0 +1,162 @@
+/*
+ * Evaluation on the held-back split, with an exact AUC over every sample.
+ *
+ * Evaluation walks global batches of G = W*B samples like training, each rank
+ * taking its slice. The last global batch is usually partial: its missing
+ * samples are padding (label -1, empty bags, zero dense features), so every
+ * rank still runs the same collectives with a full batch of B. Afterwards the
+ * ranks all-gather their probabilities and labels, and every rank computes the
+ * metrics over the real samples:
+ *
+ *   eval_pred      rank r: [ batch 0: B | batch 1: B | ... ]      (nb * B)
+ *   eval_pred_all  [ rank 0's eval_pred | rank 1's | ... ]        (W * nb * B)
+ *
+ * Buffers are sized at init, so evaluation does not allocate.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "shardrec/alloc.h"
+#include "shardrec/error.h"
+#include "train/trainer_internal.h"
+
+/* Count the global evaluation batches of --eval-data once (this also checks
+ * the whole file before training starts). */
+static int count_file_batches(struct sr_trainer *t)
+{
+    int64_t nb = 0, n = 0;
+    int rc;
+    while ((rc = sr_reader_next(t->eval_reader, &t->batch)) == 1) {
+        nb++;
+        n += t->batch.batch_size;
+    }
+    if (rc < 0)
+        return rc;
+    t->eval_batches = nb;
+    t->cfg->eval_samples = n; /* this rank's share; the metrics count all */
+    return sr_reader_rewind(t->eval_reader);
+}
+
+int sr_trainer_init_eval(struct sr_trainer *t)
+{
+    struct sr_train_config *cfg = t->cfg;
+    size_t B = (size_t)cfg->batch_size, W = (size_t)t->world_size;
+    if (cfg->n_data && !t->eval_reader)
+        cfg->eval_samples = 0; /* files without --eval-data: no evaluation */
+    if (t->eval_reader) {
+        int rc = count_file_batches(t);
+        if (rc)
+            return rc;
+    } else {
+        t->eval_batches = (cfg->eval_samples + t->global_batch - 1) / t->global_batch;
+    }
+    if (t->eval_batches == 0)
+        return SR_OK;
+    size_t local = (size_t)t->eval_batches * B;
+    t->eval_pred = sr_aligned_alloc(sizeof(float) * local);
+    t->eval_labels = sr_aligned_alloc(sizeof(float) * local);
+    t->eval_pred_all = sr_aligned_alloc(sizeof(float) * local * W);
+    t->eval_labels_all = sr_aligned_alloc(sizeof(float) * local * W);
+    t->eval_work = sr_aligned_alloc(sr_metrics_workspace_bytes((int64_t)(local * W)));
+    return SR_OK;
+}
+
+void sr_trainer_free_eval(struct sr_trainer *t)
+{
+    sr_free(t->eval_pred);
+    sr_free(t->eval_labels);
+    sr_free(t->eval_pred_all);
+    sr_free(t->eval_labels_all);
+    sr_free(t->eval_work);
+}
+
+/* Re-lay a partial batch of Bv samples as a full batch of B: lengths move from
+ * stride Bv to stride B (highest feature first, so nothing is overwritten
+ * before it moves), the padding gets empty bags, zero dense features and
+ * label -1. */
+static void pad_batch(struct sr_batch *b, int B)
+{
+    int Bv = b->batch_size, F = b->kjt.num_keys;
+    if (Bv == B)
+        return;
+    for (int f = F - 1; f >= 0; f--) {
+        memmove(b->kjt.lengths + (size_t)f * B, b->kjt.lengths + (size_t)f * Bv,
+                sizeof(int32_t) * (size_t)Bv);
+        memset(b->kjt.lengths + (size_t)f * B + Bv, 0, sizeof(int32_t) * (size_t)(B - Bv));
+    }
+    memset(b->dense + (size_t)Bv * b->num_dense, 0, sizeof(float) * (size_t)(B - Bv) * b->num_dense);
+    for (int i = Bv; i < B; i++)
+        b->labels[i] = -1.0f;
+    b->kjt.stride = B;
+    b->batch_size = B;
+    SR_ASSERT(sr_kjt_compute_offsets(&b->kjt) == SR_OK);
+}
+
+/* Evaluation batch g of this rank into t->batch, padded to B. */
+static int load_eval_batch(struct sr_trainer *t, int64_t g)
+{
+    int B = t->cfg->batch_size;
+    if (t->eval_reader) {
+        int rc = sr_reader_next(t->eval_reader, &t->batch);
+        if (rc != 1)
+            return rc < 0 ? rc : sr_error_set(SR_ERR_DATA, "--eval-data changed while training");
+        pad_batch(&t->batch, B);
+        return SR_OK;
+    }
+    int64_t first = g * t->global_batch + (int64_t)t->rank * B;
+    int64_t valid = t->cfg->eval_samples - first;
+    sr_synth_fill(t->synth, SR_SYNTH_EVAL_BASE + first, B, &t->batch);
+    for (int64_t i = valid < 0 ? 0 : valid; i < B; i++)
+        t->batch.labels[i] = -1.0f;
+    return SR_OK;
+}
+
+static int eval_batch(struct sr_trainer *t, float *pred, float *labels)
+{
+    int B = t->cfg->batch_size;
+    int rc = sr_trainer_emb_forward(t);
+    if (rc)
+        return rc;
+    sr_dlrm_forward(t->dlrm, t->batch.dense, t->pooled, B, t->logits);
+    sr_dev_copy(t->dev, pred, t->logits, sizeof(float) * (size_t)B, NULL);
+    sr_dev_sync(t->dev, NULL);
+    for (int i = 0; i < B; i++)
+        pred[i] = (float)(1.0 / (1.0 + exp(-(double)pred[i])));
+    memcpy(labels, t->batch.labels, sizeof(float) * (size_t)B);
+    return SR_OK;
+}
+
+/* Keep the real samples of the gathered arrays (in place); their count. */
+static int64_t compact(float *pred, float *labels, int64_t n)
+{
+    int64_t k = 0;
+    for (int64_t i = 0; i < n; i++) {
+        if (labels[i] < 0)
+            continue;
+        pred[k] = pred[i];
+        labels[k++] = labels[i];
+    }
+    return k;
+}
+
+int sr_trainer_evaluate(struct sr_trainer *t, struct sr_eval_metrics *out)
+{
+    size_t B = (size_t)t->cfg->batch_size, local = (size_t)t->eval_batches * B;
+    int rc;
+    memset(out, 0, sizeof *out);
+    if (t->eval_batches == 0)
+        return SR_OK;
+    if (t->eval_reader && (rc = sr_reader_rewind(t->eval_reader)))
+        return rc;
+    for (int64_t g = 0; g < t->eval_batches; g++) {
+        if ((rc = load_eval_batch(t, g)))
+            return rc;
+        if ((rc = eval_batch(t, t->eval_pred + g * B, t->eval_labels + g * B)))
+            return rc;
+    }
+    sr_comm_all_gather(t->world, t->eval_pred, t->eval_pred_all, local, SR_DTYPE_F32, NULL, NULL);
+    sr_comm_all_gather(t->world, t->eval_labels, t->eval_labels_all, local, SR_DTYPE_F32, NULL,
+                       NULL);
+    int64_t n = compact(t->eval_pred_all, t->eval_labels_all, (int64_t)(local * t->world_size));
+    return sr_metrics_compute(t->eval_pred_all, t->eval_labels_all, n, t->eval_work, out);
+}

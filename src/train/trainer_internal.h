@@ -1,0 +1,97 @@
+/*
+ * The trainer's state, shared by its parts:
+ *   trainer.c         construction, one training step, the loop
+ *   trainer_dist.c    communicators, the plan, the (sharded) embedding stage
+ *   trainer_eval.c    evaluation: padded global batches, gathered predictions
+ *   trainer_report.c  log lines, metrics lines, the summary
+ */
+#ifndef SHARDREC_TRAINER_INTERNAL_H
+#define SHARDREC_TRAINER_INTERNAL_H
+
+#include <stdio.h>
+
+#include "shardrec/batch.h"
+#include "shardrec/comm.h"
+#include "shardrec/device.h"
+#include "shardrec/plan.h"
+#include "shardrec/reader.h"
+#include "shardrec/sharded_ebc.h"
+#include "shardrec/synthetic.h"
+#include "shardrec/trainer.h"
+#include "train/grad_buckets.h"
+
+struct sr_trainer {
+    struct sr_train_config *cfg;
+    FILE *log;     /* rank 0 only; NULL elsewhere */
+    FILE *metrics; /* rank 0 only */
+    int progress;
+    struct sr_device *dev;
+    /* ranks */
+    sr_comm_t world;  /* startup checks, evaluation gathers */
+    sr_comm_t sparse; /* embedding input/output dist */
+    sr_comm_t node;   /* my node's ranks (TWRW) */
+    sr_comm_t cross;  /* my local rank on every node (TWRW) */
+    sr_comm_t dense;  /* dense gradient buckets */
+    int rank, world_size;
+    int64_t global_batch; /* G = W * B */
+    struct sr_plan *plan; /* NULL: one rank, unsharded EBC */
+    /* data */
+    struct sr_synth *synth;
+    struct sr_reader *reader;      /* --data, or NULL */
+    struct sr_reader *eval_reader; /* --eval-data, or NULL */
+    int64_t epoch;
+    struct sr_batch batch; /* this rank's B samples */
+    /* model */
+    struct sr_ebc *ebc;           /* one rank without a plan */
+    struct sr_sharded_ebc *sebc;  /* otherwise */
+    struct sr_dlrm *dlrm;
+    struct sr_dense_optim *dense_optim;
+    struct sr_grad_buckets *buckets;
+    struct sr_lr_schedule lr_dense, lr_emb;
+    int pooled_dim;  /* F*D */
+    float *pooled;   /* (B, F*D) device */
+    float *dpooled;  /* (B, F*D) device */
+    float *logits;   /* (B) device */
+    /* evaluation */
+    int64_t eval_batches;  /* global evaluation batches per pass */
+    float *eval_pred;      /* (eval_batches*B) host: this rank's probabilities */
+    float *eval_labels;    /* (eval_batches*B) host: 0/1, or -1 for padding */
+    float *eval_pred_all;  /* (W*eval_batches*B) host: gathered */
+    float *eval_labels_all;
+    void *eval_work;
+    double teacher_auc, dense_only_auc, sparse_share;
+    struct sr_eval_metrics last_eval;
+    /* accounting */
+    struct sr_comm_counters train_comm; /* collectives of training steps only */
+};
+
+/* trainer_dist.c */
+int sr_trainer_init_comms(struct sr_trainer *t);
+int sr_trainer_init_plan(struct sr_trainer *t);
+int sr_trainer_check_same(struct sr_trainer *t);
+void sr_trainer_free_comms(struct sr_trainer *t);
+void sr_trainer_comm_snapshot(const struct sr_trainer *t, struct sr_comm_counters *out);
+int sr_trainer_emb_init(struct sr_trainer *t, const struct sr_optim_config *opt);
+int sr_trainer_emb_forward(struct sr_trainer *t);
+void sr_trainer_emb_backward(struct sr_trainer *t, float lr, int64_t step);
+float *sr_trainer_emb_dp_grads(struct sr_trainer *t, size_t *n);
+void sr_trainer_emb_dp_update(struct sr_trainer *t, float lr, int64_t step);
+void sr_trainer_emb_free(struct sr_trainer *t);
+int sr_trainer_save_sharded_weights(struct sr_trainer *t, const char *path);
+
+/* trainer_eval.c */
+int sr_trainer_init_eval(struct sr_trainer *t);
+void sr_trainer_free_eval(struct sr_trainer *t);
+
+/* trainer_report.c */
+struct sr_interval {
+    int64_t steps;
+    double seconds;
+    double loss_sum;
+};
+void sr_trainer_log_interval(struct sr_trainer *t, int64_t step, double loss,
+                             const struct sr_interval *iv, int evaluated, double elapsed);
+
+double sr_now_s(void);
+
+#endif
