@@ -47,14 +47,27 @@ int cli_is_job_flag(const char *name)
 
 static int set_ids_per_feature(struct sr_train_config *cfg, const char *v)
 {
-    int w[2], n;
-    int rc = sr_parse_widths("--ids-per-feature", v, w, &n, 2);
+    char lo[32];
+    const char *dash = strchr(v, '-');
+    int64_t a, b;
+    int rc;
+    if (!dash)
+        rc = sr_parse_i64("--ids-per-feature", v, 0, 1 << 20, &a), b = a;
+    else if ((size_t)(dash - v) >= sizeof lo)
+        rc = sr_error_set(SR_ERR_INVALID_ARG, "--ids-per-feature: '%s' is not N or MIN-MAX", v);
+    else {
+        snprintf(lo, sizeof lo, "%.*s", (int)(dash - v), v);
+        rc = sr_parse_i64("--ids-per-feature", lo, 0, 1 << 20, &a);
+        if (!rc)
+            rc = sr_parse_i64("--ids-per-feature", dash + 1, 0, 1 << 20, &b);
+    }
     if (rc)
         return rc;
-    cfg->ids_min = w[0];
-    cfg->ids_max = n == 2 ? w[1] : w[0];
-    if (cfg->ids_max < cfg->ids_min)
-        return sr_error_set(SR_ERR_INVALID_ARG, "--ids-per-feature: %s is not MIN-MAX", v);
+    if (b < a || b == 0)
+        return sr_error_set(SR_ERR_INVALID_ARG,
+                            "--ids-per-feature: '%s'; give N >= 1 or MIN-MAX with MAX >= MIN", v);
+    cfg->ids_min = (int)a;
+    cfg->ids_max = (int)b;
     return SR_OK;
 }
 
