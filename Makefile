@@ -13,7 +13,7 @@ OPT     := -O1
 SAN     := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 LDFLAGS += -fsanitize=address,undefined
 endif
-CFLAGS  := -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter -fPIC -Iinclude -Isrc $(OPT) -g $(SAN)
+CFLAGS  := -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter -fPIC -Iinclude -Isrc $(OPT) -fno-math-errno -g $(SAN)
 LDLIBS  := -lm -lpthread
 ifeq ($(WERROR),1)
 CFLAGS  += -Werror

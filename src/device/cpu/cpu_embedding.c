@@ -262,6 +262,24 @@ struct step_consts {
     float c1, c2; /* adam: 1 / (1 - b1^t), 1 / (1 - b2^t) */
 };
 
+/* Σ g², summed in SQ_LANES interleaved partial sums and then in lane order:
+ * a fixed order (bit-exact reruns) that the compiler can vectorise. */
+#define SQ_LANES 16
+static float sum_squares(const float *restrict g, int d)
+{
+    float lane[SQ_LANES] = {0};
+    int c = 0;
+    for (; c + SQ_LANES <= d; c += SQ_LANES)
+        for (int l = 0; l < SQ_LANES; l++)
+            lane[l] += g[c + l] * g[c + l];
+    for (; c < d; c++)
+        lane[c % SQ_LANES] += g[c] * g[c];
+    float sum = 0.0f;
+    for (int l = 0; l < SQ_LANES; l++)
+        sum += lane[l];
+    return sum;
+}
+
 static void apply_row(const struct step_consts *k, const struct sr_emb_table *tab, int64_t row,
                       const float *restrict g)
 {
@@ -281,11 +299,8 @@ static void apply_row(const struct step_consts *k, const struct sr_emb_table *ta
         break;
     }
     case SR_OPTIM_ROWWISE_ADAGRAD: {
-        float sq = 0.0f;
-        for (int c = 0; c < d; c++)
-            sq += g[c] * g[c];
         float *s = tab->state + row;
-        *s += sq / (float)d;
+        *s += sum_squares(g, d) / (float)d;
         float rate = k->lr / (sqrtf(*s) + k->eps);
         for (int c = 0; c < d; c++)
             w[c] -= rate * g[c];
