@@ -15,7 +15,7 @@
 #   7. the final weights survive a rename to the reference's names and back.
 #
 # Needs PyTorch for Python 3 (Debian: python3-torch; TORCH_PYTHON picks the
-# interpreter, default /usr/bin/python3 then python3). Takes about 15 s on 2 cores.
+# interpreter, default /usr/bin/python3 then python3). About 10 s on 2 idle cores.
 # STEPS and BATCH override the run's size.
 BUILD=${BUILD:-build}
 root=$(cd "$(dirname "$0")/.." && pwd)
