@@ -34,6 +34,10 @@
 #   SR_EXTRA        extra flags appended to the shardrec command line.
 #   REF_ONLY=1      run only the reference (no shardrec needed).
 #   SR_ONLY=1       run only shardrec.
+#   QUIET_WAIT      before each run, wait up to this many seconds (default 60;
+#                   0: never) until other processes use < QUIET_BUSY cores
+#                   (default 0.3), measured over 2 s. The table shows, per run,
+#                   how many cores other processes used while it ran ("oth").
 #   OUTDIR          where logs, metrics and summary.json go (default a new
 #                   directory under ${TMPDIR:-/tmp}); kept after the run.
 set -euo pipefail
@@ -63,6 +67,8 @@ SR_BLAS=${SR_BLAS:-1}
 SR_EXTRA=${SR_EXTRA:-}
 REF_ONLY=${REF_ONLY:-0}
 SR_ONLY=${SR_ONLY:-0}
+QUIET_WAIT=${QUIET_WAIT:-60}
+QUIET_BUSY=${QUIET_BUSY:-0.3}
 BATCH=2048
 [ "$STEPS" -gt "$WARMUP" ] || die "STEPS ($STEPS) must exceed WARMUP ($WARMUP)"
 
@@ -156,19 +162,68 @@ cpu=$(grep -m1 'model name' /proc/cpuinfo 2>/dev/null | sed 's/.*: //' || echo u
     echo "logs     $OUTDIR"
 } | tee "$OUTDIR/header.txt"
 
+# Each run goes through runner.py, which records wall time, the run's own CPU
+# time and how many cores OTHER processes kept busy meanwhile (from /proc/stat),
+# so contended rounds show up in the table. With QUIET_WAIT > 0 it first waits
+# (at most QUIET_WAIT seconds) until others use less than QUIET_BUSY cores.
+cat >"$OUTDIR/runner.py" <<'EOF'
+import json, os, resource, subprocess, sys, time
+
+def busy():  # (busy jiffies over all cpus, total jiffies)
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    idle = v[3] + (v[4] if len(v) > 4 else 0)
+    return sum(v) - idle, sum(v)
+
+def others_cores(seconds):
+    b0, t0 = busy(); time.sleep(seconds); b1, t1 = busy()
+    ncpu = os.cpu_count() or 1
+    return ncpu * (b1 - b0) / max(1, t1 - t0)
+
+info_path, log_path, quiet_wait, quiet_busy = sys.argv[1], sys.argv[2], float(sys.argv[3]), float(sys.argv[4])
+cmd = sys.argv[5:]
+waited, start_busy = 0.0, None
+if quiet_wait > 0:
+    t = time.time()
+    while True:
+        start_busy = others_cores(2.0)
+        if start_busy < quiet_busy or time.time() - t >= quiet_wait:
+            break
+    waited = time.time() - t
+hz = os.sysconf("SC_CLK_TCK")
+r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+b0, t0 = busy(); w0 = time.time()
+with open(log_path, "w") as log:
+    rc = subprocess.call(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+w1 = time.time(); b1, t1 = busy()
+r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+own = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
+ncpu = os.cpu_count() or 1
+all_cores = ncpu * (b1 - b0) / max(1, t1 - t0)
+wall = w1 - w0
+json.dump({"rc": rc, "wall_s": wall, "own_cpu_s": own, "own_cores": own / wall if wall else 0,
+           "others_cores": max(0.0, all_cores - (own / wall if wall else 0)),
+           "waited_s": waited, "others_cores_before": start_busy}, open(info_path, "w"))
+sys.exit(rc)
+EOF
+
+run_one() { # $1 = ref|sr, $2 = round, rest: env and command
+    local who=$1 r=$2; shift 2
+    local log=$OUTDIR/${who}_$r.log
+    "$PYTHON" "$OUTDIR/runner.py" "$OUTDIR/${who}_$r.run.json" "$log" "$QUIET_WAIT" "$QUIET_BUSY" "$@" ||
+        { tail -20 "$log" >&2; die "$who failed in round $r (log: $log)"; }
+}
 run_ref() { # $1 = round
-    local log=$OUTDIR/ref_$1.log
-    (cd "$OUTDIR" && env PYTHONPATH="$stub${PYTHONPATH:+:$PYTHONPATH}" \
+    (cd "$OUTDIR" && run_one ref "$1" env PYTHONPATH="$stub${PYTHONPATH:+:$PYTHONPATH}" \
         OMP_NUM_THREADS=$REF_OMP OPENBLAS_NUM_THREADS=$REF_BLAS MKL_NUM_THREADS=$REF_BLAS \
-        "${ref_cmd[@]}") >"$log" 2>&1 || { tail -20 "$log" >&2; die "reference failed in round $1 (log: $log)"; }
-    echo "  round $1 reference done: $(grep -c 'ms/it' "$log") iterations logged" >&2
+        "${ref_cmd[@]}") || exit 2
+    echo "  round $1 reference done: $(grep -c 'ms/it' "$OUTDIR/ref_$1.log") iterations logged" >&2
 }
 run_sr() { # $1 = round
-    local log=$OUTDIR/sr_$1.log met=$OUTDIR/sr_$1.jsonl
+    local met=$OUTDIR/sr_$1.jsonl
     rm -f "$met"
-    env OMP_NUM_THREADS=$SR_OMP OPENBLAS_NUM_THREADS=$SR_BLAS \
-        "${sr_cmd[@]}" --metrics "$met" >"$log" 2>&1 </dev/null ||
-        { tail -20 "$log" >&2; die "shardrec failed in round $1 (log: $log)"; }
+    run_one sr "$1" env OMP_NUM_THREADS=$SR_OMP OPENBLAS_NUM_THREADS=$SR_BLAS \
+        "${sr_cmd[@]}" --metrics "$met"
     echo "  round $1 shardrec done: $(grep -c step_ms "$met" 2>/dev/null || true) steps logged" >&2
 }
 
@@ -228,10 +283,19 @@ sr = {r: sr_round(r) for r in range(1, R + 1)}
 sps = lambda ms: batch * 1000.0 / ms
 fmt = lambda x, f: (f % x) if x is not None else "-"
 
+def other(who, r):
+    p = os.path.join(outdir, "%s_%d.run.json" % (who, r))
+    try:
+        return json.load(open(p))["others_cores"]
+    except (OSError, ValueError, KeyError):
+        return None
+
 print()
 print("workload %s, batch %d: ms/step = mean after %d warm-up steps; reference excludes its batch generation, shardrec includes it" % (workload, batch, warmup))
-print("%-6s | %12s %12s | %12s %12s | %7s" % ("round", "ref ms/step", "ref samp/s", "sr ms/step", "sr samp/s", "sr/ref"))
-print("-" * 76)
+print("oth = cores kept busy by other processes during that run (of %d)" % (os.cpu_count() or 1))
+hdr = "%-6s | %11s %10s %4s | %11s %10s %4s | %7s"
+print(hdr % ("round", "ref ms/step", "ref samp/s", "oth", "sr ms/step", "sr samp/s", "oth", "sr/ref"))
+print("-" * 80)
 ratios = []
 for r in range(1, R + 1):
     rm = ref[r][0] if ref[r] else None
@@ -239,13 +303,13 @@ for r in range(1, R + 1):
     ratio = (rm / sm) if (rm and sm) else None
     if ratio:
         ratios.append(ratio)
-    print("%-6d | %12s %12s | %12s %12s | %7s" % (r, fmt(rm, "%.1f"), fmt(sps(rm) if rm else None, "%.0f"),
-          fmt(sm, "%.1f"), fmt(sps(sm) if sm else None, "%.0f"), fmt(ratio, "%.2fx")))
-print("-" * 76)
+    print(hdr % (r, fmt(rm, "%.1f"), fmt(sps(rm) if rm else None, "%.0f"), fmt(other("ref", r) if rm else None, "%.1f"),
+          fmt(sm, "%.1f"), fmt(sps(sm) if sm else None, "%.0f"), fmt(other("sr", r) if sm else None, "%.1f"), fmt(ratio, "%.2fx")))
+print("-" * 80)
 rmed = statistics.median(v[0] for v in ref.values()) if all(ref.values()) else None
 smed = statistics.median(v[0] for v in sr.values()) if all(sr.values()) else None
-print("%-6s | %12s %12s | %12s %12s | %7s" % ("median", fmt(rmed, "%.1f"), fmt(sps(rmed) if rmed else None, "%.0f"),
-      fmt(smed, "%.1f"), fmt(sps(smed) if smed else None, "%.0f"), fmt(rmed / smed if rmed and smed else None, "%.2fx")))
+print(hdr % ("median", fmt(rmed, "%.1f"), fmt(sps(rmed) if rmed else None, "%.0f"), "",
+      fmt(smed, "%.1f"), fmt(sps(smed) if smed else None, "%.0f"), "", fmt(rmed / smed if rmed and smed else None, "%.2fx")))
 if ratios:
     print("ratio shardrec/reference samples/s: %.2fx (ratio of medians); median of per-round ratios %.2fx; range %.2f-%.2fx"
           % (rmed / smed, statistics.median(ratios), min(ratios), max(ratios)))
@@ -259,7 +323,9 @@ json.dump({"workload": workload, "batch": batch, "steps": steps, "warmup": warmu
            "shardrec_ms": [v[0] if v else None for v in sr.values()],
            "reference_median_ms": rmed, "shardrec_median_ms": smed,
            "ratio_of_medians": (rmed / smed) if rmed and smed else None,
-           "per_round_ratios": ratios},
+           "per_round_ratios": ratios,
+           "reference_others_cores": [other("ref", r) for r in range(1, R + 1)],
+           "shardrec_others_cores": [other("sr", r) for r in range(1, R + 1)]},
           open(os.path.join(outdir, "summary.json"), "w"), indent=1)
 EOF
 echo "summary: $OUTDIR/summary.json"
