@@ -241,7 +241,7 @@ static int json_one_table(struct sr_train_config *cfg, const cJSON *jt, const ch
     }
     const cJSON *feats = cJSON_GetObjectItemCaseSensitive(jt, "features"), *f;
     if (!feats) { /* one feature named after the table */
-        snprintf(cfg->feature_names[cfg->num_features], SR_NAME_MAX, "%s", tc->name);
+        memcpy(cfg->feature_names[cfg->num_features], tc->name, SR_NAME_MAX);
         cfg->feature_table[cfg->num_features++] = t;
         return SR_OK;
     }
