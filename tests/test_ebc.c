@@ -26,10 +26,10 @@
 #include "shardrec/error.h"
 #include "shardrec/rng.h"
 
-#define MAX_T 4
-#define MAX_F 4
+#define MAX_T    4
+#define MAX_F    4
 #define MAX_BAGS 512
-#define MAX_V 8192
+#define MAX_V    8192
 
 /* ---- fixtures: configs and KJTs ----------------------------------------- */
 
@@ -108,10 +108,15 @@ static struct tkjt *tkjt_make(const struct tcfg *c, int B, const int32_t *length
     memcpy(k->values, values, sizeof(int64_t) * (size_t)n);
     if (weights)
         memcpy(k->weights, weights, sizeof(float) * (size_t)n);
-    k->kjt = (struct sr_kjt){.num_keys = F, .stride = B, .keys = k->keys,
-                             .lengths = k->lengths, .offsets = k->offsets,
-                             .values = k->values, .weights = weights ? k->weights : NULL,
-                             .num_values = n, .num_weights = weights ? n : 0};
+    k->kjt = (struct sr_kjt){.num_keys = F,
+                             .stride = B,
+                             .keys = k->keys,
+                             .lengths = k->lengths,
+                             .offsets = k->offsets,
+                             .values = k->values,
+                             .weights = weights ? k->weights : NULL,
+                             .num_values = n,
+                             .num_weights = weights ? n : 0};
     assert_int_equal(sr_kjt_compute_offsets(&k->kjt), SR_OK);
     return k;
 }
@@ -264,8 +269,8 @@ static struct sr_ebc *make_ebc(const struct tcfg *c, enum sr_optim_kind kind, in
 static struct tkjt *mixed_batch(const struct tcfg *c)
 {
     static const int32_t lengths[16] = {3, 1, 0, 2, 3, 1, 0, 4, 2, 0, 2, 1, 2, 1, 1, 0};
-    static const int64_t values[] = {3, 3, 1, 3, 9, 0, 2, 2, 5, 6, 0, 1, 2, 3,
-                                     1, 3, 3, 3, 4, 7, -1, 4, -6};
+    static const int64_t values[] = {3, 3, 1, 3, 9, 0, 2, 2, 5,  6, 0, 1,
+                                     2, 3, 1, 3, 3, 3, 4, 7, -1, 4, -6};
     return tkjt_make(c, 4, lengths, values, NULL);
 }
 

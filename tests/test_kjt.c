@@ -40,10 +40,15 @@ static void fixture_init(struct fixture *x, int with_weights)
     memcpy(x->values, values, sizeof values);
     for (int i = 0; i < 7; i++)
         x->weights[i] = 0.5f * (float)i;
-    x->kjt = (struct sr_kjt){.num_keys = 2, .stride = 3, .keys = x->keys,
-                             .lengths = x->lengths, .offsets = x->offsets,
-                             .values = x->values, .weights = with_weights ? x->weights : NULL,
-                             .num_values = 7, .num_weights = with_weights ? 7 : 0};
+    x->kjt = (struct sr_kjt){.num_keys = 2,
+                             .stride = 3,
+                             .keys = x->keys,
+                             .lengths = x->lengths,
+                             .offsets = x->offsets,
+                             .values = x->values,
+                             .weights = with_weights ? x->weights : NULL,
+                             .num_values = 7,
+                             .num_weights = with_weights ? 7 : 0};
     assert_int_equal(sr_kjt_compute_offsets(&x->kjt), SR_OK);
 }
 

@@ -27,10 +27,10 @@
 #include "shardrec/error.h"
 #include "shardrec/rng.h"
 
-#define E 6
-#define D 3
-#define B 3
-#define F 2
+#define E     6
+#define D     3
+#define B     3
+#define F     2
 #define STEPS 3
 
 struct table_cfg {
@@ -48,8 +48,11 @@ static void one_table(struct table_cfg *c)
     c->table.embedding_dim = D;
     strcpy(c->names[0], "a");
     strcpy(c->names[1], "b");
-    c->cfg = (struct sr_ebc_config){.num_tables = 1, .tables = &c->table, .num_features = F,
-                                    .feature_names = c->names, .feature_table = c->feature_table};
+    c->cfg = (struct sr_ebc_config){.num_tables = 1,
+                                    .tables = &c->table,
+                                    .num_features = F,
+                                    .feature_names = c->names,
+                                    .feature_table = c->feature_table};
 }
 
 /* The batches of the file comment. */
@@ -71,8 +74,12 @@ static void make_step(struct step_kjt *k, int step)
     int64_t n = 0;
     for (int i = 0; i < F * B; i++)
         n += k->lengths[i];
-    k->kjt = (struct sr_kjt){.num_keys = F, .stride = B, .lengths = k->lengths,
-                             .offsets = k->offsets, .values = k->values, .num_values = n};
+    k->kjt = (struct sr_kjt){.num_keys = F,
+                             .stride = B,
+                             .lengths = k->lengths,
+                             .offsets = k->offsets,
+                             .values = k->values,
+                             .num_values = n};
     assert_int_equal(sr_kjt_compute_offsets(&k->kjt), SR_OK);
 }
 
@@ -126,7 +133,8 @@ static void ref_row(struct ref *x, int r, const double *g, double lr, int t)
         case SR_OPTIM_ADAM:
             *s = o->beta1 * *s + (1 - o->beta1) * g[c];
             *v = o->beta2 * *v + (1 - o->beta2) * g[c] * g[c];
-            w[c] -= lr * (*s / (1 - pow(o->beta1, t))) / (sqrt(*v / (1 - pow(o->beta2, t))) + o->eps);
+            w[c] -=
+                lr * (*s / (1 - pow(o->beta1, t))) / (sqrt(*v / (1 - pow(o->beta2, t))) + o->eps);
             break;
         }
     }
@@ -329,8 +337,12 @@ static void test_no_allocation_in_steps(void **state)
         lengths[i] = IDS;
     for (int i = 0; i < BB * F * 16; i++)
         dpooled[i] = (float)(i % 7) - 3.0f;
-    struct sr_kjt k = {.num_keys = F, .stride = BB, .lengths = lengths, .offsets = offsets,
-                       .values = values, .num_values = F * BB * IDS};
+    struct sr_kjt k = {.num_keys = F,
+                       .stride = BB,
+                       .lengths = lengths,
+                       .offsets = offsets,
+                       .values = values,
+                       .num_values = F * BB * IDS};
     assert_int_equal(sr_kjt_compute_offsets(&k), SR_OK);
     uint64_t before = sr_alloc_count();
     for (int step = 1; step <= 4; step++) {

@@ -38,8 +38,8 @@ enum sr_pooling { SR_POOLING_SUM = 0, SR_POOLING_MEAN = 1 };
 
 struct sr_table_config {
     char name[SR_NAME_MAX];
-    int64_t num_embeddings;      /* E */
-    int embedding_dim;           /* D */
+    int64_t num_embeddings; /* E */
+    int embedding_dim;      /* D */
     enum sr_pooling pooling;
     enum sr_id_policy id_policy; /* from kjt.h */
 };

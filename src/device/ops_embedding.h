@@ -113,8 +113,8 @@ struct sr_embedding_ops {
      * divided by the bag length under mean pooling; 0 for an empty bag.
      * With keep_ids, also records the ids for backward (in the workspace). */
     void (*forward)(struct sr_device *dev, const struct sr_emb_layout *layout,
-                    const struct sr_emb_batch *batch, int keep_ids, float *pooled,
-                    void *workspace, sr_stream_t s);
+                    const struct sr_emb_batch *batch, int keep_ids, float *pooled, void *workspace,
+                    sr_stream_t s);
     /* dpooled (B, out_dim) device. Uses the ids the last keep_ids forward
      * recorded (and batch->table_pos of that forward): merges duplicates per
      * table into row gradients and applies `update` to the touched rows only. */

@@ -124,10 +124,14 @@ static void build_layout(struct sr_ebc *e, int max_batch, int64_t max_values)
         if (c->tables[t].embedding_dim > max_dim)
             max_dim = c->tables[t].embedding_dim;
     }
-    e->layout = (struct sr_emb_layout){.num_tables = c->num_tables, .tables = e->tables,
-                                       .num_features = c->num_features, .features = e->features,
-                                       .out_dim = col, .max_dim = max_dim,
-                                       .max_batch = max_batch, .max_values = max_values,
+    e->layout = (struct sr_emb_layout){.num_tables = c->num_tables,
+                                       .tables = e->tables,
+                                       .num_features = c->num_features,
+                                       .features = e->features,
+                                       .out_dim = col,
+                                       .max_dim = max_dim,
+                                       .max_batch = max_batch,
+                                       .max_values = max_values,
                                        .optim = e->optim.kind};
     meta_init(&e->kept, c->num_features, c->num_tables);
     meta_init(&e->scratch, c->num_features, c->num_tables);
@@ -257,8 +261,7 @@ static int check_weights(const struct sr_ebc *e, const struct sr_kjt *kjt)
             return sr_error_set(SR_ERR_INVALID_ARG,
                                 "EBC: table '%s' pools by mean but the KJT has per-id weights "
                                 "(feature '%s'); HINT: weights need sum pooling",
-                                e->cfg.tables[e->features[f].table].name,
-                                e->cfg.feature_names[f]);
+                                e->cfg.tables[e->features[f].table].name, e->cfg.feature_names[f]);
     return SR_OK;
 }
 
@@ -268,8 +271,8 @@ static void compute_meta(struct sr_ebc *e, const struct sr_kjt *kjt, struct step
     const int T = e->cfg.num_tables, F = e->cfg.num_features, B = kjt->stride;
     memset(m->table_pos, 0, sizeof *m->table_pos * ((size_t)T + 1));
     for (int f = 0; f < F; f++)
-        m->table_pos[e->features[f].table + 1] += sr_kjt_bag_begin(kjt, f, B) -
-                                                  sr_kjt_bag_begin(kjt, f, 0);
+        m->table_pos[e->features[f].table + 1] +=
+            sr_kjt_bag_begin(kjt, f, B) - sr_kjt_bag_begin(kjt, f, 0);
     for (int t = 0; t < T; t++) {
         m->table_pos[t + 1] += m->table_pos[t];
         e->cursor[t] = m->table_pos[t];
@@ -287,9 +290,12 @@ static void compute_meta(struct sr_ebc *e, const struct sr_kjt *kjt, struct step
 static struct sr_emb_batch device_batch(struct sr_ebc *e, const struct sr_kjt *kjt,
                                         const struct step_meta *m)
 {
-    struct sr_emb_batch b = {.batch = m->batch, .num_values = m->num_values,
-                             .offsets = kjt->offsets, .values = kjt->values,
-                             .weights = kjt->weights, .feature_pos = m->feature_pos,
+    struct sr_emb_batch b = {.batch = m->batch,
+                             .num_values = m->num_values,
+                             .offsets = kjt->offsets,
+                             .values = kjt->values,
+                             .weights = kjt->weights,
+                             .feature_pos = m->feature_pos,
                              .table_pos = m->table_pos};
     if (e->dev->host_visible)
         return b;
@@ -299,8 +305,7 @@ static struct sr_emb_batch device_batch(struct sr_ebc *e, const struct sr_kjt *k
     b.offsets = e->dev_offsets;
     b.values = e->dev_values;
     if (kjt->weights) {
-        sr_dev_copy(e->dev, e->dev_weights, kjt->weights, sizeof(float) * kjt->num_values,
-                    NULL);
+        sr_dev_copy(e->dev, e->dev_weights, kjt->weights, sizeof(float) * kjt->num_values, NULL);
         b.weights = e->dev_weights;
     }
     return b;
@@ -342,7 +347,8 @@ int sr_ebc_forward_eval(struct sr_ebc *e, struct sr_kjt *kjt, float *pooled)
 void sr_ebc_backward(struct sr_ebc *e, const float *dpooled, float lr, int64_t step)
 {
     SR_ASSERT(e->have_ids);
-    struct sr_emb_batch b = {.batch = e->kept.batch, .num_values = e->kept.num_values,
+    struct sr_emb_batch b = {.batch = e->kept.batch,
+                             .num_values = e->kept.num_values,
                              .feature_pos = e->kept.feature_pos,
                              .table_pos = e->kept.table_pos};
     struct sr_emb_update u = {.optim = e->optim, .lr = lr, .step = step};

@@ -35,8 +35,8 @@ static int validate_table(const struct sr_ebc_config *cfg, int t)
 {
     const struct sr_table_config *tc = &cfg->tables[t];
     if (!name_ok(tc->name))
-        return sr_error_set(SR_ERR_INVALID_ARG,
-                            "table %d: name is empty or longer than %d bytes", t, SR_NAME_MAX - 1);
+        return sr_error_set(SR_ERR_INVALID_ARG, "table %d: name is empty or longer than %d bytes",
+                            t, SR_NAME_MAX - 1);
     if (tc->num_embeddings < 1)
         return sr_error_set(SR_ERR_INVALID_ARG,
                             "table '%s': num_embeddings is %lld; HINT: a table needs >= 1 row",
@@ -66,14 +66,12 @@ static int validate_feature(const struct sr_ebc_config *cfg, int f)
 {
     const char *name = cfg->feature_names[f];
     if (!name_ok(name))
-        return sr_error_set(SR_ERR_INVALID_ARG,
-                            "feature %d: name is empty or longer than %d bytes", f,
-                            SR_NAME_MAX - 1);
+        return sr_error_set(SR_ERR_INVALID_ARG, "feature %d: name is empty or longer than %d bytes",
+                            f, SR_NAME_MAX - 1);
     int t = cfg->feature_table[f];
     if (t < 0 || t >= cfg->num_tables)
-        return sr_error_set(SR_ERR_INVALID_ARG,
-                            "feature '%s': table index %d is outside [0, %d)", name, t,
-                            cfg->num_tables);
+        return sr_error_set(SR_ERR_INVALID_ARG, "feature '%s': table index %d is outside [0, %d)",
+                            name, t, cfg->num_tables);
     for (int u = 0; u < f; u++)
         if (strcmp(cfg->feature_names[u], name) == 0)
             return sr_error_set(SR_ERR_INVALID_ARG,

@@ -17,6 +17,12 @@
  * every row's gradient is summed in id order by one thread, and threads split
  * the sorted ids by count with static bounds. Results do not depend on the
  * number of threads.
+ *
+ * Speed (2 threads of a Xeon host, 2026-11-29): workload K (26 tables, B 2048,
+ * one id per feature, D 16) forward 1.1-1.8 ms, backward 1.0-1.7 ms; M at CPU
+ * size (100k rows, 20 ids, D 128) forward 60-70 ms, backward 115-140 ms (SGD).
+ * Software prefetch of rows a few bags ahead was measured and gave no gain
+ * beyond run-to-run noise, so it is not here.
  */
 #include <math.h>
 #include <string.h>
@@ -31,7 +37,7 @@
 #include "device/ops_embedding.h"
 
 #define RADIX_MAX_BITS 11
-#define PAR_MIN_WORK 4096 /* below this many elements a loop runs on one thread */
+#define PAR_MIN_WORK   4096 /* below this many elements a loop runs on one thread */
 
 struct ws_header {
     int num_threads;
@@ -62,7 +68,13 @@ static size_t ws_carve(char *base, const struct ws_header *h, struct ws_view *v)
     size_t n = (size_t)(h->max_values ? h->max_values : 1);
     size_t off = align64(sizeof *h);
     void *p[8];
-    size_t bytes[8] = {n * 8, n * 8, n * 4, n * 4, n * 4, n * 4, (size_t)h->num_tables * 4,
+    size_t bytes[8] = {n * 8,
+                       n * 8,
+                       n * 4,
+                       n * 4,
+                       n * 4,
+                       n * 4,
+                       (size_t)h->num_tables * 4,
                        (size_t)h->num_threads * h->grad_stride * 4};
     for (int i = 0; i < 8; i++) {
         p[i] = base ? base + off : NULL;
@@ -82,7 +94,8 @@ static struct ws_header header_for(const struct sr_emb_layout *layout)
 #ifdef _OPENMP
     threads = omp_get_max_threads();
 #endif
-    struct ws_header h = {.num_threads = threads, .num_tables = layout->num_tables,
+    struct ws_header h = {.num_threads = threads,
+                          .num_tables = layout->num_tables,
                           .max_dim = layout->max_dim,
                           .grad_stride = (int)(align64((size_t)layout->max_dim * 4) / 4),
                           .max_values = layout->max_values};
@@ -341,8 +354,8 @@ static void row_grad(const struct sr_emb_layout *layout, const struct sr_emb_bat
 /* The ids of the thread's share: runs of equal rows that start in
  * [lo, hi) of the table-grouped sorted list. */
 static void update_share(const struct sr_emb_layout *layout, const struct sr_emb_batch *batch,
-                         const struct ws_view *v, const float *dpooled,
-                         const struct step_consts *k, int64_t lo, int64_t hi, float *g)
+                         const struct ws_view *v, const float *dpooled, const struct step_consts *k,
+                         int64_t lo, int64_t hi, float *g)
 {
     const int64_t *tp = batch->table_pos;
     int t = 0;
@@ -370,8 +383,13 @@ static void update_share(const struct sr_emb_layout *layout, const struct sr_emb
 
 static struct step_consts step_consts_of(const struct sr_emb_update *u)
 {
-    struct step_consts k = {.kind = u->optim.kind, .lr = u->lr, .eps = u->optim.eps,
-                            .b1 = u->optim.beta1, .b2 = u->optim.beta2, .c1 = 1.0f, .c2 = 1.0f};
+    struct step_consts k = {.kind = u->optim.kind,
+                            .lr = u->lr,
+                            .eps = u->optim.eps,
+                            .b1 = u->optim.beta1,
+                            .b2 = u->optim.beta2,
+                            .c1 = 1.0f,
+                            .c2 = 1.0f};
     if (k.kind == SR_OPTIM_ADAM) {
         SR_ASSERT(u->step >= 1);
         k.c1 = (float)(1.0 / (1.0 - pow(u->optim.beta1, (double)u->step)));
@@ -405,7 +423,8 @@ static void cpu_backward(struct sr_device *dev, const struct sr_emb_layout *layo
             sort_table(&v, t, layout->tables[t].rows, tp[t], tp[t + 1] - tp[t]);
         /* implicit barrier: every table is sorted */
         int64_t lo = total * tid / nth, hi = total * (tid + 1) / nth;
-        update_share(layout, batch, &v, dpooled, &k, lo, hi, v.grad + (size_t)tid * v.h->grad_stride);
+        update_share(layout, batch, &v, dpooled, &k, lo, hi,
+                     v.grad + (size_t)tid * v.h->grad_stride);
     }
 }
 
