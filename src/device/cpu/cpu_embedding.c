@@ -37,7 +37,7 @@
 #include "device/ops_embedding.h"
 
 #define RADIX_MAX_BITS 11
-#define PAR_MIN_WORK   4096 /* below this many elements a loop runs on one thread */
+#define MIN_PAR   4096 /* below this many elements a loop runs on one thread */
 
 struct ws_header {
     int num_threads;
@@ -141,7 +141,7 @@ static void cpu_init_uniform(struct sr_device *dev, float *weight, int64_t rows,
 {
     const double a = lo, span = hi - lo;
     advise_huge(weight, (size_t)rows * dim * sizeof(float));
-#pragma omp parallel for schedule(static) if (rows * dim > PAR_MIN_WORK)
+#pragma omp parallel for schedule(static) if (rows * dim > MIN_PAR)
     for (int64_t r = 0; r < rows; r++) {
         uint64_t base = (uint64_t)(row_begin + r) * (uint64_t)dim;
         float *w = weight + r * dim;
@@ -153,7 +153,7 @@ static void cpu_init_uniform(struct sr_device *dev, float *weight, int64_t rows,
 static void cpu_fill(struct sr_device *dev, float *p, int64_t n, float value, sr_stream_t s)
 {
     advise_huge(p, (size_t)n * sizeof(float));
-#pragma omp parallel for schedule(static) if (n > PAR_MIN_WORK)
+#pragma omp parallel for schedule(static) if (n > MIN_PAR)
     for (int64_t i = 0; i < n; i++)
         p[i] = value;
 }
@@ -204,8 +204,7 @@ static void cpu_forward(struct sr_device *dev, const struct sr_emb_layout *layou
     SR_ASSERT(batch->batch <= layout->max_batch && batch->num_values <= layout->max_values);
     const struct ws_view *keep = keep_ids ? &v : NULL;
     int64_t nbags = (int64_t)layout->num_features * batch->batch;
-    int64_t work = batch->num_values * layout->max_dim + nbags;
-#pragma omp parallel for schedule(static) if (work > PAR_MIN_WORK)
+#pragma omp parallel for schedule(static) if (nbags + batch->num_values * layout->max_dim > MIN_PAR)
     for (int64_t k = 0; k < nbags; k++)
         pool_bag(layout, batch, k, pooled, keep);
 }
@@ -408,10 +407,8 @@ static void cpu_backward(struct sr_device *dev, const struct sr_emb_layout *layo
     const int64_t *tp = batch->table_pos;
     const int64_t total = tp[layout->num_tables];
     const struct step_consts k = step_consts_of(update);
-    const int nthreads = v.h->num_threads;
-    const int par = total * layout->max_dim > PAR_MIN_WORK;
 
-#pragma omp parallel num_threads(nthreads) if (par)
+#pragma omp parallel num_threads(v.h->num_threads) if (total * layout->max_dim > MIN_PAR)
     {
         int tid = 0, nth = 1;
 #ifdef _OPENMP
