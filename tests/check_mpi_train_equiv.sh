@@ -11,6 +11,9 @@ bin="$BUILD/shardrec"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
+here=$(cd "$(dirname "$0")" && pwd)
+# under ASan (BUILD=build-asan): Open MPI's own leaks are suppressed
+export LSAN_OPTIONS="suppressions=$here/lsan_openmpi.supp:print_suppressions=0:fast_unwind_on_malloc=0"
 root=""
 [ "$(id -u)" -eq 0 ] && root="--allow-run-as-root"
 MPIRUN="timeout 300 mpirun $root --oversubscribe --bind-to none --mca btl tcp,self,vader"
