@@ -32,7 +32,7 @@ for np in 1 2 3 4; do
     timeout 300 mpirun $as_root --oversubscribe --bind-to none -np "$np" "$bin" >"$out" 2>&1
     rc=$?
     if [ "$rc" -eq 0 ] && grep -q " 0 failed" "$out"; then
-        grep '^topology' "$out"
+        grep '^topology\|^comm dtype' "$out"
         echo "np $np: $(grep '^mpi_sharded_ebc:' "$out")"
     else
         failed=$((failed + 1))

@@ -32,6 +32,9 @@
  *
  * Collectives per step, any number of tables, only for types present in the
  * plan: forward 2 (input) + 1 (tw/cw) + 1 (rw) + 2 (twrw); backward 1 + 1 + 2.
+ * With a compressed pooled dtype (comms.pooled_dtype fp16/bf16) the counts
+ * are the same, rw's and twrw's forward reduce-scatter being counted as
+ * all-to-all-v, and the output dist's bytes are half of fp32's.
  *
  * Memory: every buffer is sized at init for B samples and max_values local
  * ids (worst case: all ids of a feature on one owner); forward and backward
@@ -56,6 +59,14 @@ struct sr_sharded_ebc_comms {
     sr_comm_t sparse;
     sr_comm_t node;
     sr_comm_t cross;
+    /* Wire dtype of pooled embeddings (forward) and their gradients
+     * (backward): SR_DTYPE_F32 (0, the default), SR_DTYPE_F16 or
+     * SR_DTYPE_BF16. Compressed payloads are rounded to nearest even
+     * (half.h) and summed in fp32 on arrival, so rw's reduce-scatter and
+     * twrw's node reduce-scatter become all-to-all-v calls plus a local fp32
+     * sum (one rounding per other contributor). A rank's own block never
+     * travels and stays fp32. The calls per step are unchanged; bytes halve. */
+    enum sr_dtype pooled_dtype;
 };
 
 /* Work of the last forward on this rank (for tests and the run summary). */

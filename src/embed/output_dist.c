@@ -20,6 +20,10 @@
  *   rw_buf    (B, out_rw) my reduced rows / my grads
  *   twrw_mid  (nodes, B, out_twrw(my node)): my node-reduced block
  *   twrw_buf  (B, out_twrw(m)) blocks, node m ascending
+ *
+ * Every collective goes through output_wire.c, which carries the payload in
+ * the pooled wire dtype (fp32, or fp16/bf16 summed in fp32 on arrival: then
+ * rw's and twrw's reduce-scatters are all-to-alls plus a local sum).
  */
 #include <string.h>
 
@@ -125,8 +129,8 @@ static void dp_forward(struct sr_sharded_ebc *s, float *pooled)
 static void a2a_forward(struct sr_sharded_ebc *s, float *pooled)
 {
     a2a_counts(s, GROUP_A2A, s->W, 1);
-    sr_comm_all_to_allv(s->comms.sparse, s->groups[GROUP_A2A].pooled, s->a_counts, s->a_displs,
-                        s->a2a_buf, s->b_counts, s->b_displs, SR_DTYPE_F32, NULL, NULL);
+    sr_wire_all_to_allv(s, s->comms.sparse, s->groups[GROUP_A2A].pooled, s->a_counts, s->a_displs,
+                        s->a2a_buf, s->b_counts, s->b_displs);
     for (int r = 0; r < s->W; r++)
         rank_block(s, GROUP_A2A, r, pooled, NULL, s->a2a_buf + s->b_displs[r]);
 }
@@ -134,20 +138,18 @@ static void a2a_forward(struct sr_sharded_ebc *s, float *pooled)
 static void rw_forward(struct sr_sharded_ebc *s, float *pooled)
 {
     const struct group *g = &s->groups[GROUP_RW];
-    sr_comm_reduce_scatter(s->comms.sparse, g->pooled, s->rw_buf, (size_t)s->B * g->out_dim,
-                           SR_DTYPE_F32, SR_REDUCE_SUM, NULL, NULL);
+    sr_wire_reduce_scatter(s, s->comms.sparse, g->pooled, s->rw_buf, (size_t)s->B * g->out_dim);
     rank_block(s, GROUP_RW, s->rank, pooled, NULL, s->rw_buf);
 }
 
 static void twrw_forward(struct sr_sharded_ebc *s, float *pooled)
 {
     const struct group *g = &s->groups[GROUP_TWRW];
-    sr_comm_reduce_scatter(s->comms.node, g->pooled, s->twrw_mid,
-                           (size_t)s->nodes * s->B * g->out_dim, SR_DTYPE_F32, SR_REDUCE_SUM, NULL,
-                           NULL);
+    sr_wire_reduce_scatter(s, s->comms.node, g->pooled, s->twrw_mid,
+                           (size_t)s->nodes * s->B * g->out_dim);
     a2a_counts(s, GROUP_TWRW, s->nodes, s->L);
-    sr_comm_all_to_allv(s->comms.cross, s->twrw_mid, s->a_counts, s->a_displs, s->twrw_buf,
-                        s->b_counts, s->b_displs, SR_DTYPE_F32, NULL, NULL);
+    sr_wire_all_to_allv(s, s->comms.cross, s->twrw_mid, s->a_counts, s->a_displs, s->twrw_buf,
+                        s->b_counts, s->b_displs);
     for (int m = 0; m < s->nodes; m++)
         rank_block(s, GROUP_TWRW, m * s->L, pooled, NULL, s->twrw_buf + s->b_displs[m]);
 }
@@ -182,17 +184,15 @@ static void a2a_backward(struct sr_sharded_ebc *s, const float *dpooled)
     a2a_counts(s, GROUP_A2A, s->W, 1);
     for (int r = 0; r < s->W; r++)
         rank_block(s, GROUP_A2A, r, NULL, dpooled, s->a2a_buf + s->b_displs[r]);
-    sr_comm_all_to_allv(s->comms.sparse, s->a2a_buf, s->b_counts, s->b_displs,
-                        s->groups[GROUP_A2A].dpooled, s->a_counts, s->a_displs, SR_DTYPE_F32, NULL,
-                        NULL);
+    sr_wire_all_to_allv(s, s->comms.sparse, s->a2a_buf, s->b_counts, s->b_displs,
+                        s->groups[GROUP_A2A].dpooled, s->a_counts, s->a_displs);
 }
 
 static void rw_backward(struct sr_sharded_ebc *s, const float *dpooled)
 {
     const struct group *g = &s->groups[GROUP_RW];
     rank_block(s, GROUP_RW, s->rank, NULL, dpooled, s->rw_buf);
-    sr_comm_all_gather(s->comms.sparse, s->rw_buf, g->dpooled, (size_t)s->B * g->out_dim,
-                       SR_DTYPE_F32, NULL, NULL);
+    sr_wire_all_gather(s, s->comms.sparse, s->rw_buf, g->dpooled, (size_t)s->B * g->out_dim);
 }
 
 static void twrw_backward(struct sr_sharded_ebc *s, const float *dpooled)
@@ -201,10 +201,10 @@ static void twrw_backward(struct sr_sharded_ebc *s, const float *dpooled)
     a2a_counts(s, GROUP_TWRW, s->nodes, s->L);
     for (int m = 0; m < s->nodes; m++)
         rank_block(s, GROUP_TWRW, m * s->L, NULL, dpooled, s->twrw_buf + s->b_displs[m]);
-    sr_comm_all_to_allv(s->comms.cross, s->twrw_buf, s->b_counts, s->b_displs, s->twrw_mid,
-                        s->a_counts, s->a_displs, SR_DTYPE_F32, NULL, NULL);
-    sr_comm_all_gather(s->comms.node, s->twrw_mid, g->dpooled, (size_t)s->nodes * s->B * g->out_dim,
-                       SR_DTYPE_F32, NULL, NULL);
+    sr_wire_all_to_allv(s, s->comms.cross, s->twrw_buf, s->b_counts, s->b_displs, s->twrw_mid,
+                        s->a_counts, s->a_displs);
+    sr_wire_all_gather(s, s->comms.node, s->twrw_mid, g->dpooled,
+                       (size_t)s->nodes * s->B * g->out_dim);
 }
 
 void sr_output_dist_backward(struct sr_sharded_ebc *s, const float *dpooled)

@@ -19,6 +19,7 @@
 
 #include "shardrec/alloc.h"
 #include "shardrec/error.h"
+#include "shardrec/half.h"
 #include "shardrec/rng.h"
 #include "embed/sharded_internal.h"
 #include "embed/table_config.h"
@@ -29,6 +30,10 @@ static int check_comms(const struct sr_sharded_ebc_comms *c, const struct sr_pla
 {
     if (!c || !c->sparse)
         return sr_error_set(SR_ERR_INVALID_ARG, "sharded EBC: no sparse communicator");
+    if (!sr_dtype_is_wire(c->pooled_dtype))
+        return sr_error_set(SR_ERR_INVALID_ARG,
+                            "sharded EBC: pooled wire dtype %s; HINT: use fp32, fp16 or bf16",
+                            sr_dtype_name(c->pooled_dtype));
     const int W = sr_comm_size(c->sparse), L = sr_comm_local_size(c->sparse);
     const int rank = sr_comm_rank(c->sparse);
     if (L < 1 || W % L != 0 || sr_comm_node(c->sparse) != rank / L ||
@@ -379,6 +384,27 @@ static void alloc_input_dist(struct sr_sharded_ebc *s)
     s->recv_slot_start = sr_calloc((size_t)W * s->max_nslots, sizeof *s->recv_slot_start);
 }
 
+/* 16-bit staging for compressed output dists (output_wire.c): the largest
+ * fp32 buffer any of its collectives sends or receives. */
+static void alloc_wire(struct sr_sharded_ebc *s, size_t a2a_recv, size_t twrw_recv)
+{
+    const int W = s->W;
+    s->wire = s->comms.pooled_dtype;
+    s->wire_scounts = sr_calloc((size_t)W, sizeof(size_t));
+    s->wire_rcounts = sr_calloc((size_t)W, sizeof(size_t));
+    s->wire_displs = sr_calloc((size_t)W, sizeof(size_t));
+    if (s->wire == SR_DTYPE_F32)
+        return;
+    size_t cap = a2a_recv > twrw_recv ? a2a_recv : twrw_recv;
+    for (int k = GROUP_A2A; k < GROUP_COUNT; k++) {
+        size_t n = (size_t)s->groups[k].batch * s->groups[k].out_dim; /* W*B rows */
+        cap = n > cap ? n : cap;
+    }
+    s->wire_cap = cap;
+    s->wire_send = sr_aligned_alloc(sizeof(uint16_t) * (cap + 1));
+    s->wire_recv = sr_aligned_alloc(sizeof(uint16_t) * (cap + 1));
+}
+
 static void alloc_output_dist(struct sr_sharded_ebc *s)
 {
     const int W = s->W, B = s->B;
@@ -397,6 +423,7 @@ static void alloc_output_dist(struct sr_sharded_ebc *s)
     s->a_displs = sr_calloc((size_t)W, sizeof(size_t));
     s->b_counts = sr_calloc((size_t)W, sizeof(size_t));
     s->b_displs = sr_calloc((size_t)W, sizeof(size_t));
+    alloc_wire(s, a * B, t * B);
 }
 
 static int alloc_dp(struct sr_sharded_ebc *s)
@@ -524,7 +551,8 @@ void sr_sharded_ebc_free(struct sr_sharded_ebc *s)
         s->send_counts, s->send_displs,     s->recv_counts,    s->recv_displs, s->send_buf,
         s->recv_buf,    s->recv_slot_start, s->scale,          s->a2a_buf,     s->rw_buf,
         s->twrw_mid,    s->twrw_buf,        s->a_counts,       s->a_displs,    s->b_counts,
-        s->b_displs,    s->dp_grad,         s->dp_counts};
+        s->b_displs,    s->dp_grad,         s->dp_counts,      s->wire_send,   s->wire_recv,
+        s->wire_scounts, s->wire_rcounts,   s->wire_displs};
     for (size_t i = 0; i < sizeof host / sizeof host[0]; i++)
         sr_free(host[i]);
     sr_plan_free(s->plan);

@@ -110,6 +110,10 @@ struct sr_sharded_ebc {
     float *twrw_mid;                                   /* (nodes * B, out_twrw(my node)) */
     float *twrw_buf;                                   /* (B, Σ_m out_twrw(m)) */
     size_t *a_counts, *a_displs, *b_counts, *b_displs; /* (W) scratch for all-to-all-v */
+    enum sr_dtype wire;          /* pooled payload on the wire: F32, F16 or BF16 */
+    uint16_t *wire_send, *wire_recv; /* (wire_cap) compressed payloads; NULL for F32 */
+    size_t wire_cap;
+    size_t *wire_scounts, *wire_rcounts, *wire_displs; /* (W) scratch */
 
     /* dp */
     const struct sr_emb_dp_ops *dp_ops;
@@ -132,5 +136,14 @@ int sr_input_dist(struct sr_sharded_ebc *s, struct sr_kjt *kjt, int local_rc);
 /* output_dist.c */
 void sr_output_dist_forward(struct sr_sharded_ebc *s, const struct sr_kjt *kjt, float *pooled);
 void sr_output_dist_backward(struct sr_sharded_ebc *s, const float *dpooled);
+/* output_wire.c: the output dist's collectives in s->wire (fp32 sums on
+ * arrival); arguments as comm.h's, counts in elements, fp32 buffers. */
+void sr_wire_all_to_allv(struct sr_sharded_ebc *s, sr_comm_t comm, const float *send,
+                         const size_t *send_counts, const size_t *send_displs, float *recv,
+                         const size_t *recv_counts, const size_t *recv_displs);
+void sr_wire_reduce_scatter(struct sr_sharded_ebc *s, sr_comm_t comm, const float *send,
+                            float *recv, size_t count);
+void sr_wire_all_gather(struct sr_sharded_ebc *s, sr_comm_t comm, const float *send, float *recv,
+                        size_t count);
 
 #endif

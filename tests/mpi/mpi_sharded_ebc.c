@@ -21,6 +21,10 @@
  * tw and fewer than under rw, and that twrw halves the largest per-rank
  * lookup work of tw.
  *
+ * The same cases with the pooled payload in bf16 and fp16 (comms.pooled_dtype)
+ * match the reference within the rounding's tolerance, issue the same number
+ * of collectives and send exactly half of fp32's output-dist bytes.
+ *
  * Rank 0 prints one summary line; the exit status is 1 on every rank if any
  * check failed on any rank.
  */
@@ -219,8 +223,19 @@ static float dpooled_at(int step, int64_t g, int col)
     return (float)(2.0 * sr_rng_uniform(99 + (uint64_t)step, (uint64_t)col, (uint64_t)g) - 1.0);
 }
 
+/* Pooled payload dtype of the case being run (comms.pooled_dtype). */
+static enum sr_dtype wire = SR_DTYPE_F32;
+
+/* fp32: 1e-5 relative (summation order only). fp16/bf16: each value crossing
+ * the wire is rounded once (relative error <= 2^-9 for bf16, 2^-11 for fp16),
+ * so a pooled sum of a few ids of magnitude <= ~0.3 is off by < 2e-3 and the
+ * weights, moved k = 3 times by slightly rounded gradients, by far less:
+ * 1e-2 relative with magnitudes floored at 0.25 (2.5e-3 absolute) holds them
+ * while catching any misplaced or unsummed block. */
 static int close_to(float a, float b)
 {
+    if (wire != SR_DTYPE_F32)
+        return fabsf(a - b) <= 1e-2f * fmaxf(fabsf(b), 0.25f);
     return fabsf(a - b) <= 1e-5f * fmaxf(fabsf(b), 0.1f);
 }
 
@@ -230,6 +245,7 @@ struct expect {
     uint64_t calls[3][SR_COLL_COUNT]; /* sparse, node, cross */
     uint64_t intra[3][SR_COLL_COUNT], inter[3][SR_COLL_COUNT];
     uint64_t out_inter; /* output dist only, both directions */
+    uint64_t out_all;   /* output dist only, both directions, intra + inter */
 };
 
 struct world {
@@ -242,6 +258,8 @@ static void add_bytes(struct expect *e, const struct world *w, int comm, enum sr
 {
     if (peer == w->rank)
         return;
+    if (out)
+        e->out_all += bytes;
     if (peer / w->L == w->rank / w->L)
         e->intra[comm][k] += bytes;
     else {
@@ -306,9 +324,14 @@ static void expect_step(struct expect *e, const struct tcfg *c, const struct sr_
     for (int t = 0; t < p->num_tables; t++)
         if (group_of(p->tables[t].type) >= 0)
             present[group_of(p->tables[t].type)] = 1;
+    /* compressed: a reduce-scatter is an all-to-all-v plus a local fp32 sum */
+    const enum sr_coll rs = wire == SR_DTYPE_F32 ? SR_COLL_REDUCE_SCATTER : SR_COLL_ALL_TO_ALLV;
+    const uint64_t es = sr_dtype_size(wire);
     e->calls[0][SR_COLL_ALL_TO_ALLV] = 2 + 2 * present[0];
-    e->calls[0][SR_COLL_REDUCE_SCATTER] = e->calls[0][SR_COLL_ALL_GATHER] = present[1];
-    e->calls[1][SR_COLL_REDUCE_SCATTER] = e->calls[1][SR_COLL_ALL_GATHER] = present[2];
+    e->calls[0][rs] += present[1];
+    e->calls[0][SR_COLL_ALL_GATHER] = present[1];
+    e->calls[1][rs] += present[2];
+    e->calls[1][SR_COLL_ALL_GATHER] = present[2];
     e->calls[2][SR_COLL_ALL_TO_ALLV] = 2 * present[2];
     const int words = 1 + c->weighted;
     for (int r = 0; r < W; r++) {
@@ -317,26 +340,26 @@ static void expect_step(struct expect *e, const struct tcfg *c, const struct sr_
         ids_to(c, p, bt, r, W, L, &n, &slots);
         add_bytes(e, w, 0, SR_COLL_ALL_TO_ALLV, r, 16 + 4 * ((uint64_t)slots * B + n * words), 0);
         if (present[0]) {
-            add_bytes(e, w, 0, SR_COLL_ALL_TO_ALLV, r, 4ull * B * group_cols(c, p, 0, me), 1);
-            add_bytes(e, w, 0, SR_COLL_ALL_TO_ALLV, r, 4ull * B * group_cols(c, p, 0, r), 1);
+            add_bytes(e, w, 0, SR_COLL_ALL_TO_ALLV, r, es * B * group_cols(c, p, 0, me), 1);
+            add_bytes(e, w, 0, SR_COLL_ALL_TO_ALLV, r, es * B * group_cols(c, p, 0, r), 1);
         }
         if (present[1]) {
-            add_bytes(e, w, 0, SR_COLL_REDUCE_SCATTER, r, 4ull * B * group_cols(c, p, 1, me), 1);
-            add_bytes(e, w, 0, SR_COLL_ALL_GATHER, r, 4ull * B * group_cols(c, p, 1, me), 1);
+            add_bytes(e, w, 0, rs, r, es * B * group_cols(c, p, 1, me), 1);
+            add_bytes(e, w, 0, SR_COLL_ALL_GATHER, r, es * B * group_cols(c, p, 1, me), 1);
         }
     }
     if (!present[2])
         return;
-    const uint64_t mine = 4ull * B * group_cols(c, p, 2, me);
+    const uint64_t mine = es * B * group_cols(c, p, 2, me);
     for (int i = 0; i < L; i++) {
         int r = (me / L) * L + i;
-        add_bytes(e, w, 1, SR_COLL_REDUCE_SCATTER, r, mine * nodes, 1);
+        add_bytes(e, w, 1, rs, r, mine * nodes, 1);
         add_bytes(e, w, 1, SR_COLL_ALL_GATHER, r, mine * nodes, 1);
     }
     for (int m = 0; m < nodes; m++) {
         int r = m * L + me % L;
         add_bytes(e, w, 2, SR_COLL_ALL_TO_ALLV, r, mine, 1);
-        add_bytes(e, w, 2, SR_COLL_ALL_TO_ALLV, r, 4ull * B * group_cols(c, p, 2, r), 1);
+        add_bytes(e, w, 2, SR_COLL_ALL_TO_ALLV, r, es * B * group_cols(c, p, 2, r), 1);
     }
 }
 
@@ -369,6 +392,7 @@ static void reset_counters(const struct world *w)
 /* ---- one case ----------------------------------------------------------------- */
 
 struct outcome {
+    uint64_t out_all;   /* output dist bytes, summed over ranks and steps */
     uint64_t out_inter; /* summed over ranks, one step */
     int64_t max_lookup; /* largest per-rank lookup ids, one step */
 };
@@ -436,12 +460,14 @@ static void step_once(struct sr_sharded_ebc *s, struct sr_ebc *ref, const struct
 
     struct sr_sharded_ebc_stats st;
     sr_sharded_ebc_stats(s, &st);
-    int64_t mx[2] = {(int64_t)e.out_inter, st.lookup_ids}, *allmx = sr_calloc(2 * W, 8);
-    sr_comm_all_gather(w->world, mx, allmx, 2, SR_DTYPE_I64, NULL, NULL);
+    int64_t mx[3] = {(int64_t)e.out_inter, st.lookup_ids, (int64_t)e.out_all};
+    int64_t *allmx = sr_calloc(3 * W, 8);
+    sr_comm_all_gather(w->world, mx, allmx, 3, SR_DTYPE_I64, NULL, NULL);
     o->out_inter = 0, o->max_lookup = 0;
     for (int r = 0; r < W; r++) {
-        o->out_inter += (uint64_t)allmx[2 * r];
-        o->max_lookup = allmx[2 * r + 1] > o->max_lookup ? allmx[2 * r + 1] : o->max_lookup;
+        o->out_inter += (uint64_t)allmx[3 * r];
+        o->max_lookup = allmx[3 * r + 1] > o->max_lookup ? allmx[3 * r + 1] : o->max_lookup;
+        o->out_all += (uint64_t)allmx[3 * r + 2];
     }
     sr_free(allmx);
     sr_free(pooled), sr_free(ref_pooled), sr_free(dp), sr_free(ref_dp);
@@ -460,14 +486,15 @@ static void run_case(const char *name, const struct tcfg *c, const struct sr_pla
                      enum sr_optim_kind kind, const struct world *w, int steps, struct outcome *o)
 {
     char label[160];
-    snprintf(label, sizeof label, "W=%d L=%d %s %s", w->W, w->L, name, sr_optim_kind_name(kind));
+    snprintf(label, sizeof label, "W=%d L=%d %s %s %s", w->W, w->L, name, sr_optim_kind_name(kind),
+             sr_dtype_name(wire));
     where = label;
     struct sr_optim_config oc = sr_optim_config_default(kind);
     if (kind == SR_OPTIM_ADAGRAD)
         oc.initial_accumulator = 0.1f;
     const float lr = kind == SR_OPTIM_ADAM ? 0.01f : 0.1f;
     int64_t maxv = (int64_t)B * c->cfg.num_features * (c->max_len + 2);
-    struct sr_sharded_ebc_comms comms = {w->sparse, w->node, w->cross};
+    struct sr_sharded_ebc_comms comms = {w->sparse, w->node, w->cross, wire};
     struct sr_sharded_ebc *s;
     struct sr_ebc *ref;
     int rc = sr_sharded_ebc_init(&s, sr_device_cpu(), &comms, &c->cfg, p, &oc, B, maxv, 42);
@@ -480,7 +507,9 @@ static void run_case(const char *name, const struct tcfg *c, const struct sr_pla
     if (rc)
         return;
     SR_ASSERT(sr_ebc_init(&ref, sr_device_cpu(), &c->cfg, &oc, w->W * B, maxv * w->W, 42) == SR_OK);
-    struct outcome tmp;
+    struct outcome tmp = {0};
+    if (o)
+        memset(o, 0, sizeof *o);
     for (int step = 1; step <= steps; step++)
         step_once(s, ref, c, p, w, step, lr, o ? o : &tmp);
     compare_tables(s, ref, c, w);
@@ -551,6 +580,43 @@ static void run_world(struct world *w)
     sr_plan_free(p);
 }
 
+/* Compressed output dist: each sharding type and the mixed plan in bf16 and
+ * fp16 still match the fp32 single-rank reference (close_to's tolerance),
+ * with the collectives of fp32 (rw's reduce-scatters counted as all-to-alls)
+ * and exactly half of fp32's output-dist bytes, counted by the comm layer. */
+static void run_compressed(struct world *w)
+{
+    static const enum sr_sharding_type types[] = {
+        SR_SHARDING_TYPE_TABLE_WISE, SR_SHARDING_TYPE_ROW_WISE, SR_SHARDING_TYPE_COLUMN_WISE,
+        SR_SHARDING_TYPE_TABLE_ROW_WISE};
+    static const enum sr_dtype dts[3] = {SR_DTYPE_F32, SR_DTYPE_BF16, SR_DTYPE_F16};
+    uint64_t total[3] = {0, 0, 0};
+    struct tcfg c;
+    main_config(&c);
+    for (int i = 0; i <= 4; i++) {
+        struct sr_plan *p = i < 4 ? uniform(&c, types[i], w) : mixed(&c, w);
+        const char *name = i < 4 ? sr_sharding_type_name(types[i]) : "mixed";
+        struct outcome o[3];
+        for (int d = 0; d < 3; d++) {
+            wire = dts[d];
+            run_case(name, &c, p, SR_OPTIM_ADAGRAD, w, STEPS, &o[d]);
+            total[d] += o[d].out_all;
+        }
+        wire = SR_DTYPE_F32;
+        where = name;
+        for (int d = 1; d < 3; d++)
+            CHECK(2 * o[d].out_all == o[0].out_all && (w->W == 1 || o[0].out_all > 0),
+                  "%s output-dist bytes %llu, fp32 %llu: not half", sr_dtype_name(dts[d]),
+                  (unsigned long long)o[d].out_all, (unsigned long long)o[0].out_all);
+        sr_plan_free(p);
+    }
+    if (w->rank == 0)
+        printf("comm dtype W=%d L=%d: output-dist bytes, %d steps of tw rw cw twrw mixed, all "
+               "ranks: fp32 %llu bf16 %llu fp16 %llu\n",
+               w->W, w->L, STEPS, (unsigned long long)total[0], (unsigned long long)total[1],
+               (unsigned long long)total[2]);
+}
+
 /* 2 nodes of 2: pooled bytes across nodes and lookup work, one big table. */
 static void run_topology(struct world *w)
 {
@@ -587,7 +653,7 @@ static void run_rejected(struct world *w)
     main_config(&c);
     where = "rejected batch";
     struct sr_plan *p = uniform(&c, SR_SHARDING_TYPE_ROW_WISE, w);
-    struct sr_sharded_ebc_comms comms = {w->sparse, w->node, w->cross};
+    struct sr_sharded_ebc_comms comms = {w->sparse, w->node, w->cross, SR_DTYPE_F32};
     struct sr_sharded_ebc *s;
     SR_ASSERT(sr_sharded_ebc_init(&s, sr_device_cpu(), &comms, &c.cfg, p, NULL, B, 1000, 1) ==
               SR_OK);
@@ -625,6 +691,7 @@ int main(int argc, char **argv)
         w.cross = sr_comm_split_cross(w.sparse);
         w.W = W, w.L = L, w.rank = sr_comm_rank(w.world);
         run_world(&w);
+        run_compressed(&w);
         if (W == 4 && L == 2)
             run_topology(&w);
         run_rejected(&w);
