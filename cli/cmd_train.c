@@ -68,6 +68,13 @@ static void train_help(void)
         "  --ranks-per-node N     treat blocks of N consecutive ranks as one node (default:\n"
         "                         detected; env SR_RANKS_PER_NODE)\n"
         "  --bucket-kib N         dense gradient all-reduce bucket size (default 4096)\n"
+        "  --comm-dtype fp32|fp16|bf16  pooled embeddings (forward) and their gradients\n"
+        "                         (backward) on the wire; 16-bit halves those bytes, sums\n"
+        "                         stay fp32 (rw/twrw reduce-scatter: all-to-all + local\n"
+        "                         sum). Default fp32\n"
+        "  --dense-comm-dtype fp32|fp16|bf16  dense gradient buckets on the wire; 16-bit:\n"
+        "                         all-to-all + fp32 sum + all-gather, 2 calls per bucket;\n"
+        "                         the loss and DP-table gradients stay fp32. Default fp32\n"
         "\n"
         "Exit status: 0 done, 1 the run failed (e.g. loss became NaN), 2 bad flags or config.\n"
         "Environment: OMP_NUM_THREADS, OPENBLAS_NUM_THREADS, SR_LOG=warn|info|debug.\n");

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "shardrec/error.h"
+#include "shardrec/half.h"
 #include "shardrec/plan.h"
 #include "cli.h"
 
@@ -16,11 +17,12 @@ static const char *const job_flags[] = {
     "optimizer",   "emb-optimizer", "embedding-dim", "bot-mlp",   "top-mlp",
     "table-rows",  "pooling",       "ids-per-feature", "id-dist", "seed",
     "eval-every",  "eval-samples",  "log-every",    "metrics",    "ranks-per-node",
-    "global-batch-size", "plan", "sharding", "bucket-kib", NULL};
+    "global-batch-size", "plan", "sharding", "bucket-kib", "comm-dtype", "dense-comm-dtype",
+    NULL};
 
 /* Flags a user may expect that later versions provide. */
 static const char *const not_built[] = {
-    "comm-dtype", "trace", "device", "shuffle", NULL};
+    "trace", "device", "shuffle", NULL};
 
 void cli_error(const char *cmd, const char *fmt, ...)
 {
@@ -181,6 +183,13 @@ int cli_apply_job_flag(struct sr_train_config *cfg, const char *name, const char
             return sr_error_set(SR_ERR_INVALID_ARG, "--sharding: '%s'; choose dp, tw, rw, cw or twrw",
                                 v);
         cfg->sharding = (int)type;
+        return SR_OK;
+    }
+    if (!strcmp(name, "comm-dtype") || !strcmp(name, "dense-comm-dtype")) {
+        enum sr_dtype *dt = name[0] == 'c' ? &cfg->comm_dtype : &cfg->dense_comm_dtype;
+        if (sr_wire_dtype_parse(v, dt))
+            return sr_error_set(SR_ERR_INVALID_ARG, "--%s: '%s'; choose fp32, fp16 or bf16",
+                                name, v);
         return SR_OK;
     }
     if (!strcmp(name, "plan")) {

@@ -15,6 +15,7 @@
 #include "shardrec/ebc.h"
 #include "shardrec/optim.h"
 #include "shardrec/synthetic.h"
+#include "shardrec/tensor.h"
 
 #define SR_MAX_TABLES 256
 #define SR_MAX_FEATURES 256
@@ -57,6 +58,8 @@ struct sr_train_config {
     char plan_path[SR_PATH_MAX];                       /* --plan FILE, or "" */
     int sharding;                                      /* --sharding type for all, or -1 */
     int bucket_kib;                                    /* dense all-reduce bucket size */
+    enum sr_dtype comm_dtype;                          /* pooled embeddings + grads on the wire */
+    enum sr_dtype dense_comm_dtype;                    /* dense gradient buckets on the wire */
     /* evaluation and logging */
     int64_t eval_every;                                /* steps; 0 = only at the end */
     int64_t eval_samples;                              /* held-back samples evaluated */

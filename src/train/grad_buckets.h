@@ -16,6 +16,15 @@
  * so the number of all-reduce calls per step equals the number of buckets,
  * known at init (sr_grad_buckets_count). Gradients are summed, never
  * averaged: the loss is already scaled by the global batch.
+ *
+ * Compressed (dtype fp16/bf16, DESIGN.md "Distribution"): the comm layer does
+ * not reduce 16-bit values, so each bucket is an all-to-all-v of rounded
+ * blocks, a local fp32 sum of this rank's block, and an all-gather of the
+ * rounded sums: two calls per bucket (sr_grad_buckets_calls). The tail and
+ * the loss ride in the last bucket's all-to-all-v as exact fp32 bits and are
+ * summed in fp32 on every rank in rank order: they are never rounded. All
+ * replicas end with the same gradient bits. With one rank nothing travels
+ * and the dtype is ignored (fp32). See grad_buckets.c for the layout.
  */
 #ifndef SHARDREC_GRAD_BUCKETS_H
 #define SHARDREC_GRAD_BUCKETS_H
@@ -23,15 +32,18 @@
 #include <stddef.h>
 
 #include "shardrec/comm.h"
+#include "shardrec/tensor.h"
 
 struct sr_grad_buckets;
 
 /* grads: (n) the flat gradient block; tail: (n_tail) extra values summed with
  * the last bucket (may be NULL when n_tail is 0); layer_sizes: (n_layers)
- * sizes of the ranges backward reports, in the order it reports them. */
+ * sizes of the ranges backward reports, in the order it reports them; dtype:
+ * the gradients' wire dtype, SR_DTYPE_F32, F16 or BF16 (else abort). Every
+ * buffer is allocated here; steps allocate nothing. */
 void sr_grad_buckets_init(struct sr_grad_buckets **out, sr_comm_t comm, float *grads, size_t n,
                           float *tail, size_t n_tail, const size_t *layer_sizes, int n_layers,
-                          size_t bucket_bytes);
+                          size_t bucket_bytes, enum sr_dtype dtype);
 void sr_grad_buckets_free(struct sr_grad_buckets *b);
 /* Start of a step: nothing is finished. */
 void sr_grad_buckets_begin(struct sr_grad_buckets *b);
@@ -40,7 +52,12 @@ void sr_grad_buckets_ready(struct sr_grad_buckets *b, size_t offset, size_t coun
 /* After backward: reduce the rest with the tail and the loss, wait for every
  * bucket, write the reduced values back. Returns the global loss sum. */
 double sr_grad_buckets_finish(struct sr_grad_buckets *b, double loss_sum);
-/* All-reduce calls per step. */
+/* Buckets per step. */
 int sr_grad_buckets_count(const struct sr_grad_buckets *b);
+/* Collective calls per step: one per bucket (fp32 all-reduce), two when
+ * compressed (all-to-all-v + all-gather). */
+int sr_grad_buckets_calls(const struct sr_grad_buckets *b);
+/* The dtype in use (F32 on one rank whatever was asked). */
+enum sr_dtype sr_grad_buckets_dtype(const struct sr_grad_buckets *b);
 
 #endif

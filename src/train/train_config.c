@@ -14,6 +14,7 @@
 
 #include "shardrec/alloc.h"
 #include "shardrec/error.h"
+#include "shardrec/half.h"
 #include "shardrec/train_config.h"
 
 /* Workload K's 26 table sizes (Criteo Kaggle). */
@@ -54,6 +55,8 @@ void sr_train_config_default(struct sr_train_config *cfg)
     cfg->progress = -1;
     cfg->sharding = -1;
     cfg->bucket_kib = 4096;
+    cfg->comm_dtype = SR_DTYPE_F32;
+    cfg->dense_comm_dtype = SR_DTYPE_F32;
 }
 
 int sr_train_config_set_table_rows(struct sr_train_config *cfg, const int64_t *rows, int n)
@@ -442,6 +445,9 @@ int sr_train_config_check(const struct sr_train_config *cfg)
         return sr_error_set(SR_ERR_INVALID_ARG, "--batch-size and --steps must be at least 1");
     if (cfg->lr <= 0 || (cfg->emb_lr <= 0 && cfg->emb_lr != -1.0f))
         return sr_error_set(SR_ERR_INVALID_ARG, "learning rates must be positive");
+    if (!sr_dtype_is_wire(cfg->comm_dtype) || !sr_dtype_is_wire(cfg->dense_comm_dtype))
+        return sr_error_set(SR_ERR_INVALID_ARG,
+                            "--comm-dtype and --dense-comm-dtype take fp32, fp16 or bf16");
     return SR_OK;
 }
 

@@ -134,7 +134,7 @@ static void init_buckets(struct sr_trainer *t)
         sizes[n_layers - 1 - l] = (size_t)(w[0] * w[1] + b[0]);
     }
     sr_grad_buckets_init(&t->buckets, t->dense, grads, n, dp, n_dp, sizes, n_layers,
-                         (size_t)t->cfg->bucket_kib << 10);
+                         (size_t)t->cfg->bucket_kib << 10, t->cfg->dense_comm_dtype);
     sr_dlrm_set_grad_ready(t->dlrm, on_grad_ready, t->buckets);
 }
 

@@ -121,7 +121,7 @@ int sr_trainer_emb_init(struct sr_trainer *t, const struct sr_optim_config *opt)
         return sr_ebc_init(&t->ebc, t->dev, &ec, opt, cfg->batch_size, t->batch.max_values,
                            cfg->seed);
     struct sr_sharded_ebc_comms comms = {.sparse = t->sparse, .node = t->node,
-                                         .cross = t->cross};
+                                         .cross = t->cross, .pooled_dtype = cfg->comm_dtype};
     return sr_sharded_ebc_init(&t->sebc, t->dev, &comms, &ec, t->plan, opt, cfg->batch_size,
                                t->batch.max_values, cfg->seed);
 }

@@ -97,6 +97,10 @@ static void print_comm(const struct sr_trainer *t, const struct sr_trainer_resul
                "communication %.2f ms exposed of %.2f ms busy per step (%.1f%% of the step)\n",
             (double)intra / steps / 1024, (double)inter / steps / 1024, 1e3 * exposed / steps,
             1e3 * busy / steps, 100.0 * exposed / (res->train_seconds > 0 ? res->train_seconds : 1));
+    fprintf(f, "wire dtypes: pooled %s, dense %s (%d buckets, %d dense calls per step)\n",
+            sr_dtype_name(t->sebc ? t->cfg->comm_dtype : SR_DTYPE_F32),
+            sr_dtype_name(sr_grad_buckets_dtype(t->buckets)), sr_grad_buckets_count(t->buckets),
+            sr_grad_buckets_calls(t->buckets));
 }
 
 void sr_trainer_print_summary(const struct sr_trainer *t, const struct sr_trainer_result *res,
