@@ -21,6 +21,7 @@ root=""
 JOB="--steps $STEPS --sharding rw --global-batch-size 4096 --eval-samples 1048576 --eval-every 0
      --log-every 100 --no-progress"
 
+commit=$(git rev-parse --short HEAD 2>/dev/null || echo '?')
 for d in fp32 bf16 fp16; do
     if ! mpirun $root --oversubscribe --bind-to none -np "$NP" "$bin" train $JOB "$@" \
         --comm-dtype $d --dense-comm-dtype $d --metrics "$tmp/$d.jsonl" >"$tmp/$d.err" 2>&1; then
@@ -28,7 +29,7 @@ for d in fp32 bf16 fp16; do
     fi
 done
 
-echo "commit $(git rev-parse --short HEAD 2>/dev/null || echo '?'); $NP ranks; flags: $(echo $JOB "$@")"
+echo "commit $commit; $NP ranks; flags: $(echo $JOB "$@")"
 /usr/bin/python3 - "$tmp" <<'PY'
 import json, re, sys
 tmp = sys.argv[1]
