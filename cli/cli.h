@@ -5,7 +5,7 @@
 #include "shardrec/train_config.h"
 
 #define CLI_EXIT_USAGE 2 /* bad flags, config or files: fix the command */
-#define CLI_EXIT_FAIL 1  /* the run itself failed */
+#define CLI_EXIT_FAIL  1 /* the run itself failed */
 
 int cli_train(int argc, char **argv);
 int cli_gen(int argc, char **argv);

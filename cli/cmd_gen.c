@@ -67,10 +67,14 @@ int cli_gen(int argc, char **argv)
     }
     for (int f = 0; f < cfg.num_features; f++)
         rows[f] = cfg.tables[cfg.feature_table[f]].num_embeddings;
-    struct sr_synth_config sc = {.seed = cfg.seed, .num_dense = cfg.num_dense,
-                                 .num_features = cfg.num_features, .rows = rows,
-                                 .ids_min = cfg.ids_min, .ids_max = cfg.ids_max,
-                                 .id_dist = cfg.id_dist, .zipf_s = cfg.zipf_s};
+    struct sr_synth_config sc = {.seed = cfg.seed,
+                                 .num_dense = cfg.num_dense,
+                                 .num_features = cfg.num_features,
+                                 .rows = rows,
+                                 .ids_min = cfg.ids_min,
+                                 .ids_max = cfg.ids_max,
+                                 .id_dist = cfg.id_dist,
+                                 .zipf_s = cfg.zipf_s};
     if (sr_synth_init(&synth, &sc)) {
         cli_error("gen", "%s", sr_error_message());
         return CLI_EXIT_USAGE;
@@ -81,8 +85,7 @@ int cli_gen(int argc, char **argv)
         sr_synth_free(synth);
         return CLI_EXIT_USAGE;
     }
-    rc = sr_synth_write_tsv(synth, f, (a.eval_split ? SR_SYNTH_EVAL_BASE : 0) + a.first,
-                            a.samples);
+    rc = sr_synth_write_tsv(synth, f, (a.eval_split ? SR_SYNTH_EVAL_BASE : 0) + a.first, a.samples);
     if (f != stdout && fclose(f) != 0 && !rc)
         rc = sr_error_set(SR_ERR_IO, "--out %s: write failed (%s)", a.out, strerror(errno));
     sr_synth_free(synth);

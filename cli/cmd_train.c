@@ -112,9 +112,8 @@ static void print_job(const struct sr_train_config *cfg)
     fprintf(stderr,
             "shardrec train: %d tables (%lld rows, %.1f MiB), %d features, dim %d, batch %d, "
             "%lld steps, optimizer %s / embeddings %s\n",
-            cfg->num_tables, (long long)rows,
-            (double)rows * cfg->embedding_dim * 4 / (1 << 20), cfg->num_features,
-            cfg->embedding_dim, cfg->batch_size, (long long)cfg->steps,
+            cfg->num_tables, (long long)rows, (double)rows * cfg->embedding_dim * 4 / (1 << 20),
+            cfg->num_features, cfg->embedding_dim, cfg->batch_size, (long long)cfg->steps,
             sr_optim_kind_name(cfg->optimizer), sr_optim_kind_name(cfg->emb_optimizer));
 }
 

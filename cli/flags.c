@@ -12,17 +12,36 @@
 #include "shardrec/plan.h"
 #include "cli.h"
 
-static const char *const job_flags[] = {
-    "steps",       "batch-size",    "lr",           "emb-lr",     "lr-schedule",
-    "optimizer",   "emb-optimizer", "embedding-dim", "bot-mlp",   "top-mlp",
-    "table-rows",  "pooling",       "ids-per-feature", "id-dist", "seed",
-    "eval-every",  "eval-samples",  "log-every",    "metrics",    "ranks-per-node",
-    "global-batch-size", "plan", "sharding", "bucket-kib", "comm-dtype", "dense-comm-dtype",
-    NULL};
+static const char *const job_flags[] = {"steps",
+                                        "batch-size",
+                                        "lr",
+                                        "emb-lr",
+                                        "lr-schedule",
+                                        "optimizer",
+                                        "emb-optimizer",
+                                        "embedding-dim",
+                                        "bot-mlp",
+                                        "top-mlp",
+                                        "table-rows",
+                                        "pooling",
+                                        "ids-per-feature",
+                                        "id-dist",
+                                        "seed",
+                                        "eval-every",
+                                        "eval-samples",
+                                        "log-every",
+                                        "metrics",
+                                        "ranks-per-node",
+                                        "global-batch-size",
+                                        "plan",
+                                        "sharding",
+                                        "bucket-kib",
+                                        "comm-dtype",
+                                        "dense-comm-dtype",
+                                        NULL};
 
 /* Flags a user may expect that later versions provide. */
-static const char *const not_built[] = {
-    "trace", "device", "shuffle", NULL};
+static const char *const not_built[] = {"trace", "device", "shuffle", NULL};
 
 void cli_error(const char *cmd, const char *fmt, ...)
 {
@@ -180,16 +199,16 @@ int cli_apply_job_flag(struct sr_train_config *cfg, const char *name, const char
     if (!strcmp(name, "sharding")) {
         enum sr_sharding_type type;
         if (sr_sharding_type_parse(v, &type))
-            return sr_error_set(SR_ERR_INVALID_ARG, "--sharding: '%s'; choose dp, tw, rw, cw or twrw",
-                                v);
+            return sr_error_set(SR_ERR_INVALID_ARG,
+                                "--sharding: '%s'; choose dp, tw, rw, cw or twrw", v);
         cfg->sharding = (int)type;
         return SR_OK;
     }
     if (!strcmp(name, "comm-dtype") || !strcmp(name, "dense-comm-dtype")) {
         enum sr_dtype *dt = name[0] == 'c' ? &cfg->comm_dtype : &cfg->dense_comm_dtype;
         if (sr_wire_dtype_parse(v, dt))
-            return sr_error_set(SR_ERR_INVALID_ARG, "--%s: '%s'; choose fp32, fp16 or bf16",
-                                name, v);
+            return sr_error_set(SR_ERR_INVALID_ARG, "--%s: '%s'; choose fp32, fp16 or bf16", name,
+                                v);
         return SR_OK;
     }
     if (!strcmp(name, "plan")) {
@@ -292,8 +311,9 @@ int cli_parse_job(int argc, char **argv, struct sr_train_config *cfg,
         const char *bare = argv[i] + 2;
         size_t blen = strcspn(bare, "=");
         snprintf(name, sizeof name, "%.*s", (int)(blen < 63 ? blen : 63), bare);
-        int wants = cli_is_job_flag(name) || !strcmp(name, "data") || !strcmp(name, "eval-data") || in_list(not_built, name) ||
-                    !strcmp(name, "config") || (value_flags && in_list(value_flags, name));
+        int wants = cli_is_job_flag(name) || !strcmp(name, "data") || !strcmp(name, "eval-data") ||
+                    in_list(not_built, name) || !strcmp(name, "config") ||
+                    (value_flags && in_list(value_flags, name));
         if (next_flag(argc, argv, &i, cmd, name, sizeof name, &value, wants))
             return CLI_EXIT_USAGE;
         if (!strcmp(name, "config"))

@@ -27,8 +27,8 @@ int main(int argc, char **argv)
         return cli_gen(argc - 1, argv + 1);
     if (strcmp(argv[1], "convert") == 0)
         return cli_convert(argc - 1, argv + 1);
-    if (!strcmp(argv[1], "plan") || !strcmp(argv[1], "eval") ||
-        !strcmp(argv[1], "bench") || !strcmp(argv[1], "inspect")) {
+    if (!strcmp(argv[1], "plan") || !strcmp(argv[1], "eval") || !strcmp(argv[1], "bench") ||
+        !strcmp(argv[1], "inspect")) {
         fprintf(stderr, "shardrec %s: not built yet in this version\n", argv[1]);
         return CLI_EXIT_USAGE;
     }

@@ -65,8 +65,7 @@ static void test_list_parsers(void **state)
     assert_int_equal(n, 5);
     assert_int_equal(w[1], 512);
     assert_int_equal(w[4], 16);
-    assert_int_equal(sr_parse_widths("--bot-mlp", "13--16", w, &n, SR_MLP_MAX),
-                     SR_ERR_INVALID_ARG);
+    assert_int_equal(sr_parse_widths("--bot-mlp", "13--16", w, &n, SR_MLP_MAX), SR_ERR_INVALID_ARG);
     assert_int_equal(sr_parse_widths("--bot-mlp", "13-0", w, &n, SR_MLP_MAX), SR_ERR_INVALID_ARG);
     assert_int_equal(sr_parse_rows("--table-rows", "10,20,30", rows, &n, 8), SR_OK);
     assert_int_equal(n, 3);
@@ -80,12 +79,13 @@ static void test_list_parsers(void **state)
 static void test_json_config(void **state)
 {
     const char *path = "test_config_ok.json";
-    write_file(path, "{\"steps\": 7, \"batch_size\": 64, \"lr\": 0.5, \"embedding_dim\": 8,\n"
-                     " \"bot_mlp\": [13, 32, 8], \"top_mlp\": [16, 1],\n"
-                     " \"optimizer\": \"adam\", \"emb_optimizer\": \"adagrad\",\n"
-                     " \"id_dist\": \"uniform\", \"ids_per_feature\": 3,\n"
-                     " \"tables\": [{\"name\": \"user\", \"rows\": 100, \"features\": [\"u1\", \"u2\"]},\n"
-                     "            {\"name\": \"item\", \"rows\": 50, \"pooling\": \"mean\"}]}\n");
+    write_file(
+        path, "{\"steps\": 7, \"batch_size\": 64, \"lr\": 0.5, \"embedding_dim\": 8,\n"
+              " \"bot_mlp\": [13, 32, 8], \"top_mlp\": [16, 1],\n"
+              " \"optimizer\": \"adam\", \"emb_optimizer\": \"adagrad\",\n"
+              " \"id_dist\": \"uniform\", \"ids_per_feature\": 3,\n"
+              " \"tables\": [{\"name\": \"user\", \"rows\": 100, \"features\": [\"u1\", \"u2\"]},\n"
+              "            {\"name\": \"item\", \"rows\": 50, \"pooling\": \"mean\"}]}\n");
     sr_train_config_default(&cfg);
     assert_int_equal(sr_train_config_load_json(&cfg, path), SR_OK);
     unlink(path);

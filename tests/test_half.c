@@ -28,10 +28,10 @@
 
 struct format {
     int exp_bits, man_bits, bias;
-    uint16_t inf;                        /* code of +inf (= number of finite codes) */
+    uint16_t inf; /* code of +inf (= number of finite codes) */
     uint16_t (*narrow)(float);
     float (*widen)(uint16_t);
-    double table[0x7f81];                /* value of code c, c <= inf (inf: one ulp past max) */
+    double table[0x7f81]; /* value of code c, c <= inf (inf: one ulp past max) */
 };
 
 static struct format fp16 = {5, 10, 15, 0x7c00, sr_fp32_to_fp16, sr_fp16_to_fp32, {0}};

@@ -21,10 +21,10 @@ void sr_free(void *p);
 /* Number of allocations made through these wrappers since start (all threads). */
 uint64_t sr_alloc_count(void);
 
-#define sr_malloc(bytes) sr_malloc_at((bytes), __FILE__, __LINE__)
-#define sr_calloc(n, size) sr_calloc_at((n), (size), __FILE__, __LINE__)
-#define sr_realloc(p, bytes) sr_realloc_at((p), (bytes), __FILE__, __LINE__)
+#define sr_malloc(bytes)        sr_malloc_at((bytes), __FILE__, __LINE__)
+#define sr_calloc(n, size)      sr_calloc_at((n), (size), __FILE__, __LINE__)
+#define sr_realloc(p, bytes)    sr_realloc_at((p), (bytes), __FILE__, __LINE__)
 #define sr_aligned_alloc(bytes) sr_aligned_alloc_at((bytes), __FILE__, __LINE__)
-#define sr_strdup(s) sr_strdup_at((s), __FILE__, __LINE__)
+#define sr_strdup(s)            sr_strdup_at((s), __FILE__, __LINE__)
 
 #endif

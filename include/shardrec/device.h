@@ -51,9 +51,9 @@ struct sr_mem_ops {
 
 struct sr_device {
     enum sr_device_kind kind;
-    int ordinal;       /* which device of its kind */
-    const char *name;  /* "cpu", "cuda:0" */
-    int host_visible;  /* 1 when the host may read this device's memory (CPU) */
+    int ordinal;      /* which device of its kind */
+    const char *name; /* "cpu", "cuda:0" */
+    int host_visible; /* 1 when the host may read this device's memory (CPU) */
     const struct sr_mem_ops *mem;
     const struct sr_dense_ops *dense;
     const struct sr_embedding_ops *emb;

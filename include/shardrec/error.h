@@ -42,19 +42,19 @@ void sr_abort_at(const char *file, int line, const char *fmt, ...)
     __attribute__((noreturn, format(printf, 3, 4)));
 
 #define SR_ABORT(...) sr_abort_at(__FILE__, __LINE__, __VA_ARGS__)
-#define SR_ASSERT(cond)                                                                    \
-    do {                                                                                   \
-        if (!(cond))                                                                       \
-            sr_abort_at(__FILE__, __LINE__, "assertion failed: %s", #cond);                \
+#define SR_ASSERT(cond)                                                                            \
+    do {                                                                                           \
+        if (!(cond))                                                                               \
+            sr_abort_at(__FILE__, __LINE__, "assertion failed: %s", #cond);                        \
     } while (0)
 
 /* One generic check for a backend call that returns `ok` on success; `errstr`
  * maps the returned code to text. */
-#define SR_CHECK_GEN(stmt, type, ok, errstr)                                               \
-    do {                                                                                   \
-        type sr_check_rc_ = (stmt);                                                        \
-        if (sr_check_rc_ != (ok))                                                          \
-            sr_abort_at(__FILE__, __LINE__, "%s failed: %s", #stmt, errstr(sr_check_rc_)); \
+#define SR_CHECK_GEN(stmt, type, ok, errstr)                                                       \
+    do {                                                                                           \
+        type sr_check_rc_ = (stmt);                                                                \
+        if (sr_check_rc_ != (ok))                                                                  \
+            sr_abort_at(__FILE__, __LINE__, "%s failed: %s", #stmt, errstr(sr_check_rc_));         \
     } while (0)
 
 #endif

@@ -17,15 +17,15 @@
 #include <stdint.h>
 
 struct sr_kjt {
-    int num_keys;           /* F */
-    int stride;             /* B */
+    int num_keys;            /* F */
+    int stride;              /* B */
     const char *const *keys; /* (F) feature names, borrowed; may be NULL */
-    int32_t *lengths;       /* (F, B) host */
-    int64_t *offsets;       /* (F*B + 1) host; filled by sr_kjt_compute_offsets */
-    int64_t *values;        /* (N) host */
-    float *weights;         /* (N) host, or NULL */
-    int64_t num_values;     /* N */
-    int64_t num_weights;    /* N when weights are present, else 0 */
+    int32_t *lengths;        /* (F, B) host */
+    int64_t *offsets;        /* (F*B + 1) host; filled by sr_kjt_compute_offsets */
+    int64_t *values;         /* (N) host */
+    float *weights;          /* (N) host, or NULL */
+    int64_t num_values;      /* N */
+    int64_t num_weights;     /* N when weights are present, else 0 */
 };
 
 /* What to do with an id outside [0, rows): reject it, or take it mod rows. */
@@ -44,7 +44,8 @@ int sr_kjt_validate(const struct sr_kjt *kjt);
  * outside the range is an SR_ERR_DATA error naming feature, sample and id;
  * under SR_ID_POLICY_HASH it is replaced by its non-negative residue mod rows.
  * rows and policy are (F) arrays. Modifies values in place. */
-int sr_kjt_apply_id_policy(struct sr_kjt *kjt, const int64_t *rows, const enum sr_id_policy *policy);
+int sr_kjt_apply_id_policy(struct sr_kjt *kjt, const int64_t *rows,
+                           const enum sr_id_policy *policy);
 
 /* Bag bounds of (feature f, sample b). */
 static inline int64_t sr_kjt_bag_begin(const struct sr_kjt *kjt, int f, int b)

@@ -13,8 +13,8 @@ void sr_log(enum sr_log_level level, const char *subsys, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 int sr_log_enabled(enum sr_log_level level, const char *subsys);
 
-#define SR_WARN(subsys, ...) sr_log(SR_LOG_WARN, subsys, __VA_ARGS__)
-#define SR_INFO(subsys, ...) sr_log(SR_LOG_INFO, subsys, __VA_ARGS__)
+#define SR_WARN(subsys, ...)  sr_log(SR_LOG_WARN, subsys, __VA_ARGS__)
+#define SR_INFO(subsys, ...)  sr_log(SR_LOG_INFO, subsys, __VA_ARGS__)
 #define SR_DEBUG(subsys, ...) sr_log(SR_LOG_DEBUG, subsys, __VA_ARGS__)
 
 #endif

@@ -17,7 +17,8 @@
 /* A well-mixed 64-bit value of (seed, stream, counter). */
 static inline uint64_t sr_rng_u64(uint64_t seed, uint64_t stream, uint64_t counter)
 {
-    uint64_t z = seed * 0x9E3779B97F4A7C15ull ^ (stream + 0x632BE59BD9B4E019ull) * 0xD1B54A32D192ED03ull;
+    uint64_t z =
+        seed * 0x9E3779B97F4A7C15ull ^ (stream + 0x632BE59BD9B4E019ull) * 0xD1B54A32D192ED03ull;
     z ^= counter * 0xBF58476D1CE4E5B9ull + 0x94D049BB133111EBull;
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
     z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;

@@ -17,25 +17,25 @@
 #include "shardrec/synthetic.h"
 #include "shardrec/tensor.h"
 
-#define SR_MAX_TABLES 256
-#define SR_MAX_FEATURES 256
-#define SR_PATH_MAX 1024
+#define SR_MAX_TABLES     256
+#define SR_MAX_FEATURES   256
+#define SR_PATH_MAX       1024
 #define SR_MAX_DATA_FILES 64
 
 struct sr_train_config {
     /* model */
-    int embedding_dim;                                 /* D */
-    int bot_mlp[SR_MLP_MAX], n_bot;                    /* widths incl. input (13-...-D) */
-    int top_mlp[SR_MLP_MAX], n_top;                    /* layers after the interaction */
-    int num_tables;                                    /* T */
-    struct sr_table_config tables[SR_MAX_TABLES];      /* (T) */
-    int num_features;                                  /* F */
-    char feature_names[SR_MAX_FEATURES][SR_NAME_MAX];  /* (F) */
-    int feature_table[SR_MAX_FEATURES];                /* (F) */
+    int embedding_dim;                                /* D */
+    int bot_mlp[SR_MLP_MAX], n_bot;                   /* widths incl. input (13-...-D) */
+    int top_mlp[SR_MLP_MAX], n_top;                   /* layers after the interaction */
+    int num_tables;                                   /* T */
+    struct sr_table_config tables[SR_MAX_TABLES];     /* (T) */
+    int num_features;                                 /* F */
+    char feature_names[SR_MAX_FEATURES][SR_NAME_MAX]; /* (F) */
+    int feature_table[SR_MAX_FEATURES];               /* (F) */
     /* synthetic data */
     uint64_t seed;
-    int num_dense;                                     /* 13 */
-    int ids_min, ids_max;                              /* ids per feature per sample */
+    int num_dense;        /* 13 */
+    int ids_min, ids_max; /* ids per feature per sample */
     enum sr_id_dist id_dist;
     double zipf_s;
     /* files (empty: the synthetic generator) */
@@ -45,27 +45,27 @@ struct sr_train_config {
     int skip_bad_lines;                                   /* count bad lines instead of failing */
     /* training */
     int64_t steps;
-    int steps_set;                                     /* --steps given (else one epoch of --data) */
-    int batch_size;                                    /* B, per rank */
-    float lr;                                          /* dense learning rate */
-    float emb_lr;                                      /* embedding learning rate */
-    char lr_schedule[128];                             /* "constant" or "warmup_poly:..." */
-    enum sr_optim_kind optimizer;                      /* dense */
-    enum sr_optim_kind emb_optimizer;                  /* embeddings */
+    int steps_set;                    /* --steps given (else one epoch of --data) */
+    int batch_size;                   /* B, per rank */
+    float lr;                         /* dense learning rate */
+    float emb_lr;                     /* embedding learning rate */
+    char lr_schedule[128];            /* "constant" or "warmup_poly:..." */
+    enum sr_optim_kind optimizer;     /* dense */
+    enum sr_optim_kind emb_optimizer; /* embeddings */
     /* distribution */
-    int ranks_per_node;                                /* 0: detect (or SR_RANKS_PER_NODE) */
-    int64_t global_batch_size;                         /* 0: W * batch_size */
-    char plan_path[SR_PATH_MAX];                       /* --plan FILE, or "" */
-    int sharding;                                      /* --sharding type for all, or -1 */
-    int bucket_kib;                                    /* dense all-reduce bucket size */
-    enum sr_dtype comm_dtype;                          /* pooled embeddings + grads on the wire */
-    enum sr_dtype dense_comm_dtype;                    /* dense gradient buckets on the wire */
+    int ranks_per_node;             /* 0: detect (or SR_RANKS_PER_NODE) */
+    int64_t global_batch_size;      /* 0: W * batch_size */
+    char plan_path[SR_PATH_MAX];    /* --plan FILE, or "" */
+    int sharding;                   /* --sharding type for all, or -1 */
+    int bucket_kib;                 /* dense all-reduce bucket size */
+    enum sr_dtype comm_dtype;       /* pooled embeddings + grads on the wire */
+    enum sr_dtype dense_comm_dtype; /* dense gradient buckets on the wire */
     /* evaluation and logging */
-    int64_t eval_every;                                /* steps; 0 = only at the end */
-    int64_t eval_samples;                              /* held-back samples evaluated */
-    int64_t log_every;                                 /* steps between log lines / metrics */
-    char metrics_path[SR_PATH_MAX];                    /* "" = none */
-    int progress;                                      /* -1 auto (terminal), 0 off, 1 on */
+    int64_t eval_every;             /* steps; 0 = only at the end */
+    int64_t eval_samples;           /* held-back samples evaluated */
+    int64_t log_every;              /* steps between log lines / metrics */
+    char metrics_path[SR_PATH_MAX]; /* "" = none */
+    int progress;                   /* -1 auto (terminal), 0 off, 1 on */
 };
 
 /* The embedded default job: workload K's model (dim 16, 13-512-256-64-16 /

@@ -30,14 +30,14 @@ enum sr_stage {
 };
 
 struct sr_trainer_result {
-    int64_t steps;                   /* steps run */
-    double train_seconds;            /* wall time of the training steps (eval excluded) */
-    double samples_per_s;            /* training throughput */
+    int64_t steps;        /* steps run */
+    double train_seconds; /* wall time of the training steps (eval excluded) */
+    double samples_per_s; /* training throughput */
     double stage_seconds[SR_STAGE_COUNT];
-    double last_loss;                /* mean training loss of the last step */
-    struct sr_eval_metrics eval;     /* final evaluation (n = 0 if none) */
-    double teacher_auc;              /* synthetic data: AUC ceiling on the eval split */
-    double dense_only_auc;           /* synthetic data: dense-only floor */
+    double last_loss;                 /* mean training loss of the last step */
+    struct sr_eval_metrics eval;      /* final evaluation (n = 0 if none) */
+    double teacher_auc;               /* synthetic data: AUC ceiling on the eval split */
+    double dense_only_auc;            /* synthetic data: dense-only floor */
     uint64_t allocs_after_first_step; /* must be 0 */
 };
 

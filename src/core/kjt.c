@@ -55,8 +55,8 @@ int sr_kjt_validate(const struct sr_kjt *kjt)
 {
     char name[96];
     if (kjt->num_keys < 0 || kjt->stride < 0)
-        return sr_error_set(SR_ERR_DATA, "KJT: negative shape (%d keys, stride %d)",
-                            kjt->num_keys, kjt->stride);
+        return sr_error_set(SR_ERR_DATA, "KJT: negative shape (%d keys, stride %d)", kjt->num_keys,
+                            kjt->stride);
     int rc = check_lengths(kjt);
     if (rc)
         return rc;
@@ -69,7 +69,8 @@ int sr_kjt_validate(const struct sr_kjt *kjt)
             if (kjt->offsets[i + 1] - kjt->offsets[i] != kjt->lengths[i]) {
                 int f = (int)(i / (kjt->stride ? kjt->stride : 1));
                 int b = (int)(i % (kjt->stride ? kjt->stride : 1));
-                return sr_error_set(SR_ERR_DATA, "KJT: offsets disagree with lengths at %s, sample %d",
+                return sr_error_set(SR_ERR_DATA,
+                                    "KJT: offsets disagree with lengths at %s, sample %d",
                                     feature_name(kjt, f, name, sizeof name), b);
             }
         }

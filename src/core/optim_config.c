@@ -9,8 +9,8 @@
 
 struct sr_optim_config sr_optim_config_default(enum sr_optim_kind kind)
 {
-    struct sr_optim_config c = {.kind = kind, .eps = 0.0f, .beta1 = 0.9f, .beta2 = 0.999f,
-                                .initial_accumulator = 0.0f};
+    struct sr_optim_config c = {
+        .kind = kind, .eps = 0.0f, .beta1 = 0.9f, .beta2 = 0.999f, .initial_accumulator = 0.0f};
     switch (kind) {
     case SR_OPTIM_SGD:
         break;

@@ -42,7 +42,10 @@ size_t sr_tensor_bytes(const struct sr_tensor *t)
 
 struct sr_tensor sr_tensor_f32(float *data, int64_t shape0, int64_t shape1)
 {
-    struct sr_tensor t = {.dtype = SR_DTYPE_F32, .device = 0, .ndim = shape1 ? 2 : 1,
-                          .shape = {shape0, shape1, 0, 0}, .data = data};
+    struct sr_tensor t = {.dtype = SR_DTYPE_F32,
+                          .device = 0,
+                          .ndim = shape1 ? 2 : 1,
+                          .shape = {shape0, shape1, 0, 0},
+                          .data = data};
     return t;
 }

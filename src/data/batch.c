@@ -21,7 +21,9 @@ void sr_batch_init(struct sr_batch *b, int max_batch, int num_dense, int num_fea
     b->kjt.lengths = sr_aligned_alloc(sizeof(int32_t) * (size_t)max_batch * num_features);
     b->kjt.offsets = sr_aligned_alloc(sizeof(int64_t) * ((size_t)max_batch * num_features + 1));
     b->kjt.values = sr_aligned_alloc(sizeof(int64_t) * (size_t)(max_values ? max_values : 1));
-    b->kjt.weights = with_weights ? sr_aligned_alloc(sizeof(float) * (size_t)(max_values ? max_values : 1)) : NULL;
+    b->kjt.weights = with_weights
+                         ? sr_aligned_alloc(sizeof(float) * (size_t)(max_values ? max_values : 1))
+                         : NULL;
 }
 
 void sr_batch_free(struct sr_batch *b)

@@ -545,14 +545,14 @@ void sr_sharded_ebc_free(struct sr_sharded_ebc *s)
         free_group(s->dev, &s->groups[k]);
     sr_dev_free(s->dev, s->dp_buf);
     void *host[] = {
-        s->feature_col, s->feature_rows,    s->feature_policy, s->slots,       s->first_slot,
-        s->block,       s->nslots_at,       s->slot_at,        s->group_out,   s->lens,
-        s->slot_n,      s->slot_cursor,     s->slot_wcursor,   s->count_send,  s->count_recv,
-        s->send_counts, s->send_displs,     s->recv_counts,    s->recv_displs, s->send_buf,
-        s->recv_buf,    s->recv_slot_start, s->scale,          s->a2a_buf,     s->rw_buf,
-        s->twrw_mid,    s->twrw_buf,        s->a_counts,       s->a_displs,    s->b_counts,
-        s->b_displs,    s->dp_grad,         s->dp_counts,      s->wire_send,   s->wire_recv,
-        s->wire_scounts, s->wire_rcounts,   s->wire_displs};
+        s->feature_col,  s->feature_rows,    s->feature_policy, s->slots,       s->first_slot,
+        s->block,        s->nslots_at,       s->slot_at,        s->group_out,   s->lens,
+        s->slot_n,       s->slot_cursor,     s->slot_wcursor,   s->count_send,  s->count_recv,
+        s->send_counts,  s->send_displs,     s->recv_counts,    s->recv_displs, s->send_buf,
+        s->recv_buf,     s->recv_slot_start, s->scale,          s->a2a_buf,     s->rw_buf,
+        s->twrw_mid,     s->twrw_buf,        s->a_counts,       s->a_displs,    s->b_counts,
+        s->b_displs,     s->dp_grad,         s->dp_counts,      s->wire_send,   s->wire_recv,
+        s->wire_scounts, s->wire_rcounts,    s->wire_displs};
     for (size_t i = 0; i < sizeof host / sizeof host[0]; i++)
         sr_free(host[i]);
     sr_plan_free(s->plan);

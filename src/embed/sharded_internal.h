@@ -110,7 +110,7 @@ struct sr_sharded_ebc {
     float *twrw_mid;                                   /* (nodes * B, out_twrw(my node)) */
     float *twrw_buf;                                   /* (B, Σ_m out_twrw(m)) */
     size_t *a_counts, *a_displs, *b_counts, *b_displs; /* (W) scratch for all-to-all-v */
-    enum sr_dtype wire;          /* pooled payload on the wire: F32, F16 or BF16 */
+    enum sr_dtype wire;              /* pooled payload on the wire: F32, F16 or BF16 */
     uint16_t *wire_send, *wire_recv; /* (wire_cap) compressed payloads; NULL for F32 */
     size_t wire_cap;
     size_t *wire_scounts, *wire_rcounts, *wire_displs; /* (W) scratch */

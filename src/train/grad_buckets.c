@@ -33,11 +33,11 @@
 #define MAX_BUCKETS 256
 
 struct wire_bucket {
-    size_t c, msg;      /* block and message length, 16-bit units */
-    uint16_t *send;     /* (W, msg) */
-    uint16_t *recv;     /* (W, msg) */
-    uint16_t *gsend;    /* (c) */
-    uint16_t *grecv;    /* (W, c) */
+    size_t c, msg;   /* block and message length, 16-bit units */
+    uint16_t *send;  /* (W, msg) */
+    uint16_t *recv;  /* (W, msg) */
+    uint16_t *gsend; /* (c) */
+    uint16_t *grecv; /* (W, c) */
     sr_comm_work_t gwork;
 };
 
@@ -49,15 +49,15 @@ struct sr_grad_buckets {
     size_t n;
     float *tail; /* (n_tail) */
     size_t n_tail;
-    float *staging;            /* (last_lo + n_tail + 1) fp32 path; (c_max + n_tail + 1) else */
-    size_t cut[MAX_BUCKETS];   /* bucket k reduces grads[cut[k+1] .. cut[k]) */
-    int n_buckets;             /* including the last (staged) one */
-    int next;                  /* next bucket to issue */
-    size_t lo;                 /* grads[lo .. n) are final */
+    float *staging;          /* (last_lo + n_tail + 1) fp32 path; (c_max + n_tail + 1) else */
+    size_t cut[MAX_BUCKETS]; /* bucket k reduces grads[cut[k+1] .. cut[k]) */
+    int n_buckets;           /* including the last (staged) one */
+    int next;                /* next bucket to issue */
+    size_t lo;               /* grads[lo .. n) are final */
     sr_comm_work_t work[MAX_BUCKETS];
-    struct wire_bucket *wb;    /* (n_buckets) compressed only */
-    uint16_t *wire;            /* one block behind every wb's buffers */
-    size_t *counts, *displs;   /* (W) scratch for the all-to-all-v */
+    struct wire_bucket *wb;  /* (n_buckets) compressed only */
+    uint16_t *wire;          /* one block behind every wb's buffers */
+    size_t *counts, *displs; /* (W) scratch for the all-to-all-v */
 };
 
 /* Walk layers in backward order and cut whenever a bucket reaches the size. */
@@ -176,7 +176,8 @@ static void start_wire(struct sr_grad_buckets *b, int k, float loss)
     struct wire_bucket *w = &b->wb[k];
     const size_t lo = b->cut[k + 1], n_k = bucket_len(b, k);
     for (int p = 0; p < b->W; p++) {
-        const size_t off = (size_t)p * w->c, len = off < n_k ? (n_k - off < w->c ? n_k - off : w->c) : 0;
+        const size_t off = (size_t)p * w->c,
+                     len = off < n_k ? (n_k - off < w->c ? n_k - off : w->c) : 0;
         uint16_t *msg = w->send + (size_t)p * w->msg;
         b->counts[p] = p == b->me ? 0 : w->msg;
         b->displs[p] = (size_t)p * w->msg;

@@ -18,10 +18,9 @@
 #include "shardrec/train_config.h"
 
 /* Workload K's 26 table sizes (Criteo Kaggle). */
-static const int64_t k_rows[26] = {1460,    583,   10131227, 2202608, 305,   24,     12517,
-                                   633,     3,     93145,    5683,    8351593, 3194, 27,
-                                   14992,   5461306, 10,     5652,    2173,  4,      7046547,
-                                   18,      15,    286181,   105,     142572};
+static const int64_t k_rows[26] = {
+    1460, 583,   10131227, 2202608, 305,  24,   12517, 633,     3,  93145, 5683,   8351593, 3194,
+    27,   14992, 5461306,  10,      5652, 2173, 4,     7046547, 18, 15,    286181, 105,     142572};
 
 void sr_train_config_default(struct sr_train_config *cfg)
 {
@@ -158,8 +157,8 @@ static int json_err(const char *path, const char *key, const char *what)
     return sr_error_set(SR_ERR_INVALID_ARG, "%s: key \"%s\": %s", path, key, what);
 }
 
-static int json_int(const cJSON *root, const char *path, const char *key, int64_t min,
-                    int64_t max, int64_t *out)
+static int json_int(const cJSON *root, const char *path, const char *key, int64_t min, int64_t max,
+                    int64_t *out)
 {
     const cJSON *it = cJSON_GetObjectItemCaseSensitive(root, key);
     if (!it)
@@ -435,8 +434,8 @@ int sr_train_config_check(const struct sr_train_config *cfg)
                                 cfg->embedding_dim);
     }
     if (cfg->ids_min < 0 || cfg->ids_max < cfg->ids_min)
-        return sr_error_set(SR_ERR_INVALID_ARG, "--ids-per-feature: bad range %d-%d",
-                            cfg->ids_min, cfg->ids_max);
+        return sr_error_set(SR_ERR_INVALID_ARG, "--ids-per-feature: bad range %d-%d", cfg->ids_min,
+                            cfg->ids_max);
     if (cfg->optimizer == SR_OPTIM_ROWWISE_ADAGRAD)
         return sr_error_set(SR_ERR_INVALID_ARG,
                             "--optimizer rowwise_adagrad is for embeddings only; use "

@@ -31,10 +31,12 @@ static int open_reader(struct sr_trainer *t, struct sr_reader **r, char (*paths)
                        int n, const int64_t *rows, int keep_partial)
 {
     const char *list[SR_MAX_DATA_FILES];
-    struct sr_reader_options opt = {.rank = t->rank, .world = t->world_size,
+    struct sr_reader_options opt = {.rank = t->rank,
+                                    .world = t->world_size,
                                     .batch_size = t->cfg->batch_size,
                                     .skip_bad_lines = t->cfg->skip_bad_lines,
-                                    .keep_partial = keep_partial, .max_line = 0};
+                                    .keep_partial = keep_partial,
+                                    .max_line = 0};
     for (int i = 0; i < n; i++)
         list[i] = paths[i];
     int rc = sr_reader_open(r, list, n, t->cfg->num_features, rows, &opt);
@@ -50,8 +52,8 @@ static int init_files(struct sr_trainer *t, const int64_t *rows, const char *con
     int rc = open_reader(t, &t->reader, cfg->data_paths, cfg->n_data, rows, 0);
     if (rc)
         return rc;
-    if (cfg->n_eval_data && (rc = open_reader(t, &t->eval_reader, cfg->eval_data_paths,
-                                              cfg->n_eval_data, rows, 1)))
+    if (cfg->n_eval_data &&
+        (rc = open_reader(t, &t->eval_reader, cfg->eval_data_paths, cfg->n_eval_data, rows, 1)))
         return rc;
     int64_t mv = sr_reader_max_values(t->reader);
     if (t->eval_reader && sr_reader_max_values(t->eval_reader) > mv)
@@ -72,10 +74,14 @@ static int init_data(struct sr_trainer *t)
         rows[f] = cfg->tables[cfg->feature_table[f]].num_embeddings;
         keys[f] = cfg->feature_names[f];
     }
-    struct sr_synth_config sc = {.seed = cfg->seed, .num_dense = cfg->num_dense,
-                                 .num_features = cfg->num_features, .rows = rows,
-                                 .ids_min = cfg->ids_min, .ids_max = cfg->ids_max,
-                                 .id_dist = cfg->id_dist, .zipf_s = cfg->zipf_s};
+    struct sr_synth_config sc = {.seed = cfg->seed,
+                                 .num_dense = cfg->num_dense,
+                                 .num_features = cfg->num_features,
+                                 .rows = rows,
+                                 .ids_min = cfg->ids_min,
+                                 .ids_max = cfg->ids_max,
+                                 .id_dist = cfg->id_dist,
+                                 .zipf_s = cfg->zipf_s};
     int rc = sr_synth_init(&t->synth, &sc);
     if (rc)
         return rc;
@@ -256,8 +262,7 @@ static int load_batch(struct sr_trainer *t, int64_t step)
 {
     int B = t->cfg->batch_size, rc;
     if (!t->reader) {
-        sr_synth_fill(t->synth, (step - 1) * t->global_batch + (int64_t)t->rank * B, B,
-                      &t->batch);
+        sr_synth_fill(t->synth, (step - 1) * t->global_batch + (int64_t)t->rank * B, B, &t->batch);
         return SR_OK;
     }
     if ((rc = sr_reader_next(t->reader, &t->batch)) == 1)
@@ -346,7 +351,8 @@ static void fill_result(struct sr_trainer *t, struct sr_trainer_result *res, int
 {
     res->steps = steps;
     res->train_seconds = train_seconds;
-    res->samples_per_s = train_seconds > 0 ? (double)steps * (double)t->global_batch / train_seconds : 0;
+    res->samples_per_s =
+        train_seconds > 0 ? (double)steps * (double)t->global_batch / train_seconds : 0;
     res->last_loss = loss;
     res->eval = t->last_eval;
     res->teacher_auc = t->teacher_auc;

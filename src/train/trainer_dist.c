@@ -88,7 +88,8 @@ static uint64_t data_hash(const struct sr_train_config *cfg)
 {
     uint64_t h = 0xcbf29ce484222325ull;
     for (int i = 0; i < cfg->n_data + cfg->n_eval_data; i++) {
-        const char *path = i < cfg->n_data ? cfg->data_paths[i] : cfg->eval_data_paths[i - cfg->n_data];
+        const char *path =
+            i < cfg->n_data ? cfg->data_paths[i] : cfg->eval_data_paths[i - cfg->n_data];
         struct stat st;
         int64_t size = stat(path, &st) == 0 ? (int64_t)st.st_size : -1;
         h = fnv1a(h, path, strlen(path));
@@ -120,8 +121,8 @@ int sr_trainer_emb_init(struct sr_trainer *t, const struct sr_optim_config *opt)
     if (!t->plan)
         return sr_ebc_init(&t->ebc, t->dev, &ec, opt, cfg->batch_size, t->batch.max_values,
                            cfg->seed);
-    struct sr_sharded_ebc_comms comms = {.sparse = t->sparse, .node = t->node,
-                                         .cross = t->cross, .pooled_dtype = cfg->comm_dtype};
+    struct sr_sharded_ebc_comms comms = {
+        .sparse = t->sparse, .node = t->node, .cross = t->cross, .pooled_dtype = cfg->comm_dtype};
     return sr_sharded_ebc_init(&t->sebc, t->dev, &comms, &ec, t->plan, opt, cfg->batch_size,
                                t->batch.max_values, cfg->seed);
 }
@@ -181,12 +182,15 @@ int sr_trainer_save_sharded_weights(struct sr_trainer *t, const char *path)
     for (int k = 0; k < cfg->num_tables && !rc; k++) {
         const struct sr_table_config *tc = &cfg->tables[k];
         struct sr_st_tensor *e = &ts[n_dense + k];
-        float *full = t->rank == 0 ? sr_malloc(sizeof(float) * (size_t)tc->num_embeddings *
-                                               (size_t)tc->embedding_dim)
-                                   : NULL;
+        float *full =
+            t->rank == 0
+                ? sr_malloc(sizeof(float) * (size_t)tc->num_embeddings * (size_t)tc->embedding_dim)
+                : NULL;
         snprintf(names[k], sizeof names[k], "emb.%s.weight", tc->name);
-        *e = (struct sr_st_tensor){.name = names[k], .ndim = 2,
-                                   .shape = {tc->num_embeddings, tc->embedding_dim}, .data = full};
+        *e = (struct sr_st_tensor){.name = names[k],
+                                   .ndim = 2,
+                                   .shape = {tc->num_embeddings, tc->embedding_dim},
+                                   .data = full};
         rc = sr_sharded_ebc_gather_table(t->sebc, k, full);
     }
     if (!rc && t->rank == 0)

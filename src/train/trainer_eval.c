@@ -84,7 +84,8 @@ static void pad_batch(struct sr_batch *b, int B)
                 sizeof(int32_t) * (size_t)Bv);
         memset(b->kjt.lengths + (size_t)f * B + Bv, 0, sizeof(int32_t) * (size_t)(B - Bv));
     }
-    memset(b->dense + (size_t)Bv * b->num_dense, 0, sizeof(float) * (size_t)(B - Bv) * b->num_dense);
+    memset(b->dense + (size_t)Bv * b->num_dense, 0,
+           sizeof(float) * (size_t)(B - Bv) * b->num_dense);
     for (int i = Bv; i < B; i++)
         b->labels[i] = -1.0f;
     b->kjt.stride = B;

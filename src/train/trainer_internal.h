@@ -42,21 +42,21 @@ struct sr_trainer {
     int64_t epoch;
     struct sr_batch batch; /* this rank's B samples */
     /* model */
-    struct sr_ebc *ebc;           /* one rank without a plan */
-    struct sr_sharded_ebc *sebc;  /* otherwise */
+    struct sr_ebc *ebc;          /* one rank without a plan */
+    struct sr_sharded_ebc *sebc; /* otherwise */
     struct sr_dlrm *dlrm;
     struct sr_dense_optim *dense_optim;
     struct sr_grad_buckets *buckets;
     struct sr_lr_schedule lr_dense, lr_emb;
-    int pooled_dim;  /* F*D */
-    float *pooled;   /* (B, F*D) device */
-    float *dpooled;  /* (B, F*D) device */
-    float *logits;   /* (B) device */
+    int pooled_dim; /* F*D */
+    float *pooled;  /* (B, F*D) device */
+    float *dpooled; /* (B, F*D) device */
+    float *logits;  /* (B) device */
     /* evaluation */
-    int64_t eval_batches;  /* global evaluation batches per pass */
-    float *eval_pred;      /* (eval_batches*B) host: this rank's probabilities */
-    float *eval_labels;    /* (eval_batches*B) host: 0/1, or -1 for padding */
-    float *eval_pred_all;  /* (W*eval_batches*B) host: gathered */
+    int64_t eval_batches; /* global evaluation batches per pass */
+    float *eval_pred;     /* (eval_batches*B) host: this rank's probabilities */
+    float *eval_labels;   /* (eval_batches*B) host: 0/1, or -1 for padding */
+    float *eval_pred_all; /* (W*eval_batches*B) host: gathered */
     float *eval_labels_all;
     void *eval_work;
     double teacher_auc, dense_only_auc, sparse_share;

@@ -70,8 +70,9 @@ void sr_trainer_log_interval(struct sr_trainer *t, int64_t step, double loss,
     if (!t->log)
         return;
     if (t->progress)
-        fprintf(t->log, "\r\033[Kstep %" PRId64 "/%s | %.0f samples/s | loss %.4f | "
-                        "eval AUC %s | ETA %s%s",
+        fprintf(t->log,
+                "\r\033[Kstep %" PRId64 "/%s | %.0f samples/s | loss %.4f | "
+                "eval AUC %s | ETA %s%s",
                 step, total, sps, iv->loss_sum / (double)iv->steps, auc, eta,
                 step == cfg->steps ? "\n" : "");
     else
@@ -93,10 +94,12 @@ static void print_comm(const struct sr_trainer *t, const struct sr_trainer_resul
         exposed += c->seconds[k], busy += c->seconds_total[k];
     }
     fprintf(f, " | total %.2f\n", (double)calls / steps);
-    fprintf(f, "bytes sent per step: intra-node %.1f KiB, inter-node %.1f KiB; "
-               "communication %.2f ms exposed of %.2f ms busy per step (%.1f%% of the step)\n",
+    fprintf(f,
+            "bytes sent per step: intra-node %.1f KiB, inter-node %.1f KiB; "
+            "communication %.2f ms exposed of %.2f ms busy per step (%.1f%% of the step)\n",
             (double)intra / steps / 1024, (double)inter / steps / 1024, 1e3 * exposed / steps,
-            1e3 * busy / steps, 100.0 * exposed / (res->train_seconds > 0 ? res->train_seconds : 1));
+            1e3 * busy / steps,
+            100.0 * exposed / (res->train_seconds > 0 ? res->train_seconds : 1));
     fprintf(f, "wire dtypes: pooled %s, dense %s (%d buckets, %d dense calls per step)\n",
             sr_dtype_name(t->sebc ? t->cfg->comm_dtype : SR_DTYPE_F32),
             sr_dtype_name(sr_grad_buckets_dtype(t->buckets)), sr_grad_buckets_count(t->buckets),
@@ -111,8 +114,9 @@ void sr_trainer_print_summary(const struct sr_trainer *t, const struct sr_traine
     if (t->rank != 0 || res->steps == 0)
         return;
     fprintf(f, "\n== shardrec train: summary ==\n");
-    fprintf(f, "steps %" PRId64 ", %d ranks (%s), global batch %" PRId64
-               ", %.1f s training, %.0f samples/s\n",
+    fprintf(f,
+            "steps %" PRId64 ", %d ranks (%s), global batch %" PRId64
+            ", %.1f s training, %.0f samples/s\n",
             res->steps, t->world_size, sr_comm_backend_name(t->world), t->global_batch,
             res->train_seconds, res->samples_per_s);
     for (int s = 0; s < SR_STAGE_COUNT; s++)
@@ -124,12 +128,14 @@ void sr_trainer_print_summary(const struct sr_trainer *t, const struct sr_traine
     print_comm(t, res, f);
     fprintf(f, "last training loss %.5f\n", res->last_loss);
     if (res->eval.n) {
-        fprintf(f, "eval on %" PRId64 " held-back samples: AUC %.4f  logloss %.4f  NE %.4f  "
-                   "accuracy %.4f\n",
+        fprintf(f,
+                "eval on %" PRId64 " held-back samples: AUC %.4f  logloss %.4f  NE %.4f  "
+                "accuracy %.4f\n",
                 res->eval.n, res->eval.auc, res->eval.logloss, res->eval.ne, res->eval.accuracy);
         if (!cfg->n_data)
-            fprintf(f, "AUC: model %.4f | teacher ceiling %.4f | dense-only floor %.4f  "
-                       "(gap to ceiling %.4f, above floor %.4f)\n",
+            fprintf(f,
+                    "AUC: model %.4f | teacher ceiling %.4f | dense-only floor %.4f  "
+                    "(gap to ceiling %.4f, above floor %.4f)\n",
                     res->eval.auc, res->teacher_auc, res->dense_only_auc,
                     res->teacher_auc - res->eval.auc, res->eval.auc - res->dense_only_auc);
     }

@@ -52,9 +52,9 @@ static void check_at(int ok, int line, const char *fmt, ...)
 
 /* Backward order (the end of the block first); all even, 1 KiB = 256 floats. */
 static const size_t sizes[] = {300, 18, 1000, 6, 64, 130, 2};
-#define N_LAYERS   (int)(sizeof sizes / sizeof sizes[0])
-#define BUCKET     1024
-#define N_TAIL     7
+#define N_LAYERS (int)(sizeof sizes / sizeof sizes[0])
+#define BUCKET   1024
+#define N_TAIL   7
 
 static size_t total(void)
 {
@@ -134,7 +134,8 @@ static void check_counters(sr_comm_t comm, enum sr_dtype dt, struct sr_grad_buck
         a2a += 2 * ck, ag += 2 * ck;
     }
     const uint64_t tail = 4 * (N_TAIL + 1), peers = (uint64_t)W - 1;
-    CHECK(sr_grad_buckets_count(b) == nb && nb >= 3, "%d buckets, expected %d", sr_grad_buckets_count(b), nb);
+    CHECK(sr_grad_buckets_count(b) == nb && nb >= 3, "%d buckets, expected %d",
+          sr_grad_buckets_count(b), nb);
     CHECK(sr_grad_buckets_calls(b) == (wire ? 2 : 1) * nb, "calls %d", sr_grad_buckets_calls(b));
     CHECK(c->calls[SR_COLL_ALL_REDUCE] == (uint64_t)(wire ? 0 : nb), "all_reduce calls %llu",
           (unsigned long long)c->calls[SR_COLL_ALL_REDUCE]);

@@ -21,8 +21,7 @@ static void cpu_free(struct sr_device *dev, void *p)
     sr_free(p);
 }
 
-static void cpu_copy(struct sr_device *dev, void *dst, const void *src, size_t bytes,
-                     sr_stream_t s)
+static void cpu_copy(struct sr_device *dev, void *dst, const void *src, size_t bytes, sr_stream_t s)
 {
     memmove(dst, src, bytes);
 }

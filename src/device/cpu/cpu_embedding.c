@@ -37,7 +37,7 @@
 #include "device/ops_embedding.h"
 
 #define RADIX_MAX_BITS 11
-#define MIN_PAR   4096 /* below this many elements a loop runs on one thread */
+#define MIN_PAR        4096 /* below this many elements a loop runs on one thread */
 
 struct ws_header {
     int num_threads;
