@@ -32,6 +32,8 @@
 #   SR_OMP, SR_BLAS     shardrec OMP_NUM_THREADS / OPENBLAS_NUM_THREADS
 #                       (default 2 and 1).
 #   SR_EXTRA        extra flags appended to the shardrec command line.
+#   SR_ENV          extra VAR=value settings for shardrec's environment,
+#                   e.g. SR_ENV="OMP_WAIT_POLICY=passive".
 #   REF_ONLY=1      run only the reference (no shardrec needed).
 #   SR_ONLY=1       run only shardrec.
 #   QUIET_WAIT      before each run, wait up to this many seconds (default 60;
@@ -65,6 +67,7 @@ REF_BLAS=${REF_BLAS:-1}
 SR_OMP=${SR_OMP:-2}
 SR_BLAS=${SR_BLAS:-1}
 SR_EXTRA=${SR_EXTRA:-}
+SR_ENV=${SR_ENV:-}
 REF_ONLY=${REF_ONLY:-0}
 SR_ONLY=${SR_ONLY:-0}
 QUIET_WAIT=${QUIET_WAIT:-60}
@@ -155,7 +158,7 @@ cpu=$(grep -m1 'model name' /proc/cpuinfo 2>/dev/null | sed 's/.*: //' || echo u
     echo "workload $WORKLOAD, batch $BATCH, $STEPS steps, mean after $WARMUP warm-up, $R rounds"
     echo "date     $(date -u +%Y-%m-%dT%H:%M:%SZ)"
     echo "machine  $(nproc) cores, $cpu"
-    echo "shardrec $sr_commit$sr_dirty  OMP_NUM_THREADS=$SR_OMP OPENBLAS_NUM_THREADS=$SR_BLAS"
+    echo "shardrec $sr_commit$sr_dirty  OMP_NUM_THREADS=$SR_OMP OPENBLAS_NUM_THREADS=$SR_BLAS $SR_ENV"
     echo "  ${sr_cmd[*]} --metrics FILE"
     echo "reference $DLRM_REF @ $ref_commit  OMP_NUM_THREADS=$REF_OMP OPENBLAS_NUM_THREADS=$REF_BLAS"
     echo "  ${ref_cmd[*]}"
@@ -222,7 +225,8 @@ run_ref() { # $1 = round
 run_sr() { # $1 = round
     local met=$OUTDIR/sr_$1.jsonl
     rm -f "$met"
-    run_one sr "$1" env OMP_NUM_THREADS=$SR_OMP OPENBLAS_NUM_THREADS=$SR_BLAS \
+    # shellcheck disable=SC2086
+    run_one sr "$1" env OMP_NUM_THREADS=$SR_OMP OPENBLAS_NUM_THREADS=$SR_BLAS $SR_ENV \
         "${sr_cmd[@]}" --metrics "$met"
     echo "  round $1 shardrec done: $(grep -c step_ms "$met" 2>/dev/null || true) steps logged" >&2
 }
