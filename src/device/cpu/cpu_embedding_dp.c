@@ -13,6 +13,7 @@
 
 #include "shardrec/error.h"
 #include "device/ops_embedding_dp.h"
+#include "device/cpu/cpu_row_optim.h"
 
 #define PAR_MIN_ROWS 256
 
@@ -48,60 +49,10 @@ static void cpu_dp_accumulate(struct sr_device *dev, const struct sr_emb_layout 
         accumulate_table(layout, batch, dpooled, t, grad[t], counts[t]);
 }
 
-struct consts {
-    enum sr_optim_kind kind;
-    float lr, eps, b1, b2, c1, c2;
-};
-
-static void apply_row(const struct consts *k, const struct sr_emb_table *tab, int64_t row,
-                      const float *restrict g)
-{
-    const int d = tab->dim;
-    float *restrict w = tab->weight + row * d;
-    if (k->kind == SR_OPTIM_SGD) {
-        for (int c = 0; c < d; c++)
-            w[c] -= k->lr * g[c];
-    } else if (k->kind == SR_OPTIM_ADAGRAD) {
-        float *restrict s = tab->state + row * d;
-        for (int c = 0; c < d; c++) {
-            s[c] += g[c] * g[c];
-            w[c] -= k->lr * g[c] / (sqrtf(s[c]) + k->eps);
-        }
-    } else if (k->kind == SR_OPTIM_ROWWISE_ADAGRAD) {
-        float sq = 0.0f;
-        for (int c = 0; c < d; c++)
-            sq += g[c] * g[c];
-        float *s = tab->state + row;
-        *s += sq / (float)d;
-        float rate = k->lr / (sqrtf(*s) + k->eps);
-        for (int c = 0; c < d; c++)
-            w[c] -= rate * g[c];
-    } else {
-        float *restrict m = tab->state + row * d;
-        float *restrict v = tab->state + (tab->rows + row) * d;
-        for (int c = 0; c < d; c++) {
-            m[c] = k->b1 * m[c] + (1.0f - k->b1) * g[c];
-            v[c] = k->b2 * v[c] + (1.0f - k->b2) * g[c] * g[c];
-            w[c] -= k->lr * (m[c] * k->c1) / (sqrtf(v[c] * k->c2) + k->eps);
-        }
-    }
-}
-
 static void cpu_dp_apply(struct sr_device *dev, const struct sr_emb_table *tab, const float *grad,
                          const float *counts, const struct sr_emb_update *u, sr_stream_t s)
 {
-    struct consts k = {.kind = u->optim.kind,
-                       .lr = u->lr,
-                       .eps = u->optim.eps,
-                       .b1 = u->optim.beta1,
-                       .b2 = u->optim.beta2,
-                       .c1 = 1.0f,
-                       .c2 = 1.0f};
-    if (k.kind == SR_OPTIM_ADAM) {
-        SR_ASSERT(u->step >= 1);
-        k.c1 = (float)(1.0 / (1.0 - pow(u->optim.beta1, (double)u->step)));
-        k.c2 = (float)(1.0 / (1.0 - pow(u->optim.beta2, (double)u->step)));
-    }
+    const struct step_consts k = step_consts_of(u);
 #pragma omp parallel for schedule(static) if (tab->rows > PAR_MIN_ROWS)
     for (int64_t r = 0; r < tab->rows; r++)
         if (counts[r] > 0.0f)
