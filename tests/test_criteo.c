@@ -18,6 +18,8 @@
 
 #include <cmocka.h>
 
+#include "helpers/tmpdir.h"
+
 #include "shardrec/alloc.h"
 #include "shardrec/binfmt.h"
 #include "shardrec/criteo.h"
@@ -29,30 +31,9 @@
 static const int64_t kaggle_rows[F] = {
     1460, 583,   10131227, 2202608, 305,  24,   12517, 633,     3,  93145, 5683,   8351593, 3194,
     27,   14992, 5461306,  10,      5652, 2173, 4,     7046547, 18, 15,    286181, 105,     142572};
-static char dir[64];
-
-static int setup(void **state)
-{
-    strcpy(dir, "/tmp/sr_test_criteo_XXXXXX");
-    assert_non_null(mkdtemp(dir));
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    return system(cmd);
-}
-
-static const char *path_of(const char *name)
-{
-    static char buf[4][128];
-    static int k;
-    k = (k + 1) % 4;
-    snprintf(buf[k], sizeof buf[k], "%s/%s", dir, name);
-    return buf[k];
-}
+#define setup    sr_test_tmpdir_setup
+#define teardown sr_test_tmpdir_teardown
+#define path_of  sr_test_path
 
 static void write_bytes(const char *path, const char *text, size_t n)
 {

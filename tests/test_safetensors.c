@@ -25,34 +25,15 @@
 
 #include <cmocka.h>
 
+#include "helpers/tmpdir.h"
+
 #include "shardrec/alloc.h"
 #include "shardrec/error.h"
 #include "shardrec/safetensors.h"
 
-static char dir[64];
-
-static int setup(void **state)
-{
-    strcpy(dir, "/tmp/sr_test_st_XXXXXX");
-    assert_non_null(mkdtemp(dir));
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    return system(cmd);
-}
-
-static const char *path_of(const char *name)
-{
-    static char buf[4][128];
-    static int k;
-    k = (k + 1) % 4;
-    snprintf(buf[k], sizeof buf[k], "%s/%s", dir, name);
-    return buf[k];
-}
+#define setup    sr_test_tmpdir_setup
+#define teardown sr_test_tmpdir_teardown
+#define path_of  sr_test_path
 
 static int exists(const char *path)
 {
@@ -239,7 +220,7 @@ static void test_truncated(void **state)
     assert_non_null(strstr(sr_error_message(), "empty.safetensors: the file is 0 bytes"));
     assert_int_equal(sr_st_open(&f, path_of("missing.safetensors")), SR_ERR_IO);
     assert_non_null(strstr(sr_error_message(), "missing.safetensors: cannot open"));
-    assert_int_equal(sr_st_open(&f, dir), SR_ERR_IO);
+    assert_int_equal(sr_st_open(&f, sr_test_dir()), SR_ERR_IO);
     assert_non_null(strstr(sr_error_message(), "not a regular file"));
 }
 

@@ -17,6 +17,8 @@
 
 #include <cmocka.h>
 
+#include "helpers/tmpdir.h"
+
 #include "shardrec/alloc.h"
 #include "shardrec/dlrm.h"
 #include "shardrec/ebc.h"
@@ -27,8 +29,6 @@
 #define F 3
 #define D 4
 
-static char dir[64];
-
 struct model {
     struct sr_table_config tables[F];
     char feature_names[F][SR_NAME_MAX];
@@ -37,28 +37,9 @@ struct model {
     struct sr_ebc *ebc;
 };
 
-static int setup(void **state)
-{
-    strcpy(dir, "/tmp/sr_test_wio_XXXXXX");
-    assert_non_null(mkdtemp(dir));
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    return system(cmd);
-}
-
-static const char *path_of(const char *name)
-{
-    static char buf[4][128];
-    static int k;
-    k = (k + 1) % 4;
-    snprintf(buf[k], sizeof buf[k], "%s/%s", dir, name);
-    return buf[k];
-}
+#define setup    sr_test_tmpdir_setup
+#define teardown sr_test_tmpdir_teardown
+#define path_of  sr_test_path
 
 /* Tables t0..t2 of rows[t] and dim D; bottom MLP 13-h-D, top MLP h-1. */
 static void model_init(struct model *m, const int64_t rows[F], int h, uint64_t seed)
