@@ -22,7 +22,7 @@ fi
 as_root=""
 [ "$(id -u)" = 0 ] && as_root="--allow-run-as-root"
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
-export LSAN_OPTIONS="suppressions=$here/lsan_openmpi.supp:print_suppressions=0"
+export LSAN_OPTIONS="suppressions=$here/lsan_openmpi.supp:print_suppressions=0:fast_unwind_on_malloc=0"
 unset SR_RANKS_PER_NODE
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT

@@ -185,7 +185,8 @@ static void start_wire(struct sr_grad_buckets *b, int k, float loss)
             continue;
         sr_half_pack(b->dtype, b->grads + lo + off, msg, len);
         if (w->msg > w->c) {
-            memcpy(msg + w->c, b->tail, sizeof(float) * b->n_tail);
+            if (b->n_tail)
+                memcpy(msg + w->c, b->tail, sizeof(float) * b->n_tail);
             memcpy(msg + w->c + 2 * b->n_tail, &loss, sizeof loss);
         }
     }
