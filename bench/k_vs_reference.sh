@@ -48,6 +48,8 @@ die() { echo "k_vs_reference: $*" >&2; exit 2; }
 
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/.." && pwd)
+# shellcheck source=lib/dlrm_ref.sh
+. "$here/lib/dlrm_ref.sh"
 
 : "${DLRM_REF:=}"
 [ -n "$DLRM_REF" ] || die "set DLRM_REF to a checkout of facebookresearch/dlrm, e.g.
@@ -116,37 +118,11 @@ OUTDIR=${OUTDIR:-$(mktemp -d "${TMPDIR:-/tmp}/k_vs_reference.XXXXXX")}
 mkdir -p "$OUTDIR"
 OUTDIR=$(cd "$OUTDIR" && pwd)
 
-# The reference imports torch.utils.tensorboard (whose `tensorboard` package is
-# absent on Debian) and sklearn.metrics (used only by its test/MLPerf paths,
-# which these flags never reach). A sitecustomize.py on PYTHONPATH installs
-# do-nothing stand-ins for them before the reference starts; nothing in the
-# reference's tree is touched. (Debian's own sitecustomize only installs apport.)
+# The reference's optional imports (tensorboard, sklearn) get do-nothing
+# stand-ins from a sitecustomize.py on PYTHONPATH (bench/lib/dlrm_ref.sh);
+# nothing in the reference's tree is touched.
 stub=$OUTDIR/pystub
-mkdir -p "$stub"
-cat >"$stub/sitecustomize.py" <<'EOF'
-# Stand-ins for the DLRM reference's optional imports (written by
-# bench/k_vs_reference.sh). They change nothing that the benchmark times.
-import sys, types
-
-class SummaryWriter:
-    def __init__(self, *args, **kwargs):
-        pass
-
-    def __getattr__(self, name):
-        return lambda *args, **kwargs: None
-
-_tb = types.ModuleType("torch.utils.tensorboard")
-_tb.SummaryWriter = SummaryWriter
-sys.modules.setdefault("torch.utils.tensorboard", _tb)
-try:
-    import sklearn.metrics  # noqa: F401
-except ImportError:
-    _sk = types.ModuleType("sklearn")
-    _skm = types.ModuleType("sklearn.metrics")
-    _sk.metrics = _skm
-    sys.modules["sklearn"] = _sk
-    sys.modules["sklearn.metrics"] = _skm
-EOF
+dlrm_ref_stub "$stub"
 
 ref_commit=$(git -C "$DLRM_REF" rev-parse --short HEAD 2>/dev/null || echo unknown)
 sr_commit=$(git -C "$repo" rev-parse --short HEAD 2>/dev/null || echo unknown)
