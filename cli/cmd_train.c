@@ -42,6 +42,9 @@ static void train_help(void)
         "                         order; without --steps, one pass over them\n"
         "  --eval-data FILE...    evaluate on these files (all samples)\n"
         "  --skip-bad-lines       count bad lines by kind and report them instead of stopping\n"
+        "  --shuffle              visit --data in a seeded order of 4096-sample blocks, new\n"
+        "                         each epoch, the same for any world size (binary files only;\n"
+        "                         convert TSV first); default: file order\n"
         "weights\n"
         "  --init-weights FILE    start from safetensors weights (bot_mlp.K.*, top_mlp.K.*,\n"
         "                         emb.TABLE.weight); shapes are checked\n"
@@ -95,6 +98,8 @@ static int other_flag(void *ctx, const char *name, const char *value)
         a->save_weights = value;
     else if (!strcmp(name, "skip-bad-lines") && !value)
         cfg->skip_bad_lines = 1;
+    else if (!strcmp(name, "shuffle") && !value)
+        cfg->shuffle = 1;
     else if (!strcmp(name, "progress") && !value)
         cfg->progress = 1;
     else if (!strcmp(name, "no-progress") && !value)
@@ -137,7 +142,9 @@ int cli_train(int argc, char **argv)
     }
     if ((rc = sr_trainer_init(&trainer, &cfg, stderr))) {
         cli_error("train", "%s", sr_error_message());
-        return rc == SR_ERR_INVALID_ARG || rc == SR_ERR_IO ? CLI_EXIT_USAGE : CLI_EXIT_FAIL;
+        return rc == SR_ERR_INVALID_ARG || rc == SR_ERR_IO || rc == SR_ERR_UNSUPPORTED
+                   ? CLI_EXIT_USAGE
+                   : CLI_EXIT_FAIL;
     }
     if (sr_trainer_rank(trainer) == 0)
         print_job(&cfg);

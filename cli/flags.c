@@ -41,7 +41,7 @@ static const char *const job_flags[] = {"steps",
                                         NULL};
 
 /* Flags a user may expect that later versions provide. */
-static const char *const not_built[] = {"trace", "device", "shuffle", NULL};
+static const char *const not_built[] = {"trace", "device", NULL};
 
 void cli_error(const char *cmd, const char *fmt, ...)
 {

@@ -23,6 +23,14 @@
  * the data gets an empty batch and still returns 1, so that every rank takes
  * the same number of steps.
  *
+ * Shuffling (shuffle = 1, binary files only): the stream is cut into record
+ * blocks of block_samples consecutive samples (the last may be partial), and
+ * the blocks are visited in the order of a permutation that depends only on
+ * (seed, epoch, number of blocks) -- epoch 0 at open, one more at each rewind.
+ * Global batches are then sliced from that reordered stream exactly as above,
+ * so every world size sees the same global batches. TSV files, which stream,
+ * are refused (SR_ERR_UNSUPPORTED): convert them first.
+ *
  * Not thread-safe: one reader per thread. After an error the reader may only be
  * rewound or freed.
  */
@@ -41,7 +49,12 @@ struct sr_reader_options {
     int skip_bad_lines; /* count bad TSV lines by kind instead of failing */
     int keep_partial;   /* return the last partial global batch (evaluation) */
     int64_t max_line;   /* longest TSV line in bytes; 0 = SR_CRITEO_MAX_LINE_DEFAULT */
+    int shuffle;        /* visit record blocks in a seeded order (binary files only) */
+    uint64_t seed;      /* of the block permutation */
+    int block_samples;  /* samples per record block; 0 = SR_READER_BLOCK_DEFAULT */
 };
+
+#define SR_READER_BLOCK_DEFAULT 4096
 
 struct sr_reader;
 
@@ -50,7 +63,8 @@ struct sr_reader;
  * must have been written with the same F and rows; TSV files are opened as the
  * stream reaches them (the first is opened here, to fail early). Returns
  * SR_ERR_INVALID_ARG for bad options (rank outside [0, world), B < 1, no paths,
- * F < 1, rows < 1), SR_ERR_IO / SR_ERR_DATA naming the file; *out is NULL then. */
+ * F < 1, rows < 1, block_samples < 0), SR_ERR_UNSUPPORTED for shuffle over a
+ * TSV file, SR_ERR_IO / SR_ERR_DATA naming the file; *out is NULL then. */
 int sr_reader_open(struct sr_reader **out, const char *const *paths, int n_paths, int num_features,
                    const int64_t *rows, const struct sr_reader_options *opt);
 
@@ -73,7 +87,8 @@ int sr_reader_has_weights(const struct sr_reader *r);
 int sr_reader_next(struct sr_reader *r, struct sr_batch *batch);
 
 /* Start again from the first sample of the first file (epochs, repeated
- * evaluation); bad-line counts restart too. Returns an error if the first file
+ * evaluation), or under shuffle from the first block of the next epoch's
+ * permutation; bad-line counts restart too. Returns an error if the first file
  * cannot be reopened. */
 int sr_reader_rewind(struct sr_reader *r);
 

@@ -43,6 +43,7 @@ struct sr_train_config {
     char data_paths[SR_MAX_DATA_FILES][SR_PATH_MAX];      /* --data, read in order */
     char eval_data_paths[SR_MAX_DATA_FILES][SR_PATH_MAX]; /* --eval-data */
     int skip_bad_lines;                                   /* count bad lines instead of failing */
+    int shuffle; /* --shuffle: seeded block order of --data (binary files), per epoch */
     /* training */
     int64_t steps;
     int steps_set;                    /* --steps given (else one epoch of --data) */

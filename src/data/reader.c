@@ -14,6 +14,9 @@
  * Samples of other ranks are skipped: binary ones by moving a cursor, TSV ones
  * by parsing without storing (so that a bad line is found by every rank at the
  * same place, and skipped lines leave sample indices equal on every rank).
+ * Under shuffle (binary files only) the stream position is a (block of the
+ * permutation, offset in it) cursor instead of (file, sample); a run of a
+ * block may cross files and then makes one segment per file.
  * All memory is taken at open; next() does not allocate.
  */
 #include <stdio.h>
@@ -24,8 +27,10 @@
 #include "shardrec/binfmt.h"
 #include "shardrec/error.h"
 #include "shardrec/reader.h"
+#include "shardrec/rng.h"
 
 #define TSV_BUFFER_BYTES ((size_t)4 << 20)
+#define SHUFFLE_STREAM   0x5348554646ull /* "SHUFF" */
 
 struct rfile {
     char *path;
@@ -58,6 +63,12 @@ struct sr_reader {
     int64_t max_values;
     int64_t global_batch; /* index of the next global batch */
     int done;
+    /* shuffle: blocks of `block` samples of the whole stream, visited as perm says */
+    int64_t block, n_blocks, total;
+    int64_t *perm;       /* (n_blocks) */
+    int64_t *file_start; /* (n_files + 1) first stream index of each file */
+    uint64_t epoch;
+    int64_t sp_block, sp_off; /* cursor: perm index, offset in that block */
     int64_t bad[SR_CRITEO_NUM_FAULTS];
     char first_bad[SR_CRITEO_NUM_FAULTS][160];
 };
@@ -65,11 +76,13 @@ struct sr_reader {
 static int check_options(const struct sr_reader_options *o, int n_paths, int F)
 {
     if (o->world < 1 || o->rank < 0 || o->rank >= o->world || o->batch_size < 1 ||
-        o->max_line < 0 || n_paths < 1 || F < 1)
+        o->max_line < 0 || n_paths < 1 || F < 1 || o->block_samples < 0)
         return sr_error_set(SR_ERR_INVALID_ARG,
                             "reader: rank %d of %d, batch %d, %d files, %d features, max line "
-                            "%lld; HINT: need 0 <= rank < world, batch >= 1, a file, a feature",
-                            o->rank, o->world, o->batch_size, n_paths, F, (long long)o->max_line);
+                            "%lld, block %d; HINT: need 0 <= rank < world, batch >= 1, a file, "
+                            "a feature, block >= 0",
+                            o->rank, o->world, o->batch_size, n_paths, F, (long long)o->max_line,
+                            o->block_samples);
     if ((int64_t)o->batch_size * o->world > ((int64_t)1 << 40))
         return sr_error_set(SR_ERR_INVALID_ARG, "reader: global batch too large");
     return SR_OK;
@@ -143,7 +156,46 @@ static void alloc_buffers(struct sr_reader *r)
     r->buf = sr_malloc(r->buf_cap);
     r->tsv_ids = sr_malloc(sizeof(int64_t) * (size_t)r->F * (size_t)r->opt.batch_size);
     r->segs_cap = 2 * r->n_files + 2 * r->opt.batch_size / 1024 + 64;
+    if (r->opt.shuffle) /* a batch touches <= B/block + 2 blocks; each file boundary splits one */
+        r->segs_cap += r->n_files + r->opt.batch_size / (int)r->block + 3;
     r->segs = sr_malloc(sizeof(struct segment) * (size_t)r->segs_cap);
+}
+
+/* Fisher-Yates over the blocks, each swap drawn from (seed, epoch, i): the order
+ * depends only on (seed, epoch, n_blocks). */
+static void make_permutation(struct sr_reader *r)
+{
+    for (int64_t i = 0; i < r->n_blocks; i++)
+        r->perm[i] = i;
+    for (int64_t i = r->n_blocks - 1; i > 0; i--) {
+        int64_t j = (int64_t)(sr_rng_u64(r->opt.seed, SHUFFLE_STREAM + r->epoch, (uint64_t)i) %
+                              (uint64_t)(i + 1));
+        int64_t tmp = r->perm[i];
+        r->perm[i] = r->perm[j];
+        r->perm[j] = tmp;
+    }
+    r->sp_block = r->sp_off = 0;
+}
+
+/* Shuffle needs every file mapped; lay out the blocks over their samples. */
+static int init_shuffle(struct sr_reader *r)
+{
+    for (int i = 0; i < r->n_files; i++)
+        if (!r->files[i].is_bin)
+            return sr_error_set(SR_ERR_UNSUPPORTED,
+                                "%s: --shuffle needs random access: convert the TSV with "
+                                "`shardrec convert` first",
+                                r->files[i].path);
+    r->block = r->opt.block_samples ? r->opt.block_samples : SR_READER_BLOCK_DEFAULT;
+    r->file_start = sr_malloc(sizeof(int64_t) * (size_t)(r->n_files + 1));
+    r->file_start[0] = 0;
+    for (int i = 0; i < r->n_files; i++)
+        r->file_start[i + 1] = r->file_start[i] + r->files[i].view.num_samples;
+    r->total = r->file_start[r->n_files];
+    r->n_blocks = (r->total + r->block - 1) / r->block;
+    r->perm = sr_malloc(sizeof(int64_t) * (size_t)(r->n_blocks ? r->n_blocks : 1));
+    make_permutation(r);
+    return SR_OK;
 }
 
 /* Position at the start of files[i] (i == n_files: the end). */
@@ -179,6 +231,8 @@ int sr_reader_open(struct sr_reader **out, const char *const *paths, int n_paths
     r->files = sr_calloc((size_t)n_paths, sizeof *r->files);
     rc = sr_criteo_parser_init(&r->parser, num_features, r->rows);
     rc = rc ? rc : open_files(r, paths);
+    if (!rc && r->opt.shuffle)
+        rc = init_shuffle(r);
     if (!rc) {
         alloc_buffers(r);
         rc = enter_file(r, 0);
@@ -304,10 +358,57 @@ static int pull_binary(struct sr_reader *r, struct sr_batch *batch, int at, int6
     return SR_OK;
 }
 
+/* Stream samples [g, g + m) (file order) into slots at.. of batch, one segment per file. */
+static int copy_range(struct sr_reader *r, struct sr_batch *batch, int at, int64_t g, int64_t m)
+{
+    for (int f = 0; m > 0 && f < r->n_files; f++) {
+        if (g >= r->file_start[f + 1])
+            continue;
+        int64_t first = g - r->file_start[f], n = r->file_start[f + 1] - g;
+        n = n < m ? n : m;
+        int rc = sr_binfmt_copy_head(&r->files[f].view, first, n, batch, at);
+        if (rc)
+            return rc;
+        SR_ASSERT(r->n_segs < r->segs_cap);
+        r->segs[r->n_segs++] = (struct segment){f, at, first, n};
+        at += (int)n;
+        g += n;
+        m -= n;
+    }
+    return SR_OK;
+}
+
+/* pull() under shuffle: the next samples of the block-permuted stream. */
+static int pull_shuffled(struct sr_reader *r, struct sr_batch *batch, int at, int64_t want,
+                         int64_t *got)
+{
+    *got = 0;
+    while (*got < want && r->sp_block < r->n_blocks) {
+        int64_t start = r->perm[r->sp_block] * r->block, len = r->total - start;
+        len = len < r->block ? len : r->block;
+        int64_t m = len - r->sp_off;
+        m = m < want - *got ? m : want - *got;
+        if (batch) {
+            int rc = copy_range(r, batch, at + (int)*got, start + r->sp_off, m);
+            if (rc)
+                return rc;
+        }
+        *got += m;
+        r->sp_off += m;
+        if (r->sp_off == len) {
+            r->sp_block++;
+            r->sp_off = 0;
+        }
+    }
+    return SR_OK;
+}
+
 /* The next `want` samples of the stream: into slots at.. of batch, or skipped
  * when batch is NULL. *got < want only at the end of the data. */
 static int pull(struct sr_reader *r, struct sr_batch *batch, int at, int64_t want, int64_t *got)
 {
+    if (r->opt.shuffle)
+        return pull_shuffled(r, batch, at, want, got);
     *got = 0;
     while (*got < want && r->cur < r->n_files) {
         int file_done = 0, rc;
@@ -433,6 +534,10 @@ int sr_reader_rewind(struct sr_reader *r)
     r->global_batch = 0;
     memset(r->bad, 0, sizeof r->bad);
     memset(r->first_bad, 0, sizeof r->first_bad);
+    if (r->opt.shuffle) {
+        r->epoch++;
+        make_permutation(r);
+    }
     return enter_file(r, 0);
 }
 
@@ -475,5 +580,7 @@ void sr_reader_free(struct sr_reader *r)
     sr_free(r->buf);
     sr_free(r->tsv_ids);
     sr_free(r->segs);
+    sr_free(r->perm);
+    sr_free(r->file_start);
     sr_free(r);
 }

@@ -30,13 +30,16 @@
 static int open_reader(struct sr_trainer *t, struct sr_reader **r, char (*paths)[SR_PATH_MAX],
                        int n, const int64_t *rows, int keep_partial)
 {
+    int shuffle = !keep_partial && t->cfg->shuffle; /* training data only, never eval */
     const char *list[SR_MAX_DATA_FILES];
     struct sr_reader_options opt = {.rank = t->rank,
                                     .world = t->world_size,
                                     .batch_size = t->cfg->batch_size,
                                     .skip_bad_lines = t->cfg->skip_bad_lines,
                                     .keep_partial = keep_partial,
-                                    .max_line = 0};
+                                    .max_line = 0,
+                                    .shuffle = shuffle,
+                                    .seed = t->cfg->seed};
     for (int i = 0; i < n; i++)
         list[i] = paths[i];
     int rc = sr_reader_open(r, list, n, t->cfg->num_features, rows, &opt);
