@@ -12,6 +12,7 @@
 #ifndef SHARDREC_RNG_H
 #define SHARDREC_RNG_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 /* A well-mixed 64-bit value of (seed, stream, counter). */
@@ -45,5 +46,10 @@ double sr_rng_normal(uint64_t seed, uint64_t stream, uint64_t counter);
 
 /* A stream id from a name (FNV-1a), so tensors can be keyed by their name. */
 uint64_t sr_rng_stream_of(const char *name);
+
+/* FNV-1a over n bytes, continuing from h (start from SR_HASH_INIT): the
+ * project's one hash for names, plans and configs. */
+#define SR_HASH_INIT 0xcbf29ce484222325ull
+uint64_t sr_hash_bytes(uint64_t h, const void *data, size_t n);
 
 #endif

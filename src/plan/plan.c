@@ -18,6 +18,7 @@
 
 #include "shardrec/alloc.h"
 #include "shardrec/error.h"
+#include "shardrec/rng.h"
 #include "plan/plan_internal.h"
 
 static const char *type_names[SR_SHARDING_TYPE_COUNT] = {"dp", "tw", "rw", "cw", "twrw"};
@@ -396,26 +397,18 @@ int sr_plan_validate(const struct sr_plan *p, const struct sr_ebc_config *cfg, i
 
 /* ---- hash --------------------------------------------------------------- */
 
-static uint64_t fnv(uint64_t h, const void *p, size_t n)
-{
-    const unsigned char *b = p;
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ b[i]) * 0x100000001b3ull;
-    return h;
-}
-
 static uint64_t fnv_i64(uint64_t h, int64_t v)
 {
-    return fnv(h, &v, sizeof v);
+    return sr_hash_bytes(h, &v, sizeof v);
 }
 
 uint64_t sr_plan_hash(const struct sr_plan *p)
 {
-    uint64_t h = 0xcbf29ce484222325ull;
+    uint64_t h = SR_HASH_INIT;
     h = fnv_i64(fnv_i64(fnv_i64(h, p->world_size), p->local_size), p->num_tables);
     for (int t = 0; t < p->num_tables; t++) {
         const struct sr_table_plan *tp = &p->tables[t];
-        h = fnv(h, tp->name, strnlen(tp->name, SR_NAME_MAX) + 1);
+        h = sr_hash_bytes(h, tp->name, strnlen(tp->name, SR_NAME_MAX) + 1);
         h = fnv_i64(fnv_i64(h, tp->type), tp->num_shards);
         for (int i = 0; i < tp->num_shards; i++) {
             const struct sr_shard *s = &tp->shards[i];

@@ -11,6 +11,7 @@
 
 #include "shardrec/alloc.h"
 #include "shardrec/error.h"
+#include "shardrec/rng.h"
 #include "shardrec/safetensors.h"
 #include "train/trainer_internal.h"
 
@@ -73,27 +74,17 @@ int sr_trainer_init_plan(struct sr_trainer *t)
     return sr_plan_default(&t->plan, &ec, W, L);
 }
 
-static uint64_t fnv1a(uint64_t h, const void *data, size_t n)
-{
-    const unsigned char *p = data;
-    for (size_t i = 0; i < n; i++) {
-        h ^= p[i];
-        h *= 0x100000001b3ull;
-    }
-    return h;
-}
-
 /* The data layout: every file's path and size, in order. */
 static uint64_t data_hash(const struct sr_train_config *cfg)
 {
-    uint64_t h = 0xcbf29ce484222325ull;
+    uint64_t h = SR_HASH_INIT;
     for (int i = 0; i < cfg->n_data + cfg->n_eval_data; i++) {
         const char *path =
             i < cfg->n_data ? cfg->data_paths[i] : cfg->eval_data_paths[i - cfg->n_data];
         struct stat st;
         int64_t size = stat(path, &st) == 0 ? (int64_t)st.st_size : -1;
-        h = fnv1a(h, path, strlen(path));
-        h = fnv1a(h, &size, sizeof size);
+        h = sr_hash_bytes(h, path, strlen(path));
+        h = sr_hash_bytes(h, &size, sizeof size);
     }
     return h;
 }
@@ -102,7 +93,7 @@ static uint64_t data_hash(const struct sr_train_config *cfg)
  * with the same message. */
 int sr_trainer_check_same(struct sr_trainer *t)
 {
-    uint64_t h = fnv1a(0xcbf29ce484222325ull, t->cfg, sizeof *t->cfg);
+    uint64_t h = sr_hash_bytes(SR_HASH_INIT, t->cfg, sizeof *t->cfg);
     int rc = sr_comm_check_same(t->world, h, "the job config: flags and --config file");
     if (!rc)
         rc = sr_comm_check_same(t->world, t->plan ? sr_plan_hash(t->plan) : 0, "the plan");
