@@ -1,14 +1,17 @@
 # shardrec build. `make` builds build/libshardrec.{a,so} and build/shardrec;
 # `make test` builds and runs every test. Each optional dependency is detected
 # and reported with a check mark; NO_BLAS=1 NO_OMP=1 NO_MPI=1 NO_CUDA=1 NO_NCCL=1
-# turn them off. SANITIZE=1 builds with ASan+UBSan into build-asan/.
+# turn them off. SANITIZE=1 builds with ASan+UBSan into build-asan/ (or $(BUILD)
+# when BUILD is set to something other than build).
 # WERROR=1 makes warnings errors (CI sets it).
 
 CC      ?= cc
 BUILD   ?= build
 OPT     ?= -O3 -march=native
 ifeq ($(SANITIZE),1)
+ifeq ($(BUILD),build)
 BUILD   := build-asan
+endif
 OPT     := -O1
 SAN     := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 LDFLAGS += -fsanitize=address,undefined
