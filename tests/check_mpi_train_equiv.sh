@@ -8,6 +8,10 @@
 # Also: the collectives per step are the documented counts.
 BUILD=${BUILD:-build}
 bin="$BUILD/shardrec"
+if ! command -v mpirun >/dev/null 2>&1; then
+    echo "check_mpi_train_equiv: skipped (no MPI)"
+    exit 77
+fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
