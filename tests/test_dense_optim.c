@@ -4,6 +4,11 @@
  * formulas of optim.h evaluated in float64 here, a few first-step values
  * worked out by hand, the rejection of row-wise Adagrad, schedule values at
  * the steps where the schedule changes, and each kind of spec error.
+ *
+ * The float64 reference takes eps, betas and the initial accumulator from
+ * the PyTorch documentation as written below, never from the code under
+ * test, and runs again with gradients of the size of eps, where eps moves
+ * every update by O(1): a changed default fails here.
  */
 #include <math.h>
 #include <setjmp.h>
@@ -20,6 +25,14 @@
 
 enum { N = 6, STEPS = 3 };
 
+/* torch.optim.Adagrad: eps 1e-10, initial_accumulator_value 0;
+ * torch.optim.Adam: betas (0.9, 0.999), eps 1e-8. */
+#define DOC_ADAGRAD_EPS                 1e-10
+#define DOC_ADAGRAD_INITIAL_ACCUMULATOR 0.0
+#define DOC_ADAM_BETA1                  0.9
+#define DOC_ADAM_BETA2                  0.999
+#define DOC_ADAM_EPS                    1e-8
+
 static const float w0[N] = {0.5f, -1.0f, 2.0f, 0.0f, -0.25f, 3.0f};
 /* Gradients of steps 1..3; element 3 sees a zero gradient at step 2. */
 static const float grads[STEPS][N] = {
@@ -28,45 +41,63 @@ static const float grads[STEPS][N] = {
     {0.2f, 0.2f, -0.1f, -0.5f, 0.05f, 2.0f},
 };
 
-/* The float64 reference of optim.h's formulas, three steps. */
-static void reference(struct sr_optim_config c, float lr, double w[N])
+/* Gradient i of step t (from 1), scaled: the same floats for both sides. */
+static float grad(int t, int i, double scale)
 {
+    return (float)(grads[t - 1][i] * scale);
+}
+
+/* The float64 reference of optim.h's formulas with the documented constants
+ * (s0: Adagrad's initial accumulator), three steps of gradients * scale. */
+static void reference(enum sr_optim_kind kind, double s0, float lr, double scale, double w[N])
+{
+    const double eps = kind == SR_OPTIM_ADAGRAD ? DOC_ADAGRAD_EPS : DOC_ADAM_EPS;
+    const double b1 = DOC_ADAM_BETA1, b2 = DOC_ADAM_BETA2;
     double s[N], m[N], v[N];
     for (int i = 0; i < N; i++) {
         w[i] = w0[i];
-        s[i] = c.initial_accumulator;
+        s[i] = s0;
         m[i] = v[i] = 0.0;
     }
     for (int t = 1; t <= STEPS; t++)
         for (int i = 0; i < N; i++) {
-            double g = grads[t - 1][i];
-            if (c.kind == SR_OPTIM_SGD) {
+            double g = grad(t, i, scale);
+            if (kind == SR_OPTIM_SGD) {
                 w[i] -= lr * g;
-            } else if (c.kind == SR_OPTIM_ADAGRAD) {
+            } else if (kind == SR_OPTIM_ADAGRAD) {
                 s[i] += g * g;
-                w[i] -= lr * g / (sqrt(s[i]) + c.eps);
+                w[i] -= lr * g / (sqrt(s[i]) + eps);
             } else {
-                m[i] = c.beta1 * m[i] + (1 - c.beta1) * g;
-                v[i] = c.beta2 * v[i] + (1 - c.beta2) * g * g;
-                double mh = m[i] / (1 - pow(c.beta1, t)), vh = v[i] / (1 - pow(c.beta2, t));
-                w[i] -= lr * mh / (sqrt(vh) + c.eps);
+                m[i] = b1 * m[i] + (1 - b1) * g;
+                v[i] = b2 * v[i] + (1 - b2) * g * g;
+                double mh = m[i] / (1 - pow(b1, t)), vh = v[i] / (1 - pow(b2, t));
+                w[i] -= lr * mh / (sqrt(vh) + eps);
             }
         }
 }
 
-/* Run the optimizer for STEPS steps; w1 receives the weights after step 1. */
-static void run(struct sr_optim_config c, float lr, float w[N], float w1[N])
+/* Run the optimizer for STEPS steps of gradients * scale; w1 receives the
+ * weights after step 1. */
+static void run_scaled(struct sr_optim_config c, float lr, double scale, float w[N], float w1[N])
 {
     struct sr_dense_optim *o;
     sr_dense_optim_init(&o, sr_device_cpu(), &c, N);
     memcpy(w, w0, sizeof(w0));
     memcpy(w1, w0, sizeof(w0));
     for (int t = 1; t <= STEPS; t++) {
-        sr_dense_optim_step(o, w, grads[t - 1], lr, t);
+        float g[N];
+        for (int i = 0; i < N; i++)
+            g[i] = grad(t, i, scale);
+        sr_dense_optim_step(o, w, g, lr, t);
         if (t == 1)
             memcpy(w1, w, sizeof(float) * N);
     }
     sr_dense_optim_free(o);
+}
+
+static void run(struct sr_optim_config c, float lr, float w[N], float w1[N])
+{
+    run_scaled(c, lr, 1.0, w, w1);
 }
 
 static void expect_matches(const char *what, const float *got, const double *want)
@@ -82,7 +113,7 @@ static void test_sgd(void **state)
     float w[N], w1[N];
     double want[N];
     run(c, 0.1f, w, w1);
-    reference(c, 0.1f, want);
+    reference(SR_OPTIM_SGD, 0.0, 0.1f, 1.0, want);
     expect_matches("sgd", w, want);
     /* By hand: 0.5 - 0.1*(0.1 - 0.3 + 0.2) = 0.5; -1 - 0.1*(-0.2 + 0.1 + 0.2) = -1.01. */
     assert_true(fabsf(w[0] - 0.5f) < 1e-6f);
@@ -92,19 +123,25 @@ static void test_sgd(void **state)
 static void test_adagrad(void **state)
 {
     struct sr_optim_config c = sr_optim_config_default(SR_OPTIM_ADAGRAD);
-    assert_true(c.eps == 1e-10f && c.initial_accumulator == 0.0f);
+    assert_true(c.eps == (float)DOC_ADAGRAD_EPS &&
+                c.initial_accumulator == (float)DOC_ADAGRAD_INITIAL_ACCUMULATOR);
     float w[N], w1[N];
     double want[N];
     run(c, 0.1f, w, w1);
-    reference(c, 0.1f, want);
+    reference(SR_OPTIM_ADAGRAD, DOC_ADAGRAD_INITIAL_ACCUMULATOR, 0.1f, 1.0, want);
     expect_matches("adagrad", w, want);
     /* By hand, step 1 from s = 0: w -= lr * g/|g| = lr * sign(g); g = 0 leaves w. */
     assert_true(fabsf(w1[0] - 0.4f) < 1e-6f);
     assert_true(fabsf(w1[1] + 0.9f) < 1e-6f);
     assert_true(w1[5] == 3.0f);
+    run_scaled(c, 0.1f, DOC_ADAGRAD_EPS, w, w1);
+    reference(SR_OPTIM_ADAGRAD, DOC_ADAGRAD_INITIAL_ACCUMULATOR, 0.1f, DOC_ADAGRAD_EPS, want);
+    expect_matches("adagrad, gradients of the size of eps", w, want);
+    /* step 1, from s = 0: w -= lr * g / (|g| + eps); w[3] has g = eps */
+    assert_true(fabsf(w1[3] - (0.0f - 0.05f)) < 1e-6f);
     c.initial_accumulator = 0.5f;
     run(c, 0.1f, w, w1);
-    reference(c, 0.1f, want);
+    reference(SR_OPTIM_ADAGRAD, 0.5, 0.1f, 1.0, want);
     expect_matches("adagrad with initial accumulator 0.5", w, want);
     assert_true(fabsf(w1[0] - (0.5f - 0.1f * 0.1f / sqrtf(0.51f))) < 1e-6f);
 }
@@ -112,11 +149,17 @@ static void test_adagrad(void **state)
 static void test_adam(void **state)
 {
     struct sr_optim_config c = sr_optim_config_default(SR_OPTIM_ADAM);
-    assert_true(c.beta1 == 0.9f && c.beta2 == 0.999f && c.eps == 1e-8f);
+    assert_true(c.beta1 == (float)DOC_ADAM_BETA1 && c.beta2 == (float)DOC_ADAM_BETA2 &&
+                c.eps == (float)DOC_ADAM_EPS);
     float w[N], w1[N];
     double want[N];
+    run_scaled(c, 0.01f, DOC_ADAM_EPS, w, w1);
+    reference(SR_OPTIM_ADAM, 0.0, 0.01f, DOC_ADAM_EPS, want);
+    expect_matches("adam, gradients of the size of eps", w, want);
+    /* step 1: m^ = g, v^ = g^2, w -= lr * g / (|g| + eps); w[3] has g = eps */
+    assert_true(fabsf(w1[3] - (0.0f - 0.005f)) < 1e-6f);
     run(c, 0.01f, w, w1);
-    reference(c, 0.01f, want);
+    reference(SR_OPTIM_ADAM, 0.0, 0.01f, 1.0, want);
     expect_matches("adam", w, want);
     /* By hand, step 1: m^ = g, v^ = g^2, so w -= lr * g/(|g| + eps) ~ lr * sign(g). */
     assert_true(fabsf(w1[0] - 0.49f) < 1e-6f);

@@ -11,6 +11,12 @@
  * is touched at step 2 only and row 5 at step 1 only: Adam must leave their
  * moments alone afterwards (touched rows only, as SparseAdam). Also: no
  * allocation through sr_malloc in forward + backward.
+ *
+ * The float64 model takes its constants (eps, betas, initial accumulator) from
+ * the values written down below from the PyTorch and FBGEMM documentation,
+ * never from sr_optim_config_default: a changed default in the code fails here.
+ * The default-constant runs are repeated with gradients of the size of eps,
+ * where eps and the initial accumulator move the update by O(1).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -32,6 +38,49 @@
 #define B     3
 #define F     2
 #define STEPS 3
+
+/* Written down independently of the code under test (DESIGN.md's numerical
+ * contract, which follows these documents):
+ *   torch.optim.Adagrad            lr_decay 0, eps 1e-10, initial_accumulator_value 0
+ *   torch.optim.Adam / SparseAdam  betas (0.9, 0.999), eps 1e-8
+ *   FBGEMM EXACT_ROWWISE_ADAGRAD   eps 1e-8 (SplitTableBatchedEmbeddingBagsCodegen's
+ *                                  default), momentum (the row accumulator) from 0 */
+#define DOC_ADAGRAD_EPS                 1e-10
+#define DOC_ADAGRAD_INITIAL_ACCUMULATOR 0.0
+#define DOC_ROWWISE_ADAGRAD_EPS         1e-8
+#define DOC_ROWWISE_ADAGRAD_INITIAL     0.0
+#define DOC_ADAM_BETA1                  0.9
+#define DOC_ADAM_BETA2                  0.999
+#define DOC_ADAM_EPS                    1e-8
+
+/* The reference model's constants for one optimizer kind. */
+struct doc_hparams {
+    enum sr_optim_kind kind;
+    double eps, beta1, beta2, s0;
+};
+
+static struct doc_hparams documented(enum sr_optim_kind kind)
+{
+    struct doc_hparams h = {.kind = kind};
+    switch (kind) {
+    case SR_OPTIM_SGD:
+        break;
+    case SR_OPTIM_ADAGRAD:
+        h.eps = DOC_ADAGRAD_EPS;
+        h.s0 = DOC_ADAGRAD_INITIAL_ACCUMULATOR;
+        break;
+    case SR_OPTIM_ROWWISE_ADAGRAD:
+        h.eps = DOC_ROWWISE_ADAGRAD_EPS;
+        h.s0 = DOC_ROWWISE_ADAGRAD_INITIAL;
+        break;
+    case SR_OPTIM_ADAM:
+        h.eps = DOC_ADAM_EPS;
+        h.beta1 = DOC_ADAM_BETA1;
+        h.beta2 = DOC_ADAM_BETA2;
+        break;
+    }
+    return h;
+}
 
 struct table_cfg {
     struct sr_table_config table;
@@ -83,20 +132,22 @@ static void make_step(struct step_kjt *k, int step)
     assert_int_equal(sr_kjt_compute_offsets(&k->kjt), SR_OK);
 }
 
-static float dpooled_of(int step, int b, int col)
+/* Pooled gradients in (-scale, scale), the same floats for the EBC and the model. */
+static float dpooled_of(int step, int b, int col, double scale)
 {
-    return (float)(sr_rng_uniform(99, (uint64_t)step, (uint64_t)(b * F * D + col)) * 2.0 - 1.0);
+    return (float)((sr_rng_uniform(99, (uint64_t)step, (uint64_t)(b * F * D + col)) * 2.0 - 1.0) *
+                   scale);
 }
 
 /* The float64 model: weights, state, and which rows a step touched. */
 struct ref {
-    struct sr_optim_config o;
+    struct doc_hparams o;
     double w[E * D];
     double s[2 * E * D]; /* adagrad (E, D); rowwise (E); adam m then v */
 };
 
 /* Row gradients of a step, merged over duplicates and both features. */
-static void ref_grads(int step, double g[E * D], int touched[E])
+static void ref_grads(int step, double scale, double g[E * D], int touched[E])
 {
     struct step_kjt k;
     make_step(&k, step);
@@ -109,13 +160,13 @@ static void ref_grads(int step, double g[E * D], int touched[E])
                 int64_t r = k.values[i];
                 touched[r] = 1;
                 for (int c = 0; c < D; c++)
-                    g[r * D + c] += dpooled_of(step, b, f * D + c);
+                    g[r * D + c] += dpooled_of(step, b, f * D + c, scale);
             }
 }
 
 static void ref_row(struct ref *x, int r, const double *g, double lr, int t)
 {
-    const struct sr_optim_config *o = &x->o;
+    const struct doc_hparams *o = &x->o;
     double *w = x->w + r * D, sq = 0.0;
     for (int c = 0; c < D; c++) {
         double *s = x->s + r * D + c, *v = x->s + E * D + r * D + c;
@@ -157,15 +208,17 @@ static void assert_near(double got, double want, const char *what, int step, int
         fail_msg("step %d %s[%d]: got %.9g, want %.9g", step, what, i, got, want);
 }
 
-/* Run 3 steps of `o` on the EBC and the float64 model side by side. */
-static void run_optimizer(struct sr_optim_config o, double lr)
+/* Run 3 steps of `o` on the EBC and of `hp` on the float64 model side by
+ * side, pooled gradients in (-scale, scale). */
+static void run_optimizer(struct sr_optim_config o, struct doc_hparams hp, double lr, double scale)
 {
+    assert_int_equal(o.kind, hp.kind);
     struct table_cfg c;
     one_table(&c);
     struct sr_ebc *ebc = NULL;
     assert_int_equal(sr_ebc_init(&ebc, sr_device_cpu(), &c.cfg, &o, B, 8, 7), SR_OK);
     const int ns = state_len(o.kind);
-    struct ref x = {.o = o};
+    struct ref x = {.o = hp};
     float *w = sr_ebc_weights(ebc, 0), *s = sr_ebc_optim_state(ebc, 0);
     float w0[E * D], s_prev[2 * E * D], w_prev[E * D];
     memcpy(w0, w, sizeof w0);
@@ -173,7 +226,7 @@ static void run_optimizer(struct sr_optim_config o, double lr)
         x.w[i] = w[i];
     for (int i = 0; i < ns; i++) {
         x.s[i] = s[i];
-        assert_true(s[i] == (o.kind == SR_OPTIM_ADAM ? 0.0f : o.initial_accumulator));
+        assert_true(s[i] == (float)hp.s0); /* Adam's moments: hp.s0 is 0 */
     }
 
     for (int step = 0; step < STEPS; step++) {
@@ -184,14 +237,14 @@ static void run_optimizer(struct sr_optim_config o, double lr)
         make_step(&k, step);
         for (int b = 0; b < B; b++)
             for (int j = 0; j < F * D; j++)
-                dpooled[b * F * D + j] = dpooled_of(step, b, j);
+                dpooled[b * F * D + j] = dpooled_of(step, b, j, scale);
         memcpy(w_prev, w, sizeof w_prev);
         if (ns)
             memcpy(s_prev, s, sizeof(float) * (size_t)ns);
 
         assert_int_equal(sr_ebc_forward(ebc, &k.kjt, pooled), SR_OK);
         sr_ebc_backward(ebc, dpooled, (float)lr, step + 1);
-        ref_grads(step, g, touched);
+        ref_grads(step, scale, g, touched);
         for (int r = 0; r < E; r++)
             if (touched[r])
                 ref_row(&x, r, g + r * D, lr, step + 1);
@@ -216,9 +269,65 @@ static void run_optimizer(struct sr_optim_config o, double lr)
     sr_ebc_free(ebc);
 }
 
+/* The code's defaults for `kind` against the documented constants, with
+ * gradients of order 1 and of the order of eps. */
+static void run_default(enum sr_optim_kind kind, double lr)
+{
+    struct doc_hparams hp = documented(kind);
+    run_optimizer(sr_optim_config_default(kind), hp, lr, 1.0);
+    if (kind != SR_OPTIM_SGD)
+        run_optimizer(sr_optim_config_default(kind), hp, lr, hp.eps);
+}
+
+/* The defaults equal the documented values (float literals, as stored). */
+static void test_defaults_are_documented(void **state)
+{
+    struct sr_optim_config c = sr_optim_config_default(SR_OPTIM_ADAGRAD);
+    assert_true(c.eps == (float)1e-10 && c.initial_accumulator == 0.0f);
+    c = sr_optim_config_default(SR_OPTIM_ROWWISE_ADAGRAD);
+    assert_true(c.eps == (float)1e-8 && c.initial_accumulator == 0.0f);
+    c = sr_optim_config_default(SR_OPTIM_ADAM);
+    assert_true(c.eps == (float)1e-8 && c.beta1 == (float)0.9 && c.beta2 == (float)0.999);
+}
+
+/* With gradients of the size of eps the update moves by O(1) with eps: the
+ * documented eps gives w -= lr * g / (|g| + eps) at step 1 from s = 0, about
+ * lr/2 for |g| = eps, and lr/100 if eps were 100 times larger. Checked
+ * here by hand on one element so a wrong eps or accumulator cannot hide in
+ * the tolerance. */
+static void test_eps_moves_first_update(void **state)
+{
+    const enum sr_optim_kind kinds[] = {SR_OPTIM_ADAGRAD, SR_OPTIM_ROWWISE_ADAGRAD, SR_OPTIM_ADAM};
+    for (int k = 0; k < 3; k++) {
+        struct table_cfg c;
+        one_table(&c);
+        struct sr_ebc *ebc = NULL;
+        struct sr_optim_config o = sr_optim_config_default(kinds[k]);
+        double eps = documented(kinds[k]).eps, lr = 0.5;
+        assert_int_equal(sr_ebc_init(&ebc, sr_device_cpu(), &c.cfg, &o, B, 8, 7), SR_OK);
+        float *w = sr_ebc_weights(ebc, 0), w0[E * D], pooled[B * F * D], dpooled[B * F * D];
+        memcpy(w0, w, sizeof w0);
+        for (int i = 0; i < B * F * D; i++)
+            dpooled[i] = (float)eps; /* every g of row 5 (bag (b, 0), once) is eps */
+        struct step_kjt kk;
+        make_step(&kk, 0);
+        assert_int_equal(sr_ebc_forward(ebc, &kk.kjt, pooled), SR_OK);
+        sr_ebc_backward(ebc, dpooled, (float)lr, 1);
+        /* adagrad: s = g^2; rowwise: s_r = mean(g^2) = g^2; adam: m^ = g, v^ = g^2.
+         * In each case w -= lr * g / (g + eps) = lr / 2. */
+        for (int cc = 0; cc < D; cc++) {
+            double got = (double)w0[5 * D + cc] - (double)w[5 * D + cc];
+            if (!(fabs(got - lr / 2) <= 1e-3 * lr))
+                fail_msg("%s: first update of row 5 with g = eps is %.6g, want lr/2 = %.6g",
+                         sr_optim_kind_name(kinds[k]), got, lr / 2);
+        }
+        sr_ebc_free(ebc);
+    }
+}
+
 static void test_sgd(void **state)
 {
-    run_optimizer(sr_optim_config_default(SR_OPTIM_SGD), 0.1);
+    run_default(SR_OPTIM_SGD, 0.1);
 }
 
 /* SGD's first step written out by hand: row 1 appears twice in bag (a, 0) and
@@ -253,23 +362,27 @@ static void test_sgd_first_step_by_hand(void **state)
 
 static void test_adagrad(void **state)
 {
-    run_optimizer(sr_optim_config_default(SR_OPTIM_ADAGRAD), 0.1);
+    run_default(SR_OPTIM_ADAGRAD, 0.1);
     struct sr_optim_config o = sr_optim_config_default(SR_OPTIM_ADAGRAD);
+    struct doc_hparams hp = documented(SR_OPTIM_ADAGRAD);
     o.initial_accumulator = 0.25f;
-    run_optimizer(o, 0.1);
+    hp.s0 = 0.25;
+    run_optimizer(o, hp, 0.1, 1.0);
 }
 
 static void test_rowwise_adagrad(void **state)
 {
-    run_optimizer(sr_optim_config_default(SR_OPTIM_ROWWISE_ADAGRAD), 0.1);
+    run_default(SR_OPTIM_ROWWISE_ADAGRAD, 0.1);
     struct sr_optim_config o = sr_optim_config_default(SR_OPTIM_ROWWISE_ADAGRAD);
+    struct doc_hparams hp = documented(SR_OPTIM_ROWWISE_ADAGRAD);
     o.initial_accumulator = 0.5f;
-    run_optimizer(o, 0.2);
+    hp.s0 = 0.5;
+    run_optimizer(o, hp, 0.2, 1.0);
 }
 
 static void test_adam(void **state)
 {
-    run_optimizer(sr_optim_config_default(SR_OPTIM_ADAM), 0.05);
+    run_default(SR_OPTIM_ADAM, 0.05);
 }
 
 /* Adam touches only the rows of a step: row 5 (step 1 only) keeps its moments
@@ -359,6 +472,8 @@ static void test_no_allocation_in_steps(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_defaults_are_documented),
+        cmocka_unit_test(test_eps_moves_first_update),
         cmocka_unit_test(test_sgd),
         cmocka_unit_test(test_sgd_first_step_by_hand),
         cmocka_unit_test(test_adagrad),
