@@ -25,7 +25,10 @@ enum sr_status {
 };
 
 /* Record the message for the current thread and return `status` (so callers may
- * write `return sr_error_set(SR_ERR_DATA, "...")`). */
+ * write `return sr_error_set(SR_ERR_DATA, "...")`). The arguments may include
+ * sr_error_message() to wrap the message below with context
+ * (`sr_error_set(rc, "%s (entry %d)", sr_error_message(), i)`): the new
+ * message is formatted before the old one is replaced. At most 1023 bytes. */
 int sr_error_set(int status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* The last message recorded on this thread ("" if none). */
 const char *sr_error_message(void);

@@ -9,6 +9,7 @@
 #ifndef SHARDREC_TRAIN_CONFIG_H
 #define SHARDREC_TRAIN_CONFIG_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "shardrec/dlrm.h"
@@ -74,9 +75,16 @@ struct sr_train_config {
  * sized to learn visibly in about a minute on 2 cores. */
 void sr_train_config_default(struct sr_train_config *cfg);
 
-/* Merge a JSON config file into cfg (keys as in docs/user-guide.md). Errors name
- * the file and the key. */
+/* Merge a JSON config file into cfg (keys as in docs/user-guide.md). Strict:
+ * an unknown key (the hint names the nearest known one), a key given twice, a
+ * value of the wrong type, a fractional or out-of-range integer, trailing text
+ * or a NUL byte is SR_ERR_INVALID_ARG naming the file and the key (tables as
+ * "tables[i]"); an unreadable file is SR_ERR_IO. */
 int sr_train_config_load_json(struct sr_train_config *cfg, const char *path);
+/* The same from `len` bytes of text (NUL-terminated at text[len]); `path`
+ * names it in messages. */
+int sr_train_config_from_json(struct sr_train_config *cfg, const char *text, size_t len,
+                              const char *path);
 
 /* Replace the tables with one one-feature table per entry of `rows` (tables
  * t0.., features f0..), keeping dim and pooling. */
@@ -86,6 +94,18 @@ int sr_train_config_set_table_rows(struct sr_train_config *cfg, const int64_t *r
  * tables, sizes positive, optimizer choices. One-line error saying what and
  * how to fix. */
 int sr_train_config_check(const struct sr_train_config *cfg);
+
+struct sr_plan;
+/* Before anything is allocated: the bytes `rank` needs for this job (its
+ * tables or, with a plan, its shards of them, with optimizer state; the MLPs;
+ * batch and evaluation buffers), summed with overflow checks, against
+ * `mem_bytes` (0: sr_machine_memory()). SR_ERR_OOM naming the largest part (a
+ * table, or the flags that size the buffers), the bytes and the memory. */
+int sr_train_config_check_memory(const struct sr_train_config *cfg, const struct sr_plan *plan,
+                                 int rank, int world_size, uint64_t mem_bytes);
+/* This machine's physical memory (sysconf _SC_PHYS_PAGES x _SC_PAGE_SIZE), or
+ * the cgroup v2 limit in /sys/fs/cgroup/memory.max when lower. */
+uint64_t sr_machine_memory(void);
 
 /* Derived descriptions for the layers below (views into cfg). */
 void sr_train_config_dlrm(const struct sr_train_config *cfg, struct sr_dlrm_config *out);

@@ -3,18 +3,24 @@
  */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "shardrec/error.h"
 
 static _Thread_local char error_message[1024];
 static int current_rank;
 
+/* Formatted into a scratch buffer first and copied after: an argument may be
+ * sr_error_message() itself (a caller adding context to the message below it),
+ * and vsnprintf into the buffer it reads from is undefined (it printed "" ). */
 int sr_error_set(int status, const char *fmt, ...)
 {
+    char msg[sizeof error_message];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(error_message, sizeof error_message, fmt, ap);
+    vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    memcpy(error_message, msg, sizeof msg);
     return status;
 }
 

@@ -5,16 +5,21 @@
  * win.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cjson/cJSON.h>
 
 #include "shardrec/alloc.h"
 #include "shardrec/error.h"
 #include "shardrec/half.h"
+#include "shardrec/metrics.h"
+#include "shardrec/plan.h"
 #include "shardrec/train_config.h"
 
 /* Workload K's 26 table sizes (Criteo Kaggle). */
@@ -152,109 +157,289 @@ int sr_parse_rows(const char *flag, const char *s, int64_t *rows, int *n, int ma
 
 /* ---- JSON config ------------------------------------------------------------ */
 
-static int json_err(const char *path, const char *key, const char *what)
+/*
+ * The file is checked before anything is applied: every key of the top-level
+ * object and of each table object must be known (else the nearest known key is
+ * the hint), given once, and of its kind; integers must be whole and in range
+ * (at most 2^53, the largest integer a JSON number holds exactly). Then the
+ * values are applied over the defaults. Errors read
+ *   FILE: key "KEY": what is wrong     or     FILE: tables[i]: key "KEY": ...
+ */
+
+#define JSON_INT_EXACT ((int64_t)1 << 53)
+
+enum json_kind {
+    JSON_KIND_INT,    /* a whole number in [min, max] */
+    JSON_KIND_NUMBER, /* a finite number */
+    JSON_KIND_STRING,
+    JSON_KIND_WIDTHS, /* an array of 1..SR_MLP_MAX whole numbers in [min, max] */
+    JSON_KIND_NAMES,  /* a non-empty array of strings */
+    JSON_KIND_TABLES, /* an array of 1..SR_MAX_TABLES objects */
+};
+
+struct json_key {
+    const char *key;
+    enum json_kind kind;
+    int64_t min, max;
+};
+
+static const struct json_key top_keys[] = {
+    {"steps", JSON_KIND_INT, 1, JSON_INT_EXACT},
+    {"batch_size", JSON_KIND_INT, 1, 1 << 24},
+    {"embedding_dim", JSON_KIND_INT, 1, 1 << 16},
+    {"seed", JSON_KIND_INT, 0, JSON_INT_EXACT},
+    {"eval_every", JSON_KIND_INT, 0, JSON_INT_EXACT},
+    {"eval_samples", JSON_KIND_INT, 0, (int64_t)1 << 36},
+    {"log_every", JSON_KIND_INT, 1, JSON_INT_EXACT},
+    {"ids_per_feature", JSON_KIND_INT, 1, 1 << 20},
+    {"lr", JSON_KIND_NUMBER, 0, 0},
+    {"emb_lr", JSON_KIND_NUMBER, 0, 0},
+    {"bot_mlp", JSON_KIND_WIDTHS, 1, 1 << 20},
+    {"top_mlp", JSON_KIND_WIDTHS, 1, 1 << 20},
+    {"optimizer", JSON_KIND_STRING, 0, 0},
+    {"emb_optimizer", JSON_KIND_STRING, 0, 0},
+    {"id_dist", JSON_KIND_STRING, 0, 0},
+    {"lr_schedule", JSON_KIND_STRING, 0, 0},
+    {"metrics", JSON_KIND_STRING, 0, 0},
+    {"tables", JSON_KIND_TABLES, 0, 0},
+    {NULL, 0, 0, 0},
+};
+
+static const struct json_key table_keys[] = {
+    {"name", JSON_KIND_STRING, 0, 0},    {"rows", JSON_KIND_INT, 1, (int64_t)1 << 40},
+    {"pooling", JSON_KIND_STRING, 0, 0}, {"id_policy", JSON_KIND_STRING, 0, 0},
+    {"features", JSON_KIND_NAMES, 0, 0}, {NULL, 0, 0, 0},
+};
+
+static int json_err(const char *where, const char *key, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int json_err(const char *where, const char *key, const char *fmt, ...)
 {
-    return sr_error_set(SR_ERR_INVALID_ARG, "%s: key \"%s\": %s", path, key, what);
+    char what[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    return sr_error_set(SR_ERR_INVALID_ARG, "%s: key \"%s\": %s", where, key, what);
 }
 
-static int json_int(const cJSON *root, const char *path, const char *key, int64_t min, int64_t max,
-                    int64_t *out)
+static const char *json_type_name(const cJSON *it)
 {
-    const cJSON *it = cJSON_GetObjectItemCaseSensitive(root, key);
-    if (!it)
-        return 1; /* absent: keep the current value */
-    if (!cJSON_IsNumber(it) || it->valuedouble != floor(it->valuedouble))
-        return json_err(path, key, "expected an integer");
-    if (it->valuedouble < (double)min || it->valuedouble > (double)max)
-        return json_err(path, key, "out of range");
-    *out = (int64_t)it->valuedouble;
+    if (cJSON_IsNumber(it))
+        return "a number";
+    if (cJSON_IsString(it))
+        return "a string";
+    if (cJSON_IsArray(it))
+        return "an array";
+    if (cJSON_IsObject(it))
+        return "an object";
+    if (cJSON_IsBool(it))
+        return "a boolean";
+    return "null";
+}
+
+/* Levenshtein distance, for the "did you mean" hint (keys are short). */
+static int edit_distance(const char *a, const char *b)
+{
+    int row[64], n = (int)strlen(b);
+    if (n >= 64 || strlen(a) >= 64)
+        return 64;
+    for (int j = 0; j <= n; j++)
+        row[j] = j;
+    for (int i = 1; a[i - 1]; i++) {
+        int diag = row[0];
+        row[0] = i;
+        for (int j = 1; j <= n; j++) {
+            int up = row[j], best = diag + (a[i - 1] != b[j - 1]);
+            if (up + 1 < best)
+                best = up + 1;
+            if (row[j - 1] + 1 < best)
+                best = row[j - 1] + 1;
+            diag = up;
+            row[j] = best;
+        }
+    }
+    return row[n];
+}
+
+static const char *nearest_key(const struct json_key *keys, const char *s)
+{
+    const char *best = keys[0].key;
+    int best_d = edit_distance(s, best);
+    for (int k = 1; keys[k].key; k++) {
+        int d = edit_distance(s, keys[k].key);
+        if (d < best_d)
+            best = keys[k].key, best_d = d;
+    }
+    return best;
+}
+
+/* A whole number in [min, max] (both within +-2^53, so exact as doubles). */
+static int json_int_value(const cJSON *it, const char *where, const char *key, int64_t min,
+                          int64_t max, int64_t *out)
+{
+    if (!cJSON_IsNumber(it))
+        return json_err(where, key, "expected an integer, got %s", json_type_name(it));
+    double d = it->valuedouble;
+    if (!isfinite(d) || d != floor(d))
+        return json_err(where, key, "expected an integer, got %.17g", d);
+    if (d < (double)min || d > (double)max)
+        return json_err(where, key, "%.17g is out of range [%lld, %lld]", d, (long long)min,
+                        (long long)max);
+    *out = (int64_t)d;
     return SR_OK;
 }
 
-static int json_float(const cJSON *root, const char *path, const char *key, float *out)
+static int check_array(const cJSON *it, const struct json_key *k, const char *where)
 {
-    const cJSON *it = cJSON_GetObjectItemCaseSensitive(root, key);
-    if (!it)
-        return 1;
-    if (!cJSON_IsNumber(it) || !isfinite(it->valuedouble))
-        return json_err(path, key, "expected a finite number");
-    *out = (float)it->valuedouble;
+    const cJSON *e;
+    int64_t v;
+    int n = cJSON_GetArraySize(it), rc;
+    if (!cJSON_IsArray(it))
+        return json_err(where, k->key, "expected an array, got %s", json_type_name(it));
+    if (k->kind == JSON_KIND_WIDTHS && (n < 1 || n > SR_MLP_MAX))
+        return json_err(where, k->key, "%d layer widths; give 1 to %d", n, SR_MLP_MAX);
+    if (k->kind == JSON_KIND_TABLES && (n < 1 || n > SR_MAX_TABLES))
+        return json_err(where, k->key, "%d tables; give 1 to %d", n, SR_MAX_TABLES);
+    if (k->kind == JSON_KIND_NAMES && n < 1)
+        return json_err(where, k->key, "expected a non-empty array of feature names");
+    cJSON_ArrayForEach(e, it)
+    {
+        if (k->kind == JSON_KIND_WIDTHS && (rc = json_int_value(e, where, k->key, k->min, k->max,
+                                                                &v)))
+            return rc;
+        if (k->kind == JSON_KIND_NAMES && (!cJSON_IsString(e) || !*e->valuestring ||
+                                           strlen(e->valuestring) >= SR_NAME_MAX))
+            return json_err(where, k->key, "feature names are strings of 1 to %d bytes",
+                            SR_NAME_MAX - 1);
+        if (k->kind == JSON_KIND_TABLES && !cJSON_IsObject(e))
+            return json_err(where, k->key, "each entry must be an object, got %s",
+                            json_type_name(e));
+    }
     return SR_OK;
 }
 
-static const char *json_string(const cJSON *root, const char *key)
+static int check_value(const cJSON *it, const struct json_key *k, const char *where)
 {
-    const cJSON *it = cJSON_GetObjectItemCaseSensitive(root, key);
-    return cJSON_IsString(it) ? it->valuestring : NULL;
+    int64_t v;
+    switch (k->kind) {
+    case JSON_KIND_INT:
+        return json_int_value(it, where, k->key, k->min, k->max, &v);
+    case JSON_KIND_NUMBER:
+        if (!cJSON_IsNumber(it) || !isfinite(it->valuedouble))
+            return json_err(where, k->key, "expected a finite number, got %s",
+                            json_type_name(it));
+        return SR_OK;
+    case JSON_KIND_STRING:
+        if (!cJSON_IsString(it))
+            return json_err(where, k->key, "expected a string, got %s", json_type_name(it));
+        return SR_OK;
+    default:
+        return check_array(it, k, where);
+    }
 }
 
-static int json_widths(const cJSON *root, const char *path, const char *key, int *w, int *n)
+/* Every member of `obj` is a known key, given once, of its kind. */
+static int check_object(const cJSON *obj, const struct json_key *keys, const char *where)
 {
-    const cJSON *arr = cJSON_GetObjectItemCaseSensitive(root, key), *it;
+    const cJSON *it, *prev;
+    cJSON_ArrayForEach(it, obj)
+    {
+        const struct json_key *k = keys;
+        while (k->key && strcmp(k->key, it->string) != 0)
+            k++;
+        if (!k->key)
+            return json_err(where, it->string, "unknown key; HINT: did you mean \"%s\"?",
+                            nearest_key(keys, it->string));
+        for (prev = obj->child; prev != it; prev = prev->next)
+            if (strcmp(prev->string, it->string) == 0)
+                return json_err(where, it->string, "given twice");
+        int rc = check_value(it, k, where);
+        if (rc)
+            return rc;
+    }
+    return SR_OK;
+}
+
+/* Item `key` of an object already checked: NULL when absent. */
+static const cJSON *json_get(const cJSON *o, const char *key)
+{
+    return cJSON_GetObjectItemCaseSensitive(o, key);
+}
+
+static int64_t json_i64(const cJSON *it)
+{
+    return (int64_t)it->valuedouble; /* checked: whole and within +-2^53 */
+}
+
+static const char *json_str(const cJSON *o, const char *key)
+{
+    const cJSON *it = json_get(o, key);
+    return it ? it->valuestring : NULL;
+}
+
+static void json_widths(const cJSON *arr, int *w, int *n)
+{
+    const cJSON *it;
     int count = 0;
     if (!arr)
-        return SR_OK;
-    if (!cJSON_IsArray(arr))
-        return json_err(path, key, "expected an array of layer widths");
-    cJSON_ArrayForEach(it, arr)
-    {
-        if (count == SR_MLP_MAX || !cJSON_IsNumber(it) || it->valueint < 1)
-            return json_err(path, key, "expected up to 16 positive integers");
-        w[count++] = it->valueint;
-    }
+        return;
+    cJSON_ArrayForEach(it, arr) w[count++] = (int)json_i64(it);
     *n = count;
-    return SR_OK;
 }
 
-static int json_pooling(const char *path, const char *s, enum sr_pooling *out)
+static int json_pooling(const char *where, const char *s, enum sr_pooling *out)
 {
     if (strcmp(s, "sum") == 0)
         *out = SR_POOLING_SUM;
     else if (strcmp(s, "mean") == 0)
         *out = SR_POOLING_MEAN;
     else
-        return json_err(path, "pooling", "expected \"sum\" or \"mean\"");
+        return json_err(where, "pooling", "'%s'; choose \"sum\" or \"mean\"", s);
     return SR_OK;
 }
 
 static int json_one_table(struct sr_train_config *cfg, const cJSON *jt, const char *path, int t)
 {
     struct sr_table_config *tc = &cfg->tables[t];
-    const char *name = json_string(jt, "name"), *s;
-    int64_t v = 0;
-    char where[96];
+    const char *name, *s;
+    char where[SR_PATH_MAX + 32];
     snprintf(where, sizeof where, "%s: tables[%d]", path, t);
+    int rc = check_object(jt, table_keys, where);
+    if (rc)
+        return rc;
+    name = json_str(jt, "name");
     memset(tc, 0, sizeof *tc);
-    if (name && strlen(name) >= SR_NAME_MAX)
-        return json_err(where, "name", "longer than 63 characters");
-    snprintf(tc->name, SR_NAME_MAX, "%s", name ? name : "");
-    if (!name)
+    if (name && (!*name || strlen(name) >= SR_NAME_MAX))
+        return json_err(where, "name", "table names are 1 to %d bytes", SR_NAME_MAX - 1);
+    if (name)
+        snprintf(tc->name, SR_NAME_MAX, "%s", name);
+    else
         snprintf(tc->name, SR_NAME_MAX, "t%d", t);
-    if (json_int(jt, where, "rows", 1, (int64_t)1 << 40, &v) != SR_OK)
-        return json_err(where, "rows", "required, a positive integer");
-    tc->num_embeddings = v;
+    if (!json_get(jt, "rows"))
+        return json_err(where, "rows", "required: the table's number of rows");
+    tc->num_embeddings = json_i64(json_get(jt, "rows"));
     tc->embedding_dim = cfg->embedding_dim;
-    if ((s = json_string(jt, "pooling")) && json_pooling(where, s, &tc->pooling))
+    tc->id_policy = SR_ID_POLICY_ERROR;
+    if ((s = json_str(jt, "pooling")) && json_pooling(where, s, &tc->pooling))
         return SR_ERR_INVALID_ARG;
-    if ((s = json_string(jt, "id_policy"))) {
+    if ((s = json_str(jt, "id_policy"))) {
         if (strcmp(s, "error") && strcmp(s, "hash"))
-            return json_err(where, "id_policy", "expected \"error\" or \"hash\"");
+            return json_err(where, "id_policy", "'%s'; choose \"error\" or \"hash\"", s);
         tc->id_policy = strcmp(s, "hash") == 0 ? SR_ID_POLICY_HASH : SR_ID_POLICY_ERROR;
     }
-    const cJSON *feats = cJSON_GetObjectItemCaseSensitive(jt, "features"), *f;
+    const cJSON *feats = json_get(jt, "features"), *f;
     if (!feats) { /* one feature named after the table */
+        if (cfg->num_features == SR_MAX_FEATURES)
+            return json_err(where, "features", "too many features (max %d)", SR_MAX_FEATURES);
         memcpy(cfg->feature_names[cfg->num_features], tc->name, SR_NAME_MAX);
         cfg->feature_table[cfg->num_features++] = t;
         return SR_OK;
     }
-    if (!cJSON_IsArray(feats) || cJSON_GetArraySize(feats) < 1)
-        return json_err(where, "features", "expected a non-empty array of feature names");
     cJSON_ArrayForEach(f, feats)
     {
-        if (!cJSON_IsString(f) || strlen(f->valuestring) >= SR_NAME_MAX)
-            return json_err(where, "features", "names must be strings under 64 characters");
         if (cfg->num_features == SR_MAX_FEATURES)
-            return json_err(where, "features", "too many features (max 256)");
+            return json_err(where, "features", "too many features (max %d)", SR_MAX_FEATURES);
         snprintf(cfg->feature_names[cfg->num_features], SR_NAME_MAX, "%s", f->valuestring);
         cfg->feature_table[cfg->num_features++] = t;
     }
@@ -263,18 +448,13 @@ static int json_one_table(struct sr_train_config *cfg, const cJSON *jt, const ch
 
 static int json_tables(struct sr_train_config *cfg, const cJSON *root, const char *path)
 {
-    const cJSON *arr = cJSON_GetObjectItemCaseSensitive(root, "tables"), *jt;
+    const cJSON *arr = json_get(root, "tables"), *jt;
     int t = 0;
     if (!arr)
         return SR_OK;
-    if (!cJSON_IsArray(arr) || cJSON_GetArraySize(arr) < 1 ||
-        cJSON_GetArraySize(arr) > SR_MAX_TABLES)
-        return json_err(path, "tables", "expected an array of 1 to 256 table objects");
     cfg->num_features = 0;
     cJSON_ArrayForEach(jt, arr)
     {
-        if (!cJSON_IsObject(jt))
-            return json_err(path, "tables", "each entry must be an object");
         int rc = json_one_table(cfg, jt, path, t++);
         if (rc)
             return rc;
@@ -283,134 +463,366 @@ static int json_tables(struct sr_train_config *cfg, const cJSON *root, const cha
     return SR_OK;
 }
 
-static int json_scalars(struct sr_train_config *cfg, const cJSON *root, const char *path)
+static void json_scalars(struct sr_train_config *cfg, const cJSON *root)
 {
-    int64_t v = 0;
-    int rc;
-    if ((rc = json_int(root, path, "steps", 1, INT64_MAX / 2, &v)) <= 0) {
-        if (rc)
-            return rc;
-        cfg->steps = v;
+    const cJSON *it;
+    if ((it = json_get(root, "steps"))) {
+        cfg->steps = json_i64(it);
+        cfg->steps_set = 1;
     }
-    if ((rc = json_int(root, path, "batch_size", 1, 1 << 24, &v)) <= 0) {
-        if (rc)
-            return rc;
-        cfg->batch_size = (int)v;
-    }
-    if ((rc = json_int(root, path, "embedding_dim", 1, 1 << 16, &v)) <= 0) {
-        if (rc)
-            return rc;
-        cfg->embedding_dim = (int)v;
-    }
-    if ((rc = json_int(root, path, "seed", 0, INT64_MAX, &v)) <= 0) {
-        if (rc)
-            return rc;
-        cfg->seed = (uint64_t)v;
-    }
-    if ((rc = json_int(root, path, "eval_every", 0, INT64_MAX / 2, &v)) <= 0) {
-        if (rc)
-            return rc;
-        cfg->eval_every = v;
-    }
-    if ((rc = json_int(root, path, "eval_samples", 0, (int64_t)1 << 40, &v)) <= 0) {
-        if (rc)
-            return rc;
-        cfg->eval_samples = v;
-    }
-    if ((rc = json_int(root, path, "log_every", 1, INT64_MAX / 2, &v)) <= 0) {
-        if (rc)
-            return rc;
-        cfg->log_every = v;
-    }
-    if ((rc = json_float(root, path, "lr", &cfg->lr)) < 0)
-        return rc;
-    if ((rc = json_float(root, path, "emb_lr", &cfg->emb_lr)) < 0)
-        return rc;
-    return SR_OK;
+    if ((it = json_get(root, "batch_size")))
+        cfg->batch_size = (int)json_i64(it);
+    if ((it = json_get(root, "embedding_dim")))
+        cfg->embedding_dim = (int)json_i64(it);
+    if ((it = json_get(root, "seed")))
+        cfg->seed = (uint64_t)json_i64(it);
+    if ((it = json_get(root, "eval_every")))
+        cfg->eval_every = json_i64(it);
+    if ((it = json_get(root, "eval_samples")))
+        cfg->eval_samples = json_i64(it);
+    if ((it = json_get(root, "log_every")))
+        cfg->log_every = json_i64(it);
+    if ((it = json_get(root, "ids_per_feature")))
+        cfg->ids_min = cfg->ids_max = (int)json_i64(it);
+    if ((it = json_get(root, "lr")))
+        cfg->lr = (float)it->valuedouble;
+    if ((it = json_get(root, "emb_lr")))
+        cfg->emb_lr = (float)it->valuedouble;
+    json_widths(json_get(root, "bot_mlp"), cfg->bot_mlp, &cfg->n_bot);
+    json_widths(json_get(root, "top_mlp"), cfg->top_mlp, &cfg->n_top);
 }
 
 static int json_strings(struct sr_train_config *cfg, const cJSON *root, const char *path)
 {
     const char *s;
-    if ((s = json_string(root, "optimizer")) && sr_optim_kind_parse(s, &cfg->optimizer))
-        return json_err(path, "optimizer", sr_error_message());
-    if ((s = json_string(root, "emb_optimizer")) && sr_optim_kind_parse(s, &cfg->emb_optimizer))
-        return json_err(path, "emb_optimizer", sr_error_message());
-    if ((s = json_string(root, "id_dist")) && sr_id_dist_parse(s, &cfg->id_dist, &cfg->zipf_s))
-        return json_err(path, "id_dist", sr_error_message());
-    if ((s = json_string(root, "lr_schedule"))) {
+    if ((s = json_str(root, "optimizer")) && sr_optim_kind_parse(s, &cfg->optimizer))
+        return json_err(path, "optimizer", "%s", sr_error_message());
+    if ((s = json_str(root, "emb_optimizer")) && sr_optim_kind_parse(s, &cfg->emb_optimizer))
+        return json_err(path, "emb_optimizer", "%s", sr_error_message());
+    if ((s = json_str(root, "id_dist")) && sr_id_dist_parse(s, &cfg->id_dist, &cfg->zipf_s))
+        return json_err(path, "id_dist", "%s", sr_error_message());
+    if ((s = json_str(root, "lr_schedule"))) {
         if (strlen(s) >= sizeof cfg->lr_schedule)
-            return json_err(path, "lr_schedule", "too long");
+            return json_err(path, "lr_schedule", "longer than %zu bytes",
+                            sizeof cfg->lr_schedule - 1);
         snprintf(cfg->lr_schedule, sizeof cfg->lr_schedule, "%s", s);
     }
-    if ((s = json_string(root, "metrics"))) {
+    if ((s = json_str(root, "metrics"))) {
         if (strlen(s) >= sizeof cfg->metrics_path)
-            return json_err(path, "metrics", "path too long");
+            return json_err(path, "metrics", "path longer than %zu bytes",
+                            sizeof cfg->metrics_path - 1);
         snprintf(cfg->metrics_path, sizeof cfg->metrics_path, "%s", s);
-    }
-    const cJSON *ids = cJSON_GetObjectItemCaseSensitive(root, "ids_per_feature");
-    if (ids) {
-        if (!cJSON_IsNumber(ids) || ids->valueint < 1)
-            return json_err(path, "ids_per_feature", "expected a positive integer");
-        cfg->ids_min = cfg->ids_max = ids->valueint;
     }
     return SR_OK;
 }
 
-static char *read_small_file(const char *path)
+int sr_train_config_from_json(struct sr_train_config *cfg, const char *text, size_t len,
+                              const char *path)
+{
+    const char *end = NULL;
+    if (strlen(text) != len)
+        return sr_error_set(SR_ERR_INVALID_ARG, "%s: a NUL byte at offset %zu; HINT: a config "
+                                                "is JSON text",
+                            path, strlen(text));
+    cJSON *root = cJSON_ParseWithOpts(text, &end, 1);
+    if (!root) {
+        const char *at = end ? end : cJSON_GetErrorPtr();
+        int line = 1;
+        for (const char *p = text; at && p < at && *p; p++)
+            line += *p == '\n';
+        return sr_error_set(SR_ERR_INVALID_ARG, "%s:%d: malformed JSON", path, line);
+    }
+    int rc = cJSON_IsObject(root) ? SR_OK
+                                  : sr_error_set(SR_ERR_INVALID_ARG,
+                                                 "%s: expected a JSON object {...}, got %s", path,
+                                                 json_type_name(root));
+    if (!rc)
+        rc = check_object(root, top_keys, path);
+    if (!rc) {
+        json_scalars(cfg, root);
+        rc = json_strings(cfg, root, path);
+    }
+    if (!rc)
+        rc = json_tables(cfg, root, path);
+    for (int t = 0; t < cfg->num_tables; t++)
+        cfg->tables[t].embedding_dim = cfg->embedding_dim;
+    cJSON_Delete(root);
+    return rc;
+}
+
+static char *read_small_file(const char *path, size_t *len)
 {
     FILE *f = fopen(path, "rb");
     char *buf;
     long n;
     if (!f)
         return NULL;
-    if (fseek(f, 0, SEEK_END) || (n = ftell(f)) < 0 || n > (64 << 20) || fseek(f, 0, SEEK_SET)) {
+    if (fseek(f, 0, SEEK_END) || (n = ftell(f)) < 0 || fseek(f, 0, SEEK_SET)) {
         fclose(f);
+        return NULL;
+    }
+    if (n > (64 << 20)) {
+        fclose(f);
+        errno = EFBIG;
         return NULL;
     }
     buf = sr_malloc((size_t)n + 1);
     if (fread(buf, 1, (size_t)n, f) != (size_t)n) {
+        int e = ferror(f) ? errno : EIO;
         sr_free(buf);
         fclose(f);
+        errno = e;
         return NULL;
     }
     buf[n] = '\0';
     fclose(f);
+    *len = (size_t)n;
     return buf;
 }
 
 int sr_train_config_load_json(struct sr_train_config *cfg, const char *path)
 {
-    char *text = read_small_file(path);
-    cJSON *root;
-    int rc;
+    size_t len = 0;
+    char *text = read_small_file(path, &len);
     if (!text)
         return sr_error_set(SR_ERR_IO, "%s: cannot read config file (%s)", path, strerror(errno));
-    root = cJSON_Parse(text);
-    if (!root) {
-        const char *at = cJSON_GetErrorPtr();
-        int line = 1;
-        for (const char *p = text; at && p < at; p++)
-            line += *p == '\n';
-        sr_free(text);
-        return sr_error_set(SR_ERR_INVALID_ARG, "%s:%d: malformed JSON", path, line);
-    }
-    rc = cJSON_IsObject(root) ? SR_OK : json_err(path, "(top level)", "expected an object");
-    if (!rc)
-        rc = json_scalars(cfg, root, path);
-    if (!rc)
-        rc = json_widths(root, path, "bot_mlp", cfg->bot_mlp, &cfg->n_bot);
-    if (!rc)
-        rc = json_widths(root, path, "top_mlp", cfg->top_mlp, &cfg->n_top);
-    if (!rc)
-        rc = json_strings(cfg, root, path);
-    if (!rc)
-        rc = json_tables(cfg, root, path);
-    for (int t = 0; t < cfg->num_tables; t++)
-        cfg->tables[t].embedding_dim = cfg->embedding_dim;
-    cJSON_Delete(root);
+    int rc = sr_train_config_from_json(cfg, text, len, path);
     sr_free(text);
     return rc;
+}
+
+/* ---- memory ----------------------------------------------------------------- */
+
+/*
+ * What a rank allocates, estimated from the config (and the plan) before any
+ * of it is, so a size that cannot fit is an error naming its flag or table
+ * instead of an abort inside an allocator. Every sum and product is checked
+ * for overflow. The parts:
+ *
+ *   table t     local rows x cols x 4 bytes, plus its optimizer state
+ *   dense       MLP weights x 4 bytes x (weight, gradient, optimizer state)
+ *   batch       ids, lengths, offsets, pooled vectors and activations of a
+ *               batch (ids and pooled vectors of the global batch under a plan:
+ *               an owner may receive every rank's)
+ *   evaluation  predictions and labels of --eval-samples, gathered on each rank
+ *
+ * The memory to compare with is the machine's physical memory (sysconf
+ * _SC_PHYS_PAGES x _SC_PAGE_SIZE), or the cgroup v2 limit
+ * (/sys/fs/cgroup/memory.max) when that is lower: a fixed figure, so a job is
+ * not refused because page cache happens to be full.
+ */
+
+enum mem_part { MEM_TABLE, MEM_DENSE, MEM_BATCH, MEM_EVAL };
+
+struct mem_tally {
+    uint64_t total, largest;
+    enum mem_part part;
+    int table;
+    int overflow;
+};
+
+/* acc += a * b * c, remembering an overflow. */
+static uint64_t mem_mul3(struct mem_tally *m, uint64_t a, uint64_t b, uint64_t c)
+{
+    uint64_t p;
+    if (__builtin_mul_overflow(a, b, &p) || __builtin_mul_overflow(p, c, &p)) {
+        m->overflow = 1;
+        return UINT64_MAX;
+    }
+    return p;
+}
+
+static uint64_t mem_add(struct mem_tally *m, uint64_t a, uint64_t b)
+{
+    uint64_t s;
+    if (__builtin_add_overflow(a, b, &s)) {
+        m->overflow = 1;
+        return UINT64_MAX;
+    }
+    return s;
+}
+
+static void mem_count(struct mem_tally *m, enum mem_part part, int table, uint64_t bytes)
+{
+    m->total = mem_add(m, m->total, bytes);
+    if (bytes > m->largest) {
+        m->largest = bytes;
+        m->part = part;
+        m->table = table;
+    }
+}
+
+/* Table t's rows and elements held by `rank` (the whole table without a plan). */
+static void local_table(const struct sr_train_config *cfg, const struct sr_plan *plan, int rank,
+                        int t, uint64_t *rows, uint64_t *elems, struct mem_tally *m)
+{
+    const struct sr_table_config *tc = &cfg->tables[t];
+    *rows = (uint64_t)tc->num_embeddings;
+    *elems = mem_mul3(m, (uint64_t)tc->num_embeddings, (uint64_t)tc->embedding_dim, 1);
+    if (!plan || t >= plan->num_tables)
+        return;
+    *rows = *elems = 0;
+    for (int i = 0; i < plan->tables[t].num_shards; i++) {
+        const struct sr_shard *s = &plan->tables[t].shards[i];
+        if (s->rank != rank || s->rows < 0 || s->cols < 0)
+            continue;
+        *rows = mem_add(m, *rows, (uint64_t)s->rows);
+        *elems = mem_add(m, *elems, mem_mul3(m, (uint64_t)s->rows, (uint64_t)s->cols, 1));
+    }
+}
+
+static void count_tables(const struct sr_train_config *cfg, const struct sr_plan *plan, int rank,
+                         struct mem_tally *m)
+{
+    int per_row = 0, per_elem = sr_optim_state_per_element(cfg->emb_optimizer, &per_row);
+    for (int t = 0; t < cfg->num_tables; t++) {
+        uint64_t rows, elems;
+        local_table(cfg, plan, rank, t, &rows, &elems, m);
+        uint64_t state = per_row ? rows : mem_mul3(m, (uint64_t)per_elem, elems, 1);
+        mem_count(m, MEM_TABLE, t, mem_mul3(m, mem_add(m, elems, state), sizeof(float), 1));
+    }
+}
+
+static void count_dense(const struct sr_train_config *cfg, struct mem_tally *m)
+{
+    struct sr_dlrm_config dc;
+    int per_row = 0, per_elem = sr_optim_state_per_element(cfg->optimizer, &per_row);
+    uint64_t params = 0, in;
+    sr_train_config_dlrm(cfg, &dc);
+    for (int l = 0; l + 1 < cfg->n_bot; l++)
+        params = mem_add(m, params,
+                         mem_mul3(m, (uint64_t)cfg->bot_mlp[l] + 1, (uint64_t)cfg->bot_mlp[l + 1], 1));
+    in = (uint64_t)sr_dlrm_interaction_dim(&dc);
+    for (int l = 0; l < cfg->n_top; l++) {
+        params = mem_add(m, params, mem_mul3(m, in + 1, (uint64_t)cfg->top_mlp[l], 1));
+        in = (uint64_t)cfg->top_mlp[l];
+    }
+    mem_count(m, MEM_DENSE, -1, mem_mul3(m, params, 2 + (uint64_t)per_elem, sizeof(float)));
+}
+
+static void count_batch(const struct sr_train_config *cfg, int W, int sharded,
+                        struct mem_tally *m)
+{
+    uint64_t B = (uint64_t)cfg->batch_size, F = (uint64_t)cfg->num_features;
+    uint64_t D = (uint64_t)cfg->embedding_dim, width = 0;
+    uint64_t BF = mem_mul3(m, sharded ? B * (uint64_t)W : B, F, 1);
+    struct sr_dlrm_config dc;
+    sr_train_config_dlrm(cfg, &dc);
+    for (int l = 0; l < cfg->n_bot; l++)
+        width = mem_add(m, width, (uint64_t)cfg->bot_mlp[l]);
+    for (int l = 0; l < cfg->n_top; l++)
+        width = mem_add(m, width, (uint64_t)cfg->top_mlp[l]);
+    width = mem_add(m, width, (uint64_t)sr_dlrm_interaction_dim(&dc));
+    /* ids: values and weights on the host and in the EBC (24 bytes each);
+     * lengths and offsets (20 bytes a bag); pooled vectors and their gradients,
+     * sent and received (16 bytes each); activations, their gradients and
+     * pre-activations (12 bytes each) */
+    uint64_t bytes = mem_mul3(m, BF, (uint64_t)(cfg->ids_max > 0 ? cfg->ids_max : 1), 24);
+    bytes = mem_add(m, bytes, mem_mul3(m, BF, 20, 1));
+    bytes = mem_add(m, bytes, mem_mul3(m, BF, D, 16));
+    bytes = mem_add(m, bytes, mem_mul3(m, B, width, 12));
+    mem_count(m, MEM_BATCH, -1, bytes);
+}
+
+static void count_eval(const struct sr_train_config *cfg, int W, struct mem_tally *m)
+{
+    uint64_t G = cfg->global_batch_size > 0 ? (uint64_t)cfg->global_batch_size
+                                            : (uint64_t)cfg->batch_size * (uint64_t)W;
+    if (cfg->eval_samples <= 0 || (cfg->n_data && !cfg->n_eval_data) || G == 0)
+        return;
+    if (cfg->n_eval_data) /* sized by the files, checked when they are opened */
+        return;
+    uint64_t batches = ((uint64_t)cfg->eval_samples + G - 1) / G;
+    uint64_t all = mem_mul3(m, batches, G, 1); /* every rank's predictions, gathered */
+    uint64_t bytes = mem_mul3(m, all, 16, 1);  /* predictions and labels, local and gathered */
+    if (!m->overflow && all <= (uint64_t)INT64_MAX)
+        bytes = mem_add(m, bytes, (uint64_t)sr_metrics_workspace_bytes((int64_t)all));
+    mem_count(m, MEM_EVAL, -1, bytes);
+}
+
+/* "123456 bytes (120.6 KiB)" */
+static void format_bytes(char *buf, size_t cap, uint64_t bytes)
+{
+    static const char *units[] = {"bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+    double v = (double)bytes;
+    int u = 0;
+    while (v >= 1024 && u < 6)
+        v /= 1024, u++;
+    snprintf(buf, cap, "%" PRIu64 " bytes (%.1f %s)", bytes, v, units[u]);
+}
+
+uint64_t sr_machine_memory(void)
+{
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+    uint64_t bytes = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : UINT64_MAX;
+    FILE *f = fopen("/sys/fs/cgroup/memory.max", "r");
+    unsigned long long limit;
+    if (f) {
+        if (fscanf(f, "%llu", &limit) == 1 && limit > 0 && limit < bytes)
+            bytes = limit;
+        fclose(f);
+    }
+    return bytes;
+}
+
+static int mem_error(const struct sr_train_config *cfg, const struct mem_tally *m, int rank,
+                     uint64_t mem)
+{
+    char total[64], part[64], have[64], what[SR_NAME_MAX + 160];
+    const char *hint;
+    format_bytes(have, sizeof have, mem);
+    if (m->overflow)
+        return sr_error_set(SR_ERR_OOM,
+                            "the job needs more than 2^64 bytes of memory on rank %d (this "
+                            "machine has %s); HINT: check --table-rows, --embedding-dim, "
+                            "--batch-size, --ids-per-feature, --eval-samples and the MLP widths",
+                            rank, have);
+    format_bytes(total, sizeof total, m->total);
+    format_bytes(part, sizeof part, m->largest);
+    switch (m->part) {
+    case MEM_TABLE:
+        snprintf(what, sizeof what, "table '%s' (%lld rows x %d, with its %s state) takes %s",
+                 cfg->tables[m->table].name, (long long)cfg->tables[m->table].num_embeddings,
+                 cfg->tables[m->table].embedding_dim, sr_optim_kind_name(cfg->emb_optimizer),
+                 part);
+        hint = "fewer rows (--table-rows, or the config's \"rows\"), a smaller --embedding-dim, "
+               "or more ranks with --sharding rw";
+        break;
+    case MEM_DENSE:
+        snprintf(what, sizeof what, "the MLPs (--bot-mlp, --top-mlp) take %s", part);
+        hint = "narrower MLP layers";
+        break;
+    case MEM_BATCH:
+        snprintf(what, sizeof what, "the batch buffers (--batch-size %d, --ids-per-feature up "
+                 "to %d, %d features) take %s",
+                 cfg->batch_size, cfg->ids_max, cfg->num_features, part);
+        hint = "a smaller --batch-size or --ids-per-feature";
+        break;
+    default:
+        snprintf(what, sizeof what, "the evaluation buffers (--eval-samples %lld) take %s",
+                 (long long)cfg->eval_samples, part);
+        hint = "fewer --eval-samples";
+        break;
+    }
+    return sr_error_set(SR_ERR_OOM,
+                        "the job needs %s of memory on rank %d, more than the %s this machine "
+                        "has: %s; HINT: %s",
+                        total, rank, have, what, hint);
+}
+
+int sr_train_config_check_memory(const struct sr_train_config *cfg, const struct sr_plan *plan,
+                                 int rank, int world_size, uint64_t mem_bytes)
+{
+    struct mem_tally m = {0};
+    uint64_t mem = mem_bytes ? mem_bytes : sr_machine_memory();
+    int W = world_size > 0 ? world_size : 1;
+    count_tables(cfg, plan, rank, &m);
+    count_dense(cfg, &m);
+    count_batch(cfg, W, plan != NULL, &m);
+    count_eval(cfg, W, &m);
+    if (m.overflow || m.total > mem)
+        return mem_error(cfg, &m, rank, mem);
+    return SR_OK;
 }
 
 /* ---- checks ----------------------------------------------------------------- */
@@ -418,12 +830,16 @@ int sr_train_config_load_json(struct sr_train_config *cfg, const char *path)
 int sr_train_config_check(const struct sr_train_config *cfg)
 {
     struct sr_dlrm_config dc;
+    struct sr_ebc_config ec;
     int rc;
     if (cfg->num_dense != 13)
         return sr_error_set(SR_ERR_INVALID_ARG, "the model takes 13 dense features, not %d",
                             cfg->num_dense);
     sr_train_config_dlrm(cfg, &dc);
     if ((rc = sr_dlrm_config_check(&dc)))
+        return rc;
+    sr_train_config_ebc((struct sr_train_config *)cfg, &ec); /* read only */
+    if ((rc = sr_ebc_config_validate(&ec)))
         return rc;
     for (int t = 0; t < cfg->num_tables; t++) {
         if (cfg->tables[t].embedding_dim != cfg->embedding_dim)
