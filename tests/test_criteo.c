@@ -4,8 +4,12 @@
  * counts, rank slicing (1, 2, 3 ranks read the same global batches), generator
  * TSV read back equal to the generator's batches, binary round trips (one-hot
  * and multi-hot with weights) equal to the source, gzip input, and truncated or
- * corrupt binary files rejected.
+ * corrupt binary files rejected (reserved header bytes included); gzip files
+ * cut short (at a line boundary, inside a line, before the trailer) or with
+ * trailing garbage are errors naming the file, also under skip-bad-lines, and
+ * concatenated members are all read; empty lines are reported as such.
  */
+#include <dirent.h>
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -163,6 +167,8 @@ static size_t make_bad(char *line, enum sr_criteo_fault kind)
     case SR_CRITEO_NUL:
         line[n - 3] = '\0';
         return n;
+    case SR_CRITEO_EMPTY_LINE:
+        return 0;
     default:
         return n;
     }
@@ -206,9 +212,10 @@ static void test_skip_bad_lines_counts(void **state)
 {
     char *text = malloc(1 << 20), *p = text;
     int good = 0;
-    for (int i = 0; i < 30; i++) {
-        int kind = i % 10; /* 0 and 9: good lines; 1..8 each fault kind */
-        if (kind == 0 || kind == 9) {
+    const int K = SR_CRITEO_NUM_FAULTS; /* 0 and K: good lines; 1..K-1 each fault kind */
+    for (int i = 0; i < 3 * (K + 1); i++) {
+        int kind = i % (K + 1);
+        if (kind == 0 || kind == K) {
             good_line(p, i & 1);
             p += strlen(p);
             good++;
@@ -233,12 +240,15 @@ static void test_skip_bad_lines_counts(void **state)
     assert_int_equal(n, good);
     for (int k = 1; k < SR_CRITEO_NUM_FAULTS; k++)
         assert_int_equal(sr_reader_bad_lines(r, (enum sr_criteo_fault)k), 3);
-    assert_int_equal(sr_reader_bad_lines(r, SR_CRITEO_OK), 24);
+    assert_int_equal(sr_reader_bad_lines(r, SR_CRITEO_OK), 3 * (K - 1));
     char report[2048] = {0};
     FILE *mf = fmemopen(report, sizeof report - 1, "w");
     sr_reader_report(r, mf);
     fclose(mf);
-    assert_non_null(strstr(report, "skipped 24 bad lines"));
+    char want[64];
+    snprintf(want, sizeof want, "skipped %d bad lines", 3 * (K - 1));
+    assert_non_null(strstr(report, want));
+    assert_non_null(strstr(report, "empty line 3 (first at"));
     assert_non_null(strstr(report, "bad label 3 (first at"));
     sr_batch_free(&b);
     sr_reader_free(r);
@@ -473,6 +483,126 @@ static void test_binary_multi_hot(void **state)
     sr_synth_free(s);
 }
 
+/* ---- gzip files, made by hand (stored deflate blocks), so that a test can cut
+ * them exactly where it wants: at a line boundary, inside a line, before the
+ * trailer. ---------------------------------------------------------------------------- */
+
+static uint32_t crc32_of(const unsigned char *p, size_t n)
+{
+    uint32_t c = 0xffffffffu;
+    for (size_t i = 0; i < n; i++) {
+        c ^= p[i];
+        for (int k = 0; k < 8; k++)
+            c = (c >> 1) ^ (0xedb88320u & (0u - (c & 1u)));
+    }
+    return ~c;
+}
+
+static void put_le(unsigned char *p, uint32_t v, int bytes)
+{
+    for (int i = 0; i < bytes; i++)
+        p[i] = (unsigned char)(v >> (8 * i));
+}
+
+/* One gzip member holding text[0..n) as one stored block per line; out needs
+ * n + 10 + 5 * (lines + 1) + 8 bytes. ends[i] = the member's size up to the
+ * end of line i's block (i < 64). Returns the member's size. */
+static size_t gzip_member(unsigned char *out, const char *text, size_t n, size_t *ends)
+{
+    static const unsigned char head[10] = {0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 3};
+    size_t k = 10, at = 0;
+    int line = 0;
+    memcpy(out, head, 10);
+    while (at < n || line == 0) {
+        const char *nl = memchr(text + at, '\n', n - at);
+        size_t len = nl ? (size_t)(nl - (text + at)) + 1 : n - at;
+        out[k] = at + len == n; /* BFINAL, BTYPE 00 (stored) */
+        put_le(out + k + 1, (uint32_t)len, 2);
+        put_le(out + k + 3, (uint32_t)~len & 0xffffu, 2);
+        memcpy(out + k + 5, text + at, len);
+        k += 5 + len;
+        at += len;
+        if (ends && line < 64)
+            ends[line] = k;
+        line++;
+    }
+    put_le(out + k, crc32_of((const unsigned char *)text, n), 4);
+    put_le(out + k + 4, (uint32_t)n, 4);
+    return k + 8;
+}
+
+/* Read all of path (B = 4, keeping a partial batch): the status that ended the
+ * stream (0 or an error) and the samples before it. */
+static int read_all(const char *path, int skip, int64_t *samples)
+{
+    struct sr_reader *r = open_reader(&path, 1, 0, 1, 4, skip, 1);
+    struct sr_batch b;
+    int rc;
+    sr_reader_batch_init(r, &b, NULL);
+    *samples = 0;
+    while ((rc = sr_reader_next(r, &b)) == 1)
+        *samples += b.batch_size;
+    sr_batch_free(&b);
+    sr_reader_free(r);
+    return rc;
+}
+
+static void expect_gzip_error(const char *path, const char *what)
+{
+    for (int skip = 0; skip <= 1; skip++) {
+        int64_t n;
+        int rc = read_all(path, skip, &n);
+        if (rc != SR_ERR_DATA || !strstr(sr_error_message(), path) ||
+            !strstr(sr_error_message(), what))
+            fail_msg("%s (skip-bad-lines %d): status %d after %lld samples, '%s' lacks '%s'", path,
+                     skip, rc, (long long)n, sr_error_message(), what);
+    }
+}
+
+static void test_gzip_strict(void **state)
+{
+    char text[8192], *p = text;
+    for (int i = 0; i < 6; i++) {
+        good_line(p, i & 1);
+        p += strlen(p);
+        *p++ = '\n';
+    }
+    size_t n = (size_t)(p - text), ends[64];
+    size_t half = (size_t)(strchr(strchr(strchr(text, '\n') + 1, '\n') + 1, '\n') + 1 - text);
+    unsigned char *gz = malloc(4 * n + 1024);
+    size_t m = gzip_member(gz, text, n, ends);
+    const char *path = path_of("t.gz");
+    int64_t samples;
+
+    write_bytes(path, (char *)gz, m); /* whole: 6 samples */
+    assert_int_equal(read_all(path, 0, &samples), 0);
+    assert_int_equal(samples, 6);
+    /* two members (`cat a.gz b.gz`): both are read */
+    size_t m1 = gzip_member(gz, text, half, NULL);
+    size_t m2 = gzip_member(gz + m1, text + half, n - half, NULL);
+    write_bytes(path, (char *)gz, m1 + m2);
+    assert_int_equal(read_all(path, 0, &samples), 0);
+    assert_int_equal(samples, 6);
+    /* trailing garbage after the last member, text or zeros */
+    memcpy(gz + m1 + m2, "junk\n", 5);
+    write_bytes(path, (char *)gz, m1 + m2 + 5);
+    expect_gzip_error(path, "trailing garbage");
+    memset(gz + m1 + m2, 0, 16);
+    write_bytes(path, (char *)gz, m1 + m2 + 16);
+    expect_gzip_error(path, "trailing garbage");
+
+    m = gzip_member(gz, text, n, ends);
+    write_bytes(path, (char *)gz, m - 8); /* all lines, no trailer */
+    expect_gzip_error(path, "truncated");
+    write_bytes(path, (char *)gz, ends[2]); /* cut at a line boundary, mid-member */
+    expect_gzip_error(path, "truncated");
+    write_bytes(path, (char *)gz, ends[2] + 20); /* cut inside line 4 */
+    expect_gzip_error(path, "truncated");
+    write_bytes(path, (char *)gz, 5); /* inside the header */
+    expect_gzip_error(path, "truncated");
+    free(gz);
+}
+
 static int open_expect(const char *path, const char *needle)
 {
     struct sr_reader_options o = {.world = 1, .batch_size = 8};
@@ -509,7 +639,74 @@ static void test_truncated_binary_rejected(void **state)
     data[128] ^= 1; /* rows of feature 0 differ from the model's */
     write_bytes(bad, data, (size_t)size);
     assert_int_equal(open_expect(bad, "convert again"), SR_ERR_DATA);
+    data[128] ^= 1;
+    data[100] = 7; /* a reserved header byte */
+    write_bytes(bad, data, (size_t)size);
+    assert_int_equal(open_expect(bad, "reserved header byte 100"), SR_ERR_DATA);
     free(data);
+}
+
+static char *slurp(const char *path, size_t *n)
+{
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    fseek(f, 0, SEEK_END);
+    *n = (size_t)ftell(f);
+    rewind(f);
+    char *d = malloc(*n + 1);
+    assert_int_equal(fread(d, 1, *n, f), *n);
+    fclose(f);
+    return d;
+}
+
+/* Files in the test directory whose name holds the atomic writes' temporary tag. */
+static int count_temporaries(void)
+{
+    DIR *d = opendir(sr_test_dir());
+    struct dirent *e;
+    int n = 0;
+    assert_non_null(d);
+    while ((e = readdir(d)))
+        n += strstr(e->d_name, ".sr-tmp-") != NULL || strstr(e->d_name, ".tmp") != NULL;
+    closedir(d);
+    return n;
+}
+
+/* A conversion that fails half-way (a bad line after a chunk was written)
+ * leaves the old output as it was and no temporary file. */
+static void test_failed_convert_keeps_old(void **state)
+{
+    const char *tsv = path_of("k.tsv"), *out = path_of("k.bin"), *bad = path_of("kbad.tsv");
+    write_synth_tsv(tsv, 50, 0);
+    convert(&tsv, 1, out, 16);
+    size_t n0, nb;
+    char *orig = slurp(out, &n0), *text = slurp(tsv, &nb);
+    text = realloc(text, nb + 8);
+    memcpy(text + nb, "2\tx\n", 4); /* a bad last line */
+    write_bytes(bad, text, nb + 4);
+    free(text);
+
+    struct sr_reader *r = open_reader(&bad, 1, 0, 1, 10, 0, 1);
+    struct sr_binfmt_writer *w;
+    struct sr_batch b;
+    int rc;
+    sr_reader_batch_init(r, &b, NULL);
+    assert_int_equal(sr_binfmt_writer_open(&w, out, 13, F, kaggle_rows, 0, 16), SR_OK);
+    assert_int_equal(count_temporaries(), 1);
+    while ((rc = sr_reader_next(r, &b)) == 1)
+        assert_int_equal(sr_binfmt_writer_append(w, &b), SR_OK);
+    assert_int_equal(rc, SR_ERR_DATA);
+    assert_true(sr_binfmt_writer_count(w) >= 40); /* chunks were written */
+    sr_binfmt_writer_abort(w);
+    size_t n1;
+    char *now = slurp(out, &n1);
+    assert_int_equal(n1, n0);
+    assert_memory_equal(now, orig, n0);
+    assert_int_equal(count_temporaries(), 0);
+    free(now);
+    free(orig);
+    sr_batch_free(&b);
+    sr_reader_free(r);
 }
 
 int main(void)
@@ -524,6 +721,8 @@ int main(void)
         cmocka_unit_test(test_binary_round_trip_equals_tsv),
         cmocka_unit_test(test_binary_multi_hot),
         cmocka_unit_test(test_truncated_binary_rejected),
+        cmocka_unit_test(test_gzip_strict),
+        cmocka_unit_test(test_failed_convert_keeps_old),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

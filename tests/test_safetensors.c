@@ -1,25 +1,30 @@
 /*
  * safetensors reader and writer: a round trip (2-D, 1-D, scalar and empty
- * tensors; name order; 8-byte aligned data area; no PATH.tmp left; overwrite),
+ * tensors; name order; 8-byte aligned data area; no temporary file left;
+ * overwrite),
  * a misaligned data area read through a copy, and every kind of corrupt file
  * rejected with a message naming the file, the tensor and what is wrong:
  * truncation, header length out of range or past the file, offsets past the
  * data area, unordered, overlapping, leaving gaps or trailing bytes, a size
  * that does not match the shape, negative/fractional/overflowing shapes, too
  * many dimensions, non-F32 dtypes, bad JSON, trailing bytes after the JSON,
- * duplicate names, bad __metadata__. Writer errors leave no file behind.
+ * duplicate names, bad __metadata__. Writer errors leave no file behind, and
+ * a failed write (file size limit) keeps the old file.
  *
  * Corrupt files are built from a JSON header and a data-area length by
  * make_file, and read from memory (sr_st_open_memory), which runs the same
  * checks as sr_st_open.
  */
+#include <dirent.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -39,6 +44,19 @@ static int exists(const char *path)
 {
     struct stat st;
     return stat(path, &st) == 0;
+}
+
+/* Files in the test directory named like an atomic write's temporary file. */
+static int count_temporaries(void)
+{
+    DIR *d = opendir(sr_test_dir());
+    struct dirent *e;
+    int n = 0;
+    assert_non_null(d);
+    while ((e = readdir(d)))
+        n += strstr(e->d_name, ".sr-tmp-") != NULL;
+    closedir(d);
+    return n;
 }
 
 static uint8_t *read_all(const char *path, size_t *n)
@@ -109,7 +127,7 @@ static void test_round_trip(void **state)
     const char *path = path_of("rt.safetensors");
     struct sr_st_file *f;
     assert_int_equal(sr_st_write(path, 4, in), SR_OK);
-    assert_false(exists(path_of("rt.safetensors.tmp")));
+    assert_int_equal(count_temporaries(), 0);
     assert_int_equal(sr_st_open(&f, path), SR_OK);
     assert_int_equal(sr_st_count(f), 4);
     /* written in name order, so data-offset order is name order */
@@ -150,7 +168,7 @@ static void test_round_trip(void **state)
     assert_int_equal(sr_st_open(&f, path), SR_OK);
     assert_int_equal(sr_st_count(f), 1);
     sr_st_close(f);
-    assert_false(exists(path_of("rt.safetensors.tmp")));
+    assert_int_equal(count_temporaries(), 0);
     sr_st_close(NULL);
 }
 
@@ -332,7 +350,7 @@ static void test_writer_errors(void **state)
     t.name = "x", t.shape[0] = -2;
     assert_int_equal(sr_st_write(path, 1, &t), SR_ERR_INVALID_ARG);
     assert_false(exists(path));
-    assert_false(exists(path_of("w.safetensors.tmp")));
+    assert_int_equal(count_temporaries(), 0);
 
     /* an unwritable place: SR_ERR_IO naming the path, nothing left behind */
     t.shape[0] = 2;
@@ -341,15 +359,36 @@ static void test_writer_errors(void **state)
     assert_non_null(strstr(sr_error_message(), nodir));
     assert_non_null(strstr(sr_error_message(), "HINT"));
 
-    /* a failed write keeps the old file intact: a directory squatting on PATH.tmp */
+    /* a squatter on the old predictable PATH.tmp is irrelevant (the temporary
+     * name is random and created exclusively) */
     assert_int_equal(sr_st_write(path, 1, &t), SR_OK);
     assert_int_equal(mkdir(path_of("w.safetensors.tmp"), 0755), 0);
     struct sr_st_tensor other = {.name = "y", .ndim = 1, .shape = {1}, .data = w};
-    assert_int_equal(sr_st_write(path, 1, &other), SR_ERR_IO);
+    assert_int_equal(sr_st_write(path, 1, &other), SR_OK);
     rmdir(path_of("w.safetensors.tmp"));
     struct sr_st_file *f;
     assert_int_equal(sr_st_open(&f, path), SR_OK);
-    assert_string_equal(sr_st_name(f, 0), "x");
+    assert_string_equal(sr_st_name(f, 0), "y");
+    sr_st_close(f);
+
+    /* a write that fails (the file size limit stands in for a full disk) keeps
+     * the old file intact and leaves no temporary file */
+    static float big[1 << 16];
+    struct sr_st_tensor huge = {.name = "z", .ndim = 1, .shape = {1 << 16}, .data = big};
+    struct rlimit old_lim, lim;
+    assert_int_equal(getrlimit(RLIMIT_FSIZE, &old_lim), 0);
+    lim = old_lim;
+    lim.rlim_cur = 4096;
+    signal(SIGXFSZ, SIG_IGN);
+    assert_int_equal(setrlimit(RLIMIT_FSIZE, &lim), 0);
+    int rc = sr_st_write(path, 1, &huge);
+    assert_int_equal(setrlimit(RLIMIT_FSIZE, &old_lim), 0);
+    signal(SIGXFSZ, SIG_DFL);
+    assert_int_equal(rc, SR_ERR_IO);
+    assert_non_null(strstr(sr_error_message(), path));
+    assert_int_equal(count_temporaries(), 0);
+    assert_int_equal(sr_st_open(&f, path), SR_OK);
+    assert_string_equal(sr_st_name(f, 0), "y");
     sr_st_close(f);
 }
 

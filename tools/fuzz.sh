@@ -27,7 +27,7 @@ if [ -f tests/fuzz/fuzz_binfmt.c ]; then
     targets="$targets fuzz_binfmt"
 fi
 if [ -f tests/fuzz/fuzz_safetensors.c ]; then
-    build fuzz_safetensors tests/fuzz/fuzz_safetensors.c src/core/safetensors.c -lcjson
+    build fuzz_safetensors tests/fuzz/fuzz_safetensors.c src/core/safetensors.c src/core/atomic_file.c -lcjson
     targets="$targets fuzz_safetensors"
 fi
 status=0

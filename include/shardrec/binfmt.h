@@ -19,7 +19,7 @@
  *   48      8     max_sample_values: the most ids one sample holds (all features)
  *   56      8     file_size: the whole file in bytes (catches truncation)
  *   64      8     table_offset: where the chunk table starts
- *   72      56    reserved, zero
+ *   72      56    reserved, zero (a reader refuses a file where they are not)
  *   128     8F    rows (F) int64: the table rows ids were reduced modulo
  *   ...           chunks, each at a multiple of 64
  *   table_offset  num_chunks x { u64 offset, u64 bytes }     (ends the file)
@@ -120,14 +120,16 @@ int sr_binfmt_copy_values(const struct sr_binfmt_view *v, int64_t first, int64_t
                           struct sr_batch *batch, int at);
 
 /* Writing: samples are appended a batch at a time and buffered one chunk at a
- * time, so a file of any size is written in bounded memory. The file goes to
- * PATH.tmp and is renamed to PATH by a successful close (atomic). */
+ * time, so a file of any size is written in bounded memory. The file is an
+ * atomic write (shardrec/atomic_file.h): a temporary file created exclusively
+ * beside PATH under a random name, renamed over PATH by a successful close; a
+ * failure or abort removes it and leaves any old PATH untouched. */
 struct sr_binfmt_writer;
 
 /* Start a file for samples of num_dense dense values and F features whose ids
  * lie in [0, rows[f]) (rows copied); with_weights stores per-id weights;
  * chunk_samples 0 means SR_BINFMT_CHUNK_DEFAULT. SR_ERR_INVALID_ARG for bad
- * shapes, SR_ERR_IO if PATH.tmp cannot be created. */
+ * shapes, SR_ERR_IO (with a hint) if the temporary file cannot be created. */
 int sr_binfmt_writer_open(struct sr_binfmt_writer **out, const char *path, int num_dense,
                           int num_features, const int64_t *rows, int with_weights,
                           int64_t chunk_samples);

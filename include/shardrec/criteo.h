@@ -44,6 +44,7 @@ enum sr_criteo_fault {
     SR_CRITEO_HEX_OVERFLOW, /* a categorical field has more than 8 hex digits */
     SR_CRITEO_LONG_LINE,    /* longer than the configured maximum */
     SR_CRITEO_NUL,          /* a NUL byte inside the line */
+    SR_CRITEO_EMPTY_LINE,   /* nothing on the line (a lone "\r" counts as nothing) */
     SR_CRITEO_NUM_FAULTS
 };
 

@@ -70,10 +70,12 @@ const char *sr_st_path(const struct sr_st_file *f);
 int sr_st_find(const struct sr_st_file *f, const char *name, const float **data, int *ndim,
                int64_t shape[SR_ST_MAX_DIMS]);
 
-/* Write n tensors to `path` atomically: into "PATH.tmp", fsync, rename over
- * PATH, fsync the directory; a failure removes PATH.tmp and leaves any old PATH
- * untouched. Tensors are laid out in name order (the reference writer's order
- * for a single dtype) and the header carries __metadata__ {"format": "pt"}.
+/* Write n tensors to `path` atomically (sr_atomic_file_open: a temporary file
+ * created exclusively beside PATH under a random name, fsync, rename over PATH,
+ * fsync the directory); a failure removes the temporary file and leaves any
+ * old PATH untouched; a symbolic link at PATH is replaced, not followed.
+ * Tensors are laid out in name order (the reference writer's order for a
+ * single dtype) and the header carries __metadata__ {"format": "pt"}.
  * Errors: SR_ERR_INVALID_ARG (empty, over-long or duplicate name, ndim or a
  * dimension out of range, NULL data for a non-empty tensor), SR_ERR_IO. */
 int sr_st_write(const char *path, int n, const struct sr_st_tensor *tensors);

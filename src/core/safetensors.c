@@ -10,14 +10,14 @@
  * sorted by data offset, so sr_st_get walks the file front to back.
  *
  * Writing lays tensors out contiguously in name order behind a space-padded
- * header, into PATH.tmp, then fsync + rename, so a crash leaves either the old
+ * header, through an atomic write (atomic_file.h: a temporary file created
+ * exclusively beside PATH, fsync, rename), so a crash leaves either the old
  * file or the complete new one. Shapes and offsets are printed as exact
  * integers (cJSON's number printer would switch to exponents past 1e15).
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
-#include <libgen.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -30,6 +30,7 @@
 #include <cjson/cJSON.h>
 
 #include "shardrec/alloc.h"
+#include "shardrec/atomic_file.h"
 #include "shardrec/error.h"
 #include "shardrec/safetensors.h"
 
@@ -541,75 +542,41 @@ static char *build_header(int n, const struct sr_st_tensor *const *order, size_t
     return hdr;
 }
 
-static int write_all(int fd, const void *buf, size_t n)
-{
-    const char *p = buf;
-    while (n > 0) {
-        ssize_t w = write(fd, p, n > ((size_t)1 << 30) ? (size_t)1 << 30 : n);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            return -1;
-        p += w;
-        n -= (size_t)w;
-    }
-    return 0;
-}
-
-static int write_body(int fd, int n, const struct sr_st_tensor *const *order)
+static int write_body(FILE *f, int n, const struct sr_st_tensor *const *order)
 {
     size_t hlen;
     char *hdr = build_header(n, order, &hlen);
     uint64_t len64 = hlen;
-    int bad = write_all(fd, &len64, 8) || write_all(fd, hdr, hlen);
+    int bad = fwrite(&len64, 8, 1, f) != 1 || fwrite(hdr, 1, hlen, f) != hlen;
     sr_free(hdr);
     for (int i = 0; !bad && i < n; i++) {
         int64_t numel = sr_st_numel(order[i]->ndim, order[i]->shape);
         if (numel > 0)
-            bad = write_all(fd, order[i]->data, (size_t)numel * 4);
+            bad = fwrite(order[i]->data, 4, (size_t)numel, f) != (size_t)numel;
     }
     return bad;
 }
 
-static void sync_dir(const char *path)
+/* Through an atomic write (include/shardrec/atomic_file.h): a failure leaves the
+ * old file, if any, as it was and no temporary file behind. */
+static int write_file(const char *path, int n, const struct sr_st_tensor *const *order)
 {
-    char *copy = sr_strdup(path);
-    int fd = open(dirname(copy), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd >= 0) {
-        fsync(fd); /* best effort: the rename is already visible */
-        close(fd);
+    struct sr_atomic_file af;
+    int rc = sr_atomic_file_open(&af, path);
+    if (rc)
+        return rc;
+    errno = 0;
+    if (write_body(af.f, n, order)) {
+        int e = errno ? errno : EIO;
+        sr_atomic_file_abort(&af);
+        return fail(SR_ERR_IO, path, "cannot write: %s; HINT: check free disk space", strerror(e));
     }
-    sr_free(copy);
-}
-
-static int write_file(const char *path, const char *tmp, int n,
-                      const struct sr_st_tensor *const *order)
-{
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0)
-        return fail(SR_ERR_IO, path,
-                    "cannot create %s: %s; HINT: check that the directory "
-                    "exists and is writable",
-                    tmp, strerror(errno));
-    int bad = write_body(fd, n, order) || fsync(fd) != 0;
-    int err = errno;
-    if (close(fd) != 0 && !bad)
-        bad = 1, err = errno;
-    if (!bad && rename(tmp, path) != 0)
-        bad = 1, err = errno;
-    if (bad) {
-        unlink(tmp);
-        return fail(SR_ERR_IO, path, "cannot write: %s; HINT: check free disk space",
-                    strerror(err));
-    }
-    sync_dir(path);
-    return SR_OK;
+    return sr_atomic_file_commit(&af);
 }
 
 int sr_st_write(const char *path, int n, const struct sr_st_tensor *tensors)
 {
     const struct sr_st_tensor **order;
-    char *tmp;
     int rc = SR_OK;
     if (n < 0)
         return fail(SR_ERR_INVALID_ARG, path, "negative tensor count %d", n);
@@ -623,14 +590,8 @@ int sr_st_write(const char *path, int n, const struct sr_st_tensor *tensors)
     for (int i = 1; i < n && !rc; i++)
         if (strcmp(order[i - 1]->name, order[i]->name) == 0)
             rc = fail(SR_ERR_INVALID_ARG, path, "tensor %s is given twice", order[i]->name);
-    if (!rc) {
-        size_t plen = strlen(path);
-        tmp = sr_malloc(plen + 5);
-        memcpy(tmp, path, plen);
-        memcpy(tmp + plen, ".tmp", 5);
-        rc = write_file(path, tmp, n, order);
-        sr_free(tmp);
-    }
+    if (!rc)
+        rc = write_file(path, n, order);
     sr_free(order);
     return rc;
 }

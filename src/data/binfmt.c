@@ -89,6 +89,12 @@ static int verify_header(struct sr_binfmt_view *v, const uint8_t *d, size_t size
     if (msv > MAX_SAMPLE_VALUES)
         return corrupt(nm, "max ids per sample %llu exceeds %llu", (unsigned long long)msv,
                        (unsigned long long)MAX_SAMPLE_VALUES);
+    for (int i = 72; i < SR_BINFMT_HEADER_BYTES; i++)
+        if (d[i])
+            return corrupt(nm,
+                           "reserved header byte %d is 0x%02x, not zero (written by a newer "
+                           "format, or damaged)",
+                           i, d[i]);
     if (rd_u64(d + 56) != size)
         return corrupt(nm, "file is %zu bytes but its header says %llu (truncated?)", size,
                        (unsigned long long)rd_u64(d + 56));

@@ -8,11 +8,14 @@
  * chunk have one length (Criteo's one-hot case: no offsets at all), otherwise
  * with offsets. The chunk table follows the last chunk; the header, written
  * last, records the file size. Memory is one chunk, whatever the file size.
+ * The file is an atomic write (atomic_file.h): it appears under its name
+ * complete or not at all, and a failure leaves no temporary file behind.
  */
 #include <stdio.h>
 #include <string.h>
 
 #include "shardrec/alloc.h"
+#include "shardrec/atomic_file.h"
 #include "shardrec/binfmt.h"
 #include "shardrec/error.h"
 
@@ -24,8 +27,9 @@ struct wfeature {
 };
 
 struct sr_binfmt_writer {
-    char *path, *tmp;
-    FILE *f;
+    char *path;
+    struct sr_atomic_file af;
+    FILE *f; /* af.f */
     int num_dense, num_features, id_bytes, with_weights;
     int64_t *rows;
     int64_t C, n;  /* chunk capacity, samples buffered */
@@ -41,7 +45,7 @@ struct sr_binfmt_writer {
 
 static int werr(struct sr_binfmt_writer *w)
 {
-    return sr_error_set(SR_ERR_IO, "%s: write failed; HINT: check free disk space", w->tmp);
+    return sr_error_set(SR_ERR_IO, "%s: write failed; HINT: check free disk space", w->path);
 }
 
 static int put(struct sr_binfmt_writer *w, const void *p, uint64_t bytes)
@@ -93,8 +97,7 @@ static void alloc_buffers(struct sr_binfmt_writer *w)
 
 static void writer_free(struct sr_binfmt_writer *w)
 {
-    if (w->f)
-        fclose(w->f);
+    sr_atomic_file_abort(&w->af); /* no-op once committed */
     for (int f = 0; w->feat && f < w->num_features; f++) {
         sr_free(w->feat[f].lengths);
         sr_free(w->feat[f].ids);
@@ -106,7 +109,6 @@ static void writer_free(struct sr_binfmt_writer *w)
     sr_free(w->table);
     sr_free(w->rows);
     sr_free(w->path);
-    sr_free(w->tmp);
     sr_free(w);
 }
 
@@ -122,8 +124,6 @@ int sr_binfmt_writer_open(struct sr_binfmt_writer **out, const char *path, int n
         return rc;
     struct sr_binfmt_writer *w = sr_calloc(1, sizeof *w);
     w->path = sr_strdup(path);
-    w->tmp = sr_malloc(strlen(path) + 5);
-    sprintf(w->tmp, "%s.tmp", path);
     w->num_dense = num_dense;
     w->num_features = num_features;
     w->with_weights = with_weights != 0;
@@ -134,12 +134,11 @@ int sr_binfmt_writer_open(struct sr_binfmt_writer **out, const char *path, int n
     for (int f = 0; f < num_features; f++)
         if (rows[f] > ((int64_t)1 << 32))
             w->id_bytes = 8;
-    w->f = fopen(w->tmp, "wb");
-    if (!w->f) {
-        rc = sr_error_set(SR_ERR_IO, "%s: cannot create; HINT: check the output directory", w->tmp);
+    if ((rc = sr_atomic_file_open(&w->af, path))) {
         writer_free(w);
         return rc;
     }
+    w->f = w->af.f;
     alloc_buffers(w);
     /* Room for the header (written last) and the rows. */
     rc = put(w, zeros, SR_BINFMT_HEADER_BYTES);
@@ -355,16 +354,9 @@ int sr_binfmt_writer_close(struct sr_binfmt_writer *w)
     uint64_t table_offset = w->pos;
     rc = rc ? rc : put(w, w->table, 16 * (uint64_t)w->num_chunks);
     rc = rc ? rc : write_header(w, table_offset);
-    if (!rc && fclose(w->f) != 0)
-        rc = werr(w);
-    else if (rc)
-        fclose(w->f);
+    if (!rc)
+        rc = sr_atomic_file_commit(&w->af); /* releases af: writer_free then skips it */
     w->f = NULL;
-    if (!rc && rename(w->tmp, w->path) != 0)
-        rc = sr_error_set(SR_ERR_IO, "%s: cannot rename to %s; HINT: check permissions", w->tmp,
-                          w->path);
-    if (rc)
-        remove(w->tmp);
     writer_free(w);
     return rc;
 }
@@ -373,11 +365,8 @@ void sr_binfmt_writer_abort(struct sr_binfmt_writer *w)
 {
     if (!w)
         return;
-    if (w->f)
-        fclose(w->f);
     w->f = NULL;
-    remove(w->tmp);
-    writer_free(w);
+    writer_free(w); /* closes and removes the temporary file */
 }
 
 int64_t sr_binfmt_writer_count(const struct sr_binfmt_writer *w)

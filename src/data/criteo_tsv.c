@@ -204,6 +204,8 @@ enum sr_criteo_fault sr_criteo_parse_line(const struct sr_criteo_parser *p, cons
 {
     if (len > 0 && line[len - 1] == '\r')
         len--;
+    if (len == 0)
+        return fault(info, SR_CRITEO_EMPTY_LINE, -1);
     const char *nul = memchr(line, 0, len);
     if (nul)
         return fault(info, SR_CRITEO_NUL, count_fields(line, (size_t)(nul - line)) - 1);
@@ -233,6 +235,7 @@ const char *sr_criteo_fault_name(enum sr_criteo_fault kind)
         "hex id overflow",
         "over-long line",
         "NUL byte",
+        "empty line",
     };
     return (unsigned)kind < SR_CRITEO_NUM_FAULTS ? names[kind] : "unknown fault";
 }
@@ -255,6 +258,8 @@ static const char *fault_hint(enum sr_criteo_fault kind)
         return "raise the limit (max_line) if such lines are real";
     case SR_CRITEO_NUL:
         return "the file may be binary or corrupt";
+    case SR_CRITEO_EMPTY_LINE:
+        return "every line holds one sample: remove empty lines (--skip-bad-lines skips them)";
     default:
         return "check the file";
     }
