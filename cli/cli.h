@@ -7,6 +7,12 @@
 #define CLI_EXIT_USAGE 2 /* bad flags, config or files: fix the command */
 #define CLI_EXIT_FAIL  1 /* the run itself failed */
 
+/* The exit status of a failed library call (docs/user-guide.md): the user's
+ * input (invalid argument, unreadable or bad file, unsupported request, a size
+ * that cannot fit in memory) gives CLI_EXIT_USAGE, anything else (NaN loss,
+ * ...) CLI_EXIT_FAIL; SR_OK gives 0. */
+int cli_exit_status(int status);
+
 int cli_train(int argc, char **argv);
 int cli_gen(int argc, char **argv);
 int cli_convert(int argc, char **argv);

@@ -2,6 +2,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "shardrec/atomic_file.h"
 #include "shardrec/error.h"
 #include "shardrec/trainer.h"
 #include "cli.h"
@@ -79,7 +80,9 @@ static void train_help(void)
         "                         all-to-all + fp32 sum + all-gather, 2 calls per bucket;\n"
         "                         the loss and DP-table gradients stay fp32. Default fp32\n"
         "\n"
-        "Exit status: 0 done, 1 the run failed (e.g. loss became NaN), 2 bad flags or config.\n"
+        "Exit status: 0 done; 1 the run failed (the loss became NaN, a peer stopped\n"
+        "answering, a write failed); 2 bad flags, config, plan or data file, or a job\n"
+        "too large for this machine's memory (docs/user-guide.md).\n"
         "Environment: OMP_NUM_THREADS, OPENBLAS_NUM_THREADS, SR_LOG=warn|info|debug.\n");
 }
 
@@ -140,11 +143,17 @@ int cli_train(int argc, char **argv)
         cli_error("train", "%s", sr_error_message());
         return CLI_EXIT_USAGE;
     }
+    /* outputs are checked before any work, so a typo never costs a training run */
+    if ((args.save_weights &&
+         sr_output_path_check(args.save_weights, "--save-weights", SR_OUTPUT_ATOMIC)) ||
+        (cfg.metrics_path[0] &&
+         sr_output_path_check(cfg.metrics_path, "--metrics", SR_OUTPUT_STREAM))) {
+        cli_error("train", "%s", sr_error_message());
+        return CLI_EXIT_USAGE;
+    }
     if ((rc = sr_trainer_init(&trainer, &cfg, stderr))) {
         cli_error("train", "%s", sr_error_message());
-        return rc == SR_ERR_INVALID_ARG || rc == SR_ERR_IO || rc == SR_ERR_UNSUPPORTED
-                   ? CLI_EXIT_USAGE
-                   : CLI_EXIT_FAIL;
+        return cli_exit_status(rc);
     }
     if (sr_trainer_rank(trainer) == 0)
         print_job(&cfg);
@@ -154,10 +163,10 @@ int cli_train(int argc, char **argv)
         return CLI_EXIT_USAGE;
     }
     rc = sr_trainer_run(trainer, &res);
-    if (rc) {
+    if (rc) { /* a bad data file: 2; a NaN loss: 1 */
         cli_error("train", "%s", sr_error_message());
         sr_trainer_free(trainer);
-        return CLI_EXIT_FAIL;
+        return cli_exit_status(rc);
     }
     sr_trainer_print_summary(trainer, &res, stderr);
     if (args.save_weights && (rc = sr_trainer_save_weights(trainer, args.save_weights))) {

@@ -38,19 +38,40 @@ static const char *const job_flags[] = {"steps",
                                         "bucket-kib",
                                         "comm-dtype",
                                         "dense-comm-dtype",
+                                        "comm-timeout",
                                         NULL};
 
 /* Flags a user may expect that later versions provide. */
 static const char *const not_built[] = {"trace", "device", NULL};
 
+/* One write of the whole line, so that lines of several ranks sharing a
+ * terminal do not interleave. */
 void cli_error(const char *cmd, const char *fmt, ...)
 {
+    char line[2048];
     va_list ap;
-    fprintf(stderr, "shardrec %s: ", cmd);
+    int n = snprintf(line, sizeof line, "shardrec %s: ", cmd);
     va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
+    if (n > 0 && (size_t)n < sizeof line)
+        vsnprintf(line + n, sizeof line - (size_t)n, fmt, ap);
     va_end(ap);
-    fputc('\n', stderr);
+    fprintf(stderr, "%s\n", line);
+}
+
+int cli_exit_status(int status)
+{
+    switch (status) {
+    case SR_OK:
+        return 0;
+    case SR_ERR_INVALID_ARG:
+    case SR_ERR_IO:
+    case SR_ERR_DATA:
+    case SR_ERR_UNSUPPORTED:
+    case SR_ERR_OOM:
+        return CLI_EXIT_USAGE;
+    default:
+        return CLI_EXIT_FAIL;
+    }
 }
 
 static int in_list(const char *const *list, const char *name)
@@ -157,6 +178,11 @@ static int apply_numeric(struct sr_train_config *cfg, const char *name, const ch
     }
     if (!strcmp(name, "global-batch-size"))
         return set_int("--global-batch-size", v, 1, (int64_t)1 << 31, &cfg->global_batch_size);
+    if (!strcmp(name, "comm-timeout")) {
+        rc = set_int("--comm-timeout", v, 0, 1 << 30, &x);
+        cfg->comm_timeout = (int)x;
+        return rc;
+    }
     if (!strcmp(name, "bucket-kib")) {
         rc = set_int("--bucket-kib", v, 1, 1 << 22, &x);
         cfg->bucket_kib = (int)x;

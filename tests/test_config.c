@@ -2,6 +2,8 @@
  * Job configuration: defaults pass their own check, strict number and list
  * parsers, JSON config files (values, tables with several features, errors
  * naming file and key), and the shape checks that the CLI turns into exit 2.
+ * Strictness: unknown keys with a hint, types, whole in-range integers,
+ * duplicates, in nested table objects too; wrapped messages; the memory check.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -14,6 +16,7 @@
 #include <cmocka.h>
 
 #include "shardrec/error.h"
+#include "shardrec/plan.h"
 #include "shardrec/train_config.h"
 
 static struct sr_train_config cfg;
@@ -143,12 +146,139 @@ static void test_shape_checks(void **state)
     assert_non_null(strstr(sr_error_message(), "embeddings only"));
 }
 
+static void expect_json(const char *text, int want, const char *a, const char *b)
+{
+    sr_train_config_default(&cfg);
+    int rc = sr_train_config_from_json(&cfg, text, strlen(text), "c.json");
+    if (rc != want)
+        fail_msg("'%s': status %d, expected %d (%s)", text, rc, want, sr_error_message());
+    const char *m = sr_error_message();
+    if ((a && !strstr(m, a)) || (b && !strstr(m, b)))
+        fail_msg("'%s': message '%s' lacks '%s' or '%s'", text, m, a, b ? b : "");
+}
+
+/* Unknown keys (with the nearest known key), wrong types, fractional and
+ * out-of-range integers, duplicates, nested table keys: errors naming the key. */
+static void test_json_strict(void **state)
+{
+    const int E = SR_ERR_INVALID_ARG;
+    expect_json("{\"batch_sise\": 4}", E, "\"batch_sise\"", "did you mean \"batch_size\"");
+    expect_json("{\"emb_optimiser\": \"sgd\"}", E, "\"emb_optimiser\"", "\"emb_optimizer\"");
+    expect_json("{\"tables\": [{\"name\": \"a\", \"rowz\": 5}]}", E, "tables[0]",
+                "did you mean \"rows\"");
+    expect_json("{\"tables\": [{\"name\": \"a\", \"rows\": 5, \"featurs\": [\"x\"]}]}", E,
+                "\"featurs\"", "\"features\"");
+    expect_json("{\"optimizer\": 3}", E, "\"optimizer\"", "expected a string");
+    expect_json("{\"lr\": \"0.1\"}", E, "\"lr\"", "a string");
+    expect_json("{\"metrics\": false}", E, "\"metrics\"", "a boolean");
+    expect_json("{\"ids_per_feature\": 2.5}", E, "\"ids_per_feature\"", "2.5");
+    expect_json("{\"bot_mlp\": [13, 64.5, 16]}", E, "\"bot_mlp\"", "64.5");
+    expect_json("{\"bot_mlp\": [13, 0, 16]}", E, "\"bot_mlp\"", "out of range");
+    expect_json("{\"top_mlp\": 1}", E, "\"top_mlp\"", "expected an array");
+    expect_json("{\"tables\": [{\"name\": \"a\", \"rows\": 10.5}]}", E, "\"rows\"", "10.5");
+    expect_json("{\"tables\": [{\"name\": 5, \"rows\": 10}]}", E, "\"name\"", "a number");
+    expect_json("{\"tables\": [{\"name\": \"a\", \"rows\": 10, \"features\": \"x\"}]}", E,
+                "\"features\"", "expected an array");
+    expect_json("{\"tables\": [{\"name\": \"a\", \"rows\": 10, \"pooling\": \"max\"}]}", E,
+                "\"pooling\"", "'max'");
+    expect_json("{\"tables\": [7]}", E, "\"tables\"", "object");
+    expect_json("{\"batch_size\": 1e30}", E, "\"batch_size\"", "out of range");
+    expect_json("{\"seed\": 1e19}", E, "\"seed\"", "out of range");
+    expect_json("{\"steps\": -1}", E, "\"steps\"", "out of range");
+    expect_json("{\"tables\": [{\"name\": \"a\", \"rows\": 2e12}]}", E, "\"rows\"",
+                "out of range");
+    expect_json("{\"steps\": 1, \"steps\": 2}", E, "\"steps\"", "given twice");
+    expect_json("{\"steps\": 1} {}", E, "c.json:1", "malformed");
+    expect_json("[1]", E, "c.json", "object");
+    /* a NUL byte inside the text */
+    sr_train_config_default(&cfg);
+    assert_int_equal(sr_train_config_from_json(&cfg, "{}\0{\"x\":1}", 11, "c.json"), E);
+    assert_non_null(strstr(sr_error_message(), "NUL"));
+    /* what is valid still reads, and "steps" counts as given */
+    expect_json("{\"steps\": 9, \"seed\": 9007199254740992}", SR_OK, NULL, NULL);
+    assert_int_equal(cfg.steps, 9);
+    assert_int_equal(cfg.steps_set, 1);
+    assert_true(cfg.seed == 9007199254740992ull);
+    /* two features of one name: refused by the check, naming it */
+    expect_json("{\"tables\": [{\"name\": \"a\", \"rows\": 5, \"features\": [\"x\", \"x\"]}]}",
+                SR_OK, NULL, NULL);
+    assert_int_equal(sr_train_config_check(&cfg), SR_ERR_INVALID_ARG);
+    assert_non_null(strstr(sr_error_message(), "'x'"));
+}
+
+/* A message wrapped with context keeps what it wraps (it used to print only
+ * " (entry 2)"). */
+static void test_wrapped_message(void **state)
+{
+    int64_t rows[8];
+    int n;
+    assert_int_equal(sr_parse_rows("--table-rows", "100,0,100", rows, &n, 8), SR_ERR_INVALID_ARG);
+    const char *m = sr_error_message();
+    assert_non_null(strstr(m, "--table-rows: 0 is out of range"));
+    assert_non_null(strstr(m, "(entry 2)"));
+    sr_error_set(SR_ERR_DATA, "inner %d", 7);
+    sr_error_set(SR_ERR_DATA, "outer: %s: %s", sr_error_message(), sr_error_message());
+    assert_string_equal(sr_error_message(), "outer: inner 7: inner 7");
+}
+
+/* Sizes that cannot fit are refused before allocation, naming the table or
+ * flag, the bytes and the memory; sharding counts only a rank's shards. */
+static void test_memory_check(void **state)
+{
+    const uint64_t GiB = (uint64_t)1 << 30;
+    int64_t big = (int64_t)1 << 40, rows24 = (int64_t)1 << 24;
+    sr_train_config_default(&cfg);
+    assert_int_equal(sr_train_config_check_memory(&cfg, NULL, 0, 1, 64 * GiB), SR_OK);
+    assert_true(sr_machine_memory() > (uint64_t)1 << 20);
+
+    assert_int_equal(sr_train_config_set_table_rows(&cfg, &big, 1), SR_OK);
+    assert_int_equal(sr_train_config_check_memory(&cfg, NULL, 0, 1, GiB), SR_ERR_OOM);
+    const char *m = sr_error_message();
+    assert_non_null(strstr(m, "table 't0'"));
+    assert_non_null(strstr(m, "1099511627776 rows"));
+    assert_non_null(strstr(m, "1073741824 bytes (1.0 GiB)"));
+
+    sr_train_config_default(&cfg);
+    cfg.eval_samples = (int64_t)1 << 36;
+    assert_int_equal(sr_train_config_check_memory(&cfg, NULL, 0, 1, 64 * GiB), SR_ERR_OOM);
+    assert_non_null(strstr(sr_error_message(), "--eval-samples"));
+
+    sr_train_config_default(&cfg);
+    cfg.batch_size = 1 << 24;
+    cfg.ids_min = cfg.ids_max = 1 << 20;
+    assert_int_equal(sr_train_config_check_memory(&cfg, NULL, 0, 1, 64 * GiB), SR_ERR_OOM);
+    assert_non_null(strstr(sr_error_message(), "--batch-size"));
+
+    /* 2^24 rows x 16 x 4 bytes (sgd: no state) = 1 GiB: not on one rank with
+     * 768 MiB, but a quarter each over 4 ranks row-wise */
+    sr_train_config_default(&cfg);
+    cfg.emb_optimizer = SR_OPTIM_SGD;
+    assert_int_equal(sr_train_config_set_table_rows(&cfg, &rows24, 1), SR_OK);
+    assert_int_equal(sr_train_config_check_memory(&cfg, NULL, 0, 1, 768 << 20), SR_ERR_OOM);
+    struct sr_ebc_config ec;
+    struct sr_plan *plan;
+    sr_train_config_ebc(&cfg, &ec);
+    assert_int_equal(sr_plan_uniform(&plan, &ec, SR_SHARDING_TYPE_ROW_WISE, 4, 4), SR_OK);
+    for (int r = 0; r < 4; r++)
+        assert_int_equal(sr_train_config_check_memory(&cfg, plan, r, 4, 768 << 20), SR_OK);
+    sr_plan_free(plan);
+
+    /* products beyond 2^64 are caught, not wrapped */
+    sr_train_config_default(&cfg);
+    cfg.tables[0].num_embeddings = INT64_MAX;
+    cfg.tables[0].embedding_dim = 1 << 16;
+    assert_int_equal(sr_train_config_check_memory(&cfg, NULL, 0, 1, 64 * GiB), SR_ERR_OOM);
+    assert_non_null(strstr(sr_error_message(), "2^64"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_defaults_are_valid), cmocka_unit_test(test_number_parsers),
         cmocka_unit_test(test_list_parsers),       cmocka_unit_test(test_json_config),
         cmocka_unit_test(test_json_errors),        cmocka_unit_test(test_shape_checks),
+        cmocka_unit_test(test_json_strict),        cmocka_unit_test(test_wrapped_message),
+        cmocka_unit_test(test_memory_check),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -2,8 +2,8 @@
  * Sharding plans without communication: the row blocks of rw and twrw
  * (tables not divisible by W, one-row tables, empty shards), cw pieces, tw
  * balancing, the default plan, validation errors that name the table and the
- * fault, JSON round trips (full and short forms, files), JSON errors, and the
- * plan hash.
+ * fault, JSON round trips (full and short forms, files), JSON errors (integers
+ * that do not fit are errors, never wrapped), and the plan hash.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -303,6 +303,44 @@ static void test_json_errors(void **state)
                       "'a' (rw) has 1 shards but needs 4");
 }
 
+/* Integers that do not fit their field are errors naming the key and the
+ * value, never wrapped: a rank of 2^32 used to become rank 0. */
+static void test_json_integers_do_not_wrap(void **state)
+{
+    struct tcfg c;
+    config(&c);
+    static const char *rest = ", {\"name\": \"b\", \"sharding\": \"dp\"}, {\"name\": \"c\", "
+                              "\"sharding\": \"dp\"}, {\"name\": \"d\", \"sharding\": \"dp\"}]}";
+    static const struct {
+        const char *table, *what;
+    } cases[] = {
+        {"{\"name\": \"a\", \"sharding\": \"tw\", \"shards\": [{\"rank\": 4294967296}]}",
+         "\"rank\" is 4294967296"},
+        {"{\"name\": \"a\", \"sharding\": \"tw\", \"shards\": [{\"rank\": -4294967296}]}",
+         "\"rank\" is -4294967296"},
+        {"{\"name\": \"a\", \"sharding\": \"tw\", \"shards\": [{\"rank\": 1.5}]}",
+         "\"rank\" is 1.5"},
+        {"{\"name\": \"a\", \"sharding\": \"tw\", \"rank\": 4294967296}", "\"rank\""},
+        {"{\"name\": \"a\", \"sharding\": \"cw\", \"ranks\": [4294967297, 0]}", "\"ranks\""},
+        {"{\"name\": \"a\", \"sharding\": \"cw\", \"ranks\": [1e300, 0]}", "\"ranks\""},
+        {"{\"name\": \"a\", \"sharding\": \"cw\", \"ranks\": [0.5, 0]}", "\"ranks\""},
+        {"{\"name\": \"a\", \"sharding\": \"tw\", \"shards\": [{\"rank\": 0, \"cols\": "
+         "4294967300}]}",
+         "\"cols\""},
+        {"{\"name\": \"a\", \"sharding\": \"tw\", \"shards\": [{\"rank\": 0, \"row_offset\": "
+         "1e300}]}",
+         "\"row_offset\""},
+        {"{\"name\": \"a\", \"sharding\": \"twrw\", \"node\": 4294967297}", "\"node\""},
+    };
+    char text[512];
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        snprintf(text, sizeof text, "{\"tables\": [%s%s", cases[i].table, rest);
+        expect_json_error(&c, text, cases[i].what);
+    }
+    expect_json_error(&c, "{\"world_size\": 4294967300, \"tables\": []}", "\"world_size\"");
+    expect_json_error(&c, "{\"local_size\": -1, \"tables\": []}", "\"local_size\"");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -310,7 +348,7 @@ int main(void)
         cmocka_unit_test(test_twrw_blocks),     cmocka_unit_test(test_tw_cw),
         cmocka_unit_test(test_default),         cmocka_unit_test(test_validate),
         cmocka_unit_test(test_json_round_trip), cmocka_unit_test(test_json_short_forms),
-        cmocka_unit_test(test_json_errors),
+        cmocka_unit_test(test_json_errors),     cmocka_unit_test(test_json_integers_do_not_wrap),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

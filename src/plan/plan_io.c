@@ -82,11 +82,23 @@ static int get_int(const struct reader *r, const cJSON *o, const char *table, co
         *out = dflt;
         return SR_OK;
     }
+    /* lo and hi are within +-2^53, exact as doubles, so the cast below is exact */
     if (!it || !cJSON_IsNumber(it) || it->valuedouble != floor(it->valuedouble) ||
-        it->valuedouble < (double)lo || it->valuedouble > (double)hi)
+        it->valuedouble < (double)lo || it->valuedouble > (double)hi) {
+        char got[48];
+        if (it && cJSON_IsNumber(it))
+            snprintf(got, sizeof got, "%.17g", it->valuedouble);
+        else
+            snprintf(got, sizeof got, "%s", it ? "not a number" : "missing");
         return sr_error_set(SR_ERR_INVALID_ARG,
-                            "plan '%s': table '%s': \"%s\" must be an integer in [%lld, %lld]",
-                            r->source, table, key, (long long)lo, (long long)hi);
+                            "plan '%s': %s%s%s\"%s\" is %s; it must be an integer in [%lld, "
+                            "%lld]%s",
+                            r->source, table ? "table '" : "", table ? table : "",
+                            table ? "': " : "", key, got, (long long)lo, (long long)hi,
+                            strcmp(key, "rank") == 0 || strcmp(key, "node") == 0
+                                ? "; HINT: the plan was made for another world size?"
+                                : "");
+    }
     *out = (int64_t)it->valuedouble;
     return SR_OK;
 }
@@ -99,7 +111,8 @@ static int read_shard(const struct reader *r, const cJSON *o, const struct sr_ta
     if (!cJSON_IsObject(o))
         return sr_error_set(SR_ERR_INVALID_ARG, "plan '%s': table '%s': a shard is not an object",
                             r->source, tc->name);
-    int rc = get_int(r, o, tc->name, "rank", -big, big, 0, 0, &v[0]);
+    /* every value fits its field: a rank of 2^32 is an error, never rank 0 */
+    int rc = get_int(r, o, tc->name, "rank", 0, r->W - 1, 0, 0, &v[0]);
     if (!rc)
         rc = get_int(r, o, tc->name, "row_offset", 0, big, 1, 0, &v[1]);
     if (!rc)
@@ -150,7 +163,19 @@ static int read_cw_ranks(const struct reader *r, const cJSON *o, const struct sr
                             r->source, tc->name, tc->embedding_dim);
     int *ranks = sr_malloc(sizeof(int) * (size_t)n), i = 0;
     const cJSON *it;
-    cJSON_ArrayForEach(it, arr) ranks[i++] = cJSON_IsNumber(it) ? (int)it->valuedouble : -1;
+    cJSON_ArrayForEach(it, arr)
+    {
+        double d = cJSON_IsNumber(it) ? it->valuedouble : -1;
+        if (d != floor(d) || d < 0 || d >= r->W) {
+            sr_free(ranks);
+            return sr_error_set(SR_ERR_INVALID_ARG,
+                                "plan '%s': table '%s' (cw): \"ranks\" entry %d must be an "
+                                "integer in [0, %d]; HINT: the plan was made for another world "
+                                "size?",
+                                r->source, tc->name, i, r->W - 1);
+        }
+        ranks[i++] = (int)d;
+    }
     sr_plan_fill_cw(tp, tc, n, ranks);
     sr_free(ranks);
     return SR_OK;
@@ -261,9 +286,9 @@ static int read_root(const struct reader *r, const cJSON *root, struct sr_plan *
                  : sr_error_set(SR_ERR_INVALID_ARG,
                                 "plan '%s': expected an object with a \"tables\" array", r->source);
     if (!rc)
-        rc = get_int(r, root, "-", "world_size", 1, INT32_MAX, 1, r->W, &w);
+        rc = get_int(r, root, NULL, "world_size", 1, INT32_MAX, 1, r->W, &w);
     if (!rc)
-        rc = get_int(r, root, "-", "local_size", 1, INT32_MAX, 1, r->L, &l);
+        rc = get_int(r, root, NULL, "local_size", 1, INT32_MAX, 1, r->L, &l);
     if (!rc)
         rc = check_names(r, tables);
     if (rc)

@@ -4,8 +4,12 @@
  * queue), the plan (--plan, --sharding, or the default), the start-up check
  * that every rank runs the same job, and the embedding stage, which is the
  * plain EBC on one rank without a plan and the sharded EBC otherwise.
+ * After the plan, and before anything large is allocated, the check that this
+ * rank's share of the job fits in the machine's memory.
  */
+#include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -15,22 +19,190 @@
 #include "shardrec/safetensors.h"
 #include "train/trainer_internal.h"
 
+/* ---- the start-up check that every rank runs the same job ----------------------- */
+
+/*
+ * Each setting is hashed on its own and the hashes of all ranks are gathered,
+ * so that a mismatch names the setting (not just "the config"), and every rank
+ * finds the same one and prints the same message. It runs on a world of
+ * one-rank nodes made for it alone, before the real world is split into nodes:
+ * a rank whose --ranks-per-node does not fit the world would otherwise stop
+ * alone, or the ranks would split the world differently and hang.
+ */
+
+struct setting {
+    const char *name;
+    size_t offset, size; /* bytes hashed; a string: its capacity */
+    int is_string;
+};
+
+#define FIELD(name, f) {name, offsetof(struct sr_train_config, f), sizeof(((struct sr_train_config *)0)->f), 0}
+#define STRING(name, f) {name, offsetof(struct sr_train_config, f), sizeof(((struct sr_train_config *)0)->f), 1}
+
+static const struct setting settings[] = {
+    FIELD("--embedding-dim", embedding_dim),
+    FIELD("--bot-mlp", bot_mlp),
+    FIELD("--bot-mlp", n_bot),
+    FIELD("--top-mlp", top_mlp),
+    FIELD("--top-mlp", n_top),
+    FIELD("--seed", seed),
+    FIELD("--ids-per-feature", ids_min),
+    FIELD("--ids-per-feature", ids_max),
+    FIELD("--id-dist", id_dist),
+    FIELD("--id-dist", zipf_s),
+    FIELD("--skip-bad-lines", skip_bad_lines),
+    FIELD("--shuffle", shuffle),
+    FIELD("--steps", steps),
+    FIELD("--steps", steps_set),
+    FIELD("--batch-size", batch_size),
+    FIELD("--lr", lr),
+    FIELD("--emb-lr", emb_lr),
+    STRING("--lr-schedule", lr_schedule),
+    FIELD("--optimizer", optimizer),
+    FIELD("--emb-optimizer", emb_optimizer),
+    FIELD("--ranks-per-node", ranks_per_node),
+    FIELD("--global-batch-size", global_batch_size),
+    STRING("--plan", plan_path),
+    FIELD("--sharding", sharding),
+    FIELD("--bucket-kib", bucket_kib),
+    FIELD("--comm-dtype", comm_dtype),
+    FIELD("--dense-comm-dtype", dense_comm_dtype),
+    FIELD("--eval-every", eval_every),
+    FIELD("--eval-samples", eval_samples),
+    FIELD("--log-every", log_every),
+    STRING("--metrics", metrics_path),
+    FIELD("--progress", progress),
+};
+
+#define N_SETTINGS  ((int)(sizeof settings / sizeof settings[0]))
+#define H_TABLES    N_SETTINGS       /* tables: names, rows, dims, pooling, id policy */
+#define H_FEATURES  (N_SETTINGS + 1) /* features and their tables */
+#define H_DATA      (N_SETTINGS + 2) /* --data paths */
+#define H_EVAL_DATA (N_SETTINGS + 3) /* --eval-data paths */
+#define H_ENV_RPN   (N_SETTINGS + 4) /* environment SR_RANKS_PER_NODE */
+#define H_ALL       (N_SETTINGS + 5) /* every byte of the config: settings added later */
+#define N_HASHES    (N_SETTINGS + 6)
+
+static const char *hash_name(int k)
+{
+    static const char *const extra[] = {
+        "the tables (--table-rows, --pooling, the config's \"tables\")",
+        "the features (the config's \"features\")",
+        "--data",
+        "--eval-data",
+        "the environment variable SR_RANKS_PER_NODE",
+        "the job config (flags and --config file)",
+    };
+    return k < N_SETTINGS ? settings[k].name : extra[k - N_SETTINGS];
+}
+
+static uint64_t hash_str(uint64_t h, const char *s, size_t cap)
+{
+    size_t n = strnlen(s, cap);
+    h = sr_hash_bytes(h, s, n);
+    return sr_hash_bytes(h, &n, sizeof n);
+}
+
+static uint64_t hash_paths(const char (*paths)[SR_PATH_MAX], int n)
+{
+    uint64_t h = sr_hash_bytes(SR_HASH_INIT, &n, sizeof n);
+    for (int i = 0; i < n; i++)
+        h = hash_str(h, paths[i], SR_PATH_MAX);
+    return h;
+}
+
+static void setting_hashes(const struct sr_train_config *cfg, uint64_t *h)
+{
+    const char *bytes = (const char *)cfg, *env = getenv("SR_RANKS_PER_NODE");
+    for (int k = 0; k < N_SETTINGS; k++) {
+        const struct setting *s = &settings[k];
+        h[k] = s->is_string ? hash_str(SR_HASH_INIT, bytes + s->offset, s->size)
+                            : sr_hash_bytes(SR_HASH_INIT, bytes + s->offset, s->size);
+    }
+    h[H_TABLES] = sr_hash_bytes(SR_HASH_INIT, &cfg->num_tables, sizeof cfg->num_tables);
+    for (int t = 0; t < cfg->num_tables; t++) {
+        const struct sr_table_config *tc = &cfg->tables[t];
+        h[H_TABLES] = hash_str(h[H_TABLES], tc->name, SR_NAME_MAX);
+        h[H_TABLES] = sr_hash_bytes(h[H_TABLES], &tc->num_embeddings, sizeof tc->num_embeddings);
+        h[H_TABLES] = sr_hash_bytes(h[H_TABLES], &tc->embedding_dim, sizeof tc->embedding_dim);
+        h[H_TABLES] = sr_hash_bytes(h[H_TABLES], &tc->pooling, sizeof tc->pooling);
+        h[H_TABLES] = sr_hash_bytes(h[H_TABLES], &tc->id_policy, sizeof tc->id_policy);
+    }
+    h[H_FEATURES] = sr_hash_bytes(SR_HASH_INIT, &cfg->num_features, sizeof cfg->num_features);
+    for (int f = 0; f < cfg->num_features; f++) {
+        h[H_FEATURES] = hash_str(h[H_FEATURES], cfg->feature_names[f], SR_NAME_MAX);
+        h[H_FEATURES] = sr_hash_bytes(h[H_FEATURES], &cfg->feature_table[f], sizeof(int));
+    }
+    h[H_DATA] = hash_paths(cfg->data_paths, cfg->n_data);
+    h[H_EVAL_DATA] = hash_paths(cfg->eval_data_paths, cfg->n_eval_data);
+    h[H_ENV_RPN] = hash_str(SR_HASH_INIT, env ? env : "", 64);
+    h[H_ALL] = sr_hash_bytes(SR_HASH_INIT, cfg, sizeof *cfg);
+}
+
+/* Collective over `world`: SR_ERR_INVALID_ARG, the same on every rank, naming
+ * the settings that differ and the first rank that differs from rank 0. */
+static int check_settings(sr_comm_t world, const struct sr_train_config *cfg)
+{
+    int W = sr_comm_size(world), rc = SR_OK, bad_rank = -1, n_bad = 0;
+    uint64_t mine[N_HASHES];
+    uint64_t *all = sr_calloc((size_t)W * N_HASHES, sizeof *all);
+    char names[768] = "";
+    size_t len = 0;
+    setting_hashes(cfg, mine);
+    sr_comm_all_gather(world, mine, all, N_HASHES, SR_DTYPE_I64, NULL, NULL);
+    for (int k = 0; k < N_HASHES; k++) {
+        int first = -1;
+        for (int p = 1; p < W && first < 0; p++)
+            if (all[(size_t)p * N_HASHES + k] != all[k])
+                first = p;
+        if (first < 0 || (k == H_ALL && n_bad > 0))
+            continue;
+        if (bad_rank < 0)
+            bad_rank = first;
+        /* one name once (--bot-mlp has two fields), at most what fits */
+        if (!strstr(names, hash_name(k)) && len + strlen(hash_name(k)) + 3 < sizeof names)
+            len += (size_t)snprintf(names + len, sizeof names - len, "%s%s", n_bad ? ", " : "",
+                                    hash_name(k));
+        n_bad++;
+    }
+    if (n_bad)
+        rc = sr_error_set(SR_ERR_INVALID_ARG,
+                          "ranks run different jobs: %s differ%s between rank 0 and rank %d; "
+                          "HINT: launch every rank with the same flags, config file and "
+                          "environment",
+                          names, n_bad == 1 ? "s" : "", bad_rank);
+    sr_free(all);
+    return rc;
+}
+
 int sr_trainer_init_comms(struct sr_trainer *t)
 {
     const struct sr_train_config *cfg = t->cfg;
     if (sr_comm_is_mpi_launch() || cfg->ranks_per_node > 0) {
-        int rc = sr_comm_init_mpi(&t->world, NULL, NULL, cfg->ranks_per_node);
+        sr_comm_t probe; /* one rank per node: cannot fail on the world size */
+        int rc = sr_comm_init_mpi(&probe, NULL, NULL, 1);
         if (rc)
             return rc;
+        rc = check_settings(probe, cfg);
+        sr_comm_free(probe);
+        if (!rc)
+            rc = sr_comm_init_mpi(&t->world, NULL, NULL, cfg->ranks_per_node);
+        if (rc) {
+            sr_comm_finalize();
+            return rc;
+        }
     } else {
         t->world = sr_comm_init_single();
     }
     t->rank = sr_comm_rank(t->world);
     t->world_size = sr_comm_size(t->world);
+    sr_comm_set_timeout(t->world, cfg->comm_timeout); /* derived ones inherit it */
     t->sparse = sr_comm_dup(t->world);
     t->dense = sr_comm_dup(t->world);
     t->node = sr_comm_split_node(t->sparse);
     t->cross = sr_comm_split_cross(t->sparse);
+    sr_comm_set_name(t->sparse, "sparse");
+    sr_comm_set_name(t->dense, "dense");
     return SR_OK;
 }
 
@@ -57,7 +229,7 @@ void sr_trainer_comm_snapshot(const struct sr_trainer *t, struct sr_comm_counter
     sr_comm_counters_add(out, sr_comm_counters(t->dense));
 }
 
-int sr_trainer_init_plan(struct sr_trainer *t)
+static int make_plan(struct sr_trainer *t)
 {
     struct sr_train_config *cfg = t->cfg;
     struct sr_ebc_config ec;
@@ -72,6 +244,16 @@ int sr_trainer_init_plan(struct sr_trainer *t)
     if (W == 1)
         return SR_OK; /* one rank, no plan: the plain EBC */
     return sr_plan_default(&t->plan, &ec, W, L);
+}
+
+/* The plan, then the check that this rank's share of the job fits in memory,
+ * before any of it is allocated. */
+int sr_trainer_init_plan(struct sr_trainer *t)
+{
+    int rc = make_plan(t);
+    if (!rc)
+        rc = sr_train_config_check_memory(t->cfg, t->plan, t->rank, t->world_size, 0);
+    return rc;
 }
 
 /* The data layout: every file's path and size, in order. */
@@ -93,10 +275,8 @@ static uint64_t data_hash(const struct sr_train_config *cfg)
  * with the same message. */
 int sr_trainer_check_same(struct sr_trainer *t)
 {
-    uint64_t h = sr_hash_bytes(SR_HASH_INIT, t->cfg, sizeof *t->cfg);
-    int rc = sr_comm_check_same(t->world, h, "the job config: flags and --config file");
-    if (!rc)
-        rc = sr_comm_check_same(t->world, t->plan ? sr_plan_hash(t->plan) : 0, "the plan");
+    /* the settings themselves were compared when the world was made */
+    int rc = sr_comm_check_same(t->world, t->plan ? sr_plan_hash(t->plan) : 0, "the plan");
     if (!rc)
         rc = sr_comm_check_same(t->world, data_hash(t->cfg), "the data files and their sizes");
     return rc;
