@@ -7,8 +7,24 @@ X = [z, e_1..e_F], strict lower triangle row by row; top MLP with ReLU after all
 but the last layer; BCE with logits, mean over the batch), with the module
 layout and parameter names of the PyTorch DLRM reference (facebookresearch/
 dlrm): bot_l.2K, top_l.2K, emb_l.i. It reads Criteo TSV exactly as DESIGN.md
-says and trains with plain SGD in file order, so that, from the same weights
-file, its per-step losses and final weights can be compared with shardrec's.
+says and trains in file order, so that, from the same weights file, its
+per-step losses and final weights can be compared with shardrec's.
+
+Optimizers (train --optimizer for the MLPs, --emb-optimizer for the tables),
+each with PyTorch's defaults, never shardrec's:
+  sgd, adagrad, adam      torch.optim.SGD / Adagrad / Adam (Adagrad: eps 1e-10,
+                          initial accumulator 0; Adam: betas 0.9, 0.999, eps 1e-8)
+  rowwise_adagrad         (tables only) written out here as FBGEMM's
+                          EXACT_ROWWISE_ADAGRAD: for each row r a batch touched,
+                          s_r += mean(g_r^2) over its D values,
+                          w_r -= lr * g_r / (sqrt(s_r) + eps), eps 1e-8, s from 0
+  adam (tables)           written out here: SparseAdam's semantics (only the rows
+                          a batch touched update their moments and weights; bias
+                          correction by the global step) with torch.optim.Adam's
+                          formula, w -= lr * m^ / (sqrt(v^) + eps), as DESIGN.md
+  sparse_adam (tables)    torch.optim.SparseAdam itself, which adds eps before the
+                          bias correction: w -= lr * m^ / (sqrt(v^) + eps / sqrt(1 - b2^t));
+                          for measuring that difference, not for the check
 
 Weights files are safetensors, read and written here by a small pure-Python
 codec (8-byte little-endian header length, JSON header, raw little-endian
@@ -175,11 +191,12 @@ def dlrm_class(torch):
     class DLRM(nn.Module):
         """The reference's module layout: bot_l, emb_l, top_l."""
 
-        def __init__(self, bot, top, rows, dim):
+        def __init__(self, bot, top, rows, dim, sparse=False):
             super().__init__()
             num_f = len(rows)
             self.bot_l = mlp(bot, relu_last=True)
-            self.emb_l = nn.ModuleList(nn.EmbeddingBag(r, dim, mode="sum") for r in rows)
+            self.emb_l = nn.ModuleList(nn.EmbeddingBag(r, dim, mode="sum", sparse=sparse)
+                                       for r in rows)
             self.top_l = mlp([dim + num_f * (num_f + 1) // 2] + top, relu_last=False)
             li, lj = [], []
             for i in range(num_f + 1):  # strict lower triangle of X X^T, row by row
@@ -203,7 +220,7 @@ def dlrm_class(torch):
     return DLRM
 
 
-def model_from_weights(torch, ref):
+def model_from_weights(torch, ref, sparse=False):
     """Build a DLRM whose shapes match reference-named arrays, and load them."""
     def widths(prefix):
         ks = sorted(int(n.split(".")[1]) for n in ref if n.startswith(prefix) and n.endswith(".weight"))
@@ -212,7 +229,7 @@ def model_from_weights(torch, ref):
     n_emb = sum(1 for n in ref if n.startswith("emb_l."))
     embs = [ref[f"emb_l.{i}.weight"] for i in range(n_emb)]
     m = dlrm_class(torch)(widths("bot_l."), widths("top_l.")[1:], [e.shape[0] for e in embs],
-                          embs[0].shape[1])
+                          embs[0].shape[1], sparse=sparse)
     m.load_state_dict({k: torch.from_numpy(v) for k, v in ref.items()}, strict=True)
     return m
 
@@ -269,6 +286,77 @@ def perturb(sd, spec):
     flat[int(index)] += np.float32(delta)
 
 
+# ---- optimizers ----------------------------------------------------------------------------
+# The written-out ones take per table the unique rows the batch touched; their
+# constants are written here from the FBGEMM and PyTorch documentation.
+ROWWISE_ADAGRAD_EPS = 1e-8  # FBGEMM SplitTableBatchedEmbeddingBagsCodegen default
+ADAM_BETAS, ADAM_EPS = (0.9, 0.999), 1e-8  # torch.optim.Adam / SparseAdam defaults
+
+
+class RowwiseAdagrad:
+    """s_r += mean(g_r^2); w_r -= lr * g_r / (sqrt(s_r) + eps), touched rows r only."""
+
+    def __init__(self, torch, params, lr, eps=ROWWISE_ADAGRAD_EPS):
+        self.torch, self.params, self.lr, self.eps = torch, list(params), lr, eps
+        self.sums = [torch.zeros(p.shape[0], dtype=p.dtype) for p in self.params]
+
+    def step(self, touched):
+        with self.torch.no_grad():
+            for p, s, rows in zip(self.params, self.sums, touched):
+                g = p.grad[rows]
+                s[rows] += g.pow(2).mean(dim=1)
+                p[rows] -= self.lr * g / (s[rows].sqrt() + self.eps).unsqueeze(1)
+
+
+class TouchedRowsAdam:
+    """Adam on the touched rows only (SparseAdam's semantics), t the global step:
+    m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2; w -= lr * (m/(1-b1^t)) / (sqrt(v/(1-b2^t)) + eps)."""
+
+    def __init__(self, torch, params, lr, betas=ADAM_BETAS, eps=ADAM_EPS):
+        self.torch, self.params, self.lr, self.betas, self.eps = torch, list(params), lr, betas, eps
+        self.m = [torch.zeros_like(p) for p in self.params]
+        self.v = [torch.zeros_like(p) for p in self.params]
+        self.t = 0
+
+    def step(self, touched):
+        self.t += 1
+        b1, b2 = self.betas
+        bc1, bc2 = 1 - b1 ** self.t, 1 - b2 ** self.t
+        with self.torch.no_grad():
+            for p, m, v, rows in zip(self.params, self.m, self.v, touched):
+                g = p.grad[rows]
+                m[rows] = b1 * m[rows] + (1 - b1) * g
+                v[rows] = b2 * v[rows] + (1 - b2) * g * g
+                p[rows] -= self.lr * (m[rows] / bc1) / ((v[rows] / bc2).sqrt() + self.eps)
+
+
+class TorchStep:
+    """A torch.optim optimizer behind the same step(touched) call."""
+
+    def __init__(self, opt):
+        self.opt = opt
+
+    def step(self, touched):
+        self.opt.step()
+
+
+def make_optimizer(torch, kind, params, lr, tables):
+    params = list(params)
+    if kind == "sgd":
+        return TorchStep(torch.optim.SGD(params, lr=lr))
+    if kind == "adagrad":
+        return TorchStep(torch.optim.Adagrad(params, lr=lr))
+    if kind == "adam" and not tables:
+        return TorchStep(torch.optim.Adam(params, lr=lr))
+    if kind == "adam":
+        return TouchedRowsAdam(torch, params, lr)
+    if kind == "sparse_adam" and tables:
+        return TorchStep(torch.optim.SparseAdam(params, lr=lr))
+    if kind == "rowwise_adagrad" and tables:
+        return RowwiseAdagrad(torch, params, lr)
+    sys.exit(f"optimizer {kind} is not available for the {'tables' if tables else 'MLPs'}")
+
+
 def cmd_train(a):
     import torch
     torch.set_num_threads(a.threads)
@@ -276,22 +364,25 @@ def cmd_train(a):
     if a.perturb:
         perturb(sd, a.perturb)
     order = table_order(sd.keys(), a.tables)
-    model = model_from_weights(torch, to_reference(sd, a.tables))
+    model = model_from_weights(torch, to_reference(sd, a.tables), sparse=a.emb_optimizer == "sparse_adam")
     rows = [sd[f"emb.{t}.weight"].shape[0] for t in order]
     B = a.batch_size
     labels, dense, ids = (torch.from_numpy(x) for x in read_tsv(a.data, rows, a.steps * B))
     steps = min(a.steps, labels.shape[0] // B)  # a partial last batch is dropped
     emb_lr = a.emb_lr if a.emb_lr > 0 else a.lr
-    opt = torch.optim.SGD([{"params": list(model.bot_l.parameters()) + list(model.top_l.parameters()), "lr": a.lr},
-                           {"params": model.emb_l.parameters(), "lr": emb_lr}], lr=a.lr)
+    dense_opt = make_optimizer(torch, a.optimizer, list(model.bot_l.parameters()) +
+                               list(model.top_l.parameters()), a.lr, tables=False)
+    emb_opt = make_optimizer(torch, a.emb_optimizer, [e.weight for e in model.emb_l], emb_lr,
+                             tables=True)
     loss_fn = torch.nn.BCEWithLogitsLoss(reduction="mean")
     out = open(a.losses, "w") if a.losses else None
     for step in range(1, steps + 1):
         s = slice((step - 1) * B, step * B)
         loss = loss_fn(model(dense[s], ids[:, s]), labels[s])
-        opt.zero_grad()
+        model.zero_grad(set_to_none=True)
         loss.backward()
-        opt.step()
+        dense_opt.step(None)
+        emb_opt.step([torch.unique(ids[f, s]) for f in range(ids.shape[0])])
         if out:
             out.write(json.dumps({"step": step, "loss": loss.item()}) + "\n")
     if out:
@@ -365,13 +456,18 @@ def main():
     s.add_argument("--top-mlp", default="512-256-1")
     s.add_argument("--seed", type=int, default=1234)
     s.set_defaults(fn=cmd_init)
-    s = sub.add_parser("train", help="SGD on a TSV file from a weights file")
+    s = sub.add_parser("train", help="train on a TSV file from a weights file")
     s.add_argument("--weights", required=True, help="initial weights (shardrec names)")
     s.add_argument("--data", required=True, help="Criteo TSV")
     s.add_argument("--steps", type=int, required=True)
     s.add_argument("--batch-size", type=int, required=True)
     s.add_argument("--lr", type=float, default=0.1)
     s.add_argument("--emb-lr", type=float, default=0.0, help="default: --lr")
+    s.add_argument("--optimizer", choices=["sgd", "adagrad", "adam"], default="sgd",
+                   help="the MLPs' optimizer (torch.optim, PyTorch's defaults)")
+    s.add_argument("--emb-optimizer", default="sgd",
+                   choices=["sgd", "adagrad", "rowwise_adagrad", "adam", "sparse_adam"],
+                   help="the tables' optimizer (see the module docstring)")
     s.add_argument("--tables", help="table order (default: natural order of names)")
     s.add_argument("--losses", help="write one JSON line per step: step, loss")
     s.add_argument("--save", help="write the final weights (shardrec names)")
