@@ -32,7 +32,8 @@
 # Needs PyTorch for Python 3 (Debian: python3-torch; TORCH_PYTHON picks the
 # interpreter, default /usr/bin/python3 then python3); without it the check
 # is skipped (exit 77), never passed. About 30 s on 2 idle cores. STEPS and
-# BATCH override the run's size; CASES="sgd adam" runs only those cases.
+# BATCH override the run's size; CASES="sgd adam" runs only those cases;
+# KEEP_TMP=1 keeps (and names) the folder of data, weights and losses.
 BUILD=${BUILD:-build}
 root=$(cd "$(dirname "$0")/.." && pwd)
 bin=${SHARDREC:-$root/$BUILD/shardrec}
