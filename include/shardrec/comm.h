@@ -50,6 +50,21 @@
  *   compressed reduction is an all-to-all plus a local fp32 sum (DESIGN.md).
  * - Counts above INT_MAX elements abort with a clear message (MPI 3 takes int
  *   counts): split such a transfer.
+ * - Deadline: every collective must complete within its communicator's
+ *   timeout (sr_comm_set_timeout; 60 s by default) plus one second per
+ *   SR_COMM_FLOOR_MB_S MB of its payload at this rank (send plus receive
+ *   buffer bytes), counted from when this rank starts it. When it does not,
+ *   this rank asks every member of the communicator, with a short probe of
+ *   its own deadline (SR_COMM_PROBE_S), whether it has reached that
+ *   collective; a peer that is stopped or hung cannot answer, one that is
+ *   alive answers where it is. The rank then prints one line naming the
+ *   collective, the communicator, the step (sr_comm_set_step) and the ranks
+ *   that did not arrive (world ranks), and ends the whole job with exit
+ *   status 1 (MPI_Abort on the world: the launcher kills every rank, stopped
+ *   ones included). A rank that dies ends the job through the launcher, as
+ *   before. Every backend keeps this contract (NCCL: the same deadline on
+ *   the stream's completion, then ncclCommAbort and the same message).
+ *   Blocking set-up calls (dup, split, free) have no deadline.
  * - Transport failures and misuse (a bad dtype, an unwaited handle at free,
  *   communicators alive at finalize) abort with the rank and the failing
  *   statement (SR_ABORT / SR_MPI_CHECK); they are never returned. Errors whose
@@ -170,6 +185,25 @@ const char *sr_comm_backend_name(sr_comm_t comm);
  * naming the lowest differing rank. Not counted in the counters.
  */
 int sr_comm_check_same(sr_comm_t comm, uint64_t hash, const char *what);
+
+/* ---- deadline (see the contract above) ------------------------------------- */
+
+#define SR_COMM_TIMEOUT_DEFAULT 60.0 /* seconds */
+#define SR_COMM_FLOOR_MB_S      50.0 /* payload scaling: the slowest link we still wait for */
+#define SR_COMM_PROBE_S         2.0  /* how long a timed-out rank waits for probe answers */
+
+/* The base deadline of every later collective on `comm`, in seconds (0: wait
+ * forever); communicators derived from `comm` afterwards inherit it. Not
+ * collective; set it to the same value on every rank. */
+void sr_comm_set_timeout(sr_comm_t comm, double seconds);
+double sr_comm_timeout(sr_comm_t comm);
+/* A short name for messages ("sparse", "dense"; at most 15 characters kept).
+ * Not collective. Default: "world" for the world, "dup"/"node"/"cross"
+ * for derived ones. */
+void sr_comm_set_name(sr_comm_t comm, const char *name);
+/* The training step this process is at (0: none yet), named in a timeout
+ * message. Process-wide, thread-safe, costs one atomic store. */
+void sr_comm_set_step(int64_t step);
 
 /* ---- collectives (see the contract above) ---------------------------------- */
 

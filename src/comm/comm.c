@@ -10,6 +10,8 @@
  * All counter updates happen on the thread that drives the communicator.
  */
 #include <inttypes.h>
+#include <stdatomic.h>
+#include <stdio.h>
 #include <string.h>
 #include <time.h>
 
@@ -82,6 +84,43 @@ int sr_comm_node(sr_comm_t c)
 const char *sr_comm_backend_name(sr_comm_t c)
 {
     return c->backend->name;
+}
+
+/* ---- deadline -------------------------------------------------------------------- */
+
+static _Atomic int64_t current_step;
+
+void sr_comm_set_step(int64_t step)
+{
+    atomic_store_explicit(&current_step, step, memory_order_relaxed);
+}
+
+int64_t sr_comm_step(void)
+{
+    return atomic_load_explicit(&current_step, memory_order_relaxed);
+}
+
+void sr_comm_set_timeout(sr_comm_t c, double seconds)
+{
+    SR_ASSERT(seconds >= 0);
+    c->timeout = seconds;
+}
+
+double sr_comm_timeout(sr_comm_t c)
+{
+    return c->timeout;
+}
+
+void sr_comm_set_name(sr_comm_t c, const char *name)
+{
+    snprintf(c->name, sizeof c->name, "%s", name);
+}
+
+double sr_comm_deadline(sr_comm_t c, double bytes)
+{
+    if (c->timeout <= 0)
+        return 0;
+    return c->timeout + bytes / (SR_COMM_FLOOR_MB_S * 1e6);
 }
 
 void sr_comm_all_reduce(sr_comm_t c, const void *send, void *recv, size_t count,
@@ -208,6 +247,8 @@ sr_comm_t sr_comm_alloc(int size)
     sr_comm_t c = sr_calloc(1, sizeof *c);
     c->size = size;
     c->node_of = sr_calloc((size_t)size, sizeof(int));
+    c->timeout = SR_COMM_TIMEOUT_DEFAULT;
+    snprintf(c->name, sizeof c->name, "world");
     return c;
 }
 
@@ -225,13 +266,16 @@ void sr_comm_set_locality(sr_comm_t c)
     }
 }
 
-/* The members of `c` whose color_of equals mine, ordered by rank. */
-static sr_comm_t split_by(sr_comm_t c, const int *color_of)
+/* The members of `c` whose color_of equals mine, ordered by rank; named `name`,
+ * with c's timeout. */
+static sr_comm_t split_by(sr_comm_t c, const int *color_of, const char *name)
 {
     int mine = color_of[c->rank], n = 0;
     for (int p = 0; p < c->size; p++)
         n += color_of[p] == mine;
     sr_comm_t sub = sr_comm_alloc(n);
+    sub->timeout = c->timeout;
+    sr_comm_set_name(sub, name);
     for (int p = 0, i = 0; p < c->size; p++) {
         if (color_of[p] != mine)
             continue;
@@ -247,14 +291,14 @@ static sr_comm_t split_by(sr_comm_t c, const int *color_of)
 sr_comm_t sr_comm_dup(sr_comm_t c)
 {
     int *color_of = sr_calloc((size_t)c->size, sizeof(int));
-    sr_comm_t sub = split_by(c, color_of);
+    sr_comm_t sub = split_by(c, color_of, "dup");
     sr_free(color_of);
     return sub;
 }
 
 sr_comm_t sr_comm_split_node(sr_comm_t c)
 {
-    sr_comm_t sub = split_by(c, c->node_of);
+    sr_comm_t sub = split_by(c, c->node_of, "node");
     return sub;
 }
 
@@ -265,7 +309,7 @@ sr_comm_t sr_comm_split_cross(sr_comm_t c)
     for (int p = 0; p < c->size; p++)
         for (int q = 0; q < p; q++)
             color_of[p] += c->node_of[q] == c->node_of[p];
-    sr_comm_t sub = split_by(c, color_of);
+    sr_comm_t sub = split_by(c, color_of, "cross");
     sr_free(color_of);
     return sub;
 }

@@ -6,6 +6,8 @@
  * Collectives take `work`: NULL means blocking (return when done); otherwise
  * the backend stores a handle (or NULL if already done) in *work. wait and
  * test return the kind (enum sr_coll) of the work they completed, or -1.
+ * A backend that can wait for a peer keeps comm.h's deadline contract: the
+ * deadline of each collective is sr_comm_deadline(c, payload bytes).
  */
 #ifndef SHARDREC_COMM_INTERNAL_H
 #define SHARDREC_COMM_INTERNAL_H
@@ -44,6 +46,8 @@ struct sr_comm {
     int local_rank, local_size; /* among this communicator's ranks on my node */
     int node;                   /* my node index (the world's numbering) */
     int *node_of;               /* (W) node index of every member */
+    double timeout;             /* base deadline of a collective, seconds; 0: none */
+    char name[16];              /* for messages */
     struct sr_comm_counters counters;
     double busy_base[SR_COLL_COUNT]; /* backend busy seconds at the last reset */
     void *state;                     /* backend's */
@@ -54,5 +58,11 @@ struct sr_comm {
 sr_comm_t sr_comm_alloc(int size);
 /* Derive node, local_rank and local_size from rank and node_of. */
 void sr_comm_set_locality(sr_comm_t c);
+/* The step last given to sr_comm_set_step (0: none). */
+int64_t sr_comm_step(void);
+/* The deadline of a collective moving `bytes` (send plus receive buffers at
+ * this rank) on `c`, in seconds from its start: c->timeout plus one second per
+ * SR_COMM_FLOOR_MB_S MB; 0 when c->timeout is 0 (no deadline). */
+double sr_comm_deadline(sr_comm_t c, double bytes);
 
 #endif

@@ -24,6 +24,28 @@
  *   wait: sleep on cond `done` <------- done = 1, busy[kind] += seconds
  *   release item to the free list
  *
+ * Deadline (comm.h): each collective carries its deadline, taken at
+ * submission (sr_comm_deadline); the worker compares the clock it already
+ * reads between polls with it, so a normal run pays one comparison per poll.
+ * When a collective outlives it, the worker probes: on `probe_comm` (a dup of
+ * the world made at init) it sends every member the pair (communicator id,
+ * collective number) and waits SR_COMM_PROBE_S for answers. Each process
+ * runs one responder thread that polls that communicator (MPI_Test, then a
+ * 10 ms sleep) and answers with its step, how many collectives it has
+ * started on that communicator, and what it is waiting in. A SIGSTOPped or
+ * hung process cannot answer; an alive one that has not started that
+ * collective is elsewhere. The worker prints the collective, the step and
+ * the missing ranks, then MPI_Abort(world, 1): the launcher kills every
+ * rank, stopped ones included. Communicators are numbered in creation order,
+ * which is the same on every rank (comm.h's ordering rule), so the id names
+ * the same communicator everywhere.
+ *
+ *   survivor's worker                       every peer's responder
+ *   deadline passed
+ *   Isend {id, seq} to each member  ----->  Irecv(ANY_SOURCE) completes
+ *   Irecv answers, <= PROBE_S       <-----  Isend {step, started, waiting in}
+ *   print; MPI_Abort(world)
+ *
  * Work items are recycled through a free list, so the steady state allocates
  * nothing. Each holds (4W) int counts for all_to_allv, copied at submission.
  * Dup and splits run through the queue too (MPI_Comm_split is collective on
@@ -50,12 +72,15 @@ int sr_comm_is_mpi_launch(void)
 #ifdef SR_USE_MPI
 
 #include <limits.h>
+#include <math.h>
+#include <stdarg.h>
 #include <mpi.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <sys/prctl.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "shardrec/alloc.h"
 #include "shardrec/log.h"
@@ -64,6 +89,10 @@ int sr_comm_is_mpi_launch(void)
 #define SPIN_NS     50000L        /* poll without sleeping this long after a collective starts */
 #define POLL_MAX_NS 100000L       /* then sleep at most this long between two polls */
 #define KIND_SETUP  SR_COLL_COUNT /* a work item that is not a counted collective */
+#define RESPOND_NS  10000000L     /* the responder polls for probes this often */
+#define TAG_QUERY   1             /* probe_comm tags: {id, seq} to a peer, */
+#define TAG_ANSWER  2             /* and its struct answer back */
+#define MAX_LISTED  8             /* missing ranks named one by one in a message */
 
 static const char *mpi_error_string(int rc)
 {
@@ -92,11 +121,18 @@ struct sr_comm_work {
     int color, key;
     MPI_Comm out; /* a split's result */
     int in_use, done;
+    double limit;  /* deadline, seconds after the worker starts it; 0: none */
+    double bytes;  /* payload (send + receive buffers), for messages */
+    int64_t seq;   /* its number on the communicator, from 1 (worker) */
 };
 
 struct mpi_state {
     MPI_Comm comm;
+    sr_comm_t c; /* the communicator this is the state of (name) */
+    int id;      /* creation number in this process, the same on every rank */
     int rank, size;
+    int *world_of; /* (size) world rank of each member */
+    struct mpi_state *next_live; /* the registry the responder reads */
     pthread_t thread;
     pthread_mutex_t mu;
     pthread_cond_t wake;              /* worker: work queued, or stop */
@@ -106,10 +142,31 @@ struct mpi_state {
     int outstanding; /* items handed out and not released */
     int stop;
     double busy[SR_COLL_COUNT]; /* worker seconds per kind, finished work */
+    int64_t started;            /* collectives the worker has started (seq of the last) */
+    int cur_kind;               /* kind of the item running now, or -1 */
 };
+
+/* What a probed rank says (int64 words on the wire). */
+struct answer {
+    int64_t step;     /* its sr_comm_step */
+    int64_t started;  /* collectives started on the probed communicator; -1: unknown */
+    int64_t busy_id;  /* a communicator with a collective running (the probed one
+                         first), or -1 */
+    int64_t busy_kind, busy_seq;
+};
+#define ANSWER_WORDS ((int)(sizeof(struct answer) / sizeof(int64_t)))
 
 static int mpi_started_here;
 static atomic_int live_comms;
+
+/* Live communicators, for the responder, and the probe machinery. */
+static pthread_mutex_t registry_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct mpi_state *registry;
+static int next_id;
+static MPI_Comm probe_comm = MPI_COMM_NULL;
+static pthread_t responder;
+static atomic_int responder_stop;
+static atomic_int ending; /* a thread of this process is ending the job */
 
 static double now_s(void)
 {
@@ -159,6 +216,13 @@ static void check_op(enum sr_reduce_op op, const char *what)
         SR_ABORT("%s: unknown reduce op %d", what, (int)op);
 }
 
+/* w's deadline for a payload of `bytes` at this rank (comm.h). */
+static void set_deadline(sr_comm_t c, struct sr_comm_work *w, double bytes)
+{
+    w->bytes = bytes;
+    w->limit = sr_comm_deadline(c, bytes);
+}
+
 /* ---- the queue ------------------------------------------------------------------ */
 
 static struct sr_comm_work *get_item(struct mpi_state *s)
@@ -177,6 +241,8 @@ static struct sr_comm_work *get_item(struct mpi_state *s)
     w->next = NULL;
     w->in_use = 1;
     w->done = 0;
+    w->limit = 0;
+    w->bytes = 0;
     return w;
 }
 
@@ -218,23 +284,163 @@ static void submit(struct mpi_state *s, struct sr_comm_work *w, sr_comm_work_t *
         wait_item(s, w);
 }
 
+/* ---- the deadline: probe, report, end the job --------------------------------------- */
+
+static void sleep_ns(long ns)
+{
+    struct timespec ts = {ns / 1000000000L, ns % 1000000000L};
+    nanosleep(&ts, NULL);
+}
+
+/* Ask every other member of s whether it has started collective `seq` of s;
+ * answered[p] = 1 for those that answered within SR_COMM_PROBE_S. */
+static void probe(struct mpi_state *s, int64_t seq, struct answer *ans, int *answered)
+{
+    int W = s->size, pending = 0;
+    int64_t query[2] = {s->id, seq};
+    MPI_Request *req = sr_calloc(2 * (size_t)W, sizeof *req);
+    for (int p = 0; p < W; p++) {
+        req[p] = req[W + p] = MPI_REQUEST_NULL;
+        if (p == s->rank || probe_comm == MPI_COMM_NULL)
+            continue;
+        if (MPI_Irecv(&ans[p], ANSWER_WORDS, MPI_INT64_T, s->world_of[p], TAG_ANSWER, probe_comm,
+                      &req[p]) == MPI_SUCCESS)
+            pending++;
+        MPI_Isend(query, 2, MPI_INT64_T, s->world_of[p], TAG_QUERY, probe_comm, &req[W + p]);
+    }
+    double end = now_s() + SR_COMM_PROBE_S;
+    while (pending && now_s() < end) {
+        for (int p = 0; p < W; p++) {
+            int flag = 0;
+            if (req[p] == MPI_REQUEST_NULL || MPI_Test(&req[p], &flag, MPI_STATUS_IGNORE) ||
+                !flag)
+                continue;
+            answered[p] = 1;
+            pending--;
+        }
+        sleep_ns(1000000L);
+    }
+    sr_free(req); /* requests left pending die with the job */
+}
+
+static const char *comm_name(int id)
+{
+    const char *name = "?";
+    pthread_mutex_lock(&registry_mu);
+    for (struct mpi_state *s = registry; s; s = s->next_live)
+        if (s->id == id)
+            name = s->c->name;
+    pthread_mutex_unlock(&registry_mu);
+    return name;
+}
+
+/* Append to buf (size n, *at < n: where its NUL is) like snprintf, never past the end. */
+static void put(char *buf, size_t n, size_t *at, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void put(char *buf, size_t n, size_t *at, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int k = *at + 1 < n ? vsnprintf(buf + *at, n - *at, fmt, ap) : 0;
+    va_end(ap);
+    if (k > 0)
+        *at = *at + (size_t)k < n ? *at + (size_t)k : n - 1; /* at the NUL */
+}
+
+/* Where rank p is, if it has not reached collective `seq`: appended to buf.
+ * Pass 0 names the ranks that did not answer, pass 1 the alive ones. */
+static int describe_missing(struct mpi_state *s, int p, int64_t seq, const struct answer *a,
+                            int answered, int pass, char *buf, size_t n, size_t *at)
+{
+    if (pass == 0 && !answered)
+        put(buf, n, at, "rank %d (no answer to a probe within %.0f s: stopped, hung or dead)",
+            s->world_of[p], SR_COMM_PROBE_S);
+    if (pass == 0 || !answered || a->started >= seq)
+        return pass == 0 && !answered;
+    put(buf, n, at, "rank %d (alive at step %lld, ", s->world_of[p], (long long)a->step);
+    if (a->busy_id < 0)
+        put(buf, n, at, "in no collective: computing, or blocked outside the comm layer)");
+    else
+        put(buf, n, at, "waiting in %s #%lld on '%s')",
+            a->busy_kind < SR_COLL_COUNT ? sr_coll_name((enum sr_coll)a->busy_kind) : "set-up",
+            (long long)a->busy_seq, comm_name((int)a->busy_id));
+    return 1;
+}
+
+static void report(struct mpi_state *s, struct sr_comm_work *w, double waited,
+                   const struct answer *ans, const int *answered)
+{
+    static char buf[4096];
+    size_t n = sizeof buf, at = 0;
+    int64_t step = sr_comm_step();
+    put(buf, n, &at, "[rank %d] comm timeout: %s #%lld on communicator '%s' (%d ranks) ",
+        sr_get_rank(), sr_coll_name((enum sr_coll)w->kind), (long long)w->seq, s->c->name,
+        s->size);
+    if (step > 0)
+        put(buf, n, &at, "at step %lld", (long long)step);
+    else
+        put(buf, n, &at, "before training step 1");
+    put(buf, n, &at, " has not completed after %.1f s (its deadline: %.1f s for %.0f bytes). ",
+        waited, w->limit, w->bytes);
+    int missing = 0;
+    for (int pass = 0; pass < 2; pass++)
+        for (int p = 0; p < s->size; p++) {
+            if (p == s->rank)
+                continue;
+            size_t mark = at;
+            if (missing < MAX_LISTED)
+                put(buf, n, &at, "%s", missing ? "; " : "Did not arrive: ");
+            int m = describe_missing(s, p, w->seq, &ans[p], answered[p], pass, buf, n, &at);
+            if (!m || missing >= MAX_LISTED)
+                at = mark, buf[at] = '\0';
+            missing += m;
+        }
+    if (missing > MAX_LISTED)
+        put(buf, n, &at, "; and %d more", missing - MAX_LISTED);
+    if (!missing)
+        put(buf, n, &at, "Every rank has reached it: the transport is not progressing");
+    put(buf, n, &at, ". Ending the job on every rank.\nHINT: a rank stopped, swapped out or "
+                     "stuck outside the collectives; if ranks legitimately wait this long, raise "
+                     "--comm-timeout (0: wait forever)");
+    fprintf(stderr, "%s\n", buf);
+    fflush(stderr);
+}
+
+/* Collective w of s outlived its deadline: find who is missing, say so, end
+ * every rank. Only the first thread of this process to get here does it. */
+static _Noreturn void timed_out(struct mpi_state *s, struct sr_comm_work *w, double waited)
+{
+    if (atomic_exchange(&ending, 1))
+        for (;;)
+            pause();
+    struct answer *ans = sr_calloc((size_t)s->size, sizeof *ans);
+    int *answered = sr_calloc((size_t)s->size, sizeof *answered);
+    probe(s, w->seq, ans, answered);
+    report(s, w, waited, ans, answered);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+    abort(); /* not reached: MPI_Abort ends the process */
+}
+
 /* ---- the worker ----------------------------------------------------------------- */
 
 /* Test back to back for SPIN_NS (small collectives finish here), then sleep
- * between tests, 1 us doubling up to POLL_MAX_NS. */
-static void complete(MPI_Request *req)
+ * between tests, 1 us doubling up to POLL_MAX_NS, until w's deadline. */
+static void complete(struct mpi_state *s, struct sr_comm_work *w, MPI_Request *req)
 {
-    double spin_end = now_s() + 1e-9 * SPIN_NS;
+    double t0 = now_s(), spin_end = t0 + 1e-9 * SPIN_NS;
+    double end = w->limit > 0 ? t0 + w->limit : INFINITY;
     long ns = 1000;
     for (;;) {
         int flag = 0;
         SR_MPI_CHECK(MPI_Test(req, &flag, MPI_STATUS_IGNORE));
         if (flag)
             return;
-        if (now_s() < spin_end)
+        double t = now_s();
+        if (t < spin_end)
             continue;
-        struct timespec ts = {0, ns};
-        nanosleep(&ts, NULL);
+        if (t > end)
+            timed_out(s, w, t - t0);
+        sleep_ns(ns);
         if (ns < POLL_MAX_NS)
             ns *= 2;
     }
@@ -245,7 +451,7 @@ static void run(struct mpi_state *s, struct sr_comm_work *w)
     MPI_Request req = MPI_REQUEST_NULL;
     w->start(s, w, &req);
     if (req != MPI_REQUEST_NULL)
-        complete(&req);
+        complete(s, w, &req);
 }
 
 static void *worker_main(void *arg)
@@ -262,11 +468,14 @@ static void *worker_main(void *arg)
         s->head = w->next;
         if (!s->head)
             s->tail = NULL;
+        w->seq = ++s->started;
+        s->cur_kind = w->kind;
         pthread_mutex_unlock(&s->mu);
         double t0 = now_s();
         run(s, w);
         double dt = now_s() - t0;
         pthread_mutex_lock(&s->mu);
+        s->cur_kind = -1;
         if (w->kind < SR_COLL_COUNT)
             s->busy[w->kind] += dt;
         w->done = 1;
@@ -295,6 +504,7 @@ static void mpi_all_reduce(sr_comm_t c, const void *send, void *recv, size_t cou
     w->recv = recv;
     w->count = to_int(count, "all_reduce");
     w->type = mpi_type(dtype, 1, "all_reduce");
+    set_deadline(c, w, 2.0 * (double)count * (double)sr_dtype_size(dtype));
     submit(c->state, w, work);
 }
 
@@ -311,7 +521,9 @@ static void mpi_all_to_allv(sr_comm_t c, const void *send, const size_t *send_co
 {
     struct sr_comm_work *w = get_item(c->state);
     int W = c->size;
+    double elems = 0;
     for (int p = 0; p < W; p++) {
+        elems += (double)send_counts[p] + (double)recv_counts[p];
         w->ints[p] = to_int(send_counts[p], "all_to_allv send count");
         w->ints[W + p] = to_int(send_displs[p], "all_to_allv send displacement");
         w->ints[2 * W + p] = to_int(recv_counts[p], "all_to_allv recv count");
@@ -322,6 +534,7 @@ static void mpi_all_to_allv(sr_comm_t c, const void *send, const size_t *send_co
     w->send = send;
     w->recv = recv;
     w->type = mpi_type(dtype, 0, "all_to_allv");
+    set_deadline(c, w, elems * (double)sr_dtype_size(dtype));
     submit(c->state, w, work);
 }
 
@@ -344,6 +557,7 @@ static void mpi_reduce_scatter(sr_comm_t c, const void *send, void *recv, size_t
     w->count = to_int(recv_count, "reduce_scatter");
     to_int(recv_count * (size_t)c->size, "reduce_scatter send buffer");
     w->type = mpi_type(dtype, 1, "reduce_scatter");
+    set_deadline(c, w, (double)(c->size + 1) * (double)recv_count * (double)sr_dtype_size(dtype));
     submit(c->state, w, work);
 }
 
@@ -366,6 +580,7 @@ static void mpi_all_gather(sr_comm_t c, const void *send, void *recv, size_t sen
     to_int(send_count * (size_t)c->size, "all_gather recv buffer");
     w->elem = sr_dtype_size(dtype);
     w->type = mpi_type(dtype, 0, "all_gather");
+    set_deadline(c, w, (double)(c->size + 1) * (double)send_count * (double)w->elem);
     submit(c->state, w, work);
 }
 
@@ -388,6 +603,7 @@ static void mpi_broadcast(sr_comm_t c, const void *send, void *recv, size_t coun
     w->count = to_int(count, "broadcast");
     w->elem = sr_dtype_size(dtype);
     w->type = mpi_type(dtype, 0, "broadcast");
+    set_deadline(c, w, 2.0 * (double)count * (double)w->elem);
     submit(c->state, w, work);
 }
 
@@ -401,6 +617,7 @@ static void mpi_barrier(sr_comm_t c)
     struct sr_comm_work *w = get_item(c->state);
     w->kind = SR_COLL_BARRIER;
     w->start = start_barrier;
+    set_deadline(c, w, 0);
     submit(c->state, w, NULL);
 }
 
@@ -433,15 +650,34 @@ static void mpi_busy(sr_comm_t c, double seconds[SR_COLL_COUNT])
 
 static const struct sr_comm_backend mpi_backend;
 
+/* world_of[p] = world rank of member p of comm. */
+static void world_ranks(MPI_Comm comm, int size, int *world_of)
+{
+    MPI_Group g, world;
+    int *mine = sr_calloc((size_t)size, sizeof(int));
+    for (int p = 0; p < size; p++)
+        mine[p] = p;
+    SR_MPI_CHECK(MPI_Comm_group(comm, &g));
+    SR_MPI_CHECK(MPI_Comm_group(MPI_COMM_WORLD, &world));
+    SR_MPI_CHECK(MPI_Group_translate_ranks(g, size, mine, world, world_of));
+    SR_MPI_CHECK(MPI_Group_free(&world));
+    SR_MPI_CHECK(MPI_Group_free(&g));
+    sr_free(mine);
+}
+
 /* Give `c` its MPI communicator, state and worker thread. */
 static void attach(sr_comm_t c, MPI_Comm comm)
 {
     struct mpi_state *s = sr_calloc(1, sizeof *s);
     s->comm = comm;
+    s->c = c;
+    s->cur_kind = -1;
     SR_MPI_CHECK(MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN));
     SR_MPI_CHECK(MPI_Comm_rank(comm, &s->rank));
     SR_MPI_CHECK(MPI_Comm_size(comm, &s->size));
     SR_ASSERT(s->rank == c->rank && s->size == c->size);
+    s->world_of = sr_calloc((size_t)s->size, sizeof(int));
+    world_ranks(comm, s->size, s->world_of);
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->wake, NULL);
     pthread_cond_init(&s->done, NULL);
@@ -450,6 +686,11 @@ static void attach(sr_comm_t c, MPI_Comm comm)
     pthread_setname_np(s->thread, "sr_comm");
     c->backend = &mpi_backend;
     c->state = s;
+    pthread_mutex_lock(&registry_mu);
+    s->id = next_id++;
+    s->next_live = registry;
+    registry = s;
+    pthread_mutex_unlock(&registry_mu);
     atomic_fetch_add(&live_comms, 1);
 }
 
@@ -480,7 +721,15 @@ static void mpi_free(sr_comm_t c)
     pthread_cond_signal(&s->wake);
     pthread_mutex_unlock(&s->mu);
     pthread_join(s->thread, NULL);
+    pthread_mutex_lock(&registry_mu);
+    for (struct mpi_state **at = &registry; *at; at = &(*at)->next_live)
+        if (*at == s) {
+            *at = s->next_live;
+            break;
+        }
+    pthread_mutex_unlock(&registry_mu);
     SR_MPI_CHECK(MPI_Comm_free(&s->comm));
+    sr_free(s->world_of);
     while (s->free_list) {
         struct sr_comm_work *w = s->free_list;
         s->free_list = w->next;
@@ -508,6 +757,108 @@ static const struct sr_comm_backend mpi_backend = {
     .busy = mpi_busy,
     .free = mpi_free,
 };
+
+/* ---- the probe responder ------------------------------------------------------------ */
+
+static struct answer *answers;     /* (world) one answer buffer per asking rank */
+static MPI_Request *answers_sent;  /* (world) its send, or MPI_REQUEST_NULL */
+static int world_size;
+
+/* What this process is doing, for a probe about communicator `id`. */
+static void fill_answer(int64_t id, struct answer *a)
+{
+    *a = (struct answer){.step = sr_comm_step(), .started = -1, .busy_id = -1};
+    pthread_mutex_lock(&registry_mu);
+    for (struct mpi_state *s = registry; s; s = s->next_live) {
+        pthread_mutex_lock(&s->mu);
+        if (s->id == id)
+            a->started = s->started;
+        if (s->cur_kind >= 0 && (a->busy_id < 0 || s->id == id)) {
+            a->busy_id = s->id;
+            a->busy_kind = s->cur_kind;
+            a->busy_seq = s->started;
+        }
+        pthread_mutex_unlock(&s->mu);
+    }
+    pthread_mutex_unlock(&registry_mu);
+}
+
+/* Answer rank p (one answer in flight per asker; a second query meanwhile is
+ * dropped: p has given up on the first by then). */
+static void answer(int p, int64_t id)
+{
+    int flag = 0;
+    if (answers_sent[p] != MPI_REQUEST_NULL)
+        MPI_Test(&answers_sent[p], &flag, MPI_STATUS_IGNORE);
+    if (answers_sent[p] != MPI_REQUEST_NULL)
+        return;
+    fill_answer(id, &answers[p]);
+    MPI_Isend(&answers[p], ANSWER_WORDS, MPI_INT64_T, p, TAG_ANSWER, probe_comm,
+              &answers_sent[p]);
+}
+
+/* Poll probe_comm for queries every RESPOND_NS until told to stop. Errors end
+ * the answering, never the process: the asker then reports no answer. */
+static void *responder_main(void *arg)
+{
+    int64_t query[2];
+    MPI_Request req = MPI_REQUEST_NULL;
+    while (!atomic_load(&responder_stop)) {
+        int flag = 0;
+        MPI_Status st;
+        if (req == MPI_REQUEST_NULL && MPI_Irecv(query, 2, MPI_INT64_T, MPI_ANY_SOURCE, TAG_QUERY,
+                                                 probe_comm, &req) != MPI_SUCCESS)
+            break;
+        if (MPI_Test(&req, &flag, &st) != MPI_SUCCESS)
+            break;
+        if (flag)
+            answer(st.MPI_SOURCE, query[0]);
+        else
+            sleep_ns(RESPOND_NS);
+    }
+    if (req != MPI_REQUEST_NULL) {
+        MPI_Cancel(&req);
+        MPI_Wait(&req, MPI_STATUS_IGNORE);
+    }
+    return NULL;
+}
+
+static void start_responder(void)
+{
+    SR_MPI_CHECK(MPI_Comm_size(probe_comm, &world_size));
+    answers = sr_calloc((size_t)world_size, sizeof *answers);
+    answers_sent = sr_calloc((size_t)world_size, sizeof *answers_sent);
+    for (int p = 0; p < world_size; p++)
+        answers_sent[p] = MPI_REQUEST_NULL;
+    atomic_store(&responder_stop, 0);
+    if (pthread_create(&responder, NULL, responder_main, NULL) != 0)
+        SR_ABORT("cannot start the probe responder thread");
+    pthread_setname_np(responder, "sr_probe");
+}
+
+static void stop_responder(void)
+{
+    if (!answers)
+        return;
+    atomic_store(&responder_stop, 1);
+    pthread_join(responder, NULL);
+    int pending = 0;
+    for (int p = 0; p < world_size; p++) {
+        int flag = 0;
+        if (answers_sent[p] != MPI_REQUEST_NULL)
+            MPI_Test(&answers_sent[p], &flag, MPI_STATUS_IGNORE);
+        if (answers_sent[p] != MPI_REQUEST_NULL) {
+            MPI_Request_free(&answers_sent[p]); /* completes on its own */
+            pending = 1;
+        }
+    }
+    if (!pending) /* else the buffers stay: a send may still read them */
+        sr_free(answers);
+    sr_free(answers_sent);
+    answers = NULL;
+    answers_sent = NULL;
+    SR_MPI_CHECK(MPI_Comm_free(&probe_comm));
+}
 
 /* ---- the world -------------------------------------------------------------------- */
 
@@ -622,6 +973,10 @@ int sr_comm_init_mpi(sr_comm_t *world, int *argc, char ***argv, int ranks_per_no
     MPI_Comm comm;
     SR_MPI_CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
     SR_MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &comm));
+    if (probe_comm == MPI_COMM_NULL) {
+        SR_MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &probe_comm));
+        SR_MPI_CHECK(MPI_Comm_set_errhandler(probe_comm, MPI_ERRORS_RETURN));
+    }
     SR_MPI_CHECK(MPI_Comm_rank(comm, &rank));
     SR_MPI_CHECK(MPI_Comm_size(comm, &size));
     sr_set_rank(rank);
@@ -630,12 +985,16 @@ int sr_comm_init_mpi(sr_comm_t *world, int *argc, char ***argv, int ranks_per_no
     rc = find_nodes(c, comm, rpn, source);
     if (rc != SR_OK) {
         SR_MPI_CHECK(MPI_Comm_free(&comm));
+        if (!answers)
+            SR_MPI_CHECK(MPI_Comm_free(&probe_comm));
         sr_free(c->node_of);
         sr_free(c);
         return rc;
     }
     sr_comm_set_locality(c);
     attach(c, comm);
+    if (!answers)
+        start_responder();
     SR_DEBUG("comm", "MPI world: %d ranks, %d per node (%s), node %d, local rank %d", size,
              c->local_size, rpn ? source : "shared memory", c->node, c->local_rank);
     *world = c;
@@ -647,7 +1006,10 @@ void sr_comm_finalize(void)
     int inited = 0, finalized = 0;
     MPI_Initialized(&inited);
     MPI_Finalized(&finalized);
-    if (!inited || finalized || !mpi_started_here)
+    if (!inited || finalized)
+        return;
+    stop_responder();
+    if (!mpi_started_here)
         return;
     int live = atomic_load(&live_comms);
     if (live)
