@@ -75,7 +75,12 @@ struct sr_sharded_ebc_stats {
     int64_t ids_received; /* ids this rank received as an owner (self included) */
     int64_t lookup_ids;   /* ids this rank pooled: received ones plus its dp ids */
     int id_words;         /* 4-byte words per id on the wire: 1 or 2 */
+    int ranks_ended;      /* ranks whose data had ended at the last forward (0: none) */
+    int first_ended;      /* the lowest of them */
 };
+
+/* What forward returns on every rank at the step where any rank's data ended. */
+#define SR_SHARDED_EBC_END_OF_DATA 1
 
 struct sr_sharded_ebc;
 
@@ -104,6 +109,16 @@ const struct sr_ebc_config *sr_sharded_ebc_config(const struct sr_sharded_ebc *s
  * pooled (B, Σ D) holds this rank's samples and the ids are kept for
  * backward. No allocation. */
 int sr_sharded_ebc_forward(struct sr_sharded_ebc *s, struct sr_kjt *kjt, float *pooled);
+
+/* Collective: what a rank without a batch this step calls in place of
+ * sr_sharded_ebc_forward, so that the others stop with it instead of waiting
+ * for it. It takes part in the count exchange, flagged with `why`:
+ * SR_SHARDED_EBC_END_OF_DATA (this rank's data ended) or a negative status
+ * (its batch failed). At that step every rank's forward, and this call,
+ * return: if any rank failed, SR_ERR_DATA naming it (the failing rank its own
+ * status); otherwise SR_SHARDED_EBC_END_OF_DATA, the stats saying which ranks
+ * ran out (ranks_ended, first_ended). The ranks that had a batch drop it. */
+int sr_sharded_ebc_forward_none(struct sr_sharded_ebc *s, int why);
 
 /* Collective. dpooled (B, Σ D): d loss / d pooled of the last forward's
  * samples, unscaled (the loss already averages over the global batch).

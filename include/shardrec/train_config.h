@@ -62,6 +62,7 @@ struct sr_train_config {
     int bucket_kib;                 /* dense all-reduce bucket size */
     enum sr_dtype comm_dtype;       /* pooled embeddings + grads on the wire */
     enum sr_dtype dense_comm_dtype; /* dense gradient buckets on the wire */
+    int comm_timeout;               /* seconds a collective may wait (comm.h); 0: forever */
     /* evaluation and logging */
     int64_t eval_every;             /* steps; 0 = only at the end */
     int64_t eval_samples;           /* held-back samples evaluated */

@@ -5,7 +5,9 @@
  *
  *   1. counts   all-to-all-v of 2 int64 per peer: { ids sent, flags }, flags
  *               bit 0 = per-id weights follow, bit 1 = this rank rejected its
- *               batch (then every rank stops here with an error, none hangs)
+ *               batch (then every rank stops here with an error, none hangs),
+ *               bit 2 = this rank's data has ended (then every rank stops
+ *               here, at the same step, without an error)
  *   2. data     all-to-all-v of int32 words, region per destination r:
  *
  *      [ lengths: B per slot of r, slot order ][ ids: slot by slot, bag by
@@ -29,6 +31,7 @@
 
 #define FLAG_WEIGHTS 1
 #define FLAG_ERROR   2
+#define FLAG_END     4
 
 /* ---- sender side ----------------------------------------------------------- */
 
@@ -131,17 +134,31 @@ static void pack_ids(struct sr_sharded_ebc *s, const struct sr_kjt *kjt)
 
 /* ---- the two exchanges ------------------------------------------------------ */
 
+/* Ranks that flagged the end of their data, into the stats; 1 if any. */
+static int ended(struct sr_sharded_ebc *s)
+{
+    s->stats.ranks_ended = 0;
+    for (int r = s->W - 1; r >= 0; r--)
+        if (s->count_recv[2 * r + 1] & FLAG_END) {
+            s->stats.ranks_ended++;
+            s->stats.first_ended = r;
+        }
+    return s->stats.ranks_ended > 0;
+}
+
 static int exchange_counts(struct sr_sharded_ebc *s, int local_rc, int has_w)
 {
+    const int64_t flags = (has_w ? FLAG_WEIGHTS : 0) | (local_rc < 0 ? FLAG_ERROR : 0) |
+                          (local_rc == SR_SHARDED_EBC_END_OF_DATA ? FLAG_END : 0);
     for (int r = 0; r < s->W; r++) {
         s->count_send[2 * r] = local_rc ? 0 : ids_to(s, r);
-        s->count_send[2 * r + 1] = (has_w ? FLAG_WEIGHTS : 0) | (local_rc ? FLAG_ERROR : 0);
+        s->count_send[2 * r + 1] = flags;
         s->send_counts[r] = s->recv_counts[r] = 2;
         s->send_displs[r] = s->recv_displs[r] = (size_t)2 * r;
     }
     sr_comm_all_to_allv(s->comms.sparse, s->count_send, s->send_counts, s->send_displs,
                         s->count_recv, s->recv_counts, s->recv_displs, SR_DTYPE_I64, NULL, NULL);
-    if (local_rc)
+    if (local_rc < 0)
         return local_rc;
     for (int r = 0; r < s->W; r++)
         if (s->count_recv[2 * r + 1] & FLAG_ERROR)
@@ -149,7 +166,7 @@ static int exchange_counts(struct sr_sharded_ebc *s, int local_rc, int has_w)
                                 "sharded EBC: rank %d rejected its batch (its log says why); "
                                 "this step is skipped on every rank",
                                 r);
-    return SR_OK;
+    return ended(s) ? SR_SHARDED_EBC_END_OF_DATA : SR_OK;
 }
 
 static void exchange_data(struct sr_sharded_ebc *s)

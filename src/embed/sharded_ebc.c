@@ -662,6 +662,13 @@ int sr_sharded_ebc_forward(struct sr_sharded_ebc *s, struct sr_kjt *kjt, float *
     return SR_OK;
 }
 
+int sr_sharded_ebc_forward_none(struct sr_sharded_ebc *s, int why)
+{
+    SR_ASSERT(why == SR_SHARDED_EBC_END_OF_DATA || why < 0);
+    s->have_ids = 0;
+    return sr_input_dist(s, NULL, why);
+}
+
 /* ---- backward and dp tables ----------------------------------------------- */
 
 void sr_sharded_ebc_backward(struct sr_sharded_ebc *s, const float *dpooled, float lr, int64_t step)

@@ -130,8 +130,10 @@ static inline int sr_sharded_perm(const struct sr_sharded_ebc *s, enum group_kin
     return g == GROUP_TWRW ? (src % s->L) * s->nodes + src / s->L : src;
 }
 
-/* input_dist.c: bucketize, exchange, fill every group's local batch; returns
- * SR_ERR_DATA on every rank when any rank flagged its batch. */
+/* input_dist.c: bucketize, exchange, fill every group's local batch (kjt may
+ * be NULL when local_rc is not SR_OK: END_OF_DATA or an error); returns
+ * SR_ERR_DATA on every rank when any rank flagged its batch, else
+ * SR_SHARDED_EBC_END_OF_DATA on every rank when any rank's data ended. */
 int sr_input_dist(struct sr_sharded_ebc *s, struct sr_kjt *kjt, int local_rc);
 /* output_dist.c */
 void sr_output_dist_forward(struct sr_sharded_ebc *s, const struct sr_kjt *kjt, float *pooled);

@@ -291,12 +291,16 @@ static int train_step(struct sr_trainer *t, int64_t step, double *loss, double *
     size_t n_params;
     double t0 = sr_now_s(), t1;
 
-    if ((rc = load_batch(t, step)))
-        return rc;
+    rc = load_batch(t, step);
+    if (rc && t->sebc) /* the other ranks wait for this one's ids: tell them */
+        rc = sr_sharded_ebc_forward_none(t->sebc, rc == END_OF_DATA ? SR_SHARDED_EBC_END_OF_DATA
+                                                                   : rc);
+    if (rc)
+        return rc == SR_SHARDED_EBC_END_OF_DATA ? END_OF_DATA : rc;
     t1 = sr_now_s(), stage[SR_STAGE_LOAD] += t1 - t0, t0 = t1;
 
     if ((rc = sr_trainer_emb_forward(t)))
-        return rc;
+        return rc == SR_SHARDED_EBC_END_OF_DATA ? END_OF_DATA : rc;
     t1 = sr_now_s(), stage[SR_STAGE_LOOKUP] += t1 - t0, t0 = t1;
 
     sr_dlrm_forward(t->dlrm, t->batch.dense, t->pooled, B, t->logits);
@@ -327,17 +331,39 @@ static int train_step(struct sr_trainer *t, int64_t step, double *loss, double *
 
 /* ---- the loop ------------------------------------------------------------------------ */
 
+/* The data ended at `step` on some ranks only (their --data differ): every
+ * rank has stopped there; rank 0 says so. */
+static void report_uneven_end(struct sr_trainer *t, int64_t step)
+{
+    struct sr_sharded_ebc_stats st;
+    if (!t->sebc || !t->log)
+        return;
+    sr_sharded_ebc_stats(t->sebc, &st);
+    if (st.ranks_ended == 0 || st.ranks_ended == t->world_size)
+        return;
+    fprintf(t->log,
+            "warning: the --data of rank %d%s ended at step %" PRId64 " while %d other ranks "
+            "still had data; every rank stopped there, after %" PRId64 " steps\n"
+            "HINT: every rank must read the same --data files (the same contents, not only the "
+            "same paths and sizes)\n",
+            st.first_ended, st.ranks_ended > 1 ? " (and other ranks)" : "", step,
+            t->world_size - st.ranks_ended, step - 1);
+}
+
 static int due(int64_t step, int64_t every, int64_t last)
 {
     return step == last || (every > 0 && step % every == 0);
 }
 
-/* A step with its collectives added to the training counters. */
+/* A step with its collectives added to the training counters (not the end
+ * of the data: the ranks' agreement to stop is no step). */
 static int counted_step(struct sr_trainer *t, int64_t step, double *loss, double *stage)
 {
     struct sr_comm_counters before, after;
     sr_trainer_comm_snapshot(t, &before);
     int rc = train_step(t, step, loss, stage);
+    if (rc == END_OF_DATA)
+        return rc;
     sr_trainer_comm_snapshot(t, &after);
     for (int k = 0; k < SR_COLL_COUNT; k++) {
         t->train_comm.calls[k] += after.calls[k] - before.calls[k];
@@ -375,8 +401,10 @@ int sr_trainer_run(struct sr_trainer *t, struct sr_trainer_result *res)
     memset(res, 0, sizeof *res);
     for (step = 1; step <= cfg->steps && !ended; step++) {
         double s0 = sr_now_s();
+        sr_comm_set_step(step);
         if ((rc = counted_step(t, step, &loss, res->stage_seconds)) == END_OF_DATA) {
             ended = 1; /* one pass over --data done: evaluate and log the last step */
+            report_uneven_end(t, step);
             step--;
         } else if (rc) {
             return rc;

@@ -1,0 +1,115 @@
+#!/bin/sh
+# A stuck peer never hangs the job (comm.h's deadline). For 2, 3 and 4 ranks,
+# with the first, a middle and the last rank stopped (SIGSTOP) in the middle
+# of training, under --comm-timeout 3: every rank is gone within the deadline
+# plus 15 s, mpirun exits non-zero, and a survivor's message names the
+# collective, the step and the stopped rank ("no answer to a probe"). A rank
+# killed outright (SIGKILL) still ends the others within a few seconds.
+# Every run has its own hard timeout, so a hang fails the test instead of CI.
+# Skips (exit 77) without MPI.
+BUILD=${BUILD:-build}
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/.." && pwd)
+bin="$root/$BUILD/shardrec"
+
+if ! command -v mpirun >/dev/null 2>&1; then
+    echo "check_mpi_stuck: skipped (no mpirun)"
+    exit 77
+fi
+[ -x "$bin" ] || { echo "check_mpi_stuck: $bin is missing; build it with: make"; exit 1; }
+
+tmp=$(mktemp -d)
+pids_left=""
+cleanup() {
+    for p in $pids_left; do kill -KILL "$p" 2>/dev/null; done
+    rm -rf "$tmp"
+}
+trap cleanup EXIT
+export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
+export LSAN_OPTIONS="suppressions=$here/lsan_openmpi.supp:print_suppressions=0:fast_unwind_on_malloc=0"
+unset SR_RANKS_PER_NODE
+as_root=""
+[ "$(id -u)" -eq 0 ] && as_root="--allow-run-as-root"
+TIMEOUT=3 # --comm-timeout under test
+HARD=120  # seconds a run may take at all
+JOB="--table-rows 1000,2000,50,7 --embedding-dim 8 --bot-mlp 13-16-8 --top-mlp 16-1
+     --global-batch-size 48 --steps 100000000 --eval-samples 0 --log-every 1 --no-progress
+     --comm-timeout $TIMEOUT"
+fail=0
+
+now() { date +%s.%N; }
+alive() { # pid: 0 if the process exists and is not a zombie
+    [ -r "/proc/$1/stat" ] && ! grep -q '^[0-9]* ([^)]*) Z' "/proc/$1/stat" 2>/dev/null
+}
+
+# pid of world rank $2 of the run whose metrics file is $1
+rank_pid() {
+    for p in $(pgrep -x shardrec); do
+        tr '\0' '\n' <"/proc/$p/cmdline" 2>/dev/null | grep -qx "$1" || continue
+        tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$2" &&
+            echo "$p"
+    done
+}
+
+# name np rank signal max-seconds: start a run, send `signal` to `rank` once
+# training is under way, check how the job ends.
+run_case() {
+    name=$1 np=$2 victim=$3 sig=$4 limit=$5
+    metrics="$tmp/$name.jsonl"
+    timeout -s KILL "$HARD" mpirun $as_root --oversubscribe --bind-to none -np "$np" \
+        "$bin" train $JOB --metrics "$metrics" >"$tmp/$name.out" 2>&1 &
+    job=$!
+    i=0 # wait for 5 logged steps (rank 0 writes the metrics)
+    while [ "$(cat "$metrics" 2>/dev/null | wc -l)" -lt 5 ] && [ $i -lt 600 ]; do
+        sleep 0.1
+        i=$((i + 1))
+    done
+    pids=""
+    for r in $(seq 0 $((np - 1))); do pids="$pids $(rank_pid "$metrics" "$r")"; done
+    pids_left="$pids_left $pids"
+    target=$(rank_pid "$metrics" "$victim")
+    if [ -z "$target" ] || [ "$(echo $pids | wc -w)" -ne "$np" ]; then
+        echo "FAIL $name: training did not start (ranks found:$pids)"
+        tail -20 "$tmp/$name.out"
+        kill -KILL $pids $job 2>/dev/null
+        fail=1
+        return
+    fi
+    t0=$(now)
+    kill -"$sig" "$target"
+    wait "$job"
+    rc=$?
+    t1=$(now)
+    secs=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }')
+    left=""
+    for p in $pids; do alive "$p" && left="$left $p"; done
+    msg=$(grep -m1 "comm timeout:" "$tmp/$name.out")
+    why=""
+    [ "$rc" -ne 0 ] || why="$why exit status 0;"
+    [ -z "$left" ] || why="$why ranks still alive (pids$left);"
+    awk -v s="$secs" -v l="$limit" 'BEGIN { exit !(s <= l) }' || why="$why took ${secs} s > ${limit} s;"
+    if [ "$sig" = STOP ]; then
+        echo "$msg" | grep -q "comm timeout: [a-z_]* #[0-9]* on communicator '[a-z]*' ($np ranks) at step [0-9]" ||
+            why="$why no message naming the collective and step;"
+        echo "$msg" | grep -q "Did not arrive: rank $victim (no answer to a probe" ||
+            why="$why the message does not name rank $victim as missing;"
+    fi
+    if [ -n "$why" ]; then
+        echo "FAIL $name:$why (mpirun exit $rc)"
+        tail -20 "$tmp/$name.out"
+        fail=1
+    else
+        echo "ok   $name: all $np ranks gone ${secs} s after SIG$sig of rank $victim, exit $rc"
+        [ -z "$msg" ] || echo "     $msg"
+    fi
+}
+
+bound=$((TIMEOUT + 15))
+run_case stop2_first 2 0 STOP $bound
+run_case stop2_last 2 1 STOP $bound
+run_case stop3_middle 3 1 STOP $bound
+run_case stop3_last 3 2 STOP $bound
+run_case stop4_first 4 0 STOP $bound
+run_case stop4_middle 4 2 STOP $bound
+run_case kill3_middle 3 1 KILL 10
+exit $fail
