@@ -10,7 +10,14 @@
  * synchronously on the calling thread (with OpenMP inside) and its streams and
  * events are ordering no-ops. A CUDA backend queues ops on the given stream;
  * every op is therefore "stream-ordered": callers must not read outputs on the
- * host before sr_stream_sync (or an event) says they are done.
+ * host before sr_dev_sync (or an event) says they are done.
+ *
+ * The deferred CPU device (device/cpu/cpu_deferred.c, chosen with the
+ * environment variable SR_CPU_DEFERRED=1) holds that contract to the letter:
+ * an op fills its outputs with 0xFF bytes (NaN as floats, -1 as integers) when
+ * it is issued and runs only when its stream is synchronised or an event after
+ * it is waited for, so code that reads a result without the right wait fails
+ * on a CPU, in CI, as it would race on a GPU.
  *
  * Which conditions abort: an allocation that cannot be satisfied or a backend
  * failure aborts with the size and call site (SR_ABORT). Nothing here returns
@@ -22,14 +29,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
-typedef struct sr_stream *sr_stream_t; /* NULL is the device's default stream */
-typedef struct sr_event *sr_event_t;
+#include "shardrec/stream.h" /* sr_stream_t (NULL: the default stream), sr_event_t */
 
 enum sr_device_kind { SR_DEVICE_CPU = 0, SR_DEVICE_CUDA = 1 };
 
 struct sr_device;
 struct sr_dense_ops;     /* src/device/ops_dense.h */
 struct sr_embedding_ops; /* src/device/ops_embedding.h */
+struct sr_emb_dp_ops;    /* src/device/ops_embedding_dp.h */
 struct sr_optim_ops;     /* src/device/ops_optim.h */
 
 struct sr_mem_ops {
@@ -47,6 +54,19 @@ struct sr_mem_ops {
     /* Make stream s wait for event e before its later work. */
     void (*stream_wait_event)(struct sr_device *dev, sr_stream_t s, sr_event_t e);
     void (*event_sync)(struct sr_device *dev, sr_event_t e);
+    /* 1 when all work before the event's last record has completed (or it was
+     * never recorded), 0 otherwise; never blocks. */
+    int (*event_query)(struct sr_device *dev, sr_event_t e);
+    /* Milliseconds between two completed events' records (start to end),
+     * measured by the device's own clock. */
+    float (*event_elapsed_ms)(struct sr_device *dev, sr_event_t start, sr_event_t end);
+    /* Run fn(arg) on the host once the work issued on s before it is done;
+     * later work on s waits for fn to return. */
+    void (*launch_host_fn)(struct sr_device *dev, sr_stream_t s, sr_host_fn fn, void *arg);
+    /* Host memory the device copies to and from at full speed (pinned for
+     * CUDA; ordinary aligned memory on the CPU). */
+    void *(*alloc_host)(struct sr_device *dev, size_t bytes);
+    void (*free_host)(struct sr_device *dev, void *p);
 };
 
 struct sr_device {
@@ -57,6 +77,7 @@ struct sr_device {
     const struct sr_mem_ops *mem;
     const struct sr_dense_ops *dense;
     const struct sr_embedding_ops *emb;
+    const struct sr_emb_dp_ops *emb_dp; /* the DP-table ops */
     const struct sr_optim_ops *optim;
     void *ctx; /* backend state (handles, workspaces) */
 };
@@ -74,5 +95,17 @@ void sr_dev_free(struct sr_device *dev, void *p);
 void sr_dev_copy(struct sr_device *dev, void *dst, const void *src, size_t bytes, sr_stream_t s);
 void sr_dev_memset(struct sr_device *dev, void *p, int value, size_t bytes, sr_stream_t s);
 void sr_dev_sync(struct sr_device *dev, sr_stream_t s);
+void *sr_dev_alloc_host(struct sr_device *dev, size_t bytes);
+void sr_dev_free_host(struct sr_device *dev, void *p);
+sr_stream_t sr_dev_stream_create(struct sr_device *dev);
+void sr_dev_stream_destroy(struct sr_device *dev, sr_stream_t s);
+sr_event_t sr_dev_event_create(struct sr_device *dev);
+void sr_dev_event_destroy(struct sr_device *dev, sr_event_t e);
+void sr_dev_event_record(struct sr_device *dev, sr_event_t e, sr_stream_t s);
+void sr_dev_stream_wait_event(struct sr_device *dev, sr_stream_t s, sr_event_t e);
+void sr_dev_event_sync(struct sr_device *dev, sr_event_t e);
+int sr_dev_event_query(struct sr_device *dev, sr_event_t e);
+float sr_dev_event_elapsed_ms(struct sr_device *dev, sr_event_t start, sr_event_t end);
+void sr_dev_launch_host_fn(struct sr_device *dev, sr_stream_t s, sr_host_fn fn, void *arg);
 
 #endif

@@ -3,15 +3,25 @@
  * Backends register here; `#ifdef SR_USE_CUDA` appears only in this file and
  * in device/cuda/.
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "shardrec/device.h"
 #include "shardrec/error.h"
 #include "device/cpu/cpu_device.h"
+#include "device/ops_embedding_dp.h"
+
+/* SR_CPU_DEFERRED=1 (any value but empty or 0) makes the host device the
+ * deferred CPU device, for tests that prove every read waits for its op. */
+static int want_deferred(void)
+{
+    const char *v = getenv("SR_CPU_DEFERRED");
+    return v && *v && strcmp(v, "0") != 0;
+}
 
 struct sr_device *sr_device_cpu(void)
 {
-    return sr_cpu_device();
+    return want_deferred() ? sr_cpu_deferred_device() : sr_cpu_device();
 }
 
 struct sr_device *sr_device_get(enum sr_device_kind kind, int ordinal)
@@ -23,7 +33,7 @@ struct sr_device *sr_device_get(enum sr_device_kind kind, int ordinal)
                          ordinal);
             return NULL;
         }
-        return sr_cpu_device();
+        return sr_device_cpu();
     case SR_DEVICE_CUDA:
         sr_error_set(SR_ERR_UNSUPPORTED,
                      "the CUDA backend is not built yet in this version of shardrec; "
@@ -68,4 +78,72 @@ void sr_dev_memset(struct sr_device *dev, void *p, int value, size_t bytes, sr_s
 void sr_dev_sync(struct sr_device *dev, sr_stream_t s)
 {
     dev->mem->stream_sync(dev, s);
+}
+
+void *sr_dev_alloc_host(struct sr_device *dev, size_t bytes)
+{
+    return dev->mem->alloc_host(dev, bytes);
+}
+
+void sr_dev_free_host(struct sr_device *dev, void *p)
+{
+    if (p)
+        dev->mem->free_host(dev, p);
+}
+
+sr_stream_t sr_dev_stream_create(struct sr_device *dev)
+{
+    return dev->mem->stream_create(dev);
+}
+
+void sr_dev_stream_destroy(struct sr_device *dev, sr_stream_t s)
+{
+    if (s)
+        dev->mem->stream_destroy(dev, s);
+}
+
+sr_event_t sr_dev_event_create(struct sr_device *dev)
+{
+    return dev->mem->event_create(dev);
+}
+
+void sr_dev_event_destroy(struct sr_device *dev, sr_event_t e)
+{
+    if (e)
+        dev->mem->event_destroy(dev, e);
+}
+
+void sr_dev_event_record(struct sr_device *dev, sr_event_t e, sr_stream_t s)
+{
+    dev->mem->event_record(dev, e, s);
+}
+
+void sr_dev_stream_wait_event(struct sr_device *dev, sr_stream_t s, sr_event_t e)
+{
+    dev->mem->stream_wait_event(dev, s, e);
+}
+
+void sr_dev_event_sync(struct sr_device *dev, sr_event_t e)
+{
+    dev->mem->event_sync(dev, e);
+}
+
+int sr_dev_event_query(struct sr_device *dev, sr_event_t e)
+{
+    return dev->mem->event_query(dev, e);
+}
+
+float sr_dev_event_elapsed_ms(struct sr_device *dev, sr_event_t start, sr_event_t end)
+{
+    return dev->mem->event_elapsed_ms(dev, start, end);
+}
+
+void sr_dev_launch_host_fn(struct sr_device *dev, sr_stream_t s, sr_host_fn fn, void *arg)
+{
+    dev->mem->launch_host_fn(dev, s, fn, arg);
+}
+
+const struct sr_emb_dp_ops *sr_emb_dp_ops_get(const struct sr_device *dev)
+{
+    return dev ? dev->emb_dp : NULL;
 }

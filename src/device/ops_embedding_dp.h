@@ -12,8 +12,7 @@
  * backend. Data shapes are those of ops_embedding.h. Ops are stream-ordered,
  * allocate nothing and are bit-identical across reruns and thread counts.
  *
- * These ops belong beside sr_embedding_ops; they live in their own table
- * (found by sr_emb_dp_ops_get) until that table grows them.
+ * A device's table of them is dev->emb_dp (also sr_emb_dp_ops_get(dev)).
  */
 #ifndef SHARDREC_OPS_EMBEDDING_DP_H
 #define SHARDREC_OPS_EMBEDDING_DP_H

@@ -6,9 +6,12 @@
 #include <string.h>
 
 #include "shardrec/alloc.h"
+#include "shardrec/clock.h"
+#include "shardrec/error.h"
 #include "device/cpu/cpu_device.h"
 #include "device/ops_dense.h"
 #include "device/ops_embedding.h"
+#include "device/ops_embedding_dp.h"
 #include "device/ops_optim.h"
 
 static void *cpu_alloc(struct sr_device *dev, size_t bytes)
@@ -31,9 +34,14 @@ static void cpu_memset(struct sr_device *dev, void *p, int value, size_t bytes, 
     memset(p, value, bytes);
 }
 
-/* Streams and events are non-NULL tokens: every CPU op has completed when it
- * returns, so there is nothing to wait for. */
+/* Streams are non-NULL tokens: every CPU op has completed when it returns, so
+ * there is nothing to wait for. An event holds the clock reading of its last
+ * record, for elapsed times. */
 static char cpu_token;
+
+struct sr_event {
+    int64_t recorded_ns; /* 0: never recorded */
+};
 
 static sr_stream_t cpu_stream_create(struct sr_device *dev)
 {
@@ -50,15 +58,17 @@ static void cpu_stream_sync(struct sr_device *dev, sr_stream_t s)
 
 static sr_event_t cpu_event_create(struct sr_device *dev)
 {
-    return (sr_event_t)&cpu_token;
+    return sr_calloc(1, sizeof(struct sr_event));
 }
 
 static void cpu_event_destroy(struct sr_device *dev, sr_event_t e)
 {
+    sr_free(e);
 }
 
 static void cpu_event_record(struct sr_device *dev, sr_event_t e, sr_stream_t s)
 {
+    e->recorded_ns = sr_clock_ns();
 }
 
 static void cpu_stream_wait_event(struct sr_device *dev, sr_stream_t s, sr_event_t e)
@@ -67,6 +77,22 @@ static void cpu_stream_wait_event(struct sr_device *dev, sr_stream_t s, sr_event
 
 static void cpu_event_sync(struct sr_device *dev, sr_event_t e)
 {
+}
+
+static int cpu_event_query(struct sr_device *dev, sr_event_t e)
+{
+    return 1;
+}
+
+static float cpu_event_elapsed_ms(struct sr_device *dev, sr_event_t start, sr_event_t end)
+{
+    SR_ASSERT(start->recorded_ns && end->recorded_ns);
+    return (float)((double)(end->recorded_ns - start->recorded_ns) * 1e-6);
+}
+
+static void cpu_launch_host_fn(struct sr_device *dev, sr_stream_t s, sr_host_fn fn, void *arg)
+{
+    fn(arg);
 }
 
 static const struct sr_mem_ops cpu_mem_ops = {
@@ -82,6 +108,11 @@ static const struct sr_mem_ops cpu_mem_ops = {
     .event_record = cpu_event_record,
     .stream_wait_event = cpu_stream_wait_event,
     .event_sync = cpu_event_sync,
+    .event_query = cpu_event_query,
+    .event_elapsed_ms = cpu_event_elapsed_ms,
+    .launch_host_fn = cpu_launch_host_fn,
+    .alloc_host = cpu_alloc,
+    .free_host = cpu_free,
 };
 
 static struct sr_device cpu_device = {
@@ -92,6 +123,7 @@ static struct sr_device cpu_device = {
     .mem = &cpu_mem_ops,
     .dense = &sr_cpu_dense_ops,
     .emb = &sr_cpu_embedding_ops,
+    .emb_dp = &sr_cpu_emb_dp_ops,
     .optim = &sr_cpu_optim_ops,
     .ctx = NULL,
 };

@@ -5,9 +5,12 @@
 #include "shardrec/device.h"
 
 struct sr_device *sr_cpu_device(void);
+/* The deferred debug device (cpu_deferred.c): the CPU ops, run only when waited for. */
+struct sr_device *sr_cpu_deferred_device(void);
 
 extern const struct sr_dense_ops sr_cpu_dense_ops;         /* cpu_dense.c */
 extern const struct sr_embedding_ops sr_cpu_embedding_ops; /* cpu_embedding.c */
 extern const struct sr_optim_ops sr_cpu_optim_ops;         /* cpu_optim.c */
+extern const struct sr_emb_dp_ops sr_cpu_emb_dp_ops;       /* cpu_embedding_dp.c */
 
 #endif

@@ -13,6 +13,7 @@
 
 #include "shardrec/error.h"
 #include "device/ops_embedding_dp.h"
+#include "device/cpu/cpu_device.h"
 #include "device/cpu/cpu_row_optim.h"
 
 #define PAR_MIN_ROWS 256
@@ -59,12 +60,7 @@ static void cpu_dp_apply(struct sr_device *dev, const struct sr_emb_table *tab, 
             apply_row(&k, tab, r, grad + r * tab->dim);
 }
 
-static const struct sr_emb_dp_ops cpu_dp_ops = {
+const struct sr_emb_dp_ops sr_cpu_emb_dp_ops = {
     .accumulate = cpu_dp_accumulate,
     .apply = cpu_dp_apply,
 };
-
-const struct sr_emb_dp_ops *sr_emb_dp_ops_get(const struct sr_device *dev)
-{
-    return dev && dev->kind == SR_DEVICE_CPU ? &cpu_dp_ops : NULL;
-}

@@ -1,0 +1,16 @@
+/* The one monotonic clock (shardrec/clock.h). */
+#include <time.h>
+
+#include "shardrec/clock.h"
+
+int64_t sr_clock_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+double sr_clock_seconds(void)
+{
+    return (double)sr_clock_ns() * 1e-9;
+}

@@ -1,0 +1,1018 @@
+/*
+ * The deferred CPU device: a debug mode of the CPU backend that holds callers
+ * to the stream-ordered contract of device.h as strictly as a GPU would, and
+ * more visibly. Chosen with SR_CPU_DEFERRED=1 (device.c).
+ *
+ * Every op is queued on its stream instead of run. When it is queued, its
+ * outputs are filled with 0xFF bytes (NaN as fp32/fp64, -1 as integers); it
+ * runs (the CPU backend's own op, so results are bit-identical) only when its
+ * stream is synchronised, an event recorded after it is synchronised, or a
+ * stream that waits for such an event is itself run. So a host read of a
+ * result without the right wait sees NaN, and a stream that uses another
+ * stream's result without waiting for its event sees NaN too.
+ *
+ * Poisoning must never corrupt a correct program, so it is conservative:
+ *   - an output is poisoned only when no queued op still reads that memory
+ *     (a buffer reused after a queued read keeps its bytes until that read
+ *     has run);
+ *   - an in-place (read-write) operand is poisoned only when no queued op
+ *     touches that memory at all; its bytes are saved first and put back just
+ *     before the op runs;
+ *   - an output that overlaps the same op's input counts as in-place.
+ * Host arguments (structs, host arrays of offsets and pointers) are copied
+ * when the op is queued, as a kernel launch copies its parameters.
+ *
+ * One recursive lock guards all queues; ops run on the thread that waits.
+ * The device allocates with libc (not the counting allocator), so its
+ * bookkeeping does not show up as allocations in the training loop.
+ */
+#include <pthread.h>
+#include <stdalign.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "shardrec/alloc.h"
+#include "shardrec/clock.h"
+#include "shardrec/error.h"
+#include "device/cpu/cpu_device.h"
+#include "device/ops_dense.h"
+#include "device/ops_embedding.h"
+#include "device/ops_embedding_dp.h"
+#include "device/ops_optim.h"
+
+#define POISON 0xFF
+
+/* ---- queues ------------------------------------------------------------- */
+
+enum region_kind { REGION_IN, REGION_OUT, REGION_INOUT };
+
+struct region {
+    const void *p;
+    size_t bytes;
+    enum region_kind kind;
+    void *saved; /* in-place operand poisoned at queue time: its bytes */
+};
+
+struct item {
+    struct item *next;
+    void (*run)(struct item *it);
+    int num_regions, cap_regions;
+    struct region *regions;
+    alignas(max_align_t) unsigned char args[];
+};
+
+struct sr_stream {
+    struct item *head, *tail;
+    int64_t issued, done; /* items queued and run, ever */
+    struct sr_stream *next_stream;
+};
+
+struct sr_event {
+    struct sr_stream *stream; /* where it was last recorded; NULL: never */
+    int64_t seq;              /* complete when stream->done >= seq */
+    int64_t generation;       /* records so far */
+    int64_t time_ns;          /* clock when the last record's marker ran */
+};
+
+static pthread_mutex_t lock;
+static pthread_once_t lock_once = PTHREAD_ONCE_INIT;
+static struct sr_stream default_stream;
+static struct sr_stream *streams = &default_stream; /* every live stream */
+
+static void lock_init(void)
+{
+    pthread_mutexattr_t a;
+    pthread_mutexattr_init(&a);
+    pthread_mutexattr_settype(&a, PTHREAD_MUTEX_RECURSIVE);
+    pthread_mutex_init(&lock, &a);
+    pthread_mutexattr_destroy(&a);
+}
+
+static void enter(void)
+{
+    pthread_once(&lock_once, lock_init);
+    pthread_mutex_lock(&lock);
+}
+
+static void leave(void)
+{
+    pthread_mutex_unlock(&lock);
+}
+
+static void *xmalloc(size_t bytes)
+{
+    void *p = malloc(bytes ? bytes : 1);
+    if (!p)
+        SR_ABORT("deferred device: out of host memory (%zu bytes)", bytes);
+    return p;
+}
+
+static struct sr_stream *stream_of(sr_stream_t s)
+{
+    return s ? s : &default_stream;
+}
+
+static struct item *item_new(size_t args_bytes, void (*run)(struct item *))
+{
+    struct item *it = xmalloc(sizeof *it + args_bytes);
+    memset(it, 0, sizeof *it);
+    it->run = run;
+    return it;
+}
+
+static void add_region(struct item *it, const void *p, size_t bytes, enum region_kind kind)
+{
+    if (!p || !bytes)
+        return;
+    if (it->num_regions == it->cap_regions) {
+        it->cap_regions = it->cap_regions ? 2 * it->cap_regions : 8;
+        struct region *r = realloc(it->regions, (size_t)it->cap_regions * sizeof *r);
+        if (!r)
+            SR_ABORT("deferred device: out of host memory");
+        it->regions = r;
+    }
+    it->regions[it->num_regions++] = (struct region){p, bytes, kind, NULL};
+}
+
+static int overlap(const struct region *a, const void *p, size_t bytes)
+{
+    const char *a0 = a->p, *b0 = p;
+    return a0 < b0 + bytes && b0 < a0 + a->bytes;
+}
+
+/* Does a queued op touch [p, p + bytes)? reads_only: count only its reads. */
+static int queued_touches(const void *p, size_t bytes, int reads_only)
+{
+    for (struct sr_stream *s = streams; s; s = s->next_stream)
+        for (struct item *it = s->head; it; it = it->next)
+            for (int i = 0; i < it->num_regions; i++) {
+                const struct region *r = &it->regions[i];
+                if (reads_only && r->kind == REGION_OUT)
+                    continue;
+                if (overlap(r, p, bytes))
+                    return 1;
+            }
+    return 0;
+}
+
+/* Poison the new item's outputs where that is safe (see the header). */
+static void poison_outputs(struct item *it)
+{
+    for (int i = 0; i < it->num_regions; i++) {
+        struct region *r = &it->regions[i];
+        if (r->kind == REGION_IN)
+            continue;
+        for (int j = 0; j < it->num_regions && r->kind == REGION_OUT; j++)
+            if (it->regions[j].kind == REGION_IN && overlap(&it->regions[j], r->p, r->bytes))
+                r->kind = REGION_INOUT;
+        if (queued_touches(r->p, r->bytes, r->kind == REGION_OUT))
+            continue;
+        if (r->kind == REGION_INOUT) {
+            r->saved = xmalloc(r->bytes);
+            memcpy(r->saved, r->p, r->bytes);
+        }
+        memset((void *)r->p, POISON, r->bytes);
+    }
+}
+
+static void enqueue(sr_stream_t s, struct item *it)
+{
+    enter();
+    struct sr_stream *st = stream_of(s);
+    poison_outputs(it);
+    if (st->tail)
+        st->tail->next = it;
+    else
+        st->head = it;
+    st->tail = it;
+    st->issued++;
+    leave();
+}
+
+static void run_item(struct item *it)
+{
+    for (int i = 0; i < it->num_regions; i++)
+        if (it->regions[i].saved) {
+            memcpy((void *)it->regions[i].p, it->regions[i].saved, it->regions[i].bytes);
+            free(it->regions[i].saved);
+        }
+    it->run(it);
+    free(it->regions);
+    free(it);
+}
+
+/* Run st's queued items until `upto` of them have run in all. */
+static void flush(struct sr_stream *st, int64_t upto)
+{
+    enter();
+    while (st->done < upto && st->head) {
+        struct item *it = st->head;
+        st->head = it->next;
+        if (!st->head)
+            st->tail = NULL;
+        run_item(it); /* may flush other streams (a wait), never st itself */
+        st->done++;
+    }
+    leave();
+}
+
+static void flush_all(void)
+{
+    enter();
+    for (struct sr_stream *s = streams; s; s = s->next_stream)
+        flush(s, s->issued);
+    leave();
+}
+
+/* ---- memory, streams, events --------------------------------------------- */
+
+static void *d_alloc(struct sr_device *dev, size_t bytes)
+{
+    return sr_aligned_alloc(bytes ? bytes : 1);
+}
+
+static void d_free(struct sr_device *dev, void *p)
+{
+    flush_all(); /* as cudaFree, wait for work that may use p */
+    sr_free(p);
+}
+
+struct copy_args {
+    void *dst;
+    const void *src;
+    size_t bytes;
+};
+
+static void run_copy(struct item *it)
+{
+    struct copy_args *a = (void *)it->args;
+    memmove(a->dst, a->src, a->bytes);
+}
+
+static void d_copy(struct sr_device *dev, void *dst, const void *src, size_t bytes, sr_stream_t s)
+{
+    struct item *it = item_new(sizeof(struct copy_args), run_copy);
+    *(struct copy_args *)it->args = (struct copy_args){dst, src, bytes};
+    add_region(it, src, bytes, REGION_IN);
+    add_region(it, dst, bytes, REGION_OUT);
+    enqueue(s, it);
+}
+
+struct memset_args {
+    void *p;
+    int value;
+    size_t bytes;
+};
+
+static void run_memset(struct item *it)
+{
+    struct memset_args *a = (void *)it->args;
+    memset(a->p, a->value, a->bytes);
+}
+
+static void d_memset(struct sr_device *dev, void *p, int value, size_t bytes, sr_stream_t s)
+{
+    struct item *it = item_new(sizeof(struct memset_args), run_memset);
+    *(struct memset_args *)it->args = (struct memset_args){p, value, bytes};
+    add_region(it, p, bytes, REGION_OUT);
+    enqueue(s, it);
+}
+
+static sr_stream_t d_stream_create(struct sr_device *dev)
+{
+    struct sr_stream *st = xmalloc(sizeof *st);
+    memset(st, 0, sizeof *st);
+    enter();
+    st->next_stream = streams;
+    streams = st;
+    leave();
+    return st;
+}
+
+static void d_stream_destroy(struct sr_device *dev, sr_stream_t s)
+{
+    if (!s)
+        return;
+    enter();
+    flush(s, s->issued);
+    for (struct sr_stream **pp = &streams; *pp; pp = &(*pp)->next_stream)
+        if (*pp == s) {
+            *pp = s->next_stream;
+            break;
+        }
+    leave();
+    free(s);
+}
+
+static void d_stream_sync(struct sr_device *dev, sr_stream_t s)
+{
+    struct sr_stream *st = stream_of(s);
+    flush(st, st->issued);
+}
+
+static sr_event_t d_event_create(struct sr_device *dev)
+{
+    struct sr_event *e = xmalloc(sizeof *e);
+    memset(e, 0, sizeof *e);
+    return e;
+}
+
+static void d_event_sync(struct sr_device *dev, sr_event_t e)
+{
+    enter();
+    if (e->stream)
+        flush(e->stream, e->seq);
+    leave();
+}
+
+static void d_event_destroy(struct sr_device *dev, sr_event_t e)
+{
+    if (!e)
+        return;
+    d_event_sync(dev, e); /* its marker must not outlive it */
+    free(e);
+}
+
+struct marker_args {
+    struct sr_event *e;
+    int64_t generation;
+};
+
+static void run_marker(struct item *it)
+{
+    struct marker_args *a = (void *)it->args;
+    if (a->e->generation == a->generation)
+        a->e->time_ns = sr_clock_ns();
+}
+
+static void d_event_record(struct sr_device *dev, sr_event_t e, sr_stream_t s)
+{
+    enter();
+    struct item *it = item_new(sizeof(struct marker_args), run_marker);
+    e->generation++;
+    e->time_ns = 0;
+    *(struct marker_args *)it->args = (struct marker_args){e, e->generation};
+    enqueue(s, it);
+    e->stream = stream_of(s);
+    e->seq = e->stream->issued;
+    leave();
+}
+
+struct wait_args {
+    struct sr_stream *stream;
+    int64_t seq;
+};
+
+static void run_wait(struct item *it)
+{
+    struct wait_args *a = (void *)it->args;
+    flush(a->stream, a->seq);
+}
+
+static void d_stream_wait_event(struct sr_device *dev, sr_stream_t s, sr_event_t e)
+{
+    enter();
+    if (e->stream && stream_of(s) != e->stream) {
+        struct item *it = item_new(sizeof(struct wait_args), run_wait);
+        *(struct wait_args *)it->args = (struct wait_args){e->stream, e->seq};
+        enqueue(s, it);
+    }
+    leave();
+}
+
+static int d_event_query(struct sr_device *dev, sr_event_t e)
+{
+    enter();
+    int done = !e->stream || e->stream->done >= e->seq;
+    leave();
+    return done;
+}
+
+static float d_event_elapsed_ms(struct sr_device *dev, sr_event_t start, sr_event_t end)
+{
+    enter();
+    int ready = d_event_query(dev, start) && d_event_query(dev, end) && start->time_ns &&
+                end->time_ns;
+    leave();
+    if (!ready)
+        SR_ABORT("deferred device: elapsed time of an event that has not completed "
+                 "(synchronise the event first)");
+    return (float)((double)(end->time_ns - start->time_ns) * 1e-6);
+}
+
+struct host_fn_args {
+    sr_host_fn fn;
+    void *arg;
+};
+
+static void run_host_fn(struct item *it)
+{
+    struct host_fn_args *a = (void *)it->args;
+    a->fn(a->arg);
+}
+
+static void d_launch_host_fn(struct sr_device *dev, sr_stream_t s, sr_host_fn fn, void *arg)
+{
+    struct item *it = item_new(sizeof(struct host_fn_args), run_host_fn);
+    *(struct host_fn_args *)it->args = (struct host_fn_args){fn, arg};
+    enqueue(s, it);
+}
+
+static const struct sr_mem_ops deferred_mem_ops = {
+    .alloc = d_alloc,
+    .free = d_free,
+    .copy = d_copy,
+    .memset = d_memset,
+    .stream_create = d_stream_create,
+    .stream_destroy = d_stream_destroy,
+    .stream_sync = d_stream_sync,
+    .event_create = d_event_create,
+    .event_destroy = d_event_destroy,
+    .event_record = d_event_record,
+    .stream_wait_event = d_stream_wait_event,
+    .event_sync = d_event_sync,
+    .event_query = d_event_query,
+    .event_elapsed_ms = d_event_elapsed_ms,
+    .launch_host_fn = d_launch_host_fn,
+    .alloc_host = d_alloc,
+    .free_host = d_free,
+};
+
+/* ---- the op tables: queue the CPU backend's op ---------------------------- */
+
+#define ARGS(type, it) ((type *)(void *)(it)->args)
+#define F32(n)         ((size_t)(n) * sizeof(float))
+
+/* Extent in bytes of a row-major (rows, cols) matrix with row stride ld. */
+static size_t matrix_bytes(int rows, int cols, int ld)
+{
+    return rows > 0 && cols > 0 ? F32((size_t)(rows - 1) * (size_t)ld + (size_t)cols) : 0;
+}
+
+struct gemm_args {
+    enum sr_transpose ta, tb;
+    int m, n, k, lda, ldb, ldc;
+    float alpha, beta;
+    const float *a, *b;
+    float *c;
+};
+
+static void run_gemm(struct item *it)
+{
+    struct gemm_args *g = ARGS(struct gemm_args, it);
+    sr_cpu_dense_ops.gemm(sr_cpu_device(), NULL, g->ta, g->tb, g->m, g->n, g->k, g->alpha, g->a,
+                          g->lda, g->b, g->ldb, g->beta, g->c, g->ldc);
+}
+
+static void d_gemm(struct sr_device *dev, sr_stream_t s, enum sr_transpose ta,
+                   enum sr_transpose tb, int m, int n, int k, float alpha, const float *a, int lda,
+                   const float *b, int ldb, float beta, float *c, int ldc)
+{
+    struct item *it = item_new(sizeof(struct gemm_args), run_gemm);
+    *ARGS(struct gemm_args, it) = (struct gemm_args){ta, tb, m, n, k, lda, ldb, ldc, alpha, beta,
+                                                     a, b, c};
+    add_region(it, a, ta ? matrix_bytes(k, m, lda) : matrix_bytes(m, k, lda), REGION_IN);
+    add_region(it, b, tb ? matrix_bytes(n, k, ldb) : matrix_bytes(k, n, ldb), REGION_IN);
+    add_region(it, c, matrix_bytes(m, n, ldc), beta == 0.0f ? REGION_OUT : REGION_INOUT);
+    enqueue(s, it);
+}
+
+/* Most dense ops take a few pointers and sizes: one argument block for all. */
+struct dense_args {
+    const float *x0, *x1, *x2, *x3;
+    float *y0, *y1;
+    double *loss;
+    size_t n;
+    int i0, i1, i2, i3;
+    float f0;
+};
+
+#define DENSE(it) ARGS(struct dense_args, it)
+
+static void run_bias_relu_forward(struct item *it)
+{
+    struct dense_args *a = DENSE(it);
+    sr_cpu_dense_ops.bias_relu_forward(sr_cpu_device(), NULL, a->y0, a->x0, a->i0, a->i1, a->i2);
+}
+
+static void d_bias_relu_forward(struct sr_device *dev, sr_stream_t s, float *y, const float *bias,
+                                int rows, int cols, int relu)
+{
+    struct item *it = item_new(sizeof(struct dense_args), run_bias_relu_forward);
+    *DENSE(it) = (struct dense_args){.x0 = bias, .y0 = y, .i0 = rows, .i1 = cols, .i2 = relu};
+    add_region(it, bias, F32(cols), REGION_IN);
+    add_region(it, y, F32((size_t)rows * cols), REGION_INOUT);
+    enqueue(s, it);
+}
+
+static void run_relu_forward(struct item *it)
+{
+    struct dense_args *a = DENSE(it);
+    sr_cpu_dense_ops.relu_forward(sr_cpu_device(), NULL, a->x0, a->y0, a->n);
+}
+
+static void d_relu_forward(struct sr_device *dev, sr_stream_t s, const float *x, float *y, size_t n)
+{
+    struct item *it = item_new(sizeof(struct dense_args), run_relu_forward);
+    *DENSE(it) = (struct dense_args){.x0 = x, .y0 = y, .n = n};
+    add_region(it, x, F32(n), REGION_IN);
+    add_region(it, y, F32(n), REGION_OUT);
+    enqueue(s, it);
+}
+
+static void run_relu_backward(struct item *it)
+{
+    struct dense_args *a = DENSE(it);
+    sr_cpu_dense_ops.relu_backward(sr_cpu_device(), NULL, a->x0, a->y0, a->n);
+}
+
+static void d_relu_backward(struct sr_device *dev, sr_stream_t s, const float *y, float *dy,
+                            size_t n)
+{
+    struct item *it = item_new(sizeof(struct dense_args), run_relu_backward);
+    *DENSE(it) = (struct dense_args){.x0 = y, .y0 = dy, .n = n};
+    add_region(it, y, F32(n), REGION_IN);
+    add_region(it, dy, F32(n), REGION_INOUT);
+    enqueue(s, it);
+}
+
+static void run_bias_grad(struct item *it)
+{
+    struct dense_args *a = DENSE(it);
+    sr_cpu_dense_ops.bias_grad(sr_cpu_device(), NULL, a->x0, a->i0, a->i1, a->y0);
+}
+
+static void d_bias_grad(struct sr_device *dev, sr_stream_t s, const float *dy, int rows, int cols,
+                        float *dbias)
+{
+    struct item *it = item_new(sizeof(struct dense_args), run_bias_grad);
+    *DENSE(it) = (struct dense_args){.x0 = dy, .y0 = dbias, .i0 = rows, .i1 = cols};
+    add_region(it, dy, F32((size_t)rows * cols), REGION_IN);
+    add_region(it, dbias, F32(cols), REGION_OUT);
+    enqueue(s, it);
+}
+
+static void run_relu_bias_backward(struct item *it)
+{
+    struct dense_args *a = DENSE(it);
+    sr_cpu_dense_ops.relu_bias_backward(sr_cpu_device(), NULL, a->x0, a->y0, a->i0, a->i1, a->i2,
+                                        a->y1);
+}
+
+static void d_relu_bias_backward(struct sr_device *dev, sr_stream_t s, const float *y, float *dy,
+                                 int rows, int cols, int relu, float *dbias)
+{
+    struct item *it = item_new(sizeof(struct dense_args), run_relu_bias_backward);
+    *DENSE(it) = (struct dense_args){
+        .x0 = y, .y0 = dy, .y1 = dbias, .i0 = rows, .i1 = cols, .i2 = relu};
+    if (relu)
+        add_region(it, y, F32((size_t)rows * cols), REGION_IN);
+    add_region(it, dy, F32((size_t)rows * cols), relu ? REGION_INOUT : REGION_IN);
+    add_region(it, dbias, F32(cols), REGION_OUT);
+    enqueue(s, it);
+}
+
+static size_t interaction_width(int F, int D)
+{
+    return (size_t)D + (size_t)F * (size_t)(F + 1) / 2;
+}
+
+static void run_interaction_forward(struct item *it)
+{
+    struct dense_args *a = DENSE(it);
+    sr_cpu_dense_ops.interaction_forward(sr_cpu_device(), NULL, a->x0, a->x1, a->i0, a->i1, a->i2,
+                                         a->y0);
+}
+
+static void d_interaction_forward(struct sr_device *dev, sr_stream_t s, const float *z,
+                                  const float *emb, int B, int F, int D, float *out)
+{
+    struct item *it = item_new(sizeof(struct dense_args), run_interaction_forward);
+    *DENSE(it) = (struct dense_args){.x0 = z, .x1 = emb, .y0 = out, .i0 = B, .i1 = F, .i2 = D};
+    add_region(it, z, F32((size_t)B * D), REGION_IN);
+    add_region(it, emb, F32((size_t)B * F * D), REGION_IN);
+    add_region(it, out, F32((size_t)B * interaction_width(F, D)), REGION_OUT);
+    enqueue(s, it);
+}
+
+static void run_interaction_backward(struct item *it)
+{
+    struct dense_args *a = DENSE(it);
+    sr_cpu_dense_ops.interaction_backward(sr_cpu_device(), NULL, a->x0, a->x1, a->x2, a->i0,
+                                          a->i1, a->i2, a->y0, a->y1);
+}
+
+static void d_interaction_backward(struct sr_device *dev, sr_stream_t s, const float *z,
+                                   const float *emb, const float *dout, int B, int F, int D,
+                                   float *dz, float *demb)
+{
+    struct item *it = item_new(sizeof(struct dense_args), run_interaction_backward);
+    *DENSE(it) = (struct dense_args){
+        .x0 = z, .x1 = emb, .x2 = dout, .y0 = dz, .y1 = demb, .i0 = B, .i1 = F, .i2 = D};
+    add_region(it, z, F32((size_t)B * D), REGION_IN);
+    add_region(it, emb, F32((size_t)B * F * D), REGION_IN);
+    add_region(it, dout, F32((size_t)B * interaction_width(F, D)), REGION_IN);
+    add_region(it, dz, F32((size_t)B * D), REGION_OUT);
+    add_region(it, demb, F32((size_t)B * F * D), REGION_OUT);
+    enqueue(s, it);
+}
+
+static void run_bce(struct item *it)
+{
+    struct dense_args *a = DENSE(it);
+    sr_cpu_dense_ops.bce_with_logits(sr_cpu_device(), NULL, a->x0, a->x1, a->x2, a->i0, a->f0,
+                                     a->y0, a->loss);
+}
+
+static void d_bce_with_logits(struct sr_device *dev, sr_stream_t s, const float *logits,
+                              const float *labels, const float *mask, int n, float scale,
+                              float *dlogits, double *loss_sum)
+{
+    struct item *it = item_new(sizeof(struct dense_args), run_bce);
+    *DENSE(it) = (struct dense_args){.x0 = logits,
+                                     .x1 = labels,
+                                     .x2 = mask,
+                                     .y0 = dlogits,
+                                     .loss = loss_sum,
+                                     .i0 = n,
+                                     .f0 = scale};
+    add_region(it, logits, F32(n), REGION_IN);
+    add_region(it, labels, F32(n), REGION_IN);
+    add_region(it, mask, F32(n), REGION_IN);
+    add_region(it, dlogits, F32(n), REGION_OUT);
+    add_region(it, loss_sum, sizeof(double), REGION_OUT);
+    enqueue(s, it);
+}
+
+static const struct sr_dense_ops deferred_dense_ops = {
+    .gemm = d_gemm,
+    .bias_relu_forward = d_bias_relu_forward,
+    .relu_forward = d_relu_forward,
+    .relu_backward = d_relu_backward,
+    .bias_grad = d_bias_grad,
+    .relu_bias_backward = d_relu_bias_backward,
+    .interaction_forward = d_interaction_forward,
+    .interaction_backward = d_interaction_backward,
+    .bce_with_logits = d_bce_with_logits,
+};
+
+/* ---- embedding ops -------------------------------------------------------- */
+
+/* A batch with its host arrays copied (they may change once the op is queued). */
+struct batch_copy {
+    struct sr_emb_batch batch;
+    int64_t *feature_pos, *table_pos;
+};
+
+static void batch_copy_init(struct batch_copy *c, const struct sr_emb_layout *l,
+                            const struct sr_emb_batch *b)
+{
+    c->batch = *b;
+    c->feature_pos = NULL;
+    c->table_pos = NULL;
+    if (b->feature_pos) {
+        c->feature_pos = xmalloc((size_t)l->num_features * sizeof(int64_t));
+        memcpy(c->feature_pos, b->feature_pos, (size_t)l->num_features * sizeof(int64_t));
+        c->batch.feature_pos = c->feature_pos;
+    }
+    if (b->table_pos) {
+        c->table_pos = xmalloc((size_t)(l->num_tables + 1) * sizeof(int64_t));
+        memcpy(c->table_pos, b->table_pos, (size_t)(l->num_tables + 1) * sizeof(int64_t));
+        c->batch.table_pos = c->table_pos;
+    }
+}
+
+static void batch_copy_free(struct batch_copy *c)
+{
+    free(c->feature_pos);
+    free(c->table_pos);
+}
+
+static void add_batch_regions(struct item *it, const struct sr_emb_layout *l,
+                              const struct sr_emb_batch *b)
+{
+    size_t n = (size_t)b->num_values;
+    add_region(it, b->offsets, ((size_t)l->num_features * (size_t)b->batch + 1) * sizeof(int64_t),
+               REGION_IN);
+    add_region(it, b->values, n * sizeof(int64_t), REGION_IN);
+    add_region(it, b->weights, F32(n), REGION_IN);
+}
+
+static size_t state_bytes(enum sr_optim_kind kind, const struct sr_emb_table *t)
+{
+    int per_row = 0;
+    int per_elem = sr_optim_state_per_element(kind, &per_row);
+    size_t per = per_row ? 1 : (size_t)t->dim;
+    return F32((size_t)per_elem * per * (size_t)t->rows);
+}
+
+static void add_table_regions(struct item *it, enum sr_optim_kind kind,
+                              const struct sr_emb_table *t, enum region_kind weight_kind,
+                              int with_state)
+{
+    add_region(it, t->weight, F32((size_t)t->rows * (size_t)t->dim), weight_kind);
+    if (with_state)
+        add_region(it, t->state, state_bytes(kind, t), REGION_INOUT);
+}
+
+static size_t d_workspace_bytes(struct sr_device *dev, const struct sr_emb_layout *layout)
+{
+    return sr_cpu_embedding_ops.workspace_bytes(sr_cpu_device(), layout);
+}
+
+struct emb_args {
+    const struct sr_emb_layout *layout;
+    struct batch_copy batch;
+    const float *dpooled;
+    float *pooled;
+    void *workspace;
+    struct sr_emb_update update;
+    int keep_ids;
+    /* init_uniform / fill */
+    float *p;
+    int64_t rows;
+    int dim;
+    int64_t row_begin;
+    uint64_t seed, stream;
+    double lo, hi;
+    float value;
+};
+
+#define EMB(it) ARGS(struct emb_args, it)
+
+static void run_workspace_init(struct item *it)
+{
+    sr_cpu_embedding_ops.workspace_init(sr_cpu_device(), EMB(it)->layout, EMB(it)->workspace);
+}
+
+static void d_workspace_init(struct sr_device *dev, const struct sr_emb_layout *layout,
+                             void *workspace)
+{
+    struct item *it = item_new(sizeof(struct emb_args), run_workspace_init);
+    *EMB(it) = (struct emb_args){.layout = layout, .workspace = workspace};
+    add_region(it, workspace, d_workspace_bytes(dev, layout), REGION_OUT);
+    enqueue(NULL, it);
+}
+
+static void run_init_uniform(struct item *it)
+{
+    struct emb_args *a = EMB(it);
+    sr_cpu_embedding_ops.init_uniform(sr_cpu_device(), a->p, a->rows, a->dim, a->row_begin,
+                                      a->seed, a->stream, a->lo, a->hi, NULL);
+}
+
+static void d_init_uniform(struct sr_device *dev, float *weight, int64_t rows, int dim,
+                           int64_t row_begin, uint64_t seed, uint64_t stream, double lo, double hi,
+                           sr_stream_t s)
+{
+    struct item *it = item_new(sizeof(struct emb_args), run_init_uniform);
+    *EMB(it) = (struct emb_args){.p = weight,
+                                 .rows = rows,
+                                 .dim = dim,
+                                 .row_begin = row_begin,
+                                 .seed = seed,
+                                 .stream = stream,
+                                 .lo = lo,
+                                 .hi = hi};
+    add_region(it, weight, F32((size_t)rows * (size_t)dim), REGION_OUT);
+    enqueue(s, it);
+}
+
+static void run_fill(struct item *it)
+{
+    struct emb_args *a = EMB(it);
+    sr_cpu_embedding_ops.fill(sr_cpu_device(), a->p, a->rows, a->value, NULL);
+}
+
+static void d_fill(struct sr_device *dev, float *p, int64_t n, float value, sr_stream_t s)
+{
+    struct item *it = item_new(sizeof(struct emb_args), run_fill);
+    *EMB(it) = (struct emb_args){.p = p, .rows = n, .value = value};
+    add_region(it, p, F32(n), REGION_OUT);
+    enqueue(s, it);
+}
+
+static void run_forward(struct item *it)
+{
+    struct emb_args *a = EMB(it);
+    sr_cpu_embedding_ops.forward(sr_cpu_device(), a->layout, &a->batch.batch, a->keep_ids,
+                                 a->pooled, a->workspace, NULL);
+    batch_copy_free(&a->batch);
+}
+
+static void d_forward(struct sr_device *dev, const struct sr_emb_layout *layout,
+                      const struct sr_emb_batch *batch, int keep_ids, float *pooled,
+                      void *workspace, sr_stream_t s)
+{
+    struct item *it = item_new(sizeof(struct emb_args), run_forward);
+    struct emb_args *a = EMB(it);
+    *a = (struct emb_args){
+        .layout = layout, .pooled = pooled, .workspace = workspace, .keep_ids = keep_ids};
+    batch_copy_init(&a->batch, layout, batch);
+    add_batch_regions(it, layout, batch);
+    for (int t = 0; t < layout->num_tables; t++)
+        add_table_regions(it, layout->optim, &layout->tables[t], REGION_IN, 0);
+    add_region(it, workspace, d_workspace_bytes(dev, layout), REGION_INOUT);
+    add_region(it, pooled, F32((size_t)batch->batch * (size_t)layout->out_dim), REGION_OUT);
+    enqueue(s, it);
+}
+
+static void run_backward(struct item *it)
+{
+    struct emb_args *a = EMB(it);
+    sr_cpu_embedding_ops.backward(sr_cpu_device(), a->layout, &a->batch.batch, a->dpooled,
+                                  &a->update, a->workspace, NULL);
+    batch_copy_free(&a->batch);
+}
+
+static void d_backward(struct sr_device *dev, const struct sr_emb_layout *layout,
+                       const struct sr_emb_batch *batch, const float *dpooled,
+                       const struct sr_emb_update *update, void *workspace, sr_stream_t s)
+{
+    struct item *it = item_new(sizeof(struct emb_args), run_backward);
+    struct emb_args *a = EMB(it);
+    *a = (struct emb_args){
+        .layout = layout, .dpooled = dpooled, .workspace = workspace, .update = *update};
+    batch_copy_init(&a->batch, layout, batch);
+    add_batch_regions(it, layout, batch);
+    add_region(it, dpooled, F32((size_t)batch->batch * (size_t)layout->out_dim), REGION_IN);
+    add_region(it, workspace, d_workspace_bytes(dev, layout), REGION_INOUT);
+    for (int t = 0; t < layout->num_tables; t++)
+        add_table_regions(it, layout->optim, &layout->tables[t], REGION_INOUT, 1);
+    enqueue(s, it);
+}
+
+static const struct sr_embedding_ops deferred_embedding_ops = {
+    .workspace_bytes = d_workspace_bytes,
+    .workspace_init = d_workspace_init,
+    .init_uniform = d_init_uniform,
+    .fill = d_fill,
+    .forward = d_forward,
+    .backward = d_backward,
+};
+
+/* ---- DP-table ops --------------------------------------------------------- */
+
+struct dp_args {
+    const struct sr_emb_layout *layout;
+    struct batch_copy batch;
+    const float *dpooled;
+    float **grad, **counts; /* copies of the host arrays */
+    struct sr_emb_table tab;
+    const float *g, *c;
+    struct sr_emb_update update;
+};
+
+#define DP(it) ARGS(struct dp_args, it)
+
+static void run_dp_accumulate(struct item *it)
+{
+    struct dp_args *a = DP(it);
+    sr_cpu_emb_dp_ops.accumulate(sr_cpu_device(), a->layout, &a->batch.batch, a->dpooled,
+                                 a->grad, a->counts, NULL);
+    batch_copy_free(&a->batch);
+    free(a->grad);
+    free(a->counts);
+}
+
+static void d_dp_accumulate(struct sr_device *dev, const struct sr_emb_layout *layout,
+                            const struct sr_emb_batch *batch, const float *dpooled,
+                            float *const *grad, float *const *counts, sr_stream_t s)
+{
+    struct item *it = item_new(sizeof(struct dp_args), run_dp_accumulate);
+    struct dp_args *a = DP(it);
+    const size_t T = (size_t)layout->num_tables;
+    *a = (struct dp_args){.layout = layout, .dpooled = dpooled};
+    batch_copy_init(&a->batch, layout, batch);
+    a->grad = xmalloc(T * sizeof(float *));
+    a->counts = xmalloc(T * sizeof(float *));
+    memcpy(a->grad, grad, T * sizeof(float *));
+    memcpy(a->counts, counts, T * sizeof(float *));
+    add_batch_regions(it, layout, batch);
+    add_region(it, dpooled, F32((size_t)batch->batch * (size_t)layout->out_dim), REGION_IN);
+    for (size_t t = 0; t < T; t++) {
+        const struct sr_emb_table *tab = &layout->tables[t];
+        add_region(it, grad[t], F32((size_t)tab->rows * (size_t)tab->dim), REGION_INOUT);
+        add_region(it, counts[t], F32((size_t)tab->rows), REGION_INOUT);
+    }
+    enqueue(s, it);
+}
+
+static void run_dp_apply(struct item *it)
+{
+    struct dp_args *a = DP(it);
+    sr_cpu_emb_dp_ops.apply(sr_cpu_device(), &a->tab, a->g, a->c, &a->update, NULL);
+}
+
+static void d_dp_apply(struct sr_device *dev, const struct sr_emb_table *tab, const float *grad,
+                       const float *counts, const struct sr_emb_update *update, sr_stream_t s)
+{
+    struct item *it = item_new(sizeof(struct dp_args), run_dp_apply);
+    *DP(it) = (struct dp_args){.tab = *tab, .g = grad, .c = counts, .update = *update};
+    add_region(it, grad, F32((size_t)tab->rows * (size_t)tab->dim), REGION_IN);
+    add_region(it, counts, F32((size_t)tab->rows), REGION_IN);
+    add_table_regions(it, update->optim.kind, tab, REGION_INOUT, 1);
+    enqueue(s, it);
+}
+
+static const struct sr_emb_dp_ops deferred_dp_ops = {
+    .accumulate = d_dp_accumulate,
+    .apply = d_dp_apply,
+};
+
+/* ---- dense optimizer ops -------------------------------------------------- */
+
+struct optim_args {
+    float *w, *m, *v;
+    const float *g;
+    size_t n;
+    float lr, beta1, beta2, eps;
+    int64_t step;
+};
+
+#define OPT(it) ARGS(struct optim_args, it)
+
+static void run_sgd(struct item *it)
+{
+    struct optim_args *a = OPT(it);
+    sr_cpu_optim_ops.sgd_step(sr_cpu_device(), NULL, a->w, a->g, a->n, a->lr);
+}
+
+static void run_adagrad(struct item *it)
+{
+    struct optim_args *a = OPT(it);
+    sr_cpu_optim_ops.adagrad_step(sr_cpu_device(), NULL, a->w, a->m, a->g, a->n, a->lr, a->eps);
+}
+
+static void run_adam(struct item *it)
+{
+    struct optim_args *a = OPT(it);
+    sr_cpu_optim_ops.adam_step(sr_cpu_device(), NULL, a->w, a->m, a->v, a->g, a->n, a->lr,
+                               a->beta1, a->beta2, a->eps, a->step);
+}
+
+static void optim_enqueue(sr_stream_t s, void (*run)(struct item *), struct optim_args args)
+{
+    struct item *it = item_new(sizeof(struct optim_args), run);
+    *OPT(it) = args;
+    add_region(it, args.g, F32(args.n), REGION_IN);
+    add_region(it, args.w, F32(args.n), REGION_INOUT);
+    add_region(it, args.m, F32(args.n), REGION_INOUT);
+    add_region(it, args.v, F32(args.n), REGION_INOUT);
+    enqueue(s, it);
+}
+
+static void d_sgd_step(struct sr_device *dev, sr_stream_t s, float *w, const float *g, size_t n,
+                       float lr)
+{
+    optim_enqueue(s, run_sgd, (struct optim_args){.w = w, .g = g, .n = n, .lr = lr});
+}
+
+static void d_adagrad_step(struct sr_device *dev, sr_stream_t s, float *w, float *sum,
+                           const float *g, size_t n, float lr, float eps)
+{
+    optim_enqueue(s, run_adagrad,
+                  (struct optim_args){.w = w, .m = sum, .g = g, .n = n, .lr = lr, .eps = eps});
+}
+
+static void d_adam_step(struct sr_device *dev, sr_stream_t s, float *w, float *m, float *v,
+                        const float *g, size_t n, float lr, float beta1, float beta2, float eps,
+                        int64_t step)
+{
+    optim_enqueue(s, run_adam,
+                  (struct optim_args){.w = w,
+                                      .m = m,
+                                      .v = v,
+                                      .g = g,
+                                      .n = n,
+                                      .lr = lr,
+                                      .beta1 = beta1,
+                                      .beta2 = beta2,
+                                      .eps = eps,
+                                      .step = step});
+}
+
+static const struct sr_optim_ops deferred_optim_ops = {
+    .sgd_step = d_sgd_step,
+    .adagrad_step = d_adagrad_step,
+    .adam_step = d_adam_step,
+};
+
+static struct sr_device deferred_device = {
+    .kind = SR_DEVICE_CPU,
+    .ordinal = 0,
+    .name = "cpu (deferred)",
+    .host_visible = 1,
+    .mem = &deferred_mem_ops,
+    .dense = &deferred_dense_ops,
+    .emb = &deferred_embedding_ops,
+    .emb_dp = &deferred_dp_ops,
+    .optim = &deferred_optim_ops,
+    .ctx = NULL,
+};
+
+struct sr_device *sr_cpu_deferred_device(void)
+{
+    return &deferred_device;
+}
