@@ -44,12 +44,20 @@ static void to_double(double *dst, const float *src, size_t n)
 static void expect_close(const char *what, const float *got, const double *want, size_t n,
                          double atol, double rtol)
 {
+    sr_dev_sync(sr_device_cpu(), NULL); /* a host read: wait for the device first */
     for (size_t i = 0; i < n; i++) {
         double err = fabs(got[i] - want[i]);
         if (!(err <= atol + rtol * fabs(want[i]))) {
             fail_msg("%s[%zu]: got %.9g want %.9g (err %.3g)", what, i, got[i], want[i], err);
         }
     }
+}
+
+/* The tests read results on the host: a wait after each call whose outputs
+ * they read (the deferred CPU device, SR_CPU_DEFERRED=1, proves it). */
+static void host_wait(void)
+{
+    sr_dev_sync(sr_device_cpu(), NULL);
 }
 
 /* Fail unless some value is clearly non-zero (a vacuous gradient check). */
@@ -150,6 +158,7 @@ static void test_gemm_transposes(void **state)
                 }
             memcpy(c, c0, sizeof(c));
             cpu()->dense->gemm(cpu(), NULL, ta, tb, M, N, K, 0.5f, a, lda, b, ldb, 2.0f, c, N);
+            host_wait();
             expect_close(ta ? (tb ? "gemm TT" : "gemm TN") : (tb ? "gemm NT" : "gemm NN"), c, want,
                          M * N, 1e-5, 1e-5);
         }
@@ -202,6 +211,7 @@ static void check_linear(int relu)
     struct sr_linear l = {
         .in = LIN, .out = LOUT, .relu = relu, .weight = w, .bias = b, .dweight = dw, .dbias = db};
     sr_linear_forward(cpu(), NULL, &l, x, LB, y);
+    host_wait();
 
     struct linear_case lc = {.relu = relu};
     to_double(lc.x, x, LB * LIN);
@@ -214,6 +224,7 @@ static void check_linear(int relu)
 
     memcpy(dy, c, sizeof(dy)); /* dL/dy = c */
     sr_linear_backward(cpu(), NULL, &l, x, y, dy, LB, dx);
+    host_wait();
     double gw[LOUT * LIN], gb[LOUT], gx[LB * LIN];
     fd_grad(lc.w, LOUT * LIN, linear_objective_v, &lc, gw);
     fd_grad(lc.b, LOUT, linear_objective_v, &lc, gb);
@@ -362,6 +373,7 @@ static void test_bce_fd(void **state)
     double loss;
     const float scale = 0.25f;
     cpu()->dense->bce_with_logits(cpu(), NULL, logits, labels, mask, N, scale, dl, &loss);
+    host_wait();
     double want_loss = 0.0, want_d[N];
     for (int i = 0; i < N; i++) {
         double x = logits[i], y = labels[i], m = mask[i];
@@ -376,6 +388,7 @@ static void test_bce_fd(void **state)
     assert_true(dl[N - 1] == 0.0f); /* masked */
     /* Without a mask every sample counts. */
     cpu()->dense->bce_with_logits(cpu(), NULL, logits, labels, NULL, N, scale, dl, &loss);
+    host_wait();
     assert_true(fabs(loss - (want_loss + ref_bce(1.5, 1.0))) < 1e-6 * want_loss);
     assert_true(dl[N - 1] < 0.0f);
 }
@@ -474,11 +487,13 @@ static void check_dlrm(const float *mask)
         r.mask[b] = mask ? mask[b] : 1.0;
 
     sr_dlrm_forward(m, dense, pooled, DB, logits);
+    host_wait();
     double want_logits[DB];
     ref_forward(&r, want_logits);
     expect_close("dlrm logits", logits, want_logits, DB, 1e-5, 1e-4);
 
     double loss = sr_dlrm_backward(m, labels, mask, DB, (float)r.scale, dpooled);
+    host_wait();
     double want_loss = ref_objective(&r) / r.scale;
     assert_true(fabs(loss - want_loss) < 1e-5 * (1.0 + want_loss));
 
@@ -492,7 +507,9 @@ static void check_dlrm(const float *mask)
 
     /* A second backward overwrites (does not accumulate) the gradient block. */
     sr_dlrm_forward(m, dense, pooled, DB, logits);
+    host_wait();
     sr_dlrm_backward(m, labels, mask, DB, (float)r.scale, dpooled);
+    host_wait();
     expect_close("dlrm grads after a second backward", grads, g, n, 2e-5, 1e-3);
     free(g);
     free(r.params);
@@ -524,13 +541,17 @@ static void test_dlrm_mask_equals_dropping(void **state)
     fill(dense, DB * DN, 70, 1.0);
     fill(pooled, DB * DF * DD, 71, 1.0);
     sr_dlrm_forward(m, dense, pooled, DB, logits);
+    host_wait();
     double masked = sr_dlrm_backward(m, labels, mask, DB, 0.125f, dp);
+    host_wait();
     float *g_masked = malloc(sizeof(float) * n);
     memcpy(g_masked, grads, sizeof(float) * n);
     for (int i = 3 * DF * DD; i < DB * DF * DD; i++)
         assert_true(dp[i] == 0.0f);
     sr_dlrm_forward(m, dense, pooled, 3, logits);
+    host_wait();
     double dropped = sr_dlrm_backward(m, labels, NULL, 3, 0.125f, dp);
+    host_wait();
     assert_true(fabs(masked - dropped) < 1e-9);
     for (size_t i = 0; i < n; i++)
         assert_true(fabs(g_masked[i] - grads[i]) <= 1e-6f * (1.0f + fabsf(grads[i])));
@@ -621,7 +642,9 @@ static void test_dlrm_grad_hook_and_split(void **state)
     fill(dense, DB * DN, 80, 1.0);
     fill(pooled, DB * DF * DD, 81, 1.0);
     sr_dlrm_forward(m, dense, pooled, DB, la);
+    host_wait();
     double loss_a = sr_dlrm_backward(m, labels, NULL, DB, 0.2f, da);
+    host_wait();
     assert_int_equal(h.calls, 5);
     assert_int_equal(h.next_end, 0);
     for (size_t i = 0; i < n; i++)
@@ -631,9 +654,13 @@ static void test_dlrm_grad_hook_and_split(void **state)
     sr_dlrm_set_grad_ready(m, NULL, NULL);
     /* Split halves give bit-identical results (and reruns are bit-exact). */
     sr_dlrm_forward_bottom(m, dense, DB);
+    host_wait();
     sr_dlrm_forward_top(m, pooled, DB, lb);
+    host_wait();
     double loss_b = sr_dlrm_backward_top(m, labels, NULL, DB, 0.2f, db);
+    host_wait();
     sr_dlrm_backward_bottom(m, DB);
+    host_wait();
     assert_memory_equal(la, lb, sizeof(la));
     assert_memory_equal(da, db, sizeof(da));
     assert_memory_equal(ga, grads, n * sizeof(float));
@@ -669,7 +696,9 @@ static void test_dlrm_k_bitexact(void **state)
     double loss[2];
     for (int run = 0; run < 2; run++) {
         sr_dlrm_forward(m, dense, pooled, B, logits[run]);
+        host_wait();
         loss[run] = sr_dlrm_backward(m, labels, NULL, B, 1.0f / B, dp[run]);
+        host_wait();
         if (run == 0)
             memcpy(g0, grads, sizeof(float) * n);
     }

@@ -178,6 +178,13 @@ static void ref_grad_id(void *p, int f, int b, int col, int64_t row, double scal
         x->grad[t][row * d + j] += scale * x->dpooled[(size_t)b * x->out_dim + col + j];
 }
 
+/* The tests read results on the host: a wait after each call whose outputs
+ * they read (the deferred CPU device, SR_CPU_DEFERRED=1, proves it). */
+static void host_wait(void)
+{
+    sr_dev_sync(sr_device_cpu(), NULL);
+}
+
 static void assert_close(double got, double want, double tol, const char *what, int64_t i)
 {
     if (!(fabs(got - want) <= tol * (1.0 + fabs(want))))
@@ -287,6 +294,7 @@ static void test_forward_backward_mixed(void **state)
 
     float **before = snapshot(ebc);
     assert_int_equal(sr_ebc_forward(ebc, &k->kjt, pooled), SR_OK);
+    host_wait();
     static const int64_t hashed[4] = {2, 4, 4, 4};
     assert_memory_equal(k->values + 19, hashed, sizeof hashed);
     check_forward(ebc, &k->kjt, pooled);
@@ -295,6 +303,7 @@ static void test_forward_backward_mixed(void **state)
 
     float *dpooled = random_floats(4 * (size_t)D, 5, -1.0, 1.0);
     sr_ebc_backward(ebc, dpooled, 0.5f, 1);
+    host_wait();
     check_sgd_step(ebc, before, &k->kjt, dpooled, 0.5f);
     /* t0 row 3 collects 6 ids from f0 and f2 in one update; row 2 none */
     assert_true(sr_ebc_weights(ebc, 0)[3 * 4] != before[0][3 * 4]);
@@ -307,8 +316,10 @@ static void test_forward_backward_mixed(void **state)
     static const int64_t val2[] = {3, 3, 6, 6, 9, 3, 2};
     struct tkjt *k2 = tkjt_make(&c, 2, len2, val2, NULL);
     assert_int_equal(sr_ebc_forward(ebc, &k2->kjt, pooled), SR_OK);
+    host_wait();
     check_forward(ebc, &k2->kjt, pooled);
     sr_ebc_backward(ebc, dpooled, 0.25f, 2);
+    host_wait();
     check_sgd_step(ebc, before, &k2->kjt, dpooled, 0.25f);
 
     snapshot_free(before);
@@ -337,9 +348,11 @@ static void test_weighted_sum(void **state)
     float *pooled = calloc(3 * (size_t)D, sizeof(float));
     float **before = snapshot(ebc);
     assert_int_equal(sr_ebc_forward(ebc, &k->kjt, pooled), SR_OK);
+    host_wait();
     check_forward(ebc, &k->kjt, pooled);
     float *dpooled = random_floats(3 * (size_t)D, 11, -1.0, 1.0);
     sr_ebc_backward(ebc, dpooled, 0.1f, 1);
+    host_wait();
     check_sgd_step(ebc, before, &k->kjt, dpooled, 0.1f);
     snapshot_free(before);
     free(weights);
@@ -364,6 +377,7 @@ static void test_mean_with_weights_rejected(void **state)
     for (int i = 0; i < 4 * 19; i++)
         pooled[i] = 42.0f;
     assert_int_equal(sr_ebc_forward(ebc, &k->kjt, pooled), SR_ERR_INVALID_ARG);
+    host_wait();
     if (!strstr(sr_error_message(), "'t1'") || !strstr(sr_error_message(), "mean"))
         fail_msg("message does not name the mean table: %s", sr_error_message());
     for (int i = 0; i < 4 * 19; i++)
@@ -455,17 +469,20 @@ static void test_kjt_errors(void **state)
     k->keys[1] = "f2";
     k->keys[2] = "f1";
     assert_int_equal(sr_ebc_forward(ebc, &k->kjt, pooled), SR_ERR_INVALID_ARG);
+    host_wait();
     assert_non_null(strstr(sr_error_message(), "'f2'"));
     free(k);
 
     k = mixed_batch(&c);
     k->kjt.num_keys = 3;
     assert_int_equal(sr_ebc_forward(ebc, &k->kjt, pooled), SR_ERR_INVALID_ARG);
+    host_wait();
     free(k);
 
     k = mixed_batch(&c);
     k->values[5] = 10; /* f0, sample 3: t0 has 10 rows */
     assert_int_equal(sr_ebc_forward(ebc, &k->kjt, pooled), SR_ERR_DATA);
+    host_wait();
     assert_non_null(strstr(sr_error_message(), "'f0'"));
     assert_non_null(strstr(sr_error_message(), "sample 3"));
     free(k);
@@ -474,12 +491,14 @@ static void test_kjt_errors(void **state)
     k->lengths[6] = -1;
     k->lengths[7] = 5;
     assert_int_equal(sr_ebc_forward(ebc, &k->kjt, pooled), SR_ERR_DATA);
+    host_wait();
     free(k);
     sr_ebc_free(ebc);
 
     ebc = make_ebc(&c, SR_OPTIM_SGD, 4, 22); /* one id short */
     k = mixed_batch(&c);
     assert_int_equal(sr_ebc_forward(ebc, &k->kjt, pooled), SR_ERR_INVALID_ARG);
+    host_wait();
     assert_non_null(strstr(sr_error_message(), "capacity"));
     free(k);
     sr_ebc_free(ebc);
@@ -541,9 +560,11 @@ static void test_large_batch_parallel(void **state)
         float *pooled = malloc(128 * sizeof(float) * (size_t)D);
         float **before = snapshot(ebc);
         assert_int_equal(sr_ebc_forward(ebc, &k->kjt, pooled), SR_OK);
+        host_wait();
         check_forward(ebc, &k->kjt, pooled);
         float *dpooled = random_floats(128 * (size_t)D, 8, -1.0, 1.0);
         sr_ebc_backward(ebc, dpooled, 0.01f, 1);
+        host_wait();
         check_sgd_step(ebc, before, &k->kjt, dpooled, 0.01f);
         snapshot_free(before);
         free(dpooled);
@@ -567,7 +588,9 @@ static float **run_adam(int threads)
     for (int step = 1; step <= 3; step++) {
         struct tkjt *k = random_batch(&c, 96, 40 + step, 0);
         assert_int_equal(sr_ebc_forward(ebc, &k->kjt, pooled), SR_OK);
+        host_wait();
         sr_ebc_backward(ebc, dpooled, 0.01f, step);
+        host_wait();
         free(k);
     }
     float **w = snapshot(ebc);
@@ -609,11 +632,16 @@ static void test_eval_forward_keeps_training_ids(void **state)
     float *dpooled = random_floats(4 * 19, 5, -1.0, 1.0);
 
     assert_int_equal(sr_ebc_forward(plain, &k->kjt, pooled), SR_OK);
+    host_wait();
     sr_ebc_backward(plain, dpooled, 0.5f, 1);
+    host_wait();
     assert_int_equal(sr_ebc_forward(mixed, &k2->kjt, pooled), SR_OK);
+    host_wait();
     assert_int_equal(sr_ebc_forward_eval(mixed, &ke->kjt, pooled_eval), SR_OK);
+    host_wait();
     check_forward(mixed, &ke->kjt, pooled_eval);
     sr_ebc_backward(mixed, dpooled, 0.5f, 1);
+    host_wait();
     for (int t = 0; t < 3; t++) {
         size_t n = (size_t)c.tables[t].num_embeddings * c.tables[t].embedding_dim;
         assert_memory_equal(sr_ebc_weights(plain, t), sr_ebc_weights(mixed, t), n * 4);
