@@ -24,6 +24,7 @@
 #include "shardrec/criteo.h"
 #include "shardrec/error.h"
 #include "shardrec/kjt.h"
+#include "shardrec/metrics.h"
 #include "shardrec/synthetic.h"
 
 /* Criteo Kaggle's table sizes (workload K) capped at 100k rows: the default job. */

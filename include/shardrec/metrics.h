@@ -14,6 +14,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "shardrec/synthetic.h"
+
 struct sr_eval_metrics {
     int64_t n;            /* samples evaluated */
     double auc;           /* NaN if all labels are equal (AUC undefined) */
@@ -37,5 +39,16 @@ int sr_metrics_compute(const float *pred, const float *labels, int64_t n, void *
 /* Exact AUC alone, of any finite scores (logits work as well as probabilities).
  * Same workspace, same errors; *auc is NaN if all labels are equal. */
 int sr_metrics_auc(const float *score, const float *labels, int64_t n, void *work, double *auc);
+
+/* Over synthetic samples first_index .. first_index+n-1 with their drawn
+ * labels: the exact AUC of the teacher's own logit (the ceiling), the exact AUC
+ * of ranking by the teacher's dense part alone (the floor: optimal among
+ * dense-only predictors, because the ids are independent of the dense
+ * features), and the share of the logit's variance carried by the sparse part,
+ * var(sparse) / (var(sparse) + var(dense)). Any output pointer may be NULL.
+ * Allocates O(n) temporary memory. AUCs are NaN if the range holds a single
+ * class. */
+void sr_synth_bounds(const struct sr_synth *s, int64_t first_index, int64_t n, double *teacher_auc,
+                     double *dense_only_auc, double *sparse_var_share);
 
 #endif

@@ -24,7 +24,7 @@
  *           and the positive rate is about 30% (src/data/teacher.c).
  *
  * Ids are independent of the dense features, so ranking by the teacher's dense
- * part is the best any dense-only model can do: sr_synth_bounds reports that
+ * part is the best any dense-only model can do: sr_synth_bounds (metrics.h) reports that
  * floor next to the teacher's own AUC (the ceiling).
  *
  * Thread safety: a struct sr_synth is read-only after sr_synth_init; any number
@@ -77,15 +77,11 @@ int64_t sr_synth_max_values(const struct sr_synth *s, int B);
  * sr_synth_max_values(s, B), or its num_dense / num_keys differ from s. */
 void sr_synth_fill(const struct sr_synth *s, int64_t first_index, int B, struct sr_batch *batch);
 
-/* Over samples first_index .. first_index+n-1 with their drawn labels: the exact
- * AUC of the teacher's own logit (the ceiling), the exact AUC of ranking by the
- * teacher's dense part alone (the floor: optimal among dense-only predictors,
- * because the ids are independent of the dense features), and the share of the
- * logit's variance carried by the sparse part, var(sparse) / (var(sparse) +
- * var(dense)). Any output pointer may be NULL. Allocates O(n) temporary memory;
- * OpenMP over samples. AUCs are NaN if the range holds a single class. */
-void sr_synth_bounds(const struct sr_synth *s, int64_t first_index, int64_t n, double *teacher_auc,
-                     double *dense_only_auc, double *sparse_var_share);
+/* Over samples first_index .. first_index+n-1, each array (n): the teacher's
+ * logit, its dense and sparse parts, and the drawn label. OpenMP over samples.
+ * The AUC bounds built from them are sr_synth_bounds (metrics.h). */
+void sr_synth_teacher_parts(const struct sr_synth *s, int64_t first_index, int64_t n,
+                            float *logit, float *dense, float *sparse, float *labels);
 
 /* Parse "uniform" or "zipf:S" (S a finite number > 0, e.g. zipf:1.05). zipf_s is
  * set to 0 for uniform. Returns SR_ERR_INVALID_ARG with a hint otherwise. */

@@ -26,7 +26,6 @@
 #include "data/synth_internal.h"
 #include "shardrec/alloc.h"
 #include "shardrec/error.h"
-#include "shardrec/metrics.h"
 
 #define SYNTH_MAX_DENSE    1024
 #define SYNTH_MAX_FEATURES 65536
@@ -228,28 +227,10 @@ void sr_synth_fill(const struct sr_synth *s, int64_t first_index, int B, struct 
     }
 }
 
-/* Variance of x (n) with a serial sum, so the result does not depend on threads. */
-static double variance(const float *x, int64_t n)
-{
-    double sum = 0.0, sq = 0.0;
-    for (int64_t i = 0; i < n; i++)
-        sum += x[i];
-    double mean = sum / (double)n;
-    for (int64_t i = 0; i < n; i++)
-        sq += ((double)x[i] - mean) * ((double)x[i] - mean);
-    return sq / (double)n;
-}
-
-void sr_synth_bounds(const struct sr_synth *s, int64_t first_index, int64_t n, double *teacher_auc,
-                     double *dense_only_auc, double *sparse_var_share)
+void sr_synth_teacher_parts(const struct sr_synth *s, int64_t first_index, int64_t n,
+                            float *logit, float *dense, float *sparse, float *labels)
 {
     SR_ASSERT(n >= 0 && first_index >= 0 && first_index + n <= SR_SYNTH_MAX_INDEX);
-    float *logit = sr_malloc(sizeof(float) * (size_t)(n ? n : 1));
-    float *dense = sr_malloc(sizeof(float) * (size_t)(n ? n : 1));
-    float *sparse = sr_malloc(sizeof(float) * (size_t)(n ? n : 1));
-    float *labels = sr_malloc(sizeof(float) * (size_t)(n ? n : 1));
-    void *work = sr_aligned_alloc(sr_metrics_workspace_bytes(n));
-
 #pragma omp parallel for schedule(static)
     for (int64_t k = 0; k < n; k++) {
         float row[SYNTH_MAX_DENSE];
@@ -259,24 +240,6 @@ void sr_synth_bounds(const struct sr_synth *s, int64_t first_index, int64_t n, d
         sparse[k] = (float)p.sparse;
         labels[k] = sr_synth_label(s, first_index + k, p);
     }
-    double auc = NAN;
-    if (teacher_auc) {
-        SR_ASSERT(sr_metrics_auc(logit, labels, n, work, &auc) == SR_OK);
-        *teacher_auc = auc;
-    }
-    if (dense_only_auc) {
-        SR_ASSERT(sr_metrics_auc(dense, labels, n, work, &auc) == SR_OK);
-        *dense_only_auc = auc;
-    }
-    if (sparse_var_share) {
-        double vd = n ? variance(dense, n) : 0.0, vs = n ? variance(sparse, n) : 0.0;
-        *sparse_var_share = vd + vs > 0.0 ? vs / (vd + vs) : NAN;
-    }
-    sr_free(work);
-    sr_free(labels);
-    sr_free(sparse);
-    sr_free(dense);
-    sr_free(logit);
 }
 
 int64_t sr_synth_id_of_rank(const struct sr_synth *s, int f, int64_t rank)

@@ -23,6 +23,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "shardrec/alloc.h"
 #include "shardrec/error.h"
 #include "shardrec/metrics.h"
 
@@ -197,4 +198,46 @@ int sr_metrics_compute(const float *pred, const float *labels, int64_t n, void *
     out->positive_rate = rate;
     out->auc = auc_unchecked(pred, labels, n, work);
     return SR_OK;
+}
+
+/* Variance of x (n) with a serial sum, so the result does not depend on threads. */
+static double variance(const float *x, int64_t n)
+{
+    double sum = 0.0, sq = 0.0;
+    for (int64_t i = 0; i < n; i++)
+        sum += x[i];
+    double mean = sum / (double)n;
+    for (int64_t i = 0; i < n; i++)
+        sq += ((double)x[i] - mean) * ((double)x[i] - mean);
+    return sq / (double)n;
+}
+
+void sr_synth_bounds(const struct sr_synth *s, int64_t first_index, int64_t n, double *teacher_auc,
+                     double *dense_only_auc, double *sparse_var_share)
+{
+    size_t cap = (size_t)(n ? n : 1);
+    float *logit = sr_malloc(sizeof(float) * cap);
+    float *dense = sr_malloc(sizeof(float) * cap);
+    float *sparse = sr_malloc(sizeof(float) * cap);
+    float *labels = sr_malloc(sizeof(float) * cap);
+    void *work = sr_aligned_alloc(sr_metrics_workspace_bytes(n));
+    sr_synth_teacher_parts(s, first_index, n, logit, dense, sparse, labels);
+    double auc = NAN;
+    if (teacher_auc) {
+        SR_ASSERT(sr_metrics_auc(logit, labels, n, work, &auc) == SR_OK);
+        *teacher_auc = auc;
+    }
+    if (dense_only_auc) {
+        SR_ASSERT(sr_metrics_auc(dense, labels, n, work, &auc) == SR_OK);
+        *dense_only_auc = auc;
+    }
+    if (sparse_var_share) {
+        double vd = n ? variance(dense, n) : 0.0, vs = n ? variance(sparse, n) : 0.0;
+        *sparse_var_share = vd + vs > 0.0 ? vs / (vd + vs) : NAN;
+    }
+    sr_free(work);
+    sr_free(labels);
+    sr_free(sparse);
+    sr_free(dense);
+    sr_free(logit);
 }
