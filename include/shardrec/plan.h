@@ -36,7 +36,7 @@
 
 #include <stdint.h>
 
-#include "shardrec/ebc.h"
+#include "shardrec/table_config.h"
 
 enum sr_sharding_type {
     SR_SHARDING_TYPE_DATA_PARALLEL = 0,

@@ -24,7 +24,6 @@
 #include "shardrec/error.h"
 #include "shardrec/rng.h"
 #include "device/ops_embedding.h"
-#include "embed/table_config.h"
 
 /* Where a step's ids go, grouped by table (host). */
 struct step_meta {

@@ -22,7 +22,6 @@
 #include "shardrec/half.h"
 #include "shardrec/rng.h"
 #include "embed/sharded_internal.h"
-#include "embed/table_config.h"
 
 /* ---- argument checks ----------------------------------------------------- */
 

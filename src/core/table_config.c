@@ -7,7 +7,7 @@
 
 #include "shardrec/alloc.h"
 #include "shardrec/error.h"
-#include "embed/table_config.h"
+#include "shardrec/table_config.h"
 
 const char *sr_pooling_name(enum sr_pooling pooling)
 {
