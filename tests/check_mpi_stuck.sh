@@ -4,7 +4,10 @@
 # of training, under --comm-timeout 3: every rank is gone within the deadline
 # plus 15 s, mpirun exits non-zero, and a survivor's message names the
 # collective, the step and the stopped rank ("no answer to a probe"). A rank
-# killed outright (SIGKILL) still ends the others within a few seconds.
+# killed outright (SIGKILL) still ends the others within a few seconds. The
+# comm layer alone (tests/mpi/mpi_stuck.c): a rank alive but outside the
+# collectives is named as such; a large payload extends the deadline; a
+# timeout of 0 waits forever.
 # Every run has its own hard timeout, so a hang fails the test instead of CI.
 # Skips (exit 77) without MPI.
 BUILD=${BUILD:-build}
@@ -103,6 +106,32 @@ run_case() {
         [ -z "$msg" ] || echo "     $msg"
     fi
 }
+
+# The comm layer alone (tests/mpi/mpi_stuck.c): np mode want, where want is
+# "ok" (exit 0) or a pattern the message must match (exit non-zero).
+comm_case() {
+    np=$1 mode=$2 want=$3
+    t0=$(now)
+    timeout -s KILL "$HARD" mpirun $as_root --oversubscribe --bind-to none -np "$np" \
+        "$root/$BUILD/tests/mpi_stuck" "$mode" >"$tmp/comm_$mode.out" 2>&1
+    rc=$?
+    secs=$(awk -v a="$t0" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }')
+    if [ "$want" = ok ] && [ "$rc" -eq 0 ]; then
+        echo "ok   comm_${mode}_np$np: completed in ${secs} s"
+    elif [ "$want" != ok ] && [ "$rc" -ne 0 ] && [ "$rc" -ne 137 ] &&
+        grep -q "$want" "$tmp/comm_$mode.out"; then
+        echo "ok   comm_${mode}_np$np: job ended in ${secs} s, exit $rc"
+        echo "     $(grep -m1 "comm timeout:" "$tmp/comm_$mode.out")"
+    else
+        echo "FAIL comm_${mode}_np$np: exit $rc after ${secs} s, wanted $want"
+        tail -20 "$tmp/comm_$mode.out"
+        fail=1
+    fi
+}
+
+comm_case 3 elsewhere "barrier #1 on communicator 'test' (3 ranks) at step 7 .*Did not arrive: rank 2 (alive at step 7, in no collective"
+comm_case 2 scaled ok
+comm_case 2 off ok
 
 bound=$((TIMEOUT + 15))
 run_case stop2_first 2 0 STOP $bound
