@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "shardrec/alloc.h"
+#include "shardrec/atomic_file.h"
 #include "shardrec/binfmt.h"
 #include "shardrec/error.h"
 #include "shardrec/reader.h"
@@ -43,7 +44,8 @@ static void convert_help(void)
            "`train --data OUT.bin` sees exactly the batches of `train --data IN...`;\n"
            "give the same --table-rows as the training run.\n"
            "\n"
-           "  -o, --out FILE       output (written to FILE.tmp, renamed when complete)\n"
+           "  -o, --out FILE       output (written beside it under a temporary name, renamed\n"
+           "                       over FILE when complete: never a half-written FILE)\n"
            "  --table-rows LIST    rows per feature (default: workload K's 26 Criteo-Kaggle\n"
            "                       tables, 1460,583,10131227,...)\n"
            "  --skip-bad-lines     count bad lines by kind and report them, instead of failing\n"
@@ -160,6 +162,8 @@ int cli_convert(int argc, char **argv)
     struct timespec t0, t1;
     int64_t samples = 0;
     clock_gettime(CLOCK_MONOTONIC, &t0);
+    if (!rc) /* before reading any input */
+        rc = sr_output_path_check(a.out, "-o", SR_OUTPUT_ATOMIC);
     if (!rc)
         rc = convert_run(&a, &samples);
     clock_gettime(CLOCK_MONOTONIC, &t1);

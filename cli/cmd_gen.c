@@ -1,8 +1,9 @@
-/* `shardrec gen`: write synthetic samples as Criteo TSV. */
-#include <errno.h>
+/* `shardrec gen`: write synthetic samples as Criteo TSV, to stdout or as an
+ * atomic write (shardrec/atomic_file.h) whose path is checked before any work. */
 #include <stdio.h>
 #include <string.h>
 
+#include "shardrec/atomic_file.h"
 #include "shardrec/error.h"
 #include "shardrec/synthetic.h"
 #include "cli.h"
@@ -24,7 +25,8 @@ static void gen_help(void)
            "held-back evaluation stream with --eval-split), so the file holds exactly\n"
            "what `train` would draw. Only one id per feature can be written as TSV.\n"
            "\n"
-           "  --out FILE       output path ('-' for stdout)\n"
+           "  --out FILE       output path ('-' for stdout); written under a temporary\n"
+           "                   name and renamed over FILE when complete\n"
            "  --samples N      number of samples (default 10000)\n"
            "  --first N        first global sample index (default 0)\n"
            "  --eval-split     draw from the evaluation stream\n"
@@ -65,6 +67,11 @@ int cli_gen(int argc, char **argv)
         cli_error("gen", "--out FILE is required");
         return CLI_EXIT_USAGE;
     }
+    int to_stdout = strcmp(a.out, "-") == 0;
+    if (!to_stdout && sr_output_path_check(a.out, "--out", SR_OUTPUT_ATOMIC)) {
+        cli_error("gen", "%s", sr_error_message());
+        return CLI_EXIT_USAGE;
+    }
     for (int f = 0; f < cfg.num_features; f++)
         rows[f] = cfg.tables[cfg.feature_table[f]].num_embeddings;
     struct sr_synth_config sc = {.seed = cfg.seed,
@@ -79,15 +86,18 @@ int cli_gen(int argc, char **argv)
         cli_error("gen", "%s", sr_error_message());
         return CLI_EXIT_USAGE;
     }
-    FILE *f = strcmp(a.out, "-") == 0 ? stdout : fopen(a.out, "w");
-    if (!f) {
-        cli_error("gen", "--out %s: cannot open for writing (%s)", a.out, strerror(errno));
+    struct sr_atomic_file af = {0};
+    if (!to_stdout && (rc = sr_atomic_file_open(&af, a.out))) {
+        cli_error("gen", "--out %s", sr_error_message());
         sr_synth_free(synth);
         return CLI_EXIT_USAGE;
     }
+    FILE *f = to_stdout ? stdout : af.f;
     rc = sr_synth_write_tsv(synth, f, (a.eval_split ? SR_SYNTH_EVAL_BASE : 0) + a.first, a.samples);
-    if (f != stdout && fclose(f) != 0 && !rc)
-        rc = sr_error_set(SR_ERR_IO, "--out %s: write failed (%s)", a.out, strerror(errno));
+    if (!to_stdout && !rc)
+        rc = sr_atomic_file_commit(&af);
+    else if (!to_stdout)
+        sr_atomic_file_abort(&af);
     sr_synth_free(synth);
     if (rc) {
         cli_error("gen", "%s", sr_error_message());
