@@ -12,6 +12,7 @@
 #include <cjson/cJSON.h>
 
 #include "shardrec/alloc.h"
+#include "shardrec/atomic_file.h"
 #include "shardrec/error.h"
 #include "plan/plan_internal.h"
 
@@ -54,13 +55,17 @@ char *sr_plan_to_json(const struct sr_plan *p)
 
 int sr_plan_write(const struct sr_plan *p, const char *path)
 {
+    struct sr_atomic_file af;
+    int rc = sr_atomic_file_open(&af, path); /* a whole plan or the old file, never half */
+    if (rc)
+        return rc;
     char *text = sr_plan_to_json(p);
-    FILE *f = fopen(path, "w");
-    int rc = SR_OK;
-    if (!f || fputs(text, f) == EOF || fputc('\n', f) == EOF)
+    if (fputs(text, af.f) == EOF || fputc('\n', af.f) == EOF) {
+        sr_atomic_file_abort(&af);
         rc = sr_error_set(SR_ERR_IO, "plan: cannot write '%s'", path);
-    if (f && fclose(f) != 0 && rc == SR_OK)
-        rc = sr_error_set(SR_ERR_IO, "plan: cannot write '%s'", path);
+    } else {
+        rc = sr_atomic_file_commit(&af);
+    }
     sr_free(text);
     return rc;
 }
