@@ -100,8 +100,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "shardrec/device.h"
+#include "shardrec/stream.h"
 #include "shardrec/tensor.h"
+
+struct sr_device;
 
 typedef struct sr_comm *sr_comm_t;
 typedef struct sr_comm_work *sr_comm_work_t;
@@ -204,6 +206,30 @@ void sr_comm_set_name(sr_comm_t comm, const char *name);
 /* The training step this process is at (0: none yet), named in a timeout
  * message. Process-wide, thread-safe, costs one atomic store. */
 void sr_comm_set_step(int64_t step);
+
+/* ---- streams and memory ------------------------------------------------------ */
+
+/* Where a communicator's buffers must live: host memory for the single and MPI
+ * backends (device buffers are staged through pinned host memory by the
+ * caller), device memory for NCCL. */
+enum sr_comm_memory { SR_COMM_MEMORY_HOST = 0, SR_COMM_MEMORY_DEVICE = 1 };
+enum sr_comm_memory sr_comm_memory(sr_comm_t comm);
+
+/* The device whose streams this communicator's collectives are ordered on
+ * (communicators derived afterwards inherit it). Once bound, a collective
+ * given a stream reads its send buffer only after the work issued on that
+ * stream before the call: a host-memory communicator waits for the stream on
+ * the host when the call is made; a device-memory one enqueues on it. Without
+ * a device (the default) streams are ignored. Not collective. */
+void sr_comm_bind_device(sr_comm_t comm, struct sr_device *dev);
+struct sr_device *sr_comm_device(sr_comm_t comm); /* NULL when none is bound */
+
+/* Make `stream` wait for a non-blocking collective without blocking the host:
+ * work issued on the stream afterwards starts once the collective's result is
+ * in recv. The handle is consumed (do not also sr_comm_wait it); waiting
+ * counts as exposed time when the stream reaches it. Without a bound device
+ * this is sr_comm_wait. */
+void sr_comm_stream_wait(sr_comm_t comm, sr_comm_work_t work, sr_stream_t stream);
 
 /* ---- collectives (see the contract above) ---------------------------------- */
 

@@ -13,17 +13,26 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 
 #include "shardrec/alloc.h"
+#include "shardrec/clock.h"
+#include "shardrec/device.h"
 #include "shardrec/error.h"
 #include "comm/comm_internal.h"
 
 static double now_s(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+    return sr_clock_seconds();
+}
+
+/* Stream order on the way in: the collective reads `send` only after the work
+ * issued on `stream` before the call. Host-memory communicators (single, MPI)
+ * hand host pointers to the transport at once, so the host waits for the
+ * stream here; a device-memory backend (NCCL) enqueues on the stream instead. */
+static void wait_for_stream(sr_comm_t c, sr_stream_t stream)
+{
+    if (c->dev && c->memory == SR_COMM_MEMORY_HOST)
+        sr_dev_sync(c->dev, stream);
 }
 
 static void count_to(sr_comm_t c, enum sr_coll k, int peer, uint64_t bytes)
@@ -127,6 +136,7 @@ void sr_comm_all_reduce(sr_comm_t c, const void *send, void *recv, size_t count,
                         enum sr_dtype dtype, enum sr_reduce_op op, sr_stream_t stream,
                         sr_comm_work_t *work)
 {
+    wait_for_stream(c, stream);
     double t0 = now_s();
     count_each(c, SR_COLL_ALL_REDUCE, count * sr_dtype_size(dtype));
     c->backend->all_reduce(c, send, recv, count, dtype, op, work);
@@ -138,6 +148,7 @@ void sr_comm_all_to_allv(sr_comm_t c, const void *send, const size_t *send_count
                          const size_t *recv_displs, enum sr_dtype dtype, sr_stream_t stream,
                          sr_comm_work_t *work)
 {
+    wait_for_stream(c, stream);
     double t0 = now_s();
     c->counters.calls[SR_COLL_ALL_TO_ALLV]++;
     for (int p = 0; p < c->size; p++)
@@ -151,6 +162,7 @@ void sr_comm_reduce_scatter(sr_comm_t c, const void *send, void *recv, size_t re
                             enum sr_dtype dtype, enum sr_reduce_op op, sr_stream_t stream,
                             sr_comm_work_t *work)
 {
+    wait_for_stream(c, stream);
     double t0 = now_s();
     count_each(c, SR_COLL_REDUCE_SCATTER, recv_count * sr_dtype_size(dtype));
     c->backend->reduce_scatter(c, send, recv, recv_count, dtype, op, work);
@@ -160,6 +172,7 @@ void sr_comm_reduce_scatter(sr_comm_t c, const void *send, void *recv, size_t re
 void sr_comm_all_gather(sr_comm_t c, const void *send, void *recv, size_t send_count,
                         enum sr_dtype dtype, sr_stream_t stream, sr_comm_work_t *work)
 {
+    wait_for_stream(c, stream);
     double t0 = now_s();
     count_each(c, SR_COLL_ALL_GATHER, send_count * sr_dtype_size(dtype));
     c->backend->all_gather(c, send, recv, send_count, dtype, work);
@@ -170,6 +183,7 @@ void sr_comm_broadcast(sr_comm_t c, const void *send, void *recv, size_t count, 
                        int root, sr_stream_t stream, sr_comm_work_t *work)
 {
     SR_ASSERT(root >= 0 && root < c->size);
+    wait_for_stream(c, stream);
     double t0 = now_s();
     c->counters.calls[SR_COLL_BROADCAST]++;
     if (c->rank == root)
@@ -185,6 +199,53 @@ void sr_comm_barrier(sr_comm_t c)
     c->counters.calls[SR_COLL_BARRIER]++;
     c->backend->barrier(c);
     count_time(c, SR_COLL_BARRIER, t0, NULL);
+}
+
+void sr_comm_bind_device(sr_comm_t c, struct sr_device *dev)
+{
+    c->dev = dev;
+}
+
+struct sr_device *sr_comm_device(sr_comm_t c)
+{
+    return c->dev;
+}
+
+enum sr_comm_memory sr_comm_memory(sr_comm_t c)
+{
+    return c->memory;
+}
+
+/* The host function a stream runs to wait for a collective: its argument is
+ * one of the communicator's SR_COMM_STREAM_WAITS slots, free again once run
+ * (no allocation per call). */
+static void stream_wait_fn(void *arg)
+{
+    struct sr_comm_stream_wait *w = arg;
+    sr_comm_wait(w->comm, w->work);
+    atomic_store(&w->busy, 0);
+}
+
+void sr_comm_stream_wait(sr_comm_t c, sr_comm_work_t work, sr_stream_t stream)
+{
+    if (!work)
+        return;
+    if (!c->dev) {
+        sr_comm_wait(c, work);
+        return;
+    }
+    for (int i = 0; i < SR_COMM_STREAM_WAITS; i++) {
+        struct sr_comm_stream_wait *w = &c->stream_waits[i];
+        int idle = 0;
+        if (atomic_compare_exchange_strong(&w->busy, &idle, 1)) {
+            w->comm = c;
+            w->work = work;
+            sr_dev_launch_host_fn(c->dev, stream, stream_wait_fn, w);
+            return;
+        }
+    }
+    SR_ABORT("communicator '%s': more than %d stream waits in flight", c->name,
+             SR_COMM_STREAM_WAITS);
 }
 
 void sr_comm_wait(sr_comm_t c, sr_comm_work_t work)
@@ -275,6 +336,8 @@ static sr_comm_t split_by(sr_comm_t c, const int *color_of, const char *name)
         n += color_of[p] == mine;
     sr_comm_t sub = sr_comm_alloc(n);
     sub->timeout = c->timeout;
+    sub->dev = c->dev;
+    sub->memory = c->memory;
     sr_comm_set_name(sub, name);
     for (int p = 0, i = 0; p < c->size; p++) {
         if (color_of[p] != mine)

@@ -40,6 +40,14 @@ struct sr_comm_backend {
     void (*free)(sr_comm_t c);
 };
 
+#define SR_COMM_STREAM_WAITS 64 /* sr_comm_stream_wait calls in flight per communicator */
+
+struct sr_comm_stream_wait {
+    _Atomic int busy;
+    sr_comm_t comm;
+    sr_comm_work_t work;
+};
+
 struct sr_comm {
     const struct sr_comm_backend *backend;
     int rank, size;             /* in this communicator */
@@ -47,6 +55,9 @@ struct sr_comm {
     int node;                   /* my node index (the world's numbering) */
     int *node_of;               /* (W) node index of every member */
     double timeout;             /* base deadline of a collective, seconds; 0: none */
+    struct sr_device *dev;      /* whose streams collectives are ordered on; NULL: none */
+    enum sr_comm_memory memory; /* where buffers must live (the backend sets it) */
+    struct sr_comm_stream_wait stream_waits[SR_COMM_STREAM_WAITS];
     char name[16];              /* for messages */
     struct sr_comm_counters counters;
     double busy_base[SR_COLL_COUNT]; /* backend busy seconds at the last reset */

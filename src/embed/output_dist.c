@@ -156,6 +156,9 @@ static void twrw_forward(struct sr_sharded_ebc *s, float *pooled)
 
 void sr_output_dist_forward(struct sr_sharded_ebc *s, const struct sr_kjt *kjt, float *pooled)
 {
+    /* The column moves below still run on the host: wait for the lookups
+     * (the host work that remains until they become device ops). */
+    sr_dev_sync(s->dev, NULL);
     mean_scales(s, kjt);
     dp_forward(s, pooled);
     if (s->groups[GROUP_A2A].active)
@@ -209,6 +212,7 @@ static void twrw_backward(struct sr_sharded_ebc *s, const float *dpooled)
 
 void sr_output_dist_backward(struct sr_sharded_ebc *s, const float *dpooled)
 {
+    sr_dev_sync(s->dev, NULL); /* dpooled is read on the host below (see forward) */
     dp_backward(s, dpooled);
     if (s->groups[GROUP_A2A].active)
         a2a_backward(s, dpooled);

@@ -28,6 +28,7 @@
 #include "shardrec/alloc.h"
 #include "shardrec/error.h"
 #include "shardrec/half.h"
+#include "shardrec/device.h"
 #include "train/grad_buckets.h"
 
 #define MAX_BUCKETS 256
@@ -167,6 +168,16 @@ void sr_grad_buckets_begin(struct sr_grad_buckets *b)
     b->lo = b->n;
 }
 
+/* The packing and tail copies below read gradients on the host: wait for the
+ * device stream that produced them (comm's bound device; host work that
+ * remains until packing becomes a device op). */
+static void wait_device(struct sr_grad_buckets *b)
+{
+    struct sr_device *dev = sr_comm_device(b->comm);
+    if (dev)
+        sr_dev_sync(dev, NULL);
+}
+
 /* ---- compressed buckets --------------------------------------------------------- */
 
 /* Round bucket k's blocks for the other ranks, append the tail and loss bits
@@ -175,6 +186,7 @@ static void start_wire(struct sr_grad_buckets *b, int k, float loss)
 {
     struct wire_bucket *w = &b->wb[k];
     const size_t lo = b->cut[k + 1], n_k = bucket_len(b, k);
+    wait_device(b);
     for (int p = 0; p < b->W; p++) {
         const size_t off = (size_t)p * w->c,
                      len = off < n_k ? (n_k - off < w->c ? n_k - off : w->c) : 0;
@@ -275,6 +287,7 @@ double sr_grad_buckets_finish(struct sr_grad_buckets *b, double loss_sum)
 {
     size_t rest = b->cut[b->n_buckets - 1];
     SR_ASSERT(b->lo == 0 && b->next == b->n_buckets - 1);
+    wait_device(b);
     if (b->dtype != SR_DTYPE_F32)
         return finish_wire(b, loss_sum);
     memcpy(b->staging, b->grads, sizeof(float) * rest);

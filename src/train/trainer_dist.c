@@ -197,6 +197,7 @@ int sr_trainer_init_comms(struct sr_trainer *t)
     t->rank = sr_comm_rank(t->world);
     t->world_size = sr_comm_size(t->world);
     sr_comm_set_timeout(t->world, cfg->comm_timeout); /* derived ones inherit it */
+    sr_comm_bind_device(t->world, t->dev);            /* and its stream order */
     t->sparse = sr_comm_dup(t->world);
     t->dense = sr_comm_dup(t->world);
     t->node = sr_comm_split_node(t->sparse);

@@ -28,6 +28,7 @@
 
 #include "shardrec/alloc.h"
 #include "shardrec/comm.h"
+#include "shardrec/device.h"
 #include "shardrec/error.h"
 #include "shardrec/rng.h"
 #include "train/grad_buckets.h"
@@ -194,6 +195,7 @@ int main(int argc, char **argv)
         sr_comm_finalize();
         return 1;
     }
+    sr_comm_bind_device(world, sr_device_cpu());
     sr_comm_t dense = sr_comm_dup(world);
     const int W = sr_comm_size(world);
     const uint64_t f32 = run_dtype(dense, SR_DTYPE_F32);

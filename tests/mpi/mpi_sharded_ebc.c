@@ -689,6 +689,7 @@ int main(int argc, char **argv)
             continue;
         struct world w;
         SR_ASSERT(sr_comm_init_mpi(&w.world, NULL, NULL, L) == SR_OK);
+        sr_comm_bind_device(w.world, sr_device_cpu());
         w.sparse = sr_comm_dup(w.world);
         w.node = sr_comm_split_node(w.sparse);
         w.cross = sr_comm_split_cross(w.sparse);
