@@ -26,7 +26,8 @@ expect 0 "--steps" -- train --help
 # every flag the help lists is accepted by the parser (no flag is documented but unknown)
 for flag in $("$bin" train --help | grep -o -- '--[a-z][a-z-]*' | sort -u); do
     case $flag in --help|--config|--progress|--no-progress) continue ;; esac
-    "$bin" train "$flag" 2>"$tmp/err" >/dev/null
+    # the trailing bad --steps stops the job right after the flag was parsed
+    "$bin" train "$flag" x --steps 0 2>"$tmp/err" >/dev/null
     if grep -q "unknown flag" "$tmp/err"; then echo "FAIL: documented flag $flag is unknown"; fail=1; fi
 done
 expect 2 "unknown flag --bogus" -- train --bogus 1
@@ -50,4 +51,31 @@ expect 2 "--metrics" -- train --steps 1 --metrics /nonexistent/dir/m.jsonl
 expect 2 "unknown command" -- frobnicate
 expect 2 "--out" -- gen --samples 10
 expect 2 "multi-hot\|one id\|ids per feature" -- gen --out "$tmp/x.tsv" --ids-per-feature 2
+
+# a wrapped message keeps its cause (it printed only " (entry 2)")
+expect 2 "--table-rows: 0 is out of range .* (entry 2)" -- train --table-rows 100,0,100
+# sizes that cannot fit: refused before allocating, naming table or flag, bytes and memory
+expect 2 "bytes.*this machine has: table 't0' (1099511627776 rows x 16" -- train --steps 1 \
+    --table-rows 1099511627776
+expect 2 "evaluation buffers (--eval-samples 68719476736)" -- train --steps 1 \
+    --eval-samples 68719476736
+expect 2 "batch buffers (--batch-size 16777216" -- train --steps 1 --batch-size 16777216 \
+    --ids-per-feature 1048576
+# strict --config: unknown keys (nested too) with the nearest key, types, whole numbers
+printf '{"steps": 1, "batch_sise": 64}' >"$tmp/c1.json"
+expect 2 'key "batch_sise": unknown key; HINT: did you mean "batch_size"' -- train --config "$tmp/c1.json"
+printf '{"tables": [{"name": "a", "rowz": 10}]}' >"$tmp/c2.json"
+expect 2 'tables\[0\]: key "rowz": unknown key; HINT: did you mean "rows"' -- train --config "$tmp/c2.json"
+printf '{"batch_size": 2.5}' >"$tmp/c3.json"
+expect 2 'key "batch_size": expected an integer, got 2.5' -- train --config "$tmp/c3.json"
+printf '{"optimizer": 1}' >"$tmp/c4.json"
+expect 2 'key "optimizer": expected a string' -- train --config "$tmp/c4.json"
+printf '{"tables": [{"name": "a", "rows": 1e15}]}' >"$tmp/c5.json"
+expect 2 'key "rows": 1000000000000000 is out of range' -- train --config "$tmp/c5.json"
+# plan integers that do not fit are errors, not wrapped to rank 0
+printf '{"tables": [{"name": "t0", "sharding": "tw", "shards": [{"rank": 4294967296}]}]}' \
+    >"$tmp/p1.json"
+expect 2 '"rank" is 4294967296' -- train --steps 1 --table-rows 10 --plan "$tmp/p1.json"
+# --eval-data without --data was ignored (exit 0, synthetic evaluation)
+expect 2 "--eval-data needs --data" -- train --steps 1 --eval-data "$tmp/none.tsv"
 exit $fail

@@ -850,6 +850,11 @@ int sr_train_config_check(const struct sr_train_config *cfg)
                                 cfg->tables[t].name, cfg->tables[t].embedding_dim,
                                 cfg->embedding_dim);
     }
+    if (cfg->n_eval_data && !cfg->n_data)
+        return sr_error_set(SR_ERR_INVALID_ARG,
+                            "--eval-data needs --data: a job on synthetic data evaluates on "
+                            "held-back synthetic samples (--eval-samples); HINT: add --data "
+                            "FILE..., or drop --eval-data");
     if (cfg->ids_min < 0 || cfg->ids_max < cfg->ids_min)
         return sr_error_set(SR_ERR_INVALID_ARG, "--ids-per-feature: bad range %d-%d", cfg->ids_min,
                             cfg->ids_max);
