@@ -3,14 +3,18 @@
 #   tests/fuzz/fuzz_criteo_line.c   the Criteo TSV line parser
 #   tests/fuzz/fuzz_binfmt.c        the binary format's header/chunk checks and batch copy
 #   tests/fuzz/fuzz_safetensors.c   the safetensors reader's header and offset checks
+#   tests/fuzz/fuzz_config.c        the --config JSON reader, config check and memory estimate
+#   tests/fuzz/fuzz_plan.c          the plan file reader (and a write/read round trip)
 # Usage: sh tools/fuzz.sh [SECONDS]   (default 30; each target gets SECONDS)
-# Needs clang with libFuzzer. Binaries and corpora go to build-fuzz/. Exit
-# status is non-zero if a target finds a crash (its reproducer is kept there).
+# FUZZ_TARGETS="fuzz_config fuzz_plan" runs only those; FUZZ_OUT=DIR puts the
+# binaries and corpora there instead of build-fuzz/.
+# Needs clang with libFuzzer. Exit status is non-zero if a target finds a
+# crash (its reproducer is kept in the output folder).
 set -e
 secs=${1:-30}
 cd "$(dirname "$0")/.."
 CC=${FUZZ_CC:-clang}
-out=build-fuzz
+out=${FUZZ_OUT:-build-fuzz}
 mkdir -p "$out"
 flags="-std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -Iinclude -Isrc"
 core="src/core/error.c src/core/alloc.c src/core/log.c"
@@ -30,6 +34,19 @@ if [ -f tests/fuzz/fuzz_safetensors.c ]; then
     build fuzz_safetensors tests/fuzz/fuzz_safetensors.c src/core/safetensors.c src/core/atomic_file.c -lcjson
     targets="$targets fuzz_safetensors"
 fi
+if [ -f tests/fuzz/fuzz_config.c ]; then
+    build fuzz_config tests/fuzz/fuzz_config.c src/train/train_config.c src/plan/plan.c \
+        src/core/table_config.c src/core/rng.c src/core/optim_config.c src/core/half.c \
+        src/core/tensor.c src/data/zipf.c src/data/synthetic.c src/data/teacher.c \
+        src/model/dlrm_config.c src/model/interaction.c src/train/metrics.c -lcjson
+    targets="$targets fuzz_config"
+fi
+if [ -f tests/fuzz/fuzz_plan.c ]; then
+    build fuzz_plan tests/fuzz/fuzz_plan.c src/plan/plan_io.c src/plan/plan.c \
+        src/core/table_config.c src/core/rng.c src/core/atomic_file.c -lcjson
+    targets="$targets fuzz_plan"
+fi
+[ -n "${FUZZ_TARGETS:-}" ] && targets=$FUZZ_TARGETS
 status=0
 for t in $targets; do
     mkdir -p "$out/corpus_$t"
