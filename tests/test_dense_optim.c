@@ -78,6 +78,13 @@ static void reference(enum sr_optim_kind kind, double s0, float lr, double scale
 
 /* Run the optimizer for STEPS steps of gradients * scale; w1 receives the
  * weights after step 1. */
+/* The tests read results on the host: a wait after each call whose outputs
+ * they read (the deferred CPU device, SR_CPU_DEFERRED=1, proves it). */
+static void host_wait(void)
+{
+    sr_dev_sync(sr_device_cpu(), NULL);
+}
+
 static void run_scaled(struct sr_optim_config c, float lr, double scale, float w[N], float w1[N])
 {
     struct sr_dense_optim *o;
@@ -89,6 +96,7 @@ static void run_scaled(struct sr_optim_config c, float lr, double scale, float w
         for (int i = 0; i < N; i++)
             g[i] = grad(t, i, scale);
         sr_dense_optim_step(o, w, g, lr, t);
+        host_wait();
         if (t == 1)
             memcpy(w1, w, sizeof(float) * N);
     }

@@ -89,6 +89,13 @@ struct table_cfg {
     struct sr_ebc_config cfg;
 };
 
+/* The tests read results on the host: a wait after each call whose outputs
+ * they read (the deferred CPU device, SR_CPU_DEFERRED=1, proves it). */
+static void host_wait(void)
+{
+    sr_dev_sync(sr_device_cpu(), NULL);
+}
+
 static void one_table(struct table_cfg *c)
 {
     memset(c, 0, sizeof *c);
@@ -243,7 +250,9 @@ static void run_optimizer(struct sr_optim_config o, struct doc_hparams hp, doubl
             memcpy(s_prev, s, sizeof(float) * (size_t)ns);
 
         assert_int_equal(sr_ebc_forward(ebc, &k.kjt, pooled), SR_OK);
+        host_wait();
         sr_ebc_backward(ebc, dpooled, (float)lr, step + 1);
+        host_wait();
         ref_grads(step, scale, g, touched);
         for (int r = 0; r < E; r++)
             if (touched[r])
@@ -312,7 +321,9 @@ static void test_eps_moves_first_update(void **state)
         struct step_kjt kk;
         make_step(&kk, 0);
         assert_int_equal(sr_ebc_forward(ebc, &kk.kjt, pooled), SR_OK);
+        host_wait();
         sr_ebc_backward(ebc, dpooled, (float)lr, 1);
+        host_wait();
         /* adagrad: s = g^2; rowwise: s_r = mean(g^2) = g^2; adam: m^ = g, v^ = g^2.
          * In each case w -= lr * g / (g + eps) = lr / 2. */
         for (int cc = 0; cc < D; cc++) {
@@ -347,11 +358,13 @@ static void test_sgd_first_step_by_hand(void **state)
     struct step_kjt k;
     make_step(&k, 0);
     assert_int_equal(sr_ebc_forward(ebc, &k.kjt, pooled), SR_OK);
+    host_wait();
     for (int cc = 0; cc < D; cc++) {
         assert_true(pooled[cc] == w0[1 * D + cc] + w0[1 * D + cc]);
         assert_true(pooled[D + cc] == w0[5 * D + cc]);
     }
     sr_ebc_backward(ebc, dpooled, 0.5f, 1);
+    host_wait();
     for (int cc = 0; cc < D; cc++) {
         assert_true(w[1 * D + cc] == w0[1 * D + cc] - 0.5f * (2.0f * (float)(cc + 1)));
         assert_true(w[5 * D + cc] == w0[5 * D + cc] - 0.5f * (float)(D + cc + 1));
@@ -402,7 +415,9 @@ static void test_adam_leaves_untouched_rows_state(void **state)
         for (int i = 0; i < B * F * D; i++)
             dpooled[i] = 0.1f * (float)(i + 1);
         assert_int_equal(sr_ebc_forward(ebc, &k.kjt, pooled), SR_OK);
+        host_wait();
         sr_ebc_backward(ebc, dpooled, 0.01f, step + 1);
+        host_wait();
         if (step == 0) {
             memcpy(m5, m + 5 * D, sizeof m5);
             memcpy(v5, v + 5 * D, sizeof v5);
@@ -462,8 +477,11 @@ static void test_no_allocation_in_steps(void **state)
         for (int i = 0; i < F * BB * IDS; i++)
             values[i] = (int64_t)(sr_rng_u64(5, (uint64_t)step, (uint64_t)i) % 1000);
         assert_int_equal(sr_ebc_forward(ebc, &k, pooled), SR_OK);
+        host_wait();
         assert_int_equal(sr_ebc_forward_eval(ebc, &k, pooled), SR_OK);
+        host_wait();
         sr_ebc_backward(ebc, dpooled, 0.01f, step);
+        host_wait();
         assert_int_equal(sr_alloc_count(), before);
     }
     sr_ebc_free(ebc);
