@@ -5,6 +5,7 @@
  * (embedding rows, MLP widths), as are missing tensors (listed), extra
  * tensors and non-finite values; a refused load leaves the model unchanged.
  */
+#include <dirent.h>
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -13,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -42,6 +44,19 @@ struct model {
 #define path_of  sr_test_path
 
 /* Tables t0..t2 of rows[t] and dim D; bottom MLP 13-h-D, top MLP h-1. */
+/* Files in the test directory named like an atomic write's temporary file. */
+static int count_temporaries(void)
+{
+    DIR *d = opendir(sr_test_dir());
+    struct dirent *e;
+    int n = 0;
+    assert_non_null(d);
+    while ((e = readdir(d)))
+        n += strstr(e->d_name, ".sr-tmp-") != NULL || strstr(e->d_name, ".tmp") != NULL;
+    closedir(d);
+    return n;
+}
+
 static void model_init(struct model *m, const int64_t rows[F], int h, uint64_t seed)
 {
     struct sr_ebc_config ec = {.num_tables = F,
@@ -112,7 +127,7 @@ static void test_save_load_round_trip(void **state)
     model_init(&b, rows, 8, 2);
     assert_false(models_equal(&a, &b));
     assert_int_equal(sr_weights_save(path, a.dlrm, a.ebc), SR_OK);
-    assert_int_equal(access(path_of("w.safetensors.tmp"), F_OK), -1);
+    assert_int_equal(count_temporaries(), 0);
 
     /* DESIGN.md's names and shapes */
     struct sr_st_file *f;
@@ -136,6 +151,24 @@ static void test_save_load_round_trip(void **state)
 
     assert_int_equal(sr_weights_load(path, b.dlrm, b.ebc), SR_OK);
     assert_true(models_equal(&a, &b));
+
+    /* --save-weights onto a symbolic link: the link is replaced, its file untouched */
+    char victim[128], link[128];
+    snprintf(victim, sizeof victim, "%s", path_of("victim"));
+    snprintf(link, sizeof link, "%s", path_of("link.safetensors"));
+    FILE *v = fopen(victim, "w");
+    assert_non_null(v);
+    fputs("precious", v);
+    fclose(v);
+    assert_int_equal(symlink(victim, link), 0);
+    assert_int_equal(sr_weights_save(link, a.dlrm, a.ebc), SR_OK);
+    struct stat st;
+    assert_int_equal(lstat(link, &st), 0);
+    assert_true(S_ISREG(st.st_mode));
+    assert_int_equal(stat(victim, &st), 0);
+    assert_int_equal(st.st_size, 8);
+    assert_int_equal(sr_weights_load(link, b.dlrm, b.ebc), SR_OK);
+    assert_int_equal(count_temporaries(), 0);
     model_free(&a);
     model_free(&b);
 }
