@@ -36,6 +36,7 @@
 #include "shardrec/clock.h"
 #include "shardrec/error.h"
 #include "device/cpu/cpu_device.h"
+#include "device/cpu/cpu_deferred.h"
 #include "device/ops_dense.h"
 #include "device/ops_embedding.h"
 #include "device/ops_embedding_dp.h"
@@ -44,23 +45,6 @@
 #define POISON 0xFF
 
 /* ---- queues ------------------------------------------------------------- */
-
-enum region_kind { REGION_IN, REGION_OUT, REGION_INOUT };
-
-struct region {
-    const void *p;
-    size_t bytes;
-    enum region_kind kind;
-    void *saved; /* in-place operand poisoned at queue time: its bytes */
-};
-
-struct item {
-    struct item *next;
-    void (*run)(struct item *it);
-    int num_regions, cap_regions;
-    struct region *regions;
-    alignas(max_align_t) unsigned char args[];
-};
 
 struct sr_stream {
     struct item *head, *tail;
@@ -100,7 +84,7 @@ static void leave(void)
     pthread_mutex_unlock(&lock);
 }
 
-static void *xmalloc(size_t bytes)
+void *sr_deferred_xmalloc(size_t bytes)
 {
     void *p = malloc(bytes ? bytes : 1);
     if (!p)
@@ -113,15 +97,15 @@ static struct sr_stream *stream_of(sr_stream_t s)
     return s ? s : &default_stream;
 }
 
-static struct item *item_new(size_t args_bytes, void (*run)(struct item *))
+struct item *sr_deferred_item_new(size_t args_bytes, void (*run)(struct item *))
 {
-    struct item *it = xmalloc(sizeof *it + args_bytes);
+    struct item *it = sr_deferred_xmalloc(sizeof *it + args_bytes);
     memset(it, 0, sizeof *it);
     it->run = run;
     return it;
 }
 
-static void add_region(struct item *it, const void *p, size_t bytes, enum region_kind kind)
+void sr_deferred_add_region(struct item *it, const void *p, size_t bytes, enum region_kind kind)
 {
     if (!p || !bytes)
         return;
@@ -169,14 +153,14 @@ static void poison_outputs(struct item *it)
         if (queued_touches(r->p, r->bytes, r->kind == REGION_OUT))
             continue;
         if (r->kind == REGION_INOUT) {
-            r->saved = xmalloc(r->bytes);
+            r->saved = sr_deferred_xmalloc(r->bytes);
             memcpy(r->saved, r->p, r->bytes);
         }
         memset((void *)r->p, POISON, r->bytes);
     }
 }
 
-static void enqueue(sr_stream_t s, struct item *it)
+void sr_deferred_enqueue(sr_stream_t s, struct item *it)
 {
     enter();
     struct sr_stream *st = stream_of(s);
@@ -252,11 +236,11 @@ static void run_copy(struct item *it)
 
 static void d_copy(struct sr_device *dev, void *dst, const void *src, size_t bytes, sr_stream_t s)
 {
-    struct item *it = item_new(sizeof(struct copy_args), run_copy);
+    struct item *it = sr_deferred_item_new(sizeof(struct copy_args), run_copy);
     *(struct copy_args *)it->args = (struct copy_args){dst, src, bytes};
-    add_region(it, src, bytes, REGION_IN);
-    add_region(it, dst, bytes, REGION_OUT);
-    enqueue(s, it);
+    sr_deferred_add_region(it, src, bytes, REGION_IN);
+    sr_deferred_add_region(it, dst, bytes, REGION_OUT);
+    sr_deferred_enqueue(s, it);
 }
 
 struct memset_args {
@@ -273,15 +257,15 @@ static void run_memset(struct item *it)
 
 static void d_memset(struct sr_device *dev, void *p, int value, size_t bytes, sr_stream_t s)
 {
-    struct item *it = item_new(sizeof(struct memset_args), run_memset);
+    struct item *it = sr_deferred_item_new(sizeof(struct memset_args), run_memset);
     *(struct memset_args *)it->args = (struct memset_args){p, value, bytes};
-    add_region(it, p, bytes, REGION_OUT);
-    enqueue(s, it);
+    sr_deferred_add_region(it, p, bytes, REGION_OUT);
+    sr_deferred_enqueue(s, it);
 }
 
 static sr_stream_t d_stream_create(struct sr_device *dev)
 {
-    struct sr_stream *st = xmalloc(sizeof *st);
+    struct sr_stream *st = sr_deferred_xmalloc(sizeof *st);
     memset(st, 0, sizeof *st);
     enter();
     st->next_stream = streams;
@@ -313,7 +297,7 @@ static void d_stream_sync(struct sr_device *dev, sr_stream_t s)
 
 static sr_event_t d_event_create(struct sr_device *dev)
 {
-    struct sr_event *e = xmalloc(sizeof *e);
+    struct sr_event *e = sr_deferred_xmalloc(sizeof *e);
     memset(e, 0, sizeof *e);
     return e;
 }
@@ -349,11 +333,11 @@ static void run_marker(struct item *it)
 static void d_event_record(struct sr_device *dev, sr_event_t e, sr_stream_t s)
 {
     enter();
-    struct item *it = item_new(sizeof(struct marker_args), run_marker);
+    struct item *it = sr_deferred_item_new(sizeof(struct marker_args), run_marker);
     e->generation++;
     e->time_ns = 0;
     *(struct marker_args *)it->args = (struct marker_args){e, e->generation};
-    enqueue(s, it);
+    sr_deferred_enqueue(s, it);
     e->stream = stream_of(s);
     e->seq = e->stream->issued;
     leave();
@@ -374,9 +358,9 @@ static void d_stream_wait_event(struct sr_device *dev, sr_stream_t s, sr_event_t
 {
     enter();
     if (e->stream && stream_of(s) != e->stream) {
-        struct item *it = item_new(sizeof(struct wait_args), run_wait);
+        struct item *it = sr_deferred_item_new(sizeof(struct wait_args), run_wait);
         *(struct wait_args *)it->args = (struct wait_args){e->stream, e->seq};
-        enqueue(s, it);
+        sr_deferred_enqueue(s, it);
     }
     leave();
 }
@@ -414,9 +398,9 @@ static void run_host_fn(struct item *it)
 
 static void d_launch_host_fn(struct sr_device *dev, sr_stream_t s, sr_host_fn fn, void *arg)
 {
-    struct item *it = item_new(sizeof(struct host_fn_args), run_host_fn);
+    struct item *it = sr_deferred_item_new(sizeof(struct host_fn_args), run_host_fn);
     *(struct host_fn_args *)it->args = (struct host_fn_args){fn, arg};
-    enqueue(s, it);
+    sr_deferred_enqueue(s, it);
 }
 
 static const struct sr_mem_ops deferred_mem_ops = {
@@ -441,8 +425,6 @@ static const struct sr_mem_ops deferred_mem_ops = {
 
 /* ---- the op tables: queue the CPU backend's op ---------------------------- */
 
-#define ARGS(type, it) ((type *)(void *)(it)->args)
-#define F32(n)         ((size_t)(n) * sizeof(float))
 
 /* Extent in bytes of a row-major (rows, cols) matrix with row stride ld. */
 static size_t matrix_bytes(int rows, int cols, int ld)
@@ -460,7 +442,7 @@ struct gemm_args {
 
 static void run_gemm(struct item *it)
 {
-    struct gemm_args *g = ARGS(struct gemm_args, it);
+    struct gemm_args *g = DEFERRED_ARGS(struct gemm_args, it);
     sr_cpu_dense_ops.gemm(sr_cpu_device(), NULL, g->ta, g->tb, g->m, g->n, g->k, g->alpha, g->a,
                           g->lda, g->b, g->ldb, g->beta, g->c, g->ldc);
 }
@@ -469,13 +451,13 @@ static void d_gemm(struct sr_device *dev, sr_stream_t s, enum sr_transpose ta,
                    enum sr_transpose tb, int m, int n, int k, float alpha, const float *a, int lda,
                    const float *b, int ldb, float beta, float *c, int ldc)
 {
-    struct item *it = item_new(sizeof(struct gemm_args), run_gemm);
-    *ARGS(struct gemm_args, it) = (struct gemm_args){ta, tb, m, n, k, lda, ldb, ldc, alpha, beta,
+    struct item *it = sr_deferred_item_new(sizeof(struct gemm_args), run_gemm);
+    *DEFERRED_ARGS(struct gemm_args, it) = (struct gemm_args){ta, tb, m, n, k, lda, ldb, ldc, alpha, beta,
                                                      a, b, c};
-    add_region(it, a, ta ? matrix_bytes(k, m, lda) : matrix_bytes(m, k, lda), REGION_IN);
-    add_region(it, b, tb ? matrix_bytes(n, k, ldb) : matrix_bytes(k, n, ldb), REGION_IN);
-    add_region(it, c, matrix_bytes(m, n, ldc), beta == 0.0f ? REGION_OUT : REGION_INOUT);
-    enqueue(s, it);
+    sr_deferred_add_region(it, a, ta ? matrix_bytes(k, m, lda) : matrix_bytes(m, k, lda), REGION_IN);
+    sr_deferred_add_region(it, b, tb ? matrix_bytes(n, k, ldb) : matrix_bytes(k, n, ldb), REGION_IN);
+    sr_deferred_add_region(it, c, matrix_bytes(m, n, ldc), beta == 0.0f ? REGION_OUT : REGION_INOUT);
+    sr_deferred_enqueue(s, it);
 }
 
 /* Most dense ops take a few pointers and sizes: one argument block for all. */
@@ -488,7 +470,7 @@ struct dense_args {
     float f0;
 };
 
-#define DENSE(it) ARGS(struct dense_args, it)
+#define DENSE(it) DEFERRED_ARGS(struct dense_args, it)
 
 static void run_bias_relu_forward(struct item *it)
 {
@@ -499,11 +481,11 @@ static void run_bias_relu_forward(struct item *it)
 static void d_bias_relu_forward(struct sr_device *dev, sr_stream_t s, float *y, const float *bias,
                                 int rows, int cols, int relu)
 {
-    struct item *it = item_new(sizeof(struct dense_args), run_bias_relu_forward);
+    struct item *it = sr_deferred_item_new(sizeof(struct dense_args), run_bias_relu_forward);
     *DENSE(it) = (struct dense_args){.x0 = bias, .y0 = y, .i0 = rows, .i1 = cols, .i2 = relu};
-    add_region(it, bias, F32(cols), REGION_IN);
-    add_region(it, y, F32((size_t)rows * cols), REGION_INOUT);
-    enqueue(s, it);
+    sr_deferred_add_region(it, bias, F32(cols), REGION_IN);
+    sr_deferred_add_region(it, y, F32((size_t)rows * cols), REGION_INOUT);
+    sr_deferred_enqueue(s, it);
 }
 
 static void run_relu_forward(struct item *it)
@@ -514,11 +496,11 @@ static void run_relu_forward(struct item *it)
 
 static void d_relu_forward(struct sr_device *dev, sr_stream_t s, const float *x, float *y, size_t n)
 {
-    struct item *it = item_new(sizeof(struct dense_args), run_relu_forward);
+    struct item *it = sr_deferred_item_new(sizeof(struct dense_args), run_relu_forward);
     *DENSE(it) = (struct dense_args){.x0 = x, .y0 = y, .n = n};
-    add_region(it, x, F32(n), REGION_IN);
-    add_region(it, y, F32(n), REGION_OUT);
-    enqueue(s, it);
+    sr_deferred_add_region(it, x, F32(n), REGION_IN);
+    sr_deferred_add_region(it, y, F32(n), REGION_OUT);
+    sr_deferred_enqueue(s, it);
 }
 
 static void run_relu_backward(struct item *it)
@@ -530,11 +512,11 @@ static void run_relu_backward(struct item *it)
 static void d_relu_backward(struct sr_device *dev, sr_stream_t s, const float *y, float *dy,
                             size_t n)
 {
-    struct item *it = item_new(sizeof(struct dense_args), run_relu_backward);
+    struct item *it = sr_deferred_item_new(sizeof(struct dense_args), run_relu_backward);
     *DENSE(it) = (struct dense_args){.x0 = y, .y0 = dy, .n = n};
-    add_region(it, y, F32(n), REGION_IN);
-    add_region(it, dy, F32(n), REGION_INOUT);
-    enqueue(s, it);
+    sr_deferred_add_region(it, y, F32(n), REGION_IN);
+    sr_deferred_add_region(it, dy, F32(n), REGION_INOUT);
+    sr_deferred_enqueue(s, it);
 }
 
 static void run_bias_grad(struct item *it)
@@ -546,11 +528,11 @@ static void run_bias_grad(struct item *it)
 static void d_bias_grad(struct sr_device *dev, sr_stream_t s, const float *dy, int rows, int cols,
                         float *dbias)
 {
-    struct item *it = item_new(sizeof(struct dense_args), run_bias_grad);
+    struct item *it = sr_deferred_item_new(sizeof(struct dense_args), run_bias_grad);
     *DENSE(it) = (struct dense_args){.x0 = dy, .y0 = dbias, .i0 = rows, .i1 = cols};
-    add_region(it, dy, F32((size_t)rows * cols), REGION_IN);
-    add_region(it, dbias, F32(cols), REGION_OUT);
-    enqueue(s, it);
+    sr_deferred_add_region(it, dy, F32((size_t)rows * cols), REGION_IN);
+    sr_deferred_add_region(it, dbias, F32(cols), REGION_OUT);
+    sr_deferred_enqueue(s, it);
 }
 
 static void run_relu_bias_backward(struct item *it)
@@ -563,14 +545,14 @@ static void run_relu_bias_backward(struct item *it)
 static void d_relu_bias_backward(struct sr_device *dev, sr_stream_t s, const float *y, float *dy,
                                  int rows, int cols, int relu, float *dbias)
 {
-    struct item *it = item_new(sizeof(struct dense_args), run_relu_bias_backward);
+    struct item *it = sr_deferred_item_new(sizeof(struct dense_args), run_relu_bias_backward);
     *DENSE(it) = (struct dense_args){
         .x0 = y, .y0 = dy, .y1 = dbias, .i0 = rows, .i1 = cols, .i2 = relu};
     if (relu)
-        add_region(it, y, F32((size_t)rows * cols), REGION_IN);
-    add_region(it, dy, F32((size_t)rows * cols), relu ? REGION_INOUT : REGION_IN);
-    add_region(it, dbias, F32(cols), REGION_OUT);
-    enqueue(s, it);
+        sr_deferred_add_region(it, y, F32((size_t)rows * cols), REGION_IN);
+    sr_deferred_add_region(it, dy, F32((size_t)rows * cols), relu ? REGION_INOUT : REGION_IN);
+    sr_deferred_add_region(it, dbias, F32(cols), REGION_OUT);
+    sr_deferred_enqueue(s, it);
 }
 
 static size_t interaction_width(int F, int D)
@@ -588,12 +570,12 @@ static void run_interaction_forward(struct item *it)
 static void d_interaction_forward(struct sr_device *dev, sr_stream_t s, const float *z,
                                   const float *emb, int B, int F, int D, float *out)
 {
-    struct item *it = item_new(sizeof(struct dense_args), run_interaction_forward);
+    struct item *it = sr_deferred_item_new(sizeof(struct dense_args), run_interaction_forward);
     *DENSE(it) = (struct dense_args){.x0 = z, .x1 = emb, .y0 = out, .i0 = B, .i1 = F, .i2 = D};
-    add_region(it, z, F32((size_t)B * D), REGION_IN);
-    add_region(it, emb, F32((size_t)B * F * D), REGION_IN);
-    add_region(it, out, F32((size_t)B * interaction_width(F, D)), REGION_OUT);
-    enqueue(s, it);
+    sr_deferred_add_region(it, z, F32((size_t)B * D), REGION_IN);
+    sr_deferred_add_region(it, emb, F32((size_t)B * F * D), REGION_IN);
+    sr_deferred_add_region(it, out, F32((size_t)B * interaction_width(F, D)), REGION_OUT);
+    sr_deferred_enqueue(s, it);
 }
 
 static void run_interaction_backward(struct item *it)
@@ -607,15 +589,15 @@ static void d_interaction_backward(struct sr_device *dev, sr_stream_t s, const f
                                    const float *emb, const float *dout, int B, int F, int D,
                                    float *dz, float *demb)
 {
-    struct item *it = item_new(sizeof(struct dense_args), run_interaction_backward);
+    struct item *it = sr_deferred_item_new(sizeof(struct dense_args), run_interaction_backward);
     *DENSE(it) = (struct dense_args){
         .x0 = z, .x1 = emb, .x2 = dout, .y0 = dz, .y1 = demb, .i0 = B, .i1 = F, .i2 = D};
-    add_region(it, z, F32((size_t)B * D), REGION_IN);
-    add_region(it, emb, F32((size_t)B * F * D), REGION_IN);
-    add_region(it, dout, F32((size_t)B * interaction_width(F, D)), REGION_IN);
-    add_region(it, dz, F32((size_t)B * D), REGION_OUT);
-    add_region(it, demb, F32((size_t)B * F * D), REGION_OUT);
-    enqueue(s, it);
+    sr_deferred_add_region(it, z, F32((size_t)B * D), REGION_IN);
+    sr_deferred_add_region(it, emb, F32((size_t)B * F * D), REGION_IN);
+    sr_deferred_add_region(it, dout, F32((size_t)B * interaction_width(F, D)), REGION_IN);
+    sr_deferred_add_region(it, dz, F32((size_t)B * D), REGION_OUT);
+    sr_deferred_add_region(it, demb, F32((size_t)B * F * D), REGION_OUT);
+    sr_deferred_enqueue(s, it);
 }
 
 static void run_bce(struct item *it)
@@ -629,7 +611,7 @@ static void d_bce_with_logits(struct sr_device *dev, sr_stream_t s, const float 
                               const float *labels, const float *mask, int n, float scale,
                               float *dlogits, double *loss_sum)
 {
-    struct item *it = item_new(sizeof(struct dense_args), run_bce);
+    struct item *it = sr_deferred_item_new(sizeof(struct dense_args), run_bce);
     *DENSE(it) = (struct dense_args){.x0 = logits,
                                      .x1 = labels,
                                      .x2 = mask,
@@ -637,12 +619,12 @@ static void d_bce_with_logits(struct sr_device *dev, sr_stream_t s, const float 
                                      .loss = loss_sum,
                                      .i0 = n,
                                      .f0 = scale};
-    add_region(it, logits, F32(n), REGION_IN);
-    add_region(it, labels, F32(n), REGION_IN);
-    add_region(it, mask, F32(n), REGION_IN);
-    add_region(it, dlogits, F32(n), REGION_OUT);
-    add_region(it, loss_sum, sizeof(double), REGION_OUT);
-    enqueue(s, it);
+    sr_deferred_add_region(it, logits, F32(n), REGION_IN);
+    sr_deferred_add_region(it, labels, F32(n), REGION_IN);
+    sr_deferred_add_region(it, mask, F32(n), REGION_IN);
+    sr_deferred_add_region(it, dlogits, F32(n), REGION_OUT);
+    sr_deferred_add_region(it, loss_sum, sizeof(double), REGION_OUT);
+    sr_deferred_enqueue(s, it);
 }
 
 static const struct sr_dense_ops deferred_dense_ops = {
@@ -672,12 +654,12 @@ static void batch_copy_init(struct batch_copy *c, const struct sr_emb_layout *l,
     c->feature_pos = NULL;
     c->table_pos = NULL;
     if (b->feature_pos) {
-        c->feature_pos = xmalloc((size_t)l->num_features * sizeof(int64_t));
+        c->feature_pos = sr_deferred_xmalloc((size_t)l->num_features * sizeof(int64_t));
         memcpy(c->feature_pos, b->feature_pos, (size_t)l->num_features * sizeof(int64_t));
         c->batch.feature_pos = c->feature_pos;
     }
     if (b->table_pos) {
-        c->table_pos = xmalloc((size_t)(l->num_tables + 1) * sizeof(int64_t));
+        c->table_pos = sr_deferred_xmalloc((size_t)(l->num_tables + 1) * sizeof(int64_t));
         memcpy(c->table_pos, b->table_pos, (size_t)(l->num_tables + 1) * sizeof(int64_t));
         c->batch.table_pos = c->table_pos;
     }
@@ -693,10 +675,10 @@ static void add_batch_regions(struct item *it, const struct sr_emb_layout *l,
                               const struct sr_emb_batch *b)
 {
     size_t n = (size_t)b->num_values;
-    add_region(it, b->offsets, ((size_t)l->num_features * (size_t)b->batch + 1) * sizeof(int64_t),
+    sr_deferred_add_region(it, b->offsets, ((size_t)l->num_features * (size_t)b->batch + 1) * sizeof(int64_t),
                REGION_IN);
-    add_region(it, b->values, n * sizeof(int64_t), REGION_IN);
-    add_region(it, b->weights, F32(n), REGION_IN);
+    sr_deferred_add_region(it, b->values, n * sizeof(int64_t), REGION_IN);
+    sr_deferred_add_region(it, b->weights, F32(n), REGION_IN);
 }
 
 static size_t state_bytes(enum sr_optim_kind kind, const struct sr_emb_table *t)
@@ -711,9 +693,9 @@ static void add_table_regions(struct item *it, enum sr_optim_kind kind,
                               const struct sr_emb_table *t, enum region_kind weight_kind,
                               int with_state)
 {
-    add_region(it, t->weight, F32((size_t)t->rows * (size_t)t->dim), weight_kind);
+    sr_deferred_add_region(it, t->weight, F32((size_t)t->rows * (size_t)t->dim), weight_kind);
     if (with_state)
-        add_region(it, t->state, state_bytes(kind, t), REGION_INOUT);
+        sr_deferred_add_region(it, t->state, state_bytes(kind, t), REGION_INOUT);
 }
 
 static size_t d_workspace_bytes(struct sr_device *dev, const struct sr_emb_layout *layout)
@@ -739,7 +721,7 @@ struct emb_args {
     float value;
 };
 
-#define EMB(it) ARGS(struct emb_args, it)
+#define EMB(it) DEFERRED_ARGS(struct emb_args, it)
 
 static void run_workspace_init(struct item *it)
 {
@@ -749,10 +731,10 @@ static void run_workspace_init(struct item *it)
 static void d_workspace_init(struct sr_device *dev, const struct sr_emb_layout *layout,
                              void *workspace)
 {
-    struct item *it = item_new(sizeof(struct emb_args), run_workspace_init);
+    struct item *it = sr_deferred_item_new(sizeof(struct emb_args), run_workspace_init);
     *EMB(it) = (struct emb_args){.layout = layout, .workspace = workspace};
-    add_region(it, workspace, d_workspace_bytes(dev, layout), REGION_OUT);
-    enqueue(NULL, it);
+    sr_deferred_add_region(it, workspace, d_workspace_bytes(dev, layout), REGION_OUT);
+    sr_deferred_enqueue(NULL, it);
 }
 
 static void run_init_uniform(struct item *it)
@@ -766,7 +748,7 @@ static void d_init_uniform(struct sr_device *dev, float *weight, int64_t rows, i
                            int64_t row_begin, uint64_t seed, uint64_t stream, double lo, double hi,
                            sr_stream_t s)
 {
-    struct item *it = item_new(sizeof(struct emb_args), run_init_uniform);
+    struct item *it = sr_deferred_item_new(sizeof(struct emb_args), run_init_uniform);
     *EMB(it) = (struct emb_args){.p = weight,
                                  .rows = rows,
                                  .dim = dim,
@@ -775,8 +757,8 @@ static void d_init_uniform(struct sr_device *dev, float *weight, int64_t rows, i
                                  .stream = stream,
                                  .lo = lo,
                                  .hi = hi};
-    add_region(it, weight, F32((size_t)rows * (size_t)dim), REGION_OUT);
-    enqueue(s, it);
+    sr_deferred_add_region(it, weight, F32((size_t)rows * (size_t)dim), REGION_OUT);
+    sr_deferred_enqueue(s, it);
 }
 
 static void run_fill(struct item *it)
@@ -787,10 +769,10 @@ static void run_fill(struct item *it)
 
 static void d_fill(struct sr_device *dev, float *p, int64_t n, float value, sr_stream_t s)
 {
-    struct item *it = item_new(sizeof(struct emb_args), run_fill);
+    struct item *it = sr_deferred_item_new(sizeof(struct emb_args), run_fill);
     *EMB(it) = (struct emb_args){.p = p, .rows = n, .value = value};
-    add_region(it, p, F32(n), REGION_OUT);
-    enqueue(s, it);
+    sr_deferred_add_region(it, p, F32(n), REGION_OUT);
+    sr_deferred_enqueue(s, it);
 }
 
 static void run_forward(struct item *it)
@@ -805,7 +787,7 @@ static void d_forward(struct sr_device *dev, const struct sr_emb_layout *layout,
                       const struct sr_emb_batch *batch, int keep_ids, float *pooled,
                       void *workspace, sr_stream_t s)
 {
-    struct item *it = item_new(sizeof(struct emb_args), run_forward);
+    struct item *it = sr_deferred_item_new(sizeof(struct emb_args), run_forward);
     struct emb_args *a = EMB(it);
     *a = (struct emb_args){
         .layout = layout, .pooled = pooled, .workspace = workspace, .keep_ids = keep_ids};
@@ -813,9 +795,9 @@ static void d_forward(struct sr_device *dev, const struct sr_emb_layout *layout,
     add_batch_regions(it, layout, batch);
     for (int t = 0; t < layout->num_tables; t++)
         add_table_regions(it, layout->optim, &layout->tables[t], REGION_IN, 0);
-    add_region(it, workspace, d_workspace_bytes(dev, layout), REGION_INOUT);
-    add_region(it, pooled, F32((size_t)batch->batch * (size_t)layout->out_dim), REGION_OUT);
-    enqueue(s, it);
+    sr_deferred_add_region(it, workspace, d_workspace_bytes(dev, layout), REGION_INOUT);
+    sr_deferred_add_region(it, pooled, F32((size_t)batch->batch * (size_t)layout->out_dim), REGION_OUT);
+    sr_deferred_enqueue(s, it);
 }
 
 static void run_backward(struct item *it)
@@ -830,17 +812,17 @@ static void d_backward(struct sr_device *dev, const struct sr_emb_layout *layout
                        const struct sr_emb_batch *batch, const float *dpooled,
                        const struct sr_emb_update *update, void *workspace, sr_stream_t s)
 {
-    struct item *it = item_new(sizeof(struct emb_args), run_backward);
+    struct item *it = sr_deferred_item_new(sizeof(struct emb_args), run_backward);
     struct emb_args *a = EMB(it);
     *a = (struct emb_args){
         .layout = layout, .dpooled = dpooled, .workspace = workspace, .update = *update};
     batch_copy_init(&a->batch, layout, batch);
     add_batch_regions(it, layout, batch);
-    add_region(it, dpooled, F32((size_t)batch->batch * (size_t)layout->out_dim), REGION_IN);
-    add_region(it, workspace, d_workspace_bytes(dev, layout), REGION_INOUT);
+    sr_deferred_add_region(it, dpooled, F32((size_t)batch->batch * (size_t)layout->out_dim), REGION_IN);
+    sr_deferred_add_region(it, workspace, d_workspace_bytes(dev, layout), REGION_INOUT);
     for (int t = 0; t < layout->num_tables; t++)
         add_table_regions(it, layout->optim, &layout->tables[t], REGION_INOUT, 1);
-    enqueue(s, it);
+    sr_deferred_enqueue(s, it);
 }
 
 static const struct sr_embedding_ops deferred_embedding_ops = {
@@ -864,7 +846,7 @@ struct dp_args {
     struct sr_emb_update update;
 };
 
-#define DP(it) ARGS(struct dp_args, it)
+#define DP(it) DEFERRED_ARGS(struct dp_args, it)
 
 static void run_dp_accumulate(struct item *it)
 {
@@ -880,23 +862,23 @@ static void d_dp_accumulate(struct sr_device *dev, const struct sr_emb_layout *l
                             const struct sr_emb_batch *batch, const float *dpooled,
                             float *const *grad, float *const *counts, sr_stream_t s)
 {
-    struct item *it = item_new(sizeof(struct dp_args), run_dp_accumulate);
+    struct item *it = sr_deferred_item_new(sizeof(struct dp_args), run_dp_accumulate);
     struct dp_args *a = DP(it);
     const size_t T = (size_t)layout->num_tables;
     *a = (struct dp_args){.layout = layout, .dpooled = dpooled};
     batch_copy_init(&a->batch, layout, batch);
-    a->grad = xmalloc(T * sizeof(float *));
-    a->counts = xmalloc(T * sizeof(float *));
+    a->grad = sr_deferred_xmalloc(T * sizeof(float *));
+    a->counts = sr_deferred_xmalloc(T * sizeof(float *));
     memcpy(a->grad, grad, T * sizeof(float *));
     memcpy(a->counts, counts, T * sizeof(float *));
     add_batch_regions(it, layout, batch);
-    add_region(it, dpooled, F32((size_t)batch->batch * (size_t)layout->out_dim), REGION_IN);
+    sr_deferred_add_region(it, dpooled, F32((size_t)batch->batch * (size_t)layout->out_dim), REGION_IN);
     for (size_t t = 0; t < T; t++) {
         const struct sr_emb_table *tab = &layout->tables[t];
-        add_region(it, grad[t], F32((size_t)tab->rows * (size_t)tab->dim), REGION_INOUT);
-        add_region(it, counts[t], F32((size_t)tab->rows), REGION_INOUT);
+        sr_deferred_add_region(it, grad[t], F32((size_t)tab->rows * (size_t)tab->dim), REGION_INOUT);
+        sr_deferred_add_region(it, counts[t], F32((size_t)tab->rows), REGION_INOUT);
     }
-    enqueue(s, it);
+    sr_deferred_enqueue(s, it);
 }
 
 static void run_dp_apply(struct item *it)
@@ -908,12 +890,12 @@ static void run_dp_apply(struct item *it)
 static void d_dp_apply(struct sr_device *dev, const struct sr_emb_table *tab, const float *grad,
                        const float *counts, const struct sr_emb_update *update, sr_stream_t s)
 {
-    struct item *it = item_new(sizeof(struct dp_args), run_dp_apply);
+    struct item *it = sr_deferred_item_new(sizeof(struct dp_args), run_dp_apply);
     *DP(it) = (struct dp_args){.tab = *tab, .g = grad, .c = counts, .update = *update};
-    add_region(it, grad, F32((size_t)tab->rows * (size_t)tab->dim), REGION_IN);
-    add_region(it, counts, F32((size_t)tab->rows), REGION_IN);
+    sr_deferred_add_region(it, grad, F32((size_t)tab->rows * (size_t)tab->dim), REGION_IN);
+    sr_deferred_add_region(it, counts, F32((size_t)tab->rows), REGION_IN);
     add_table_regions(it, update->optim.kind, tab, REGION_INOUT, 1);
-    enqueue(s, it);
+    sr_deferred_enqueue(s, it);
 }
 
 static const struct sr_emb_dp_ops deferred_dp_ops = {
@@ -931,7 +913,7 @@ struct optim_args {
     int64_t step;
 };
 
-#define OPT(it) ARGS(struct optim_args, it)
+#define OPT(it) DEFERRED_ARGS(struct optim_args, it)
 
 static void run_sgd(struct item *it)
 {
@@ -954,13 +936,13 @@ static void run_adam(struct item *it)
 
 static void optim_enqueue(sr_stream_t s, void (*run)(struct item *), struct optim_args args)
 {
-    struct item *it = item_new(sizeof(struct optim_args), run);
+    struct item *it = sr_deferred_item_new(sizeof(struct optim_args), run);
     *OPT(it) = args;
-    add_region(it, args.g, F32(args.n), REGION_IN);
-    add_region(it, args.w, F32(args.n), REGION_INOUT);
-    add_region(it, args.m, F32(args.n), REGION_INOUT);
-    add_region(it, args.v, F32(args.n), REGION_INOUT);
-    enqueue(s, it);
+    sr_deferred_add_region(it, args.g, F32(args.n), REGION_IN);
+    sr_deferred_add_region(it, args.w, F32(args.n), REGION_INOUT);
+    sr_deferred_add_region(it, args.m, F32(args.n), REGION_INOUT);
+    sr_deferred_add_region(it, args.v, F32(args.n), REGION_INOUT);
+    sr_deferred_enqueue(s, it);
 }
 
 static void d_sgd_step(struct sr_device *dev, sr_stream_t s, float *w, const float *g, size_t n,

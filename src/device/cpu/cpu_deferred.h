@@ -1,0 +1,54 @@
+/*
+ * The deferred CPU device's queue, for the files that wrap an op family
+ * (cpu_deferred.c wraps memory, dense, embedding, dp and optimizer ops; each
+ * later family adds a cpu_deferred_<family>.c). A wrapper:
+ *
+ *   struct item *it = sr_deferred_item_new(sizeof(struct my_args), run_my_op);
+ *   *DEFERRED_ARGS(struct my_args, it) = (struct my_args){...}; // copy host arrays too
+ *   sr_deferred_add_region(it, in, bytes, REGION_IN);            // every operand
+ *   sr_deferred_add_region(it, out, bytes, REGION_OUT);          // or REGION_INOUT
+ *   sr_deferred_enqueue(stream, it);
+ *
+ * and run_my_op(it) calls the CPU backend's op on the saved arguments (with
+ * sr_cpu_device() and a NULL stream), then frees any host copies it made.
+ * Regions must cover every byte the op reads or writes: poisoning and the
+ * hazard checks rely on them (cpu_deferred.c explains the rules).
+ */
+#ifndef SHARDREC_CPU_DEFERRED_H
+#define SHARDREC_CPU_DEFERRED_H
+
+#include <stdalign.h>
+#include <stddef.h>
+
+#include "shardrec/stream.h"
+
+enum region_kind { REGION_IN, REGION_OUT, REGION_INOUT };
+
+struct region {
+    const void *p;
+    size_t bytes;
+    enum region_kind kind;
+    void *saved; /* in-place operand poisoned at queue time: its bytes */
+};
+
+struct item {
+    struct item *next;
+    void (*run)(struct item *it);
+    int num_regions, cap_regions;
+    struct region *regions;
+    alignas(max_align_t) unsigned char args[];
+};
+
+#define DEFERRED_ARGS(type, it) ((type *)(void *)(it)->args)
+#define F32(n)                  ((size_t)(n) * sizeof(float))
+
+/* A new item with args_bytes of argument space; run is called when it runs. */
+struct item *sr_deferred_item_new(size_t args_bytes, void (*run)(struct item *));
+/* Declare an operand (NULL or 0 bytes: ignored). */
+void sr_deferred_add_region(struct item *it, const void *p, size_t bytes, enum region_kind kind);
+/* Poison what is safe to poison, then queue it on s (NULL: the default stream). */
+void sr_deferred_enqueue(sr_stream_t s, struct item *it);
+/* malloc that aborts on failure (not counted as an allocation of the run). */
+void *sr_deferred_xmalloc(size_t bytes);
+
+#endif
