@@ -185,8 +185,7 @@ static void test_json_strict(void **state)
     expect_json("{\"batch_size\": 1e30}", E, "\"batch_size\"", "out of range");
     expect_json("{\"seed\": 1e19}", E, "\"seed\"", "out of range");
     expect_json("{\"steps\": -1}", E, "\"steps\"", "out of range");
-    expect_json("{\"tables\": [{\"name\": \"a\", \"rows\": 2e12}]}", E, "\"rows\"",
-                "out of range");
+    expect_json("{\"tables\": [{\"name\": \"a\", \"rows\": 2e12}]}", E, "\"rows\"", "out of range");
     expect_json("{\"steps\": 1, \"steps\": 2}", E, "\"steps\"", "given twice");
     expect_json("{\"steps\": 1} {}", E, "c.json:1", "malformed");
     expect_json("[1]", E, "c.json", "object");

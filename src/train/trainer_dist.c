@@ -36,8 +36,15 @@ struct setting {
     int is_string;
 };
 
-#define FIELD(name, f) {name, offsetof(struct sr_train_config, f), sizeof(((struct sr_train_config *)0)->f), 0}
-#define STRING(name, f) {name, offsetof(struct sr_train_config, f), sizeof(((struct sr_train_config *)0)->f), 1}
+#define CFG_SIZE(f) sizeof(((struct sr_train_config *)0)->f)
+#define FIELD(name, f)                                                                             \
+    {                                                                                              \
+        name, offsetof(struct sr_train_config, f), CFG_SIZE(f), 0                                  \
+    }
+#define STRING(name, f)                                                                            \
+    {                                                                                              \
+        name, offsetof(struct sr_train_config, f), CFG_SIZE(f), 1                                  \
+    }
 
 static const struct setting settings[] = {
     FIELD("--embedding-dim", embedding_dim),

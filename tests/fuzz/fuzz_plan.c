@@ -62,7 +62,8 @@ static void check_accepted(const struct sr_plan *p, int W)
 
 int LLVMFuzzerTestOneInput(const uint8_t *buf, size_t size)
 {
-    static const int worlds[8][2] = {{1, 1}, {2, 1}, {2, 2}, {3, 1}, {4, 2}, {4, 4}, {6, 3}, {8, 2}};
+    static const int worlds[8][2] = {{1, 1}, {2, 1}, {2, 2}, {3, 1},
+                                     {4, 2}, {4, 4}, {6, 3}, {8, 2}};
     if (size < 1)
         return 0;
     if (!ec.num_tables)

@@ -1,0 +1,241 @@
+/*
+ * The memory a rank needs for a training job, estimated from the config (and
+ * the plan) before any of it is allocated, so that a size that cannot fit is
+ * an error naming its flag or table (exit status 2) instead of an abort inside
+ * an allocator. Every sum and product is checked for overflow.
+ *
+ * The parts:
+ *
+ *   table t     local rows x cols x 4 bytes, plus its optimizer state
+ *   dense       MLP weights x 4 bytes x (weight, gradient, optimizer state)
+ *   batch       ids, lengths, offsets, pooled vectors and activations of a
+ *               batch (ids and pooled vectors of the global batch under a plan:
+ *               an owner may receive every rank's)
+ *   evaluation  predictions and labels of --eval-samples, gathered on each rank
+ *
+ * The memory to compare with is the machine's physical memory (sysconf
+ * _SC_PHYS_PAGES x _SC_PAGE_SIZE), or the cgroup v2 limit
+ * (/sys/fs/cgroup/memory.max) when that is lower: a fixed figure, so a job is
+ * not refused because page cache happens to be full.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <unistd.h>
+
+#include "shardrec/error.h"
+#include "shardrec/metrics.h"
+#include "shardrec/plan.h"
+#include "shardrec/train_config.h"
+
+enum mem_part { MEM_TABLE, MEM_DENSE, MEM_BATCH, MEM_EVAL };
+
+struct mem_tally {
+    uint64_t total, largest;
+    enum mem_part part;
+    int table;
+    int overflow;
+};
+
+/* acc += a * b * c, remembering an overflow. */
+static uint64_t mem_mul3(struct mem_tally *m, uint64_t a, uint64_t b, uint64_t c)
+{
+    uint64_t p;
+    if (__builtin_mul_overflow(a, b, &p) || __builtin_mul_overflow(p, c, &p)) {
+        m->overflow = 1;
+        return UINT64_MAX;
+    }
+    return p;
+}
+
+static uint64_t mem_add(struct mem_tally *m, uint64_t a, uint64_t b)
+{
+    uint64_t s;
+    if (__builtin_add_overflow(a, b, &s)) {
+        m->overflow = 1;
+        return UINT64_MAX;
+    }
+    return s;
+}
+
+static void mem_count(struct mem_tally *m, enum mem_part part, int table, uint64_t bytes)
+{
+    m->total = mem_add(m, m->total, bytes);
+    if (bytes > m->largest) {
+        m->largest = bytes;
+        m->part = part;
+        m->table = table;
+    }
+}
+
+/* Table t's rows and elements held by `rank` (the whole table without a plan). */
+static void local_table(const struct sr_train_config *cfg, const struct sr_plan *plan, int rank,
+                        int t, uint64_t *rows, uint64_t *elems, struct mem_tally *m)
+{
+    const struct sr_table_config *tc = &cfg->tables[t];
+    *rows = (uint64_t)tc->num_embeddings;
+    *elems = mem_mul3(m, (uint64_t)tc->num_embeddings, (uint64_t)tc->embedding_dim, 1);
+    if (!plan || t >= plan->num_tables)
+        return;
+    *rows = *elems = 0;
+    for (int i = 0; i < plan->tables[t].num_shards; i++) {
+        const struct sr_shard *s = &plan->tables[t].shards[i];
+        if (s->rank != rank || s->rows < 0 || s->cols < 0)
+            continue;
+        *rows = mem_add(m, *rows, (uint64_t)s->rows);
+        *elems = mem_add(m, *elems, mem_mul3(m, (uint64_t)s->rows, (uint64_t)s->cols, 1));
+    }
+}
+
+static void count_tables(const struct sr_train_config *cfg, const struct sr_plan *plan, int rank,
+                         struct mem_tally *m)
+{
+    int per_row = 0, per_elem = sr_optim_state_per_element(cfg->emb_optimizer, &per_row);
+    for (int t = 0; t < cfg->num_tables; t++) {
+        uint64_t rows, elems;
+        local_table(cfg, plan, rank, t, &rows, &elems, m);
+        uint64_t state = per_row ? rows : mem_mul3(m, (uint64_t)per_elem, elems, 1);
+        mem_count(m, MEM_TABLE, t, mem_mul3(m, mem_add(m, elems, state), sizeof(float), 1));
+    }
+}
+
+static void count_dense(const struct sr_train_config *cfg, struct mem_tally *m)
+{
+    struct sr_dlrm_config dc;
+    int per_row = 0, per_elem = sr_optim_state_per_element(cfg->optimizer, &per_row);
+    uint64_t params = 0, in;
+    sr_train_config_dlrm(cfg, &dc);
+    for (int l = 0; l + 1 < cfg->n_bot; l++)
+        params =
+            mem_add(m, params,
+                    mem_mul3(m, (uint64_t)cfg->bot_mlp[l] + 1, (uint64_t)cfg->bot_mlp[l + 1], 1));
+    in = (uint64_t)sr_dlrm_interaction_dim(&dc);
+    for (int l = 0; l < cfg->n_top; l++) {
+        params = mem_add(m, params, mem_mul3(m, in + 1, (uint64_t)cfg->top_mlp[l], 1));
+        in = (uint64_t)cfg->top_mlp[l];
+    }
+    mem_count(m, MEM_DENSE, -1, mem_mul3(m, params, 2 + (uint64_t)per_elem, sizeof(float)));
+}
+
+static void count_batch(const struct sr_train_config *cfg, int W, int sharded, struct mem_tally *m)
+{
+    uint64_t B = (uint64_t)cfg->batch_size, F = (uint64_t)cfg->num_features;
+    uint64_t D = (uint64_t)cfg->embedding_dim, width = 0;
+    uint64_t BF = mem_mul3(m, sharded ? B * (uint64_t)W : B, F, 1);
+    struct sr_dlrm_config dc;
+    sr_train_config_dlrm(cfg, &dc);
+    for (int l = 0; l < cfg->n_bot; l++)
+        width = mem_add(m, width, (uint64_t)cfg->bot_mlp[l]);
+    for (int l = 0; l < cfg->n_top; l++)
+        width = mem_add(m, width, (uint64_t)cfg->top_mlp[l]);
+    width = mem_add(m, width, (uint64_t)sr_dlrm_interaction_dim(&dc));
+    /* ids: values and weights on the host and in the EBC (24 bytes each);
+     * lengths and offsets (20 bytes a bag); pooled vectors and their gradients,
+     * sent and received (16 bytes each); activations, their gradients and
+     * pre-activations (12 bytes each) */
+    uint64_t bytes = mem_mul3(m, BF, (uint64_t)(cfg->ids_max > 0 ? cfg->ids_max : 1), 24);
+    bytes = mem_add(m, bytes, mem_mul3(m, BF, 20, 1));
+    bytes = mem_add(m, bytes, mem_mul3(m, BF, D, 16));
+    bytes = mem_add(m, bytes, mem_mul3(m, B, width, 12));
+    mem_count(m, MEM_BATCH, -1, bytes);
+}
+
+static void count_eval(const struct sr_train_config *cfg, int W, struct mem_tally *m)
+{
+    uint64_t G = cfg->global_batch_size > 0 ? (uint64_t)cfg->global_batch_size
+                                            : (uint64_t)cfg->batch_size * (uint64_t)W;
+    if (cfg->eval_samples <= 0 || (cfg->n_data && !cfg->n_eval_data) || G == 0)
+        return;
+    if (cfg->n_eval_data) /* sized by the files, checked when they are opened */
+        return;
+    uint64_t batches = ((uint64_t)cfg->eval_samples + G - 1) / G;
+    uint64_t all = mem_mul3(m, batches, G, 1); /* every rank's predictions, gathered */
+    uint64_t bytes = mem_mul3(m, all, 16, 1);  /* predictions and labels, local and gathered */
+    if (!m->overflow && all <= (uint64_t)INT64_MAX)
+        bytes = mem_add(m, bytes, (uint64_t)sr_metrics_workspace_bytes((int64_t)all));
+    mem_count(m, MEM_EVAL, -1, bytes);
+}
+
+/* "123456 bytes (120.6 KiB)" */
+static void format_bytes(char *buf, size_t cap, uint64_t bytes)
+{
+    static const char *units[] = {"bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+    double v = (double)bytes;
+    int u = 0;
+    while (v >= 1024 && u < 6)
+        v /= 1024, u++;
+    snprintf(buf, cap, "%" PRIu64 " bytes (%.1f %s)", bytes, v, units[u]);
+}
+
+uint64_t sr_machine_memory(void)
+{
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+    uint64_t bytes = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : UINT64_MAX;
+    FILE *f = fopen("/sys/fs/cgroup/memory.max", "r");
+    unsigned long long limit;
+    if (f) {
+        if (fscanf(f, "%llu", &limit) == 1 && limit > 0 && limit < bytes)
+            bytes = limit;
+        fclose(f);
+    }
+    return bytes;
+}
+
+static int mem_error(const struct sr_train_config *cfg, const struct mem_tally *m, int rank,
+                     uint64_t mem)
+{
+    char total[64], part[64], have[64], what[SR_NAME_MAX + 160];
+    const char *hint;
+    format_bytes(have, sizeof have, mem);
+    if (m->overflow)
+        return sr_error_set(SR_ERR_OOM,
+                            "the job needs more than 2^64 bytes of memory on rank %d (this "
+                            "machine has %s); HINT: check --table-rows, --embedding-dim, "
+                            "--batch-size, --ids-per-feature, --eval-samples and the MLP widths",
+                            rank, have);
+    format_bytes(total, sizeof total, m->total);
+    format_bytes(part, sizeof part, m->largest);
+    switch (m->part) {
+    case MEM_TABLE:
+        snprintf(what, sizeof what, "table '%s' (%lld rows x %d, with its %s state) takes %s",
+                 cfg->tables[m->table].name, (long long)cfg->tables[m->table].num_embeddings,
+                 cfg->tables[m->table].embedding_dim, sr_optim_kind_name(cfg->emb_optimizer), part);
+        hint = "fewer rows (--table-rows, or the config's \"rows\"), a smaller --embedding-dim, "
+               "or more ranks with --sharding rw";
+        break;
+    case MEM_DENSE:
+        snprintf(what, sizeof what, "the MLPs (--bot-mlp, --top-mlp) take %s", part);
+        hint = "narrower MLP layers";
+        break;
+    case MEM_BATCH:
+        snprintf(what, sizeof what,
+                 "the batch buffers (--batch-size %d, --ids-per-feature up "
+                 "to %d, %d features) take %s",
+                 cfg->batch_size, cfg->ids_max, cfg->num_features, part);
+        hint = "a smaller --batch-size or --ids-per-feature";
+        break;
+    default:
+        snprintf(what, sizeof what, "the evaluation buffers (--eval-samples %lld) take %s",
+                 (long long)cfg->eval_samples, part);
+        hint = "fewer --eval-samples";
+        break;
+    }
+    return sr_error_set(SR_ERR_OOM,
+                        "the job needs %s of memory on rank %d, more than the %s this machine "
+                        "has: %s; HINT: %s",
+                        total, rank, have, what, hint);
+}
+
+int sr_train_config_check_memory(const struct sr_train_config *cfg, const struct sr_plan *plan,
+                                 int rank, int world_size, uint64_t mem_bytes)
+{
+    struct mem_tally m = {0};
+    uint64_t mem = mem_bytes ? mem_bytes : sr_machine_memory();
+    int W = world_size > 0 ? world_size : 1;
+    count_tables(cfg, plan, rank, &m);
+    count_dense(cfg, &m);
+    count_batch(cfg, W, plan != NULL, &m);
+    count_eval(cfg, W, &m);
+    if (m.overflow || m.total > mem)
+        return mem_error(cfg, &m, rank, mem);
+    return SR_OK;
+}
