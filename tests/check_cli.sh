@@ -76,6 +76,7 @@ expect 2 'key "rows": 1000000000000000 is out of range' -- train --config "$tmp/
 printf '{"tables": [{"name": "t0", "sharding": "tw", "shards": [{"rank": 4294967296}]}]}' \
     >"$tmp/p1.json"
 expect 2 '"rank" is 4294967296' -- train --steps 1 --table-rows 10 --plan "$tmp/p1.json"
+expect 2 "cannot read config file (Is a directory)" -- train --config "$tmp"
 # --eval-data without --data was ignored (exit 0, synthetic evaluation)
 expect 2 "--eval-data needs --data" -- train --steps 1 --eval-data "$tmp/none.tsv"
 exit $fail

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include <cjson/cJSON.h>
 
@@ -552,8 +553,14 @@ static char *read_small_file(const char *path, size_t *len)
     FILE *f = fopen(path, "rb");
     char *buf;
     long n;
+    struct stat st;
     if (!f)
         return NULL;
+    if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
+        fclose(f);
+        errno = EISDIR;
+        return NULL;
+    }
     if (fseek(f, 0, SEEK_END) || (n = ftell(f)) < 0 || fseek(f, 0, SEEK_SET)) {
         fclose(f);
         return NULL;
