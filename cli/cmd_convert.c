@@ -8,11 +8,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "shardrec/alloc.h"
 #include "shardrec/atomic_file.h"
 #include "shardrec/binfmt.h"
+#include "shardrec/clock.h"
 #include "shardrec/error.h"
 #include "shardrec/reader.h"
 #include "shardrec/train_config.h"
@@ -159,21 +159,20 @@ int cli_convert(int argc, char **argv)
         sr_free(a.inputs);
         return 0;
     }
-    struct timespec t0, t1;
     int64_t samples = 0;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    const double t0 = sr_clock_seconds();
     if (!rc) /* before reading any input */
         rc = sr_output_path_check(a.out, "-o", SR_OUTPUT_ATOMIC);
     if (!rc)
         rc = convert_run(&a, &samples);
-    clock_gettime(CLOCK_MONOTONIC, &t1);
+    const double seconds = sr_clock_seconds() - t0;
     sr_free(a.inputs);
     if (rc) {
         cli_error("convert", "%s", sr_error_message());
         return rc == SR_ERR_INVALID_ARG || rc == SR_ERR_DATA || rc == SR_ERR_IO ? CLI_EXIT_USAGE
                                                                                 : CLI_EXIT_FAIL;
     }
-    double s = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+    double s = seconds;
     printf("convert: %lld samples, %d features -> %s in %.2f s\n", (long long)samples,
            a.num_features, a.out, s);
     return 0;

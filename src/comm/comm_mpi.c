@@ -83,6 +83,7 @@ int sr_comm_is_mpi_launch(void)
 #include <unistd.h>
 
 #include "shardrec/alloc.h"
+#include "shardrec/clock.h"
 #include "shardrec/log.h"
 #include "comm/comm_internal.h"
 
@@ -170,9 +171,7 @@ static atomic_int ending; /* a thread of this process is ending the job */
 
 static double now_s(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+    return sr_clock_seconds();
 }
 
 /* ---- arguments ----------------------------------------------------------------- */

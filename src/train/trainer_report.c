@@ -9,8 +9,8 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 
+#include "shardrec/clock.h"
 #include "train/trainer_internal.h"
 
 static const char *stage_names[SR_STAGE_COUNT] = {"load",     "lookup",     "dense_fwd",
@@ -23,9 +23,7 @@ const char *sr_stage_name(enum sr_stage s)
 
 double sr_now_s(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+    return sr_clock_seconds();
 }
 
 static void format_eta(double seconds, char *buf, size_t n)
