@@ -762,6 +762,7 @@ int sr_sharded_ebc_gather_table(struct sr_sharded_ebc *s, int t, float *full)
     if (tp->type == SR_SHARDING_TYPE_DATA_PARALLEL) {
         if (s->rank == 0)
             pack_my_shards(s, t, full);
+        sr_dev_sync(s->dev, NULL); /* full is the caller's host buffer */
         return SR_OK;
     }
     size_t mine = shard_floats_at(tp, s->rank);

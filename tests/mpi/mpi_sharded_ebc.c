@@ -455,7 +455,9 @@ static void step_once(struct sr_sharded_ebc *s, struct sr_ebc *ref, const struct
     sr_sharded_ebc_dp_update(s, lr, step);
 
     CHECK(sr_ebc_forward(ref, &all.kjt, ref_pooled) == SR_OK, "ref: %s", sr_error_message());
+    sr_dev_sync(sr_device_cpu(), NULL); /* the test reads pooled values on the host */
     sr_ebc_backward(ref, ref_dp, lr, step);
+    sr_dev_sync(sr_device_cpu(), NULL);
     int64_t bad = 0;
     for (int64_t i = 0; i < (int64_t)B * D; i++)
         bad += !close_to(pooled[i], ref_pooled[(size_t)w->rank * B * D + i]);
