@@ -63,6 +63,8 @@ check ranks-per-node-3 "--ranks-per-node differs" -- \
     -np 1 $R $JOB --ranks-per-node 1 : -np 1 $R $JOB --ranks-per-node 3
 check lr "--lr differs between rank 0 and rank 1" -- \
     -np 1 $R $JOB --lr 0.1 : -np 1 $R $JOB --lr 0.2
+check comm-timeout "--comm-timeout differs between rank 0 and rank 1" -- \
+    -np 1 $R $JOB --comm-timeout 30 : -np 1 $R $JOB --comm-timeout 31
 printf '{"tables": [{"name": "a", "rows": 10}, {"name": "b", "rows": 20}]}' >"$tmp/c0.json"
 printf '{"tables": [{"name": "a", "rows": 10}, {"name": "b", "rows": 21}]}' >"$tmp/c1.json"
 check config-tables "the tables (--table-rows, --pooling, the config's \"tables\") differ" -- \

@@ -72,6 +72,7 @@ static const struct setting settings[] = {
     STRING("--plan", plan_path),
     FIELD("--sharding", sharding),
     FIELD("--bucket-kib", bucket_kib),
+    FIELD("--comm-timeout", comm_timeout),
     FIELD("--comm-dtype", comm_dtype),
     FIELD("--dense-comm-dtype", dense_comm_dtype),
     FIELD("--eval-every", eval_every),
