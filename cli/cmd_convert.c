@@ -169,8 +169,7 @@ int cli_convert(int argc, char **argv)
     sr_free(a.inputs);
     if (rc) {
         cli_error("convert", "%s", sr_error_message());
-        return rc == SR_ERR_INVALID_ARG || rc == SR_ERR_DATA || rc == SR_ERR_IO ? CLI_EXIT_USAGE
-                                                                                : CLI_EXIT_FAIL;
+        return cli_exit_status(rc);
     }
     double s = seconds;
     printf("convert: %lld samples, %d features -> %s in %.2f s\n", (long long)samples,

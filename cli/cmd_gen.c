@@ -101,7 +101,7 @@ int cli_gen(int argc, char **argv)
     sr_synth_free(synth);
     if (rc) {
         cli_error("gen", "%s", sr_error_message());
-        return rc == SR_ERR_INVALID_ARG ? CLI_EXIT_USAGE : CLI_EXIT_FAIL;
+        return cli_exit_status(rc);
     }
     return 0;
 }
