@@ -57,14 +57,8 @@ static const char *text_of(const char *path)
 
 static int count_temporaries(const char *dir)
 {
-    DIR *d = opendir(dir);
-    struct dirent *e;
-    int n = 0;
-    assert_non_null(d);
-    while ((e = readdir(d)))
-        n += strstr(e->d_name, ".sr-tmp-") != NULL;
-    closedir(d);
-    return n;
+    assert_string_equal(dir, sr_test_dir());
+    return sr_test_count_named(".sr-tmp-", NULL);
 }
 
 static int write_atomic(const char *path, const char *text)

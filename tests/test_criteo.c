@@ -662,14 +662,7 @@ static char *slurp(const char *path, size_t *n)
 /* Files in the test directory whose name holds the atomic writes' temporary tag. */
 static int count_temporaries(void)
 {
-    DIR *d = opendir(sr_test_dir());
-    struct dirent *e;
-    int n = 0;
-    assert_non_null(d);
-    while ((e = readdir(d)))
-        n += strstr(e->d_name, ".sr-tmp-") != NULL || strstr(e->d_name, ".tmp") != NULL;
-    closedir(d);
-    return n;
+    return sr_test_count_named(".sr-tmp-", ".tmp");
 }
 
 /* A conversion that fails half-way (a bad line after a chunk was written)

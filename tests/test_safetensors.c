@@ -49,14 +49,7 @@ static int exists(const char *path)
 /* Files in the test directory named like an atomic write's temporary file. */
 static int count_temporaries(void)
 {
-    DIR *d = opendir(sr_test_dir());
-    struct dirent *e;
-    int n = 0;
-    assert_non_null(d);
-    while ((e = readdir(d)))
-        n += strstr(e->d_name, ".sr-tmp-") != NULL;
-    closedir(d);
-    return n;
+    return sr_test_count_named(".sr-tmp-", NULL);
 }
 
 static uint8_t *read_all(const char *path, size_t *n)

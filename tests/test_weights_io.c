@@ -44,17 +44,11 @@ struct model {
 #define path_of  sr_test_path
 
 /* Tables t0..t2 of rows[t] and dim D; bottom MLP 13-h-D, top MLP h-1. */
-/* Files in the test directory named like an atomic write's temporary file. */
+/* Files in the test directory named like an atomic write's temporary file (or the
+ * predictable name of old). */
 static int count_temporaries(void)
 {
-    DIR *d = opendir(sr_test_dir());
-    struct dirent *e;
-    int n = 0;
-    assert_non_null(d);
-    while ((e = readdir(d)))
-        n += strstr(e->d_name, ".sr-tmp-") != NULL || strstr(e->d_name, ".tmp") != NULL;
-    closedir(d);
-    return n;
+    return sr_test_count_named(".sr-tmp-", ".tmp");
 }
 
 static void model_init(struct model *m, const int64_t rows[F], int h, uint64_t seed)

@@ -1,4 +1,5 @@
 /* Scratch directories for tests that write files (see tmpdir.h). */
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,4 +35,17 @@ const char *sr_test_path(const char *name)
 const char *sr_test_dir(void)
 {
     return dir;
+}
+
+int sr_test_count_named(const char *tag, const char *other_tag)
+{
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    int n = 0;
+    if (!d)
+        return -1;
+    while ((e = readdir(d)))
+        n += strstr(e->d_name, tag) != NULL || (other_tag && strstr(e->d_name, other_tag) != NULL);
+    closedir(d);
+    return n;
 }

@@ -10,5 +10,8 @@ int sr_test_tmpdir_teardown(void **state);
 const char *sr_test_path(const char *name);
 /* The directory itself. */
 const char *sr_test_dir(void);
+/* Entries of the directory whose name holds `tag` or `other_tag` (NULL: none),
+ * e.g. the atomic writes' temporaries ".sr-tmp-"; -1 if it cannot be read. */
+int sr_test_count_named(const char *tag, const char *other_tag);
 
 #endif
