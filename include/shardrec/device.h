@@ -38,6 +38,7 @@ struct sr_dense_ops;     /* src/device/ops_dense.h */
 struct sr_embedding_ops; /* src/device/ops_embedding.h */
 struct sr_emb_dp_ops;    /* src/device/ops_embedding_dp.h */
 struct sr_optim_ops;     /* src/device/ops_optim.h */
+struct sr_sparse_dist_ops; /* src/device/ops_sparse_dist.h */
 
 struct sr_mem_ops {
     void *(*alloc)(struct sr_device *dev, size_t bytes);
@@ -79,6 +80,7 @@ struct sr_device {
     const struct sr_embedding_ops *emb;
     const struct sr_emb_dp_ops *emb_dp; /* the DP-table ops */
     const struct sr_optim_ops *optim;
+    const struct sr_sparse_dist_ops *sparse_dist; /* the sharded EBC's input/output dist */
     void *ctx; /* backend state (handles, workspaces) */
 };
 

@@ -991,6 +991,7 @@ static struct sr_device deferred_device = {
     .emb = &deferred_embedding_ops,
     .emb_dp = &deferred_dp_ops,
     .optim = &deferred_optim_ops,
+    .sparse_dist = &sr_cpu_deferred_sparse_dist_ops,
     .ctx = NULL,
 };
 

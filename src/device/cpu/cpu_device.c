@@ -125,6 +125,7 @@ static struct sr_device cpu_device = {
     .emb = &sr_cpu_embedding_ops,
     .emb_dp = &sr_cpu_emb_dp_ops,
     .optim = &sr_cpu_optim_ops,
+    .sparse_dist = &sr_cpu_sparse_dist_ops,
     .ctx = NULL,
 };
 

@@ -12,5 +12,7 @@ extern const struct sr_dense_ops sr_cpu_dense_ops;         /* cpu_dense.c */
 extern const struct sr_embedding_ops sr_cpu_embedding_ops; /* cpu_embedding.c */
 extern const struct sr_optim_ops sr_cpu_optim_ops;         /* cpu_optim.c */
 extern const struct sr_emb_dp_ops sr_cpu_emb_dp_ops;       /* cpu_embedding_dp.c */
+extern const struct sr_sparse_dist_ops sr_cpu_sparse_dist_ops; /* cpu_sparse_dist.c */
+extern const struct sr_sparse_dist_ops sr_cpu_deferred_sparse_dist_ops; /* cpu_deferred_sparse_dist.c */
 
 #endif

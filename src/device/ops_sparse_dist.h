@@ -1,0 +1,168 @@
+/*
+ * Device ops of the sharded EBC's sparse distribution (DESIGN.md steps 3, 5
+ * and 8): route every id of a batch to the shard that owns its row, lay the
+ * exchanged ids out as local lookup batches, and move pooled columns between
+ * the (B, out_dim) pooled tensor and the per-rank blocks the collectives
+ * carry, with the mean-pooling scale folded in. embed/input_dist.c and
+ * embed/output_dist.c are the callers: they size and issue the collectives
+ * and loop only over ranks and slots; every loop over ids, bag lengths or
+ * pooled values is here. device/cpu/cpu_sparse_dist.c is the reference
+ * backend; a CUDA backend implements the same table.
+ *
+ * A slot is one (feature, shard) pair, numbered feature-major, shards in plan
+ * order; feature f's slots are [first_slot[f], first_slot[f] + num_shards[f]).
+ * An id v of feature f goes to
+ *
+ *   block[f] == 0   every slot of f, as row v          (tw; cw: each piece)
+ *   block[f] > 0    slot first_slot[f] + v / block[f], as row v % block[f]
+ *                                                        (rw, twrw)
+ *   first_slot < 0  nowhere: a dp feature, kept in this rank's dp batch
+ *
+ * Messages. Ranks own slots; rank r's slots in message order are
+ * slot_at[r][0 .. n_r). Words of the counts message (int64):
+ *
+ *   [ r = 0: ids of each slot of r | flags ][ r = 1: ... ] ... [ dp counts ]
+ *     ^count_displ[0]                        ^count_displ[1]    ^count_displ[W]
+ *
+ * rank r gets words [count_displ[r], count_displ[r + 1]) (n_r + 1 words); the
+ * dp counts (ids of each dp feature, this rank's) stay here for the host. The
+ * received counts are W blocks of n + 1 words (n = this rank's slots), source
+ * rank ascending. The data message (int32 words), one region per destination,
+ * regions back to back:
+ *
+ *   [ lengths: B per slot, slot order ][ ids: slot by slot, bag by bag ]
+ *   [ weights (fp32 bits), same order, when the sender flags them ]
+ *
+ * ids are shard-local rows, 1 word (uint32) or 2 (int64: low, high). A
+ * region's size follows from the counts alone, so the host sizes both
+ * exchanges from the counts message and never reads lengths or offsets.
+ *
+ * Contract of every op: pointers are device pointers of `dev` unless marked
+ * host; struct arguments are read before the op returns (a queued op keeps a
+ * copy). Ops are stream-ordered on `s`, allocate nothing, and give the same
+ * bits on every rerun and any thread count. Nothing validates user input:
+ * ids are already in [0, E) and shapes checked (violations abort).
+ */
+#ifndef SHARDREC_OPS_SPARSE_DIST_H
+#define SHARDREC_OPS_SPARSE_DIST_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "shardrec/device.h"
+
+/* Bits of a flags word of the counts message. */
+#define SR_SPARSE_DIST_WEIGHTS 1 /* per-id weights follow the ids */
+#define SR_SPARSE_DIST_ERROR   2 /* the sender rejected its batch */
+#define SR_SPARSE_DIST_END     4 /* the sender's data has ended */
+
+/* Everything fixed by the plan, built and uploaded once at init. */
+struct sr_sparse_dist_layout {
+    int num_features;           /* F */
+    int batch;                  /* B */
+    int world;                  /* W */
+    int num_slots;              /* S */
+    int max_nslots;             /* most slots of one rank */
+    int nslots_here;            /* n: this rank's slots */
+    int num_dp;                 /* F_dp: dp features */
+    int id_words;               /* 1 or 2 words per id on the wire */
+    int64_t count_words;        /* count_displ[W] + F_dp: the counts message */
+    const int32_t *first_slot;  /* (F) device; -1 for dp features */
+    const int32_t *num_shards;  /* (F) device; 0 for dp features */
+    const int64_t *block;       /* (F) device: rows per shard, 0: every slot gets every id */
+    const int32_t *mean;        /* (F) device: 1 for mean pooling */
+    const int32_t *dp_feature;  /* (F_dp) device: the dp features, ascending */
+    const int32_t *slot_at;     /* (W, max_nslots) device: each rank's slots, message order */
+    const int64_t *count_displ; /* (W + 1) device: each rank's first word of the counts */
+    int64_t *work;              /* (sr_sparse_dist_work_words) device scratch of pack, unpack */
+};
+
+static inline int64_t sr_sparse_dist_work_words(const struct sr_sparse_dist_layout *l)
+{
+    return 2 * (int64_t)l->num_slots + (int64_t)l->world * (l->max_nslots + 2) + 1;
+}
+
+/* A batch's sparse input (shardrec/kjt.h), ids already in range. */
+struct sr_sparse_dist_kjt {
+    const int32_t *lengths; /* (F, B) device */
+    const int64_t *offsets; /* (F*B + 1) device */
+    const int64_t *values;  /* (N) device */
+    const float *weights;   /* (N) device, or NULL */
+    int64_t num_values;     /* N */
+};
+
+/* A local lookup batch an op fills (the offsets, values and weights of
+ * ops_embedding.h's sr_emb_batch) and, for unpack, where it comes from. */
+struct sr_sparse_dist_batch {
+    int num_features;      /* F_g */
+    int batch;             /* bags per feature: B (dp) or W*B */
+    const int32_t *pos;    /* (F_g) device, unpack: my slot (message position) of feature j */
+    const int32_t *row_of; /* (W) device, unpack: first batch row of source rank s's samples */
+    int64_t *offsets;      /* (F_g * batch + 1) device, out */
+    int64_t *values;       /* (num_values) device, out */
+    float *weights;        /* (num_values) device, out; NULL: no weights this step */
+    int64_t num_values;    /* ids of the batch this step (from the counts) */
+};
+
+/* cols columns of one feature between pooled and a (B, width) block. */
+struct sr_sparse_dist_piece {
+    int64_t block;   /* first float of the block in the buffer */
+    int32_t width;   /* floats per row of the block */
+    int32_t gcol;    /* first column of the piece in the block */
+    int32_t fcol;    /* first column in pooled */
+    int32_t cols;    /* columns */
+    int32_t feature; /* row of the scale */
+    int32_t unused;
+};
+
+/* The column map of an output dist, fixed at init. Every column of pooled is
+ * in exactly one piece; every float of the buffer that a collective carries
+ * is in exactly one piece. */
+struct sr_sparse_dist_cols {
+    int num_pieces;
+    const struct sr_sparse_dist_piece *pieces; /* (num_pieces) device */
+    int batch;                                 /* B */
+    int out_dim;                               /* pooled columns */
+    int num_features;                          /* F: rows of the scale */
+    int64_t buf_floats;                        /* extent of the buffer */
+};
+
+struct sr_sparse_dist_ops {
+    /* lens (S, B): ids of sample b of slot s's feature that go to slot s.
+     * counts (count_words): the counts message, `flags` in every flags word,
+     * then the ids of each dp feature. kjt NULL: a rank without a batch (every
+     * count 0). */
+    void (*bucketize)(struct sr_device *dev, const struct sr_sparse_dist_layout *l,
+                      const struct sr_sparse_dist_kjt *kjt, int64_t flags, int32_t *lens,
+                      int64_t *counts, sr_stream_t s);
+    /* scale (F, B): 1/len of a non-empty bag of a mean feature, else 1. */
+    void (*mean_scales)(struct sr_device *dev, const struct sr_sparse_dist_layout *l,
+                        const int32_t *lengths, float *scale, sr_stream_t s);
+    /* send: the data message of lens and counts (bucketize's), weights
+     * included when kjt->weights is set; send_words bounds it (the host's sum
+     * of its region sizes). dp: the dp features' bags as a local batch
+     * (dp->num_features = F_dp, dp->batch = B; weights set exactly when the
+     * KJT has them; may be NULL when F_dp = 0). */
+    void (*pack)(struct sr_device *dev, const struct sr_sparse_dist_layout *l,
+                 const struct sr_sparse_dist_kjt *kjt, const int32_t *lens, const int64_t *counts,
+                 int32_t *send, int64_t send_words, const struct sr_sparse_dist_batch *dp,
+                 sr_stream_t s);
+    /* recv (recv_words): the data messages of every source, source rank
+     * ascending; counts_recv (W, n + 1): the counts they came with. Fills each
+     * of the num_batches batches (host array): local feature j, bag row_of[s]
+     * + b holds source s's sample b of my slot pos[j], ids widened to int64;
+     * weights, when asked for, are 1 for sources that sent none. */
+    void (*unpack)(struct sr_device *dev, const struct sr_sparse_dist_layout *l,
+                   const int32_t *recv, int64_t recv_words, const int64_t *counts_recv,
+                   const struct sr_sparse_dist_batch *batches, int num_batches, sr_stream_t s);
+    /* pooled (B, out_dim): pooled[b, fcol + c] = buf[block + b*width + gcol + c]
+     * * scale[feature, b], for every piece, b and c < cols. */
+    void (*pooled_scatter)(struct sr_device *dev, const struct sr_sparse_dist_cols *m,
+                           const float *buf, const float *scale, float *pooled, sr_stream_t s);
+    /* The transpose: buf[block + b*width + gcol + c] = dpooled[b, fcol + c] *
+     * scale[feature, b]. */
+    void (*pooled_gather)(struct sr_device *dev, const struct sr_sparse_dist_cols *m,
+                          const float *dpooled, const float *scale, float *buf, sr_stream_t s);
+};
+
+#endif
