@@ -8,9 +8,10 @@
  * One forward (DESIGN.md steps 3-5), every collective through comm.h:
  *
  *   input dist   bucketize each id to its owner shard; one all-to-all-v of
- *                counts (2 int64 per peer: ids, flags) and ONE all-to-all-v of
- *                4-byte words carrying, per destination, for every slot
- *                (feature, shard) it owns: B lengths, then the ids (uint32
+ *                counts (per peer: ids per slot it owns, then flags; int64)
+ *                and ONE all-to-all-v of 4-byte words carrying, per
+ *                destination, for every slot (feature, shard) it owns:
+ *                B lengths, then the ids (uint32
  *                shard-local rows; 2 words each when a shard has >= 2^32
  *                rows), then the per-id weights if the batch has them
  *   lookup       each owner pools its received bags with dev->emb (sum

@@ -12,6 +12,11 @@
  *   send      S*B lengths + max_values * c ids (+ weights), in words
  *   recv      W * (n_me*B lengths + max_values * k ids (+ weights))
  *   group g   W*B bags per slot, W * max_values * k_g ids (dp: B, max_values)
+ *
+ * The tables the sparse-dist ops read (device/ops_sparse_dist.h: slots per
+ * feature and rank, the counts message's layout, each group's slot positions
+ * and source rows, the output dist's column pieces) follow from the plan:
+ * built here at init and uploaded to the device once.
  */
 #include <math.h>
 #include <stdio.h>
@@ -61,10 +66,10 @@ static int check_comms(const struct sr_sharded_ebc_comms *c, const struct sr_pla
 static int check_args(struct sr_device *dev, const struct sr_optim_config *o, int B,
                       int64_t max_values, int F)
 {
-    if (!dev || !dev->emb || !dev->host_visible)
+    if (!dev || !dev->emb || !dev->sparse_dist || !dev->host_visible)
         return sr_error_set(SR_ERR_UNSUPPORTED,
-                            "sharded EBC: needs a host-visible device with embedding ops (the "
-                            "CPU); HINT: GPU staging is not built yet");
+                            "sharded EBC: needs a host-visible device with embedding and "
+                            "sparse-dist ops (the CPU); HINT: GPU staging is not built yet");
     if ((unsigned)o->kind > SR_OPTIM_ADAM)
         return sr_error_set(SR_ERR_INVALID_ARG, "sharded EBC: unknown optimizer %d", (int)o->kind);
     if (B < 1 || (int64_t)B * F >= INT32_MAX)
@@ -195,6 +200,22 @@ static size_t floats_padded(int64_t n)
     return ((size_t)n + 15) & ~(size_t)15;
 }
 
+/* A device copy of a host array, made at init (the host array may go at once). */
+static void *upload(struct sr_device *dev, const void *host, size_t bytes)
+{
+    void *d = sr_dev_alloc(dev, bytes ? bytes : 1);
+    sr_dev_copy(dev, d, host, bytes, NULL);
+    sr_dev_sync(dev, NULL);
+    return d;
+}
+
+/* upload(), freed with the EBC. */
+static void *upload_meta(struct sr_sharded_ebc *s, const void *host, size_t bytes)
+{
+    SR_ASSERT(s->num_dev_meta < (int)(sizeof s->dev_meta / sizeof s->dev_meta[0]));
+    return s->dev_meta[s->num_dev_meta++] = upload(s->dev, host, bytes);
+}
+
 /* Allocate a local shard and draw its rows as the global table's (ebc.h). */
 static void init_shard(struct sr_sharded_ebc *s, struct sr_emb_table *tab, int t,
                        const struct sr_shard *sh, uint64_t seed)
@@ -304,6 +325,23 @@ static void group_features(struct sr_sharded_ebc *s, struct group *g)
     g->layout.num_features = n;
 }
 
+/* An exchanged group's tables for unpack: each local feature's slot position
+ * and each source's first batch row. */
+static void group_sources(struct sr_sharded_ebc *s, struct group *g)
+{
+    const int F = g->layout.num_features;
+    int32_t *pos = sr_calloc((size_t)F + 1, sizeof *pos);
+    int32_t *row_of = sr_calloc((size_t)s->W, sizeof *row_of);
+    for (int j = 0; j < F; j++)
+        pos[j] = s->slots[g->slot_of[j]].pos;
+    for (int src = 0; src < s->W; src++)
+        row_of[src] = sr_sharded_perm(s, g->kind, src) * s->B;
+    g->pos = upload(s->dev, pos, sizeof *pos * (size_t)F);
+    g->row_of = upload(s->dev, row_of, sizeof *row_of * (size_t)s->W);
+    sr_free(pos);
+    sr_free(row_of);
+}
+
 static int build_group(struct sr_sharded_ebc *s, enum group_kind kind, uint64_t seed)
 {
     struct group *g = &s->groups[kind];
@@ -335,13 +373,16 @@ static int build_group(struct sr_sharded_ebc *s, enum group_kind kind, uint64_t 
     const int F = g->layout.num_features;
     g->workspace = sr_dev_alloc(s->dev, s->dev->emb->workspace_bytes(s->dev, &g->layout));
     s->dev->emb->workspace_init(s->dev, &g->layout, g->workspace);
-    g->lengths = sr_calloc((size_t)F * g->batch + 1, sizeof *g->lengths);
-    g->offsets = sr_calloc((size_t)F * g->batch + 1, sizeof *g->offsets);
-    g->values = sr_calloc((size_t)maxv + 1, sizeof *g->values);
-    g->weights = sr_calloc((size_t)maxv + 1, sizeof *g->weights);
+    g->offsets = sr_dev_alloc_zero(s->dev, sizeof *g->offsets * ((size_t)F * g->batch + 1));
+    g->values = sr_dev_alloc(s->dev, sizeof *g->values * ((size_t)maxv + 1));
+    g->weights = sr_dev_alloc(s->dev, sizeof *g->weights * ((size_t)maxv + 1));
+    g->feature_n = sr_calloc((size_t)F + 1, sizeof *g->feature_n);
     g->feature_pos = sr_calloc((size_t)F + 1, sizeof *g->feature_pos);
     g->table_pos = sr_calloc((size_t)g->num_tables + 1, sizeof *g->table_pos);
     g->cursor = sr_calloc((size_t)g->num_tables + 1, sizeof *g->cursor);
+    if (kind == GROUP_DP)
+        return SR_OK; /* pooled and dpooled: one view into od_buf (alloc_output_dist) */
+    group_sources(s, g);
     size_t pooled = (size_t)g->batch * g->out_dim + 1;
     g->pooled = sr_dev_alloc_zero(s->dev, sizeof(float) * pooled);
     g->dpooled = sr_dev_alloc_zero(s->dev, sizeof(float) * pooled);
@@ -368,19 +409,57 @@ static void alloc_input_dist(struct sr_sharded_ebc *s)
     s->recv_cap = (size_t)W * ((size_t)s->nslots_at[s->rank] * s->B +
                                (size_t)s->max_values * max_copies_here(s, -1) * per_id) +
                   1;
-    s->lens = sr_calloc((size_t)S * s->B + 1, sizeof *s->lens);
-    s->slot_n = sr_calloc((size_t)S + 1, sizeof *s->slot_n);
-    s->slot_cursor = sr_calloc((size_t)S + 1, sizeof *s->slot_cursor);
-    s->slot_wcursor = sr_calloc((size_t)S + 1, sizeof *s->slot_wcursor);
-    s->count_send = sr_calloc((size_t)2 * W, sizeof *s->count_send);
-    s->count_recv = sr_calloc((size_t)2 * W, sizeof *s->count_recv);
+    s->count_displ = sr_calloc((size_t)W + 1, sizeof *s->count_displ);
+    for (int r = 0; r < W; r++)
+        s->count_displ[r + 1] = s->count_displ[r] + s->nslots_at[r] + 1;
+    const size_t count_words = (size_t)s->count_displ[W] + s->groups[GROUP_DP].layout.num_features;
+    s->lens = sr_dev_alloc(s->dev, sizeof *s->lens * ((size_t)S * s->B + 1));
+    s->count_send = sr_dev_alloc(s->dev, sizeof *s->count_send * (count_words + 1));
+    s->count_recv =
+        sr_dev_alloc(s->dev, sizeof *s->count_recv * ((size_t)W * (s->nslots_at[s->rank] + 1) + 1));
     s->send_counts = sr_calloc((size_t)W, sizeof(size_t));
     s->send_displs = sr_calloc((size_t)W, sizeof(size_t));
     s->recv_counts = sr_calloc((size_t)W, sizeof(size_t));
     s->recv_displs = sr_calloc((size_t)W, sizeof(size_t));
-    s->send_buf = sr_aligned_alloc(s->send_cap * sizeof(int32_t));
-    s->recv_buf = sr_aligned_alloc(s->recv_cap * sizeof(int32_t));
-    s->recv_slot_start = sr_calloc((size_t)W * s->max_nslots, sizeof *s->recv_slot_start);
+    s->send_buf = sr_dev_alloc(s->dev, s->send_cap * sizeof(int32_t));
+    s->recv_buf = sr_dev_alloc(s->dev, s->recv_cap * sizeof(int32_t));
+}
+
+/* The plan's tables for the input-dist ops (ops_sparse_dist.h), uploaded. */
+static void build_sd_layout(struct sr_sharded_ebc *s)
+{
+    const int F = s->cfg.num_features, W = s->W;
+    const struct group *dp = &s->groups[GROUP_DP];
+    int32_t *nsh = sr_calloc((size_t)F + 1, sizeof *nsh);
+    int32_t *mean = sr_calloc((size_t)F + 1, sizeof *mean);
+    for (int f = 0; f < F; f++) {
+        const int t = s->cfg.feature_table[f];
+        nsh[f] = s->first_slot[f] < 0 ? 0 : s->plan->tables[t].num_shards;
+        mean[f] = s->cfg.tables[t].pooling == SR_POOLING_MEAN;
+    }
+    struct sr_sparse_dist_layout *l = &s->sd_layout;
+    *l = (struct sr_sparse_dist_layout){
+        .num_features = F,
+        .batch = s->B,
+        .world = W,
+        .num_slots = s->num_slots,
+        .max_nslots = s->max_nslots,
+        .nslots_here = s->nslots_at[s->rank],
+        .num_dp = dp->layout.num_features,
+        .id_words = s->id_words,
+        .count_words = s->count_displ[W] + dp->layout.num_features,
+        .first_slot = upload_meta(s, s->first_slot, sizeof(int32_t) * F),
+        .num_shards = upload_meta(s, nsh, sizeof *nsh * F),
+        .block = upload_meta(s, s->block, sizeof(int64_t) * F),
+        .mean = upload_meta(s, mean, sizeof *mean * F),
+        .dp_feature = upload_meta(s, dp->slot_of, sizeof(int32_t) * dp->layout.num_features),
+        .slot_at = upload_meta(s, s->slot_at, sizeof(int32_t) * W * s->max_nslots),
+        .count_displ = upload_meta(s, s->count_displ, sizeof(int64_t) * (W + 1))};
+    SR_ASSERT(s->num_dev_meta < (int)(sizeof s->dev_meta / sizeof s->dev_meta[0]));
+    l->work = s->dev_meta[s->num_dev_meta++] =
+        sr_dev_alloc(s->dev, sizeof(int64_t) * (size_t)sr_sparse_dist_work_words(l));
+    sr_free(nsh);
+    sr_free(mean);
 }
 
 /* 16-bit staging for compressed output dists (output_wire.c): the largest
@@ -404,6 +483,63 @@ static void alloc_wire(struct sr_sharded_ebc *s, size_t a2a_recv, size_t twrw_re
     s->wire_recv = sr_aligned_alloc(sizeof(uint16_t) * (cap + 1));
 }
 
+/* Pieces of the slots of group g that rank r owns, in a (B, out_g(r)) block. */
+static int rank_pieces(const struct sr_sharded_ebc *s, struct sr_sparse_dist_piece *pc, int n,
+                       enum group_kind g, int r, int64_t block)
+{
+    for (int p = 0; p < s->nslots_at[r]; p++) {
+        const struct slot *sl = &s->slots[s->slot_at[r * s->max_nslots + p]];
+        if (sl->group != g)
+            continue;
+        pc[n++] =
+            (struct sr_sparse_dist_piece){.block = block,
+                                          .width = s->group_out[g * s->W + r],
+                                          .gcol = sl->gcol,
+                                          .fcol = s->feature_col[sl->feature] + sl->col_offset,
+                                          .cols = sl->cols,
+                                          .feature = sl->feature};
+    }
+    return n;
+}
+
+/* The output dist's column map over od_buf's blocks (output_dist.c), uploaded. */
+static void build_pieces(struct sr_sharded_ebc *s)
+{
+    const int W = s->W, B = s->B;
+    const struct group *dp = &s->groups[GROUP_DP];
+    struct sr_sparse_dist_piece *pc =
+        sr_calloc((size_t)s->cfg.num_features + 3 * (size_t)s->num_slots + 1, sizeof *pc);
+    int n = 0;
+    for (int j = 0; j < dp->layout.num_features; j++) {
+        const int f = dp->slot_of[j];
+        pc[n++] = (struct sr_sparse_dist_piece){
+            .block = 0,
+            .width = dp->out_dim,
+            .gcol = dp->features[j].col,
+            .fcol = s->feature_col[f],
+            .cols = s->cfg.tables[s->cfg.feature_table[f]].embedding_dim,
+            .feature = f};
+    }
+    int64_t off = (int64_t)B * dp->out_dim;
+    for (int r = 0; r < W; r++) {
+        n = rank_pieces(s, pc, n, GROUP_A2A, r, off);
+        off += (int64_t)B * s->group_out[GROUP_A2A * W + r];
+    }
+    n = rank_pieces(s, pc, n, GROUP_RW, s->rank, off);
+    off += (int64_t)B * s->groups[GROUP_RW].out_dim;
+    for (int m = 0; m < s->nodes; m++) {
+        n = rank_pieces(s, pc, n, GROUP_TWRW, m * s->L, off);
+        off += (int64_t)B * s->group_out[GROUP_TWRW * W + m * s->L];
+    }
+    s->sd_cols = (struct sr_sparse_dist_cols){.num_pieces = n,
+                                              .pieces = upload_meta(s, pc, sizeof *pc * n),
+                                              .batch = B,
+                                              .out_dim = s->out_dim,
+                                              .num_features = s->cfg.num_features,
+                                              .buf_floats = off};
+    sr_free(pc);
+}
+
 static void alloc_output_dist(struct sr_sharded_ebc *s)
 {
     const int W = s->W, B = s->B;
@@ -412,12 +548,18 @@ static void alloc_output_dist(struct sr_sharded_ebc *s)
         a += (size_t)s->group_out[GROUP_A2A * W + r];
     for (int m = 0; m < s->nodes; m++)
         t += (size_t)s->group_out[GROUP_TWRW * W + m * s->L];
-    s->scale = sr_calloc((size_t)s->cfg.num_features * B, sizeof *s->scale);
-    s->a2a_buf = sr_aligned_alloc(sizeof(float) * (a * B + 1));
-    s->rw_buf = sr_aligned_alloc(sizeof(float) * ((size_t)B * s->groups[GROUP_RW].out_dim + 1));
-    s->twrw_mid = sr_aligned_alloc(sizeof(float) *
-                                   ((size_t)s->nodes * B * s->groups[GROUP_TWRW].out_dim + 1));
-    s->twrw_buf = sr_aligned_alloc(sizeof(float) * (t * B + 1));
+    struct group *dp = &s->groups[GROUP_DP];
+    const size_t ndp = (size_t)B * dp->out_dim, nrw = (size_t)B * s->groups[GROUP_RW].out_dim;
+    s->scale = sr_dev_alloc(s->dev, sizeof *s->scale * ((size_t)s->cfg.num_features * B + 1));
+    s->od_buf = sr_dev_alloc_zero(s->dev, sizeof(float) * (ndp + a * B + nrw + t * B + 1));
+    dp->pooled = dp->dpooled = s->od_buf;
+    s->a2a_buf = s->od_buf + ndp;
+    s->rw_buf = s->a2a_buf + a * B;
+    s->twrw_buf = s->rw_buf + nrw;
+    s->twrw_mid = sr_dev_alloc(
+        s->dev, sizeof(float) * ((size_t)s->nodes * B * s->groups[GROUP_TWRW].out_dim + 1));
+    build_pieces(s);
+    SR_ASSERT(s->sd_cols.buf_floats == (int64_t)(ndp + a * B + nrw + t * B));
     s->a_counts = sr_calloc((size_t)W, sizeof(size_t));
     s->a_displs = sr_calloc((size_t)W, sizeof(size_t));
     s->b_counts = sr_calloc((size_t)W, sizeof(size_t));
@@ -514,7 +656,9 @@ int sr_sharded_ebc_init(struct sr_sharded_ebc **out, struct sr_device *dev,
         sr_sharded_ebc_free(s);
         return rc;
     }
+    s->sd = dev->sparse_dist;
     alloc_input_dist(s);
+    build_sd_layout(s);
     alloc_output_dist(s);
     s->stats.id_words = s->id_words;
     sr_dev_sync(dev, NULL);
@@ -526,12 +670,15 @@ static void free_group(struct sr_device *dev, struct group *g)
 {
     for (int i = 0; g->tables && i < g->num_tables; i++)
         sr_dev_free(dev, g->tables[i].weight);
-    sr_dev_free(dev, g->workspace);
-    sr_dev_free(dev, g->pooled);
-    sr_dev_free(dev, g->dpooled);
-    void *host[] = {g->tables,      g->table_of,  g->shard_of, g->row_base, g->slot_of,
-                    g->features,    g->lengths,   g->offsets,  g->values,   g->weights,
-                    g->feature_pos, g->table_pos, g->cursor};
+    void *device[] = {g->workspace, g->pos, g->row_of, g->offsets, g->values, g->weights};
+    for (size_t i = 0; i < sizeof device / sizeof device[0]; i++)
+        sr_dev_free(dev, device[i]);
+    if (g->kind != GROUP_DP) { /* dp: views into od_buf */
+        sr_dev_free(dev, g->pooled);
+        sr_dev_free(dev, g->dpooled);
+    }
+    void *host[] = {g->tables,   g->table_of,  g->shard_of,    g->row_base,  g->slot_of,
+                    g->features, g->feature_n, g->feature_pos, g->table_pos, g->cursor};
     for (size_t i = 0; i < sizeof host / sizeof host[0]; i++)
         sr_free(host[i]);
 }
@@ -543,15 +690,18 @@ void sr_sharded_ebc_free(struct sr_sharded_ebc *s)
     for (int k = 0; k < GROUP_COUNT; k++)
         free_group(s->dev, &s->groups[k]);
     sr_dev_free(s->dev, s->dp_buf);
+    void *device[] = {s->lens,     s->count_send, s->count_recv, s->send_buf,
+                      s->recv_buf, s->scale,      s->od_buf,     s->twrw_mid};
+    for (size_t i = 0; i < sizeof device / sizeof device[0]; i++)
+        sr_dev_free(s->dev, device[i]);
+    for (int i = 0; i < s->num_dev_meta; i++)
+        sr_dev_free(s->dev, s->dev_meta[i]);
     void *host[] = {
-        s->feature_col,  s->feature_rows,    s->feature_policy, s->slots,       s->first_slot,
-        s->block,        s->nslots_at,       s->slot_at,        s->group_out,   s->lens,
-        s->slot_n,       s->slot_cursor,     s->slot_wcursor,   s->count_send,  s->count_recv,
-        s->send_counts,  s->send_displs,     s->recv_counts,    s->recv_displs, s->send_buf,
-        s->recv_buf,     s->recv_slot_start, s->scale,          s->a2a_buf,     s->rw_buf,
-        s->twrw_mid,     s->twrw_buf,        s->a_counts,       s->a_displs,    s->b_counts,
-        s->b_displs,     s->dp_grad,         s->dp_counts,      s->wire_send,   s->wire_recv,
-        s->wire_scounts, s->wire_rcounts,    s->wire_displs};
+        s->feature_col, s->feature_rows, s->feature_policy, s->slots,        s->first_slot,
+        s->block,       s->nslots_at,    s->slot_at,        s->group_out,    s->count_displ,
+        s->send_counts, s->send_displs,  s->recv_counts,    s->recv_displs,  s->a_counts,
+        s->a_displs,    s->b_counts,     s->b_displs,       s->dp_grad,      s->dp_counts,
+        s->wire_send,   s->wire_recv,    s->wire_scounts,   s->wire_rcounts, s->wire_displs};
     for (size_t i = 0; i < sizeof host / sizeof host[0]; i++)
         sr_free(host[i]);
     sr_plan_free(s->plan);
@@ -606,14 +756,14 @@ static int check_kjt(const struct sr_sharded_ebc *s, struct sr_kjt *kjt)
     return rc;
 }
 
-/* Where each local feature's ids go in the table-grouped id list (ebc.c). */
+/* Where each local feature's ids go in the table-grouped id list (ebc.c),
+ * from the features' id counts (input_dist.c has them from the counts). */
 static void group_meta(struct group *g)
 {
-    const int T = g->num_tables, F = g->layout.num_features, N = g->batch;
+    const int T = g->num_tables, F = g->layout.num_features;
     memset(g->table_pos, 0, sizeof *g->table_pos * ((size_t)T + 1));
     for (int f = 0; f < F; f++)
-        g->table_pos[g->features[f].table + 1] +=
-            g->offsets[(int64_t)(f + 1) * N] - g->offsets[(int64_t)f * N];
+        g->table_pos[g->features[f].table + 1] += g->feature_n[f];
     for (int t = 0; t < T; t++) {
         g->table_pos[t + 1] += g->table_pos[t];
         g->cursor[t] = g->table_pos[t];
@@ -621,7 +771,7 @@ static void group_meta(struct group *g)
     for (int f = 0; f < F; f++) {
         int t = g->features[f].table;
         g->feature_pos[f] = g->cursor[t];
-        g->cursor[t] += g->offsets[(int64_t)(f + 1) * N] - g->offsets[(int64_t)f * N];
+        g->cursor[t] += g->feature_n[f];
     }
 }
 
@@ -656,7 +806,7 @@ int sr_sharded_ebc_forward(struct sr_sharded_ebc *s, struct sr_kjt *kjt, float *
     s->stats.lookup_ids = 0;
     for (int k = 0; k < GROUP_COUNT; k++)
         lookup(s, &s->groups[k]);
-    sr_output_dist_forward(s, kjt, pooled);
+    sr_output_dist_forward(s, pooled);
     s->have_ids = 1;
     return SR_OK;
 }

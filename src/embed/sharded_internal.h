@@ -21,6 +21,12 @@
  *   perm(s) = (s % L) * nodes + s / L        twrw: the reduce-scatter block of
  *                                            local rank j holds sources
  *                                            {m*L + j}, node m ascending
+ *
+ * Every per-step loop over ids, bag lengths and pooled values runs in the
+ * device's sparse-dist ops (device/ops_sparse_dist.h, which also describes
+ * the messages); the host sees only the counts message. The plan's tables for
+ * those ops (slots, ranks, groups' slot positions and rows, the output dist's
+ * column pieces) are built here at init and uploaded once.
  */
 #ifndef SHARDREC_EMBED_SHARDED_INTERNAL_H
 #define SHARDREC_EMBED_SHARDED_INTERNAL_H
@@ -28,6 +34,7 @@
 #include "shardrec/sharded_ebc.h"
 #include "device/ops_embedding.h"
 #include "device/ops_embedding_dp.h"
+#include "device/ops_sparse_dist.h"
 
 enum group_kind { GROUP_DP = 0, GROUP_A2A, GROUP_RW, GROUP_TWRW, GROUP_COUNT };
 
@@ -56,15 +63,17 @@ struct group {
     struct sr_emb_feature *features; /* (F_g) */
     struct sr_emb_layout layout;
     void *workspace;                           /* device */
-    int32_t *lengths;                          /* (F_g, batch) host */
-    int64_t *offsets;                          /* (F_g * batch + 1) host */
-    int64_t *values;                           /* (max_values) host */
-    float *weights;                            /* (max_values) host */
+    int32_t *pos;                              /* (F_g) device: my slot's message position */
+    int32_t *row_of;                           /* (W) device: perm(s) * B */
+    int64_t *offsets;                          /* (F_g * batch + 1) device */
+    int64_t *values;                           /* (max_values) device */
+    float *weights;                            /* (max_values) device */
     int has_weights;                           /* this step */
-    int64_t num_values;                        /* this step */
-    int64_t *feature_pos, *table_pos, *cursor; /* (F_g), (T_g + 1), (T_g) */
-    float *pooled;                             /* (batch, out_dim) device */
-    float *dpooled;                            /* (batch, out_dim) device */
+    int64_t num_values;                        /* this step, from the counts */
+    int64_t *feature_n;                        /* (F_g) host: ids per local feature, this step */
+    int64_t *feature_pos, *table_pos, *cursor; /* (F_g), (T_g + 1), (T_g) host */
+    float *pooled;                             /* (batch, out_dim) device; dp: a view of od_buf */
+    float *dpooled;                            /* (batch, out_dim) device; dp: the same view */
 };
 
 struct sr_sharded_ebc {
@@ -91,24 +100,30 @@ struct sr_sharded_ebc {
 
     struct group groups[GROUP_COUNT];
 
+    /* sparse-dist ops and their plan tables (device arrays in dev_meta) */
+    const struct sr_sparse_dist_ops *sd;
+    struct sr_sparse_dist_layout sd_layout;
+    struct sr_sparse_dist_cols sd_cols;
+    void *dev_meta[16];
+    int num_dev_meta;
+
     /* input dist */
-    int id_words;                     /* 1: uint32 shard-local rows, 2: int64 */
-    int32_t *lens;                    /* (S, B) ids of my sample b in slot s */
-    int64_t *slot_n;                  /* (S) ids I send into each slot */
-    int64_t *slot_cursor;             /* (S) next id word of slot s in the send buffer */
-    int64_t *slot_wcursor;            /* (S) next weight of slot s in the send buffer */
-    int64_t *count_send, *count_recv; /* (2 W) ids, flags per peer */
-    size_t *send_counts, *send_displs, *recv_counts, *recv_displs; /* (W) */
-    int32_t *send_buf, *recv_buf;
-    size_t send_cap, recv_cap; /* words */
-    int64_t *recv_slot_start;  /* (W, max nslots) first id of my slot p in region s */
+    int id_words;         /* 1: uint32 shard-local rows, 2: int64 */
+    int32_t *lens;        /* (S, B) device: ids of my sample b in slot s */
+    int64_t *count_displ; /* (W + 1) host: each rank's first word of the counts */
+    int64_t *count_send;  /* (count_words) device: the counts message */
+    int64_t *count_recv;  /* (W, n + 1) device: counts from each source */
+    size_t *send_counts, *send_displs, *recv_counts, *recv_displs; /* (W) host */
+    int32_t *send_buf, *recv_buf;                                  /* device */
+    size_t send_cap, recv_cap;                                     /* words */
 
     /* output dist */
-    float *scale;                                      /* (F, B) 1/len of mean bags, else 1 */
-    float *a2a_buf;                                    /* (B, Σ_s out_a2a(s)) */
-    float *rw_buf;                                     /* (B, out_rw) */
-    float *twrw_mid;                                   /* (nodes * B, out_twrw(my node)) */
-    float *twrw_buf;                                   /* (B, Σ_m out_twrw(m)) */
+    float *scale;    /* (F, B) device: 1/len of mean bags, else 1 */
+    float *od_buf;   /* device: [ dp pooled | a2a_buf | rw_buf | twrw_buf ] (sd_cols) */
+    float *a2a_buf;  /* (B, Σ_s out_a2a(s)) view */
+    float *rw_buf;   /* (B, out_rw) view */
+    float *twrw_buf; /* (B, Σ_m out_twrw(m)) view */
+    float *twrw_mid; /* (nodes * B, out_twrw(my node)) device */
     size_t *a_counts, *a_displs, *b_counts, *b_displs; /* (W) scratch for all-to-all-v */
     enum sr_dtype wire;              /* pooled payload on the wire: F32, F16 or BF16 */
     uint16_t *wire_send, *wire_recv; /* (wire_cap) compressed payloads; NULL for F32 */
@@ -130,13 +145,22 @@ static inline int sr_sharded_perm(const struct sr_sharded_ebc *s, enum group_kin
     return g == GROUP_TWRW ? (src % s->L) * s->nodes + src / s->L : src;
 }
 
-/* input_dist.c: bucketize, exchange, fill every group's local batch (kjt may
- * be NULL when local_rc is not SR_OK: END_OF_DATA or an error); returns
- * SR_ERR_DATA on every rank when any rank flagged its batch, else
- * SR_SHARDED_EBC_END_OF_DATA on every rank when any rank's data ended. */
+/* A collective reads its send buffer once the device's work before it is
+ * done: a communicator bound to this device waits for the stream itself
+ * (comm.h); for any other, wait here. */
+static inline void sr_sharded_before_collective(struct sr_sharded_ebc *s, sr_comm_t comm)
+{
+    if (sr_comm_device(comm) != s->dev)
+        sr_dev_sync(s->dev, NULL);
+}
+
+/* input_dist.c: bucketize, exchange, fill every group's local batch and the
+ * mean scales (kjt may be NULL when local_rc is not SR_OK: END_OF_DATA or an
+ * error); returns SR_ERR_DATA on every rank when any rank flagged its batch,
+ * else SR_SHARDED_EBC_END_OF_DATA on every rank when any rank's data ended. */
 int sr_input_dist(struct sr_sharded_ebc *s, struct sr_kjt *kjt, int local_rc);
 /* output_dist.c */
-void sr_output_dist_forward(struct sr_sharded_ebc *s, const struct sr_kjt *kjt, float *pooled);
+void sr_output_dist_forward(struct sr_sharded_ebc *s, float *pooled);
 void sr_output_dist_backward(struct sr_sharded_ebc *s, const float *dpooled);
 /* output_wire.c: the output dist's collectives in s->wire (fp32 sums on
  * arrival); arguments as comm.h's, counts in elements, fp32 buffers. */

@@ -341,7 +341,9 @@ static void expect_step(struct expect *e, const struct tcfg *c, const struct sr_
         int64_t n;
         int slots;
         ids_to(c, p, bt, r, W, L, &n, &slots);
-        add_bytes(e, w, 0, SR_COLL_ALL_TO_ALLV, r, 16 + 4 * ((uint64_t)slots * B + n * words), 0);
+        /* counts: one int64 per slot of r and a flags word; then the data */
+        add_bytes(e, w, 0, SR_COLL_ALL_TO_ALLV, r,
+                  8 * ((uint64_t)slots + 1) + 4 * ((uint64_t)slots * B + n * words), 0);
         if (present[0]) {
             add_bytes(e, w, 0, SR_COLL_ALL_TO_ALLV, r, es * B * group_cols(c, p, 0, me), 1);
             add_bytes(e, w, 0, SR_COLL_ALL_TO_ALLV, r, es * B * group_cols(c, p, 0, r), 1);
