@@ -11,8 +11,8 @@
  * midpoint between every pair of neighbouring codes, and the fp32 values one
  * ulp either side of it, round as the reference says (this covers every tie,
  * the subnormal range and the overflow edge); fp32 bit patterns on a dense
- * stride over all 2^32 round as the reference says; NaN stays NaN; the
- * array forms equal the scalar ones (also on the OpenMP path).
+ * stride over all 2^32 round as the reference says; NaN stays NaN. The array
+ * forms are the device's cast ops, tested against these in test_cast.c.
  */
 #include <math.h>
 #include <setjmp.h>
@@ -214,35 +214,6 @@ static void test_nan_stays_nan(void **state)
     assert_true(isinf(sr_fp16_to_fp32(sr_fp32_to_fp16(-INFINITY))));
 }
 
-static void test_arrays_match_scalars(void **state)
-{
-    (void)state;
-    const size_t n = 100003; /* above the threads' threshold */
-    float *x = malloc(sizeof(float) * n), *y = malloc(sizeof(float) * n);
-    float *acc = malloc(sizeof(float) * n);
-    uint16_t *h = malloc(sizeof(uint16_t) * n);
-    for (size_t i = 0; i < n; i++)
-        x[i] = (float)(((double)(i * 2654435761u % 1000003) - 500000.0) * 1e-3);
-    const enum sr_dtype dts[2] = {SR_DTYPE_F16, SR_DTYPE_BF16};
-    for (int d = 0; d < 2; d++) {
-        uint16_t (*narrow)(float) = d ? sr_fp32_to_bf16 : sr_fp32_to_fp16;
-        float (*widen)(uint16_t) = d ? sr_bf16_to_fp32 : sr_fp16_to_fp32;
-        sr_half_pack(dts[d], x, h, n);
-        sr_half_unpack(dts[d], h, y, n);
-        for (size_t i = 0; i < n; i++)
-            acc[i] = 1.5f;
-        sr_half_unpack_add(dts[d], h, acc, n);
-        for (size_t i = 0; i < n; i++) {
-            assert_int_equal(h[i], narrow(x[i]));
-            assert_true(y[i] == widen(h[i]));
-            assert_true(acc[i] == 1.5f + widen(h[i]));
-        }
-    }
-    sr_half_pack(SR_DTYPE_F32, x, y, n);
-    assert_memory_equal(x, y, sizeof(float) * n);
-    free(x), free(y), free(acc), free(h);
-}
-
 static void test_parse(void **state)
 {
     (void)state;
@@ -267,7 +238,6 @@ int main(void)
         cmocka_unit_test(test_fp16_dense_vs_reference),
         cmocka_unit_test(test_bf16_dense_vs_reference),
         cmocka_unit_test(test_nan_stays_nan),
-        cmocka_unit_test(test_arrays_match_scalars),
         cmocka_unit_test(test_parse),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -39,6 +39,7 @@ struct sr_embedding_ops; /* src/device/ops_embedding.h */
 struct sr_emb_dp_ops;    /* src/device/ops_embedding_dp.h */
 struct sr_optim_ops;     /* src/device/ops_optim.h */
 struct sr_sparse_dist_ops; /* src/device/ops_sparse_dist.h */
+struct sr_cast_ops;      /* src/device/ops_cast.h */
 
 struct sr_mem_ops {
     void *(*alloc)(struct sr_device *dev, size_t bytes);
@@ -81,6 +82,7 @@ struct sr_device {
     const struct sr_emb_dp_ops *emb_dp; /* the DP-table ops */
     const struct sr_optim_ops *optim;
     const struct sr_sparse_dist_ops *sparse_dist; /* the sharded EBC's input/output dist */
+    const struct sr_cast_ops *cast; /* fp32 <-> fp16/bf16 of compressed exchanges */
     void *ctx; /* backend state (handles, workspaces) */
 };
 

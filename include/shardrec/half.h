@@ -11,10 +11,9 @@
  * (quiet, sign kept); fp32 subnormals round like any other value. Widening is
  * exact.
  *
- * The array forms take n elements, never allocate, and run with OpenMP's
- * static schedule when n is large; they are deterministic for any thread
- * count. `dtype` is SR_DTYPE_F16, SR_DTYPE_BF16 or SR_DTYPE_F32 (then a plain
- * copy / add); any other dtype aborts.
+ * These are scalar conversions. Arrays are converted by the device's cast
+ * ops (src/device/ops_cast.h; device/cpu/cpu_cast.c calls these), so that a
+ * cast is a stream-ordered device op like any other.
  */
 #ifndef SHARDREC_HALF_H
 #define SHARDREC_HALF_H
@@ -28,13 +27,6 @@ uint16_t sr_fp32_to_fp16(float x);
 float sr_fp16_to_fp32(uint16_t h);
 uint16_t sr_fp32_to_bf16(float x);
 float sr_bf16_to_fp32(uint16_t h);
-
-/* dst (n elements of dtype) = src (n fp32), rounded. */
-void sr_half_pack(enum sr_dtype dtype, const float *src, void *dst, size_t n);
-/* dst (n fp32) = src (n elements of dtype), widened. */
-void sr_half_unpack(enum sr_dtype dtype, const void *src, float *dst, size_t n);
-/* acc (n fp32) += src (n elements of dtype), widened, summed in fp32. */
-void sr_half_unpack_add(enum sr_dtype dtype, const void *src, float *acc, size_t n);
 
 /* 1 if dtype is a wire dtype shardrec compresses to (F16, BF16) or F32. */
 int sr_dtype_is_wire(enum sr_dtype dtype);

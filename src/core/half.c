@@ -16,8 +16,6 @@
 #include "shardrec/error.h"
 #include "shardrec/half.h"
 
-#define PAR_MIN 32768 /* elements below which one thread converts */
-
 static uint32_t bits_of(float x)
 {
     uint32_t u;
@@ -78,72 +76,6 @@ uint16_t sr_fp32_to_bf16(float x)
 float sr_bf16_to_fp32(uint16_t h)
 {
     return float_of((uint32_t)h << 16);
-}
-
-/* ---- arrays -------------------------------------------------------------------- */
-
-static void check_dtype(enum sr_dtype dtype)
-{
-    if (!sr_dtype_is_wire(dtype))
-        SR_ABORT("half: dtype %s is not fp32, fp16 or bf16", sr_dtype_name(dtype));
-}
-
-void sr_half_pack(enum sr_dtype dtype, const float *src, void *dst, size_t n)
-{
-    check_dtype(dtype);
-    uint16_t *out = dst;
-    const int64_t len = (int64_t)n;
-    if (dtype == SR_DTYPE_F32) {
-        memcpy(dst, src, sizeof(float) * n);
-    } else if (dtype == SR_DTYPE_F16) {
-#pragma omp parallel for schedule(static) if (len >= PAR_MIN)
-        for (int64_t i = 0; i < len; i++)
-            out[i] = sr_fp32_to_fp16(src[i]);
-    } else {
-#pragma omp parallel for schedule(static) if (len >= PAR_MIN)
-        for (int64_t i = 0; i < len; i++)
-            out[i] = sr_fp32_to_bf16(src[i]);
-    }
-}
-
-void sr_half_unpack(enum sr_dtype dtype, const void *src, float *dst, size_t n)
-{
-    check_dtype(dtype);
-    const uint16_t *in = src;
-    const int64_t len = (int64_t)n;
-    if (dtype == SR_DTYPE_F32) {
-        memcpy(dst, src, sizeof(float) * n);
-    } else if (dtype == SR_DTYPE_F16) {
-#pragma omp parallel for schedule(static) if (len >= PAR_MIN)
-        for (int64_t i = 0; i < len; i++)
-            dst[i] = sr_fp16_to_fp32(in[i]);
-    } else {
-#pragma omp parallel for schedule(static) if (len >= PAR_MIN)
-        for (int64_t i = 0; i < len; i++)
-            dst[i] = sr_bf16_to_fp32(in[i]);
-    }
-}
-
-void sr_half_unpack_add(enum sr_dtype dtype, const void *src, float *acc, size_t n)
-{
-    check_dtype(dtype);
-    const int64_t len = (int64_t)n;
-    if (dtype == SR_DTYPE_F32) {
-        const float *in = src;
-#pragma omp parallel for schedule(static) if (len >= PAR_MIN)
-        for (int64_t i = 0; i < len; i++)
-            acc[i] += in[i];
-    } else if (dtype == SR_DTYPE_F16) {
-        const uint16_t *in = src;
-#pragma omp parallel for schedule(static) if (len >= PAR_MIN)
-        for (int64_t i = 0; i < len; i++)
-            acc[i] += sr_fp16_to_fp32(in[i]);
-    } else {
-        const uint16_t *in = src;
-#pragma omp parallel for schedule(static) if (len >= PAR_MIN)
-        for (int64_t i = 0; i < len; i++)
-            acc[i] += sr_bf16_to_fp32(in[i]);
-    }
 }
 
 /* ---- names ---------------------------------------------------------------------- */

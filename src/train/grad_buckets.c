@@ -3,62 +3,68 @@
  * Bucket boundaries are computed once from the layer sizes, so every rank
  * issues the same calls in the same order, and the per-step count is fixed.
  *
- * Compressed buckets (fp16/bf16, W > 1): bucket k of n_k floats is cut into W
- * blocks of c_k = ceil(n_k / W) (the last padded with zeros). Per bucket, in
- * 16-bit units (msg_k = c_k + t_k, t_k = 2 * (n_tail + 1) for the last bucket
- * and 0 otherwise):
+ * Every step's data movement is a device op on one stream of the
+ * communicator's device (the default stream, where backward runs): copies
+ * into and out of the staging buffer, and the casts of compressed buckets.
+ * The communicator, bound to that device, reads a send buffer only after
+ * the work issued on the stream before the call; the stream waits for a
+ * collective before the copies or casts that read its result. The host
+ * waits once, at the end of finish, to read the summed loss.
  *
- *   send   (W, msg_k)  to peer p: [ block p, rounded | my tail+loss as fp32 bits ]
- *   recv   (W, msg_k)  from peer q: [ my block from q | q's tail+loss bits ]
- *   gsend  (c_k)       my block summed in fp32, rounded
- *   grecv  (W, c_k)    every rank's summed block
+ * fp32: each bucket but the last is an in-place all-reduce of its range of
+ * grads; the last one reduces staging = [ grads[0 .. rest) | tail | loss ].
  *
- * The all-to-all-v of a bucket starts when backward finishes it (my own block
- * and tail are not sent: count 0). In finish, in bucket order on every rank:
- * wait its all-to-all, sum my block in fp32 over sources in rank order (mine
- * unrounded), start its all-gather; then wait the gathers and widen every
- * block, mine included, into grads, so all replicas hold the same bits. The
- * tail (DP tables' gradients and touch counts) and the loss travel as exact
- * fp32 bits and are summed in fp32 in rank order on every rank: they are
- * never rounded. Each gradient value is rounded once per other contributor
- * and once more as a sum: W roundings at most.
+ * Compressed buckets (fp16/bf16, W > 1) are shardrec/comm_compressed.h's
+ * reduce-scatter plus all-gather: bucket k of n_k floats is cut into W
+ * blocks of c_k = ceil(n_k / W). The reduce-scatter of a bucket starts when
+ * backward finishes it (the last one carries [tail | loss] as exact fp32
+ * values, t_k = n_tail + 1 of them, in every message). In finish, in bucket
+ * order on every rank: end its reduce-scatter (my block summed in fp32 over
+ * sources in rank order, mine unrounded, into `sum`), start its all-gather
+ * of the rounded sum; then end the gathers, widening every block, mine
+ * included (SR_COMPRESSED_OWN_ROUNDED), into grads, so all replicas hold the
+ * same bits. The tail and the loss are summed in fp32 in rank order on
+ * every rank: they are never rounded. Each gradient value is rounded once
+ * per other contributor and once more as a sum: W roundings at most.
+ *
+ *   staging (compressed)   [ sum (c_max) | exact (t) | exact_sum (t) ]   device
+ *   wire buffers           per bucket: reduce-scatter (W, c_k + 2 t_k),
+ *                          all-gather c_k and (W, c_k) 16-bit values
  */
-#include <string.h>
-
 #include "shardrec/alloc.h"
-#include "shardrec/error.h"
-#include "shardrec/half.h"
+#include "shardrec/comm_compressed.h"
 #include "shardrec/device.h"
+#include "shardrec/error.h"
+#include "shardrec/half.h" /* sr_dtype_is_wire */
 #include "train/grad_buckets.h"
 
 #define MAX_BUCKETS 256
 
 struct wire_bucket {
-    size_t c, msg;   /* block and message length, 16-bit units */
-    uint16_t *send;  /* (W, msg) */
-    uint16_t *recv;  /* (W, msg) */
-    uint16_t *gsend; /* (c) */
-    uint16_t *grecv; /* (W, c) */
-    sr_comm_work_t gwork;
+    size_t c;                /* block length, floats */
+    struct sr_compressed rs; /* the reduce-scatter's wire buffers */
+    struct sr_compressed ag; /* the all-gather's */
 };
 
 struct sr_grad_buckets {
     sr_comm_t comm;
-    enum sr_dtype dtype; /* on the wire: F32 (plain all-reduce), F16, BF16 */
+    struct sr_device *dev; /* the comm's bound device (the CPU device when none) */
+    sr_stream_t stream;    /* where backward produces grads: the default stream */
+    enum sr_dtype dtype;   /* on the wire: F32 (plain all-reduce), F16, BF16 */
     int W, me;
-    float *grads; /* (n) */
+    float *grads; /* (n) device */
     size_t n;
-    float *tail; /* (n_tail) */
+    float *tail; /* (n_tail) device */
     size_t n_tail;
-    float *staging;          /* (last_lo + n_tail + 1) fp32 path; (c_max + n_tail + 1) else */
-    size_t cut[MAX_BUCKETS]; /* bucket k reduces grads[cut[k+1] .. cut[k]) */
-    int n_buckets;           /* including the last (staged) one */
-    int next;                /* next bucket to issue */
-    size_t lo;               /* grads[lo .. n) are final */
+    float *staging;           /* device; (last_lo + n_tail + 1) fp32 path, else see above */
+    float *exact, *exact_sum; /* (n_tail + 1) views into staging, compressed only */
+    float loss_in, loss_out;  /* host: this rank's loss going out, the global sum coming back */
+    size_t cut[MAX_BUCKETS];  /* bucket k reduces grads[cut[k+1] .. cut[k]) */
+    int n_buckets;            /* including the last (staged) one */
+    int next;                 /* next bucket to issue */
+    size_t lo;                /* grads[lo .. n) are final */
     sr_comm_work_t work[MAX_BUCKETS];
-    struct wire_bucket *wb;  /* (n_buckets) compressed only */
-    uint16_t *wire;          /* one block behind every wb's buffers */
-    size_t *counts, *displs; /* (W) scratch for the all-to-all-v */
+    struct wire_bucket *wb; /* (n_buckets) compressed only */
 };
 
 /* Walk layers in backward order and cut whenever a bucket reaches the size. */
@@ -84,32 +90,24 @@ static size_t bucket_len(const struct sr_grad_buckets *b, int k)
     return b->cut[k] - b->cut[k + 1];
 }
 
-/* Compressed buffers, all zeroed once: block padding is never written. */
+/* Each bucket's wire buffers, zeroed once by sr_compressed_init: block
+ * padding is never written. */
 static void init_wire(struct sr_grad_buckets *b)
 {
-    const size_t W = (size_t)b->W;
-    size_t total = 0, c_max = 0;
+    const size_t W = (size_t)b->W, t = b->n_tail + 1;
+    size_t c_max = 0;
     b->wb = sr_calloc((size_t)b->n_buckets, sizeof *b->wb);
     for (int k = 0; k < b->n_buckets; k++) {
         struct wire_bucket *w = &b->wb[k];
+        const size_t exact = k == b->n_buckets - 1 ? t : 0;
         w->c = (bucket_len(b, k) + W - 1) / W;
-        w->msg = w->c + (k == b->n_buckets - 1 ? 2 * (b->n_tail + 1) : 0);
-        total += 2 * W * w->msg + w->c + W * w->c;
+        sr_compressed_init(&w->rs, b->comm, b->dev, b->dtype, W * (w->c + 2 * exact));
+        sr_compressed_init(&w->ag, b->comm, b->dev, b->dtype, W * w->c);
         c_max = w->c > c_max ? w->c : c_max;
     }
-    b->wire = sr_aligned_alloc(sizeof(uint16_t) * (total + 1));
-    memset(b->wire, 0, sizeof(uint16_t) * (total + 1));
-    uint16_t *at = b->wire;
-    for (int k = 0; k < b->n_buckets; k++) {
-        struct wire_bucket *w = &b->wb[k];
-        w->send = at, at += W * w->msg;
-        w->recv = at, at += W * w->msg;
-        w->gsend = at, at += w->c;
-        w->grecv = at, at += W * w->c;
-    }
-    b->counts = sr_calloc(W, sizeof(size_t));
-    b->displs = sr_calloc(W, sizeof(size_t));
-    b->staging = sr_aligned_alloc(sizeof(float) * (c_max + b->n_tail + 1));
+    b->staging = sr_dev_alloc(b->dev, sizeof(float) * (c_max + 2 * t));
+    b->exact = b->staging + c_max;
+    b->exact_sum = b->exact + t;
 }
 
 void sr_grad_buckets_init(struct sr_grad_buckets **out, sr_comm_t comm, float *grads, size_t n,
@@ -120,6 +118,8 @@ void sr_grad_buckets_init(struct sr_grad_buckets **out, sr_comm_t comm, float *g
     size_t bucket_floats = bucket_bytes / sizeof(float);
     SR_ASSERT(sr_dtype_is_wire(dtype));
     b->comm = comm;
+    b->dev = sr_comm_device(comm) ? sr_comm_device(comm) : sr_device_cpu();
+    b->stream = NULL;
     b->W = sr_comm_size(comm);
     b->me = sr_comm_rank(comm);
     b->dtype = b->W > 1 ? dtype : SR_DTYPE_F32; /* one rank: nothing travels */
@@ -129,7 +129,7 @@ void sr_grad_buckets_init(struct sr_grad_buckets **out, sr_comm_t comm, float *g
     b->n_tail = n_tail;
     plan_cuts(b, layer_sizes, n_layers, bucket_floats ? bucket_floats : 1);
     if (b->dtype == SR_DTYPE_F32)
-        b->staging = sr_aligned_alloc(sizeof(float) * (b->cut[b->n_buckets - 1] + n_tail + 1));
+        b->staging = sr_dev_alloc(b->dev, sizeof(float) * (b->cut[b->n_buckets - 1] + n_tail + 1));
     else
         init_wire(b);
     *out = b;
@@ -139,11 +139,12 @@ void sr_grad_buckets_free(struct sr_grad_buckets *b)
 {
     if (!b)
         return;
-    sr_free(b->staging);
+    for (int k = 0; b->wb && k < b->n_buckets; k++) {
+        sr_compressed_free(&b->wb[k].rs);
+        sr_compressed_free(&b->wb[k].ag);
+    }
+    sr_dev_free(b->dev, b->staging);
     sr_free(b->wb);
-    sr_free(b->wire);
-    sr_free(b->counts);
-    sr_free(b->displs);
     sr_free(b);
 }
 
@@ -168,101 +169,59 @@ void sr_grad_buckets_begin(struct sr_grad_buckets *b)
     b->lo = b->n;
 }
 
-/* The packing and tail copies below read gradients on the host: wait for the
- * device stream that produced them (comm's bound device; host work that
- * remains until packing becomes a device op). */
-static void wait_device(struct sr_grad_buckets *b)
+/* Stage this rank's loss (a host value until the loss stays on the device)
+ * and the tail into `dst`, stream-ordered. */
+static void stage_tail(struct sr_grad_buckets *b, float *dst, double loss_sum)
 {
-    struct sr_device *dev = sr_comm_device(b->comm);
-    if (dev)
-        sr_dev_sync(dev, NULL);
+    b->loss_in = (float)loss_sum;
+    if (b->n_tail)
+        sr_dev_copy(b->dev, dst, b->tail, sizeof(float) * b->n_tail, b->stream);
+    sr_dev_copy(b->dev, dst + b->n_tail, &b->loss_in, sizeof(float), b->stream);
+}
+
+/* Write the reduced tail back and wait for the global loss. */
+static double unstage_tail(struct sr_grad_buckets *b, const float *src)
+{
+    if (b->n_tail)
+        sr_dev_copy(b->dev, b->tail, src, sizeof(float) * b->n_tail, b->stream);
+    sr_dev_copy(b->dev, &b->loss_out, src + b->n_tail, sizeof(float), b->stream);
+    sr_dev_sync(b->dev, b->stream);
+    return b->loss_out;
 }
 
 /* ---- compressed buckets --------------------------------------------------------- */
 
-/* Round bucket k's blocks for the other ranks, append the tail and loss bits
- * (last bucket), and start the all-to-all-v. */
-static void start_wire(struct sr_grad_buckets *b, int k, float loss)
+/* Start bucket k's reduce-scatter; the last one carries the staged exact values. */
+static void start_wire(struct sr_grad_buckets *b, int k)
 {
     struct wire_bucket *w = &b->wb[k];
-    const size_t lo = b->cut[k + 1], n_k = bucket_len(b, k);
-    wait_device(b);
-    for (int p = 0; p < b->W; p++) {
-        const size_t off = (size_t)p * w->c,
-                     len = off < n_k ? (n_k - off < w->c ? n_k - off : w->c) : 0;
-        uint16_t *msg = w->send + (size_t)p * w->msg;
-        b->counts[p] = p == b->me ? 0 : w->msg;
-        b->displs[p] = (size_t)p * w->msg;
-        if (p == b->me)
-            continue;
-        sr_half_pack(b->dtype, b->grads + lo + off, msg, len);
-        if (w->msg > w->c) {
-            if (b->n_tail)
-                memcpy(msg + w->c, b->tail, sizeof(float) * b->n_tail);
-            memcpy(msg + w->c + 2 * b->n_tail, &loss, sizeof loss);
-        }
-    }
-    sr_comm_all_to_allv(b->comm, w->send, b->counts, b->displs, w->recv, b->counts, b->displs,
-                        b->dtype, NULL, &b->work[k]);
+    const int last = k == b->n_buckets - 1;
+    sr_compressed_reduce_scatter_start(&w->rs, b->comm, b->grads + b->cut[k + 1], bucket_len(b, k),
+                                       w->c, last ? b->exact : NULL, last ? b->n_tail + 1 : 0,
+                                       b->stream);
 }
 
 /* Sum my block of bucket k in fp32 (sources in rank order), start its gather. */
 static void reduce_wire(struct sr_grad_buckets *b, int k)
 {
     struct wire_bucket *w = &b->wb[k];
-    const size_t n_k = bucket_len(b, k), off = (size_t)b->me * w->c;
-    const size_t mine = off < n_k ? (n_k - off < w->c ? n_k - off : w->c) : 0;
     float *sum = b->staging;
-    sr_comm_wait(b->comm, b->work[k]);
-    memset(sum, 0, sizeof(float) * w->c);
-    for (int q = 0; q < b->W; q++) {
-        if (q == b->me)
-            sr_half_unpack_add(SR_DTYPE_F32, b->grads + b->cut[k + 1] + off, sum, mine);
-        else
-            sr_half_unpack_add(b->dtype, w->recv + (size_t)q * w->msg, sum, w->c);
-    }
-    sr_half_pack(b->dtype, sum, w->gsend, w->c);
-    sr_comm_all_gather(b->comm, w->gsend, w->grecv, w->c, b->dtype, NULL, &w->gwork);
-}
-
-/* The tail and the loss: exact fp32 bits from every rank, summed in rank order. */
-static float reduce_tail(struct sr_grad_buckets *b, float loss)
-{
-    const struct wire_bucket *w = &b->wb[b->n_buckets - 1];
-    float *sum = b->staging + w->c, v;
-    memset(sum, 0, sizeof(float) * (b->n_tail + 1));
-    for (int q = 0; q < b->W; q++) {
-        const uint16_t *bits = w->recv + (size_t)q * w->msg + w->c;
-        for (size_t i = 0; i < b->n_tail; i++) {
-            if (q == b->me)
-                v = b->tail[i];
-            else
-                memcpy(&v, bits + 2 * i, sizeof v);
-            sum[i] += v;
-        }
-        if (q == b->me)
-            v = loss;
-        else
-            memcpy(&v, bits + 2 * b->n_tail, sizeof v);
-        sum[b->n_tail] += v;
-    }
-    if (b->n_tail)
-        memcpy(b->tail, sum, sizeof(float) * b->n_tail);
-    return sum[b->n_tail];
+    sr_compressed_reduce_scatter_end(&w->rs, b->comm, sum,
+                                     k == b->n_buckets - 1 ? b->exact_sum : NULL, b->stream);
+    sr_compressed_all_gather_start(&w->ag, b->comm, sum, w->c, b->stream);
 }
 
 static double finish_wire(struct sr_grad_buckets *b, double loss_sum)
 {
     const int last = b->n_buckets - 1;
-    start_wire(b, last, (float)loss_sum);
+    stage_tail(b, b->exact, loss_sum);
+    start_wire(b, last);
     for (int k = 0; k <= last; k++)
-        reduce_wire(b, k); /* my block of bucket `last` first waits its all-to-all */
-    const float loss = reduce_tail(b, (float)loss_sum);
-    for (int k = 0; k <= last; k++) {
-        sr_comm_wait(b->comm, b->wb[k].gwork);
-        sr_half_unpack(b->dtype, b->wb[k].grecv, b->grads + b->cut[k + 1], bucket_len(b, k));
-    }
-    return loss;
+        reduce_wire(b, k); /* my block of bucket `last` first waits its reduce-scatter */
+    for (int k = 0; k <= last; k++)
+        sr_compressed_all_gather_end(&b->wb[k].ag, b->comm, b->grads + b->cut[k + 1],
+                                     bucket_len(b, k), SR_COMPRESSED_OWN_ROUNDED, b->stream);
+    return unstage_tail(b, b->exact_sum);
 }
 
 /* ---- both ------------------------------------------------------------------------ */
@@ -276,30 +235,25 @@ void sr_grad_buckets_ready(struct sr_grad_buckets *b, size_t offset, size_t coun
         size_t hi = b->cut[b->next], lo = b->cut[b->next + 1];
         if (b->dtype == SR_DTYPE_F32)
             sr_comm_all_reduce(b->comm, b->grads + lo, b->grads + lo, hi - lo, SR_DTYPE_F32,
-                               SR_REDUCE_SUM, NULL, &b->work[b->next]);
+                               SR_REDUCE_SUM, b->stream, &b->work[b->next]);
         else
-            start_wire(b, b->next, 0.0f);
+            start_wire(b, b->next);
         b->next++;
     }
 }
 
 double sr_grad_buckets_finish(struct sr_grad_buckets *b, double loss_sum)
 {
-    size_t rest = b->cut[b->n_buckets - 1];
+    const size_t rest = b->cut[b->n_buckets - 1];
     SR_ASSERT(b->lo == 0 && b->next == b->n_buckets - 1);
-    wait_device(b);
     if (b->dtype != SR_DTYPE_F32)
         return finish_wire(b, loss_sum);
-    memcpy(b->staging, b->grads, sizeof(float) * rest);
-    if (b->n_tail)
-        memcpy(b->staging + rest, b->tail, sizeof(float) * b->n_tail);
-    b->staging[rest + b->n_tail] = (float)loss_sum;
+    sr_dev_copy(b->dev, b->staging, b->grads, sizeof(float) * rest, b->stream);
+    stage_tail(b, b->staging + rest, loss_sum);
     sr_comm_all_reduce(b->comm, b->staging, b->staging, rest + b->n_tail + 1, SR_DTYPE_F32,
-                       SR_REDUCE_SUM, NULL, &b->work[b->next]);
+                       SR_REDUCE_SUM, b->stream, &b->work[b->next]);
     for (int k = 0; k <= b->next; k++)
-        sr_comm_wait(b->comm, b->work[k]);
-    memcpy(b->grads, b->staging, sizeof(float) * rest);
-    if (b->n_tail)
-        memcpy(b->tail, b->staging + rest, sizeof(float) * b->n_tail);
-    return b->staging[rest + b->n_tail];
+        sr_comm_stream_wait(b->comm, b->work[k], b->stream);
+    sr_dev_copy(b->dev, b->grads, b->staging, sizeof(float) * rest, b->stream);
+    return unstage_tail(b, b->staging + rest);
 }

@@ -24,7 +24,15 @@
  * the loss ride in the last bucket's all-to-all-v as exact fp32 bits and are
  * summed in fp32 on every rank in rank order: they are never rounded. All
  * replicas end with the same gradient bits. With one rank nothing travels
- * and the dtype is ignored (fp32). See grad_buckets.c for the layout.
+ * and the dtype is ignored (fp32). The exchanges are those of
+ * shardrec/comm_compressed.h; see grad_buckets.c for the layout.
+ *
+ * Device and stream: grads and tail are device memory of the communicator's
+ * bound device (the CPU device when none is bound). Every copy and cast of a
+ * step is a device op on its default stream, after the work that produced
+ * the gradients there; the host does not wait for the device before issuing
+ * a bucket. finish synchronises that stream once, to return the loss, so
+ * grads and tail hold the reduced values when it returns.
  */
 #ifndef SHARDREC_GRAD_BUCKETS_H
 #define SHARDREC_GRAD_BUCKETS_H

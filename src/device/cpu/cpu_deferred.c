@@ -992,6 +992,7 @@ static struct sr_device deferred_device = {
     .emb_dp = &deferred_dp_ops,
     .optim = &deferred_optim_ops,
     .sparse_dist = &sr_cpu_deferred_sparse_dist_ops,
+    .cast = &sr_cpu_deferred_cast_ops,
     .ctx = NULL,
 };
 

@@ -126,6 +126,7 @@ static struct sr_device cpu_device = {
     .emb_dp = &sr_cpu_emb_dp_ops,
     .optim = &sr_cpu_optim_ops,
     .sparse_dist = &sr_cpu_sparse_dist_ops,
+    .cast = &sr_cpu_cast_ops,
     .ctx = NULL,
 };
 

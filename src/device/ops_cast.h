@@ -1,0 +1,54 @@
+/*
+ * Cast ops: fp32 to and from the 16-bit wire formats (fp16, bf16) of
+ * compressed exchanges (DESIGN.md "Distribution"; comm/comm_compressed.c is
+ * the caller). The numerics are core/half.c's scalar conversions: narrowing
+ * rounds to nearest, ties to even (NaN stays a quiet NaN, overflow becomes
+ * inf, fp16 keeps subnormals); widening is exact.
+ *
+ * Each op takes a list of segments, so one exchange (a block per peer, an
+ * fp32 block of my own) is one call:
+ *
+ *   segment i   src ──n elements──▶ dst      dtype: the wire side's format
+ *
+ * The fp32 side of a segment is 4-byte aligned float data of the device; the
+ * wire side is 2-byte aligned. A segment with dtype SR_DTYPE_F32 moves or
+ * adds fp32 values bit for bit, and its wire side may be only 2-byte aligned
+ * (exact fp32 values riding inside a 16-bit message). Other dtypes abort.
+ *
+ * Ops are stream-ordered, allocate nothing, and give the same bits for any
+ * thread count: element i of a segment depends only on element i, and
+ * unpack_add applies its segments one after another, in list order, so
+ * segments that share a destination are summed in that order. `segs` is a
+ * host array that the op copies before it returns (the caller may reuse it);
+ * its pointers are device memory. Segments of pack and unpack must not
+ * overlap each other's destinations.
+ *
+ * A device's table of them is dev->cast.
+ */
+#ifndef SHARDREC_OPS_CAST_H
+#define SHARDREC_OPS_CAST_H
+
+#include <stddef.h>
+
+#include "shardrec/device.h"
+#include "shardrec/tensor.h"
+
+struct sr_cast_seg {
+    const void *src;
+    void *dst;
+    size_t n;            /* elements */
+    enum sr_dtype dtype; /* of the wire side: SR_DTYPE_F16, SR_DTYPE_BF16 or SR_DTYPE_F32 */
+};
+
+struct sr_cast_ops {
+    /* dst (n, dtype) = src (n fp32), rounded; per segment. */
+    void (*pack)(struct sr_device *dev, const struct sr_cast_seg *segs, int num, sr_stream_t s);
+    /* dst (n fp32) = src (n, dtype), widened; per segment. */
+    void (*unpack)(struct sr_device *dev, const struct sr_cast_seg *segs, int num, sr_stream_t s);
+    /* dst (n fp32) += src (n, dtype), widened and summed in fp32; segments in
+     * list order (the fp32 sum on arrival of a compressed reduction). */
+    void (*unpack_add)(struct sr_device *dev, const struct sr_cast_seg *segs, int num,
+                       sr_stream_t s);
+};
+
+#endif
