@@ -62,6 +62,12 @@ static void train_help(void)
         "                         step's), loss_avg, lr, samples_per_s, step_ms, eval_* when\n"
         "                         evaluated\n"
         "  --progress, --no-progress  live progress line (default: when stderr is a terminal)\n"
+        "  --trace FILE           Chrome trace-event JSON of every rank in one file (open it\n"
+        "                         in Perfetto): a process per rank, clocks aligned to rank 0\n"
+        "                         at start-up, a track per thread, a span per stage and\n"
+        "                         collective (bytes, peers, node crossing)\n"
+        "  --trace-steps A:B      the steps the trace records (default: 5 steps after 2\n"
+        "                         warm-up steps, 3:7)\n"
         "\n"
         "distribution (start with mpirun/srun; one rank otherwise)\n"
         "  --global-batch-size G  global batch; each of W ranks takes G/W (default W x\n"
@@ -95,11 +101,35 @@ struct train_args {
     const char *init_weights, *save_weights;
 };
 
+/* --trace-steps A:B, 1 <= A <= B. */
+static int parse_trace_steps(struct sr_train_config *cfg, const char *v)
+{
+    char first[32];
+    const char *colon = strchr(v, ':');
+    if (!colon || (size_t)(colon - v) >= sizeof first)
+        return sr_error_set(SR_ERR_INVALID_ARG,
+                            "--trace-steps '%s': expected A:B, the first and last step traced "
+                            "(e.g. 3:7)",
+                            v);
+    snprintf(first, sizeof first, "%.*s", (int)(colon - v), v);
+    int rc = sr_parse_i64("--trace-steps", first, 1, INT64_MAX / 4, &cfg->trace_first);
+    if (!rc)
+        rc = sr_parse_i64("--trace-steps", colon + 1, cfg->trace_first, INT64_MAX / 4,
+                          &cfg->trace_last);
+    return rc;
+}
+
 static int other_flag(void *ctx, const char *name, const char *value)
 {
     struct train_args *a = ctx;
     struct sr_train_config *cfg = a->cfg;
-    if (!strcmp(name, "init-weights") && value)
+    if (!strcmp(name, "trace") && value) {
+        if (strlen(value) >= sizeof cfg->trace_path)
+            return sr_error_set(SR_ERR_INVALID_ARG, "--trace: path too long");
+        snprintf(cfg->trace_path, sizeof cfg->trace_path, "%s", value);
+    } else if (!strcmp(name, "trace-steps") && value) {
+        return parse_trace_steps(cfg, value);
+    } else if (!strcmp(name, "init-weights") && value)
         a->init_weights = value;
     else if (!strcmp(name, "save-weights") && value)
         a->save_weights = value;
@@ -131,7 +161,8 @@ static void print_job(const struct sr_train_config *cfg)
 
 int cli_train(int argc, char **argv)
 {
-    static const char *const value_flags[] = {"init-weights", "save-weights", NULL};
+    static const char *const value_flags[] = {"init-weights", "save-weights", "trace",
+                                              "trace-steps", NULL};
     static struct sr_train_config cfg;
     struct train_args args = {.cfg = &cfg};
     struct sr_trainer *trainer;
@@ -151,7 +182,8 @@ int cli_train(int argc, char **argv)
     if ((args.save_weights &&
          sr_output_path_check(args.save_weights, "--save-weights", SR_OUTPUT_ATOMIC)) ||
         (cfg.metrics_path[0] &&
-         sr_output_path_check(cfg.metrics_path, "--metrics", SR_OUTPUT_STREAM))) {
+         sr_output_path_check(cfg.metrics_path, "--metrics", SR_OUTPUT_STREAM)) ||
+        (cfg.trace_path[0] && sr_output_path_check(cfg.trace_path, "--trace", SR_OUTPUT_ATOMIC))) {
         cli_error("train", "%s", sr_error_message());
         return CLI_EXIT_USAGE;
     }

@@ -42,7 +42,7 @@ static const char *const job_flags[] = {"steps",
                                         NULL};
 
 /* Flags a user may expect that later versions provide. */
-static const char *const not_built[] = {"trace", "device", NULL};
+static const char *const not_built[] = {"device", NULL};
 
 /* One write of the whole line, so that lines of several ranks sharing a
  * terminal do not interleave. */

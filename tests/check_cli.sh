@@ -42,7 +42,9 @@ expect 2 "embeddings only" -- train --optimizer rowwise_adagrad
 expect 2 "id-dist\|zipf" -- train --id-dist zipf:-1
 expect 2 "--table-rows" -- train --table-rows 10,,20
 expect 2 "nonexistent.json" -- train --config /nonexistent.json
-expect 2 "not built yet" -- train --trace t.json
+expect 2 "--trace" -- train --steps 1 --trace /nonexistent/dir/t.json
+expect 2 "--trace-steps" -- train --trace t.json --trace-steps 5:2
+expect 2 "--trace-steps" -- train --trace t.json --trace-steps 3
 expect 2 "--comm-dtype" -- train --comm-dtype int8
 expect 2 "--dense-comm-dtype" -- train --dense-comm-dtype fp8
 expect 2 "p_missing.json" -- train --steps 1 --plan p_missing.json

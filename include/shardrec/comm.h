@@ -73,7 +73,8 @@
  *
  * Counting rules (struct sr_comm_counters)
  * ----------------------------------------
- * calls[k]: one per collective call of kind k, blocking or not.
+ * calls[k]: one per collective call of kind k, blocking or not; calls_inter[k]
+ * those of them that sent bytes to a rank on another node.
  * bytes: the logical payload this rank sends to each other rank (self
  * excluded, independent of the algorithm MPI picks), added to bytes_intra when
  * that rank is on this rank's node, else bytes_inter:
@@ -93,6 +94,12 @@
  *   Overlapped time = seconds_total - seconds (summed over kinds; a blocking
  *   call queued behind non-blocking work counts that queueing as exposed).
  * A non-blocking call's busy time is counted once it has finished.
+ *
+ * Trace (shardrec/trace.h): exposed time is the caller's "comm.wait" span (in
+ * its stage timer; recorded with the collective, communicator and stage while
+ * tracing). While tracing, the MPI worker records a busy span per collective
+ * on its track ("comm NAME"), named by the stage that issued it, with bytes,
+ * peers and bytes and peers on other nodes as arguments.
  */
 #ifndef SHARDREC_COMM_H
 #define SHARDREC_COMM_H
@@ -122,6 +129,7 @@ enum sr_coll {
 
 struct sr_comm_counters {
     uint64_t calls[SR_COLL_COUNT];
+    uint64_t calls_inter[SR_COLL_COUNT]; /* of which sent bytes to another node */
     uint64_t bytes_intra[SR_COLL_COUNT]; /* sent to other ranks on this node */
     uint64_t bytes_inter[SR_COLL_COUNT]; /* sent to ranks on other nodes */
     double seconds[SR_COLL_COUNT];       /* exposed: blocking calls and waits */

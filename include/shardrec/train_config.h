@@ -68,6 +68,8 @@ struct sr_train_config {
     int64_t eval_samples;           /* held-back samples evaluated */
     int64_t log_every;              /* steps between log lines / metrics */
     char metrics_path[SR_PATH_MAX]; /* "" = none */
+    char trace_path[SR_PATH_MAX];   /* --trace FILE: Chrome trace events; "" = none */
+    int64_t trace_first, trace_last; /* --trace-steps A:B; 0, 0: a few steps after warm-up */
     int progress;                   /* -1 auto (terminal), 0 off, 1 on */
 };
 

@@ -18,22 +18,10 @@
 
 struct sr_trainer;
 
-/* Per-stage wall time of the training loop, summed over steps (seconds). */
-enum sr_stage {
-    SR_STAGE_LOAD = 0,
-    SR_STAGE_LOOKUP,
-    SR_STAGE_DENSE_FWD,
-    SR_STAGE_BACKWARD,
-    SR_STAGE_EMB_UPDATE,
-    SR_STAGE_OPTIMIZER,
-    SR_STAGE_COUNT
-};
-
 struct sr_trainer_result {
     int64_t steps;        /* steps run */
     double train_seconds; /* wall time of the training steps (eval excluded) */
     double samples_per_s; /* training throughput */
-    double stage_seconds[SR_STAGE_COUNT];
     double last_loss;                 /* mean training loss of the last step */
     struct sr_eval_metrics eval;      /* final evaluation (n = 0 if none) */
     double teacher_auc;               /* synthetic data: AUC ceiling on the eval split */
@@ -46,15 +34,21 @@ struct sr_trainer_result {
  * (stderr in the CLI); NULL silences it. */
 int sr_trainer_init(struct sr_trainer **out, struct sr_train_config *cfg, FILE *log);
 /* Run cfg->steps steps with evaluation and logging; fill res. Returns
- * SR_ERR_NUMERIC if the loss becomes NaN or infinite (naming the step). */
+ * SR_ERR_NUMERIC if the loss becomes NaN or infinite (naming the step). With
+ * cfg->trace_path, every rank records the steps trace_first..trace_last and
+ * the run ends by writing the merged trace on rank 0 (collective; SR_ERR_IO
+ * if the file cannot be written). */
 int sr_trainer_run(struct sr_trainer *t, struct sr_trainer_result *res);
 /* Evaluate on the held-back split now. */
 int sr_trainer_evaluate(struct sr_trainer *t, struct sr_eval_metrics *out);
 void sr_trainer_free(struct sr_trainer *t);
 /* This process's rank (0 on one rank). */
 int sr_trainer_rank(const struct sr_trainer *t);
-/* The end-of-run summary: throughput, per-stage times, final eval metrics
- * beside the synthetic data's ceiling and floor, loop allocations. */
+/* The end-of-run summary: throughput, per-stage mean/p50/p99 (shardrec/trace.h
+ * stage names), communication busy/overlapped/exposed, collectives and bytes
+ * per step intra/inter node, time waited on data, the trace's cost, final
+ * eval metrics beside the synthetic data's ceiling and floor, loop
+ * allocations. */
 void sr_trainer_print_summary(const struct sr_trainer *t, const struct sr_trainer_result *res,
                               FILE *f);
 
@@ -64,8 +58,5 @@ void sr_trainer_print_summary(const struct sr_trainer *t, const struct sr_traine
  * (--init-weights); save after sr_trainer_run (--save-weights). */
 int sr_trainer_load_weights(struct sr_trainer *t, const char *path);
 int sr_trainer_save_weights(struct sr_trainer *t, const char *path);
-
-/* Stage names as the trace and summary print them. */
-const char *sr_stage_name(enum sr_stage s);
 
 #endif

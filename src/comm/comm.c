@@ -6,8 +6,17 @@
  * Bytes are logical payload per destination, self excluded, split by whether
  * the destination is on this rank's node (comm.h states the rules per kind).
  * Exposed time (counters.seconds) is measured here, around blocking calls and
- * waits; busy time (counters.seconds_total) comes from the backend's worker.
+ * waits, as a "comm.wait" span of the caller's stage timer (shardrec/trace.h),
+ * so that the trainer's per-step exposed time and the counters are one
+ * measurement; busy time (counters.seconds_total) comes from the backend's
+ * worker, which records its own span per collective while tracing.
  * All counter updates happen on the thread that drives the communicator.
+ *
+ *   call_start: c->call = {label: caller's open stage, coll, comm, zero bytes}
+ *               [blocking: sr_trace_begin(comm.wait)]
+ *   count_to:   c->call.bytes, peers (+ _inter) and the counters
+ *   backend:    copies c->call into its work item while recording
+ *   call_end:   [blocking: sr_trace_end_args -> counters.seconds]
  */
 #include <inttypes.h>
 #include <stdatomic.h>
@@ -18,12 +27,8 @@
 #include "shardrec/clock.h"
 #include "shardrec/device.h"
 #include "shardrec/error.h"
+#include "shardrec/trace.h"
 #include "comm/comm_internal.h"
-
-static double now_s(void)
-{
-    return sr_clock_seconds();
-}
 
 /* Stream order on the way in: the collective reads `send` only after the work
  * issued on `stream` before the call. Host-memory communicators (single, MPI)
@@ -39,27 +44,53 @@ static void count_to(sr_comm_t c, enum sr_coll k, int peer, uint64_t bytes)
 {
     if (peer == c->rank || bytes == 0)
         return;
-    if (c->node_of[peer] == c->node)
+    c->call.bytes += bytes;
+    c->call.peers++;
+    if (c->node_of[peer] == c->node) {
         c->counters.bytes_intra[k] += bytes;
-    else
+    } else {
         c->counters.bytes_inter[k] += bytes;
+        c->call.bytes_inter += bytes;
+        c->call.peers_inter++;
+    }
 }
 
 /* The same payload to every other rank. */
 static void count_each(sr_comm_t c, enum sr_coll k, uint64_t bytes)
 {
-    c->counters.calls[k]++;
     for (int p = 0; p < c->size; p++)
         count_to(c, k, p, bytes);
 }
 
+/* Before a call: its arguments for the trace, labelled with the stage open on
+ * the calling thread; a blocking call opens the caller's exposed span. */
+static void call_start(sr_comm_t c, enum sr_coll k, sr_comm_work_t *work)
+{
+    struct sr_trace_args *a = &c->call;
+    a->bytes = a->bytes_inter = 0;
+    a->peers = a->peers_inter = 0;
+    c->call_traced = sr_trace_recording();
+    if (c->call_traced) {
+        sr_trace_current(&a->label, &a->index);
+        a->coll = sr_coll_name(k);
+        memcpy(a->comm, c->name, sizeof a->comm);
+    }
+    c->counters.calls[k]++;
+    if (!work)
+        sr_trace_begin(SR_SPAN_COMM_WAIT, -1);
+}
+
 /* After a call returns: a blocking call's wall time is exposed (and, for a
  * backend without a worker, busy too); a non-blocking call is timed by wait. */
-static void count_time(sr_comm_t c, enum sr_coll k, double t0, sr_comm_work_t *work)
+static void call_end(sr_comm_t c, enum sr_coll k, sr_comm_work_t *work)
 {
+    int traced = c->call_traced;
+    c->call_traced = 0;
+    if (c->call.peers_inter)
+        c->counters.calls_inter[k]++;
     if (work)
         return;
-    double dt = now_s() - t0;
+    double dt = 1e-9 * (double)sr_trace_end_args(traced ? &c->call : NULL);
     c->counters.seconds[k] += dt;
     if (!c->backend->busy)
         c->counters.seconds_total[k] += dt;
@@ -137,10 +168,10 @@ void sr_comm_all_reduce(sr_comm_t c, const void *send, void *recv, size_t count,
                         sr_comm_work_t *work)
 {
     wait_for_stream(c, stream);
-    double t0 = now_s();
+    call_start(c, SR_COLL_ALL_REDUCE, work);
     count_each(c, SR_COLL_ALL_REDUCE, count * sr_dtype_size(dtype));
     c->backend->all_reduce(c, send, recv, count, dtype, op, work);
-    count_time(c, SR_COLL_ALL_REDUCE, t0, work);
+    call_end(c, SR_COLL_ALL_REDUCE, work);
 }
 
 void sr_comm_all_to_allv(sr_comm_t c, const void *send, const size_t *send_counts,
@@ -149,13 +180,12 @@ void sr_comm_all_to_allv(sr_comm_t c, const void *send, const size_t *send_count
                          sr_comm_work_t *work)
 {
     wait_for_stream(c, stream);
-    double t0 = now_s();
-    c->counters.calls[SR_COLL_ALL_TO_ALLV]++;
+    call_start(c, SR_COLL_ALL_TO_ALLV, work);
     for (int p = 0; p < c->size; p++)
         count_to(c, SR_COLL_ALL_TO_ALLV, p, send_counts[p] * sr_dtype_size(dtype));
     c->backend->all_to_allv(c, send, send_counts, send_displs, recv, recv_counts, recv_displs,
                             dtype, work);
-    count_time(c, SR_COLL_ALL_TO_ALLV, t0, work);
+    call_end(c, SR_COLL_ALL_TO_ALLV, work);
 }
 
 void sr_comm_reduce_scatter(sr_comm_t c, const void *send, void *recv, size_t recv_count,
@@ -163,20 +193,20 @@ void sr_comm_reduce_scatter(sr_comm_t c, const void *send, void *recv, size_t re
                             sr_comm_work_t *work)
 {
     wait_for_stream(c, stream);
-    double t0 = now_s();
+    call_start(c, SR_COLL_REDUCE_SCATTER, work);
     count_each(c, SR_COLL_REDUCE_SCATTER, recv_count * sr_dtype_size(dtype));
     c->backend->reduce_scatter(c, send, recv, recv_count, dtype, op, work);
-    count_time(c, SR_COLL_REDUCE_SCATTER, t0, work);
+    call_end(c, SR_COLL_REDUCE_SCATTER, work);
 }
 
 void sr_comm_all_gather(sr_comm_t c, const void *send, void *recv, size_t send_count,
                         enum sr_dtype dtype, sr_stream_t stream, sr_comm_work_t *work)
 {
     wait_for_stream(c, stream);
-    double t0 = now_s();
+    call_start(c, SR_COLL_ALL_GATHER, work);
     count_each(c, SR_COLL_ALL_GATHER, send_count * sr_dtype_size(dtype));
     c->backend->all_gather(c, send, recv, send_count, dtype, work);
-    count_time(c, SR_COLL_ALL_GATHER, t0, work);
+    call_end(c, SR_COLL_ALL_GATHER, work);
 }
 
 void sr_comm_broadcast(sr_comm_t c, const void *send, void *recv, size_t count, enum sr_dtype dtype,
@@ -184,21 +214,19 @@ void sr_comm_broadcast(sr_comm_t c, const void *send, void *recv, size_t count, 
 {
     SR_ASSERT(root >= 0 && root < c->size);
     wait_for_stream(c, stream);
-    double t0 = now_s();
-    c->counters.calls[SR_COLL_BROADCAST]++;
+    call_start(c, SR_COLL_BROADCAST, work);
     if (c->rank == root)
         for (int p = 0; p < c->size; p++)
             count_to(c, SR_COLL_BROADCAST, p, count * sr_dtype_size(dtype));
     c->backend->broadcast(c, send, recv, count, dtype, root, work);
-    count_time(c, SR_COLL_BROADCAST, t0, work);
+    call_end(c, SR_COLL_BROADCAST, work);
 }
 
 void sr_comm_barrier(sr_comm_t c)
 {
-    double t0 = now_s();
-    c->counters.calls[SR_COLL_BARRIER]++;
+    call_start(c, SR_COLL_BARRIER, NULL);
     c->backend->barrier(c);
-    count_time(c, SR_COLL_BARRIER, t0, NULL);
+    call_end(c, SR_COLL_BARRIER, NULL);
 }
 
 void sr_comm_bind_device(sr_comm_t c, struct sr_device *dev)
@@ -252,10 +280,19 @@ void sr_comm_wait(sr_comm_t c, sr_comm_work_t work)
 {
     if (!work)
         return;
-    double t0 = now_s();
+    struct sr_trace_args a = {.coll = "?"};
+    int traced = sr_trace_recording();
+    if (traced) {
+        sr_trace_current(&a.label, &a.index);
+        memcpy(a.comm, c->name, sizeof a.comm);
+    }
+    sr_trace_begin(SR_SPAN_COMM_WAIT, -1);
     int k = c->backend->wait(c, work);
     if (k >= 0 && k < SR_COLL_COUNT)
-        c->counters.seconds[k] += now_s() - t0;
+        a.coll = sr_coll_name(k);
+    double dt = 1e-9 * (double)sr_trace_end_args(traced ? &a : NULL);
+    if (k >= 0 && k < SR_COLL_COUNT)
+        c->counters.seconds[k] += dt;
 }
 
 int sr_comm_test(sr_comm_t c, sr_comm_work_t work)
@@ -287,6 +324,7 @@ void sr_comm_counters_add(struct sr_comm_counters *acc, const struct sr_comm_cou
 {
     for (int k = 0; k < SR_COLL_COUNT; k++) {
         acc->calls[k] += c->calls[k];
+        acc->calls_inter[k] += c->calls_inter[k];
         acc->bytes_intra[k] += c->bytes_intra[k];
         acc->bytes_inter[k] += c->bytes_inter[k];
         acc->seconds[k] += c->seconds[k];

@@ -13,6 +13,7 @@
 #define SHARDREC_COMM_INTERNAL_H
 
 #include "shardrec/comm.h"
+#include "shardrec/trace.h"
 
 struct sr_comm_backend {
     const char *name;
@@ -60,6 +61,9 @@ struct sr_comm {
     struct sr_comm_stream_wait stream_waits[SR_COMM_STREAM_WAITS];
     char name[16];              /* for messages */
     struct sr_comm_counters counters;
+    struct sr_trace_args call; /* the call in progress: label, bytes, peers (comm.c) */
+    int call_traced;           /* recording was on when it started: the backend's
+                                  worker records its busy span with `call` */
     double busy_base[SR_COLL_COUNT]; /* backend busy seconds at the last reset */
     void *state;                     /* backend's */
 };

@@ -85,6 +85,7 @@ int sr_comm_is_mpi_launch(void)
 #include "shardrec/alloc.h"
 #include "shardrec/clock.h"
 #include "shardrec/log.h"
+#include "shardrec/trace.h"
 #include "comm/comm_internal.h"
 
 #define SPIN_NS     50000L        /* poll without sleeping this long after a collective starts */
@@ -125,6 +126,9 @@ struct sr_comm_work {
     double limit;  /* deadline, seconds after the worker starts it; 0: none */
     double bytes;  /* payload (send + receive buffers), for messages */
     int64_t seq;   /* its number on the communicator, from 1 (worker) */
+    int traced;    /* submitted while recording: the worker records its span */
+    int64_t trace_step;
+    struct sr_trace_args trace; /* label, bytes, peers (the dispatcher's c->call) */
 };
 
 struct mpi_state {
@@ -145,6 +149,7 @@ struct mpi_state {
     double busy[SR_COLL_COUNT]; /* worker seconds per kind, finished work */
     int64_t started;            /* collectives the worker has started (seq of the last) */
     int cur_kind;               /* kind of the item running now, or -1 */
+    int trace_named;            /* the worker has named its trace track */
 };
 
 /* What a probed rank says (int64 words on the wire). */
@@ -269,6 +274,11 @@ static int wait_item(struct mpi_state *s, struct sr_comm_work *w)
 /* Queue `w`; blocking (work == NULL) waits for it, else hands it out. */
 static void submit(struct mpi_state *s, struct sr_comm_work *w, sr_comm_work_t *work)
 {
+    w->traced = s->c->call_traced && w->kind < SR_COLL_COUNT;
+    if (w->traced) {
+        w->trace = s->c->call;
+        w->trace_step = sr_trace_step();
+    }
     pthread_mutex_lock(&s->mu);
     if (s->tail)
         s->tail->next = w;
@@ -453,6 +463,18 @@ static void run(struct mpi_state *s, struct sr_comm_work *w)
         complete(s, w, &req);
 }
 
+/* The busy span of w on this worker's track ("comm NAME"). */
+static void trace_busy(struct mpi_state *s, struct sr_comm_work *w, int64_t t0)
+{
+    if (!s->trace_named) {
+        char name[32];
+        snprintf(name, sizeof name, "comm %s", s->c->name);
+        sr_trace_thread_name(name);
+        s->trace_named = 1;
+    }
+    sr_trace_record(SR_SPAN_COMM, t0, sr_trace_now(), w->trace_step, &w->trace);
+}
+
 static void *worker_main(void *arg)
 {
     struct mpi_state *s = arg;
@@ -471,8 +493,11 @@ static void *worker_main(void *arg)
         s->cur_kind = w->kind;
         pthread_mutex_unlock(&s->mu);
         double t0 = now_s();
+        int64_t trace_t0 = w->traced ? sr_trace_now() : 0;
         run(s, w);
         double dt = now_s() - t0;
+        if (w->traced)
+            trace_busy(s, w, trace_t0);
         pthread_mutex_lock(&s->mu);
         s->cur_kind = -1;
         if (w->kind < SR_COLL_COUNT)

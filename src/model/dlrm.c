@@ -12,6 +12,10 @@
  * each layer reading its output gradient from one buffer and writing its
  * input gradient into the other. Forward activations stay for backward; the
  * inputs dense and pooled are borrowed (not copied) between the two.
+ *
+ * Stage spans (shardrec/trace.h): bottom_mlp, interaction and top_mlp in the
+ * forward; backward around each half of the backward (top with the
+ * interaction, then bottom).
  */
 #include <stdio.h>
 #include <string.h>
@@ -19,6 +23,7 @@
 #include "shardrec/alloc.h"
 #include "shardrec/dlrm.h"
 #include "shardrec/error.h"
+#include "shardrec/trace.h"
 #include "model/init.h"
 #include "model/interaction.h"
 #include "model/linear.h"
@@ -196,10 +201,12 @@ void sr_dlrm_forward_bottom(struct sr_dlrm *m, const float *dense, int B)
 {
     SR_ASSERT(B >= 1 && B <= m->max_batch);
     const float *x = dense;
+    sr_trace_begin(SR_SPAN_BOTTOM_MLP, -1);
     for (int l = 0; l < m->n_bot; l++) {
         sr_linear_forward(m->dev, NULL, &m->bot[l], x, B, m->bot_act[l]);
         x = m->bot_act[l];
     }
+    sr_trace_end();
     m->dense = dense;
     m->bottom_batch = B;
 }
@@ -207,14 +214,18 @@ void sr_dlrm_forward_bottom(struct sr_dlrm *m, const float *dense, int B)
 void sr_dlrm_forward_top(struct sr_dlrm *m, const float *pooled, int B, float *logits)
 {
     SR_ASSERT(B == m->bottom_batch);
+    sr_trace_begin(SR_SPAN_INTERACTION, -1);
     sr_interaction_forward(m->dev, NULL, m->bot_act[m->n_bot - 1], pooled, B, m->cfg.num_sparse,
                            m->cfg.embedding_dim, m->inter);
+    sr_trace_end();
     const float *x = m->inter;
+    sr_trace_begin(SR_SPAN_TOP_MLP, -1);
     for (int l = 0; l < m->n_top; l++) {
         sr_linear_forward(m->dev, NULL, &m->top[l], x, B, m->top_act[l]);
         x = m->top_act[l];
     }
     sr_dev_copy(m->dev, logits, x, (size_t)B * sizeof(float), NULL);
+    sr_trace_end();
     m->pooled = pooled;
     m->top_batch = B;
 }
@@ -238,6 +249,7 @@ double sr_dlrm_backward_top(struct sr_dlrm *m, const float *labels, const float 
                             float loss_scale, float *dpooled)
 {
     SR_ASSERT(B == m->top_batch && B == m->bottom_batch);
+    sr_trace_begin(SR_SPAN_BACKWARD, -1);
     int cur = 0; /* grad_buf[cur] holds the gradient of the current layer's output */
     double loss = sr_bce_loss(m->dev, NULL, m->top_act[m->n_top - 1], labels, mask, B, loss_scale,
                               m->grad_buf[cur], m->loss_dev);
@@ -252,12 +264,14 @@ double sr_dlrm_backward_top(struct sr_dlrm *m, const float *labels, const float 
                             m->cfg.num_sparse, m->cfg.embedding_dim, m->grad_buf[1 - cur], dpooled);
     m->dz_buf = 1 - cur;
     m->top_batch = -1;
+    sr_trace_end();
     return loss;
 }
 
 void sr_dlrm_backward_bottom(struct sr_dlrm *m, int B)
 {
     SR_ASSERT(B == m->bottom_batch && m->top_batch == -1);
+    sr_trace_begin(SR_SPAN_BACKWARD, -1);
     int cur = m->dz_buf;
     for (int l = m->n_bot - 1; l >= 0; l--) {
         const float *x = l > 0 ? m->bot_act[l - 1] : m->dense;
@@ -267,6 +281,7 @@ void sr_dlrm_backward_bottom(struct sr_dlrm *m, int B)
         notify_layer_ready(m, l);
     }
     m->bottom_batch = -1;
+    sr_trace_end();
 }
 
 double sr_dlrm_backward(struct sr_dlrm *m, const float *labels, const float *mask, int B,

@@ -12,6 +12,10 @@
  *   optimizer   last bucket (with the DP tables' gradients and the loss), then
  *               the dense optimizer on the flat parameter block
  *
+ * Each stage is a span (shardrec/trace.h): the same clock reads time the
+ * stages for the summary (per-step rows in step_ns) and, under --trace,
+ * record them for the trace file (trace_file.c).
+ *
  * Everything is allocated in sr_trainer_init; the loop only reuses buffers.
  */
 #include <inttypes.h>
@@ -203,6 +207,11 @@ static int init_parts(struct sr_trainer *t, FILE *log)
     init_buckets(t);
     if ((rc = open_outputs(t, log)))
         return rc;
+    t->step_rows = cfg->steps < SR_STEP_ROWS_MAX ? cfg->steps : SR_STEP_ROWS_MAX;
+    t->step_ns = sr_calloc((size_t)t->step_rows * SR_SPAN_COUNT, sizeof *t->step_ns);
+    t->reservoir = 0x9e3779b97f4a7c15ULL;
+    if ((rc = sr_trainer_trace_init(t)))
+        return rc;
     if (cfg->eval_samples > 0 && !cfg->n_data)
         sr_synth_bounds(t->synth, SR_SYNTH_EVAL_BASE, cfg->eval_samples, &t->teacher_auc,
                         &t->dense_only_auc, &t->sparse_share);
@@ -236,6 +245,8 @@ void sr_trainer_free(struct sr_trainer *t)
         return;
     if (t->metrics)
         fclose(t->metrics);
+    sr_trainer_trace_free(t);
+    sr_free(t->step_ns);
     if (t->reader && t->log)
         sr_reader_report(t->reader, t->log);
     sr_dev_free(t->dev, t->pooled);
@@ -284,43 +295,45 @@ static int load_batch(struct sr_trainer *t, int64_t step)
     return rc == 1 ? SR_OK : rc;
 }
 
-static int train_step(struct sr_trainer *t, int64_t step, double *loss, double *stage)
+static int train_step(struct sr_trainer *t, int64_t step, double *loss)
 {
     int B = t->cfg->batch_size, rc;
     float emb_lr = sr_lr_at(&t->lr_emb, step);
     size_t n_params;
-    double t0 = sr_now_s(), t1;
 
+    sr_trace_begin(SR_SPAN_LOAD, -1);
     rc = load_batch(t, step);
+    sr_trace_end();
     if (rc && t->sebc) /* the other ranks wait for this one's ids: tell them */
         rc = sr_sharded_ebc_forward_none(t->sebc, rc == END_OF_DATA ? SR_SHARDED_EBC_END_OF_DATA
                                                                    : rc);
     if (rc)
         return rc == SR_SHARDED_EBC_END_OF_DATA ? END_OF_DATA : rc;
-    t1 = sr_now_s(), stage[SR_STAGE_LOAD] += t1 - t0, t0 = t1;
 
-    if ((rc = sr_trainer_emb_forward(t)))
+    sr_trace_begin(SR_SPAN_EMB_FORWARD, -1);
+    rc = sr_trainer_emb_forward(t);
+    sr_trace_end();
+    if (rc)
         return rc == SR_SHARDED_EBC_END_OF_DATA ? END_OF_DATA : rc;
-    t1 = sr_now_s(), stage[SR_STAGE_LOOKUP] += t1 - t0, t0 = t1;
 
     sr_dlrm_forward(t->dlrm, t->batch.dense, t->pooled, B, t->logits);
-    t1 = sr_now_s(), stage[SR_STAGE_DENSE_FWD] += t1 - t0, t0 = t1;
 
     sr_grad_buckets_begin(t->buckets);
     double loss_sum = sr_dlrm_backward(t->dlrm, t->batch.labels, NULL, B,
                                        1.0f / (float)t->global_batch, t->dpooled);
-    t1 = sr_now_s(), stage[SR_STAGE_BACKWARD] += t1 - t0, t0 = t1;
 
+    sr_trace_begin(SR_SPAN_EMB_BACKWARD, -1);
     sr_trainer_emb_backward(t, emb_lr, step);
-    t1 = sr_now_s(), stage[SR_STAGE_EMB_UPDATE] += t1 - t0, t0 = t1;
+    sr_trace_end();
 
+    sr_trace_begin(SR_SPAN_OPTIMIZER, -1);
     *loss = sr_grad_buckets_finish(t->buckets, loss_sum) / (double)t->global_batch;
     sr_trainer_emb_dp_update(t, emb_lr, step);
     float *params = sr_dlrm_params(t->dlrm, &n_params);
     sr_dense_optim_step(t->dense_optim, params, sr_dlrm_grads(t->dlrm, &n_params),
                         sr_lr_at(&t->lr_dense, step), step);
     sr_dev_sync(t->dev, NULL);
-    stage[SR_STAGE_OPTIMIZER] += sr_now_s() - t0;
+    sr_trace_end();
     if (!isfinite(*loss))
         return sr_error_set(SR_ERR_NUMERIC,
                             "training loss is %f at step %" PRId64
@@ -357,21 +370,59 @@ static int due(int64_t step, int64_t every, int64_t last)
 
 /* A step with its collectives added to the training counters (not the end
  * of the data: the ranks' agreement to stop is no step). */
-static int counted_step(struct sr_trainer *t, int64_t step, double *loss, double *stage)
+static int counted_step(struct sr_trainer *t, int64_t step, double *loss)
 {
     struct sr_comm_counters before, after;
     sr_trainer_comm_snapshot(t, &before);
-    int rc = train_step(t, step, loss, stage);
+    int rc = train_step(t, step, loss);
     if (rc == END_OF_DATA)
         return rc;
     sr_trainer_comm_snapshot(t, &after);
     for (int k = 0; k < SR_COLL_COUNT; k++) {
         t->train_comm.calls[k] += after.calls[k] - before.calls[k];
+        t->train_comm.calls_inter[k] += after.calls_inter[k] - before.calls_inter[k];
         t->train_comm.bytes_intra[k] += after.bytes_intra[k] - before.bytes_intra[k];
         t->train_comm.bytes_inter[k] += after.bytes_inter[k] - before.bytes_inter[k];
         t->train_comm.seconds[k] += after.seconds[k] - before.seconds[k];
         t->train_comm.seconds_total[k] += after.seconds_total[k] - before.seconds_total[k];
     }
+    return rc;
+}
+
+/* Keep this step's stage times: the first step_rows steps, then a uniform
+ * sample of all steps (reservoir sampling; no allocation). */
+static void keep_stage_times(struct sr_trainer *t)
+{
+    int64_t ns[SR_SPAN_COUNT], row = t->step_seen++;
+    sr_trace_take_stage_ns(ns);
+    if (row >= t->step_rows) {
+        t->reservoir ^= t->reservoir << 13, t->reservoir ^= t->reservoir >> 7;
+        t->reservoir ^= t->reservoir << 17;
+        row = (int64_t)(t->reservoir % (uint64_t)t->step_seen);
+        if (row >= t->step_rows)
+            return;
+    } else {
+        t->step_kept++;
+    }
+    memcpy(t->step_ns + row * SR_SPAN_COUNT, ns, sizeof ns);
+}
+
+/* One step between the span that times it and the --trace-steps window. */
+static int timed_step(struct sr_trainer *t, int64_t step, double *loss)
+{
+    int64_t ns[SR_SPAN_COUNT];
+    if (t->tracing && step == t->trace_first)
+        sr_trace_set_recording(1);
+    sr_trace_set_step(step);
+    sr_comm_set_step(step);
+    sr_trace_take_stage_ns(ns); /* evaluation's, between steps */
+    sr_trace_begin(SR_SPAN_STEP, -1);
+    int rc = counted_step(t, step, loss);
+    sr_trace_end();
+    if (rc == SR_OK)
+        keep_stage_times(t);
+    if (t->tracing && step == t->trace_last)
+        sr_trace_set_recording(0);
     return rc;
 }
 
@@ -401,8 +452,7 @@ int sr_trainer_run(struct sr_trainer *t, struct sr_trainer_result *res)
     memset(res, 0, sizeof *res);
     for (step = 1; step <= cfg->steps && !ended; step++) {
         double s0 = sr_now_s();
-        sr_comm_set_step(step);
-        if ((rc = counted_step(t, step, &loss, res->stage_seconds)) == END_OF_DATA) {
+        if ((rc = timed_step(t, step, &loss)) == END_OF_DATA) {
             ended = 1; /* one pass over --data done: evaluate and log the last step */
             report_uneven_end(t, step);
             step--;
@@ -426,7 +476,8 @@ int sr_trainer_run(struct sr_trainer *t, struct sr_trainer_result *res)
         }
     }
     fill_result(t, res, step - 1, train_seconds, loss, allocs_after_first);
-    return SR_OK;
+    sr_trace_set_recording(0);
+    return t->tracing ? sr_trainer_trace_write(t) : SR_OK; /* after the loop's allocation count */
 }
 
 /* ---- weights files ------------------------------------------------------------------- */

@@ -17,6 +17,7 @@
 #include "shardrec/error.h"
 #include "shardrec/rng.h"
 #include "shardrec/safetensors.h"
+#include "shardrec/trace.h"
 #include "train/trainer_internal.h"
 
 /* ---- the start-up check that every rank runs the same job ----------------------- */
@@ -79,6 +80,9 @@ static const struct setting settings[] = {
     FIELD("--eval-samples", eval_samples),
     FIELD("--log-every", log_every),
     STRING("--metrics", metrics_path),
+    STRING("--trace", trace_path),
+    FIELD("--trace-steps", trace_first),
+    FIELD("--trace-steps", trace_last),
     FIELD("--progress", progress),
 };
 
@@ -321,7 +325,10 @@ int sr_trainer_emb_forward(struct sr_trainer *t)
 {
     if (t->sebc)
         return sr_sharded_ebc_forward(t->sebc, &t->batch.kjt, t->pooled);
-    return sr_ebc_forward(t->ebc, &t->batch.kjt, t->pooled);
+    sr_trace_begin(SR_SPAN_LOOKUP, -1);
+    int rc = sr_ebc_forward(t->ebc, &t->batch.kjt, t->pooled);
+    sr_trace_end();
+    return rc;
 }
 
 void sr_trainer_emb_backward(struct sr_trainer *t, float lr, int64_t step)

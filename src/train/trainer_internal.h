@@ -4,6 +4,7 @@
  *   trainer_dist.c    communicators, the plan, the (sharded) embedding stage
  *   trainer_eval.c    evaluation: padded global batches, gathered predictions
  *   trainer_report.c  log lines, metrics lines, the summary
+ *   trace_file.c      --trace: clock alignment across ranks, the merged file
  */
 #ifndef SHARDREC_TRAINER_INTERNAL_H
 #define SHARDREC_TRAINER_INTERNAL_H
@@ -17,6 +18,7 @@
 #include "shardrec/reader.h"
 #include "shardrec/sharded_ebc.h"
 #include "shardrec/synthetic.h"
+#include "shardrec/trace.h"
 #include "shardrec/trainer.h"
 #include "train/grad_buckets.h"
 
@@ -63,7 +65,22 @@ struct sr_trainer {
     struct sr_eval_metrics last_eval;
     /* accounting */
     struct sr_comm_counters train_comm; /* collectives of training steps only */
+    int64_t *step_ns;   /* (step_rows, SR_SPAN_COUNT) per-step stage times, ns */
+    int64_t step_rows;  /* rows reserved: min(--steps, SR_STEP_ROWS_MAX) */
+    int64_t step_kept;  /* rows filled */
+    int64_t step_seen;  /* steps offered (a reservoir sample beyond step_rows) */
+    uint64_t reservoir; /* its generator state (never touches the model's) */
+    /* --trace (trace_file.c) */
+    int tracing;
+    int64_t trace_first, trace_last; /* the recorded steps */
+    int64_t *clock_offset_ns;        /* (W) rank 0: each rank's trace clock minus rank 0's */
+    int64_t *clock_uncertainty_ns;   /* (W) rank 0: half the best round trip */
+    double span_cost_ns;             /* one begin/end pair, measured at start-up */
+    uint64_t trace_spans;            /* rank 0: spans this rank recorded */
+    int trace_written;
 };
+
+#define SR_STEP_ROWS_MAX 65536 /* per-step stage rows kept for percentiles */
 
 /* trainer_dist.c */
 int sr_trainer_init_comms(struct sr_trainer *t);
@@ -93,5 +110,10 @@ void sr_trainer_log_interval(struct sr_trainer *t, int64_t step, double loss,
                              const struct sr_interval *iv, int evaluated, double elapsed);
 
 double sr_now_s(void);
+
+/* trace_file.c */
+int sr_trainer_trace_init(struct sr_trainer *t);
+int sr_trainer_trace_write(struct sr_trainer *t);
+void sr_trainer_trace_free(struct sr_trainer *t);
 
 #endif

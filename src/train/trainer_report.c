@@ -1,25 +1,24 @@
 /*
  * What the trainer tells the user: a log line (or a live progress line on a
  * terminal) per logging interval, one JSON metrics line per interval, and the
- * end-of-run summary with per-stage times, collectives and bytes per step
- * (intra / inter node), exposed communication time, and the evaluation beside
- * the synthetic data's ceiling and floor. Rank 0 prints; other ranks are
- * silent.
+ * end-of-run summary: per-stage mean, p50 and p99 (from the per-step stage
+ * times the spans measured, trainer.c), communication busy, overlapped and
+ * exposed, collectives and bytes per step (intra / inter node), time waited
+ * on data, the trace's cost, and the evaluation beside the synthetic data's
+ * ceiling and floor. Rank 0 prints; other ranks are silent.
+ *
+ * Exposed communication is the time the compute thread stalled in a blocking
+ * collective or a wait (the "comm.wait" span, comm.c), busy the time the
+ * communication workers ran collectives, overlapped = busy - exposed.
  */
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "shardrec/alloc.h"
 #include "shardrec/clock.h"
 #include "train/trainer_internal.h"
-
-static const char *stage_names[SR_STAGE_COUNT] = {"load",     "lookup",     "dense_fwd",
-                                                  "backward", "emb_update", "optimizer"};
-
-const char *sr_stage_name(enum sr_stage s)
-{
-    return (unsigned)s < SR_STAGE_COUNT ? stage_names[s] : "?";
-}
 
 double sr_now_s(void)
 {
@@ -83,32 +82,115 @@ static void print_comm(const struct sr_trainer *t, const struct sr_trainer_resul
 {
     const struct sr_comm_counters *c = &t->train_comm;
     double steps = (double)res->steps, exposed = 0, busy = 0;
-    uint64_t calls = 0, intra = 0, inter = 0;
+    uint64_t calls = 0, calls_inter = 0, intra = 0, inter = 0;
     fprintf(f, "collectives per step (rank 0):");
     for (int k = 0; k < SR_COLL_COUNT; k++) {
         if (c->calls[k])
             fprintf(f, " %s %.2f", sr_coll_name(k), (double)c->calls[k] / steps);
-        calls += c->calls[k], intra += c->bytes_intra[k], inter += c->bytes_inter[k];
+        calls += c->calls[k], calls_inter += c->calls_inter[k];
+        intra += c->bytes_intra[k], inter += c->bytes_inter[k];
         exposed += c->seconds[k], busy += c->seconds_total[k];
     }
-    fprintf(f, " | total %.2f\n", (double)calls / steps);
+    fprintf(f, " | total %.2f (%.2f intra-node only, %.2f crossing a node)\n",
+            (double)calls / steps, (double)(calls - calls_inter) / steps,
+            (double)calls_inter / steps);
     fprintf(f,
             "bytes sent per step: intra-node %.1f KiB, inter-node %.1f KiB; "
             "communication %.2f ms exposed of %.2f ms busy per step (%.1f%% of the step)\n",
             (double)intra / steps / 1024, (double)inter / steps / 1024, 1e3 * exposed / steps,
             1e3 * busy / steps,
             100.0 * exposed / (res->train_seconds > 0 ? res->train_seconds : 1));
+    fprintf(f,
+            "communication per step: busy %.2f ms, overlapped %.2f ms, exposed %.2f ms "
+            "(exposed: the compute thread waiting on a collective)\n",
+            1e3 * busy / steps, 1e3 * (busy > exposed ? busy - exposed : 0) / steps,
+            1e3 * exposed / steps);
     fprintf(f, "wire dtypes: pooled %s, dense %s (%d buckets, %d dense calls per step)\n",
             sr_dtype_name(t->sebc ? t->cfg->comm_dtype : SR_DTYPE_F32),
             sr_dtype_name(sr_grad_buckets_dtype(t->buckets)), sr_grad_buckets_count(t->buckets),
             sr_grad_buckets_calls(t->buckets));
 }
 
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Nearest-rank percentile q of the sorted v[n]. */
+static double pct_ms(const int64_t *v, int64_t n, double q)
+{
+    int64_t i = (int64_t)(q * (double)n + 0.999999) - 1;
+    return 1e-6 * (double)v[i < 0 ? 0 : (i >= n ? n - 1 : i)];
+}
+
+/* Stage s over the kept steps: mean, p50, p99 in ms; 0 if it never ran. */
+static int stage_stats(const struct sr_trainer *t, int s, int64_t *scratch, double out[3])
+{
+    int64_t n = t->step_kept, sum = 0;
+    for (int64_t i = 0; i < n; i++)
+        sum += scratch[i] = t->step_ns[i * SR_SPAN_COUNT + s];
+    if (sum == 0)
+        return 0;
+    qsort(scratch, (size_t)n, sizeof *scratch, cmp_i64);
+    out[0] = 1e-6 * (double)sum / (double)n;
+    out[1] = pct_ms(scratch, n, 0.50);
+    out[2] = pct_ms(scratch, n, 0.99);
+    return 1;
+}
+
+/* Children are included in their parents; stages that never ran are left out. */
+static void print_stages(const struct sr_trainer *t, FILE *f)
+{
+    static const int depth[SR_SPAN_COUNT] = {
+        [SR_SPAN_LOAD] = 1,          [SR_SPAN_COPY] = 1,          [SR_SPAN_EMB_FORWARD] = 1,
+        [SR_SPAN_INPUT_DIST_COUNTS] = 2, [SR_SPAN_INPUT_DIST_DATA] = 2, [SR_SPAN_LOOKUP] = 2,
+        [SR_SPAN_OUTPUT_DIST] = 2,   [SR_SPAN_BOTTOM_MLP] = 1,    [SR_SPAN_INTERACTION] = 1,
+        [SR_SPAN_TOP_MLP] = 1,       [SR_SPAN_BACKWARD] = 1,      [SR_SPAN_EMB_BACKWARD] = 1,
+        [SR_SPAN_EMB_GRAD_DIST] = 2, [SR_SPAN_ALLREDUCE_BUCKET] = 2, [SR_SPAN_OPTIMIZER] = 1,
+        [SR_SPAN_COMM_WAIT] = 1};
+    int64_t *scratch = sr_calloc((size_t)(t->step_kept ? t->step_kept : 1), sizeof *scratch);
+    double st[3];
+    fprintf(f, "stages (ms per step, rank 0, %" PRId64 " steps%s; nested stages are inside the "
+               "one above):\n  %-24s %9s %9s %9s\n",
+            t->step_kept, t->step_seen > t->step_kept ? " sampled" : "", "stage", "mean", "p50",
+            "p99");
+    for (int s = 0; s < SR_SPAN_COUNT; s++) {
+        if (s == SR_SPAN_COMM || !stage_stats(t, s, scratch, st))
+            continue;
+        char name[40];
+        snprintf(name, sizeof name, "%*s%s%s", 2 * depth[s], "", sr_span_name(s),
+                 s == SR_SPAN_COMM_WAIT ? " (exposed)" : "");
+        fprintf(f, "  %-24s %9.3f %9.3f %9.3f\n", name, st[0], st[1], st[2]);
+    }
+    sr_free(scratch);
+}
+
+static double stage_mean_ms(const struct sr_trainer *t, int s)
+{
+    double sum = 0;
+    for (int64_t i = 0; i < t->step_kept; i++)
+        sum += (double)t->step_ns[i * SR_SPAN_COUNT + s];
+    return t->step_kept ? 1e-6 * sum / (double)t->step_kept : 0;
+}
+
+static void print_trace(const struct sr_trainer *t, FILE *f)
+{
+    int64_t steps = t->trace_last - t->trace_first + 1;
+    double per_step = steps > 0 ? (double)t->trace_spans / (double)steps : 0;
+    double step_ms = stage_mean_ms(t, SR_SPAN_STEP);
+    double share = step_ms > 0 ? 100.0 * per_step * t->span_cost_ns * 1e-6 / step_ms : 0;
+    fprintf(f,
+            "trace: %s, steps %" PRId64 ":%" PRId64 ", %" PRIu64 " spans on rank 0 (%.0f per "
+            "step); one span costs %.0f ns, so tracing adds %.3f%% to a step of %.2f ms%s\n",
+            t->cfg->trace_path, t->trace_first, t->trace_last, t->trace_spans, per_step,
+            t->span_cost_ns, share, step_ms, t->trace_written ? "" : " (not written)");
+}
+
 void sr_trainer_print_summary(const struct sr_trainer *t, const struct sr_trainer_result *res,
                               FILE *f)
 {
     const struct sr_train_config *cfg = t->cfg;
-    double total = 0;
     if (t->rank != 0 || res->steps == 0)
         return;
     fprintf(f, "\n== shardrec train: summary ==\n");
@@ -117,13 +199,13 @@ void sr_trainer_print_summary(const struct sr_trainer *t, const struct sr_traine
             ", %.1f s training, %.0f samples/s\n",
             res->steps, t->world_size, sr_comm_backend_name(t->world), t->global_batch,
             res->train_seconds, res->samples_per_s);
-    for (int s = 0; s < SR_STAGE_COUNT; s++)
-        total += res->stage_seconds[s];
-    fprintf(f, "per step (ms, rank 0):");
-    for (int s = 0; s < SR_STAGE_COUNT; s++)
-        fprintf(f, " %s %.2f", stage_names[s], 1e3 * res->stage_seconds[s] / (double)res->steps);
-    fprintf(f, " | total %.2f\n", 1e3 * total / (double)res->steps);
+    print_stages(t, f);
+    fprintf(f, "waited on data: %.3f ms per step (the load stage: the compute thread reading "
+               "the batch)\n",
+            stage_mean_ms(t, SR_SPAN_LOAD));
     print_comm(t, res, f);
+    if (t->tracing)
+        print_trace(t, f);
     fprintf(f, "last training loss %.5f\n", res->last_loss);
     if (res->eval.n) {
         fprintf(f,

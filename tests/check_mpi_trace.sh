@@ -1,0 +1,172 @@
+#!/bin/sh
+# --trace across ranks: the merged Chrome trace of `shardrec train` on 1 rank
+# (no mpirun), 2 ranks, and 3 ranks whose trace clocks are skewed by the
+# test-only environment variable SR_TRACE_TEST_SKEW_NS (rank 1 +7.5 s, rank 2
+# -3 s). For each run it checks that:
+#   - the file parses as JSON, with one process per rank ("rank R"), tracks
+#     "compute" (and "comm sparse", "comm dense" on several ranks), and every
+#     stage span (step, load, embedding.forward, bottom_mlp, interaction,
+#     top_mlp, backward, embedding.backward, optimizer) on every rank in every
+#     step of --trace-steps, and only those steps;
+#   - stage spans nest on the compute track (a child lies inside its parent);
+#   - collective spans carry bytes, peers and crossed_node;
+#   - alignment: the offsets reported for the skewed ranks equal the skew
+#     within their stated uncertainty plus 1 ms, and the k-th collective of a
+#     communicator in a step, which every rank runs together, lines up across
+#     ranks: on the merged time line each rank's span ends after every rank's
+#     span of it has started (less TOL) and the median spread of the ends is
+#     below TOL. TOL = 3 ms plus twice the largest uncertainty: scheduling on
+#     an oversubscribed 2-core machine, against skews of seconds.
+# Also: the summary states the span cost and its share of a step. Exit 0 pass,
+# 77 skipped (no MPI), else fail.
+BUILD=${BUILD:-build}
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/.." && pwd)
+bin="$root/$BUILD/shardrec"
+
+if ! command -v mpirun >/dev/null 2>&1 || ! command -v mpicc >/dev/null 2>&1; then
+    echo "check_mpi_trace: skipped (no MPI)"
+    exit 77
+fi
+if ! command -v python3 >/dev/null 2>&1; then
+    echo "check_mpi_trace: skipped (no python3 to read the JSON)"
+    exit 77
+fi
+[ -x "$bin" ] || { echo "check_mpi_trace: $bin is missing; build it with: make"; exit 1; }
+
+as_root=""
+[ "$(id -u)" = 0 ] && as_root="--allow-run-as-root"
+export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
+export LSAN_OPTIONS="suppressions=$here/lsan_openmpi.supp:print_suppressions=0:fast_unwind_on_malloc=0"
+unset SR_RANKS_PER_NODE SR_TRACE_TEST_SKEW_NS
+MPIRUN="mpirun $as_root --oversubscribe --bind-to none"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail=0
+JOB="--steps 9 --batch-size 128 --eval-samples 0 --table-rows 1000,20000,300,5000 --log-every 100"
+
+# rank R's skew from SKEW_R (unset: none), then the binary.
+cat >"$tmp/skewed.sh" <<'EOF'
+#!/bin/sh
+eval "skew=\${SKEW_${OMPI_COMM_WORLD_RANK:-0}:-}"
+[ -n "$skew" ] && export SR_TRACE_TEST_SKEW_NS="$skew"
+exec "$@"
+EOF
+chmod +x "$tmp/skewed.sh"
+
+# check NAME RANKS SKEW_1 SKEW_2: read $tmp/NAME.json and $tmp/NAME.err.
+check() {
+    python3 - "$tmp/$1.json" "$tmp/$1.err" "$2" "${3:-0}" "${4:-0}" <<'EOF' || fail=1
+import json, statistics, sys
+path, err, W, skews = sys.argv[1], sys.argv[2], int(sys.argv[3]), [0] + [int(s) for s in sys.argv[4:]]
+bad = []
+d = json.load(open(path))
+ev = d["traceEvents"]
+other = d["otherData"]
+first, last = (int(x) for x in other["steps"].split(":"))
+procs = {e["pid"]: e["args"]["name"] for e in ev if e["ph"] == "M" and e["name"] == "process_name"}
+if procs != {r: "rank %d" % r for r in range(W)}:
+    bad.append("processes %s" % procs)
+tracks = {(e["pid"], e["tid"]): e["args"]["name"] for e in ev
+          if e["ph"] == "M" and e["name"] == "thread_name"}
+spans = [e for e in ev if e["ph"] == "X"]
+want_tracks = ["compute"] + (["comm sparse", "comm dense"] if W > 1 else [])
+stages = ["step", "load", "embedding.forward", "bottom_mlp", "interaction", "top_mlp",
+          "backward", "embedding.backward", "optimizer"]
+for r in range(W):
+    names = set(tracks[k] for k in tracks if k[0] == r)
+    for t in want_tracks:
+        if t not in names:
+            bad.append("rank %d has no track %r (has %s)" % (r, t, sorted(names)))
+    compute = [e for e in spans if e["pid"] == r and tracks[(r, e["tid"])] == "compute"]
+    for step in range(first, last + 1):
+        got = set(e["name"] for e in compute if e["args"]["step"] == step)
+        miss = [s for s in stages if s not in got]
+        if miss:
+            bad.append("rank %d step %d lacks %s" % (r, step, miss))
+    outside = [e for e in spans if e["pid"] == r and not first <= e["args"]["step"] <= last]
+    if outside:
+        bad.append("rank %d: %d spans outside steps %d:%d" % (r, len(outside), first, last))
+    # nesting on the compute track: sorted by start, each span ends inside the open ones
+    stack = []
+    for e in sorted(compute, key=lambda e: (float(e["ts"]), -float(e["dur"]))):
+        t0, t1 = float(e["ts"]), float(e["ts"]) + float(e["dur"])
+        while stack and stack[-1] <= t0 + 1e-9:
+            stack.pop()
+        if stack and t1 > stack[-1] + 1e-6:
+            bad.append("rank %d: %s at %.3f us crosses its parent's end" % (r, e["name"], t0))
+            break
+        stack.append(t1)
+busy = [e for e in spans if e["cat"] == "comm.busy"]
+for e in busy:
+    for k in ("bytes", "peers", "crossed_node", "coll", "comm"):
+        if k not in e["args"]:
+            bad.append("collective span %s lacks %s" % (e["name"], k))
+            break
+if W > 1 and not busy:
+    bad.append("no collective spans")
+off, unc = other["clock_offset_ns"], other["clock_uncertainty_ns"]
+for r in range(1, W):
+    if abs(off[r] - skews[r]) > unc[r] + 1e6:
+        bad.append("rank %d offset %d ns, skew %d ns, uncertainty %d ns" % (r, off[r], skews[r], unc[r]))
+tol_us = 3000 + 2 * max(unc) / 1000
+groups = {}
+for e in busy:
+    key = (e["args"]["comm"], e["args"]["step"])
+    groups.setdefault(key, {}).setdefault(e["pid"], []).append(e)
+spreads, late = [], 0
+for key, by_rank in groups.items():
+    if len(by_rank) != W or len(set(len(v) for v in by_rank.values())) != 1:
+        bad.append("collectives of %s differ in number across ranks" % (key,))
+        continue
+    for k in range(len(by_rank[0])):
+        col = [sorted(by_rank[r], key=lambda e: float(e["ts"]))[k] for r in range(W)]
+        starts = [float(e["ts"]) for e in col]
+        ends = [float(e["ts"]) + float(e["dur"]) for e in col]
+        spreads.append(max(ends) - min(ends))
+        if min(ends) < max(starts) - tol_us:
+            late += 1
+if spreads:
+    med = statistics.median(spreads)
+    print("  %d collectives matched across %d ranks: median spread of their ends %.1f us, "
+          "%d ending before a peer started (tolerance %.0f us)" % (len(spreads), W, med, late, tol_us))
+    if med > tol_us or late > len(spreads) // 10:
+        bad.append("collectives do not line up: median spread %.1f us, %d early ends" % (med, late))
+text = open(err).read()
+if "one span costs" not in text or "tracing adds" not in text:
+    bad.append("the summary does not state the span cost")
+for line in text.splitlines():
+    if line.startswith("trace:"):
+        print("  " + line)
+for b in bad[:10]:
+    print("  FAIL: " + b)
+sys.exit(1 if bad else 0)
+EOF
+}
+
+run() { # NAME NP [SKEW_1 [SKEW_2]]
+    name=$1 np=$2
+    if [ "$np" = 1 ]; then
+        timeout 120 "$bin" train $JOB --trace "$tmp/$name.json" --trace-steps 2:5 \
+            >"$tmp/$name.out" 2>"$tmp/$name.err"
+    else
+        SKEW_1=${3:-} SKEW_2=${4:-} timeout 180 $MPIRUN -x SKEW_1 -x SKEW_2 -np "$np" \
+            "$tmp/skewed.sh" "$bin" train $JOB --trace "$tmp/$name.json" --trace-steps 2:5 \
+            >"$tmp/$name.out" 2>"$tmp/$name.err"
+    fi
+    rc=$?
+    if [ $rc -ne 0 ]; then
+        echo "FAIL $name: exit $rc"
+        tail -5 "$tmp/$name.err"
+        fail=1
+        return
+    fi
+    echo "$name:"
+    check "$name" "$np" "${3:-0}" "${4:-0}"
+}
+
+run np1 1
+run np2 2
+run np3-skewed 3 7500000000 -3000000000
+[ $fail = 0 ] && echo "check_mpi_trace: passed"
+exit $fail
