@@ -9,21 +9,44 @@
 #      saved) and tools/torch_dlrm.py trains the same model on the same file from
 #      the same weights with PyTorch's optimizers (or, for row-wise Adagrad and
 #      the tables' Adam, the update written out in PyTorch):
-#        case      --optimizer  --emb-optimizer   lr (dense, tables)  weights atol
-#        sgd       sgd          sgd               0.1, 0.1            1e-6
-#        adagrad   adagrad      adagrad           0.02, 0.05          5e-4
-#        rowwise   adagrad      rowwise_adagrad   0.02, 0.05          1e-6
-#        adam      adam         adam              0.002, 0.005        2e-5
-#   4. per-step losses must agree within 1e-4 relative at every step, final
-#      weights allclose(rtol=1e-4, atol above) for every tensor. Adagrad's and
-#      Adam's first updates are about lr * sign(g), so an element whose
-#      gradient is mostly rounding moves by rounding: PyTorch's own float32 run
-#      ends up to 3.3e-4 (adagrad) and 1.6e-5 (adam) away from the same run in
-#      float64, hence their atol (shardrec-PyTorch measured 1.2e-4 and 5e-6);
-#      the losses still agree to about 2e-7;
+#        case      --optimizer  --emb-optimizer   lr (dense, tables)  weights
+#        sgd       sgd          sgd               0.1, 0.1            atol 1e-6
+#        adagrad   adagrad      adagrad           0.02, 0.05          float64 reference
+#        rowwise   adagrad      rowwise_adagrad   0.02, 0.05          atol 1e-6
+#        adam      adam         adam              0.002, 0.005        float64 reference
+#   4. per-step losses must agree within 1e-4 relative at every step; final
+#      weights: sgd and rowwise allclose(rtol=1e-4, atol=1e-6) to PyTorch's
+#      float32 run for every tensor. Adagrad's and Adam's first updates are
+#      about lr * sign(g), so an element whose gradient is mostly rounding moves
+#      by rounding, by an amount no fixed atol can know (it depends on the
+#      machine's and the library's rounding and on the data). So those two are
+#      judged against the same run in float64 (torch_dlrm.py train --dtype
+#      float64), element by element: |sr - pt64| <= 3 * spread + 1e-6, where
+#      spread = max |pt32 - pt64| over 4 float32 PyTorch runs (the plain one and
+#      --jitter 1 2 3: initial weights moved by -1/0/+1 ulp, which redraws every
+#      rounding). An element may be far from float64 only where float32 PyTorch
+#      is too. Measured on an AMD EPYC (AVX2; 3 runs of the check, identical):
+#        case      pt32-pt64 (plain, 4 runs)  sr-pt64   max per tensor      max per element
+#                                                       sr / spread         |sr-pt64| / limit
+#        adagrad   5.4e-4, 1.44e-3            1.94e-3   1.39 (plain: 4.1)   0.63
+#        adam      8.3e-6, 8.3e-6             4.1e-6    1.28 (plain: 2.9)   0.55
+#        sgd       2.8e-7                     2.8e-7    1.00                0.17
+#        rowwise   1.8e-6                     2.5e-6    1.59                0.54
+#      (sgd and rowwise are well conditioned: compared directly, sr-pt32 is
+#      1.2e-7 and 1.7e-6, so they keep atol 1e-6.) Against the plain float32
+#      run alone the ratio is luck: over 4 more data/init seeds it reached 9.8
+#      per tensor, and pt32-pt64 reached 1.65e-2 (adagrad); with the 4 runs the
+#      worst per element was 0.68 of this limit (0.92 of 2 * spread + 1e-6,
+#      too close, hence the factor 3; the floor, about 16 ulp at |w| = 1,
+#      covers elements that float32 happens to hit exactly). The previous fixed
+#      atol (5e-4) failed here: sr-pt32 1.4e-3 in emb.t3.weight, where PyTorch's
+#      own float32 runs are up to 1.44e-3 from float64. A real bug fails by far:
+#      scratch builds with Adagrad's eps 1e-9 or 2e-10, or lr * 1.001 or
+#      * 1.00001, land 0.1..0.46 from float64, 1e5 times the limit (their
+#      losses fail too, by 2e-3..2e-2);
 #   5. negative controls, which must FAIL, or the check proves nothing:
 #      PyTorch sgd with one initial weight moved by 1e-2, and shardrec's
-#      row-wise Adagrad against PyTorch's element-wise Adagrad;
+#      row-wise Adagrad judged against the element-wise Adagrad reference;
 #   6. the final weights survive a rename to the reference's names and back.
 # For information the adam case also prints how far torch.optim.SparseAdam
 # itself lands: it adds eps before the bias correction, eps / sqrt(1 - b2^t)
@@ -31,8 +54,10 @@
 #
 # Needs PyTorch for Python 3 (Debian: python3-torch; TORCH_PYTHON picks the
 # interpreter, default /usr/bin/python3 then python3); without it the check
-# is skipped (exit 77), never passed. About 30 s on 2 idle cores. STEPS and
+# is skipped (exit 77), never passed. About 50 s of CPU time (30 s before the
+# float64 reference; wall time grows when the 2 cores are shared). STEPS and
 # BATCH override the run's size; CASES="sgd adam" runs only those cases;
+# JITTERS (default "1 2 3"), REF_FACTOR (3) and REF_FLOOR (1e-6) set step 4;
 # KEEP_TMP=1 keeps (and names) the folder of data, weights and losses.
 BUILD=${BUILD:-build}
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -41,6 +66,9 @@ tool="$root/tools/torch_dlrm.py"
 steps=${STEPS:-100}
 batch=${BATCH:-128}
 cases=${CASES:-sgd adagrad rowwise adam}
+jitters=${JITTERS:-1 2 3}
+ref_factor=${REF_FACTOR:-3}
+ref_floor=${REF_FLOOR:-1e-6}
 start=$(date +%s)
 tmp=$(mktemp -d)
 [ -n "${KEEP_TMP:-}" ] && echo "tmp: $tmp" || trap 'rm -rf "$tmp"' EXIT
@@ -76,12 +104,13 @@ model="--embedding-dim 8 --bot-mlp 13-32-8 --top-mlp 32-1 --table-rows $rows"
     --seed 1 || die "torch_dlrm.py init"
 
 # case -> dense optimizer, tables' optimizer, dense lr, tables' lr, weights atol
+# against PyTorch float32 (or "reference": judged against the float64 run, step 4)
 case_flags() {
     case "$1" in
     sgd) echo "sgd sgd 0.1 0.1 1e-6" ;;
-    adagrad) echo "adagrad adagrad 0.02 0.05 5e-4" ;;
+    adagrad) echo "adagrad adagrad 0.02 0.05 reference" ;;
     rowwise) echo "adagrad rowwise_adagrad 0.02 0.05 1e-6" ;;
-    adam) echo "adam adam 0.002 0.005 2e-5" ;;
+    adam) echo "adam adam 0.002 0.005 reference" ;;
     *) die "unknown case $1 in CASES" ;;
     esac
 }
@@ -114,8 +143,20 @@ for c in $cases; do
     "$py" "$tool" compare-losses "$tmp/sr_$c.jsonl" "$tmp/pt_$c.jsonl" --steps "$steps" \
         --rtol 1e-4 || fail=1
     atol=$(case_flags "$c" | awk '{ print $5 }')
-    "$py" "$tool" compare-weights "$tmp/sr_$c.st" "$tmp/pt_$c.st" --rtol 1e-4 --atol "$atol" ||
-        fail=1
+    if [ "$atol" = reference ]; then
+        torch_train "$c" "$tmp/pt64_$c.jsonl" "$tmp/pt64_$c.st" --dtype float64 ||
+            die "torch_dlrm.py train --dtype float64 ($c)"
+        for j in $jitters; do
+            torch_train "$c" "$tmp/ptj${j}_$c.jsonl" "$tmp/ptj${j}_$c.st" --jitter "$j" ||
+                die "torch_dlrm.py train --jitter $j ($c)"
+        done
+        "$py" "$tool" compare-reference "$tmp/sr_$c.st" "$tmp/pt64_$c.st" "$tmp/pt_$c.st" \
+            $(for j in $jitters; do echo "$tmp/ptj${j}_$c.st"; done) \
+            --factor "$ref_factor" --floor "$ref_floor" || fail=1
+    else
+        "$py" "$tool" compare-weights "$tmp/sr_$c.st" "$tmp/pt_$c.st" --rtol 1e-4 --atol "$atol" ||
+            fail=1
+    fi
     if [ "$c" = adam ]; then
         echo "for information, torch.optim.SparseAdam itself for the tables (eps before bias correction):"
         torch_train adam "$tmp/spa.jsonl" "$tmp/spa.st" --emb-optimizer sparse_adam ||
@@ -128,8 +169,14 @@ done
 
 if [ -f "$tmp/sr_rowwise.st" ] && [ -f "$tmp/pt_adagrad.st" ]; then
     echo "negative control: shardrec's row-wise Adagrad against PyTorch's element-wise Adagrad must disagree"
-    if "$py" "$tool" compare-weights "$tmp/sr_rowwise.st" "$tmp/pt_adagrad.st" --rtol 1e-4 \
-        --atol 5e-4; then
+    if [ -f "$tmp/pt64_adagrad.st" ]; then
+        set -- compare-reference "$tmp/sr_rowwise.st" "$tmp/pt64_adagrad.st" "$tmp/pt_adagrad.st" \
+            $(for j in $jitters; do echo "$tmp/ptj${j}_adagrad.st"; done) \
+            --factor "$ref_factor" --floor "$ref_floor"
+    else
+        set -- compare-weights "$tmp/sr_rowwise.st" "$tmp/pt_adagrad.st" --rtol 1e-4 --atol 1e-6
+    fi
+    if "$py" "$tool" "$@"; then
         die "the weight comparison did not tell row-wise from element-wise Adagrad"
     fi
 fi

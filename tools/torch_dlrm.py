@@ -41,6 +41,9 @@ Subcommands (each has --help):
   compare-losses   per-step losses of two runs (shardrec --metrics JSONL or
             this tool's), max relative difference, fail above --rtol
   compare-weights  two weights files, allclose per tensor, fail if any differs
+  compare-reference  a run against train --dtype float64's weights, element by
+            element, allowed a multiple of how far float32 PyTorch runs of the same
+            problem (train --jitter SEED) land from them
 
 Names: bot_mlp.K.weight/bias <-> bot_l.{2K}.weight/bias,
        top_mlp.K.weight/bias <-> top_l.{2K}.weight/bias,
@@ -58,11 +61,13 @@ import sys
 
 import numpy as np
 
-# ---- safetensors (F32 only, as shardrec) ------------------------------------------------
+# ---- safetensors (F32 as shardrec; F64 for train --dtype float64) -------------------------
+
+ST_DTYPES = {"F32": np.dtype("<f4"), "F64": np.dtype("<f8")}
 
 
 def st_load(path):
-    """name -> float32 numpy array. Verifies the offsets as shardrec does."""
+    """name -> float32 (F32) or float64 (F64) numpy array. Verifies the offsets as shardrec does."""
     with open(path, "rb") as f:
         buf = f.read()
     if len(buf) < 8:
@@ -76,16 +81,17 @@ def st_load(path):
     for name, info in header.items():
         if name == "__metadata__":
             continue
-        if info["dtype"] != "F32":
-            sys.exit(f"{path}: tensor {name} has dtype {info['dtype']}; F32 only")
+        if info["dtype"] not in ST_DTYPES:
+            sys.exit(f"{path}: tensor {name} has dtype {info['dtype']}; F32 or F64 only")
+        np_dtype = ST_DTYPES[info["dtype"]]
         shape = [int(d) for d in info["shape"]]
         begin, end = (int(x) for x in info["data_offsets"])
         numel = math.prod(shape)
-        if not (0 <= begin <= end <= len(data)) or end - begin != 4 * numel:
+        if not (0 <= begin <= end <= len(data)) or end - begin != np_dtype.itemsize * numel:
             sys.exit(f"{path}: tensor {name} has bad data_offsets [{begin}, {end}]")
         spans.append((begin, end, name))
-        arr = np.frombuffer(data, dtype="<f4", count=numel, offset=begin).reshape(shape)
-        out[name] = arr.astype(np.float32, copy=True)
+        arr = np.frombuffer(data, dtype=np_dtype, count=numel, offset=begin).reshape(shape)
+        out[name] = arr.astype(np_dtype.newbyteorder("="), copy=True)
     spans.sort()
     pos = 0
     for begin, end, name in spans:
@@ -98,13 +104,16 @@ def st_load(path):
 
 
 def st_save(path, tensors):
-    """Write name -> array as F32 safetensors, atomically (PATH.tmp, fsync, rename)."""
+    """Write name -> array as safetensors, atomically (PATH.tmp, fsync, rename): F64 for
+    float64 arrays (train --dtype float64 and what is read from its files), else F32."""
     header = {"__metadata__": {"format": "pt"}}
     blobs, off = [], 0
     for name in sorted(tensors):
-        a = np.ascontiguousarray(tensors[name], dtype="<f4")
+        f64 = np.asarray(tensors[name]).dtype == np.float64
+        a = np.ascontiguousarray(tensors[name], dtype="<f8" if f64 else "<f4")
         raw = a.tobytes()
-        header[name] = {"dtype": "F32", "shape": list(a.shape), "data_offsets": [off, off + len(raw)]}
+        header[name] = {"dtype": "F64" if f64 else "F32", "shape": list(a.shape),
+                        "data_offsets": [off, off + len(raw)]}
         blobs.append(raw)
         off += len(raw)
     text = json.dumps(header, separators=(",", ":")).encode("utf-8")
@@ -286,6 +295,19 @@ def perturb(sd, spec):
     flat[int(index)] += np.float32(delta)
 
 
+def jitter(sd, seed):
+    """Move every initial weight by -1, 0 or +1 ulp (float32), drawn from `seed`: the same
+    problem to float32 precision, but every rounding of the run that follows falls
+    differently. Float32 runs from several jitter seeds show how far float32 rounding
+    alone carries each weight (compare-reference)."""
+    rng = np.random.default_rng(seed)
+    for name in sorted(sd):
+        w = sd[name]
+        step = rng.integers(-1, 2, size=w.shape)
+        toward = np.where(step > 0, np.float32(np.inf), np.float32(-np.inf)).astype(w.dtype)
+        w[...] = np.where(step == 0, w, np.nextafter(w, toward))
+
+
 # ---- optimizers ----------------------------------------------------------------------------
 # The written-out ones take per table the unique rows the batch touched; their
 # constants are written here from the FBGEMM and PyTorch documentation.
@@ -363,11 +385,19 @@ def cmd_train(a):
     sd = st_load(a.weights)
     if a.perturb:
         perturb(sd, a.perturb)
+    if a.jitter is not None:
+        jitter(sd, a.jitter)
     order = table_order(sd.keys(), a.tables)
     model = model_from_weights(torch, to_reference(sd, a.tables), sparse=a.emb_optimizer == "sparse_adam")
     rows = [sd[f"emb.{t}.weight"].shape[0] for t in order]
     B = a.batch_size
     labels, dense, ids = (torch.from_numpy(x) for x in read_tsv(a.data, rows, a.steps * B))
+    if a.dtype == "float64":
+        # the same run in float64: the float32 initial weights, labels and dense
+        # features (already rounded to float32 as DESIGN.md says) widen exactly;
+        # every later operation and the optimizers' state are float64
+        model.double()
+        labels, dense = labels.double(), dense.double()
     steps = min(a.steps, labels.shape[0] // B)  # a partial last batch is dropped
     emb_lr = a.emb_lr if a.emb_lr > 0 else a.lr
     dense_opt = make_optimizer(torch, a.optimizer, list(model.bot_l.parameters()) +
@@ -400,7 +430,7 @@ def cmd_convert(a):
 
 def cmd_list(a):
     for name, t in st_load(a.file).items():
-        print(f"{name}\tF32\t{list(t.shape)}")
+        print(f"{name}\t{'F64' if t.dtype == np.float64 else 'F32'}\t{list(t.shape)}")
 
 
 def read_losses(path):
@@ -446,6 +476,47 @@ def cmd_compare_weights(a):
     sys.exit(0 if not bad else 1)
 
 
+def cmd_compare_reference(a):
+    """Judge a float32 run by a float64 reference and float32 PyTorch runs of it.
+
+    spread = max over the float32 runs of |pt32 - pt64|, per element: how far float32
+    rounding alone carries that weight (run several, e.g. train --jitter, so that the
+    spread is not one lucky draw). Every element must have
+    |sr - pt64| <= factor * spread + floor."""
+    sr, ref = st_load(a.a), st_load(a.reference)
+    runs = [st_load(p) for p in a.float32_runs]
+    for other in runs:
+        if sorted(other) != sorted(ref):
+            sys.exit(f"compare-reference: tensor names differ: {sorted(set(other) ^ set(ref))}")
+    if sorted(sr) != sorted(ref):
+        sys.exit(f"compare-reference: tensor names differ: {sorted(set(sr) ^ set(ref))}")
+    bad, e_max, s_max, worst, worst_tensor_ratio, worst_tensor = [], 0.0, 0.0, 0.0, 0.0, ""
+    for name in sorted(ref):
+        r64 = ref[name].astype(np.float64)
+        if sr[name].shape != r64.shape or any(x[name].shape != r64.shape for x in runs):
+            sys.exit(f"compare-reference: {name} has different shapes")
+        if not r64.size:
+            continue
+        e = np.abs(sr[name] - r64)
+        spread = np.max([np.abs(x[name] - r64) for x in runs], axis=0)
+        ratio = e / (a.factor * spread + a.floor)
+        e_max, s_max = max(e_max, float(e.max())), max(s_max, float(spread.max()))
+        if ratio.max() > worst:
+            worst, at = float(ratio.max()), np.unravel_index(np.argmax(ratio), ratio.shape)
+            worst_at = (f"{name}{list(map(int, at))}: |a-ref| {e[at]:.3e}, "
+                        f"spread {spread[at]:.3e}")
+        t_ratio = float(e.max()) / max(float(spread.max()), 1e-300)
+        if t_ratio > worst_tensor_ratio:
+            worst_tensor_ratio, worst_tensor = t_ratio, name
+        if ratio.max() > 1:
+            bad.append(name)
+    print(f"against float64: {len(runs)} float32 PyTorch runs land up to {s_max:.3e} away, "
+          f"this run {e_max:.3e}; per tensor max|a-ref| / max spread <= {worst_tensor_ratio:.2f} "
+          f"({worst_tensor}); per element |a-ref| / ({a.factor:g} spread + {a.floor:g}) "
+          f"<= {worst:.3f} ({worst_at}): {'ok' if not bad else 'FAIL in ' + ', '.join(bad[:5])}")
+    sys.exit(0 if not bad else 1)
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -472,7 +543,12 @@ def main():
     s.add_argument("--losses", help="write one JSON line per step: step, loss")
     s.add_argument("--save", help="write the final weights (shardrec names)")
     s.add_argument("--perturb", help="NAME:FLAT_INDEX:DELTA added to one initial weight")
+    s.add_argument("--jitter", type=int, metavar="SEED",
+                   help="move each initial weight by -1, 0 or +1 ulp, drawn from SEED")
     s.add_argument("--threads", type=int, default=1)
+    s.add_argument("--dtype", choices=["float32", "float64"], default="float32",
+                   help="float64: the same model, data, initial weights and optimizers in "
+                        "float64, final weights saved as F64 (a reference for the float32 runs)")
     s.set_defaults(fn=cmd_train)
     s = sub.add_parser("convert", help="rename tensors shardrec <-> reference")
     s.add_argument("--to", choices=["reference", "shardrec"], required=True)
@@ -495,6 +571,15 @@ def main():
     s.add_argument("--rtol", type=float, default=1e-4)
     s.add_argument("--atol", type=float, default=1e-6)
     s.set_defaults(fn=cmd_compare_weights)
+    s = sub.add_parser("compare-reference",
+                       help="a run against a float64 run, measured by float32 runs' spread")
+    s.add_argument("a", help="the run to judge (F32)")
+    s.add_argument("reference", help="train --dtype float64's final weights")
+    s.add_argument("float32_runs", nargs="+", metavar="float32_run",
+                   help="float32 PyTorch runs of the same problem (e.g. --jitter 1, 2, ..)")
+    s.add_argument("--factor", type=float, default=2.0)
+    s.add_argument("--floor", type=float, default=1e-6)
+    s.set_defaults(fn=cmd_compare_reference)
     a = p.parse_args()
     a.fn(a)
 
