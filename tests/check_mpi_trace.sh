@@ -17,6 +17,8 @@
 #     span of it has started (less TOL) and the median spread of the ends is
 #     below TOL. TOL = 3 ms plus twice the largest uncertainty: scheduling on
 #     an oversubscribed 2-core machine, against skews of seconds.
+# A fourth run (2 ranks) traces every step: the summary's exposed communication
+# per step must equal the comm.wait spans of rank 0's compute track per step.
 # Also: the summary states the span cost and its share of a step. Exit 0 pass,
 # 77 skipped (no MPI), else fail.
 BUILD=${BUILD:-build}
@@ -133,6 +135,23 @@ if spreads:
     if med > tol_us or late > len(spreads) // 10:
         bad.append("collectives do not line up: median spread %.1f us, %d early ends" % (med, late))
 text = open(err).read()
+# exposed communication: the summary's figure (rank 0, per training step) is
+# the comm.wait spans of rank 0's compute track, when the trace holds every step
+import re
+m = re.search(r"communication per step: busy ([0-9.]+) ms, overlapped ([0-9.]+) ms, exposed ([0-9.]+) ms", text)
+if not m:
+    bad.append("the summary has no 'communication per step' line")
+elif first == 1:  # the window starts at step 1 and ends at the run's last step (JOB)
+    waits = [float(e["dur"]) for e in spans if e["pid"] == 0 and e["name"] == "comm.wait"
+             and tracks[(0, e["tid"])] == "compute"]
+    per_step = sum(waits) / 1000.0 / last
+    summ = float(m.group(3))
+    print("  exposed communication per step: trace %.3f ms (%d comm.wait spans), summary %.2f ms"
+          % (per_step, len(waits), summ))
+    if abs(per_step - summ) > 0.006 + 0.02 * summ:
+        bad.append("exposed per step: trace %.3f ms, summary %.2f ms" % (per_step, summ))
+    if W > 1 and not waits:
+        bad.append("no comm.wait spans on rank 0")
 if "one span costs" not in text or "tracing adds" not in text:
     bad.append("the summary does not state the span cost")
 for line in text.splitlines():
@@ -147,11 +166,11 @@ EOF
 run() { # NAME NP [SKEW_1 [SKEW_2]]
     name=$1 np=$2
     if [ "$np" = 1 ]; then
-        timeout 120 "$bin" train $JOB --trace "$tmp/$name.json" --trace-steps 2:5 \
+        timeout 120 "$bin" train $JOB --trace "$tmp/$name.json" --trace-steps ${STEPS_TRACED:-2:5} \
             >"$tmp/$name.out" 2>"$tmp/$name.err"
     else
         SKEW_1=${3:-} SKEW_2=${4:-} timeout 180 $MPIRUN -x SKEW_1 -x SKEW_2 -np "$np" \
-            "$tmp/skewed.sh" "$bin" train $JOB --trace "$tmp/$name.json" --trace-steps 2:5 \
+            "$tmp/skewed.sh" "$bin" train $JOB --trace "$tmp/$name.json" --trace-steps ${STEPS_TRACED:-2:5} \
             >"$tmp/$name.out" 2>"$tmp/$name.err"
     fi
     rc=$?
@@ -168,5 +187,6 @@ run() { # NAME NP [SKEW_1 [SKEW_2]]
 run np1 1
 run np2 2
 run np3-skewed 3 7500000000 -3000000000
+STEPS_TRACED=1:9 run np2-every-step 2
 [ $fail = 0 ] && echo "check_mpi_trace: passed"
 exit $fail
