@@ -76,6 +76,11 @@ struct sr_device {
     int ordinal;      /* which device of its kind */
     const char *name; /* "cpu", "cuda:0" */
     int host_visible; /* 1 when the host may read this device's memory (CPU) */
+    /* 1 when the device computes on host memory and every op has completed
+     * when its call returns (the immediate CPU device; not the deferred one,
+     * not CUDA): host memory may then stand in for device memory, as the
+     * batch's twin does (batch.h). */
+    int host_immediate;
     const struct sr_mem_ops *mem;
     const struct sr_dense_ops *dense;
     const struct sr_embedding_ops *emb;

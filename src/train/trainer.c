@@ -2,7 +2,10 @@
  * The training loop. One step on each of W ranks, top to bottom:
  *
  *   load        this rank's slice of the global batch: samples
- *               [(step-1)*G + r*B, (step-1)*G + (r+1)*B) of the stream (G = W*B)
+ *               [(step-1)*G + r*B, (step-1)*G + (r+1)*B) of the stream (G = W*B),
+ *               in the pinned host batch; its KJT checked and each table's id
+ *               policy applied there, on the host (trainer_batch.c)
+ *   copy        host batch -> its device twin, which the stages below read
  *   lookup      embedding stage: KJT -> pooled (B, F*D) (sharded: input dist,
  *               lookup on the owners, output dist)
  *   dense_fwd   bottom MLP, interaction, top MLP -> logits (B)
@@ -65,10 +68,10 @@ static int init_files(struct sr_trainer *t, const int64_t *rows, const char *con
     int64_t mv = sr_reader_max_values(t->reader);
     if (t->eval_reader && sr_reader_max_values(t->eval_reader) > mv)
         mv = sr_reader_max_values(t->eval_reader);
-    sr_batch_init(&t->batch, cfg->batch_size, cfg->num_dense, cfg->num_features, mv,
-                  sr_reader_has_weights(t->reader) ||
-                      (t->eval_reader && sr_reader_has_weights(t->eval_reader)),
-                  keys);
+    sr_trainer_batch_init(t, mv,
+                          sr_reader_has_weights(t->reader) ||
+                              (t->eval_reader && sr_reader_has_weights(t->eval_reader)),
+                          keys);
     return SR_OK;
 }
 
@@ -95,8 +98,7 @@ static int init_data(struct sr_trainer *t)
     if (cfg->n_data)
         return init_files(t, rows, keys);
     int64_t max_values = sr_synth_max_values(t->synth, cfg->batch_size);
-    sr_batch_init(&t->batch, cfg->batch_size, cfg->num_dense, cfg->num_features, max_values, 0,
-                  keys);
+    sr_trainer_batch_init(t, max_values, 0, keys);
     return SR_OK;
 }
 
@@ -259,7 +261,7 @@ void sr_trainer_free(struct sr_trainer *t)
     sr_trainer_emb_free(t);
     sr_reader_free(t->reader);
     sr_reader_free(t->eval_reader);
-    sr_batch_free(&t->batch);
+    sr_trainer_batch_free(t);
     sr_synth_free(t->synth);
     sr_trainer_free_comms(t);
     sr_free(t);
@@ -267,33 +269,7 @@ void sr_trainer_free(struct sr_trainer *t)
 
 /* ---- one training step ------------------------------------------------------------ */
 
-#define END_OF_DATA 1
-
-/* The next training batch: this rank's slice of synthetic global batch
- * step-1, or of the next full global batch of --data, starting a new epoch at
- * the end of the files (or ending the run when --steps is not given). */
-static int load_batch(struct sr_trainer *t, int64_t step)
-{
-    int B = t->cfg->batch_size, rc;
-    if (!t->reader) {
-        sr_synth_fill(t->synth, (step - 1) * t->global_batch + (int64_t)t->rank * B, B, &t->batch);
-        return SR_OK;
-    }
-    if ((rc = sr_reader_next(t->reader, &t->batch)) == 1)
-        return SR_OK;
-    if (rc < 0)
-        return rc;
-    if (t->epoch == 0 && step == 1)
-        return sr_error_set(SR_ERR_DATA, "%s: fewer samples than one global batch of %" PRId64,
-                            t->cfg->data_paths[0], t->global_batch);
-    if (!t->cfg->steps_set)
-        return END_OF_DATA;
-    if ((rc = sr_reader_rewind(t->reader)))
-        return rc;
-    t->epoch++;
-    rc = sr_reader_next(t->reader, &t->batch);
-    return rc == 1 ? SR_OK : rc;
-}
+#define END_OF_DATA SR_TRAINER_END_OF_DATA
 
 static int train_step(struct sr_trainer *t, int64_t step, double *loss)
 {
@@ -302,13 +278,16 @@ static int train_step(struct sr_trainer *t, int64_t step, double *loss)
     size_t n_params;
 
     sr_trace_begin(SR_SPAN_LOAD, -1);
-    rc = load_batch(t, step);
+    rc = sr_trainer_load_batch(t, step); /* checked ids, in the host batch */
     sr_trace_end();
     if (rc && t->sebc) /* the other ranks wait for this one's ids: tell them */
         rc = sr_sharded_ebc_forward_none(t->sebc, rc == END_OF_DATA ? SR_SHARDED_EBC_END_OF_DATA
                                                                    : rc);
     if (rc)
         return rc == SR_SHARDED_EBC_END_OF_DATA ? END_OF_DATA : rc;
+    sr_trace_begin(SR_SPAN_COPY, -1);
+    sr_trainer_copy_batch(t); /* forward and backward read the twin, t->batch */
+    sr_trace_end();
 
     sr_trace_begin(SR_SPAN_EMB_FORWARD, -1);
     rc = sr_trainer_emb_forward(t);

@@ -26,9 +26,9 @@ static int count_file_batches(struct sr_trainer *t)
 {
     int64_t nb = 0, n = 0;
     int rc;
-    while ((rc = sr_reader_next(t->eval_reader, &t->batch)) == 1) {
+    while ((rc = sr_reader_next(t->eval_reader, &t->host_batch)) == 1) {
         nb++;
-        n += t->batch.batch_size;
+        n += t->host_batch.batch_size;
     }
     if (rc < 0)
         return rc;
@@ -70,45 +70,17 @@ void sr_trainer_free_eval(struct sr_trainer *t)
     sr_free(t->eval_work);
 }
 
-/* Re-lay a partial batch of Bv samples as a full batch of B: lengths move from
- * stride Bv to stride B (highest feature first, so nothing is overwritten
- * before it moves), the padding gets empty bags, zero dense features and
- * label -1. */
-static void pad_batch(struct sr_batch *b, int B)
-{
-    int Bv = b->batch_size, F = b->kjt.num_keys;
-    if (Bv == B)
-        return;
-    for (int f = F - 1; f >= 0; f--) {
-        memmove(b->kjt.lengths + (size_t)f * B, b->kjt.lengths + (size_t)f * Bv,
-                sizeof(int32_t) * (size_t)Bv);
-        memset(b->kjt.lengths + (size_t)f * B + Bv, 0, sizeof(int32_t) * (size_t)(B - Bv));
-    }
-    memset(b->dense + (size_t)Bv * b->num_dense, 0,
-           sizeof(float) * (size_t)(B - Bv) * b->num_dense);
-    for (int i = Bv; i < B; i++)
-        b->labels[i] = -1.0f;
-    b->kjt.stride = B;
-    b->batch_size = B;
-    SR_ASSERT(sr_kjt_compute_offsets(&b->kjt) == SR_OK);
-}
-
-/* Evaluation batch g of this rank into t->batch, padded to B. */
+/* Evaluation batch g through the training path (trainer_batch.c): loaded
+ * and checked in the host batch, padded to B, copied to the twin. A rank whose
+ * batch is rejected tells the others, which wait for its ids. */
 static int load_eval_batch(struct sr_trainer *t, int64_t g)
 {
-    int B = t->cfg->batch_size;
-    if (t->eval_reader) {
-        int rc = sr_reader_next(t->eval_reader, &t->batch);
-        if (rc != 1)
-            return rc < 0 ? rc : sr_error_set(SR_ERR_DATA, "--eval-data changed while training");
-        pad_batch(&t->batch, B);
-        return SR_OK;
-    }
-    int64_t first = g * t->global_batch + (int64_t)t->rank * B;
-    int64_t valid = t->cfg->eval_samples - first;
-    sr_synth_fill(t->synth, SR_SYNTH_EVAL_BASE + first, B, &t->batch);
-    for (int64_t i = valid < 0 ? 0 : valid; i < B; i++)
-        t->batch.labels[i] = -1.0f;
+    int rc = sr_trainer_load_eval_batch(t, g);
+    if (rc && t->sebc)
+        rc = sr_sharded_ebc_forward_none(t->sebc, rc);
+    if (rc)
+        return rc;
+    sr_trainer_copy_batch(t);
     return SR_OK;
 }
 
@@ -123,7 +95,7 @@ static int eval_batch(struct sr_trainer *t, float *pred, float *labels)
     sr_dev_sync(t->dev, NULL);
     for (int i = 0; i < B; i++)
         pred[i] = (float)(1.0 / (1.0 + exp(-(double)pred[i])));
-    memcpy(labels, t->batch.labels, sizeof(float) * (size_t)B);
+    memcpy(labels, t->host_batch.labels, sizeof(float) * (size_t)B); /* the host's copy */
     return SR_OK;
 }
 

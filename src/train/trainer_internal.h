@@ -1,6 +1,7 @@
 /*
  * The trainer's state, shared by its parts:
  *   trainer.c         construction, one training step, the loop
+ *   trainer_batch.c   the load and copy stages: host batch, checks, device twin
  *   trainer_dist.c    communicators, the plan, the (sharded) embedding stage
  *   trainer_eval.c    evaluation: padded global batches, gathered predictions
  *   trainer_report.c  log lines, metrics lines, the summary
@@ -42,7 +43,13 @@ struct sr_trainer {
     struct sr_reader *reader;      /* --data, or NULL */
     struct sr_reader *eval_reader; /* --eval-data, or NULL */
     int64_t epoch;
-    struct sr_batch batch; /* this rank's B samples */
+    /* this rank's B samples: host_batch in pinned host memory, which the
+     * loader fills and checks; batch, its device twin, which forward and
+     * backward read (it aliases host_batch on the immediate CPU device) */
+    struct sr_batch host_batch, batch;
+    /* the loader's id policy: E and policy of each feature's table (F) */
+    int64_t feature_rows[SR_MAX_FEATURES];
+    enum sr_id_policy feature_policy[SR_MAX_FEATURES];
     /* model */
     struct sr_ebc *ebc;          /* one rank without a plan */
     struct sr_sharded_ebc *sebc; /* otherwise */
@@ -80,7 +87,8 @@ struct sr_trainer {
     int trace_written;
 };
 
-#define SR_STEP_ROWS_MAX 65536 /* per-step stage rows kept for percentiles */
+#define SR_STEP_ROWS_MAX       65536 /* per-step stage rows kept for percentiles */
+#define SR_TRAINER_END_OF_DATA 1     /* a load's "one pass over --data is done" */
 
 /* trainer_dist.c */
 int sr_trainer_init_comms(struct sr_trainer *t);
@@ -95,6 +103,14 @@ float *sr_trainer_emb_dp_grads(struct sr_trainer *t, size_t *n);
 void sr_trainer_emb_dp_update(struct sr_trainer *t, float lr, int64_t step);
 void sr_trainer_emb_free(struct sr_trainer *t);
 int sr_trainer_save_sharded_weights(struct sr_trainer *t, const char *path);
+
+/* trainer_batch.c */
+void sr_trainer_batch_init(struct sr_trainer *t, int64_t max_values, int with_weights,
+                           const char *const *keys);
+void sr_trainer_batch_free(struct sr_trainer *t);
+int sr_trainer_load_batch(struct sr_trainer *t, int64_t step);
+int sr_trainer_load_eval_batch(struct sr_trainer *t, int64_t g);
+void sr_trainer_copy_batch(struct sr_trainer *t);
 
 /* trainer_eval.c */
 int sr_trainer_init_eval(struct sr_trainer *t);

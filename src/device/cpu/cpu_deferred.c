@@ -986,6 +986,7 @@ static struct sr_device deferred_device = {
     .ordinal = 0,
     .name = "cpu (deferred)",
     .host_visible = 1,
+    .host_immediate = 0, /* ops run later: a twin must not alias the host */
     .mem = &deferred_mem_ops,
     .dense = &deferred_dense_ops,
     .emb = &deferred_embedding_ops,

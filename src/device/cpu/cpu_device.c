@@ -120,6 +120,7 @@ static struct sr_device cpu_device = {
     .ordinal = 0,
     .name = "cpu",
     .host_visible = 1,
+    .host_immediate = 1,
     .mem = &cpu_mem_ops,
     .dense = &sr_cpu_dense_ops,
     .emb = &sr_cpu_embedding_ops,

@@ -1,0 +1,138 @@
+/*
+ * The batch stages of a step: load and copy.
+ *
+ *   load   the reader or the generator fills the host batch (pinned host
+ *          memory of the trainer's device); on the host, the loader then
+ *          checks the KJT and applies each table's id policy
+ *          (sr_batch_check_ids), so the embedding layer receives valid ids
+ *          and a bad batch is rejected here, with the reader's or the KJT's
+ *          message, before any collective of the step
+ *   copy   the host batch to its device twin (sr_batch_copy: the used part
+ *          only); forward, backward and evaluation read the twin
+ *
+ *   host_batch (pinned) --load--> checked, ids in range --copy--> batch (twin)
+ *
+ * On the immediate CPU device the twin aliases the host batch and the copy
+ * moves no bytes; on the deferred CPU device and on GPUs it is memory of its
+ * own (batch.h). Training and evaluation batches take the same path. Both
+ * batches are sized at start-up: the stages do not allocate.
+ */
+#include <inttypes.h>
+#include <string.h>
+
+#include "shardrec/error.h"
+#include "train/trainer_internal.h"
+
+void sr_trainer_batch_init(struct sr_trainer *t, int64_t max_values, int with_weights,
+                           const char *const *keys)
+{
+    const struct sr_train_config *cfg = t->cfg;
+    for (int f = 0; f < cfg->num_features; f++) {
+        const struct sr_table_config *tc = &cfg->tables[cfg->feature_table[f]];
+        t->feature_rows[f] = tc->num_embeddings;
+        t->feature_policy[f] = tc->id_policy;
+    }
+    sr_batch_init_pinned(&t->host_batch, t->dev, cfg->batch_size, cfg->num_dense, cfg->num_features,
+                         max_values, with_weights, keys);
+    sr_batch_init_twin(&t->batch, &t->host_batch);
+}
+
+void sr_trainer_batch_free(struct sr_trainer *t)
+{
+    sr_batch_free(&t->batch); /* the twin first: it may alias host_batch */
+    sr_batch_free(&t->host_batch);
+}
+
+/* The next training batch into host_batch: this rank's slice of synthetic
+ * global batch step-1, or of the next full global batch of --data, starting a
+ * new epoch at the end of the files (or ending the run when --steps is not
+ * given). */
+static int produce(struct sr_trainer *t, int64_t step)
+{
+    int B = t->cfg->batch_size, rc;
+    struct sr_batch *b = &t->host_batch;
+    if (!t->reader) {
+        sr_synth_fill(t->synth, (step - 1) * t->global_batch + (int64_t)t->rank * B, B, b);
+        return SR_OK;
+    }
+    if ((rc = sr_reader_next(t->reader, b)) == 1)
+        return SR_OK;
+    if (rc < 0)
+        return rc;
+    if (t->epoch == 0 && step == 1)
+        return sr_error_set(SR_ERR_DATA, "%s: fewer samples than one global batch of %" PRId64,
+                            t->cfg->data_paths[0], t->global_batch);
+    if (!t->cfg->steps_set)
+        return SR_TRAINER_END_OF_DATA;
+    if ((rc = sr_reader_rewind(t->reader)))
+        return rc;
+    t->epoch++;
+    rc = sr_reader_next(t->reader, b);
+    return rc == 1 ? SR_OK : rc;
+}
+
+int sr_trainer_load_batch(struct sr_trainer *t, int64_t step)
+{
+    int rc = produce(t, step);
+    return rc ? rc : sr_batch_check_ids(&t->host_batch, t->feature_rows, t->feature_policy);
+}
+
+/* Re-lay a partial batch of Bv samples as a full batch of B: lengths move from
+ * stride Bv to stride B (highest feature first, so nothing is overwritten
+ * before it moves), the padding gets empty bags, zero dense features and
+ * label -1. */
+static void pad_batch(struct sr_batch *b, int B)
+{
+    int Bv = b->batch_size, F = b->kjt.num_keys;
+    if (Bv == B)
+        return;
+    for (int f = F - 1; f >= 0; f--) {
+        memmove(b->kjt.lengths + (size_t)f * B, b->kjt.lengths + (size_t)f * Bv,
+                sizeof(int32_t) * (size_t)Bv);
+        memset(b->kjt.lengths + (size_t)f * B + Bv, 0, sizeof(int32_t) * (size_t)(B - Bv));
+    }
+    memset(b->dense + (size_t)Bv * b->num_dense, 0,
+           sizeof(float) * (size_t)(B - Bv) * b->num_dense);
+    for (int i = Bv; i < B; i++)
+        b->labels[i] = -1.0f;
+    b->kjt.stride = B;
+    b->batch_size = B;
+    SR_ASSERT(sr_kjt_compute_offsets(&b->kjt) == SR_OK);
+}
+
+/* Evaluation batch g of this rank into host_batch, padded to B. */
+static int produce_eval(struct sr_trainer *t, int64_t g)
+{
+    int B = t->cfg->batch_size;
+    struct sr_batch *b = &t->host_batch;
+    if (t->eval_reader) {
+        int rc = sr_reader_next(t->eval_reader, b);
+        if (rc != 1)
+            return rc < 0 ? rc : sr_error_set(SR_ERR_DATA, "--eval-data changed while training");
+        pad_batch(b, B);
+        return SR_OK;
+    }
+    int64_t first = g * t->global_batch + (int64_t)t->rank * B;
+    int64_t valid = t->cfg->eval_samples - first;
+    sr_synth_fill(t->synth, SR_SYNTH_EVAL_BASE + first, B, b);
+    for (int64_t i = valid < 0 ? 0 : valid; i < B; i++)
+        b->labels[i] = -1.0f;
+    return SR_OK;
+}
+
+int sr_trainer_load_eval_batch(struct sr_trainer *t, int64_t g)
+{
+    int rc = produce_eval(t, g);
+    return rc ? rc : sr_batch_check_ids(&t->host_batch, t->feature_rows, t->feature_policy);
+}
+
+/* The copy is issued on the step's one stream (the compute stream, NULL, for
+ * now), then waited for on the host: the embedding layer still reads the KJT
+ * on the host (its own checks, bag positions), and the loader refills
+ * host_batch next step. A copy stream whose event the compute stream waits
+ * for replaces the wait once those host reads are gone. */
+void sr_trainer_copy_batch(struct sr_trainer *t)
+{
+    sr_batch_copy(&t->batch, &t->host_batch, NULL);
+    sr_dev_sync(t->dev, NULL);
+}
