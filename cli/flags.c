@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "shardrec/comm.h"
 #include "shardrec/error.h"
 #include "shardrec/half.h"
 #include "shardrec/plan.h"
@@ -39,6 +40,7 @@ static const char *const job_flags[] = {"steps",
                                         "comm-dtype",
                                         "dense-comm-dtype",
                                         "comm-timeout",
+                                        "emulate-link",
                                         NULL};
 
 /* Flags a user may expect that later versions provide. */
@@ -236,6 +238,13 @@ int cli_apply_job_flag(struct sr_train_config *cfg, const char *name, const char
             return sr_error_set(SR_ERR_INVALID_ARG, "--%s: '%s'; choose fp32, fp16 or bf16", name,
                                 v);
         return SR_OK;
+    }
+    if (!strcmp(name, "emulate-link")) {
+        struct sr_comm_link link;
+        int rc = sr_comm_link_parse("--emulate-link", v, &link);
+        cfg->link_gb_per_s = rc ? 0 : link.gb_per_s;
+        cfg->link_latency_us = rc ? 0 : link.latency_us;
+        return rc;
     }
     if (!strcmp(name, "plan")) {
         if (strlen(v) >= sizeof cfg->plan_path)

@@ -152,6 +152,8 @@ sr_comm_t sr_comm_init_single(void);
  *   SR_ERR_INVALID_ARG  W is not a multiple of N, N < 0, SR_RANKS_PER_NODE
  *                       malformed, or detected nodes hold unequal rank counts;
  *   SR_ERR_UNSUPPORTED  no MPI in this build, or MPI lacks THREAD_MULTIPLE.
+ * Env SR_EMULATE_LINK=BW_GB_S[,LATENCY_US] (tests only) gives the world an
+ * emulated inter-node link (sr_comm_set_link); malformed: SR_ERR_INVALID_ARG.
  * On error MPI may be initialised: call sr_comm_finalize before exiting.
  */
 int sr_comm_init_mpi(sr_comm_t *world, int *argc, char ***argv, int ranks_per_node);
@@ -214,6 +216,68 @@ void sr_comm_set_name(sr_comm_t comm, const char *name);
 /* The training step this process is at (0: none yet), named in a timeout
  * message. Process-wide, thread-safe, costs one atomic store. */
 void sr_comm_set_step(int64_t step);
+
+/* ---- emulated inter-node link (tests and benchmarks only) ------------------- */
+
+/*
+ * On one host, ranks declared on different nodes (ranks_per_node) talk over
+ * shared memory or loopback: far faster than a NIC. An emulated link makes
+ * their inter-node collectives complete no earlier than a link of this
+ * bandwidth and latency would deliver them, so that how well communication
+ * hides behind compute can be measured on a small machine. It only delays;
+ * data, results and counters' bytes are those of the real transport. Not for
+ * production runs.
+ *
+ * Model (per process; the MPI backend; single-rank worlds have no other node):
+ * - Messages are the logical payloads of the counting rules below, per
+ *   destination, self excluded; only those to or from ranks on another node
+ *   are shaped. Outgoing: what the rules count at this rank. Incoming: what
+ *   they count at each sender for this rank (all_to_allv recv_counts[p];
+ *   all_reduce count, reduce_scatter recv_count and all_gather send_count from
+ *   each other rank; broadcast count from the root). A barrier sends a
+ *   zero-byte (latency-only) message to and from each rank on another node;
+ *   other zero-byte payloads send no message.
+ * - Each rank keeps one FIFO per direction and other node (its sends to node
+ *   n; node n's sends to it). A collective's messages are queued when the
+ *   communicator's worker starts it: a message to or from node n starts when
+ *   that direction is free (now at the earliest), occupies it for bytes /
+ *   bandwidth (the bytes to several ranks of node n queue one after another)
+ *   and arrives `latency` later. Communicators derived from this one share its
+ *   FIFOs, so sparse and dense traffic queue on one link.
+ * - The collective completes (blocking call returns, sr_comm_wait/test see it
+ *   done) at the later of the real transport's completion and the arrival of
+ *   its last shaped message, outgoing or incoming. The worker sleeps until
+ *   then (no core is used); the caller may compute meanwhile exactly as over a
+ *   slow real link. Busy time (seconds_total, the worker's trace span)
+ *   includes the emulated transfer; exposed time is what the caller waits.
+ * - Approximations: the incoming FIFO mirrors the sender's outgoing one from
+ *   the moment THIS rank starts the collective, not when the sender starts it
+ *   (ranks start together up to their skew), and it sees only the messages
+ *   sent to this rank. Each rank has its own FIFOs: with L ranks per node the
+ *   node's aggregate is L x bandwidth (a NIC share per rank, as "1.56 GB/s per
+ *   GPU" in a node of 8 on a 100 Gb/s NIC), and the ranks of one node do not
+ *   slow each other down. A communicator's worker runs one collective at a
+ *   time, so its next collective starts after the previous one's arrival
+ *   (latency is not pipelined within one communicator; it is across them).
+ *   The deadline (above) still scales with SR_COMM_FLOOR_MB_S: a link slower
+ *   than that needs a longer --comm-timeout for large collectives.
+ */
+struct sr_comm_link {
+    double gb_per_s;   /* bandwidth of each direction, 1e9 bytes per second (> 0) */
+    double latency_us; /* one-way latency of a message, microseconds (>= 0) */
+};
+
+/* Parse "BW_GB_S[,LATENCY_US]" (e.g. "0.5" or "0.5,20"). SR_ERR_INVALID_ARG,
+ * with a message naming `what` (a flag or variable), for anything else, a
+ * bandwidth <= 0 or above 1e6, or a latency < 0 or above 1e7 us. */
+int sr_comm_link_parse(const char *what, const char *text, struct sr_comm_link *link);
+/* Emulate `link` on `comm` and on every communicator derived from it
+ * afterwards (NULL or gb_per_s 0: none). Not collective: call it on every
+ * rank alike, before deriving communicators, with no call in flight.
+ * sr_comm_init_mpi sets it from env SR_EMULATE_LINK when that is set. */
+void sr_comm_set_link(sr_comm_t comm, const struct sr_comm_link *link);
+/* 1 and *link if `comm` emulates a link, else 0. */
+int sr_comm_link(sr_comm_t comm, struct sr_comm_link *link);
 
 /* ---- streams and memory ------------------------------------------------------ */
 

@@ -63,6 +63,8 @@ struct sr_train_config {
     enum sr_dtype comm_dtype;       /* pooled embeddings + grads on the wire */
     enum sr_dtype dense_comm_dtype; /* dense gradient buckets on the wire */
     int comm_timeout;               /* seconds a collective may wait (comm.h); 0: forever */
+    double link_gb_per_s;           /* --emulate-link bandwidth (tests only); 0: none */
+    double link_latency_us;         /* --emulate-link latency */
     /* evaluation and logging */
     int64_t eval_every;             /* steps; 0 = only at the end */
     int64_t eval_samples;           /* held-back samples evaluated */

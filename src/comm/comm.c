@@ -14,7 +14,9 @@
  *
  *   call_start: c->call = {label: caller's open stage, coll, comm, zero bytes}
  *               [blocking: sr_trace_begin(comm.wait)]
- *   count_to:   c->call.bytes, peers (+ _inter) and the counters
+ *   count_to:   c->call.bytes, peers (+ _inter) and the counters; with an
+ *               emulated link, the call's shaped messages (count_from: the
+ *               incoming ones) in c->link_msgs, which the backend copies
  *   backend:    copies c->call into its work item while recording
  *   call_end:   [blocking: sr_trace_end_args -> counters.seconds]
  */
@@ -52,14 +54,26 @@ static void count_to(sr_comm_t c, enum sr_coll k, int peer, uint64_t bytes)
         c->counters.bytes_inter[k] += bytes;
         c->call.bytes_inter += bytes;
         c->call.peers_inter++;
+        if (c->link)
+            sr_link_msgs_add(&c->link_msgs, SR_LINK_OUT, c->node_of[peer], bytes);
     }
 }
 
-/* The same payload to every other rank. */
+/* What `peer` sends to this rank by the same rules: not counted, but an
+ * incoming message of an emulated link when peer is on another node. */
+static void count_from(sr_comm_t c, int peer, uint64_t bytes)
+{
+    if (c->link && peer != c->rank && bytes && c->node_of[peer] != c->node)
+        sr_link_msgs_add(&c->link_msgs, SR_LINK_IN, c->node_of[peer], bytes);
+}
+
+/* The same payload to and from every other rank. */
 static void count_each(sr_comm_t c, enum sr_coll k, uint64_t bytes)
 {
-    for (int p = 0; p < c->size; p++)
+    for (int p = 0; p < c->size; p++) {
         count_to(c, k, p, bytes);
+        count_from(c, p, bytes);
+    }
 }
 
 /* Before a call: its arguments for the trace, labelled with the stage open on
@@ -76,6 +90,9 @@ static void call_start(sr_comm_t c, enum sr_coll k, sr_comm_work_t *work)
         memcpy(a->comm, c->name, sizeof a->comm);
     }
     c->counters.calls[k]++;
+    c->link_call = c->link != NULL;
+    if (c->link_call)
+        sr_link_msgs_clear(&c->link_msgs);
     if (!work)
         sr_trace_begin(SR_SPAN_COMM_WAIT, -1);
 }
@@ -86,6 +103,7 @@ static void call_end(sr_comm_t c, enum sr_coll k, sr_comm_work_t *work)
 {
     int traced = c->call_traced;
     c->call_traced = 0;
+    c->link_call = 0;
     if (c->call.peers_inter)
         c->counters.calls_inter[k]++;
     if (work)
@@ -181,8 +199,10 @@ void sr_comm_all_to_allv(sr_comm_t c, const void *send, const size_t *send_count
 {
     wait_for_stream(c, stream);
     call_start(c, SR_COLL_ALL_TO_ALLV, work);
-    for (int p = 0; p < c->size; p++)
+    for (int p = 0; p < c->size; p++) {
         count_to(c, SR_COLL_ALL_TO_ALLV, p, send_counts[p] * sr_dtype_size(dtype));
+        count_from(c, p, recv_counts[p] * sr_dtype_size(dtype));
+    }
     c->backend->all_to_allv(c, send, send_counts, send_displs, recv, recv_counts, recv_displs,
                             dtype, work);
     call_end(c, SR_COLL_ALL_TO_ALLV, work);
@@ -218,6 +238,8 @@ void sr_comm_broadcast(sr_comm_t c, const void *send, void *recv, size_t count, 
     if (c->rank == root)
         for (int p = 0; p < c->size; p++)
             count_to(c, SR_COLL_BROADCAST, p, count * sr_dtype_size(dtype));
+    else
+        count_from(c, root, count * sr_dtype_size(dtype));
     c->backend->broadcast(c, send, recv, count, dtype, root, work);
     call_end(c, SR_COLL_BROADCAST, work);
 }
@@ -225,6 +247,11 @@ void sr_comm_broadcast(sr_comm_t c, const void *send, void *recv, size_t count, 
 void sr_comm_barrier(sr_comm_t c)
 {
     call_start(c, SR_COLL_BARRIER, NULL);
+    for (int p = 0; c->link && p < c->size; p++) /* latency-only messages */
+        if (c->node_of[p] != c->node) {
+            sr_link_msgs_add(&c->link_msgs, SR_LINK_OUT, c->node_of[p], 0);
+            sr_link_msgs_add(&c->link_msgs, SR_LINK_IN, c->node_of[p], 0);
+        }
     c->backend->barrier(c);
     call_end(c, SR_COLL_BARRIER, NULL);
 }
@@ -376,6 +403,10 @@ static sr_comm_t split_by(sr_comm_t c, const int *color_of, const char *name)
     sub->timeout = c->timeout;
     sub->dev = c->dev;
     sub->memory = c->memory;
+    if (c->link) {
+        sub->link = sr_link_ref(c->link);
+        sr_link_msgs_init(&sub->link_msgs, sr_link_nodes(c->link));
+    }
     sr_comm_set_name(sub, name);
     for (int p = 0, i = 0; p < c->size; p++) {
         if (color_of[p] != mine)
@@ -439,6 +470,8 @@ void sr_comm_free(sr_comm_t c)
     if (!c)
         return;
     c->backend->free(c);
+    sr_link_unref(c->link);
+    sr_link_msgs_free(&c->link_msgs);
     sr_free(c->node_of);
     sr_free(c);
 }

@@ -14,6 +14,7 @@
 
 #include "shardrec/comm.h"
 #include "shardrec/trace.h"
+#include "comm/comm_link.h"
 
 struct sr_comm_backend {
     const char *name;
@@ -65,6 +66,10 @@ struct sr_comm {
     int call_traced;           /* recording was on when it started: the backend's
                                   worker records its busy span with `call` */
     double busy_base[SR_COLL_COUNT]; /* backend busy seconds at the last reset */
+    struct sr_link *link;            /* emulated inter-node link (shared), or NULL */
+    struct sr_link_msgs link_msgs;   /* the call in progress: its shaped messages (comm.c) */
+    int link_call;                   /* link_msgs belong to the call in progress: the
+                                        backend's worker shapes it (comm_link.h) */
     void *state;                     /* backend's */
 };
 

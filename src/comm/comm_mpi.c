@@ -127,6 +127,8 @@ struct sr_comm_work {
     double bytes;  /* payload (send + receive buffers), for messages */
     int64_t seq;   /* its number on the communicator, from 1 (worker) */
     int traced;    /* submitted while recording: the worker records its span */
+    int shaped;    /* an emulated link delays its completion (comm_link.h) */
+    struct sr_link_msgs link; /* its shaped messages (the dispatcher's c->link_msgs) */
     int64_t trace_step;
     struct sr_trace_args trace; /* label, bytes, peers (the dispatcher's c->call) */
 };
@@ -239,6 +241,8 @@ static struct sr_comm_work *get_item(struct mpi_state *s)
         w = sr_calloc(1, sizeof *w);
         w->ints = sr_calloc(4 * (size_t)s->size, sizeof(int));
         w->owner = s;
+        if (s->c->link) /* sized once: the loop copies into it without allocating */
+            sr_link_msgs_init(&w->link, sr_link_nodes(s->c->link));
     }
     s->outstanding++;
     pthread_mutex_unlock(&s->mu);
@@ -279,6 +283,9 @@ static void submit(struct mpi_state *s, struct sr_comm_work *w, sr_comm_work_t *
         w->trace = s->c->call;
         w->trace_step = sr_trace_step();
     }
+    w->shaped = s->c->link_call && w->kind < SR_COLL_COUNT && sr_link_msgs_any(&s->c->link_msgs);
+    if (w->shaped)
+        sr_link_msgs_copy(&w->link, &s->c->link_msgs);
     pthread_mutex_lock(&s->mu);
     if (s->tail)
         s->tail->next = w;
@@ -494,7 +501,10 @@ static void *worker_main(void *arg)
         pthread_mutex_unlock(&s->mu);
         double t0 = now_s();
         int64_t trace_t0 = w->traced ? sr_trace_now() : 0;
+        double arrival = w->shaped ? sr_link_reserve(s->c->link, &w->link, t0) : 0;
         run(s, w);
+        if (arrival > 0) /* done no earlier than the emulated link delivers it */
+            sr_link_sleep_until(arrival);
         double dt = now_s() - t0;
         if (w->traced)
             trace_busy(s, w, trace_t0);
@@ -758,6 +768,7 @@ static void mpi_free(sr_comm_t c)
         struct sr_comm_work *w = s->free_list;
         s->free_list = w->next;
         sr_free(w->ints);
+        sr_link_msgs_free(&w->link);
         sr_free(w);
     }
     pthread_cond_destroy(&s->done);
@@ -985,6 +996,30 @@ static int find_nodes(sr_comm_t c, MPI_Comm comm, int rpn, const char *source)
     return SR_OK;
 }
 
+/* A world that failed to start: its MPI communicators and memory; returns rc. */
+static int drop_world(sr_comm_t c, MPI_Comm comm, int rc)
+{
+    SR_MPI_CHECK(MPI_Comm_free(&comm));
+    if (!answers)
+        SR_MPI_CHECK(MPI_Comm_free(&probe_comm));
+    sr_free(c->node_of);
+    sr_free(c);
+    return rc;
+}
+
+/* Env SR_EMULATE_LINK (tests only): the world's emulated inter-node link. */
+static int link_from_env(sr_comm_t c)
+{
+    const char *env = getenv("SR_EMULATE_LINK");
+    struct sr_comm_link link;
+    if (!env || !*env)
+        return SR_OK;
+    int rc = sr_comm_link_parse("SR_EMULATE_LINK", env, &link);
+    if (rc == SR_OK)
+        sr_comm_set_link(c, &link);
+    return rc;
+}
+
 int sr_comm_init_mpi(sr_comm_t *world, int *argc, char ***argv, int ranks_per_node)
 {
     *world = NULL;
@@ -1007,15 +1042,12 @@ int sr_comm_init_mpi(sr_comm_t *world, int *argc, char ***argv, int ranks_per_no
     sr_comm_t c = sr_comm_alloc(size);
     c->rank = rank;
     rc = find_nodes(c, comm, rpn, source);
-    if (rc != SR_OK) {
-        SR_MPI_CHECK(MPI_Comm_free(&comm));
-        if (!answers)
-            SR_MPI_CHECK(MPI_Comm_free(&probe_comm));
-        sr_free(c->node_of);
-        sr_free(c);
-        return rc;
-    }
+    if (rc != SR_OK)
+        return drop_world(c, comm, rc);
     sr_comm_set_locality(c);
+    rc = link_from_env(c);
+    if (rc != SR_OK)
+        return drop_world(c, comm, rc);
     attach(c, comm);
     if (!answers)
         start_responder();

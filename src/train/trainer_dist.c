@@ -74,6 +74,8 @@ static const struct setting settings[] = {
     FIELD("--sharding", sharding),
     FIELD("--bucket-kib", bucket_kib),
     FIELD("--comm-timeout", comm_timeout),
+    FIELD("--emulate-link", link_gb_per_s),
+    FIELD("--emulate-link", link_latency_us),
     FIELD("--comm-dtype", comm_dtype),
     FIELD("--dense-comm-dtype", dense_comm_dtype),
     FIELD("--eval-every", eval_every),
@@ -92,8 +94,9 @@ static const struct setting settings[] = {
 #define H_DATA      (N_SETTINGS + 2) /* --data paths */
 #define H_EVAL_DATA (N_SETTINGS + 3) /* --eval-data paths */
 #define H_ENV_RPN   (N_SETTINGS + 4) /* environment SR_RANKS_PER_NODE */
-#define H_ALL       (N_SETTINGS + 5) /* every byte of the config: settings added later */
-#define N_HASHES    (N_SETTINGS + 6)
+#define H_ENV_LINK  (N_SETTINGS + 5) /* environment SR_EMULATE_LINK */
+#define H_ALL       (N_SETTINGS + 6) /* every byte of the config: settings added later */
+#define N_HASHES    (N_SETTINGS + 7)
 
 static const char *hash_name(int k)
 {
@@ -103,6 +106,7 @@ static const char *hash_name(int k)
         "--data",
         "--eval-data",
         "the environment variable SR_RANKS_PER_NODE",
+        "the environment variable SR_EMULATE_LINK",
         "the job config (flags and --config file)",
     };
     return k < N_SETTINGS ? settings[k].name : extra[k - N_SETTINGS];
@@ -126,6 +130,7 @@ static uint64_t hash_paths(const char (*paths)[SR_PATH_MAX], int n)
 static void setting_hashes(const struct sr_train_config *cfg, uint64_t *h)
 {
     const char *bytes = (const char *)cfg, *env = getenv("SR_RANKS_PER_NODE");
+    const char *link = getenv("SR_EMULATE_LINK");
     for (int k = 0; k < N_SETTINGS; k++) {
         const struct setting *s = &settings[k];
         h[k] = s->is_string ? hash_str(SR_HASH_INIT, bytes + s->offset, s->size)
@@ -148,6 +153,7 @@ static void setting_hashes(const struct sr_train_config *cfg, uint64_t *h)
     h[H_DATA] = hash_paths(cfg->data_paths, cfg->n_data);
     h[H_EVAL_DATA] = hash_paths(cfg->eval_data_paths, cfg->n_eval_data);
     h[H_ENV_RPN] = hash_str(SR_HASH_INIT, env ? env : "", 64);
+    h[H_ENV_LINK] = hash_str(SR_HASH_INIT, link ? link : "", 64);
     h[H_ALL] = sr_hash_bytes(SR_HASH_INIT, cfg, sizeof *cfg);
 }
 
@@ -205,6 +211,10 @@ int sr_trainer_init_comms(struct sr_trainer *t)
         }
     } else {
         t->world = sr_comm_init_single();
+    }
+    if (cfg->link_gb_per_s > 0) { /* before the dups and splits: they share it */
+        struct sr_comm_link link = {cfg->link_gb_per_s, cfg->link_latency_us};
+        sr_comm_set_link(t->world, &link);
     }
     t->rank = sr_comm_rank(t->world);
     t->world_size = sr_comm_size(t->world);
