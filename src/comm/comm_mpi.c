@@ -46,6 +46,11 @@
  *   Irecv answers, <= PROBE_S       <-----  Isend {step, started, waiting in}
  *   print; MPI_Abort(world)
  *
+ * Emulated link (comm_link.c; tests and benchmarks): when the worker starts a
+ * collective whose call recorded shaped messages, it queues them on the
+ * link's FIFOs (sr_link_reserve) and, once MPI has completed it, sleeps until
+ * the last emulated arrival before marking it done, so busy time includes it.
+ *
  * Work items are recycled through a free list, so the steady state allocates
  * nothing. Each holds (4W) int counts for all_to_allv, copied at submission.
  * Dup and splits run through the queue too (MPI_Comm_split is collective on
