@@ -40,6 +40,70 @@
  * Memory: every buffer is sized at init for B samples and max_values local
  * ids (worst case: all ids of a feature on one owner); forward and backward
  * allocate nothing. Needs a host-visible device (the CPU) for now.
+ *
+ * Stages (TorchRec's awaitables). forward and backward are compositions of
+ * stages over a batch context (struct sr_sharded_ebc_batch): everything one
+ * batch writes from its input dist to its update (counts, sent and received
+ * ids, local batches, kept ids, pooled blocks, output- and gradient-dist
+ * buffers, work handles). The EBC holds what batches share: tables,
+ * optimizer state, plan, communicators, the dp gradient buffer and the
+ * compressed wire staging. forward and backward use a context of the EBC's
+ * own; sr_sharded_ebc_batch_init makes more, so that a pipeline can have
+ * batch i+1's input dist in flight while batch i trains:
+ *
+ *   stage                      collectives (comm.h)           span (trace.h)
+ *   input_dist_counts_start    counts all-to-all-v, started   input_dist.counts
+ *   input_dist_counts_wait     host waits: the step's one     input_dist.counts
+ *                              host sync (the host sizes the
+ *                              data exchange from the counts)
+ *   input_dist_data_start      data all-to-all-v, started     input_dist.data
+ *   input_dist_data_wait       (stream waits for it)          input_dist.data
+ *   lookup                     none: owners pool, keep ids    lookup
+ *   output_dist_start          tw+cw, rw, twrw node level     output_dist
+ *   output_dist_wait           twrw cross level; pooled out   output_dist
+ *   grad_dist_start            tw+cw, rw, twrw cross level    emb_grad_dist
+ *   grad_dist_wait             twrw node level                emb_grad_dist
+ *   update                     none: fused optimizer on the   (the caller's)
+ *                              owners; dp: its gradient
+ *
+ * A start issues its collectives non-blocking; its wait completes them on
+ * the device's stream (sr_comm_stream_wait when the communicator is bound to
+ * the device, else a host wait). Results are stream-ordered: read pooled on
+ * the host only after sr_dev_sync. With a compressed wire (fp16/bf16) the
+ * output and gradient dists run each exchange whole on the stream (the wire
+ * staging is shared), so their start may block the host while the previous
+ * exchange arrives.
+ *
+ * Ordering rules (every rank):
+ *  1. Each batch's stages run in the table's order, each once (asserted:
+ *     misuse aborts). After update the context is free for the next batch.
+ *     Its counts_start may also come at any point where none of its
+ *     collectives is in flight (after counts_wait and before data_start, or
+ *     any time after data_wait): the batch held there is dropped, as
+ *     forward-only evaluation does.
+ *  2. Across batches any interleaving of stage calls is allowed, but every
+ *     rank must make the same calls in the same order (the collectives of
+ *     each communicator then match; NCCL and blocking MPI deadlock
+ *     otherwise). Not checked: a rank-dependent order hangs or fails in the
+ *     transport.
+ *  3. lookup reads the tables that update writes, and update leaves the dp
+ *     gradient in the one buffer of sr_sharded_ebc_dp_grad_buffer. To train
+ *     as sequential steps do, issue batch i+1's lookup after batch i's
+ *     update (and its dp all-reduce and sr_sharded_ebc_dp_update); batch
+ *     i+1's input dist may run any time before that, e.g.
+ *
+ *        i.counts .. i.data_wait, i.lookup, i.output_dist_start/wait
+ *        i+1.counts_start/wait, i+1.data_start/wait
+ *        i.grad_dist_start/wait, i.update, dp all-reduce + dp_update
+ *        i+1.lookup, i+1.output_dist_start/wait, ...
+ *
+ *     gives the pooled values and weights of the sequential steps, bit for
+ *     bit. A lookup issued before an earlier batch's update reads the weights
+ *     before that update (allowed; not sequential training).
+ *  4. A batch's KJT must stay unchanged from its counts_start until its
+ *     data_wait returns; dpooled from grad_dist_start until grad_dist_wait.
+ *  5. Free every context (sr_sharded_ebc_batch_free) before the EBC, with no
+ *     collective of it in flight (aborts otherwise).
  */
 #ifndef SHARDREC_SHARDED_EBC_H
 #define SHARDREC_SHARDED_EBC_H
@@ -70,7 +134,9 @@ struct sr_sharded_ebc_comms {
     enum sr_dtype pooled_dtype;
 };
 
-/* Work of the last forward on this rank (for tests and the run summary). */
+/* Work of the last forward on this rank (for tests and the run summary): with
+ * several batch contexts, of the last counts_wait (ids, ranks_ended) and the
+ * last lookup (lookup_ids). */
 struct sr_sharded_ebc_stats {
     int64_t ids_sent;     /* ids this rank sent to owners (self included) */
     int64_t ids_received; /* ids this rank received as an owner (self included) */
@@ -101,7 +167,8 @@ void sr_sharded_ebc_free(struct sr_sharded_ebc *s); /* NULL ok; not collective *
 int sr_sharded_ebc_out_dim(const struct sr_sharded_ebc *s); /* Σ D over features */
 const struct sr_ebc_config *sr_sharded_ebc_config(const struct sr_sharded_ebc *s);
 
-/* Collective over the comms. kjt: this rank's B samples (stride must be B;
+/* Collective over the comms: the stages from input_dist_counts_start to
+ * output_dist_wait on the EBC's own context. kjt: this rank's B samples (stride must be B;
  * offsets filled), checked as sr_ebc_forward checks (ids brought into range
  * by each table's id policy, values rewritten under hash). A rank whose KJT
  * is rejected still takes part in the count exchange, flagged: then EVERY
@@ -121,13 +188,63 @@ int sr_sharded_ebc_forward(struct sr_sharded_ebc *s, struct sr_kjt *kjt, float *
  * ran out (ranks_ended, first_ended). The ranks that had a batch drop it. */
 int sr_sharded_ebc_forward_none(struct sr_sharded_ebc *s, int why);
 
-/* Collective. dpooled (B, Σ D): d loss / d pooled of the last forward's
+/* Collective: grad_dist_start, grad_dist_wait and update on the EBC's own
+ * context. dpooled (B, Σ D): d loss / d pooled of the last forward's
  * samples, unscaled (the loss already averages over the global batch).
  * Sends the gradients to the owners, which apply the fused optimizer (lr, step
  * from 1) to their touched rows; dp tables only form their gradient (see
  * below). Calling it without a successful forward aborts. No allocation. */
 void sr_sharded_ebc_backward(struct sr_sharded_ebc *s, const float *dpooled, float lr,
                              int64_t step);
+
+/* ---- stages (see "Stages" above) ----------------------------------------------- */
+
+struct sr_sharded_ebc_batch;
+
+/* A batch context of s with every buffer at its worst-case size (allocates;
+ * call before the training loop). Not collective. SR_ERR_INVALID_ARG when s
+ * is NULL; running out of memory aborts. */
+int sr_sharded_ebc_batch_init(struct sr_sharded_ebc_batch **out, struct sr_sharded_ebc *s);
+/* NULL ok; not collective; aborts when one of its collectives is in flight. */
+void sr_sharded_ebc_batch_free(struct sr_sharded_ebc_batch *b);
+
+/* Collective (sparse). Checks kjt as sr_sharded_ebc_forward does (ids
+ * brought into range, hashed ids rewritten), bucketizes it into b and starts
+ * the counts exchange. A rejected KJT still takes part, flagged (the error
+ * message is set now, the status returned by counts_wait). */
+void sr_sharded_ebc_input_dist_counts_start(struct sr_sharded_ebc *s,
+                                            struct sr_sharded_ebc_batch *b, struct sr_kjt *kjt);
+/* The same for a rank without a batch (sr_sharded_ebc_forward_none's `why`). */
+void sr_sharded_ebc_input_dist_counts_start_none(struct sr_sharded_ebc *s,
+                                                 struct sr_sharded_ebc_batch *b, int why);
+/* Blocks until the counts are in. Returns SR_OK (b goes on to data_start),
+ * or, on every rank at once, what sr_sharded_ebc_forward returns when a rank
+ * flagged its batch (SR_ERR_DATA; the flagging rank its own status) or its
+ * data ended (SR_SHARDED_EBC_END_OF_DATA); b is then free again. */
+int sr_sharded_ebc_input_dist_counts_wait(struct sr_sharded_ebc *s, struct sr_sharded_ebc_batch *b);
+/* Collective (sparse): packs the ids and starts the data exchange. */
+void sr_sharded_ebc_input_dist_data_start(struct sr_sharded_ebc *s, struct sr_sharded_ebc_batch *b);
+/* Completes it and lays out the owners' local batches (stream-ordered). */
+void sr_sharded_ebc_input_dist_data_wait(struct sr_sharded_ebc *s, struct sr_sharded_ebc_batch *b);
+/* Not collective: the owners pool b's ids with the current tables and keep
+ * the ids for the update (stream-ordered). */
+void sr_sharded_ebc_lookup(struct sr_sharded_ebc *s, struct sr_sharded_ebc_batch *b);
+/* Collective: starts sending the pooled blocks to the samples' ranks. */
+void sr_sharded_ebc_output_dist_start(struct sr_sharded_ebc *s, struct sr_sharded_ebc_batch *b);
+/* Collective (twrw's second level): completes the output dist; pooled (B,
+ * Σ D) gets b's samples, as sr_sharded_ebc_forward's (stream-ordered). */
+void sr_sharded_ebc_output_dist_wait(struct sr_sharded_ebc *s, struct sr_sharded_ebc_batch *b,
+                                     float *pooled);
+/* Collective: dpooled (B, Σ D), as sr_sharded_ebc_backward's, starts to the
+ * owners. */
+void sr_sharded_ebc_grad_dist_start(struct sr_sharded_ebc *s, struct sr_sharded_ebc_batch *b,
+                                    const float *dpooled);
+/* Collective (twrw's second level): completes the gradient dist. */
+void sr_sharded_ebc_grad_dist_wait(struct sr_sharded_ebc *s, struct sr_sharded_ebc_batch *b);
+/* Not collective: the fused optimizer (lr, step from 1) on the owners'
+ * touched rows; dp tables only form their gradient (below). b is free again. */
+void sr_sharded_ebc_update(struct sr_sharded_ebc *s, struct sr_sharded_ebc_batch *b, float lr,
+                           int64_t step);
 
 /* The dp tables' gradient of the last backward, in one flat fp32 buffer on
  * the device, owned by s: per dp table in table order [ grad (E, D) | touch

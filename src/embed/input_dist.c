@@ -30,6 +30,15 @@
  * receives (to size what arrives, and each local feature's id count, which
  * the lookup's feature_pos and table_pos need). Offsets and lengths never
  * come back to the host.
+ *
+ * Each exchange is split in two stages (sharded_ebc.h): start (device work,
+ * then the non-blocking collective) and wait. Everything a batch writes is in
+ * its context b (sharded_internal.h), so another batch's stages may run in
+ * between. Its own counts are readable on the host once counts_start has
+ * issued the collective: the collective reads them after bucketize, so the
+ * stream was synchronised there (a bound host-memory communicator does it,
+ * sr_sharded_before_collective otherwise); the received counts are host
+ * memory the transport writes, readable after the wait.
  */
 #include "shardrec/error.h"
 #include "embed/sharded_internal.h"
@@ -56,180 +65,229 @@ static int nslots_of(const struct sr_sharded_ebc *s, int r)
 }
 
 /* Ids I send to rank r. */
-static int64_t ids_to(const struct sr_sharded_ebc *s, int r)
+static int64_t ids_to(const struct sr_sharded_ebc *s, const struct sr_sharded_ebc_batch *b, int r)
 {
     int64_t n = 0;
     for (int p = 0; p < nslots_of(s, r); p++)
-        n += s->count_send[s->count_displ[r] + p];
+        n += b->count_send[s->count_displ[r] + p];
     return n;
 }
 
 /* Source src's counts: my slots' ids, then its flags. */
-static const int64_t *counts_from(const struct sr_sharded_ebc *s, int src)
+static const int64_t *counts_from(const struct sr_sharded_ebc *s,
+                                  const struct sr_sharded_ebc_batch *b, int src)
 {
-    return s->count_recv + (size_t)src * (s->sd_layout.nslots_here + 1);
+    return b->count_recv + (size_t)src * (s->sd_layout.nslots_here + 1);
 }
 
-static int64_t flags_from(const struct sr_sharded_ebc *s, int src)
+static int64_t flags_from(const struct sr_sharded_ebc *s, const struct sr_sharded_ebc_batch *b,
+                          int src)
 {
-    return counts_from(s, src)[s->sd_layout.nslots_here];
+    return counts_from(s, b, src)[s->sd_layout.nslots_here];
 }
 
-static int64_t ids_from(const struct sr_sharded_ebc *s, int src)
+static int64_t ids_from(const struct sr_sharded_ebc *s, const struct sr_sharded_ebc_batch *b,
+                        int src)
 {
     int64_t n = 0;
     for (int p = 0; p < s->sd_layout.nslots_here; p++)
-        n += counts_from(s, src)[p];
+        n += counts_from(s, b, src)[p];
     return n;
 }
 
-/* ---- the two exchanges ------------------------------------------------------------ */
+/* ---- the counts exchange ------------------------------------------------------------ */
 
 /* Ranks that flagged the end of their data, into the stats; 1 if any. */
-static int ended(struct sr_sharded_ebc *s)
+static int ended(struct sr_sharded_ebc *s, const struct sr_sharded_ebc_batch *b)
 {
     s->stats.ranks_ended = 0;
     for (int r = s->W - 1; r >= 0; r--)
-        if (flags_from(s, r) & FLAG_END) {
+        if (flags_from(s, b, r) & FLAG_END) {
             s->stats.ranks_ended++;
             s->stats.first_ended = r;
         }
     return s->stats.ranks_ended > 0;
 }
 
-/* Bucketize on the device, then exchange the counts: the step's host wait. */
-static int exchange_counts(struct sr_sharded_ebc *s, const struct sr_kjt *kjt, int local_rc)
+/* Bucketize on the device, then start the exchange of the counts. */
+void sr_input_dist_counts_start(struct sr_sharded_ebc *s, struct sr_sharded_ebc_batch *b,
+                                struct sr_kjt *kjt, int local_rc)
 {
     const int n = s->sd_layout.nslots_here;
     const int64_t flags = (!local_rc && kjt->weights ? FLAG_WEIGHTS : 0) |
                           (local_rc < 0 ? FLAG_ERROR : 0) |
                           (local_rc == SR_SHARDED_EBC_END_OF_DATA ? FLAG_END : 0);
+    b->kjt = local_rc ? NULL : kjt;
+    b->local_rc = local_rc;
     struct sr_sparse_dist_kjt k;
     if (!local_rc)
         k = kjt_view(kjt);
-    s->sd->bucketize(s->dev, &s->sd_layout, local_rc ? NULL : &k, flags, s->lens, s->count_send,
+    s->sd->bucketize(s->dev, &s->sd_layout, local_rc ? NULL : &k, flags, b->lens, b->count_send,
                      NULL);
     if (!local_rc)
-        s->sd->mean_scales(s->dev, &s->sd_layout, kjt->lengths, s->scale, NULL);
+        s->sd->mean_scales(s->dev, &s->sd_layout, kjt->lengths, b->scale, NULL);
     for (int r = 0; r < s->W; r++) {
-        s->send_counts[r] = (size_t)(s->count_displ[r + 1] - s->count_displ[r]);
-        s->send_displs[r] = (size_t)s->count_displ[r];
-        s->recv_counts[r] = (size_t)n + 1;
-        s->recv_displs[r] = (size_t)r * (n + 1);
+        b->send_counts[r] = (size_t)(s->count_displ[r + 1] - s->count_displ[r]);
+        b->send_displs[r] = (size_t)s->count_displ[r];
+        b->recv_counts[r] = (size_t)n + 1;
+        b->recv_displs[r] = (size_t)r * (n + 1);
     }
     sr_sharded_before_collective(s, s->comms.sparse);
-    sr_comm_all_to_allv(s->comms.sparse, s->count_send, s->send_counts, s->send_displs,
-                        s->count_recv, s->recv_counts, s->recv_displs, SR_DTYPE_I64, NULL, NULL);
-    if (local_rc < 0)
-        return local_rc;
-    for (int r = 0; r < s->W; r++)
-        if (flags_from(s, r) & FLAG_ERROR)
-            return sr_error_set(SR_ERR_DATA,
-                                "sharded EBC: rank %d rejected its batch (its log says why); "
-                                "this step is skipped on every rank",
-                                r);
-    return ended(s) ? SR_SHARDED_EBC_END_OF_DATA : SR_OK;
+    sr_comm_all_to_allv(s->comms.sparse, b->count_send, b->send_counts, b->send_displs,
+                        b->count_recv, b->recv_counts, b->recv_displs, SR_DTYPE_I64, NULL,
+                        &b->counts_work);
 }
 
-/* Send regions from my counts; returns the words I send in all. */
-static size_t layout_send(struct sr_sharded_ebc *s, int has_w)
+/* ---- host metadata of a batch, from the counts ------------------------------------- */
+
+/* Send regions from my counts. */
+static void layout_send(struct sr_sharded_ebc *s, struct sr_sharded_ebc_batch *b)
 {
+    const int has_w = b->kjt->weights != NULL;
     size_t off = 0;
     for (int r = 0; r < s->W; r++) {
-        const int64_t ids = ids_to(s, r);
-        s->send_displs[r] = off;
-        s->send_counts[r] = (size_t)nslots_of(s, r) * s->B + (size_t)ids * (s->id_words + has_w);
-        off += s->send_counts[r];
+        const int64_t ids = ids_to(s, b, r);
+        b->send_displs[r] = off;
+        b->send_counts[r] = (size_t)nslots_of(s, r) * s->B + (size_t)ids * (s->id_words + has_w);
+        off += b->send_counts[r];
         s->stats.ids_sent += ids;
     }
     SR_ASSERT(off <= s->send_cap);
-    return off;
+    b->send_words = off;
 }
 
-/* Receive regions from the counts; returns the words I receive in all. */
-static size_t exchange_data(struct sr_sharded_ebc *s)
+/* Receive regions from the counts. */
+static void layout_recv(struct sr_sharded_ebc *s, struct sr_sharded_ebc_batch *b)
 {
     const size_t nlen = (size_t)s->sd_layout.nslots_here * s->B;
     size_t off = 0;
     for (int r = 0; r < s->W; r++) {
-        const int64_t ids = ids_from(s, r);
-        const int w = (flags_from(s, r) & FLAG_WEIGHTS) != 0;
-        s->recv_displs[r] = off;
-        s->recv_counts[r] = nlen + (size_t)ids * (s->id_words + w);
-        off += s->recv_counts[r];
+        const int64_t ids = ids_from(s, b, r);
+        const int w = (flags_from(s, b, r) & FLAG_WEIGHTS) != 0;
+        b->recv_displs[r] = off;
+        b->recv_counts[r] = nlen + (size_t)ids * (s->id_words + w);
+        off += b->recv_counts[r];
         s->stats.ids_received += ids;
     }
     SR_ASSERT(off <= s->recv_cap);
-    sr_sharded_before_collective(s, s->comms.sparse);
-    sr_comm_all_to_allv(s->comms.sparse, s->send_buf, s->send_counts, s->send_displs, s->recv_buf,
-                        s->recv_counts, s->recv_displs, SR_DTYPE_I32, NULL, NULL);
-    return off;
+    b->recv_words = off;
 }
 
-/* ---- local batches ---------------------------------------------------------------- */
+/* An exchanged group's id counts per local feature: its slot's, every source. */
+static void group_counts(const struct sr_sharded_ebc *s, const struct sr_sharded_ebc_batch *b,
+                         const struct group *g, struct group_batch *gb)
+{
+    gb->has_weights = 0;
+    for (int r = 0; r < s->W; r++)
+        gb->has_weights |= (flags_from(s, b, r) & FLAG_WEIGHTS) != 0;
+    gb->num_values = 0;
+    for (int j = 0; j < g->layout.num_features; j++) {
+        const int p = s->slots[g->slot_of[j]].pos;
+        gb->feature_n[j] = 0;
+        for (int r = 0; r < s->W; r++)
+            gb->feature_n[j] += counts_from(s, b, r)[p];
+        gb->num_values += gb->feature_n[j];
+    }
+    SR_ASSERT(gb->num_values <= g->layout.max_values);
+}
 
-static struct sr_sparse_dist_batch batch_of(const struct group *g)
+/* The dp group's: my own ids of each dp feature (after my counts message). */
+static void dp_counts(const struct sr_sharded_ebc *s, const struct sr_sharded_ebc_batch *b,
+                      const struct group *g, struct group_batch *gb)
+{
+    gb->has_weights = b->kjt->weights != NULL;
+    gb->num_values = 0;
+    for (int j = 0; j < g->layout.num_features; j++) {
+        gb->feature_n[j] = b->count_send[s->count_displ[s->W] + j];
+        gb->num_values += gb->feature_n[j];
+    }
+}
+
+/* Where each local feature's ids go in the table-grouped id list
+ * (ops_embedding.h), from the features' id counts. */
+static void group_meta(const struct group *g, struct group_batch *gb)
+{
+    const int T = g->num_tables, F = g->layout.num_features;
+    for (int t = 0; t <= T; t++)
+        gb->table_pos[t] = 0;
+    for (int f = 0; f < F; f++)
+        gb->table_pos[g->features[f].table + 1] += gb->feature_n[f];
+    for (int t = 0; t < T; t++) {
+        gb->table_pos[t + 1] += gb->table_pos[t];
+        gb->cursor[t] = gb->table_pos[t];
+    }
+    for (int f = 0; f < F; f++) {
+        int t = g->features[f].table;
+        gb->feature_pos[f] = gb->cursor[t];
+        gb->cursor[t] += gb->feature_n[f];
+    }
+}
+
+static void batch_meta(struct sr_sharded_ebc *s, struct sr_sharded_ebc_batch *b)
+{
+    layout_send(s, b);
+    layout_recv(s, b);
+    dp_counts(s, b, &s->groups[GROUP_DP], &b->gb[GROUP_DP]);
+    for (int g = GROUP_A2A; g < GROUP_COUNT; g++)
+        if (s->groups[g].active)
+            group_counts(s, b, &s->groups[g], &b->gb[g]);
+    for (int g = 0; g < GROUP_COUNT; g++)
+        group_meta(&s->groups[g], &b->gb[g]);
+}
+
+int sr_input_dist_counts_wait(struct sr_sharded_ebc *s, struct sr_sharded_ebc_batch *b)
+{
+    sr_comm_wait(s->comms.sparse, b->counts_work);
+    b->counts_work = NULL;
+    s->stats.ids_sent = s->stats.ids_received = 0;
+    if (b->local_rc < 0)
+        return b->local_rc;
+    for (int r = 0; r < s->W; r++)
+        if (flags_from(s, b, r) & FLAG_ERROR)
+            return sr_error_set(SR_ERR_DATA,
+                                "sharded EBC: rank %d rejected its batch (its log says why); "
+                                "this step is skipped on every rank",
+                                r);
+    if (ended(s, b))
+        return SR_SHARDED_EBC_END_OF_DATA;
+    batch_meta(s, b);
+    return SR_OK;
+}
+
+/* ---- the data exchange and the local batches ------------------------------------- */
+
+static struct sr_sparse_dist_batch batch_of(const struct group *g, const struct group_batch *gb)
 {
     return (struct sr_sparse_dist_batch){.num_features = g->layout.num_features,
                                          .batch = g->batch,
                                          .pos = g->pos,
                                          .row_of = g->row_of,
-                                         .offsets = g->offsets,
-                                         .values = g->values,
-                                         .weights = g->has_weights ? g->weights : NULL,
-                                         .num_values = g->num_values};
+                                         .offsets = gb->offsets,
+                                         .values = gb->values,
+                                         .weights = gb->has_weights ? gb->weights : NULL,
+                                         .num_values = gb->num_values};
 }
 
-/* An exchanged group's id counts per local feature: its slot's, every source. */
-static void group_counts(const struct sr_sharded_ebc *s, struct group *g)
+void sr_input_dist_data_start(struct sr_sharded_ebc *s, struct sr_sharded_ebc_batch *b)
 {
-    g->has_weights = 0;
-    for (int r = 0; r < s->W; r++)
-        g->has_weights |= (flags_from(s, r) & FLAG_WEIGHTS) != 0;
-    g->num_values = 0;
-    for (int j = 0; j < g->layout.num_features; j++) {
-        const int p = s->slots[g->slot_of[j]].pos;
-        g->feature_n[j] = 0;
-        for (int r = 0; r < s->W; r++)
-            g->feature_n[j] += counts_from(s, r)[p];
-        g->num_values += g->feature_n[j];
-    }
-    SR_ASSERT(g->num_values <= g->layout.max_values);
+    const struct sr_sparse_dist_kjt k = kjt_view(b->kjt);
+    const struct sr_sparse_dist_batch dpb = batch_of(&s->groups[GROUP_DP], &b->gb[GROUP_DP]);
+    s->sd->pack(s->dev, &s->sd_layout, &k, b->lens, b->count_send, b->send_buf,
+                (int64_t)b->send_words, &dpb, NULL);
+    b->kjt = NULL; /* pack has read it once the collective below reads send_buf */
+    sr_sharded_before_collective(s, s->comms.sparse);
+    sr_comm_all_to_allv(s->comms.sparse, b->send_buf, b->send_counts, b->send_displs, b->recv_buf,
+                        b->recv_counts, b->recv_displs, SR_DTYPE_I32, NULL, &b->data_work);
 }
 
-/* The dp group's: my own ids of each dp feature (after my counts message). */
-static void dp_counts(const struct sr_sharded_ebc *s, struct group *g, const struct sr_kjt *kjt)
+void sr_input_dist_data_wait(struct sr_sharded_ebc *s, struct sr_sharded_ebc_batch *b)
 {
-    g->has_weights = kjt->weights != NULL;
-    g->num_values = 0;
-    for (int j = 0; j < g->layout.num_features; j++) {
-        g->feature_n[j] = s->count_send[s->count_displ[s->W] + j];
-        g->num_values += g->feature_n[j];
-    }
-}
-
-int sr_input_dist(struct sr_sharded_ebc *s, struct sr_kjt *kjt, int local_rc)
-{
-    s->stats.ids_sent = s->stats.ids_received = 0;
-    int rc = exchange_counts(s, kjt, local_rc);
-    if (rc)
-        return rc;
-    const size_t send_words = layout_send(s, kjt->weights != NULL);
-    struct group *dp = &s->groups[GROUP_DP];
-    dp_counts(s, dp, kjt);
-    const struct sr_sparse_dist_kjt k = kjt_view(kjt);
-    const struct sr_sparse_dist_batch dpb = batch_of(dp);
-    s->sd->pack(s->dev, &s->sd_layout, &k, s->lens, s->count_send, s->send_buf, (int64_t)send_words,
-                &dpb, NULL);
-    const size_t recv_words = exchange_data(s);
-    struct sr_sparse_dist_batch b[GROUP_COUNT];
+    sr_sharded_complete(s, s->comms.sparse, &b->data_work);
+    struct sr_sparse_dist_batch bs[GROUP_COUNT];
     int nb = 0;
     for (int g = GROUP_A2A; g < GROUP_COUNT; g++)
-        if (s->groups[g].active) {
-            group_counts(s, &s->groups[g]);
-            b[nb++] = batch_of(&s->groups[g]);
-        }
-    s->sd->unpack(s->dev, &s->sd_layout, s->recv_buf, (int64_t)recv_words, s->count_recv, b, nb,
+        if (s->groups[g].active)
+            bs[nb++] = batch_of(&s->groups[g], &b->gb[g]);
+    s->sd->unpack(s->dev, &s->sd_layout, b->recv_buf, (int64_t)b->recv_words, b->count_recv, bs, nb,
                   NULL);
-    return SR_OK;
 }

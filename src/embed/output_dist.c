@@ -30,6 +30,17 @@
  * Every collective goes through output_wire.c, which carries the payload in
  * the pooled wire dtype (fp32, or fp16/bf16 summed in fp32 on arrival: then
  * rw's and twrw's reduce-scatters are all-to-alls plus a local sum).
+ *
+ * Each direction is two stages (sharded_ebc.h) over one batch's context b,
+ * which holds every buffer above. Start issues the first collective of each
+ * group, non-blocking (tw+cw, rw on the sparse communicator, in that order;
+ * twrw's first level); wait completes them on the stream, runs twrw's second
+ * level (it needs the first's result) and moves the columns. So every
+ * communicator sees its collectives in one fixed order:
+ *
+ *   sparse  fwd: a2a, rw reduce-scatter     bwd: a2a, rw all-gather
+ *   node    fwd: reduce-scatter (start)     bwd: all-gather (wait)
+ *   cross   fwd: all-to-all-v (wait)        bwd: all-to-all-v (start)
  */
 #include "shardrec/error.h"
 #include "embed/sharded_internal.h"
@@ -46,7 +57,8 @@ static void before_wire(struct sr_sharded_ebc *s, sr_comm_t comm)
         sr_sharded_before_collective(s, comm);
 }
 
-/* Per-peer element counts of a group's exchange: mine (a) and theirs (b). */
+/* Per-peer element counts of a group's exchange: mine (a) and theirs (b).
+ * Shared scratch: the collectives copy them. */
 static void a2a_counts(struct sr_sharded_ebc *s, enum group_kind g, int peers, int stride)
 {
     const size_t mine = (size_t)s->B * s->groups[g].out_dim;
@@ -60,82 +72,97 @@ static void a2a_counts(struct sr_sharded_ebc *s, enum group_kind g, int peers, i
     }
 }
 
+static int active(const struct sr_sharded_ebc *s, enum group_kind g)
+{
+    return s->groups[g].active;
+}
+
 /* ---- forward ------------------------------------------------------------------ */
 
-static void a2a_forward(struct sr_sharded_ebc *s)
+void sr_output_dist_start(struct sr_sharded_ebc *s, struct sr_sharded_ebc_batch *b)
 {
-    a2a_counts(s, GROUP_A2A, s->W, 1);
-    before_wire(s, s->comms.sparse);
-    sr_wire_all_to_allv(s, s->comms.sparse, s->groups[GROUP_A2A].pooled, s->a_counts, s->a_displs,
-                        s->a2a_buf, s->b_counts, s->b_displs);
+    if (active(s, GROUP_A2A)) {
+        a2a_counts(s, GROUP_A2A, s->W, 1);
+        before_wire(s, s->comms.sparse);
+        sr_wire_all_to_allv(s, s->comms.sparse, b->gb[GROUP_A2A].pooled, s->a_counts, s->a_displs,
+                            b->a2a_buf, s->b_counts, s->b_displs, &b->a2a_work);
+    }
+    if (active(s, GROUP_RW)) {
+        before_wire(s, s->comms.sparse);
+        sr_wire_reduce_scatter(s, s->comms.sparse, b->gb[GROUP_RW].pooled, b->rw_buf,
+                               (size_t)s->B * s->groups[GROUP_RW].out_dim, &b->rw_work);
+    }
+    if (active(s, GROUP_TWRW)) {
+        before_wire(s, s->comms.node);
+        sr_wire_reduce_scatter(s, s->comms.node, b->gb[GROUP_TWRW].pooled, b->twrw_mid,
+                               (size_t)s->nodes * s->B * s->groups[GROUP_TWRW].out_dim,
+                               &b->twrw_work);
+    }
 }
 
-static void rw_forward(struct sr_sharded_ebc *s)
+/* twrw's second level: my node-reduced block to each node's same-local-rank rank. */
+static void twrw_cross_forward(struct sr_sharded_ebc *s, struct sr_sharded_ebc_batch *b)
 {
-    const struct group *g = &s->groups[GROUP_RW];
-    before_wire(s, s->comms.sparse);
-    sr_wire_reduce_scatter(s, s->comms.sparse, g->pooled, s->rw_buf, (size_t)s->B * g->out_dim);
-}
-
-static void twrw_forward(struct sr_sharded_ebc *s)
-{
-    const struct group *g = &s->groups[GROUP_TWRW];
-    before_wire(s, s->comms.node);
-    sr_wire_reduce_scatter(s, s->comms.node, g->pooled, s->twrw_mid,
-                           (size_t)s->nodes * s->B * g->out_dim);
+    sr_comm_work_t work = NULL;
     a2a_counts(s, GROUP_TWRW, s->nodes, s->L);
     before_wire(s, s->comms.cross);
-    sr_wire_all_to_allv(s, s->comms.cross, s->twrw_mid, s->a_counts, s->a_displs, s->twrw_buf,
-                        s->b_counts, s->b_displs);
+    sr_wire_all_to_allv(s, s->comms.cross, b->twrw_mid, s->a_counts, s->a_displs, b->twrw_buf,
+                        s->b_counts, s->b_displs, &work);
+    sr_sharded_complete(s, s->comms.cross, &work);
 }
 
-void sr_output_dist_forward(struct sr_sharded_ebc *s, float *pooled)
+void sr_output_dist_wait(struct sr_sharded_ebc *s, struct sr_sharded_ebc_batch *b, float *pooled)
 {
-    if (s->groups[GROUP_A2A].active)
-        a2a_forward(s);
-    if (s->groups[GROUP_RW].active)
-        rw_forward(s);
-    if (s->groups[GROUP_TWRW].active)
-        twrw_forward(s);
-    s->sd->pooled_scatter(s->dev, &s->sd_cols, s->od_buf, s->scale, pooled, NULL);
+    sr_sharded_complete(s, s->comms.sparse, &b->a2a_work);
+    sr_sharded_complete(s, s->comms.sparse, &b->rw_work);
+    if (active(s, GROUP_TWRW)) {
+        sr_sharded_complete(s, s->comms.node, &b->twrw_work);
+        twrw_cross_forward(s, b);
+    }
+    s->sd->pooled_scatter(s->dev, &s->sd_cols, b->od_buf, b->scale, pooled, NULL);
 }
 
 /* ---- backward ----------------------------------------------------------------- */
 
-static void a2a_backward(struct sr_sharded_ebc *s)
+void sr_grad_dist_start(struct sr_sharded_ebc *s, struct sr_sharded_ebc_batch *b,
+                        const float *dpooled)
 {
-    a2a_counts(s, GROUP_A2A, s->W, 1);
-    before_wire(s, s->comms.sparse);
-    sr_wire_all_to_allv(s, s->comms.sparse, s->a2a_buf, s->b_counts, s->b_displs,
-                        s->groups[GROUP_A2A].dpooled, s->a_counts, s->a_displs);
+    s->sd->pooled_gather(s->dev, &s->sd_cols, dpooled, b->scale, b->od_buf, NULL);
+    if (active(s, GROUP_A2A)) {
+        a2a_counts(s, GROUP_A2A, s->W, 1);
+        before_wire(s, s->comms.sparse);
+        sr_wire_all_to_allv(s, s->comms.sparse, b->a2a_buf, s->b_counts, s->b_displs,
+                            b->gb[GROUP_A2A].dpooled, s->a_counts, s->a_displs, &b->a2a_work);
+    }
+    if (active(s, GROUP_RW)) {
+        before_wire(s, s->comms.sparse);
+        sr_wire_all_gather(s, s->comms.sparse, b->rw_buf, b->gb[GROUP_RW].dpooled,
+                           (size_t)s->B * s->groups[GROUP_RW].out_dim, &b->rw_work);
+    }
+    if (active(s, GROUP_TWRW)) {
+        a2a_counts(s, GROUP_TWRW, s->nodes, s->L);
+        before_wire(s, s->comms.cross);
+        sr_wire_all_to_allv(s, s->comms.cross, b->twrw_buf, s->b_counts, s->b_displs, b->twrw_mid,
+                            s->a_counts, s->a_displs, &b->twrw_work);
+    }
 }
 
-static void rw_backward(struct sr_sharded_ebc *s)
+/* twrw's second level: the node's gradients, gathered from its ranks. */
+static void twrw_node_backward(struct sr_sharded_ebc *s, struct sr_sharded_ebc_batch *b)
 {
-    const struct group *g = &s->groups[GROUP_RW];
-    before_wire(s, s->comms.sparse);
-    sr_wire_all_gather(s, s->comms.sparse, s->rw_buf, g->dpooled, (size_t)s->B * g->out_dim);
-}
-
-static void twrw_backward(struct sr_sharded_ebc *s)
-{
-    const struct group *g = &s->groups[GROUP_TWRW];
-    a2a_counts(s, GROUP_TWRW, s->nodes, s->L);
-    before_wire(s, s->comms.cross);
-    sr_wire_all_to_allv(s, s->comms.cross, s->twrw_buf, s->b_counts, s->b_displs, s->twrw_mid,
-                        s->a_counts, s->a_displs);
+    sr_comm_work_t work = NULL;
     before_wire(s, s->comms.node);
-    sr_wire_all_gather(s, s->comms.node, s->twrw_mid, g->dpooled,
-                       (size_t)s->nodes * s->B * g->out_dim);
+    sr_wire_all_gather(s, s->comms.node, b->twrw_mid, b->gb[GROUP_TWRW].dpooled,
+                       (size_t)s->nodes * s->B * s->groups[GROUP_TWRW].out_dim, &work);
+    sr_sharded_complete(s, s->comms.node, &work);
 }
 
-void sr_output_dist_backward(struct sr_sharded_ebc *s, const float *dpooled)
+void sr_grad_dist_wait(struct sr_sharded_ebc *s, struct sr_sharded_ebc_batch *b)
 {
-    s->sd->pooled_gather(s->dev, &s->sd_cols, dpooled, s->scale, s->od_buf, NULL);
-    if (s->groups[GROUP_A2A].active)
-        a2a_backward(s);
-    if (s->groups[GROUP_RW].active)
-        rw_backward(s);
-    if (s->groups[GROUP_TWRW].active)
-        twrw_backward(s);
+    sr_sharded_complete(s, s->comms.sparse, &b->a2a_work);
+    sr_sharded_complete(s, s->comms.sparse, &b->rw_work);
+    if (active(s, GROUP_TWRW)) {
+        sr_sharded_complete(s, s->comms.cross, &b->twrw_work);
+        twrw_node_backward(s, b);
+    }
 }

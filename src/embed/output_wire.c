@@ -6,6 +6,12 @@
  * device's cast op and is widened (all-to-all-v, all-gather) or summed in
  * fp32 in rank order (reduce-scatter) on arrival, my own block in fp32.
  *
+ * In fp32 each is one non-blocking comm.h call: the caller gets its work
+ * handle and completes it (sr_sharded_complete), so a stage can return
+ * while it travels. Compressed, the exchange is issued whole on the stream
+ * (pack, collective, casts on arrival: comm_compressed.h) and no handle is
+ * left; the sync below makes the next compressed call wait for it.
+ *
  * Each is still one collective, so the calls per step stay those of
  * sharded_ebc.h (a compressed reduce-scatter is counted as an all-to-all-v),
  * and the counters show 2 bytes per element. Buffers (sharded_internal.h),
@@ -18,7 +24,8 @@
  * Stream order: the casts run on the default stream of s->dev, where the
  * output dist's device ops run before and after these calls, so results are
  * stream-ordered and nothing here waits for them. One wait remains: the
- * wire buffers are shared by every output-dist exchange, and on a
+ * wire buffers are shared by every output-dist exchange (of every batch
+ * context), and on a
  * host-memory communicator the previous exchange's arrival (a host function
  * on the stream that waits for its collective, then the casts) must have run
  * before this one packs over them; so each compressed call first
@@ -43,8 +50,14 @@ static void wire_free(struct sr_sharded_ebc *s)
 
 void sr_wire_all_to_allv(struct sr_sharded_ebc *s, sr_comm_t comm, const float *send,
                          const size_t *send_counts, const size_t *send_displs, float *recv,
-                         const size_t *recv_counts, const size_t *recv_displs)
+                         const size_t *recv_counts, const size_t *recv_displs, sr_comm_work_t *work)
 {
+    *work = NULL;
+    if (s->wire == SR_DTYPE_F32) {
+        sr_comm_all_to_allv(comm, send, send_counts, send_displs, recv, recv_counts, recv_displs,
+                            SR_DTYPE_F32, NULL, work);
+        return;
+    }
     struct sr_compressed x = wire_of(s);
     wire_free(s);
     sr_compressed_all_to_allv(&x, comm, send, send_counts, send_displs, recv, recv_counts,
@@ -52,16 +65,26 @@ void sr_wire_all_to_allv(struct sr_sharded_ebc *s, sr_comm_t comm, const float *
 }
 
 void sr_wire_reduce_scatter(struct sr_sharded_ebc *s, sr_comm_t comm, const float *send,
-                            float *recv, size_t count)
+                            float *recv, size_t count, sr_comm_work_t *work)
 {
+    *work = NULL;
+    if (s->wire == SR_DTYPE_F32) {
+        sr_comm_reduce_scatter(comm, send, recv, count, SR_DTYPE_F32, SR_REDUCE_SUM, NULL, work);
+        return;
+    }
     struct sr_compressed x = wire_of(s);
     wire_free(s);
     sr_compressed_reduce_scatter(&x, comm, send, recv, count, NULL);
 }
 
 void sr_wire_all_gather(struct sr_sharded_ebc *s, sr_comm_t comm, const float *send, float *recv,
-                        size_t count)
+                        size_t count, sr_comm_work_t *work)
 {
+    *work = NULL;
+    if (s->wire == SR_DTYPE_F32) {
+        sr_comm_all_gather(comm, send, recv, count, SR_DTYPE_F32, NULL, work);
+        return;
+    }
     struct sr_compressed x = wire_of(s);
     wire_free(s);
     sr_compressed_all_gather(&x, comm, send, recv, count, NULL);

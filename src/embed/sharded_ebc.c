@@ -1,13 +1,14 @@
 /*
  * Sharded EBC: builds this rank's part of a plan (slots, local shard tables,
- * one local lookup per output-dist group, every buffer at its worst-case
- * size) and drives a step: input dist -> lookup -> output dist forward, and
- * gradient dist -> fused optimizer backward. dp tables and gathering a table
- * onto rank 0 live here too. The exchanges are in input_dist.c and
- * output_dist.c; the layouts in sharded_internal.h.
+ * one local lookup per output-dist group, the sizes of every buffer at their
+ * worst case) and its own batch context. dp tables and gathering a table
+ * onto rank 0 live here too. The stages of a step and forward / backward are
+ * in sharded_stages.c, batch contexts in sharded_batch.c, the exchanges in
+ * input_dist.c and output_dist.c; the layouts in sharded_internal.h.
  *
- * Sizes, per rank (S slots in all, n_me of them mine, k = most slots of one
- * feature on me, c = most owners one id is copied to: cw pieces):
+ * Sizes of each batch context's buffers, per rank (S slots in all, n_me of
+ * them mine, k = most slots of one feature on me, c = most owners one id is
+ * copied to: cw pieces):
  *
  *   send      S*B lengths + max_values * c ids (+ weights), in words
  *   recv      W * (n_me*B lengths + max_values * k ids (+ weights))
@@ -370,28 +371,15 @@ static int build_group(struct sr_sharded_ebc *s, enum group_kind kind, uint64_t 
                                        .max_batch = g->batch,
                                        .max_values = maxv,
                                        .optim = s->optim.kind};
-    const int F = g->layout.num_features;
-    g->workspace = sr_dev_alloc(s->dev, s->dev->emb->workspace_bytes(s->dev, &g->layout));
-    s->dev->emb->workspace_init(s->dev, &g->layout, g->workspace);
-    g->offsets = sr_dev_alloc_zero(s->dev, sizeof *g->offsets * ((size_t)F * g->batch + 1));
-    g->values = sr_dev_alloc(s->dev, sizeof *g->values * ((size_t)maxv + 1));
-    g->weights = sr_dev_alloc(s->dev, sizeof *g->weights * ((size_t)maxv + 1));
-    g->feature_n = sr_calloc((size_t)F + 1, sizeof *g->feature_n);
-    g->feature_pos = sr_calloc((size_t)F + 1, sizeof *g->feature_pos);
-    g->table_pos = sr_calloc((size_t)g->num_tables + 1, sizeof *g->table_pos);
-    g->cursor = sr_calloc((size_t)g->num_tables + 1, sizeof *g->cursor);
-    if (kind == GROUP_DP)
-        return SR_OK; /* pooled and dpooled: one view into od_buf (alloc_output_dist) */
-    group_sources(s, g);
-    size_t pooled = (size_t)g->batch * g->out_dim + 1;
-    g->pooled = sr_dev_alloc_zero(s->dev, sizeof(float) * pooled);
-    g->dpooled = sr_dev_alloc_zero(s->dev, sizeof(float) * pooled);
+    g->workspace_bytes = s->dev->emb->workspace_bytes(s->dev, &g->layout);
+    if (kind != GROUP_DP) /* a batch's buffers: sharded_batch.c */
+        group_sources(s, g);
     return SR_OK;
 }
 
-/* ---- exchange buffers ----------------------------------------------------- */
+/* ---- exchange sizes (each batch context's buffers: sharded_batch.c) ------- */
 
-static void alloc_input_dist(struct sr_sharded_ebc *s)
+static void size_input_dist(struct sr_sharded_ebc *s)
 {
     const int W = s->W, S = s->num_slots;
     int copies = 1;
@@ -412,17 +400,6 @@ static void alloc_input_dist(struct sr_sharded_ebc *s)
     s->count_displ = sr_calloc((size_t)W + 1, sizeof *s->count_displ);
     for (int r = 0; r < W; r++)
         s->count_displ[r + 1] = s->count_displ[r] + s->nslots_at[r] + 1;
-    const size_t count_words = (size_t)s->count_displ[W] + s->groups[GROUP_DP].layout.num_features;
-    s->lens = sr_dev_alloc(s->dev, sizeof *s->lens * ((size_t)S * s->B + 1));
-    s->count_send = sr_dev_alloc(s->dev, sizeof *s->count_send * (count_words + 1));
-    s->count_recv =
-        sr_dev_alloc(s->dev, sizeof *s->count_recv * ((size_t)W * (s->nslots_at[s->rank] + 1) + 1));
-    s->send_counts = sr_calloc((size_t)W, sizeof(size_t));
-    s->send_displs = sr_calloc((size_t)W, sizeof(size_t));
-    s->recv_counts = sr_calloc((size_t)W, sizeof(size_t));
-    s->recv_displs = sr_calloc((size_t)W, sizeof(size_t));
-    s->send_buf = sr_dev_alloc(s->dev, s->send_cap * sizeof(int32_t));
-    s->recv_buf = sr_dev_alloc(s->dev, s->recv_cap * sizeof(int32_t));
 }
 
 /* The plan's tables for the input-dist ops (ops_sparse_dist.h), uploaded. */
@@ -540,7 +517,7 @@ static void build_pieces(struct sr_sharded_ebc *s)
     sr_free(pc);
 }
 
-static void alloc_output_dist(struct sr_sharded_ebc *s)
+static void size_output_dist(struct sr_sharded_ebc *s)
 {
     const int W = s->W, B = s->B;
     size_t a = 0, t = 0;
@@ -548,18 +525,16 @@ static void alloc_output_dist(struct sr_sharded_ebc *s)
         a += (size_t)s->group_out[GROUP_A2A * W + r];
     for (int m = 0; m < s->nodes; m++)
         t += (size_t)s->group_out[GROUP_TWRW * W + m * s->L];
-    struct group *dp = &s->groups[GROUP_DP];
-    const size_t ndp = (size_t)B * dp->out_dim, nrw = (size_t)B * s->groups[GROUP_RW].out_dim;
-    s->scale = sr_dev_alloc(s->dev, sizeof *s->scale * ((size_t)s->cfg.num_features * B + 1));
-    s->od_buf = sr_dev_alloc_zero(s->dev, sizeof(float) * (ndp + a * B + nrw + t * B + 1));
-    dp->pooled = dp->dpooled = s->od_buf;
-    s->a2a_buf = s->od_buf + ndp;
-    s->rw_buf = s->a2a_buf + a * B;
-    s->twrw_buf = s->rw_buf + nrw;
-    s->twrw_mid = sr_dev_alloc(
-        s->dev, sizeof(float) * ((size_t)s->nodes * B * s->groups[GROUP_TWRW].out_dim + 1));
+    const size_t ndp = (size_t)B * s->groups[GROUP_DP].out_dim;
+    const size_t nrw = (size_t)B * s->groups[GROUP_RW].out_dim;
+    s->od_off[GROUP_DP] = 0;
+    s->od_off[GROUP_A2A] = ndp;
+    s->od_off[GROUP_RW] = ndp + a * B;
+    s->od_off[GROUP_TWRW] = ndp + a * B + nrw;
+    s->od_floats = ndp + a * B + nrw + t * B;
+    s->twrw_mid_floats = (size_t)s->nodes * B * s->groups[GROUP_TWRW].out_dim;
     build_pieces(s);
-    SR_ASSERT(s->sd_cols.buf_floats == (int64_t)(ndp + a * B + nrw + t * B));
+    SR_ASSERT(s->sd_cols.buf_floats == (int64_t)s->od_floats);
     s->a_counts = sr_calloc((size_t)W, sizeof(size_t));
     s->a_displs = sr_calloc((size_t)W, sizeof(size_t));
     s->b_counts = sr_calloc((size_t)W, sizeof(size_t));
@@ -657,10 +632,12 @@ int sr_sharded_ebc_init(struct sr_sharded_ebc **out, struct sr_device *dev,
         return rc;
     }
     s->sd = dev->sparse_dist;
-    alloc_input_dist(s);
+    size_input_dist(s);
     build_sd_layout(s);
-    alloc_output_dist(s);
+    size_output_dist(s);
     s->stats.id_words = s->id_words;
+    s->batch0 = sr_sharded_batch_alloc(s);
+    s->batch0->internal = 1;
     sr_dev_sync(dev, NULL);
     *out = s;
     return SR_OK;
@@ -670,15 +647,9 @@ static void free_group(struct sr_device *dev, struct group *g)
 {
     for (int i = 0; g->tables && i < g->num_tables; i++)
         sr_dev_free(dev, g->tables[i].weight);
-    void *device[] = {g->workspace, g->pos, g->row_of, g->offsets, g->values, g->weights};
-    for (size_t i = 0; i < sizeof device / sizeof device[0]; i++)
-        sr_dev_free(dev, device[i]);
-    if (g->kind != GROUP_DP) { /* dp: views into od_buf */
-        sr_dev_free(dev, g->pooled);
-        sr_dev_free(dev, g->dpooled);
-    }
-    void *host[] = {g->tables,   g->table_of,  g->shard_of,    g->row_base,  g->slot_of,
-                    g->features, g->feature_n, g->feature_pos, g->table_pos, g->cursor};
+    sr_dev_free(dev, g->pos);
+    sr_dev_free(dev, g->row_of);
+    void *host[] = {g->tables, g->table_of, g->shard_of, g->row_base, g->slot_of, g->features};
     for (size_t i = 0; i < sizeof host / sizeof host[0]; i++)
         sr_free(host[i]);
 }
@@ -687,21 +658,22 @@ void sr_sharded_ebc_free(struct sr_sharded_ebc *s)
 {
     if (!s)
         return;
+    if (s->num_batches)
+        SR_ABORT("sharded EBC freed with %d batch contexts alive; free them first "
+                 "(sr_sharded_ebc_batch_free)",
+                 s->num_batches);
+    sr_sharded_batch_release(s->batch0);
     for (int k = 0; k < GROUP_COUNT; k++)
         free_group(s->dev, &s->groups[k]);
     sr_dev_free(s->dev, s->dp_buf);
-    void *device[] = {s->lens,     s->count_send, s->count_recv, s->send_buf,
-                      s->recv_buf, s->scale,      s->od_buf,     s->twrw_mid};
-    for (size_t i = 0; i < sizeof device / sizeof device[0]; i++)
-        sr_dev_free(s->dev, device[i]);
     for (int i = 0; i < s->num_dev_meta; i++)
         sr_dev_free(s->dev, s->dev_meta[i]);
-    void *host[] = {
-        s->feature_col, s->feature_rows, s->feature_policy, s->slots,        s->first_slot,
-        s->block,       s->nslots_at,    s->slot_at,        s->group_out,    s->count_displ,
-        s->send_counts, s->send_displs,  s->recv_counts,    s->recv_displs,  s->a_counts,
-        s->a_displs,    s->b_counts,     s->b_displs,       s->dp_grad,      s->dp_counts,
-        s->wire_send,   s->wire_recv,    s->wire_scounts,   s->wire_rcounts, s->wire_displs};
+    void *host[] = {s->feature_col, s->feature_rows, s->feature_policy, s->slots,
+                    s->first_slot,  s->block,        s->nslots_at,      s->slot_at,
+                    s->group_out,   s->count_displ,  s->a_counts,       s->a_displs,
+                    s->b_counts,    s->b_displs,     s->dp_grad,        s->dp_counts,
+                    s->wire_send,   s->wire_recv,    s->wire_scounts,   s->wire_rcounts,
+                    s->wire_displs};
     for (size_t i = 0; i < sizeof host / sizeof host[0]; i++)
         sr_free(host[i]);
     sr_plan_free(s->plan);
@@ -724,122 +696,7 @@ void sr_sharded_ebc_stats(const struct sr_sharded_ebc *s, struct sr_sharded_ebc_
     *out = s->stats;
 }
 
-/* ---- forward --------------------------------------------------------------- */
-
-static int check_kjt(const struct sr_sharded_ebc *s, struct sr_kjt *kjt)
-{
-    const struct sr_ebc_config *c = &s->cfg;
-    if (kjt->num_keys != c->num_features || kjt->stride != s->B || kjt->num_values > s->max_values)
-        return sr_error_set(SR_ERR_INVALID_ARG,
-                            "sharded EBC: KJT of %d features, %d samples and %lld ids; this EBC "
-                            "takes %d features, exactly %d samples and at most %lld ids",
-                            kjt->num_keys, kjt->stride, (long long)kjt->num_values, c->num_features,
-                            s->B, (long long)s->max_values);
-    if (!kjt->offsets || !kjt->lengths || (kjt->num_values > 0 && !kjt->values))
-        return sr_error_set(SR_ERR_INVALID_ARG,
-                            "sharded EBC: KJT lacks lengths, offsets or values; HINT: fill "
-                            "offsets with sr_kjt_compute_offsets");
-    for (int f = 0; kjt->keys && f < c->num_features; f++)
-        if (kjt->keys[f] && strcmp(kjt->keys[f], c->feature_names[f]) != 0)
-            return sr_error_set(SR_ERR_INVALID_ARG,
-                                "sharded EBC: KJT feature %d is '%s' but the config's is '%s'", f,
-                                kjt->keys[f], c->feature_names[f]);
-    int rc = sr_kjt_validate(kjt);
-    for (int f = 0; !rc && kjt->weights && f < c->num_features; f++)
-        if (c->tables[c->feature_table[f]].pooling == SR_POOLING_MEAN)
-            rc = sr_error_set(SR_ERR_INVALID_ARG,
-                              "sharded EBC: table '%s' pools by mean but the KJT has per-id "
-                              "weights (feature '%s'); HINT: weights need sum pooling",
-                              c->tables[c->feature_table[f]].name, c->feature_names[f]);
-    if (!rc)
-        rc = sr_kjt_apply_id_policy(kjt, s->feature_rows, s->feature_policy);
-    return rc;
-}
-
-/* Where each local feature's ids go in the table-grouped id list (ebc.c),
- * from the features' id counts (input_dist.c has them from the counts). */
-static void group_meta(struct group *g)
-{
-    const int T = g->num_tables, F = g->layout.num_features;
-    memset(g->table_pos, 0, sizeof *g->table_pos * ((size_t)T + 1));
-    for (int f = 0; f < F; f++)
-        g->table_pos[g->features[f].table + 1] += g->feature_n[f];
-    for (int t = 0; t < T; t++) {
-        g->table_pos[t + 1] += g->table_pos[t];
-        g->cursor[t] = g->table_pos[t];
-    }
-    for (int f = 0; f < F; f++) {
-        int t = g->features[f].table;
-        g->feature_pos[f] = g->cursor[t];
-        g->cursor[t] += g->feature_n[f];
-    }
-}
-
-static struct sr_emb_batch group_batch(const struct group *g)
-{
-    return (struct sr_emb_batch){.batch = g->batch,
-                                 .num_values = g->num_values,
-                                 .offsets = g->offsets,
-                                 .values = g->values,
-                                 .weights = g->has_weights ? g->weights : NULL,
-                                 .feature_pos = g->feature_pos,
-                                 .table_pos = g->table_pos};
-}
-
-static void lookup(struct sr_sharded_ebc *s, struct group *g)
-{
-    if (!g->active || g->layout.num_features == 0)
-        return;
-    group_meta(g);
-    struct sr_emb_batch b = group_batch(g);
-    s->dev->emb->forward(s->dev, &g->layout, &b, 1, g->pooled, g->workspace, NULL);
-    s->stats.lookup_ids += g->num_values;
-}
-
-int sr_sharded_ebc_forward(struct sr_sharded_ebc *s, struct sr_kjt *kjt, float *pooled)
-{
-    s->have_ids = 0;
-    int rc = check_kjt(s, kjt);
-    rc = sr_input_dist(s, kjt, rc);
-    if (rc)
-        return rc;
-    s->stats.lookup_ids = 0;
-    for (int k = 0; k < GROUP_COUNT; k++)
-        lookup(s, &s->groups[k]);
-    sr_output_dist_forward(s, pooled);
-    s->have_ids = 1;
-    return SR_OK;
-}
-
-int sr_sharded_ebc_forward_none(struct sr_sharded_ebc *s, int why)
-{
-    SR_ASSERT(why == SR_SHARDED_EBC_END_OF_DATA || why < 0);
-    s->have_ids = 0;
-    return sr_input_dist(s, NULL, why);
-}
-
-/* ---- backward and dp tables ----------------------------------------------- */
-
-void sr_sharded_ebc_backward(struct sr_sharded_ebc *s, const float *dpooled, float lr, int64_t step)
-{
-    SR_ASSERT(s->have_ids);
-    sr_output_dist_backward(s, dpooled);
-    struct sr_emb_update u = {.optim = s->optim, .lr = lr, .step = step};
-    for (int k = GROUP_A2A; k < GROUP_COUNT; k++) {
-        struct group *g = &s->groups[k];
-        if (!g->active || g->layout.num_features == 0)
-            continue;
-        struct sr_emb_batch b = group_batch(g);
-        s->dev->emb->backward(s->dev, &g->layout, &b, g->dpooled, &u, g->workspace, NULL);
-    }
-    struct group *dp = &s->groups[GROUP_DP];
-    if (dp->num_tables > 0) {
-        sr_dev_memset(s->dev, s->dp_buf, 0, sizeof(float) * s->dp_len, NULL);
-        struct sr_emb_batch b = group_batch(dp);
-        s->dp_ops->accumulate(s->dev, &dp->layout, &b, dp->dpooled, s->dp_grad, s->dp_counts, NULL);
-    }
-    s->have_ids = 0;
-}
+/* ---- dp tables ------------------------------------------------------------- */
 
 float *sr_sharded_ebc_dp_grad_buffer(struct sr_sharded_ebc *s, size_t *n)
 {

@@ -1,7 +1,11 @@
 /*
  * Private state of the sharded EBC, shared by its three files:
- * sharded_ebc.c (init, step driver, dp tables, gather), input_dist.c (ids to
- * owners) and output_dist.c (pooled results back, gradients out).
+ * sharded_ebc.c (init, dp tables, gather), sharded_batch.c (a batch
+ * context's buffers), sharded_stages.c (the stages and forward / backward),
+ * input_dist.c (ids to owners) and output_dist.c (pooled results back,
+ * gradients out). Shared state (tables, optimizer state, plan, comms, wire
+ * staging) is in struct sr_sharded_ebc; everything one step writes between
+ * input dist and update is in its struct sr_sharded_ebc_batch.
  *
  * A slot is one (feature, shard) pair: where a feature's ids may go. Slots are
  * numbered feature-major, shards in plan order; every rank builds the same
@@ -48,7 +52,8 @@ struct slot {
     int gcol; /* first column in its owner's group output */
 };
 
-/* One local lookup: shards on this rank of one group's tables, fed by its slots. */
+/* One local lookup: shards on this rank of one group's tables, fed by its
+ * slots. Fixed by the plan; a batch's data lives in a struct group_batch. */
 struct group {
     enum group_kind kind;
     int active;  /* the plan has a table of this kind: its collectives run */
@@ -62,9 +67,14 @@ struct group {
     int *slot_of;                    /* (F_g) global slot index of local feature j (dp: feature) */
     struct sr_emb_feature *features; /* (F_g) */
     struct sr_emb_layout layout;
-    void *workspace;                           /* device */
-    int32_t *pos;                              /* (F_g) device: my slot's message position */
-    int32_t *row_of;                           /* (W) device: perm(s) * B */
+    size_t workspace_bytes; /* of each batch's workspace */
+    int32_t *pos;           /* (F_g) device: my slot's message position */
+    int32_t *row_of;        /* (W) device: perm(s) * B */
+};
+
+/* Group g's local batch of one step (in a struct sr_sharded_ebc_batch). */
+struct group_batch {
+    void *workspace;                           /* device: the lookup's kept ids (ops_embedding.h) */
     int64_t *offsets;                          /* (F_g * batch + 1) device */
     int64_t *values;                           /* (max_values) device */
     float *weights;                            /* (max_values) device */
@@ -74,6 +84,50 @@ struct group {
     int64_t *feature_pos, *table_pos, *cursor; /* (F_g), (T_g + 1), (T_g) host */
     float *pooled;                             /* (batch, out_dim) device; dp: a view of od_buf */
     float *dpooled;                            /* (batch, out_dim) device; dp: the same view */
+};
+
+/* Where a batch is in its stages (sharded_ebc.h); each stage asserts it. */
+enum batch_state {
+    BATCH_IDLE = 0,  /* no batch (or it was dropped) */
+    BATCH_COUNTS,    /* counts exchange in flight */
+    BATCH_COUNTED,   /* counts known; host metadata built */
+    BATCH_DATA,      /* data exchange in flight */
+    BATCH_RECEIVED,  /* local batches filled (stream-ordered) */
+    BATCH_LOOKED_UP, /* owners pooled; ids kept */
+    BATCH_OUTPUT,    /* output dist in flight */
+    BATCH_POOLED,    /* pooled delivered; ids kept for the gradients */
+    BATCH_GRADS,     /* gradient dist in flight */
+    BATCH_GRADS_IN,  /* gradients at the owners */
+};
+
+/* One batch's state from input dist to update: everything a step writes,
+ * sized at init (sharded_batch.c). */
+struct sr_sharded_ebc_batch {
+    struct sr_sharded_ebc *s;
+    enum batch_state state;
+    int local_rc;       /* this rank's flag in the counts: 0, END_OF_DATA or an error */
+    struct sr_kjt *kjt; /* this rank's batch, from counts start to data start; NULL: none */
+    int internal;       /* the EBC's own (forward/backward); not counted in num_batches */
+
+    /* input dist */
+    int32_t *lens;       /* (S, B) device: ids of my sample b in slot s */
+    int64_t *count_send; /* (count_words) device: the counts message */
+    int64_t *count_recv; /* (W, n + 1) device: counts from each source */
+    size_t *send_counts, *send_displs, *recv_counts, *recv_displs; /* (W) host */
+    int32_t *send_buf, *recv_buf;                                  /* device */
+    size_t send_words, recv_words;                                 /* this step */
+    float *scale; /* (F, B) device: 1/len of mean bags, else 1 */
+    struct group_batch gb[GROUP_COUNT];
+
+    /* output dist and gradient dist */
+    float *od_buf;   /* device: [ dp pooled | a2a_buf | rw_buf | twrw_buf ] (sd_cols) */
+    float *a2a_buf;  /* (B, Σ_s out_a2a(s)) view */
+    float *rw_buf;   /* (B, out_rw) view */
+    float *twrw_buf; /* (B, Σ_m out_twrw(m)) view */
+    float *twrw_mid; /* (nodes * B, out_twrw(my node)) device */
+
+    /* collectives in flight between a start and its wait */
+    sr_comm_work_t counts_work, data_work, a2a_work, rw_work, twrw_work;
 };
 
 struct sr_sharded_ebc {
@@ -107,23 +161,15 @@ struct sr_sharded_ebc {
     void *dev_meta[16];
     int num_dev_meta;
 
-    /* input dist */
-    int id_words;         /* 1: uint32 shard-local rows, 2: int64 */
-    int32_t *lens;        /* (S, B) device: ids of my sample b in slot s */
-    int64_t *count_displ; /* (W + 1) host: each rank's first word of the counts */
-    int64_t *count_send;  /* (count_words) device: the counts message */
-    int64_t *count_recv;  /* (W, n + 1) device: counts from each source */
-    size_t *send_counts, *send_displs, *recv_counts, *recv_displs; /* (W) host */
-    int32_t *send_buf, *recv_buf;                                  /* device */
-    size_t send_cap, recv_cap;                                     /* words */
+    /* input dist: sizes of each batch's buffers */
+    int id_words;              /* 1: uint32 shard-local rows, 2: int64 */
+    int64_t *count_displ;      /* (W + 1) host: each rank's first word of the counts */
+    size_t send_cap, recv_cap; /* words */
 
-    /* output dist */
-    float *scale;    /* (F, B) device: 1/len of mean bags, else 1 */
-    float *od_buf;   /* device: [ dp pooled | a2a_buf | rw_buf | twrw_buf ] (sd_cols) */
-    float *a2a_buf;  /* (B, Σ_s out_a2a(s)) view */
-    float *rw_buf;   /* (B, out_rw) view */
-    float *twrw_buf; /* (B, Σ_m out_twrw(m)) view */
-    float *twrw_mid; /* (nodes * B, out_twrw(my node)) device */
+    /* output dist: sizes of each batch's buffers, shared scratch and wire */
+    size_t od_off[GROUP_COUNT]; /* first float of each group's blocks in od_buf */
+    size_t od_floats;           /* od_buf's extent */
+    size_t twrw_mid_floats;
     size_t *a_counts, *a_displs, *b_counts, *b_displs; /* (W) scratch for all-to-all-v */
     enum sr_dtype wire;              /* pooled payload on the wire: F32, F16 or BF16 */
     uint16_t *wire_send, *wire_recv; /* (wire_cap) compressed payloads; NULL for F32 */
@@ -136,7 +182,8 @@ struct sr_sharded_ebc {
     size_t dp_len;
     float **dp_grad, **dp_counts; /* (T_dp) views into dp_buf */
 
-    int have_ids;
+    struct sr_sharded_ebc_batch *batch0; /* the one forward and backward use */
+    int num_batches;                     /* live contexts of sr_sharded_ebc_batch_init */
     struct sr_sharded_ebc_stats stats;
 };
 
@@ -154,22 +201,55 @@ static inline void sr_sharded_before_collective(struct sr_sharded_ebc *s, sr_com
         sr_dev_sync(s->dev, NULL);
 }
 
-/* input_dist.c: bucketize, exchange, fill every group's local batch and the
- * mean scales (kjt may be NULL when local_rc is not SR_OK: END_OF_DATA or an
- * error); returns SR_ERR_DATA on every rank when any rank flagged its batch,
- * else SR_SHARDED_EBC_END_OF_DATA on every rank when any rank's data ended. */
-int sr_input_dist(struct sr_sharded_ebc *s, struct sr_kjt *kjt, int local_rc);
-/* output_dist.c */
-void sr_output_dist_forward(struct sr_sharded_ebc *s, float *pooled);
-void sr_output_dist_backward(struct sr_sharded_ebc *s, const float *dpooled);
+/* A non-blocking collective of this EBC's stages is complete for what
+ * follows on the device's stream: a communicator bound to the device makes
+ * the stream wait (no host block); any other is waited for here. NULL: no-op. */
+static inline void sr_sharded_complete(struct sr_sharded_ebc *s, sr_comm_t comm,
+                                       sr_comm_work_t *work)
+{
+    if (sr_comm_device(comm) == s->dev)
+        sr_comm_stream_wait(comm, *work, NULL);
+    else
+        sr_comm_wait(comm, *work);
+    *work = NULL;
+}
+
+/* sharded_batch.c: a batch context's buffers (sizes from s). */
+struct sr_sharded_ebc_batch *sr_sharded_batch_alloc(struct sr_sharded_ebc *s);
+void sr_sharded_batch_release(struct sr_sharded_ebc_batch *b);
+
+/* input_dist.c. counts_start: bucketize and start the counts exchange (kjt
+ * may be NULL when local_rc is not SR_OK: END_OF_DATA or an error).
+ * counts_wait: the host waits for the counts; returns SR_ERR_DATA on every
+ * rank when any rank flagged its batch, else SR_SHARDED_EBC_END_OF_DATA on
+ * every rank when any rank's data ended; on SR_OK the batch's host metadata
+ * (exchange regions, local batches' id counts and positions) is built.
+ * data_start: pack and start the data exchange; data_wait: fill every
+ * group's local batch (stream-ordered). */
+void sr_input_dist_counts_start(struct sr_sharded_ebc *s, struct sr_sharded_ebc_batch *b,
+                                struct sr_kjt *kjt, int local_rc);
+int sr_input_dist_counts_wait(struct sr_sharded_ebc *s, struct sr_sharded_ebc_batch *b);
+void sr_input_dist_data_start(struct sr_sharded_ebc *s, struct sr_sharded_ebc_batch *b);
+void sr_input_dist_data_wait(struct sr_sharded_ebc *s, struct sr_sharded_ebc_batch *b);
+/* output_dist.c: pooled blocks out (start) and into pooled (wait); dpooled
+ * into blocks and out (start), gradients at the owners (wait). */
+void sr_output_dist_start(struct sr_sharded_ebc *s, struct sr_sharded_ebc_batch *b);
+void sr_output_dist_wait(struct sr_sharded_ebc *s, struct sr_sharded_ebc_batch *b, float *pooled);
+void sr_grad_dist_start(struct sr_sharded_ebc *s, struct sr_sharded_ebc_batch *b,
+                        const float *dpooled);
+void sr_grad_dist_wait(struct sr_sharded_ebc *s, struct sr_sharded_ebc_batch *b);
 /* output_wire.c: the output dist's collectives in s->wire (fp32 sums on
- * arrival); arguments as comm.h's, counts in elements, fp32 buffers. */
+ * arrival); arguments as comm.h's, counts in elements, fp32 buffers. In fp32
+ * each is one non-blocking collective (*work: complete it with
+ * sr_sharded_complete); compressed, the exchange is issued whole on the
+ * stream and *work is NULL. */
 void sr_wire_all_to_allv(struct sr_sharded_ebc *s, sr_comm_t comm, const float *send,
                          const size_t *send_counts, const size_t *send_displs, float *recv,
-                         const size_t *recv_counts, const size_t *recv_displs);
+                         const size_t *recv_counts, const size_t *recv_displs,
+                         sr_comm_work_t *work);
 void sr_wire_reduce_scatter(struct sr_sharded_ebc *s, sr_comm_t comm, const float *send,
-                            float *recv, size_t count);
+                            float *recv, size_t count, sr_comm_work_t *work);
 void sr_wire_all_gather(struct sr_sharded_ebc *s, sr_comm_t comm, const float *send, float *recv,
-                        size_t count);
+                        size_t count, sr_comm_work_t *work);
 
 #endif

@@ -1,0 +1,265 @@
+/*
+ * The sharded EBC's stages over a batch context (sharded_ebc.h), and forward,
+ * forward_none and backward as their compositions. Each stage checks where
+ * its batch is (enum batch_state, sharded_internal.h), opens its trace span
+ * (shardrec/trace.h: input_dist.counts, input_dist.data, lookup,
+ * output_dist, emb_grad_dist; the update runs in its caller's span) and calls
+ * the exchange in input_dist.c or output_dist.c. One batch goes
+ *
+ *   IDLE -counts_start-> COUNTS -counts_wait-> COUNTED -data_start-> DATA
+ *   -data_wait-> RECEIVED -lookup-> LOOKED_UP -output_dist_start-> OUTPUT
+ *   -output_dist_wait-> POOLED -grad_dist_start-> GRADS -grad_dist_wait->
+ *   GRADS_IN -update-> IDLE
+ *
+ * and back to IDLE from counts_wait when the step stops (an error or the end
+ * of data). counts_start may also begin a new batch in a context whose batch
+ * was not carried to its update (evaluation: forward only), as long as
+ * none of its collectives is in flight.
+ */
+#include <string.h>
+
+#include "shardrec/error.h"
+#include "shardrec/trace.h"
+#include "embed/sharded_internal.h"
+
+static const char *state_name(enum batch_state st)
+{
+    static const char *names[] = {
+        "idle",      "counts in flight",      "counted", "data in flight",          "received",
+        "looked up", "output dist in flight", "pooled",  "gradient dist in flight", "gradients in"};
+    return (unsigned)st < sizeof names / sizeof names[0] ? names[st] : "?";
+}
+
+/* Stage order within a batch (the header's rules): misuse aborts. */
+static void expect_state(const struct sr_sharded_ebc *s, const struct sr_sharded_ebc_batch *b,
+                         enum batch_state want, const char *stage)
+{
+    if (b->s != s)
+        SR_ABORT("sharded EBC: %s on a batch context of another EBC", stage);
+    if (b->state != want)
+        SR_ABORT("sharded EBC: %s on a batch that is %s, not %s (sharded_ebc.h: each batch's "
+                 "stages run in order)",
+                 stage, state_name(b->state), state_name(want));
+}
+
+static int in_flight(enum batch_state st)
+{
+    return st == BATCH_COUNTS || st == BATCH_DATA || st == BATCH_OUTPUT || st == BATCH_GRADS;
+}
+
+static int check_kjt(const struct sr_sharded_ebc *s, struct sr_kjt *kjt)
+{
+    const struct sr_ebc_config *c = &s->cfg;
+    if (kjt->num_keys != c->num_features || kjt->stride != s->B || kjt->num_values > s->max_values)
+        return sr_error_set(SR_ERR_INVALID_ARG,
+                            "sharded EBC: KJT of %d features, %d samples and %lld ids; this EBC "
+                            "takes %d features, exactly %d samples and at most %lld ids",
+                            kjt->num_keys, kjt->stride, (long long)kjt->num_values, c->num_features,
+                            s->B, (long long)s->max_values);
+    if (!kjt->offsets || !kjt->lengths || (kjt->num_values > 0 && !kjt->values))
+        return sr_error_set(SR_ERR_INVALID_ARG,
+                            "sharded EBC: KJT lacks lengths, offsets or values; HINT: fill "
+                            "offsets with sr_kjt_compute_offsets");
+    for (int f = 0; kjt->keys && f < c->num_features; f++)
+        if (kjt->keys[f] && strcmp(kjt->keys[f], c->feature_names[f]) != 0)
+            return sr_error_set(SR_ERR_INVALID_ARG,
+                                "sharded EBC: KJT feature %d is '%s' but the config's is '%s'", f,
+                                kjt->keys[f], c->feature_names[f]);
+    int rc = sr_kjt_validate(kjt);
+    for (int f = 0; !rc && kjt->weights && f < c->num_features; f++)
+        if (c->tables[c->feature_table[f]].pooling == SR_POOLING_MEAN)
+            rc = sr_error_set(SR_ERR_INVALID_ARG,
+                              "sharded EBC: table '%s' pools by mean but the KJT has per-id "
+                              "weights (feature '%s'); HINT: weights need sum pooling",
+                              c->tables[c->feature_table[f]].name, c->feature_names[f]);
+    if (!rc)
+        rc = sr_kjt_apply_id_policy(kjt, s->feature_rows, s->feature_policy);
+    return rc;
+}
+
+/* ---- input dist --------------------------------------------------------------- */
+
+static void counts_start(struct sr_sharded_ebc *s, struct sr_sharded_ebc_batch *b,
+                         struct sr_kjt *kjt, int local_rc)
+{
+    if (b->s != s || in_flight(b->state))
+        SR_ABORT("sharded EBC: input dist started on a batch %s",
+                 b->s != s ? "of another EBC" : state_name(b->state));
+    sr_trace_begin(SR_SPAN_INPUT_DIST_COUNTS, -1);
+    sr_input_dist_counts_start(s, b, kjt, local_rc);
+    sr_trace_end();
+    b->state = BATCH_COUNTS;
+}
+
+void sr_sharded_ebc_input_dist_counts_start(struct sr_sharded_ebc *s,
+                                            struct sr_sharded_ebc_batch *b, struct sr_kjt *kjt)
+{
+    counts_start(s, b, kjt, check_kjt(s, kjt));
+}
+
+void sr_sharded_ebc_input_dist_counts_start_none(struct sr_sharded_ebc *s,
+                                                 struct sr_sharded_ebc_batch *b, int why)
+{
+    SR_ASSERT(why == SR_SHARDED_EBC_END_OF_DATA || why < 0);
+    counts_start(s, b, NULL, why);
+}
+
+int sr_sharded_ebc_input_dist_counts_wait(struct sr_sharded_ebc *s, struct sr_sharded_ebc_batch *b)
+{
+    expect_state(s, b, BATCH_COUNTS, "input_dist_counts_wait");
+    sr_trace_begin(SR_SPAN_INPUT_DIST_COUNTS, -1);
+    int rc = sr_input_dist_counts_wait(s, b);
+    sr_trace_end();
+    b->state = rc ? BATCH_IDLE : BATCH_COUNTED;
+    return rc;
+}
+
+void sr_sharded_ebc_input_dist_data_start(struct sr_sharded_ebc *s, struct sr_sharded_ebc_batch *b)
+{
+    expect_state(s, b, BATCH_COUNTED, "input_dist_data_start");
+    sr_trace_begin(SR_SPAN_INPUT_DIST_DATA, -1);
+    sr_input_dist_data_start(s, b);
+    sr_trace_end();
+    b->state = BATCH_DATA;
+}
+
+void sr_sharded_ebc_input_dist_data_wait(struct sr_sharded_ebc *s, struct sr_sharded_ebc_batch *b)
+{
+    expect_state(s, b, BATCH_DATA, "input_dist_data_wait");
+    sr_trace_begin(SR_SPAN_INPUT_DIST_DATA, -1);
+    sr_input_dist_data_wait(s, b);
+    sr_trace_end();
+    b->state = BATCH_RECEIVED;
+}
+
+/* ---- lookup --------------------------------------------------------------------- */
+
+static struct sr_emb_batch emb_batch(const struct group *g, const struct group_batch *gb)
+{
+    return (struct sr_emb_batch){.batch = g->batch,
+                                 .num_values = gb->num_values,
+                                 .offsets = gb->offsets,
+                                 .values = gb->values,
+                                 .weights = gb->has_weights ? gb->weights : NULL,
+                                 .feature_pos = gb->feature_pos,
+                                 .table_pos = gb->table_pos};
+}
+
+static int has_lookup(const struct group *g)
+{
+    return g->active && g->layout.num_features > 0;
+}
+
+void sr_sharded_ebc_lookup(struct sr_sharded_ebc *s, struct sr_sharded_ebc_batch *b)
+{
+    expect_state(s, b, BATCH_RECEIVED, "lookup");
+    sr_trace_begin(SR_SPAN_LOOKUP, -1);
+    s->stats.lookup_ids = 0;
+    for (int k = 0; k < GROUP_COUNT; k++) {
+        const struct group *g = &s->groups[k];
+        if (!has_lookup(g))
+            continue;
+        struct sr_emb_batch eb = emb_batch(g, &b->gb[k]);
+        s->dev->emb->forward(s->dev, &g->layout, &eb, 1, b->gb[k].pooled, b->gb[k].workspace, NULL);
+        s->stats.lookup_ids += b->gb[k].num_values;
+    }
+    sr_trace_end();
+    b->state = BATCH_LOOKED_UP;
+}
+
+/* ---- output dist and gradient dist -------------------------------------------- */
+
+void sr_sharded_ebc_output_dist_start(struct sr_sharded_ebc *s, struct sr_sharded_ebc_batch *b)
+{
+    expect_state(s, b, BATCH_LOOKED_UP, "output_dist_start");
+    sr_trace_begin(SR_SPAN_OUTPUT_DIST, -1);
+    sr_output_dist_start(s, b);
+    sr_trace_end();
+    b->state = BATCH_OUTPUT;
+}
+
+void sr_sharded_ebc_output_dist_wait(struct sr_sharded_ebc *s, struct sr_sharded_ebc_batch *b,
+                                     float *pooled)
+{
+    expect_state(s, b, BATCH_OUTPUT, "output_dist_wait");
+    sr_trace_begin(SR_SPAN_OUTPUT_DIST, -1);
+    sr_output_dist_wait(s, b, pooled);
+    sr_trace_end();
+    b->state = BATCH_POOLED;
+}
+
+void sr_sharded_ebc_grad_dist_start(struct sr_sharded_ebc *s, struct sr_sharded_ebc_batch *b,
+                                    const float *dpooled)
+{
+    expect_state(s, b, BATCH_POOLED, "grad_dist_start");
+    sr_trace_begin(SR_SPAN_EMB_GRAD_DIST, -1);
+    sr_grad_dist_start(s, b, dpooled);
+    sr_trace_end();
+    b->state = BATCH_GRADS;
+}
+
+void sr_sharded_ebc_grad_dist_wait(struct sr_sharded_ebc *s, struct sr_sharded_ebc_batch *b)
+{
+    expect_state(s, b, BATCH_GRADS, "grad_dist_wait");
+    sr_trace_begin(SR_SPAN_EMB_GRAD_DIST, -1);
+    sr_grad_dist_wait(s, b);
+    sr_trace_end();
+    b->state = BATCH_GRADS_IN;
+}
+
+/* ---- update ----------------------------------------------------------------------- */
+
+void sr_sharded_ebc_update(struct sr_sharded_ebc *s, struct sr_sharded_ebc_batch *b, float lr,
+                           int64_t step)
+{
+    expect_state(s, b, BATCH_GRADS_IN, "update");
+    struct sr_emb_update u = {.optim = s->optim, .lr = lr, .step = step};
+    for (int k = GROUP_A2A; k < GROUP_COUNT; k++) {
+        const struct group *g = &s->groups[k];
+        if (!has_lookup(g))
+            continue;
+        struct sr_emb_batch eb = emb_batch(g, &b->gb[k]);
+        s->dev->emb->backward(s->dev, &g->layout, &eb, b->gb[k].dpooled, &u, b->gb[k].workspace,
+                              NULL);
+    }
+    const struct group *dp = &s->groups[GROUP_DP];
+    if (dp->num_tables > 0) {
+        sr_dev_memset(s->dev, s->dp_buf, 0, sizeof(float) * s->dp_len, NULL);
+        struct sr_emb_batch eb = emb_batch(dp, &b->gb[GROUP_DP]);
+        s->dp_ops->accumulate(s->dev, &dp->layout, &eb, b->gb[GROUP_DP].dpooled, s->dp_grad,
+                              s->dp_counts, NULL);
+    }
+    b->state = BATCH_IDLE;
+}
+
+/* ---- forward and backward: the stages in a row, on the EBC's own context -------- */
+
+int sr_sharded_ebc_forward(struct sr_sharded_ebc *s, struct sr_kjt *kjt, float *pooled)
+{
+    struct sr_sharded_ebc_batch *b = s->batch0;
+    sr_sharded_ebc_input_dist_counts_start(s, b, kjt);
+    int rc = sr_sharded_ebc_input_dist_counts_wait(s, b);
+    if (rc)
+        return rc;
+    sr_sharded_ebc_input_dist_data_start(s, b);
+    sr_sharded_ebc_input_dist_data_wait(s, b);
+    sr_sharded_ebc_lookup(s, b);
+    sr_sharded_ebc_output_dist_start(s, b);
+    sr_sharded_ebc_output_dist_wait(s, b, pooled);
+    return SR_OK;
+}
+
+int sr_sharded_ebc_forward_none(struct sr_sharded_ebc *s, int why)
+{
+    sr_sharded_ebc_input_dist_counts_start_none(s, s->batch0, why);
+    return sr_sharded_ebc_input_dist_counts_wait(s, s->batch0);
+}
+
+void sr_sharded_ebc_backward(struct sr_sharded_ebc *s, const float *dpooled, float lr, int64_t step)
+{
+    struct sr_sharded_ebc_batch *b = s->batch0;
+    expect_state(s, b, BATCH_POOLED, "backward (after a successful forward)");
+    sr_sharded_ebc_grad_dist_start(s, b, dpooled);
+    sr_sharded_ebc_grad_dist_wait(s, b);
+    sr_sharded_ebc_update(s, b, lr, step);
+}
