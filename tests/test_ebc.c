@@ -185,13 +185,43 @@ static void host_wait(void)
     sr_dev_sync(sr_device_cpu(), NULL);
 }
 
+/* What the loader does before forward (sr_batch_check_ids): check the KJT,
+ * bring ids into range by each table's policy, count ids per feature. The
+ * EBC itself no longer reads ids or lengths on the host. */
+static int loader_check(const struct sr_ebc_config *c, struct sr_kjt *kjt)
+{
+    int64_t rows[64];
+    enum sr_id_policy policy[64];
+    assert_true(c->num_features <= 64);
+    for (int f = 0; f < c->num_features; f++) {
+        rows[f] = c->tables[c->feature_table[f]].num_embeddings;
+        policy[f] = c->tables[c->feature_table[f]].id_policy;
+    }
+    if (kjt->num_keys != c->num_features)
+        return SR_OK; /* a shape error: the EBC's own check reports it */
+    int rc = sr_kjt_validate(kjt);
+    return rc ? rc : sr_kjt_apply_id_policy(kjt, rows, policy);
+}
+
+static int loaded_forward(struct sr_ebc *e, struct sr_kjt *kjt, float *pooled)
+{
+    int rc = loader_check(sr_ebc_config(e), kjt);
+    return rc ? rc : sr_ebc_forward(e, kjt, pooled);
+}
+
+static int loaded_forward_eval(struct sr_ebc *e, struct sr_kjt *kjt, float *pooled)
+{
+    int rc = loader_check(sr_ebc_config(e), kjt);
+    return rc ? rc : sr_ebc_forward_eval(e, kjt, pooled);
+}
+
 static void assert_close(double got, double want, double tol, const char *what, int64_t i)
 {
     if (!(fabs(got - want) <= tol * (1.0 + fabs(want))))
         fail_msg("%s[%lld]: got %.9g, want %.9g", what, (long long)i, got, want);
 }
 
-/* Forward against the reference (kjt after the EBC applied its id policy). */
+/* Forward against the reference (kjt after the loader check applied its id policy). */
 static void check_forward(struct sr_ebc *ebc, const struct sr_kjt *kjt, const float *pooled)
 {
     const struct sr_ebc_config *c = sr_ebc_config(ebc);
@@ -293,7 +323,7 @@ static void test_forward_backward_mixed(void **state)
     float *pooled = calloc(4 * (size_t)D, sizeof(float));
 
     float **before = snapshot(ebc);
-    assert_int_equal(sr_ebc_forward(ebc, &k->kjt, pooled), SR_OK);
+    assert_int_equal(loaded_forward(ebc, &k->kjt, pooled), SR_OK);
     host_wait();
     static const int64_t hashed[4] = {2, 4, 4, 4};
     assert_memory_equal(k->values + 19, hashed, sizeof hashed);
@@ -315,7 +345,7 @@ static void test_forward_backward_mixed(void **state)
     static const int32_t len2[8] = {1, 1, 2, 0, 0, 1, 1, 1};
     static const int64_t val2[] = {3, 3, 6, 6, 9, 3, 2};
     struct tkjt *k2 = tkjt_make(&c, 2, len2, val2, NULL);
-    assert_int_equal(sr_ebc_forward(ebc, &k2->kjt, pooled), SR_OK);
+    assert_int_equal(loaded_forward(ebc, &k2->kjt, pooled), SR_OK);
     host_wait();
     check_forward(ebc, &k2->kjt, pooled);
     sr_ebc_backward(ebc, dpooled, 0.25f, 2);
@@ -347,7 +377,7 @@ static void test_weighted_sum(void **state)
     int D = sr_ebc_out_dim(ebc);
     float *pooled = calloc(3 * (size_t)D, sizeof(float));
     float **before = snapshot(ebc);
-    assert_int_equal(sr_ebc_forward(ebc, &k->kjt, pooled), SR_OK);
+    assert_int_equal(loaded_forward(ebc, &k->kjt, pooled), SR_OK);
     host_wait();
     check_forward(ebc, &k->kjt, pooled);
     float *dpooled = random_floats(3 * (size_t)D, 11, -1.0, 1.0);
@@ -376,7 +406,7 @@ static void test_mean_with_weights_rejected(void **state)
     float pooled[4 * 19];
     for (int i = 0; i < 4 * 19; i++)
         pooled[i] = 42.0f;
-    assert_int_equal(sr_ebc_forward(ebc, &k->kjt, pooled), SR_ERR_INVALID_ARG);
+    assert_int_equal(loaded_forward(ebc, &k->kjt, pooled), SR_ERR_INVALID_ARG);
     host_wait();
     if (!strstr(sr_error_message(), "'t1'") || !strstr(sr_error_message(), "mean"))
         fail_msg("message does not name the mean table: %s", sr_error_message());
@@ -468,20 +498,20 @@ static void test_kjt_errors(void **state)
 
     k->keys[1] = "f2";
     k->keys[2] = "f1";
-    assert_int_equal(sr_ebc_forward(ebc, &k->kjt, pooled), SR_ERR_INVALID_ARG);
+    assert_int_equal(loaded_forward(ebc, &k->kjt, pooled), SR_ERR_INVALID_ARG);
     host_wait();
     assert_non_null(strstr(sr_error_message(), "'f2'"));
     free(k);
 
     k = mixed_batch(&c);
     k->kjt.num_keys = 3;
-    assert_int_equal(sr_ebc_forward(ebc, &k->kjt, pooled), SR_ERR_INVALID_ARG);
+    assert_int_equal(loaded_forward(ebc, &k->kjt, pooled), SR_ERR_INVALID_ARG);
     host_wait();
     free(k);
 
     k = mixed_batch(&c);
     k->values[5] = 10; /* f0, sample 3: t0 has 10 rows */
-    assert_int_equal(sr_ebc_forward(ebc, &k->kjt, pooled), SR_ERR_DATA);
+    assert_int_equal(loaded_forward(ebc, &k->kjt, pooled), SR_ERR_DATA);
     host_wait();
     assert_non_null(strstr(sr_error_message(), "'f0'"));
     assert_non_null(strstr(sr_error_message(), "sample 3"));
@@ -490,14 +520,14 @@ static void test_kjt_errors(void **state)
     k = mixed_batch(&c);
     k->lengths[6] = -1;
     k->lengths[7] = 5;
-    assert_int_equal(sr_ebc_forward(ebc, &k->kjt, pooled), SR_ERR_DATA);
+    assert_int_equal(loaded_forward(ebc, &k->kjt, pooled), SR_ERR_DATA);
     host_wait();
     free(k);
     sr_ebc_free(ebc);
 
     ebc = make_ebc(&c, SR_OPTIM_SGD, 4, 22); /* one id short */
     k = mixed_batch(&c);
-    assert_int_equal(sr_ebc_forward(ebc, &k->kjt, pooled), SR_ERR_INVALID_ARG);
+    assert_int_equal(loaded_forward(ebc, &k->kjt, pooled), SR_ERR_INVALID_ARG);
     host_wait();
     assert_non_null(strstr(sr_error_message(), "capacity"));
     free(k);
@@ -559,7 +589,7 @@ static void test_large_batch_parallel(void **state)
         int D = sr_ebc_out_dim(ebc);
         float *pooled = malloc(128 * sizeof(float) * (size_t)D);
         float **before = snapshot(ebc);
-        assert_int_equal(sr_ebc_forward(ebc, &k->kjt, pooled), SR_OK);
+        assert_int_equal(loaded_forward(ebc, &k->kjt, pooled), SR_OK);
         host_wait();
         check_forward(ebc, &k->kjt, pooled);
         float *dpooled = random_floats(128 * (size_t)D, 8, -1.0, 1.0);
@@ -587,7 +617,7 @@ static float **run_adam(int threads)
     float *dpooled = random_floats(96 * (size_t)D, 21, -1.0, 1.0);
     for (int step = 1; step <= 3; step++) {
         struct tkjt *k = random_batch(&c, 96, 40 + step, 0);
-        assert_int_equal(sr_ebc_forward(ebc, &k->kjt, pooled), SR_OK);
+        assert_int_equal(loaded_forward(ebc, &k->kjt, pooled), SR_OK);
         host_wait();
         sr_ebc_backward(ebc, dpooled, 0.01f, step);
         host_wait();
@@ -631,13 +661,13 @@ static void test_eval_forward_keeps_training_ids(void **state)
     float pooled[4 * 19], pooled_eval[2 * 19];
     float *dpooled = random_floats(4 * 19, 5, -1.0, 1.0);
 
-    assert_int_equal(sr_ebc_forward(plain, &k->kjt, pooled), SR_OK);
+    assert_int_equal(loaded_forward(plain, &k->kjt, pooled), SR_OK);
     host_wait();
     sr_ebc_backward(plain, dpooled, 0.5f, 1);
     host_wait();
-    assert_int_equal(sr_ebc_forward(mixed, &k2->kjt, pooled), SR_OK);
+    assert_int_equal(loaded_forward(mixed, &k2->kjt, pooled), SR_OK);
     host_wait();
-    assert_int_equal(sr_ebc_forward_eval(mixed, &ke->kjt, pooled_eval), SR_OK);
+    assert_int_equal(loaded_forward_eval(mixed, &ke->kjt, pooled_eval), SR_OK);
     host_wait();
     check_forward(mixed, &ke->kjt, pooled_eval);
     sr_ebc_backward(mixed, dpooled, 0.5f, 1);

@@ -54,15 +54,18 @@ void sr_ebc_free(struct sr_ebc *ebc); /* NULL ok */
 int sr_ebc_out_dim(const struct sr_ebc *ebc);
 
 /* Pool kjt into pooled (B, Σ D) row-major, B = kjt->stride, and keep the ids
- * for sr_ebc_backward. Checks, each returning an error status with pooled
- * untouched: the KJT's structure (sr_kjt_validate; offsets must be filled,
- * see sr_kjt_compute_offsets), num_keys == F and keys (when present) equal to
- * the config's feature names in order, B <= max_batch, N <= max_values
- * (SR_ERR_INVALID_ARG), weights present while a feature's table pools by mean
- * (SR_ERR_INVALID_ARG naming the table). Then each feature's id policy is
- * applied (sr_kjt_apply_id_policy: SR_ERR_DATA naming feature and sample
- * under the error policy; kjt->values is rewritten in place under the hash
- * policy). After forward returns the caller may reuse the KJT. No allocation. */
+ * for sr_ebc_backward. The KJT's data must already be checked and its ids in
+ * range: that is the loader's work, on the host (sr_kjt_validate, then
+ * sr_kjt_apply_id_policy with each table's rows and policy; the trainer's
+ * batches do both in sr_batch_check_ids), because forward never reads ids or
+ * lengths on the host. It reads the per-feature id counts from
+ * kjt->length_per_key (host memory; sr_kjt_fill_length_per_key), or, when
+ * that is NULL, from the offsets, which must then be host-addressable.
+ * Checks, each returning an error status with pooled untouched (SR_ERR_INVALID_ARG):
+ * num_keys == F and keys (when present) equal to the config's feature names
+ * in order, B <= max_batch, N <= max_values, arrays present, weights present
+ * while a feature's table pools by mean (naming the table). After forward
+ * returns the caller may reuse the KJT. No allocation. */
 int sr_ebc_forward(struct sr_ebc *ebc, struct sr_kjt *kjt, float *pooled);
 
 /* As sr_ebc_forward, without keeping the ids (evaluation): the ids kept by

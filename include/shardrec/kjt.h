@@ -10,6 +10,12 @@
  *
  * The bag of feature f, sample b is values[offsets[f*B+b] .. offsets[f*B+b+1]).
  * stride is B. The KJT does not own its arrays (a batch does).
+ *
+ * The arrays may live in host memory or on a device (a batch's device twin,
+ * batch.h). length_per_key, ids per feature (TorchRec's length_per_key()),
+ * is always host memory: the loader fills it on the host with the KJT's
+ * check (sr_kjt_fill_length_per_key), so the embedding layer sizes its work
+ * without reading the arrays back from the device.
  */
 #ifndef SHARDREC_KJT_H
 #define SHARDREC_KJT_H
@@ -26,6 +32,7 @@ struct sr_kjt {
     float *weights;          /* (N) host, or NULL */
     int64_t num_values;      /* N */
     int64_t num_weights;     /* N when weights are present, else 0 */
+    int64_t *length_per_key; /* (F) ids per feature, HOST memory, or NULL (not known) */
 };
 
 /* What to do with an id outside [0, rows): reject it, or take it mod rows. */
@@ -46,6 +53,10 @@ int sr_kjt_validate(const struct sr_kjt *kjt);
  * rows and policy are (F) arrays. Modifies values in place. */
 int sr_kjt_apply_id_policy(struct sr_kjt *kjt, const int64_t *rows,
                            const enum sr_id_policy *policy);
+
+/* length_per_key[f] = ids of feature f, from the offsets (host memory; the
+ * KJT must be valid and length_per_key allocated). */
+void sr_kjt_fill_length_per_key(struct sr_kjt *kjt);
 
 /* Bag bounds of (feature f, sample b). */
 static inline int64_t sr_kjt_bag_begin(const struct sr_kjt *kjt, int f, int b)

@@ -169,8 +169,9 @@ const struct sr_ebc_config *sr_sharded_ebc_config(const struct sr_sharded_ebc *s
 
 /* Collective over the comms: the stages from input_dist_counts_start to
  * output_dist_wait on the EBC's own context. kjt: this rank's B samples (stride must be B;
- * offsets filled), checked as sr_ebc_forward checks (ids brought into range
- * by each table's id policy, values rewritten under hash). A rank whose KJT
+ * offsets filled, ids checked and in range as sr_ebc_forward requires: the
+ * loader's sr_kjt_validate and sr_kjt_apply_id_policy), its shape checked as
+ * sr_ebc_forward checks it. A rank whose KJT
  * is rejected still takes part in the count exchange, flagged: then EVERY
  * rank returns SR_ERR_DATA (the rejecting rank with its own message, the
  * others naming it) and none hangs; pooled is then undefined. On success

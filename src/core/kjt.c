@@ -126,3 +126,11 @@ int sr_kjt_apply_id_policy(struct sr_kjt *kjt, const int64_t *rows, const enum s
     }
     return SR_OK;
 }
+
+void sr_kjt_fill_length_per_key(struct sr_kjt *kjt)
+{
+    SR_ASSERT(kjt->length_per_key);
+    for (int f = 0; f < kjt->num_keys; f++)
+        kjt->length_per_key[f] =
+            sr_kjt_bag_begin(kjt, f, kjt->stride) - sr_kjt_bag_begin(kjt, f, 0);
+}

@@ -9,6 +9,8 @@
  *   dense   [max_batch * num_dense] float     labels  [max_batch] float
  *   lengths [max_batch * F] int32             offsets [max_batch * F + 1] int64
  *   values  [max_values] int64                weights [max_values] float, or none
+ *
+ * and the KJT's length_per_key [F] int64, always in ordinary host memory.
  */
 #include <string.h>
 
@@ -70,6 +72,7 @@ void sr_batch_init_in(struct sr_batch *b, enum sr_batch_memory m, struct sr_devi
     b->kjt.offsets = alloc_in(m, dev, z.offsets);
     b->kjt.values = alloc_in(m, dev, z.values);
     b->kjt.weights = with_weights ? alloc_in(m, dev, z.weights) : NULL;
+    b->kjt.length_per_key = sr_calloc(num_features ? (size_t)num_features : 1, sizeof(int64_t));
 }
 
 void sr_batch_init(struct sr_batch *b, int max_batch, int num_dense, int num_features,
@@ -97,11 +100,17 @@ void sr_batch_free(struct sr_batch *b)
     free_in(b->memory, b->dev, b->kjt.offsets);
     free_in(b->memory, b->dev, b->kjt.values);
     free_in(b->memory, b->dev, b->kjt.weights);
+    if (b->memory != SR_BATCH_ALIAS)
+        sr_free(b->kjt.length_per_key); /* host memory whatever the arrays' */
     memset(b, 0, sizeof *b);
 }
 
 int sr_batch_check_ids(struct sr_batch *b, const int64_t *rows, const enum sr_id_policy *policy)
 {
     int rc = sr_kjt_validate(&b->kjt);
-    return rc ? rc : sr_kjt_apply_id_policy(&b->kjt, rows, policy);
+    if (!rc)
+        rc = sr_kjt_apply_id_policy(&b->kjt, rows, policy);
+    if (!rc)
+        sr_kjt_fill_length_per_key(&b->kjt);
+    return rc;
 }

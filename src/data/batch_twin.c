@@ -3,6 +3,8 @@
  * work: the used part of the host batch sent to the twin on a stream (see
  * batch.h for when the twin aliases the host batch instead).
  */
+#include <string.h>
+
 #include "data/batch_internal.h"
 #include "shardrec/error.h"
 
@@ -42,6 +44,9 @@ static void take_sizes(struct sr_batch *twin, const struct sr_batch *host)
     twin->kjt.stride = host->kjt.stride;
     twin->kjt.num_values = host->kjt.num_values;
     twin->kjt.num_weights = host->kjt.num_weights;
+    if (twin->kjt.length_per_key != host->kjt.length_per_key) /* host metadata, not tensor data */
+        memcpy(twin->kjt.length_per_key, host->kjt.length_per_key,
+               sizeof(int64_t) * (size_t)host->kjt.num_keys);
 }
 
 void sr_batch_copy(struct sr_batch *twin, const struct sr_batch *host, sr_stream_t s)

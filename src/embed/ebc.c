@@ -40,8 +40,6 @@ struct sr_ebc {
     struct sr_emb_layout layout;
     struct sr_emb_table *tables;       /* (T) device pointers */
     struct sr_emb_feature *features;   /* (F) */
-    int64_t *feature_rows;             /* (F) E of each feature's table */
-    enum sr_id_policy *feature_policy; /* (F) */
     int64_t *cursor;                   /* (T) scratch for step_meta */
     struct step_meta kept, scratch;    /* training forward; evaluation forward */
     int have_ids;                      /* kept holds ids not yet consumed by backward */
@@ -104,8 +102,6 @@ static void build_layout(struct sr_ebc *e, int max_batch, int64_t max_values)
     const struct sr_ebc_config *c = &e->cfg;
     e->tables = sr_calloc((size_t)c->num_tables, sizeof *e->tables);
     e->features = sr_calloc((size_t)c->num_features, sizeof *e->features);
-    e->feature_rows = sr_calloc((size_t)c->num_features, sizeof *e->feature_rows);
-    e->feature_policy = sr_calloc((size_t)c->num_features, sizeof *e->feature_policy);
     e->cursor = sr_calloc((size_t)c->num_tables, sizeof *e->cursor);
     int col = 0, max_dim = 1;
     for (int f = 0; f < c->num_features; f++) {
@@ -113,8 +109,6 @@ static void build_layout(struct sr_ebc *e, int max_batch, int64_t max_values)
         e->features[f].table = c->feature_table[f];
         e->features[f].col = col;
         e->features[f].mean = tc->pooling == SR_POOLING_MEAN;
-        e->feature_rows[f] = tc->num_embeddings;
-        e->feature_policy[f] = tc->id_policy;
         col += tc->embedding_dim;
     }
     for (int t = 0; t < c->num_tables; t++) {
@@ -207,8 +201,6 @@ void sr_ebc_free(struct sr_ebc *e)
     sr_dev_free(e->dev, e->dev_weights);
     sr_free(e->tables);
     sr_free(e->features);
-    sr_free(e->feature_rows);
-    sr_free(e->feature_policy);
     sr_free(e->cursor);
     sr_free(e->kept.feature_pos);
     sr_free(e->kept.table_pos);
@@ -264,14 +256,23 @@ static int check_weights(const struct sr_ebc *e, const struct sr_kjt *kjt)
     return SR_OK;
 }
 
+/* Ids of feature f: the KJT's host-side length_per_key (the loader's), or,
+ * for a KJT in host memory without it, its offsets. */
+static int64_t feature_ids(const struct sr_ebc *e, const struct sr_kjt *kjt, int f)
+{
+    if (kjt->length_per_key)
+        return kjt->length_per_key[f];
+    SR_ASSERT(e->dev->host_visible); /* else the offsets are device memory: fill length_per_key */
+    return sr_kjt_bag_begin(kjt, f, kjt->stride) - sr_kjt_bag_begin(kjt, f, 0);
+}
+
 /* Where each feature's ids go in the table-grouped id list. */
 static void compute_meta(struct sr_ebc *e, const struct sr_kjt *kjt, struct step_meta *m)
 {
     const int T = e->cfg.num_tables, F = e->cfg.num_features, B = kjt->stride;
     memset(m->table_pos, 0, sizeof *m->table_pos * ((size_t)T + 1));
     for (int f = 0; f < F; f++)
-        m->table_pos[e->features[f].table + 1] +=
-            sr_kjt_bag_begin(kjt, f, B) - sr_kjt_bag_begin(kjt, f, 0);
+        m->table_pos[e->features[f].table + 1] += feature_ids(e, kjt, f);
     for (int t = 0; t < T; t++) {
         m->table_pos[t + 1] += m->table_pos[t];
         e->cursor[t] = m->table_pos[t];
@@ -279,7 +280,7 @@ static void compute_meta(struct sr_ebc *e, const struct sr_kjt *kjt, struct step
     for (int f = 0; f < F; f++) {
         int t = e->features[f].table;
         m->feature_pos[f] = e->cursor[t];
-        e->cursor[t] += sr_kjt_bag_begin(kjt, f, B) - sr_kjt_bag_begin(kjt, f, 0);
+        e->cursor[t] += feature_ids(e, kjt, f);
     }
     m->batch = B;
     m->num_values = kjt->num_values;
@@ -314,11 +315,7 @@ static int pool(struct sr_ebc *e, struct sr_kjt *kjt, float *pooled, int keep)
 {
     int rc = check_kjt_shape(e, kjt);
     if (!rc)
-        rc = sr_kjt_validate(kjt);
-    if (!rc)
         rc = check_weights(e, kjt);
-    if (!rc)
-        rc = sr_kjt_apply_id_policy(kjt, e->feature_rows, e->feature_policy);
     if (rc)
         return rc;
     struct step_meta *m = keep ? &e->kept : &e->scratch;

@@ -574,13 +574,9 @@ static void build_features(struct sr_sharded_ebc *s)
 {
     const int F = s->cfg.num_features;
     s->feature_col = sr_calloc((size_t)F, sizeof *s->feature_col);
-    s->feature_rows = sr_calloc((size_t)F, sizeof *s->feature_rows);
-    s->feature_policy = sr_calloc((size_t)F, sizeof *s->feature_policy);
     for (int f = 0; f < F; f++) {
         const struct sr_table_config *tc = &s->cfg.tables[s->cfg.feature_table[f]];
         s->feature_col[f] = s->out_dim;
-        s->feature_rows[f] = tc->num_embeddings;
-        s->feature_policy[f] = tc->id_policy;
         s->out_dim += tc->embedding_dim;
     }
 }
@@ -668,7 +664,7 @@ void sr_sharded_ebc_free(struct sr_sharded_ebc *s)
     sr_dev_free(s->dev, s->dp_buf);
     for (int i = 0; i < s->num_dev_meta; i++)
         sr_dev_free(s->dev, s->dev_meta[i]);
-    void *host[] = {s->feature_col, s->feature_rows, s->feature_policy, s->slots,
+    void *host[] = {s->feature_col, s->slots,
                     s->first_slot,  s->block,        s->nslots_at,      s->slot_at,
                     s->group_out,   s->count_displ,  s->a_counts,       s->a_displs,
                     s->b_counts,    s->b_displs,     s->dp_grad,        s->dp_counts,

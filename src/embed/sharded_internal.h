@@ -140,8 +140,6 @@ struct sr_sharded_ebc {
     int64_t max_values;
     int out_dim;                       /* Σ D */
     int *feature_col;                  /* (F) first pooled column */
-    int64_t *feature_rows;             /* (F) E */
-    enum sr_id_policy *feature_policy; /* (F) */
 
     int num_slots;
     struct slot *slots; /* (S) */

@@ -65,15 +65,13 @@ static int check_kjt(const struct sr_sharded_ebc *s, struct sr_kjt *kjt)
             return sr_error_set(SR_ERR_INVALID_ARG,
                                 "sharded EBC: KJT feature %d is '%s' but the config's is '%s'", f,
                                 kjt->keys[f], c->feature_names[f]);
-    int rc = sr_kjt_validate(kjt);
+    int rc = SR_OK;
     for (int f = 0; !rc && kjt->weights && f < c->num_features; f++)
         if (c->tables[c->feature_table[f]].pooling == SR_POOLING_MEAN)
             rc = sr_error_set(SR_ERR_INVALID_ARG,
                               "sharded EBC: table '%s' pools by mean but the KJT has per-id "
                               "weights (feature '%s'); HINT: weights need sum pooling",
                               c->tables[c->feature_table[f]].name, c->feature_names[f]);
-    if (!rc)
-        rc = sr_kjt_apply_id_policy(kjt, s->feature_rows, s->feature_policy);
     return rc;
 }
 

@@ -35,10 +35,13 @@ void sr_trainer_batch_init(struct sr_trainer *t, int64_t max_values, int with_we
     sr_batch_init_pinned(&t->host_batch, t->dev, cfg->batch_size, cfg->num_dense, cfg->num_features,
                          max_values, with_weights, keys);
     sr_batch_init_twin(&t->batch, &t->host_batch);
+    t->batch_copied = sr_dev_event_create(t->dev);
 }
 
 void sr_trainer_batch_free(struct sr_trainer *t)
 {
+    if (t->batch_copied)
+        sr_dev_event_destroy(t->dev, t->batch_copied);
     sr_batch_free(&t->batch); /* the twin first: it may alias host_batch */
     sr_batch_free(&t->host_batch);
 }
@@ -71,8 +74,15 @@ static int produce(struct sr_trainer *t, int64_t step)
     return rc == 1 ? SR_OK : rc;
 }
 
+/* The last copy out of host_batch has run, so the loader may refill it. */
+static void host_batch_free(struct sr_trainer *t)
+{
+    sr_dev_event_sync(t->dev, t->batch_copied);
+}
+
 int sr_trainer_load_batch(struct sr_trainer *t, int64_t step)
 {
+    host_batch_free(t);
     int rc = produce(t, step);
     return rc ? rc : sr_batch_check_ids(&t->host_batch, t->feature_rows, t->feature_policy);
 }
@@ -122,17 +132,20 @@ static int produce_eval(struct sr_trainer *t, int64_t g)
 
 int sr_trainer_load_eval_batch(struct sr_trainer *t, int64_t g)
 {
+    host_batch_free(t);
     int rc = produce_eval(t, g);
     return rc ? rc : sr_batch_check_ids(&t->host_batch, t->feature_rows, t->feature_policy);
 }
 
 /* The copy is issued on the step's one stream (the compute stream, NULL, for
- * now), then waited for on the host: the embedding layer still reads the KJT
- * on the host (its own checks, bag positions), and the loader refills
- * host_batch next step. A copy stream whose event the compute stream waits
- * for replaces the wait once those host reads are gone. */
+ * now) and not waited for: the stages after it are ordered after it on that
+ * stream, and the embedding layer reads nothing of the twin on the host (the
+ * per-feature id counts travel as host metadata, kjt.length_per_key). An
+ * event recorded after it tells the loader when host_batch may be refilled
+ * (host_batch_free). A copy stream whose event the compute stream waits for
+ * comes with the pipeline. */
 void sr_trainer_copy_batch(struct sr_trainer *t)
 {
     sr_batch_copy(&t->batch, &t->host_batch, NULL);
-    sr_dev_sync(t->dev, NULL);
+    sr_dev_event_record(t->dev, t->batch_copied, NULL);
 }

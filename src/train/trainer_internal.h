@@ -47,6 +47,7 @@ struct sr_trainer {
      * loader fills and checks; batch, its device twin, which forward and
      * backward read (it aliases host_batch on the immediate CPU device) */
     struct sr_batch host_batch, batch;
+    sr_event_t batch_copied; /* recorded after the copy out of host_batch */
     /* the loader's id policy: E and policy of each feature's table (F) */
     int64_t feature_rows[SR_MAX_FEATURES];
     enum sr_id_policy feature_policy[SR_MAX_FEATURES];

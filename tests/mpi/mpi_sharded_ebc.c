@@ -181,7 +181,23 @@ static int64_t bag_id(const struct tcfg *c, int step, int f, int64_t g, int i)
 }
 
 /* Samples [g0, g0 + n) of step `step`'s global batch. */
-static void make_batch(struct batch *bt, const struct tcfg *c, int step, int64_t g0, int n)
+/* The loader's check (sr_batch_check_ids): the KJT's structure, then ids
+ * brought into range by each table's policy. */
+static int loader_check(const struct tcfg *c, struct sr_kjt *kjt)
+{
+    const struct sr_ebc_config *cfg = &c->cfg;
+    int64_t rows[64];
+    enum sr_id_policy policy[64];
+    SR_ASSERT(cfg->num_features <= 64);
+    for (int f = 0; f < cfg->num_features; f++) {
+        rows[f] = cfg->tables[cfg->feature_table[f]].num_embeddings;
+        policy[f] = cfg->tables[cfg->feature_table[f]].id_policy;
+    }
+    int rc = sr_kjt_validate(kjt);
+    return rc ? rc : sr_kjt_apply_id_policy(kjt, rows, policy);
+}
+
+static void make_batch_raw(struct batch *bt, const struct tcfg *c, int step, int64_t g0, int n)
 {
     const int F = c->cfg.num_features;
     bt->lengths = sr_calloc((size_t)F * n, sizeof *bt->lengths);
@@ -218,6 +234,13 @@ static void make_batch(struct batch *bt, const struct tcfg *c, int step, int64_t
                         (float)(0.5 + sr_rng_uniform(7, (uint64_t)f, (uint64_t)(g0 + b) * 64 + i));
     }
     SR_ASSERT(sr_kjt_compute_offsets(&bt->kjt) == SR_OK);
+}
+
+/* A batch as the loader hands it over: checked, ids in range. */
+static void make_batch(struct batch *bt, const struct tcfg *c, int step, int64_t g0, int n)
+{
+    make_batch_raw(bt, c, step, g0, n);
+    SR_ASSERT(loader_check(c, &bt->kjt) == SR_OK);
 }
 
 static void free_batch(struct batch *bt)
@@ -850,12 +873,17 @@ static void run_rejected(struct world *w)
     SR_ASSERT(sr_sharded_ebc_init(&s, sr_device_cpu(), &comms, &c.cfg, p, NULL, B, 1000, 1) ==
               SR_OK);
     struct batch bt;
-    make_batch(&bt, &c, 1, (int64_t)w->rank * B, B);
+    make_batch_raw(&bt, &c, 1, (int64_t)w->rank * B, B);
     if (w->rank == w->W - 1 && bt.kjt.num_values > 0)
         for (int64_t i = 0; i < bt.kjt.num_values; i++)
             bt.values[i] = 1 << 20; /* out of range under the error policy */
     float *pooled = sr_calloc((size_t)B * sr_sharded_ebc_out_dim(s), sizeof(float));
-    int rc = sr_sharded_ebc_forward(s, &bt.kjt, pooled);
+    /* as the trainer does: the loader rejects the batch, the rank tells the others */
+    int rc = loader_check(&c, &bt.kjt);
+    if (rc)
+        rc = sr_sharded_ebc_forward_none(s, rc);
+    else
+        rc = sr_sharded_ebc_forward(s, &bt.kjt, pooled);
     CHECK(rc == SR_ERR_DATA, "forward returned %d, not SR_ERR_DATA", rc);
     free_batch(&bt);
     sr_free(pooled);
