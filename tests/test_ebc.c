@@ -22,6 +22,7 @@
 
 #include <cmocka.h>
 
+#include "shardrec/device.h"
 #include "shardrec/ebc.h"
 #include "shardrec/error.h"
 #include "shardrec/rng.h"
@@ -685,6 +686,63 @@ static void test_eval_forward_keeps_training_ids(void **state)
     sr_ebc_free(mixed);
 }
 
+/* Updates that read lr and step from device memory (sr_ebc_set_update_scalars)
+ * when they run: three Adam steps with a different lr each, every value
+ * copied to the device block on the stream just before its step and nothing
+ * waited for until the end, give the same bits as the same steps with host
+ * values. On the deferred device the block is still poisoned when the steps
+ * are issued, so an update that read it at issue time would differ. */
+static void test_update_reads_device_scalars(void **state)
+{
+    struct tcfg c;
+    mixed_config(&c);
+    struct sr_device *dev = sr_device_cpu();
+    struct sr_ebc *want = make_ebc(&c, SR_OPTIM_ADAM, 4, 23);
+    struct sr_ebc *got = make_ebc(&c, SR_OPTIM_ADAM, 4, 23);
+    struct tkjt *k = mixed_batch(&c);
+    assert_int_equal(loader_check(&c.cfg, &k->kjt), SR_OK);
+    const int D = sr_ebc_out_dim(want);
+    float *pooled = sr_dev_alloc(dev, sizeof(float) * 4 * (size_t)D);
+    float *dpooled = sr_dev_alloc(dev, sizeof(float) * 4 * (size_t)D);
+    float host_dp[4 * 64];
+    assert_true(4 * D <= 4 * 64);
+    for (int i = 0; i < 4 * D; i++)
+        host_dp[i] = (float)((i % 7) - 3) * 0.125f;
+    sr_dev_copy(dev, dpooled, host_dp, sizeof(float) * 4 * (size_t)D, NULL);
+    static const float lrs[3] = {0.5f, 0.125f, 0.03125f};
+
+    for (int step = 1; step <= 3; step++) {
+        assert_int_equal(sr_ebc_forward(want, &k->kjt, pooled), SR_OK);
+        sr_ebc_backward(want, dpooled, lrs[step - 1], step);
+    }
+
+    struct scalars {
+        float lr;
+        int64_t step;
+    } *slots = sr_dev_alloc_host(dev, 3 * sizeof *slots), *block = sr_dev_alloc(dev, sizeof *block);
+    sr_dev_memset(dev, block, 0xFF, sizeof *block, NULL);
+    sr_ebc_set_update_scalars(got, &block->lr, &block->step);
+    for (int step = 1; step <= 3; step++) {
+        slots[step - 1] = (struct scalars){lrs[step - 1], step};
+        sr_dev_copy(dev, block, &slots[step - 1], sizeof *block, NULL);
+        assert_int_equal(sr_ebc_forward(got, &k->kjt, pooled), SR_OK);
+        sr_ebc_backward(got, dpooled, 1e9f, 1000); /* ignored: the block is read */
+    }
+    host_wait();
+
+    for (int t = 0; t < c.cfg.num_tables; t++) {
+        size_t n = (size_t)c.cfg.tables[t].num_embeddings * c.cfg.tables[t].embedding_dim;
+        assert_memory_equal(sr_ebc_weights(got, t), sr_ebc_weights(want, t), n * sizeof(float));
+    }
+    sr_dev_free_host(dev, slots);
+    sr_dev_free(dev, block);
+    sr_dev_free(dev, pooled);
+    sr_dev_free(dev, dpooled);
+    free(k);
+    sr_ebc_free(want);
+    sr_ebc_free(got);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -697,6 +755,7 @@ int main(void)
         cmocka_unit_test(test_large_batch_parallel),
         cmocka_unit_test(test_bit_exact_across_reruns_and_threads),
         cmocka_unit_test(test_eval_forward_keeps_training_ids),
+        cmocka_unit_test(test_update_reads_device_scalars),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -79,6 +79,13 @@ int sr_ebc_forward_eval(struct sr_ebc *ebc, struct sr_kjt *kjt, float *pooled);
  * a preceding successful sr_ebc_forward aborts. No allocation. */
 void sr_ebc_backward(struct sr_ebc *ebc, const float *dpooled, float lr, int64_t step);
 
+/* From now on, updates read the learning rate and the step from these
+ * locations in the ebc's device memory when they run, not when they are
+ * issued, ignoring the lr and step arguments (a stream-ordered or captured
+ * step then never holds a stale value; the trainer points them at its
+ * shardrec/step_scalars.h block). NULL, NULL: back to the arguments. */
+void sr_ebc_set_update_scalars(struct sr_ebc *ebc, const float *lr, const int64_t *step);
+
 /* Table t's weights (E, D) row-major on the ebc's device; t in [0, T). */
 float *sr_ebc_weights(struct sr_ebc *ebc, int table);
 /* Table t's optimizer state on the ebc's device (layout as in

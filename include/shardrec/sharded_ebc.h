@@ -258,6 +258,13 @@ float *sr_sharded_ebc_dp_grad_buffer(struct sr_sharded_ebc *s, size_t *n);
  * tables. */
 void sr_sharded_ebc_dp_update(struct sr_sharded_ebc *s, float lr, int64_t step);
 
+/* From now on, every update (sr_sharded_ebc_update, _backward, _dp_update)
+ * reads the learning rate and the step from these locations in the device
+ * memory of s when it runs, ignoring its lr and step arguments (as
+ * sr_ebc_set_update_scalars). NULL, NULL: back to the arguments. */
+void sr_sharded_ebc_set_update_scalars(struct sr_sharded_ebc *s, const float *lr,
+                                       const int64_t *step);
+
 /* Collective over comms->sparse: table t's weights (E, D) assembled on rank
  * 0 into `full` (host; may be NULL on other ranks). One all-to-all-v. */
 int sr_sharded_ebc_gather_table(struct sr_sharded_ebc *s, int table, float *full);

@@ -91,6 +91,11 @@ struct sr_emb_update {
     struct sr_optim_config optim;
     float lr;
     int64_t step; /* global step, from 1: adam's bias correction */
+    /* When set, device memory holding the learning rate and the step, read
+     * when the op runs (not when it is issued) in place of lr and step: a
+     * queued or captured update never holds a stale value. */
+    const float *lr_dev;
+    const int64_t *step_dev;
 };
 
 struct sr_embedding_ops {

@@ -41,6 +41,8 @@ struct sr_ebc {
     struct sr_emb_table *tables;       /* (T) device pointers */
     struct sr_emb_feature *features;   /* (F) */
     int64_t *cursor;                   /* (T) scratch for step_meta */
+    const float *lr_dev;               /* sr_ebc_set_update_scalars, or NULL */
+    const int64_t *step_dev;
     struct step_meta kept, scratch;    /* training forward; evaluation forward */
     int have_ids;                      /* kept holds ids not yet consumed by backward */
     void *workspace;                   /* device */
@@ -347,9 +349,16 @@ void sr_ebc_backward(struct sr_ebc *e, const float *dpooled, float lr, int64_t s
                              .num_values = e->kept.num_values,
                              .feature_pos = e->kept.feature_pos,
                              .table_pos = e->kept.table_pos};
-    struct sr_emb_update u = {.optim = e->optim, .lr = lr, .step = step};
+    struct sr_emb_update u = {
+        .optim = e->optim, .lr = lr, .step = step, .lr_dev = e->lr_dev, .step_dev = e->step_dev};
     e->dev->emb->backward(e->dev, &e->layout, &b, dpooled, &u, e->workspace, NULL);
     e->have_ids = 0;
+}
+
+void sr_ebc_set_update_scalars(struct sr_ebc *e, const float *lr, const int64_t *step)
+{
+    e->lr_dev = lr;
+    e->step_dev = step;
 }
 
 /* ---- accessors ---------------------------------------------------------- */

@@ -692,6 +692,21 @@ void sr_sharded_ebc_stats(const struct sr_sharded_ebc *s, struct sr_sharded_ebc_
     *out = s->stats;
 }
 
+/* ---- the optimizer's learning rate and step ----------------------------------- */
+
+struct sr_emb_update sr_sharded_update_of(const struct sr_sharded_ebc *s, float lr, int64_t step)
+{
+    return (struct sr_emb_update){
+        .optim = s->optim, .lr = lr, .step = step, .lr_dev = s->lr_dev, .step_dev = s->step_dev};
+}
+
+void sr_sharded_ebc_set_update_scalars(struct sr_sharded_ebc *s, const float *lr,
+                                       const int64_t *step)
+{
+    s->lr_dev = lr;
+    s->step_dev = step;
+}
+
 /* ---- dp tables ------------------------------------------------------------- */
 
 float *sr_sharded_ebc_dp_grad_buffer(struct sr_sharded_ebc *s, size_t *n)
@@ -703,7 +718,7 @@ float *sr_sharded_ebc_dp_grad_buffer(struct sr_sharded_ebc *s, size_t *n)
 void sr_sharded_ebc_dp_update(struct sr_sharded_ebc *s, float lr, int64_t step)
 {
     struct group *dp = &s->groups[GROUP_DP];
-    struct sr_emb_update u = {.optim = s->optim, .lr = lr, .step = step};
+    struct sr_emb_update u = sr_sharded_update_of(s, lr, step);
     for (int i = 0; i < dp->num_tables; i++)
         s->dp_ops->apply(s->dev, &dp->tables[i], s->dp_grad[i], s->dp_counts[i], &u, NULL);
 }

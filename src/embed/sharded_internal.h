@@ -136,6 +136,8 @@ struct sr_sharded_ebc {
     struct sr_ebc_config cfg; /* own copy */
     struct sr_plan *plan;     /* own copy */
     struct sr_optim_config optim;
+    const float *lr_dev; /* sr_sharded_ebc_set_update_scalars, or NULL */
+    const int64_t *step_dev;
     int W, L, nodes, rank, node, local_rank, B;
     int64_t max_values;
     int out_dim;                       /* Σ D */
@@ -249,5 +251,9 @@ void sr_wire_reduce_scatter(struct sr_sharded_ebc *s, sr_comm_t comm, const floa
                             float *recv, size_t count, sr_comm_work_t *work);
 void sr_wire_all_gather(struct sr_sharded_ebc *s, sr_comm_t comm, const float *send, float *recv,
                         size_t count, sr_comm_work_t *work);
+
+/* sharded_ebc.c: the fused optimizer's settings for an update at (lr, step),
+ * or at the device scalars when they are set. */
+struct sr_emb_update sr_sharded_update_of(const struct sr_sharded_ebc *s, float lr, int64_t step);
 
 #endif

@@ -211,7 +211,7 @@ void sr_sharded_ebc_update(struct sr_sharded_ebc *s, struct sr_sharded_ebc_batch
                            int64_t step)
 {
     expect_state(s, b, BATCH_GRADS_IN, "update");
-    struct sr_emb_update u = {.optim = s->optim, .lr = lr, .step = step};
+    struct sr_emb_update u = sr_sharded_update_of(s, lr, step);
     for (int k = GROUP_A2A; k < GROUP_COUNT; k++) {
         const struct group *g = &s->groups[k];
         if (!has_lookup(g))

@@ -78,17 +78,18 @@ static inline void apply_row(const struct step_consts *k, const struct sr_emb_ta
 
 static inline struct step_consts step_consts_of(const struct sr_emb_update *u)
 {
+    const int64_t step = u->step_dev ? *u->step_dev : u->step; /* read as the op runs */
     struct step_consts k = {.kind = u->optim.kind,
-                            .lr = u->lr,
+                            .lr = u->lr_dev ? *u->lr_dev : u->lr,
                             .eps = u->optim.eps,
                             .b1 = u->optim.beta1,
                             .b2 = u->optim.beta2,
                             .c1 = 1.0f,
                             .c2 = 1.0f};
     if (k.kind == SR_OPTIM_ADAM) {
-        SR_ASSERT(u->step >= 1);
-        k.c1 = (float)(1.0 / (1.0 - pow(u->optim.beta1, (double)u->step)));
-        k.c2 = (float)(1.0 / (1.0 - pow(u->optim.beta2, (double)u->step)));
+        SR_ASSERT(step >= 1);
+        k.c1 = (float)(1.0 / (1.0 - pow(u->optim.beta1, (double)step)));
+        k.c2 = (float)(1.0 / (1.0 - pow(u->optim.beta2, (double)step)));
     }
     return k;
 }
