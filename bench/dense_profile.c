@@ -85,7 +85,7 @@ static void inter_bwd(struct sr_device *d, sr_stream_t s, const float *z, const 
 }
 
 static void loss(struct sr_device *d, sr_stream_t s, const float *l, const float *y, const float *m,
-                 int n, float scale, float *dl, double *sum)
+                 int n, float scale, float *dl, float *sum)
 {
     double t = now();
     cpu_ops->bce_with_logits(d, s, l, y, m, n, scale, dl, sum);

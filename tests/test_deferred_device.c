@@ -126,14 +126,15 @@ static void test_in_place_chain_matches_immediate(void **state)
 {
     struct sr_device *dev = sr_cpu_deferred_device(), *cpu = sr_cpu_device();
     float w[16], g[16], sum[16], w_ref[16], sum_ref[16];
+    const float lr = 0.1f;
     for (int i = 0; i < 16; i++) {
         w[i] = w_ref[i] = (float)i * 0.1f;
         g[i] = (float)(i % 3) - 1.0f;
         sum[i] = sum_ref[i] = 0.0f;
     }
     for (int step = 0; step < 3; step++) {
-        dev->optim->adagrad_step(dev, NULL, w, sum, g, 16, 0.1f, 1e-10f);
-        cpu->optim->adagrad_step(cpu, NULL, w_ref, sum_ref, g, 16, 0.1f, 1e-10f);
+        dev->optim->adagrad_step(dev, NULL, w, sum, g, 16, &lr, 1e-10f);
+        cpu->optim->adagrad_step(cpu, NULL, w_ref, sum_ref, g, 16, &lr, 1e-10f);
     }
     assert_true(isnan(w[0])); /* still queued */
     sr_dev_sync(dev, NULL);

@@ -370,7 +370,7 @@ static void test_bce_fd(void **state)
     const float labels[N] = {0, 1, 1, 0, 1, 0, 1, 1};
     const float mask[N] = {1, 1, 1, 1, 1, 1, 1, 0};
     float dl[N];
-    double loss;
+    float loss;
     const float scale = 0.25f;
     cpu()->dense->bce_with_logits(cpu(), NULL, logits, labels, mask, N, scale, dl, &loss);
     host_wait();
@@ -492,9 +492,9 @@ static void check_dlrm(const float *mask)
     ref_forward(&r, want_logits);
     expect_close("dlrm logits", logits, want_logits, DB, 1e-5, 1e-4);
 
-    double loss = sr_dlrm_backward(m, labels, mask, DB, (float)r.scale, dpooled);
+    const float *loss_dev = sr_dlrm_backward(m, labels, mask, DB, (float)r.scale, dpooled);
     host_wait();
-    double want_loss = ref_objective(&r) / r.scale;
+    double loss = *loss_dev, want_loss = ref_objective(&r) / r.scale;
     assert_true(fabs(loss - want_loss) < 1e-5 * (1.0 + want_loss));
 
     double *g = malloc(sizeof(double) * n), gp[DB * DF * DD];
@@ -542,16 +542,18 @@ static void test_dlrm_mask_equals_dropping(void **state)
     fill(pooled, DB * DF * DD, 71, 1.0);
     sr_dlrm_forward(m, dense, pooled, DB, logits);
     host_wait();
-    double masked = sr_dlrm_backward(m, labels, mask, DB, 0.125f, dp);
+    const float *loss_dev = sr_dlrm_backward(m, labels, mask, DB, 0.125f, dp);
     host_wait();
+    double masked = *loss_dev;
     float *g_masked = malloc(sizeof(float) * n);
     memcpy(g_masked, grads, sizeof(float) * n);
     for (int i = 3 * DF * DD; i < DB * DF * DD; i++)
         assert_true(dp[i] == 0.0f);
     sr_dlrm_forward(m, dense, pooled, 3, logits);
     host_wait();
-    double dropped = sr_dlrm_backward(m, labels, NULL, 3, 0.125f, dp);
+    assert_ptr_equal(sr_dlrm_backward(m, labels, NULL, 3, 0.125f, dp), loss_dev);
     host_wait();
+    double dropped = *loss_dev;
     assert_true(fabs(masked - dropped) < 1e-9);
     for (size_t i = 0; i < n; i++)
         assert_true(fabs(g_masked[i] - grads[i]) <= 1e-6f * (1.0f + fabsf(grads[i])));
@@ -643,8 +645,9 @@ static void test_dlrm_grad_hook_and_split(void **state)
     fill(pooled, DB * DF * DD, 81, 1.0);
     sr_dlrm_forward(m, dense, pooled, DB, la);
     host_wait();
-    double loss_a = sr_dlrm_backward(m, labels, NULL, DB, 0.2f, da);
+    const float *loss_dev = sr_dlrm_backward(m, labels, NULL, DB, 0.2f, da);
     host_wait();
+    float loss_a = *loss_dev;
     assert_int_equal(h.calls, 5);
     assert_int_equal(h.next_end, 0);
     for (size_t i = 0; i < n; i++)
@@ -657,14 +660,14 @@ static void test_dlrm_grad_hook_and_split(void **state)
     host_wait();
     sr_dlrm_forward_top(m, pooled, DB, lb);
     host_wait();
-    double loss_b = sr_dlrm_backward_top(m, labels, NULL, DB, 0.2f, db);
+    const float *loss_b = sr_dlrm_backward_top(m, labels, NULL, DB, 0.2f, db);
     host_wait();
     sr_dlrm_backward_bottom(m, DB);
     host_wait();
     assert_memory_equal(la, lb, sizeof(la));
     assert_memory_equal(da, db, sizeof(da));
     assert_memory_equal(ga, grads, n * sizeof(float));
-    assert_true(loss_a == loss_b);
+    assert_true(loss_b == loss_dev && loss_a == *loss_b); /* the model's one loss slot */
     free(ga);
     sr_dlrm_free(m);
 }
@@ -693,12 +696,13 @@ static void test_dlrm_k_bitexact(void **state)
     fill(pooled, B * 416, 91, 0.1);
     for (int b = 0; b < B; b++)
         labels[b] = (float)(b % 3 == 0);
-    double loss[2];
+    float loss[2];
     for (int run = 0; run < 2; run++) {
         sr_dlrm_forward(m, dense, pooled, B, logits[run]);
         host_wait();
-        loss[run] = sr_dlrm_backward(m, labels, NULL, B, 1.0f / B, dp[run]);
+        const float *loss_dev = sr_dlrm_backward(m, labels, NULL, B, 1.0f / B, dp[run]);
         host_wait();
+        loss[run] = *loss_dev;
         if (run == 0)
             memcpy(g0, grads, sizeof(float) * n);
     }

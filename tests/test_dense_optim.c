@@ -95,7 +95,8 @@ static void run_scaled(struct sr_optim_config c, float lr, double scale, float w
         float g[N];
         for (int i = 0; i < N; i++)
             g[i] = grad(t, i, scale);
-        sr_dense_optim_step(o, w, g, lr, t);
+        const struct sr_step_scalars sc = {.dense_lr = lr, .step = t}; /* host-visible device */
+        sr_dense_optim_step(o, w, g, &sc);
         host_wait();
         if (t == 1)
             memcpy(w1, w, sizeof(float) * N);
@@ -173,6 +174,45 @@ static void test_adam(void **state)
     assert_true(fabsf(w1[0] - 0.49f) < 1e-6f);
     assert_true(fabsf(w1[1] + 0.99f) < 1e-6f);
     assert_true(w1[5] == 3.0f);
+}
+
+/* The learning rate and the step are device values read when the update
+ * runs (as the trainer issues a step): STEPS updates issued back to back,
+ * each after a stream-ordered copy of its own scalars into the one device
+ * block, with a single wait at the end, equal updates waited for one by one.
+ * On the deferred device the block and the weights stay queued until the end. */
+static void test_scalars_from_device(void **state)
+{
+    struct sr_device *dev = sr_device_cpu();
+    struct sr_optim_config c = sr_optim_config_default(SR_OPTIM_ADAM);
+    struct sr_step_scalars *host = sr_dev_alloc_host(dev, STEPS * sizeof *host);
+    struct sr_step_scalars *block = sr_dev_alloc(dev, sizeof *block);
+    float *w = sr_dev_alloc(dev, sizeof w0), *g = sr_dev_alloc(dev, sizeof grads);
+    float want[N];
+    struct sr_dense_optim *o, *ref;
+    sr_dense_optim_init(&o, dev, &c, N);
+    sr_dense_optim_init(&ref, dev, &c, N);
+    memcpy(want, w0, sizeof w0);
+    sr_dev_copy(dev, w, w0, sizeof w0, NULL);
+    sr_dev_copy(dev, g, grads, sizeof grads, NULL);
+    for (int t = 1; t <= STEPS; t++) {
+        host[t - 1] = (struct sr_step_scalars){.dense_lr = 0.01f * (float)t, .step = t};
+        sr_dev_copy(dev, block, &host[t - 1], sizeof *block, NULL);
+        sr_dense_optim_step(o, w, g + (t - 1) * N, block);
+    }
+    host_wait();
+    for (int t = 1; t <= STEPS; t++) {
+        const struct sr_step_scalars sc = {.dense_lr = 0.01f * (float)t, .step = t};
+        sr_dense_optim_step(ref, want, grads[t - 1], &sc);
+        host_wait();
+    }
+    assert_memory_equal(w, want, sizeof want);
+    sr_dense_optim_free(o);
+    sr_dense_optim_free(ref);
+    sr_dev_free(dev, w);
+    sr_dev_free(dev, g);
+    sr_dev_free(dev, block);
+    sr_dev_free_host(dev, host);
 }
 
 static void test_rowwise_rejected(void **state)
@@ -268,7 +308,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sgd),       cmocka_unit_test(test_adagrad),
-        cmocka_unit_test(test_adam),      cmocka_unit_test(test_rowwise_rejected),
+        cmocka_unit_test(test_adam),      cmocka_unit_test(test_scalars_from_device),
+        cmocka_unit_test(test_rowwise_rejected),
         cmocka_unit_test(test_lr_values), cmocka_unit_test(test_lr_parse_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

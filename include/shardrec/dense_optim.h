@@ -16,6 +16,7 @@
 
 #include "shardrec/device.h"
 #include "shardrec/optim.h"
+#include "shardrec/step_scalars.h"
 
 struct sr_dense_optim;
 
@@ -29,10 +30,15 @@ void sr_dense_optim_init(struct sr_dense_optim **out, struct sr_device *dev,
                          const struct sr_optim_config *cfg, size_t n);
 
 /* One update of params (n, device) in place from grads (n, device) with
- * learning rate lr at step `step` (counted from 1; Adam's bias correction).
- * Stream-ordered on the device's default stream. Allocates nothing. */
-void sr_dense_optim_step(struct sr_dense_optim *o, float *params, const float *grads, float lr,
-                         int64_t step);
+ * the learning rate scalars->dense_lr at step scalars->step (counted from 1;
+ * Adam's bias correction). scalars is DEVICE memory (the twin of the step's
+ * block, shardrec/step_scalars.h), read when the update runs: the host never
+ * passes lr or step by value, so it need not wait for the device to change
+ * them. Stream-ordered on the device's default stream: scalars must have
+ * been written (or copied) earlier on that stream. Allocates nothing; a step
+ * < 1 aborts when the update runs. */
+void sr_dense_optim_step(struct sr_dense_optim *o, float *params, const float *grads,
+                         const struct sr_step_scalars *scalars);
 
 /* Number of fp32 state values (0 for SGD, n for Adagrad, 2n for Adam) and a
  * pointer to them (device), for checkpoints. */

@@ -117,4 +117,11 @@ int sr_dev_event_query(struct sr_device *dev, sr_event_t e);
 float sr_dev_event_elapsed_ms(struct sr_device *dev, sr_event_t start, sr_event_t end);
 void sr_dev_launch_host_fn(struct sr_device *dev, sr_stream_t s, sr_host_fn fn, void *arg);
 
+/* Host waits on any device since the process started: the number of
+ * sr_dev_sync calls (returned) and of sr_dev_event_sync calls (in
+ * *event_syncs unless NULL). A statistic for the run summary and tests: a
+ * training step should wait on the host as little as possible (DESIGN.md,
+ * "Execution model"). Thread-safe. */
+uint64_t sr_dev_sync_count(uint64_t *event_syncs);
+
 #endif

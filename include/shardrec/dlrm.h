@@ -91,18 +91,23 @@ void sr_dlrm_forward_top(struct sr_dlrm *m, const float *pooled, int B, float *l
  * mask (B) of 1/0 (NULL = all 1; masked samples contribute no loss and no
  * gradient) and loss_scale = 1/(global batch), seeds
  * dlogit = (sigmoid(z) - y) * loss_scale, backpropagates, OVERWRITES the flat
- * gradient block and writes dpooled (B, F*D). Returns the SUM over the B
- * samples of BCE-with-logits (numerically stable), in double (unscaled).
- * Same as sr_dlrm_backward_top then sr_dlrm_backward_bottom. */
-double sr_dlrm_backward(struct sr_dlrm *m, const float *labels, const float *mask, int B,
-                        float loss_scale, float *dpooled);
+ * gradient block and writes dpooled (B, F*D). Returns a DEVICE pointer to
+ * the SUM over the B samples of BCE-with-logits (numerically stable, summed
+ * in double, rounded to fp32, unscaled): 1 float owned by the model, written
+ * in stream order and overwritten by the next backward. Nothing is copied to
+ * the host and the host does not wait: read it after a sync (the trainer
+ * all-reduces it with the last gradient bucket instead, shardrec's
+ * "the loss stays on the device"). Same as sr_dlrm_backward_top then
+ * sr_dlrm_backward_bottom. */
+const float *sr_dlrm_backward(struct sr_dlrm *m, const float *labels, const float *mask, int B,
+                              float loss_scale, float *dpooled);
 
 /* The two halves of backward: loss, top MLP and interaction (writes dpooled
- * and the top MLP's gradients, returns the loss sum), so the pooled gradients
- * can leave while the bottom MLP's backward runs; then the bottom MLP
- * (writes its gradients). */
-double sr_dlrm_backward_top(struct sr_dlrm *m, const float *labels, const float *mask, int B,
-                            float loss_scale, float *dpooled);
+ * and the top MLP's gradients, returns the loss sum's device pointer as
+ * sr_dlrm_backward), so the pooled gradients can leave while the bottom
+ * MLP's backward runs; then the bottom MLP (writes its gradients). */
+const float *sr_dlrm_backward_top(struct sr_dlrm *m, const float *labels, const float *mask,
+                                  int B, float loss_scale, float *dpooled);
 void sr_dlrm_backward_bottom(struct sr_dlrm *m, int B);
 
 /* Called by backward each time a Linear layer's gradients are final, with

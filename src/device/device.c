@@ -3,6 +3,7 @@
  * Backends register here; `#ifdef SR_USE_CUDA` appears only in this file and
  * in device/cuda/.
  */
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -75,9 +76,20 @@ void sr_dev_memset(struct sr_device *dev, void *p, int value, size_t bytes, sr_s
         dev->mem->memset(dev, p, value, bytes, s);
 }
 
+/* Host waits so far (sr_dev_sync_count): relaxed, a statistic only. */
+static atomic_uint_least64_t stream_syncs, event_syncs;
+
 void sr_dev_sync(struct sr_device *dev, sr_stream_t s)
 {
+    atomic_fetch_add_explicit(&stream_syncs, 1, memory_order_relaxed);
     dev->mem->stream_sync(dev, s);
+}
+
+uint64_t sr_dev_sync_count(uint64_t *event_syncs_out)
+{
+    if (event_syncs_out)
+        *event_syncs_out = atomic_load_explicit(&event_syncs, memory_order_relaxed);
+    return atomic_load_explicit(&stream_syncs, memory_order_relaxed);
 }
 
 void *sr_dev_alloc_host(struct sr_device *dev, size_t bytes)
@@ -125,6 +137,7 @@ void sr_dev_stream_wait_event(struct sr_device *dev, sr_stream_t s, sr_event_t e
 
 void sr_dev_event_sync(struct sr_device *dev, sr_event_t e)
 {
+    atomic_fetch_add_explicit(&event_syncs, 1, memory_order_relaxed);
     dev->mem->event_sync(dev, e);
 }
 

@@ -68,10 +68,13 @@ struct sr_dense_ops {
      * all 1):
      *   loss_i = m * (max(x, 0) - x*y + log1p(exp(-|x|)))   (numerically stable)
      *   dlogits_i = m * (sigmoid(x) - y) * scale
-     * loss_sum (1 double, device) = Σ loss_i, summed in a fixed order. */
+     * loss_sum (1 float, device) = Σ loss_i, summed in double in a fixed
+     * order and rounded to fp32 once. It stays in device memory: the trainer
+     * all-reduces it with the last gradient bucket and reads it back only
+     * when a log line asks (src/train/loss_ring.h). */
     void (*bce_with_logits)(struct sr_device *dev, sr_stream_t s, const float *logits,
                             const float *labels, const float *mask, int n, float scale,
-                            float *dlogits, double *loss_sum);
+                            float *dlogits, float *loss_sum);
 };
 
 #endif

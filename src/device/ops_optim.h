@@ -7,6 +7,12 @@
  * All arrays are device memory of `dev`, n elements each, updated in place;
  * ops are stream-ordered (see ops_dense.h). Element i's update reads only
  * element i, so any split over threads gives bit-identical results.
+ *
+ * The learning rate `lr` (1 float) and Adam's `step` (1 int64) are device
+ * pointers too, read when the op runs, not when it is issued: the host
+ * writes them per step into a block of shardrec/step_scalars.h and copies it
+ * to the device on the same stream before the op, so a queued or captured
+ * step never carries a stale learning rate.
  */
 #ifndef SHARDREC_OPS_OPTIM_H
 #define SHARDREC_OPS_OPTIM_H
@@ -19,15 +25,16 @@
 struct sr_optim_ops {
     /* w -= lr * g */
     void (*sgd_step)(struct sr_device *dev, sr_stream_t s, float *w, const float *g, size_t n,
-                     float lr);
+                     const float *lr);
     /* sum += g^2; w -= lr * g / (sqrt(sum) + eps) */
     void (*adagrad_step)(struct sr_device *dev, sr_stream_t s, float *w, float *sum, const float *g,
-                         size_t n, float lr, float eps);
+                         size_t n, const float *lr, float eps);
     /* m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
-     * w -= lr * (m / (1-b1^t)) / (sqrt(v / (1-b2^t)) + eps), t = step >= 1. */
+     * w -= lr * (m / (1-b1^t)) / (sqrt(v / (1-b2^t)) + eps), t = *step >= 1
+     * (aborts otherwise when it runs). */
     void (*adam_step)(struct sr_device *dev, sr_stream_t s, float *w, float *m, float *v,
-                      const float *g, size_t n, float lr, float beta1, float beta2, float eps,
-                      int64_t step);
+                      const float *g, size_t n, const float *lr, float beta1, float beta2,
+                      float eps, const int64_t *step);
 };
 
 #endif

@@ -70,11 +70,11 @@ void sr_dense_optim_init(struct sr_dense_optim **out, struct sr_device *dev,
     *out = o;
 }
 
-void sr_dense_optim_step(struct sr_dense_optim *o, float *params, const float *grads, float lr,
-                         int64_t step)
+void sr_dense_optim_step(struct sr_dense_optim *o, float *params, const float *grads,
+                         const struct sr_step_scalars *scalars)
 {
-    SR_ASSERT(step >= 1);
     const struct sr_optim_ops *ops = o->dev->optim;
+    const float *lr = &scalars->dense_lr;
     switch (o->cfg.kind) {
     case SR_OPTIM_SGD:
         ops->sgd_step(o->dev, NULL, params, grads, o->n, lr);
@@ -84,7 +84,7 @@ void sr_dense_optim_step(struct sr_dense_optim *o, float *params, const float *g
         break;
     case SR_OPTIM_ADAM:
         ops->adam_step(o->dev, NULL, params, o->state, o->state + o->n, grads, o->n, lr,
-                       o->cfg.beta1, o->cfg.beta2, o->cfg.eps, step);
+                       o->cfg.beta1, o->cfg.beta2, o->cfg.eps, &scalars->step);
         break;
     case SR_OPTIM_ROWWISE_ADAGRAD:
         SR_ABORT("rowwise_adagrad reached the dense optimizer");

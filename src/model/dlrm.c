@@ -6,7 +6,7 @@
  *   params  [bot.0.W | bot.0.b | ... | top.0.W | top.0.b | ...]  n_params
  *   grads   same layout                                          n_params
  *   acts    bot_act[l] (B, out_l) ... | inter (B, I) | top_act[l] (B, out_l) ...
- *           | grad_buf[0], grad_buf[1] (B, widest)  | loss (1 double)
+ *           | grad_buf[0], grad_buf[1] (B, widest)  | loss_sum (1 float)
  *
  * grad_buf is a ping-pong pair: backward walks the layers from the logit down,
  * each layer reading its output gradient from one buffer and writing its
@@ -51,7 +51,7 @@ struct sr_dlrm {
     float *inter;               /* (max_batch, I) */
     float *top_act[SR_MLP_MAX]; /* (max_batch, top[l].out); the last holds logits */
     float *grad_buf[2];         /* (max_batch, widest) each */
-    double *loss_dev;           /* (1) */
+    float *loss_sum;            /* (1) this rank's loss sum of the last backward */
 
     const float *dense;          /* (B, num_dense) borrowed from forward */
     const float *pooled;         /* (B, F*D) borrowed from forward */
@@ -137,7 +137,7 @@ static void alloc_activations(struct sr_dlrm *m)
     total += (B * m->inter_dim + 15) / 16 * 16 + 2 * ((B * widest + 15) / 16 * 16);
     m->acts = sr_dev_alloc_zero(m->dev, total * sizeof(float));
     float *p = m->acts;
-    m->loss_dev = (double *)carve(&p, 2);
+    m->loss_sum = carve(&p, 1);
     for (int l = 0; l < m->n_bot; l++)
         m->bot_act[l] = carve(&p, B * m->bot[l].out);
     m->inter = carve(&p, B * m->inter_dim);
@@ -245,14 +245,14 @@ static void notify_layer_ready(struct sr_dlrm *m, int k)
     m->grad_ready(m->grad_ready_ctx, m->tensor_offset[2 * k], (size_t)l->out * (l->in + 1));
 }
 
-double sr_dlrm_backward_top(struct sr_dlrm *m, const float *labels, const float *mask, int B,
-                            float loss_scale, float *dpooled)
+const float *sr_dlrm_backward_top(struct sr_dlrm *m, const float *labels, const float *mask,
+                                 int B, float loss_scale, float *dpooled)
 {
     SR_ASSERT(B == m->top_batch && B == m->bottom_batch);
     sr_trace_begin(SR_SPAN_BACKWARD, -1);
     int cur = 0; /* grad_buf[cur] holds the gradient of the current layer's output */
-    double loss = sr_bce_loss(m->dev, NULL, m->top_act[m->n_top - 1], labels, mask, B, loss_scale,
-                              m->grad_buf[cur], m->loss_dev);
+    sr_bce_loss(m->dev, NULL, m->top_act[m->n_top - 1], labels, mask, B, loss_scale,
+                m->grad_buf[cur], m->loss_sum);
     for (int l = m->n_top - 1; l >= 0; l--) {
         const float *x = l > 0 ? m->top_act[l - 1] : m->inter;
         sr_linear_backward(m->dev, NULL, &m->top[l], x, m->top_act[l], m->grad_buf[cur], B,
@@ -265,7 +265,7 @@ double sr_dlrm_backward_top(struct sr_dlrm *m, const float *labels, const float 
     m->dz_buf = 1 - cur;
     m->top_batch = -1;
     sr_trace_end();
-    return loss;
+    return m->loss_sum;
 }
 
 void sr_dlrm_backward_bottom(struct sr_dlrm *m, int B)
@@ -284,12 +284,12 @@ void sr_dlrm_backward_bottom(struct sr_dlrm *m, int B)
     sr_trace_end();
 }
 
-double sr_dlrm_backward(struct sr_dlrm *m, const float *labels, const float *mask, int B,
-                        float loss_scale, float *dpooled)
+const float *sr_dlrm_backward(struct sr_dlrm *m, const float *labels, const float *mask, int B,
+                              float loss_scale, float *dpooled)
 {
-    double loss = sr_dlrm_backward_top(m, labels, mask, B, loss_scale, dpooled);
+    const float *loss_sum = sr_dlrm_backward_top(m, labels, mask, B, loss_scale, dpooled);
     sr_dlrm_backward_bottom(m, B);
-    return loss;
+    return loss_sum;
 }
 
 void sr_dlrm_set_grad_ready(struct sr_dlrm *m, void (*fn)(void *ctx, size_t offset, size_t count),

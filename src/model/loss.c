@@ -1,7 +1,8 @@
 /*
  * Loss: binary cross-entropy with logits, as torch.nn.BCEWithLogitsLoss.
  * The model's loss is the mean over the global batch; each rank computes
- * the SUM over its samples (returned for logging, summed across ranks) and
+ * the SUM over its samples into device memory (summed across ranks with the
+ * last gradient bucket, read by the host only for a log line) and
  * seeds its backward with dlogit = (σ(z) − y) / (global batch), so that
  * summing dense gradients over ranks gives the global mean's gradient.
  * Masked samples (padding of an evaluation batch) count for nothing.
@@ -12,12 +13,8 @@
 #include "device/ops_dense.h"
 #include "model/loss.h"
 
-double sr_bce_loss(struct sr_device *dev, sr_stream_t s, const float *logits, const float *labels,
-                   const float *mask, int n, float scale, float *dlogits, double *loss_dev)
+void sr_bce_loss(struct sr_device *dev, sr_stream_t s, const float *logits, const float *labels,
+                 const float *mask, int n, float scale, float *dlogits, float *loss_sum)
 {
-    double loss = 0.0;
-    dev->dense->bce_with_logits(dev, s, logits, labels, mask, n, scale, dlogits, loss_dev);
-    sr_dev_copy(dev, &loss, loss_dev, sizeof(loss), s);
-    sr_dev_sync(dev, s);
-    return loss;
+    dev->dense->bce_with_logits(dev, s, logits, labels, mask, n, scale, dlogits, loss_sum);
 }

@@ -6,10 +6,11 @@
 
 #include "shardrec/device.h"
 
-/* dlogits (n) = mask * (sigmoid(logits) - labels) * scale; returns the
- * (unscaled) sum over unmasked samples of the BCE loss, on the host.
- * loss_dev is one double of device scratch. Synchronises the stream. */
-double sr_bce_loss(struct sr_device *dev, sr_stream_t s, const float *logits, const float *labels,
-                   const float *mask, int n, float scale, float *dlogits, double *loss_dev);
+/* dlogits (n) = mask * (sigmoid(logits) - labels) * scale, and loss_sum (1
+ * float, device) = the (unscaled) sum over unmasked samples of the BCE loss,
+ * summed in double and rounded once. Stream-ordered on s: nothing is copied
+ * to the host and nothing waits. */
+void sr_bce_loss(struct sr_device *dev, sr_stream_t s, const float *logits, const float *labels,
+                 const float *mask, int n, float scale, float *dlogits, float *loss_sum);
 
 #endif

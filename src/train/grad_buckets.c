@@ -9,7 +9,10 @@
  * The communicator, bound to that device, reads a send buffer only after
  * the work issued on the stream before the call; the stream waits for a
  * collective before the copies or casts that read its result. The host
- * waits once, at the end of finish, to read the summed loss.
+ * never waits for the loss: it is a device value going in (the loss op's
+ * output) and coming out (the trainer's loss ring), copied device to device
+ * in stream order like the tail. (A host-memory communicator still waits
+ * for the stream before each collective reads its send buffer: comm.c.)
  *
  * fp32: each bucket but the last is an in-place all-reduce of its range of
  * grads; the last one reduces staging = [ grads[0 .. rest) | tail | loss ].
@@ -58,7 +61,6 @@ struct sr_grad_buckets {
     size_t n_tail;
     float *staging;           /* device; (last_lo + n_tail + 1) fp32 path, else see above */
     float *exact, *exact_sum; /* (n_tail + 1) views into staging, compressed only */
-    float loss_in, loss_out;  /* host: this rank's loss going out, the global sum coming back */
     size_t cut[MAX_BUCKETS];  /* bucket k reduces grads[cut[k+1] .. cut[k]) */
     int n_buckets;            /* including the last (staged) one */
     int next;                 /* next bucket to issue */
@@ -169,24 +171,22 @@ void sr_grad_buckets_begin(struct sr_grad_buckets *b)
     b->lo = b->n;
 }
 
-/* Stage this rank's loss (a host value until the loss stays on the device)
- * and the tail into `dst`, stream-ordered. */
-static void stage_tail(struct sr_grad_buckets *b, float *dst, double loss_sum)
+/* Stage the tail and this rank's loss sum (1 float, device) into `dst`,
+ * stream-ordered. */
+static void stage_tail(struct sr_grad_buckets *b, float *dst, const float *loss_sum)
 {
-    b->loss_in = (float)loss_sum;
     if (b->n_tail)
         sr_dev_copy(b->dev, dst, b->tail, sizeof(float) * b->n_tail, b->stream);
-    sr_dev_copy(b->dev, dst + b->n_tail, &b->loss_in, sizeof(float), b->stream);
+    sr_dev_copy(b->dev, dst + b->n_tail, loss_sum, sizeof(float), b->stream);
 }
 
-/* Write the reduced tail back and wait for the global loss. */
-static double unstage_tail(struct sr_grad_buckets *b, const float *src)
+/* Write the reduced tail back, and the global loss sum to `global_loss_sum`
+ * (device), stream-ordered: no wait. */
+static void unstage_tail(struct sr_grad_buckets *b, const float *src, float *global_loss_sum)
 {
     if (b->n_tail)
         sr_dev_copy(b->dev, b->tail, src, sizeof(float) * b->n_tail, b->stream);
-    sr_dev_copy(b->dev, &b->loss_out, src + b->n_tail, sizeof(float), b->stream);
-    sr_dev_sync(b->dev, b->stream);
-    return b->loss_out;
+    sr_dev_copy(b->dev, global_loss_sum, src + b->n_tail, sizeof(float), b->stream);
 }
 
 /* ---- compressed buckets --------------------------------------------------------- */
@@ -211,7 +211,7 @@ static void reduce_wire(struct sr_grad_buckets *b, int k)
     sr_compressed_all_gather_start(&w->ag, b->comm, sum, w->c, b->stream);
 }
 
-static double finish_wire(struct sr_grad_buckets *b, double loss_sum)
+static void finish_wire(struct sr_grad_buckets *b, const float *loss_sum, float *global_loss_sum)
 {
     const int last = b->n_buckets - 1;
     stage_tail(b, b->exact, loss_sum);
@@ -221,7 +221,7 @@ static double finish_wire(struct sr_grad_buckets *b, double loss_sum)
     for (int k = 0; k <= last; k++)
         sr_compressed_all_gather_end(&b->wb[k].ag, b->comm, b->grads + b->cut[k + 1],
                                      bucket_len(b, k), SR_COMPRESSED_OWN_ROUNDED, b->stream);
-    return unstage_tail(b, b->exact_sum);
+    unstage_tail(b, b->exact_sum, global_loss_sum);
 }
 
 /* ---- both ------------------------------------------------------------------------ */
@@ -242,12 +242,15 @@ void sr_grad_buckets_ready(struct sr_grad_buckets *b, size_t offset, size_t coun
     }
 }
 
-double sr_grad_buckets_finish(struct sr_grad_buckets *b, double loss_sum)
+void sr_grad_buckets_finish(struct sr_grad_buckets *b, const float *loss_sum,
+                            float *global_loss_sum)
 {
     const size_t rest = b->cut[b->n_buckets - 1];
     SR_ASSERT(b->lo == 0 && b->next == b->n_buckets - 1);
-    if (b->dtype != SR_DTYPE_F32)
-        return finish_wire(b, loss_sum);
+    if (b->dtype != SR_DTYPE_F32) {
+        finish_wire(b, loss_sum, global_loss_sum);
+        return;
+    }
     sr_dev_copy(b->dev, b->staging, b->grads, sizeof(float) * rest, b->stream);
     stage_tail(b, b->staging + rest, loss_sum);
     sr_comm_all_reduce(b->comm, b->staging, b->staging, rest + b->n_tail + 1, SR_DTYPE_F32,
@@ -255,5 +258,5 @@ double sr_grad_buckets_finish(struct sr_grad_buckets *b, double loss_sum)
     for (int k = 0; k <= b->next; k++)
         sr_comm_stream_wait(b->comm, b->work[k], b->stream);
     sr_dev_copy(b->dev, b->grads, b->staging, sizeof(float) * rest, b->stream);
-    return unstage_tail(b, b->staging + rest);
+    unstage_tail(b, b->staging + rest, global_loss_sum);
 }

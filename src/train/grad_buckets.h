@@ -31,8 +31,12 @@
  * bound device (the CPU device when none is bound). Every copy and cast of a
  * step is a device op on its default stream, after the work that produced
  * the gradients there; the host does not wait for the device before issuing
- * a bucket. finish synchronises that stream once, to return the loss, so
- * grads and tail hold the reduced values when it returns.
+ * a bucket, and finish does not wait either: the loss sum goes in and comes
+ * out as device values, so grads, tail and the global loss sum hold the
+ * reduced values in stream order (the dense optimizer, issued next on the
+ * same stream, reads them; the host reads them only after a sync). The one
+ * host wait left is the communicator's: a host-memory communicator (single,
+ * MPI) waits for the stream before a collective reads its send buffer.
  */
 #ifndef SHARDREC_GRAD_BUCKETS_H
 #define SHARDREC_GRAD_BUCKETS_H
@@ -57,9 +61,13 @@ void sr_grad_buckets_free(struct sr_grad_buckets *b);
 void sr_grad_buckets_begin(struct sr_grad_buckets *b);
 /* The range [offset, offset+count) of grads is final (backward order). */
 void sr_grad_buckets_ready(struct sr_grad_buckets *b, size_t offset, size_t count);
-/* After backward: reduce the rest with the tail and the loss, wait for every
- * bucket, write the reduced values back. Returns the global loss sum. */
-double sr_grad_buckets_finish(struct sr_grad_buckets *b, double loss_sum);
+/* After backward: reduce the rest with the tail and this rank's loss sum
+ * (loss_sum: 1 float, device), make the stream wait for every bucket, write
+ * the reduced values back, and the global loss sum (the sum over ranks, 1
+ * float) to global_loss_sum (device; may be loss_sum). Stream-ordered: the
+ * host does not wait for the result. */
+void sr_grad_buckets_finish(struct sr_grad_buckets *b, const float *loss_sum,
+                            float *global_loss_sum);
 /* Buckets per step. */
 int sr_grad_buckets_count(const struct sr_grad_buckets *b);
 /* Collective calls per step: one per bucket (fp32 all-reduce), two when

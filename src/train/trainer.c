@@ -15,6 +15,16 @@
  *   optimizer   last bucket (with the DP tables' gradients and the loss), then
  *               the dense optimizer on the flat parameter block
  *
+ * The host does not wait for the step's loss: the loss op writes each rank's
+ * sum to device memory, the last bucket sums it over ranks into this step's
+ * slot of the loss ring (loss_ring.h), and the loop reads the ring back, one
+ * sync for many steps, only when a log or metrics line, an evaluation, the
+ * end of the run or a full ring asks. A NaN or infinite loss is found there:
+ * the error names the first bad step, up to min(--log-every, 50) steps after
+ * it happened. The learning rates and the step reach the dense optimizer as
+ * device values: one block per step (shardrec/step_scalars.h) copied to the
+ * device before the step's ops.
+ *
  * Each stage is a span (shardrec/trace.h): the same clock reads time the
  * stages for the summary (per-step rows in step_ns) and, under --trace,
  * record them for the trace file (trace_file.c).
@@ -153,6 +163,15 @@ static void init_buckets(struct sr_trainer *t)
     sr_dlrm_set_grad_ready(t->dlrm, on_grad_ready, t->buckets);
 }
 
+/* The loss ring holds the steps between two reads: a log interval, at most
+ * SR_LOSS_RING_MAX (the longest a NaN may go unnoticed). */
+static void init_step_state(struct sr_trainer *t)
+{
+    int64_t every = t->progress ? 1 : t->cfg->log_every;
+    sr_loss_ring_init(&t->losses, t->dev, every < SR_LOSS_RING_MAX ? (int)every : SR_LOSS_RING_MAX);
+    sr_step_scalars_buf_init(&t->scalars, t->dev);
+}
+
 static void init_buffers(struct sr_trainer *t)
 {
     size_t B = (size_t)t->cfg->batch_size;
@@ -209,6 +228,7 @@ static int init_parts(struct sr_trainer *t, FILE *log)
     init_buckets(t);
     if ((rc = open_outputs(t, log)))
         return rc;
+    init_step_state(t);
     t->step_rows = cfg->steps < SR_STEP_ROWS_MAX ? cfg->steps : SR_STEP_ROWS_MAX;
     t->step_ns = sr_calloc((size_t)t->step_rows * SR_SPAN_COUNT, sizeof *t->step_ns);
     t->reservoir = 0x9e3779b97f4a7c15ULL;
@@ -254,6 +274,8 @@ void sr_trainer_free(struct sr_trainer *t)
     sr_dev_free(t->dev, t->pooled);
     sr_dev_free(t->dev, t->dpooled);
     sr_dev_free(t->dev, t->logits);
+    sr_loss_ring_free(&t->losses);
+    sr_step_scalars_buf_free(&t->scalars);
     sr_trainer_free_eval(t);
     sr_grad_buckets_free(t->buckets);
     sr_dense_optim_free(t->dense_optim);
@@ -271,10 +293,20 @@ void sr_trainer_free(struct sr_trainer *t)
 
 #define END_OF_DATA SR_TRAINER_END_OF_DATA
 
-static int train_step(struct sr_trainer *t, int64_t step, double *loss)
+/* This step's learning rates and number, on the device before its ops. */
+static const struct sr_step_scalars *put_step_scalars(struct sr_trainer *t, int64_t step)
+{
+    struct sr_step_scalars v = {.dense_lr = sr_lr_at(&t->lr_dense, step),
+                                .emb_lr = sr_lr_at(&t->lr_emb, step),
+                                .step = step};
+    return sr_step_scalars_buf_put(&t->scalars, &v, NULL);
+}
+
+/* One step; its global loss sum goes to the loss ring, unread. */
+static int train_step(struct sr_trainer *t, int64_t step)
 {
     int B = t->cfg->batch_size, rc;
-    float emb_lr = sr_lr_at(&t->lr_emb, step);
+    float emb_lr = sr_lr_at(&t->lr_emb, step); /* the embeddings still take host values */
     size_t n_params;
 
     sr_trace_begin(SR_SPAN_LOAD, -1);
@@ -287,6 +319,7 @@ static int train_step(struct sr_trainer *t, int64_t step, double *loss)
         return rc == SR_SHARDED_EBC_END_OF_DATA ? END_OF_DATA : rc;
     sr_trace_begin(SR_SPAN_COPY, -1);
     sr_trainer_copy_batch(t); /* forward and backward read the twin, t->batch */
+    const struct sr_step_scalars *scalars = put_step_scalars(t, step);
     sr_trace_end();
 
     sr_trace_begin(SR_SPAN_EMB_FORWARD, -1);
@@ -298,26 +331,24 @@ static int train_step(struct sr_trainer *t, int64_t step, double *loss)
     sr_dlrm_forward(t->dlrm, t->batch.dense, t->pooled, B, t->logits);
 
     sr_grad_buckets_begin(t->buckets);
-    double loss_sum = sr_dlrm_backward(t->dlrm, t->batch.labels, NULL, B,
-                                       1.0f / (float)t->global_batch, t->dpooled);
+    const float *loss_sum = sr_dlrm_backward(t->dlrm, t->batch.labels, NULL, B,
+                                             1.0f / (float)t->global_batch, t->dpooled);
 
     sr_trace_begin(SR_SPAN_EMB_BACKWARD, -1);
     sr_trainer_emb_backward(t, emb_lr, step);
     sr_trace_end();
 
     sr_trace_begin(SR_SPAN_OPTIMIZER, -1);
-    *loss = sr_grad_buckets_finish(t->buckets, loss_sum) / (double)t->global_batch;
+    sr_grad_buckets_finish(t->buckets, loss_sum, sr_loss_ring_push(&t->losses, step));
     sr_trainer_emb_dp_update(t, emb_lr, step);
     float *params = sr_dlrm_params(t->dlrm, &n_params);
-    sr_dense_optim_step(t->dense_optim, params, sr_dlrm_grads(t->dlrm, &n_params),
-                        sr_lr_at(&t->lr_dense, step), step);
+    sr_dense_optim_step(t->dense_optim, params, sr_dlrm_grads(t->dlrm, &n_params), scalars);
+    /* The one wait left in the step: its device ops read the batch's host
+     * arrays in place (dense, labels, ids; there is no copy stage yet), and
+     * the next load overwrites them. It goes when the batch gets device
+     * buffers filled by a copy stage. */
     sr_dev_sync(t->dev, NULL);
     sr_trace_end();
-    if (!isfinite(*loss))
-        return sr_error_set(SR_ERR_NUMERIC,
-                            "training loss is %f at step %" PRId64
-                            "; HINT: lower --lr or --emb-lr, or check the input data",
-                            *loss, step);
     return SR_OK;
 }
 
@@ -349,13 +380,24 @@ static int due(int64_t step, int64_t every, int64_t last)
 
 /* A step with its collectives added to the training counters (not the end
  * of the data: the ranks' agreement to stop is no step). */
-static int counted_step(struct sr_trainer *t, int64_t step, double *loss)
+/* Add the host waits since *before (sr_dev_sync_count) to the training's. */
+static void count_syncs(struct sr_trainer *t, const uint64_t before[2])
+{
+    uint64_t events, syncs = sr_dev_sync_count(&events);
+    t->train_syncs[0] += syncs - before[0];
+    t->train_syncs[1] += events - before[1];
+}
+
+static int counted_step(struct sr_trainer *t, int64_t step)
 {
     struct sr_comm_counters before, after;
+    uint64_t syncs[2];
     sr_trainer_comm_snapshot(t, &before);
-    int rc = train_step(t, step, loss);
+    syncs[0] = sr_dev_sync_count(&syncs[1]);
+    int rc = train_step(t, step);
     if (rc == END_OF_DATA)
         return rc;
+    count_syncs(t, syncs);
     sr_trainer_comm_snapshot(t, &after);
     for (int k = 0; k < SR_COLL_COUNT; k++) {
         t->train_comm.calls[k] += after.calls[k] - before.calls[k];
@@ -387,7 +429,7 @@ static void keep_stage_times(struct sr_trainer *t)
 }
 
 /* One step between the span that times it and the --trace-steps window. */
-static int timed_step(struct sr_trainer *t, int64_t step, double *loss)
+static int timed_step(struct sr_trainer *t, int64_t step)
 {
     int64_t ns[SR_SPAN_COUNT];
     if (t->tracing && step == t->trace_first)
@@ -396,7 +438,7 @@ static int timed_step(struct sr_trainer *t, int64_t step, double *loss)
     sr_comm_set_step(step);
     sr_trace_take_stage_ns(ns); /* evaluation's, between steps */
     sr_trace_begin(SR_SPAN_STEP, -1);
-    int rc = counted_step(t, step, loss);
+    int rc = counted_step(t, step);
     sr_trace_end();
     if (rc == SR_OK)
         keep_stage_times(t);
@@ -419,6 +461,17 @@ static void fill_result(struct sr_trainer *t, struct sr_trainer_result *res, int
     res->allocs_after_first_step = sr_alloc_count() - allocs_after_first;
 }
 
+/* Read the loss ring into the interval (its sum) and *loss (the last step's):
+ * SR_ERR_NUMERIC at the first non-finite loss. */
+static int read_losses(struct sr_trainer *t, struct sr_interval *iv, double *loss)
+{
+    uint64_t syncs[2];
+    syncs[0] = sr_dev_sync_count(&syncs[1]);
+    int rc = sr_loss_ring_read(&t->losses, (double)t->global_batch, &iv->loss_sum, loss);
+    count_syncs(t, syncs);
+    return rc;
+}
+
 int sr_trainer_run(struct sr_trainer *t, struct sr_trainer_result *res)
 {
     const struct sr_train_config *cfg = t->cfg;
@@ -431,25 +484,30 @@ int sr_trainer_run(struct sr_trainer *t, struct sr_trainer_result *res)
     memset(res, 0, sizeof *res);
     for (step = 1; step <= cfg->steps && !ended; step++) {
         double s0 = sr_now_s();
-        if ((rc = timed_step(t, step, &loss)) == END_OF_DATA) {
+        if ((rc = timed_step(t, step)) == END_OF_DATA) {
             ended = 1; /* one pass over --data done: evaluate and log the last step */
             report_uneven_end(t, step);
             step--;
         } else if (rc) {
-            return rc;
+            int bad = read_losses(t, &iv, &loss); /* a bad loss before this step came first */
+            return bad ? bad : rc;
         } else {
             double dt = sr_now_s() - s0;
             if (step == 1)
                 allocs_after_first = sr_alloc_count();
             train_seconds += dt;
-            iv.steps++, iv.seconds += dt, iv.loss_sum += loss;
+            iv.steps++, iv.seconds += dt;
         }
         int last = ended || step == cfg->steps;
         int evaluated = cfg->eval_samples > 0 && (last || due(step, cfg->eval_every, 0));
+        int logged = iv.steps && (last || evaluated || due(step, log_every, 0) ||
+                                  (t->metrics && due(step, cfg->log_every, 0)));
+        if ((last || evaluated || logged || sr_loss_ring_full(&t->losses)) &&
+            (rc = read_losses(t, &iv, &loss)))
+            return rc;
         if (evaluated && (rc = sr_trainer_evaluate(t, &t->last_eval)))
             return rc;
-        if (iv.steps && (last || evaluated || due(step, log_every, 0) ||
-                         (t->metrics && due(step, cfg->log_every, 0)))) {
+        if (logged) {
             sr_trainer_log_interval(t, step, loss, &iv, evaluated, sr_now_s() - start);
             memset(&iv, 0, sizeof iv);
         }

@@ -22,6 +22,8 @@
 #include "shardrec/trace.h"
 #include "shardrec/trainer.h"
 #include "train/grad_buckets.h"
+#include "train/loss_ring.h"
+#include "train/step_scalars.h"
 
 struct sr_trainer {
     struct sr_train_config *cfg;
@@ -58,6 +60,8 @@ struct sr_trainer {
     struct sr_dense_optim *dense_optim;
     struct sr_grad_buckets *buckets;
     struct sr_lr_schedule lr_dense, lr_emb;
+    struct sr_step_scalars_buf scalars; /* lr and step, copied to the device each step */
+    struct sr_loss_ring losses;         /* global loss sums not yet read by the host */
     int pooled_dim; /* F*D */
     float *pooled;  /* (B, F*D) device */
     float *dpooled; /* (B, F*D) device */
@@ -73,6 +77,7 @@ struct sr_trainer {
     struct sr_eval_metrics last_eval;
     /* accounting */
     struct sr_comm_counters train_comm; /* collectives of training steps only */
+    uint64_t train_syncs[2]; /* host waits of training (steps and loss reads): stream, event */
     int64_t *step_ns;   /* (step_rows, SR_SPAN_COUNT) per-step stage times, ns */
     int64_t step_rows;  /* rows reserved: min(--steps, SR_STEP_ROWS_MAX) */
     int64_t step_kept;  /* rows filled */

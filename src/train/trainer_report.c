@@ -221,4 +221,9 @@ void sr_trainer_print_summary(const struct sr_trainer *t, const struct sr_traine
     }
     fprintf(f, "allocations in the training loop after step 1: %" PRIu64 "\n",
             res->allocs_after_first_step);
+    fprintf(f,
+            "host waits per step (rank 0): %.2f stream syncs, %.2f event waits (loss reads "
+            "included: the host reads losses at least every %d steps)\n",
+            (double)t->train_syncs[0] / (double)res->steps,
+            (double)t->train_syncs[1] / (double)res->steps, t->losses.cap);
 }

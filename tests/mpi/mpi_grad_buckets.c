@@ -10,7 +10,8 @@
  *     or within 2u * Σ|g_r| (u = 2^-8 bf16, 2^-11 fp16: one rounding of each
  *     other rank's value and one of the sum);
  *   - every rank holds the same gradient bits (replicas stay identical);
- *   - the tail and the loss are exact (never rounded);
+ *   - the tail and the loss are exact (never rounded); the loss sum goes in
+ *     and comes out in device memory, stream-ordered (read after a sync);
  *   - calls per step: fp32 one all-reduce per bucket; compressed one
  *     all-to-all-v and one all-gather per bucket, no all-reduce;
  *   - bytes per step equal the payload computed here from the buckets, and
@@ -158,7 +159,7 @@ static uint64_t run_dtype(sr_comm_t comm, enum sr_dtype dt)
 {
     const int W = sr_comm_size(comm), rank = sr_comm_rank(comm);
     const size_t n = total();
-    float *g = sr_calloc(n, sizeof *g), tail[N_TAIL];
+    float *g = sr_calloc(n, sizeof *g), tail[N_TAIL], loss_io[2]; /* host-visible device */
     struct sr_grad_buckets *b;
     uint64_t grad_bytes = 0;
     snprintf(where, sizeof where, "W=%d %s", W, sr_dtype_name(dt));
@@ -176,8 +177,12 @@ static uint64_t run_dtype(sr_comm_t comm, enum sr_dtype dt)
             lo -= sizes[l];
             sr_grad_buckets_ready(b, lo, sizes[l]);
         }
-        const float loss = (float)sr_grad_buckets_finish(b, rank + 0.25);
+        /* the loss goes in and comes out as device values; nothing waits */
+        loss_io[0] = (float)(rank + 0.25);
+        sr_grad_buckets_finish(b, &loss_io[0], &loss_io[1]);
         CHECK(step == 1 || sr_alloc_count() == allocs, "step %d allocated", step);
+        sr_dev_sync(sr_device_cpu(), NULL); /* the host reads g, tail and the loss */
+        const float loss = loss_io[1];
         check_counters(comm, dt, b, &grad_bytes);
         check_values(comm, dt, g, tail, loss, step);
     }

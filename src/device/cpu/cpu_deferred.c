@@ -464,7 +464,7 @@ static void d_gemm(struct sr_device *dev, sr_stream_t s, enum sr_transpose ta,
 struct dense_args {
     const float *x0, *x1, *x2, *x3;
     float *y0, *y1;
-    double *loss;
+    float *loss;
     size_t n;
     int i0, i1, i2, i3;
     float f0;
@@ -609,7 +609,7 @@ static void run_bce(struct item *it)
 
 static void d_bce_with_logits(struct sr_device *dev, sr_stream_t s, const float *logits,
                               const float *labels, const float *mask, int n, float scale,
-                              float *dlogits, double *loss_sum)
+                              float *dlogits, float *loss_sum)
 {
     struct item *it = sr_deferred_item_new(sizeof(struct dense_args), run_bce);
     *DENSE(it) = (struct dense_args){.x0 = logits,
@@ -623,7 +623,7 @@ static void d_bce_with_logits(struct sr_device *dev, sr_stream_t s, const float 
     sr_deferred_add_region(it, labels, F32(n), REGION_IN);
     sr_deferred_add_region(it, mask, F32(n), REGION_IN);
     sr_deferred_add_region(it, dlogits, F32(n), REGION_OUT);
-    sr_deferred_add_region(it, loss_sum, sizeof(double), REGION_OUT);
+    sr_deferred_add_region(it, loss_sum, sizeof(float), REGION_OUT);
     sr_deferred_enqueue(s, it);
 }
 
@@ -909,8 +909,9 @@ struct optim_args {
     float *w, *m, *v;
     const float *g;
     size_t n;
-    float lr, beta1, beta2, eps;
-    int64_t step;
+    const float *lr; /* device */
+    float beta1, beta2, eps;
+    const int64_t *step; /* device */
 };
 
 #define OPT(it) DEFERRED_ARGS(struct optim_args, it)
@@ -939,6 +940,8 @@ static void optim_enqueue(sr_stream_t s, void (*run)(struct item *), struct opti
     struct item *it = sr_deferred_item_new(sizeof(struct optim_args), run);
     *OPT(it) = args;
     sr_deferred_add_region(it, args.g, F32(args.n), REGION_IN);
+    sr_deferred_add_region(it, args.lr, sizeof(float), REGION_IN);
+    sr_deferred_add_region(it, args.step, sizeof(int64_t), REGION_IN);
     sr_deferred_add_region(it, args.w, F32(args.n), REGION_INOUT);
     sr_deferred_add_region(it, args.m, F32(args.n), REGION_INOUT);
     sr_deferred_add_region(it, args.v, F32(args.n), REGION_INOUT);
@@ -946,21 +949,21 @@ static void optim_enqueue(sr_stream_t s, void (*run)(struct item *), struct opti
 }
 
 static void d_sgd_step(struct sr_device *dev, sr_stream_t s, float *w, const float *g, size_t n,
-                       float lr)
+                       const float *lr)
 {
     optim_enqueue(s, run_sgd, (struct optim_args){.w = w, .g = g, .n = n, .lr = lr});
 }
 
 static void d_adagrad_step(struct sr_device *dev, sr_stream_t s, float *w, float *sum,
-                           const float *g, size_t n, float lr, float eps)
+                           const float *g, size_t n, const float *lr, float eps)
 {
     optim_enqueue(s, run_adagrad,
                   (struct optim_args){.w = w, .m = sum, .g = g, .n = n, .lr = lr, .eps = eps});
 }
 
 static void d_adam_step(struct sr_device *dev, sr_stream_t s, float *w, float *m, float *v,
-                        const float *g, size_t n, float lr, float beta1, float beta2, float eps,
-                        int64_t step)
+                        const float *g, size_t n, const float *lr, float beta1, float beta2,
+                        float eps, const int64_t *step)
 {
     optim_enqueue(s, run_adam,
                   (struct optim_args){.w = w,

@@ -291,7 +291,7 @@ static inline float sigmoid(float x)
 
 static void cpu_bce_with_logits(struct sr_device *dev, sr_stream_t s, const float *logits,
                                 const float *labels, const float *mask, int n, float scale,
-                                float *dlogits, double *loss_sum)
+                                float *dlogits, float *loss_sum)
 {
     double sum = 0.0;
     for (int i = 0; i < n; i++) {
@@ -304,7 +304,7 @@ static void cpu_bce_with_logits(struct sr_device *dev, sr_stream_t s, const floa
         sum += m * (fmax(x, 0.0) - x * y + log1p(exp(-fabs(x))));
         dlogits[i] = m * (sigmoid(logits[i]) - labels[i]) * scale;
     }
-    *loss_sum = sum;
+    *loss_sum = (float)sum; /* summed in double, rounded once */
 }
 
 const struct sr_dense_ops sr_cpu_dense_ops = {
