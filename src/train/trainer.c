@@ -163,11 +163,17 @@ static void init_buckets(struct sr_trainer *t)
     sr_dlrm_set_grad_ready(t->dlrm, on_grad_ready, t->buckets);
 }
 
-/* The loss ring holds the steps between two reads: a log interval, at most
- * SR_LOSS_RING_MAX (the longest a NaN may go unnoticed). */
+/* Every rank reads its loss ring, and stops on a NaN, at the same steps: at
+ * rank 0's log lines (every step with a progress line, which only rank 0
+ * knows: it is broadcast), its metrics lines (--metrics and --log-every are
+ * the same on every rank: sr_trainer_check_same), evaluations, the end, and
+ * when the ring is full. The ring holds a log interval, at most
+ * SR_LOSS_RING_MAX steps (the longest a NaN may go unnoticed). */
 static void init_step_state(struct sr_trainer *t)
 {
     int64_t every = t->progress ? 1 : t->cfg->log_every;
+    sr_comm_broadcast(t->world, &every, &every, 1, SR_DTYPE_I64, 0, NULL, NULL);
+    t->log_every = every;
     sr_loss_ring_init(&t->losses, t->dev, every < SR_LOSS_RING_MAX ? (int)every : SR_LOSS_RING_MAX);
     sr_step_scalars_buf_init(&t->scalars, t->dev);
 }
@@ -478,7 +484,7 @@ int sr_trainer_run(struct sr_trainer *t, struct sr_trainer_result *res)
     struct sr_interval iv = {0};
     double start = sr_now_s(), train_seconds = 0, loss = 0;
     uint64_t allocs_after_first = 0;
-    int64_t log_every = t->progress ? 1 : cfg->log_every, step;
+    int64_t log_every = t->log_every, step; /* rank 0's: 1 with a progress line */
     int rc = SR_OK, ended = 0;
 
     memset(res, 0, sizeof *res);
@@ -501,7 +507,7 @@ int sr_trainer_run(struct sr_trainer *t, struct sr_trainer_result *res)
         int last = ended || step == cfg->steps;
         int evaluated = cfg->eval_samples > 0 && (last || due(step, cfg->eval_every, 0));
         int logged = iv.steps && (last || evaluated || due(step, log_every, 0) ||
-                                  (t->metrics && due(step, cfg->log_every, 0)));
+                                  (cfg->metrics_path[0] && due(step, cfg->log_every, 0)));
         if ((last || evaluated || logged || sr_loss_ring_full(&t->losses)) &&
             (rc = read_losses(t, &iv, &loss)))
             return rc;

@@ -62,6 +62,7 @@ struct sr_trainer {
     struct sr_lr_schedule lr_dense, lr_emb;
     struct sr_step_scalars_buf scalars; /* lr and step, copied to the device each step */
     struct sr_loss_ring losses;         /* global loss sums not yet read by the host */
+    int64_t log_every;                  /* rank 0's log interval, on every rank */
     int pooled_dim; /* F*D */
     float *pooled;  /* (B, F*D) device */
     float *dpooled; /* (B, F*D) device */
