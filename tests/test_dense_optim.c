@@ -307,10 +307,13 @@ static void test_lr_parse_errors(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_sgd),       cmocka_unit_test(test_adagrad),
-        cmocka_unit_test(test_adam),      cmocka_unit_test(test_scalars_from_device),
+        cmocka_unit_test(test_sgd),
+        cmocka_unit_test(test_adagrad),
+        cmocka_unit_test(test_adam),
+        cmocka_unit_test(test_scalars_from_device),
         cmocka_unit_test(test_rowwise_rejected),
-        cmocka_unit_test(test_lr_values), cmocka_unit_test(test_lr_parse_errors),
+        cmocka_unit_test(test_lr_values),
+        cmocka_unit_test(test_lr_parse_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

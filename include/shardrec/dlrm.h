@@ -106,8 +106,8 @@ const float *sr_dlrm_backward(struct sr_dlrm *m, const float *labels, const floa
  * and the top MLP's gradients, returns the loss sum's device pointer as
  * sr_dlrm_backward), so the pooled gradients can leave while the bottom
  * MLP's backward runs; then the bottom MLP (writes its gradients). */
-const float *sr_dlrm_backward_top(struct sr_dlrm *m, const float *labels, const float *mask,
-                                  int B, float loss_scale, float *dpooled);
+const float *sr_dlrm_backward_top(struct sr_dlrm *m, const float *labels, const float *mask, int B,
+                                  float loss_scale, float *dpooled);
 void sr_dlrm_backward_bottom(struct sr_dlrm *m, int B);
 
 /* Called by backward each time a Linear layer's gradients are final, with

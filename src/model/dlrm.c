@@ -245,8 +245,8 @@ static void notify_layer_ready(struct sr_dlrm *m, int k)
     m->grad_ready(m->grad_ready_ctx, m->tensor_offset[2 * k], (size_t)l->out * (l->in + 1));
 }
 
-const float *sr_dlrm_backward_top(struct sr_dlrm *m, const float *labels, const float *mask,
-                                 int B, float loss_scale, float *dpooled)
+const float *sr_dlrm_backward_top(struct sr_dlrm *m, const float *labels, const float *mask, int B,
+                                  float loss_scale, float *dpooled)
 {
     SR_ASSERT(B == m->top_batch && B == m->bottom_batch);
     sr_trace_begin(SR_SPAN_BACKWARD, -1);

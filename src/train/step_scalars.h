@@ -24,10 +24,10 @@
 
 struct sr_step_scalars_buf {
     struct sr_device *dev;
-    struct sr_step_scalars *host;   /* (SR_STEP_SCALARS_SLOTS) pinned host */
-    struct sr_step_scalars *block;  /* (1) device: what the step's ops read */
+    struct sr_step_scalars *host;             /* (SR_STEP_SCALARS_SLOTS) pinned host */
+    struct sr_step_scalars *block;            /* (1) device: what the step's ops read */
     sr_event_t copied[SR_STEP_SCALARS_SLOTS]; /* recorded after each slot's copy */
-    int next;                       /* the slot the next put writes */
+    int next;                                 /* the slot the next put writes */
 };
 
 /* Allocate the slots, the device block and the events on dev. */

@@ -60,13 +60,14 @@ struct sr_trainer {
     struct sr_dense_optim *dense_optim;
     struct sr_grad_buckets *buckets;
     struct sr_lr_schedule lr_dense, lr_emb;
-    struct sr_step_scalars_buf scalars; /* lr and step, copied to the device each step */
-    struct sr_loss_ring losses;         /* global loss sums not yet read by the host */
-    int64_t log_every;                  /* rank 0's log interval, on every rank */
     int pooled_dim; /* F*D */
     float *pooled;  /* (B, F*D) device */
     float *dpooled; /* (B, F*D) device */
     float *logits;  /* (B) device */
+    /* the step's scalars and losses on the device (step_scalars.h, loss_ring.h) */
+    struct sr_step_scalars_buf scalars; /* lr and step, copied to the device each step */
+    struct sr_loss_ring losses;         /* global loss sums not yet read by the host */
+    int64_t log_every;                  /* rank 0's log interval, on every rank */
     /* evaluation */
     int64_t eval_batches; /* global evaluation batches per pass */
     float *eval_pred;     /* (eval_batches*B) host: this rank's probabilities */
@@ -78,12 +79,13 @@ struct sr_trainer {
     struct sr_eval_metrics last_eval;
     /* accounting */
     struct sr_comm_counters train_comm; /* collectives of training steps only */
-    uint64_t train_syncs[2]; /* host waits of training (steps and loss reads): stream, event */
     int64_t *step_ns;   /* (step_rows, SR_SPAN_COUNT) per-step stage times, ns */
     int64_t step_rows;  /* rows reserved: min(--steps, SR_STEP_ROWS_MAX) */
     int64_t step_kept;  /* rows filled */
     int64_t step_seen;  /* steps offered (a reservoir sample beyond step_rows) */
     uint64_t reservoir; /* its generator state (never touches the model's) */
+    /* host waits of training (steps and loss reads): stream syncs, event waits */
+    uint64_t train_syncs[2];
     /* --trace (trace_file.c) */
     int tracing;
     int64_t trace_first, trace_last; /* the recorded steps */
