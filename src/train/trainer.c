@@ -32,7 +32,6 @@
  * Everything is allocated in sr_trainer_init; the loop only reuses buffers.
  */
 #include <inttypes.h>
-#include <math.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -384,8 +383,6 @@ static int due(int64_t step, int64_t every, int64_t last)
     return step == last || (every > 0 && step % every == 0);
 }
 
-/* A step with its collectives added to the training counters (not the end
- * of the data: the ranks' agreement to stop is no step). */
 /* Add the host waits since *before (sr_dev_sync_count) to the training's. */
 static void count_syncs(struct sr_trainer *t, const uint64_t before[2])
 {
@@ -394,6 +391,8 @@ static void count_syncs(struct sr_trainer *t, const uint64_t before[2])
     t->train_syncs[1] += events - before[1];
 }
 
+/* A step with its collectives and host waits added to the training counters
+ * (not the end of the data: the ranks' agreement to stop is no step). */
 static int counted_step(struct sr_trainer *t, int64_t step)
 {
     struct sr_comm_counters before, after;
