@@ -348,11 +348,9 @@ static int train_step(struct sr_trainer *t, int64_t step)
     sr_trainer_emb_dp_update(t, emb_lr, step);
     float *params = sr_dlrm_params(t->dlrm, &n_params);
     sr_dense_optim_step(t->dense_optim, params, sr_dlrm_grads(t->dlrm, &n_params), scalars);
-    /* The one wait left in the step: its device ops read the batch's host
-     * arrays in place (dense, labels, ids; there is no copy stage yet), and
-     * the next load overwrites them. It goes when the batch gets device
-     * buffers filled by a copy stage. */
-    sr_dev_sync(t->dev, NULL);
+    /* No wait at the end of the step: the next load waits for this step's
+     * copy out of the host batch (trainer_batch.c), the loss ring for the
+     * losses it reads. */
     sr_trace_end();
     return SR_OK;
 }
