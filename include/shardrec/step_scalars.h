@@ -13,10 +13,9 @@
  *   host (pinned, sr_dev_alloc_host)   device twin (sr_dev_alloc)
  *   [dense_lr | emb_lr | step]   --sr_dev_copy on the stream-->   [same]
  *
- * Who reads what today: the dense optimizer (shardrec/dense_optim.h) reads
- * dense_lr and step. emb_lr is written every step but the embedding
- * optimizers still take their learning rate and step as host values; they
- * will read this block too (the layout is fixed here so that they can).
+ * Who reads what: the dense optimizer (shardrec/dense_optim.h) reads
+ * dense_lr and step; the embedding optimizers read emb_lr and step
+ * (sr_ebc_set_update_scalars, sr_sharded_ebc_set_update_scalars).
  *
  * The trainer owns the blocks (src/train/step_scalars.c): the host writes a
  * slot only after the device has copied it out the last time it was used
@@ -29,7 +28,7 @@
 
 struct sr_step_scalars {
     float dense_lr; /* the dense optimizer's learning rate at this step */
-    float emb_lr;   /* the embedding optimizers' (not read from here yet) */
+    float emb_lr;   /* the embedding optimizers' */
     int64_t step;   /* the training step, from 1 (Adam's bias correction) */
 };
 

@@ -175,6 +175,12 @@ static void init_step_state(struct sr_trainer *t)
     t->log_every = every;
     sr_loss_ring_init(&t->losses, t->dev, every < SR_LOSS_RING_MAX ? (int)every : SR_LOSS_RING_MAX);
     sr_step_scalars_buf_init(&t->scalars, t->dev);
+    /* the embedding optimizers read emb_lr and step from the block too */
+    const struct sr_step_scalars *block = t->scalars.block;
+    if (t->sebc)
+        sr_sharded_ebc_set_update_scalars(t->sebc, &block->emb_lr, &block->step);
+    else
+        sr_ebc_set_update_scalars(t->ebc, &block->emb_lr, &block->step);
 }
 
 static void init_buffers(struct sr_trainer *t)
@@ -311,7 +317,7 @@ static const struct sr_step_scalars *put_step_scalars(struct sr_trainer *t, int6
 static int train_step(struct sr_trainer *t, int64_t step)
 {
     int B = t->cfg->batch_size, rc;
-    float emb_lr = sr_lr_at(&t->lr_emb, step); /* the embeddings still take host values */
+    float emb_lr = sr_lr_at(&t->lr_emb, step); /* also in the device block the updates read */
     size_t n_params;
 
     sr_trace_begin(SR_SPAN_LOAD, -1);

@@ -341,6 +341,8 @@ int sr_trainer_emb_forward(struct sr_trainer *t)
     return rc;
 }
 
+/* lr and step: the host's values of the step; the updates read the same
+ * values from the step-scalar block on the device (init_step_state). */
 void sr_trainer_emb_backward(struct sr_trainer *t, float lr, int64_t step)
 {
     if (t->sebc)
