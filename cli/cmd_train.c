@@ -78,6 +78,11 @@ static void train_help(void)
         "  --ranks-per-node N     treat blocks of N consecutive ranks as one node (default:\n"
         "                         detected; env SR_RANKS_PER_NODE)\n"
         "  --bucket-kib N         dense gradient all-reduce bucket size (default 4096)\n"
+        "  --pipeline sparse-dist|none  sparse-dist (default): while batch i trains, batch\n"
+        "                         i+1 is copied and its input dist is in flight, batch i+2\n"
+        "                         loads on a loader thread; output and gradient dists\n"
+        "                         overlap the bottom MLP. none: one batch at a time. Same\n"
+        "                         results, bit for bit\n"
         "  --comm-dtype fp32|fp16|bf16  pooled embeddings (forward) and their gradients\n"
         "                         (backward) on the wire; 16-bit halves those bytes, sums\n"
         "                         stay fp32 (rw/twrw reduce-scatter: all-to-all + local\n"
@@ -124,6 +129,17 @@ static int parse_trace_steps(struct sr_train_config *cfg, const char *v)
     return rc;
 }
 
+static int parse_pipeline(struct sr_train_config *cfg, const char *v)
+{
+    if (!strcmp(v, "none"))
+        cfg->pipeline = SR_PIPELINE_NONE;
+    else if (!strcmp(v, "sparse-dist"))
+        cfg->pipeline = SR_PIPELINE_SPARSE_DIST;
+    else
+        return sr_error_set(SR_ERR_INVALID_ARG, "--pipeline: '%s'; choose sparse-dist or none", v);
+    return SR_OK;
+}
+
 static int other_flag(void *ctx, const char *name, const char *value)
 {
     struct train_args *a = ctx;
@@ -134,6 +150,8 @@ static int other_flag(void *ctx, const char *name, const char *value)
         snprintf(cfg->trace_path, sizeof cfg->trace_path, "%s", value);
     } else if (!strcmp(name, "trace-steps") && value) {
         return parse_trace_steps(cfg, value);
+    } else if (!strcmp(name, "pipeline") && value) {
+        return parse_pipeline(cfg, value);
     } else if (!strcmp(name, "init-weights") && value)
         a->init_weights = value;
     else if (!strcmp(name, "save-weights") && value)
@@ -167,7 +185,7 @@ static void print_job(const struct sr_train_config *cfg)
 int cli_train(int argc, char **argv)
 {
     static const char *const value_flags[] = {"init-weights", "save-weights", "trace",
-                                              "trace-steps", NULL};
+                                              "trace-steps", "pipeline", NULL};
     static struct sr_train_config cfg;
     struct train_args args = {.cfg = &cfg};
     struct sr_trainer *trainer;

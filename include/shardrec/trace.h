@@ -58,6 +58,7 @@ enum sr_span {
     SR_SPAN_OPTIMIZER,         /* "optimizer" */
     SR_SPAN_COMM_WAIT,         /* "comm.wait": exposed communication (caller's track) */
     SR_SPAN_COMM,              /* a collective running (worker's track; named by its label) */
+    SR_SPAN_DATA_WAIT,         /* "data.wait": the compute thread waiting for the loader thread */
     SR_SPAN_COUNT
 };
 
@@ -76,7 +77,7 @@ struct sr_trace_args {
 /* One recorded span. */
 struct sr_trace_span {
     int64_t t0, t1;            /* sr_trace_now, ns */
-    int64_t step;              /* sr_trace_set_step when it began */
+    int64_t step;              /* sr_trace_step of its thread when it began */
     int16_t span;              /* enum sr_span */
     int16_t has_args;          /* args is meaningful */
     int32_t index;             /* K, or -1 */
@@ -96,9 +97,17 @@ void sr_trace_free(void);
 /* Turn recording on or off (process-wide, one atomic store). Stage timing
  * (the accumulators) runs whether or not recording is on. */
 void sr_trace_set_recording(int on);
+/* Record only spans whose step (sr_trace_step of their thread) lies in
+ * [first, last]; last 0 (the default): every step. Set before recording. */
+void sr_trace_set_window(int64_t first, int64_t last);
+/* Whether a span begun now on the calling thread is recorded: recording is
+ * on and the thread's step is in the window. */
 int sr_trace_recording(void);
 /* The step stored with spans begun from now on (process-wide). */
 void sr_trace_set_step(int64_t step);
+/* The calling thread's override of it (0: none): a pipeline's spans of batch
+ * i+1 carry step i+1 while the process is in step i. */
+void sr_trace_set_thread_step(int64_t step);
 
 /* The trace clock: sr_clock_ns plus the test skew, ns. */
 int64_t sr_trace_now(void);
@@ -125,7 +134,7 @@ void sr_trace_current(int *span, int *index);
  * recording was on (the caller checks sr_trace_recording at submission). */
 void sr_trace_record(enum sr_span s, int64_t t0, int64_t t1, int64_t step,
                      const struct sr_trace_args *args);
-/* The step that sr_trace_set_step set last. */
+/* The calling thread's step: its override, else what sr_trace_set_step set last. */
 int64_t sr_trace_step(void);
 
 /* The calling thread's per-stage time since the last take, ns: copied into

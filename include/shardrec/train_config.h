@@ -23,6 +23,15 @@
 #define SR_PATH_MAX       1024
 #define SR_MAX_DATA_FILES 64
 
+/* --pipeline: the training loop's schedule. none: each step loads, copies,
+ * exchanges and trains its batch in turn. sparse-dist: batch i+1's copy and
+ * input dist, and batch i+2's load (a loader thread), run while batch i
+ * trains; the results are the same bits. */
+enum sr_pipeline {
+    SR_PIPELINE_NONE = 0,
+    SR_PIPELINE_SPARSE_DIST = 1,
+};
+
 struct sr_train_config {
     /* model */
     int embedding_dim;                                /* D */
@@ -54,6 +63,7 @@ struct sr_train_config {
     char lr_schedule[128];            /* "constant" or "warmup_poly:..." */
     enum sr_optim_kind optimizer;     /* dense */
     enum sr_optim_kind emb_optimizer; /* embeddings */
+    enum sr_pipeline pipeline;        /* --pipeline: the step's schedule (trainer.h) */
     /* distribution */
     int ranks_per_node;             /* 0: detect (or SR_RANKS_PER_NODE) */
     int64_t global_batch_size;      /* 0: W * batch_size */

@@ -1,9 +1,11 @@
 /*
  * The span recorder and stage timer (shardrec/trace.h).
  *
- * Process-wide: a flag (recording), the current step, and a table of tracks
- * reserved at init. Per thread (_Thread_local): the stack of open spans, the
- * per-stage accumulators and the track the thread claimed. The hot path, a
+ * Process-wide: a flag (recording), the current step, the window of steps
+ * recorded, and a table of tracks reserved at init. Per thread
+ * (_Thread_local): the stack of open spans, the per-stage accumulators, the
+ * track the thread claimed and its step override (a pipeline's thread working
+ * on another batch than the current step's). The hot path, a
  * begin/end pair, is two clock reads, a push and a pop, an add, and while
  * recording a store of one span into the thread's own track followed by a
  * release store of its count; no lock, no allocation.
@@ -40,6 +42,7 @@ struct thread_state {
     struct track *track; /* claimed on the first recorded span */
     char name[32];       /* the track's name, once claimed */
     int depth;
+    int64_t step; /* sr_trace_set_thread_step's override; 0: none */
     struct open_span stack[MAX_DEPTH];
     int64_t acc[SR_SPAN_COUNT]; /* ns per stage since the last take */
 };
@@ -47,6 +50,7 @@ struct thread_state {
 static struct {
     _Atomic int on;
     _Atomic int64_t step;
+    int64_t first, last; /* sr_trace_set_window; last 0: every step */
     int64_t skew;
     int max_tracks;
     _Atomic int next_track;
@@ -61,7 +65,7 @@ static const char *const span_names[SR_SPAN_COUNT] = {
     "input_dist.counts", "input_dist.data", "lookup", "output_dist",
     "bottom_mlp",   "interaction",   "top_mlp",     "backward",
     "embedding.backward", "emb_grad_dist", "allreduce.bucket", "optimizer",
-    "comm.wait",    "comm"};
+    "comm.wait",    "comm",          "data.wait"};
 
 const char *sr_span_name(enum sr_span s)
 {
@@ -91,6 +95,7 @@ void sr_trace_free(void)
     sr_free(g.tracks);
     g.tracks = NULL;
     g.max_tracks = 0;
+    g.first = g.last = 0;
     atomic_store(&g.next_track, 0);
     tl.track = NULL; /* the calling thread's claim; others' die with their threads */
 }
@@ -100,9 +105,18 @@ void sr_trace_set_recording(int on)
     atomic_store_explicit(&g.on, on && g.tracks, memory_order_release);
 }
 
+void sr_trace_set_window(int64_t first, int64_t last)
+{
+    g.first = first;
+    g.last = last;
+}
+
 int sr_trace_recording(void)
 {
-    return atomic_load_explicit(&g.on, memory_order_relaxed);
+    if (!atomic_load_explicit(&g.on, memory_order_relaxed))
+        return 0;
+    int64_t step = sr_trace_step();
+    return g.last == 0 || (step >= g.first && step <= g.last);
 }
 
 void sr_trace_set_step(int64_t step)
@@ -110,9 +124,14 @@ void sr_trace_set_step(int64_t step)
     atomic_store_explicit(&g.step, step, memory_order_relaxed);
 }
 
+void sr_trace_set_thread_step(int64_t step)
+{
+    tl.step = step;
+}
+
 int64_t sr_trace_step(void)
 {
-    return atomic_load_explicit(&g.step, memory_order_relaxed);
+    return tl.step ? tl.step : atomic_load_explicit(&g.step, memory_order_relaxed);
 }
 
 int64_t sr_trace_now(void)
@@ -172,7 +191,7 @@ void sr_trace_begin(enum sr_span s, int index)
     struct open_span *o = &tl.stack[d];
     o->span = s;
     o->index = index;
-    o->recorded = atomic_load_explicit(&g.on, memory_order_relaxed);
+    o->recorded = sr_trace_recording();
     o->step = o->recorded ? sr_trace_step() : 0;
     o->t0 = sr_trace_now();
 }

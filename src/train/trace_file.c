@@ -137,6 +137,7 @@ int sr_trainer_trace_init(struct sr_trainer *t)
     int64_t cap = (steps + 1) * SPANS_PER_STEP;
     sr_trace_init(TRACKS, (size_t)(cap < SPANS_MAX ? cap : SPANS_MAX));
     t->span_cost_ns = sr_trace_span_cost_ns(COST_LOOP);
+    sr_trace_set_window(t->trace_first, t->trace_last); /* the pipeline records ahead */
     align_clocks(t);
     return SR_OK;
 }

@@ -50,6 +50,7 @@ void sr_train_config_default(struct sr_train_config *cfg)
     snprintf(cfg->lr_schedule, sizeof cfg->lr_schedule, "constant");
     cfg->optimizer = SR_OPTIM_SGD;
     cfg->emb_optimizer = SR_OPTIM_ROWWISE_ADAGRAD;
+    cfg->pipeline = SR_PIPELINE_SPARSE_DIST;
     cfg->eval_every = 250;
     cfg->eval_samples = 1 << 17;
     cfg->log_every = 50;

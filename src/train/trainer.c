@@ -235,6 +235,8 @@ static int init_parts(struct sr_trainer *t, FILE *log)
         cfg->steps = INT64_MAX / 4; /* one pass over --data */
     if ((rc = init_model(t)))
         return rc;
+    if (cfg->pipeline == SR_PIPELINE_SPARSE_DIST && (rc = sr_trainer_pipeline_init(t)))
+        return rc;
     init_buffers(t);
     init_buckets(t);
     if ((rc = open_outputs(t, log)))
@@ -276,6 +278,7 @@ void sr_trainer_free(struct sr_trainer *t)
 {
     if (!t)
         return;
+    sr_trainer_pipeline_stop(t); /* before the trace and the contexts go */
     if (t->metrics)
         fclose(t->metrics);
     sr_trainer_trace_free(t);
@@ -291,6 +294,7 @@ void sr_trainer_free(struct sr_trainer *t)
     sr_grad_buckets_free(t->buckets);
     sr_dense_optim_free(t->dense_optim);
     sr_dlrm_free(t->dlrm);
+    sr_trainer_pipeline_free(t);
     sr_trainer_emb_free(t);
     sr_reader_free(t->reader);
     sr_reader_free(t->eval_reader);
@@ -305,7 +309,7 @@ void sr_trainer_free(struct sr_trainer *t)
 #define END_OF_DATA SR_TRAINER_END_OF_DATA
 
 /* This step's learning rates and number, on the device before its ops. */
-static const struct sr_step_scalars *put_step_scalars(struct sr_trainer *t, int64_t step)
+const struct sr_step_scalars *sr_trainer_put_step_scalars(struct sr_trainer *t, int64_t step)
 {
     struct sr_step_scalars v = {.dense_lr = sr_lr_at(&t->lr_dense, step),
                                 .emb_lr = sr_lr_at(&t->lr_emb, step),
@@ -313,12 +317,30 @@ static const struct sr_step_scalars *put_step_scalars(struct sr_trainer *t, int6
     return sr_step_scalars_buf_put(&t->scalars, &v, NULL);
 }
 
+/* The step's end, shared by both loops: the last bucket (DP tables'
+ * gradients and the loss ride in it; the global loss sum goes to the loss
+ * ring, unread), the DP tables' update, the dense optimizer. */
+void sr_trainer_optimizer_step(struct sr_trainer *t, int64_t step, const float *loss_sum,
+                               const struct sr_step_scalars *scalars)
+{
+    float emb_lr = sr_lr_at(&t->lr_emb, step); /* also in the device block the updates read */
+    size_t n_params;
+    sr_trace_begin(SR_SPAN_OPTIMIZER, -1);
+    sr_grad_buckets_finish(t->buckets, loss_sum, sr_loss_ring_push(&t->losses, step));
+    sr_trainer_emb_dp_update(t, emb_lr, step);
+    float *params = sr_dlrm_params(t->dlrm, &n_params);
+    sr_dense_optim_step(t->dense_optim, params, sr_dlrm_grads(t->dlrm, &n_params), scalars);
+    /* No wait at the end of the step: the next load waits for this step's
+     * copy out of the host batch (trainer_batch.c; the pipeline: its ring
+     * slot), the loss ring for the losses it reads. */
+    sr_trace_end();
+}
+
 /* One step; its global loss sum goes to the loss ring, unread. */
 static int train_step(struct sr_trainer *t, int64_t step)
 {
     int B = t->cfg->batch_size, rc;
     float emb_lr = sr_lr_at(&t->lr_emb, step); /* also in the device block the updates read */
-    size_t n_params;
 
     sr_trace_begin(SR_SPAN_LOAD, -1);
     rc = sr_trainer_load_batch(t, step); /* checked ids, in the host batch */
@@ -330,7 +352,7 @@ static int train_step(struct sr_trainer *t, int64_t step)
         return rc == SR_SHARDED_EBC_END_OF_DATA ? END_OF_DATA : rc;
     sr_trace_begin(SR_SPAN_COPY, -1);
     sr_trainer_copy_batch(t); /* forward and backward read the twin, t->batch */
-    const struct sr_step_scalars *scalars = put_step_scalars(t, step);
+    const struct sr_step_scalars *scalars = sr_trainer_put_step_scalars(t, step);
     sr_trace_end();
 
     sr_trace_begin(SR_SPAN_EMB_FORWARD, -1);
@@ -349,15 +371,7 @@ static int train_step(struct sr_trainer *t, int64_t step)
     sr_trainer_emb_backward(t, emb_lr, step);
     sr_trace_end();
 
-    sr_trace_begin(SR_SPAN_OPTIMIZER, -1);
-    sr_grad_buckets_finish(t->buckets, loss_sum, sr_loss_ring_push(&t->losses, step));
-    sr_trainer_emb_dp_update(t, emb_lr, step);
-    float *params = sr_dlrm_params(t->dlrm, &n_params);
-    sr_dense_optim_step(t->dense_optim, params, sr_dlrm_grads(t->dlrm, &n_params), scalars);
-    /* No wait at the end of the step: the next load waits for this step's
-     * copy out of the host batch (trainer_batch.c), the loss ring for the
-     * losses it reads. */
-    sr_trace_end();
+    sr_trainer_optimizer_step(t, step, loss_sum, scalars);
     return SR_OK;
 }
 
@@ -370,7 +384,7 @@ static void report_uneven_end(struct sr_trainer *t, int64_t step)
     struct sr_sharded_ebc_stats st;
     if (!t->sebc || !t->log)
         return;
-    sr_sharded_ebc_stats(t->sebc, &st);
+    sr_trainer_end_stats(t, &st);
     if (st.ranks_ended == 0 || st.ranks_ended == t->world_size)
         return;
     fprintf(t->log,
@@ -396,26 +410,23 @@ static void count_syncs(struct sr_trainer *t, const uint64_t before[2])
 }
 
 /* A step with its collectives and host waits added to the training counters
- * (not the end of the data: the ranks' agreement to stop is no step). */
+ * (not the end of the data: the ranks' agreement to stop is no step, even
+ * when the pipeline reaches it during the step before). */
 static int counted_step(struct sr_trainer *t, int64_t step)
 {
-    struct sr_comm_counters before, after;
+    struct sr_comm_counters before, after, end, none = {0};
     uint64_t syncs[2];
     sr_trainer_comm_snapshot(t, &before);
     syncs[0] = sr_dev_sync_count(&syncs[1]);
-    int rc = train_step(t, step);
+    int rc = t->cfg->pipeline == SR_PIPELINE_SPARSE_DIST ? sr_trainer_pipeline_step(t, step)
+                                                         : train_step(t, step);
     if (rc == END_OF_DATA)
         return rc;
     count_syncs(t, syncs);
     sr_trainer_comm_snapshot(t, &after);
-    for (int k = 0; k < SR_COLL_COUNT; k++) {
-        t->train_comm.calls[k] += after.calls[k] - before.calls[k];
-        t->train_comm.calls_inter[k] += after.calls_inter[k] - before.calls_inter[k];
-        t->train_comm.bytes_intra[k] += after.bytes_intra[k] - before.bytes_intra[k];
-        t->train_comm.bytes_inter[k] += after.bytes_inter[k] - before.bytes_inter[k];
-        t->train_comm.seconds[k] += after.seconds[k] - before.seconds[k];
-        t->train_comm.seconds_total[k] += after.seconds_total[k] - before.seconds_total[k];
-    }
+    sr_trainer_counters_add_diff(&t->train_comm, &after, &before);
+    sr_trainer_take_uncounted(t, &end); /* the pipeline's look at the end, a step ahead */
+    sr_trainer_counters_add_diff(&t->train_comm, &none, &end);
     return rc;
 }
 
@@ -437,11 +448,21 @@ static void keep_stage_times(struct sr_trainer *t)
     memcpy(t->step_ns + row * SR_SPAN_COUNT, ns, sizeof ns);
 }
 
+/* The step at whose start recording goes on: with the pipeline, the loads
+ * and input dists of the window's first batches happen up to
+ * SR_LOADER_SLOTS steps earlier (the trace keeps only the window's steps:
+ * sr_trace_set_window). */
+static int64_t record_from(const struct sr_trainer *t)
+{
+    int64_t ahead = t->cfg->pipeline == SR_PIPELINE_SPARSE_DIST ? SR_LOADER_SLOTS : 0;
+    return t->trace_first - ahead > 1 ? t->trace_first - ahead : 1;
+}
+
 /* One step between the span that times it and the --trace-steps window. */
 static int timed_step(struct sr_trainer *t, int64_t step)
 {
     int64_t ns[SR_SPAN_COUNT];
-    if (t->tracing && step == t->trace_first)
+    if (t->tracing && step == record_from(t))
         sr_trace_set_recording(1);
     sr_trace_set_step(step);
     sr_comm_set_step(step);
@@ -481,7 +502,7 @@ static int read_losses(struct sr_trainer *t, struct sr_interval *iv, double *los
     return rc;
 }
 
-int sr_trainer_run(struct sr_trainer *t, struct sr_trainer_result *res)
+static int run_loop(struct sr_trainer *t, struct sr_trainer_result *res)
 {
     const struct sr_train_config *cfg = t->cfg;
     struct sr_interval iv = {0};
@@ -522,7 +543,16 @@ int sr_trainer_run(struct sr_trainer *t, struct sr_trainer_result *res)
         }
     }
     fill_result(t, res, step - 1, train_seconds, loss, allocs_after_first);
+    return SR_OK;
+}
+
+int sr_trainer_run(struct sr_trainer *t, struct sr_trainer_result *res)
+{
+    int rc = run_loop(t, res);
+    sr_trainer_pipeline_stop(t); /* no other thread records while the trace is read */
     sr_trace_set_recording(0);
+    if (rc)
+        return rc;
     return t->tracing ? sr_trainer_trace_write(t) : SR_OK; /* after the loop's allocation count */
 }
 

@@ -15,7 +15,11 @@
  * On the immediate CPU device the twin aliases the host batch and the copy
  * moves no bytes; on the deferred CPU device and on GPUs it is memory of its
  * own (batch.h). Training and evaluation batches take the same path. Both
- * batches are sized at start-up: the stages do not allocate.
+ * batches are sized at start-up: the stages do not allocate. With
+ * --pipeline sparse-dist, training batches come instead from the loader
+ * thread's ring (loader_thread.h; each slot a host batch and its twin, sized
+ * here too), filled by sr_trainer_load_into on that thread; evaluation keeps
+ * host_batch and batch.
  */
 #include <inttypes.h>
 #include <string.h>
@@ -36,24 +40,27 @@ void sr_trainer_batch_init(struct sr_trainer *t, int64_t max_values, int with_we
                          max_values, with_weights, keys);
     sr_batch_init_twin(&t->batch, &t->host_batch);
     t->batch_copied = sr_dev_event_create(t->dev);
+    if (cfg->pipeline == SR_PIPELINE_SPARSE_DIST)
+        sr_loader_init(&t->pipe.loader, t->dev, cfg->batch_size, cfg->num_dense, cfg->num_features,
+                       max_values, with_weights, keys);
 }
 
 void sr_trainer_batch_free(struct sr_trainer *t)
 {
+    sr_loader_free(&t->pipe.loader);
     if (t->batch_copied)
         sr_dev_event_destroy(t->dev, t->batch_copied);
     sr_batch_free(&t->batch); /* the twin first: it may alias host_batch */
     sr_batch_free(&t->host_batch);
 }
 
-/* The next training batch into host_batch: this rank's slice of synthetic
- * global batch step-1, or of the next full global batch of --data, starting a
- * new epoch at the end of the files (or ending the run when --steps is not
+/* The next training batch into b: this rank's slice of synthetic global
+ * batch step-1, or of the next full global batch of --data, starting a new
+ * epoch at the end of the files (or ending the run when --steps is not
  * given). */
-static int produce(struct sr_trainer *t, int64_t step)
+static int produce(struct sr_trainer *t, int64_t step, struct sr_batch *b)
 {
     int B = t->cfg->batch_size, rc;
-    struct sr_batch *b = &t->host_batch;
     if (!t->reader) {
         sr_synth_fill(t->synth, (step - 1) * t->global_batch + (int64_t)t->rank * B, B, b);
         return SR_OK;
@@ -80,11 +87,16 @@ static void host_batch_free(struct sr_trainer *t)
     sr_dev_event_sync(t->dev, t->batch_copied);
 }
 
+int sr_trainer_load_into(struct sr_trainer *t, int64_t step, struct sr_batch *b)
+{
+    int rc = produce(t, step, b);
+    return rc ? rc : sr_batch_check_ids(b, t->feature_rows, t->feature_policy);
+}
+
 int sr_trainer_load_batch(struct sr_trainer *t, int64_t step)
 {
     host_batch_free(t);
-    int rc = produce(t, step);
-    return rc ? rc : sr_batch_check_ids(&t->host_batch, t->feature_rows, t->feature_policy);
+    return sr_trainer_load_into(t, step, &t->host_batch);
 }
 
 /* Re-lay a partial batch of Bv samples as a full batch of B: lengths move from

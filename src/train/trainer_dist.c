@@ -68,6 +68,7 @@ static const struct setting settings[] = {
     STRING("--lr-schedule", lr_schedule),
     FIELD("--optimizer", optimizer),
     FIELD("--emb-optimizer", emb_optimizer),
+    FIELD("--pipeline", pipeline),
     FIELD("--ranks-per-node", ranks_per_node),
     FIELD("--global-batch-size", global_batch_size),
     STRING("--plan", plan_path),

@@ -1,6 +1,8 @@
 /*
  * The trainer's state, shared by its parts:
  *   trainer.c         construction, one training step, the loop
+ *   trainer_pipeline.c  the pipelined step (--pipeline sparse-dist)
+ *   loader_thread.c   its loader thread and ring of batches
  *   trainer_batch.c   the load and copy stages: host batch, checks, device twin
  *   trainer_dist.c    communicators, the plan, the (sharded) embedding stage
  *   trainer_eval.c    evaluation: padded global batches, gathered predictions
@@ -24,6 +26,22 @@
 #include "train/grad_buckets.h"
 #include "train/loss_ring.h"
 #include "train/step_scalars.h"
+#include "train/loader_thread.h"
+
+/* The pipeline's state between steps (trainer_pipeline.c). Batch i uses
+ * batch context ctx[i % 2] and the ring slot the loader filled for it. */
+struct sr_pipe {
+    struct sr_loader loader;
+    struct sr_sharded_ebc_batch *ctx[2]; /* sharded: batch contexts */
+    int started;
+    struct sr_loader_slot *next; /* the next step's batch, when ahead */
+    int ahead;                   /* next is copied, its input dist through data_start */
+    int next_rc;                 /* its status: SR_OK, the end of the data, or an error */
+    char next_msg[1024];         /* the error's message, kept for its step */
+    struct sr_sharded_ebc_batch *in_flight; /* a context with its data exchange in flight */
+    struct sr_sharded_ebc_stats end_stats;  /* at the counts exchange that found an end */
+    struct sr_comm_counters counts, uncounted; /* next's counts exchange; an end's, no step's */
+};
 
 struct sr_trainer {
     struct sr_train_config *cfg;
@@ -50,6 +68,7 @@ struct sr_trainer {
      * backward read (it aliases host_batch on the immediate CPU device) */
     struct sr_batch host_batch, batch;
     sr_event_t batch_copied; /* recorded after the copy out of host_batch */
+    struct sr_pipe pipe; /* --pipeline sparse-dist */
     /* the loader's id policy: E and policy of each feature's table (F) */
     int64_t feature_rows[SR_MAX_FEATURES];
     enum sr_id_policy feature_policy[SR_MAX_FEATURES];
@@ -113,11 +132,29 @@ void sr_trainer_emb_dp_update(struct sr_trainer *t, float lr, int64_t step);
 void sr_trainer_emb_free(struct sr_trainer *t);
 int sr_trainer_save_sharded_weights(struct sr_trainer *t, const char *path);
 
+/* trainer.c */
+const struct sr_step_scalars *sr_trainer_put_step_scalars(struct sr_trainer *t, int64_t step);
+void sr_trainer_optimizer_step(struct sr_trainer *t, int64_t step, const float *loss_sum,
+                               const struct sr_step_scalars *scalars);
+
+/* trainer_pipeline.c */
+int sr_trainer_pipeline_init(struct sr_trainer *t);
+int sr_trainer_pipeline_step(struct sr_trainer *t, int64_t step);
+void sr_trainer_pipeline_stop(struct sr_trainer *t);
+void sr_trainer_pipeline_free(struct sr_trainer *t);
+void sr_trainer_end_stats(const struct sr_trainer *t, struct sr_sharded_ebc_stats *out);
+void sr_trainer_take_uncounted(struct sr_trainer *t, struct sr_comm_counters *out);
+/* acc += after - before, field by field (uint64 fields wrap, so a before
+ * above after subtracts). */
+void sr_trainer_counters_add_diff(struct sr_comm_counters *acc, const struct sr_comm_counters *after,
+                                  const struct sr_comm_counters *before);
+
 /* trainer_batch.c */
 void sr_trainer_batch_init(struct sr_trainer *t, int64_t max_values, int with_weights,
                            const char *const *keys);
 void sr_trainer_batch_free(struct sr_trainer *t);
 int sr_trainer_load_batch(struct sr_trainer *t, int64_t step);
+int sr_trainer_load_into(struct sr_trainer *t, int64_t step, struct sr_batch *b);
 int sr_trainer_load_eval_batch(struct sr_trainer *t, int64_t g);
 void sr_trainer_copy_batch(struct sr_trainer *t);
 

@@ -148,7 +148,7 @@ static void print_stages(const struct sr_trainer *t, FILE *f)
         [SR_SPAN_OUTPUT_DIST] = 2,   [SR_SPAN_BOTTOM_MLP] = 1,    [SR_SPAN_INTERACTION] = 1,
         [SR_SPAN_TOP_MLP] = 1,       [SR_SPAN_BACKWARD] = 1,      [SR_SPAN_EMB_BACKWARD] = 1,
         [SR_SPAN_EMB_GRAD_DIST] = 2, [SR_SPAN_ALLREDUCE_BUCKET] = 2, [SR_SPAN_OPTIMIZER] = 1,
-        [SR_SPAN_COMM_WAIT] = 1};
+        [SR_SPAN_COMM_WAIT] = 1,     [SR_SPAN_DATA_WAIT] = 1};
     int64_t *scratch = sr_calloc((size_t)(t->step_kept ? t->step_kept : 1), sizeof *scratch);
     double st[3];
     fprintf(f, "stages (ms per step, rank 0, %" PRId64 " steps%s; nested stages are inside the "
@@ -200,9 +200,14 @@ void sr_trainer_print_summary(const struct sr_trainer *t, const struct sr_traine
             res->steps, t->world_size, sr_comm_backend_name(t->world), t->global_batch,
             res->train_seconds, res->samples_per_s);
     print_stages(t, f);
-    fprintf(f, "waited on data: %.3f ms per step (the load stage: the compute thread reading "
-               "the batch)\n",
-            stage_mean_ms(t, SR_SPAN_LOAD));
+    if (cfg->pipeline == SR_PIPELINE_SPARSE_DIST)
+        fprintf(f, "waited on data: %.3f ms per step (data.wait: the compute thread waiting for "
+                   "the loader thread)\n",
+                stage_mean_ms(t, SR_SPAN_DATA_WAIT));
+    else
+        fprintf(f, "waited on data: %.3f ms per step (the load stage: the compute thread reading "
+                   "the batch)\n",
+                stage_mean_ms(t, SR_SPAN_LOAD));
     print_comm(t, res, f);
     if (t->tracing)
         print_trace(t, f);
