@@ -10,6 +10,9 @@
 #     step of --trace-steps, and only those steps;
 #   - stage spans nest on the compute track (a child lies inside its parent);
 #   - collective spans carry bytes, peers and crossed_node;
+#   - the pipeline (--pipeline sparse-dist, the default): the load spans are on
+#     the "loader" track, and on several ranks an input_dist collective of
+#     step i+1 overlaps in time a compute span of step i on the same rank;
 #   - alignment: the offsets reported for the skewed ranks equal the skew
 #     within their stated uncertainty plus 1 ms, and the k-th collective of a
 #     communicator in a step, which every rank runs together, lines up across
@@ -72,7 +75,7 @@ if procs != {r: "rank %d" % r for r in range(W)}:
 tracks = {(e["pid"], e["tid"]): e["args"]["name"] for e in ev
           if e["ph"] == "M" and e["name"] == "thread_name"}
 spans = [e for e in ev if e["ph"] == "X"]
-want_tracks = ["compute"] + (["comm sparse", "comm dense"] if W > 1 else [])
+want_tracks = ["compute", "loader"] + (["comm sparse", "comm dense"] if W > 1 else [])
 stages = ["step", "load", "embedding.forward", "bottom_mlp", "interaction", "top_mlp",
           "backward", "embedding.backward", "optimizer"]
 for r in range(W):
@@ -81,8 +84,9 @@ for r in range(W):
         if t not in names:
             bad.append("rank %d has no track %r (has %s)" % (r, t, sorted(names)))
     compute = [e for e in spans if e["pid"] == r and tracks[(r, e["tid"])] == "compute"]
+    loader = [e for e in spans if e["pid"] == r and tracks[(r, e["tid"])] == "loader"]
     for step in range(first, last + 1):
-        got = set(e["name"] for e in compute if e["args"]["step"] == step)
+        got = set(e["name"] for e in compute + loader if e["args"]["step"] == step)
         miss = [s for s in stages if s not in got]
         if miss:
             bad.append("rank %d step %d lacks %s" % (r, step, miss))
@@ -100,6 +104,24 @@ for r in range(W):
             break
         stack.append(t1)
 busy = [e for e in spans if e["cat"] == "comm.busy"]
+# the pipeline: batch i+1's input dist (its collectives, on the worker's
+# track) runs while batch i computes on the same rank
+dense_stages = {"lookup", "bottom_mlp", "interaction", "top_mlp", "backward", "optimizer",
+                "output_dist", "emb_grad_dist", "embedding.forward", "embedding.backward"}
+overlaps = 0
+for r in range(W if W > 1 else 0):
+    comp = [e for e in spans if e["pid"] == r and tracks[(r, e["tid"])] == "compute"
+            and e["name"] in dense_stages]
+    ahead = [e for e in busy if e["pid"] == r and e["name"].startswith("input_dist.")]
+    for a in ahead:
+        a0, a1 = float(a["ts"]), float(a["ts"]) + float(a["dur"])
+        if any(c["args"]["step"] == a["args"]["step"] - 1 and float(c["ts"]) < a1 and
+               a0 < float(c["ts"]) + float(c["dur"]) for c in comp):
+            overlaps += 1
+if W > 1:
+    print("  %d input_dist collectives of step i+1 overlap a compute span of step i" % overlaps)
+    if overlaps == 0:
+        bad.append("no input_dist span of step i+1 overlaps a compute span of step i")
 for e in busy:
     for k in ("bytes", "peers", "crossed_node", "coll", "comm"):
         if k not in e["args"]:

@@ -535,6 +535,8 @@ static int run_loop(struct sr_trainer *t, struct sr_trainer_result *res)
         if ((last || evaluated || logged || sr_loss_ring_full(&t->losses)) &&
             (rc = read_losses(t, &iv, &loss)))
             return rc;
+        if (evaluated)
+            sr_trainer_pipeline_pause(t); /* the next batch's exchange completes first */
         if (evaluated && (rc = sr_trainer_evaluate(t, &t->last_eval)))
             return rc;
         if (logged) {

@@ -140,6 +140,7 @@ void sr_trainer_optimizer_step(struct sr_trainer *t, int64_t step, const float *
 /* trainer_pipeline.c */
 int sr_trainer_pipeline_init(struct sr_trainer *t);
 int sr_trainer_pipeline_step(struct sr_trainer *t, int64_t step);
+void sr_trainer_pipeline_pause(struct sr_trainer *t);
 void sr_trainer_pipeline_stop(struct sr_trainer *t);
 void sr_trainer_pipeline_free(struct sr_trainer *t);
 void sr_trainer_end_stats(const struct sr_trainer *t, struct sr_sharded_ebc_stats *out);

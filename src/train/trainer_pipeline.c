@@ -33,8 +33,9 @@
  * One rank without a plan (the plain EBC) has no input dist: the ahead
  * stages are the take and the copy.
  *
- * Evaluation runs between steps with i+1's data exchange in flight: it uses
- * the EBC's own context, host_batch and its twin, none of the pipeline's.
+ * Evaluation runs between steps, after i+1's data exchange has completed
+ * (sr_trainer_pipeline_pause): it uses the EBC's own context, host_batch and
+ * its twin, none of the pipeline's; the loader goes on meanwhile.
  * Nothing here allocates after sr_trainer_pipeline_init.
  */
 #include <stdio.h>
@@ -165,7 +166,8 @@ static int emb_forward_start(struct sr_trainer *t, struct sr_batch *twin,
     int rc = SR_OK;
     sr_trace_begin(SR_SPAN_EMB_FORWARD, -1);
     if (t->sebc) {
-        sr_sharded_ebc_input_dist_data_wait(t->sebc, b);
+        if (t->pipe.in_flight == b) /* else done by sr_trainer_pipeline_pause */
+            sr_sharded_ebc_input_dist_data_wait(t->sebc, b);
         t->pipe.in_flight = NULL;
         sr_sharded_ebc_lookup(t->sebc, b);
         sr_sharded_ebc_output_dist_start(t->sebc, b);
@@ -265,7 +267,23 @@ int sr_trainer_pipeline_step(struct sr_trainer *t, int64_t step)
     return SR_OK;
 }
 
-/* ---- the end of a run ------------------------------------------------------------- */
+/* ---- pauses and the end of a run ---------------------------------------------------- */
+
+/* Before an evaluation: complete the next batch's data exchange, so that the
+ * evaluation's collectives find the communicators as --pipeline none leaves
+ * them (no more work in flight than the steps have had: the communicator's
+ * work items were all made in step 1). The next step goes on from its
+ * lookup. Collective; a no-op when nothing is in flight. */
+void sr_trainer_pipeline_pause(struct sr_trainer *t)
+{
+    struct sr_pipe *p = &t->pipe;
+    if (!p->in_flight)
+        return;
+    sr_trace_set_thread_step(p->next->step);
+    sr_sharded_ebc_input_dist_data_wait(t->sebc, p->in_flight);
+    sr_trace_set_thread_step(0);
+    p->in_flight = NULL;
+}
 
 /* Complete a data exchange left in flight (a run that stopped on an error
  * after issuing it: every rank did, in the same order), then stop the
@@ -273,10 +291,7 @@ int sr_trainer_pipeline_step(struct sr_trainer *t, int64_t step)
 void sr_trainer_pipeline_stop(struct sr_trainer *t)
 {
     struct sr_pipe *p = &t->pipe;
-    if (p->in_flight) {
-        sr_sharded_ebc_input_dist_data_wait(t->sebc, p->in_flight);
-        p->in_flight = NULL;
-    }
+    sr_trainer_pipeline_pause(t);
     sr_loader_stop(&p->loader);
     p->started = p->ahead = 0;
 }
