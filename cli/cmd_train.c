@@ -185,7 +185,7 @@ static void print_job(const struct sr_train_config *cfg)
 int cli_train(int argc, char **argv)
 {
     static const char *const value_flags[] = {"init-weights", "save-weights", "trace",
-                                              "trace-steps", "pipeline", NULL};
+                                              "trace-steps",  "pipeline",     NULL};
     static struct sr_train_config cfg;
     struct train_args args = {.cfg = &cfg};
     struct sr_trainer *trainer;

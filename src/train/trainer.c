@@ -15,6 +15,11 @@
  *   optimizer   last bucket (with the DP tables' gradients and the loss), then
  *               the dense optimizer on the flat parameter block
  *
+ * That is --pipeline none. The default, --pipeline sparse-dist, runs the
+ * same stages with batch i+1's copy and input dist, and batch i+2's load,
+ * in flight while batch i trains (trainer_pipeline.c); both end in
+ * sr_trainer_optimizer_step and give the same bits.
+ *
  * The host does not wait for the step's loss: the loss op writes each rank's
  * sum to device memory, the last bucket sums it over ranks into this step's
  * slot of the loss ring (loss_ring.h), and the loop reads the ring back, one

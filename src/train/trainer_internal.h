@@ -38,8 +38,8 @@ struct sr_pipe {
     int ahead;                   /* next is copied, its input dist through data_start */
     int next_rc;                 /* its status: SR_OK, the end of the data, or an error */
     char next_msg[1024];         /* the error's message, kept for its step */
-    struct sr_sharded_ebc_batch *in_flight; /* a context with its data exchange in flight */
-    struct sr_sharded_ebc_stats end_stats;  /* at the counts exchange that found an end */
+    struct sr_sharded_ebc_batch *in_flight;    /* a context with its data exchange in flight */
+    struct sr_sharded_ebc_stats end_stats;     /* at the counts exchange that found an end */
     struct sr_comm_counters counts, uncounted; /* next's counts exchange; an end's, no step's */
 };
 
@@ -147,7 +147,8 @@ void sr_trainer_end_stats(const struct sr_trainer *t, struct sr_sharded_ebc_stat
 void sr_trainer_take_uncounted(struct sr_trainer *t, struct sr_comm_counters *out);
 /* acc += after - before, field by field (uint64 fields wrap, so a before
  * above after subtracts). */
-void sr_trainer_counters_add_diff(struct sr_comm_counters *acc, const struct sr_comm_counters *after,
+void sr_trainer_counters_add_diff(struct sr_comm_counters *acc,
+                                  const struct sr_comm_counters *after,
                                   const struct sr_comm_counters *before);
 
 /* trainer_batch.c */
