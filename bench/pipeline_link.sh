@@ -10,6 +10,10 @@
 # and exposed as a share of the step, from the run summary of rank 0.
 #
 #   BUILD=build R=5 STEPS=30 LINK=0.025,20 bench/pipeline_link.sh
+#   EXTRA="--bucket-kib 256" CONFIGS="none:link sparse-dist:link" bench/pipeline_link.sh
+#
+# EXTRA: flags appended to every run; CONFIGS: a subset of the four
+# PIPELINE:WHERE configs (WHERE link or shm).
 #
 # Threads: OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 (one core per rank; the
 # loader thread runs single-threaded beside it).
@@ -29,8 +33,8 @@ ROWS=1460,583,100000,100000,305,24,12517,633,3,93145,5683,100000,3194,27,14992,1
 JOB="--table-rows $ROWS --embedding-dim 16 --bot-mlp 13-512-256-64-16 --top-mlp 512-256-1
      --ids-per-feature 1 --id-dist uniform --optimizer sgd --emb-optimizer sgd --lr 0.1
      --batch-size 2048 --steps $STEPS --ranks-per-node 1 --eval-samples 2048 --no-progress
-     --log-every 1000"
-CONFIGS="none:link sparse-dist:link none:shm sparse-dist:shm"
+     --log-every 1000 ${EXTRA:-}"
+CONFIGS=${CONFIGS:-"none:link sparse-dist:link none:shm sparse-dist:shm"}
 
 run() { # config round
     pipe=${1%%:*} link=""
