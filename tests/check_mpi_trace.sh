@@ -76,8 +76,10 @@ tracks = {(e["pid"], e["tid"]): e["args"]["name"] for e in ev
           if e["ph"] == "M" and e["name"] == "thread_name"}
 spans = [e for e in ev if e["ph"] == "X"]
 want_tracks = ["compute", "loader"] + (["comm sparse", "comm dense"] if W > 1 else [])
-stages = ["step", "load", "embedding.forward", "bottom_mlp", "interaction", "top_mlp",
-          "backward", "embedding.backward", "optimizer"]
+stages = ["step", "load", "copy", "embedding.forward", "lookup", "bottom_mlp", "interaction",
+          "top_mlp", "backward", "embedding.backward", "optimizer", "allreduce.bucket.0"]
+if W > 1:
+    stages += ["input_dist.counts", "input_dist.data", "output_dist", "emb_grad_dist"]
 for r in range(W):
     names = set(tracks[k] for k in tracks if k[0] == r)
     for t in want_tracks:

@@ -39,6 +39,7 @@
 #include "shardrec/device.h"
 #include "shardrec/error.h"
 #include "shardrec/half.h" /* sr_dtype_is_wire */
+#include "shardrec/trace.h"
 #include "train/grad_buckets.h"
 
 #define MAX_BUCKETS 256
@@ -215,9 +216,14 @@ static void finish_wire(struct sr_grad_buckets *b, const float *loss_sum, float 
 {
     const int last = b->n_buckets - 1;
     stage_tail(b, b->exact, loss_sum);
+    sr_trace_begin(SR_SPAN_ALLREDUCE_BUCKET, last);
     start_wire(b, last);
-    for (int k = 0; k <= last; k++)
+    sr_trace_end();
+    for (int k = 0; k <= last; k++) {
+        sr_trace_begin(SR_SPAN_ALLREDUCE_BUCKET, k);
         reduce_wire(b, k); /* my block of bucket `last` first waits its reduce-scatter */
+        sr_trace_end();
+    }
     for (int k = 0; k <= last; k++)
         sr_compressed_all_gather_end(&b->wb[k].ag, b->comm, b->grads + b->cut[k + 1],
                                      bucket_len(b, k), SR_COMPRESSED_OWN_ROUNDED, b->stream);
@@ -233,11 +239,13 @@ void sr_grad_buckets_ready(struct sr_grad_buckets *b, size_t offset, size_t coun
     /* issue every full bucket but the last, which waits for the tail */
     while (b->next < b->n_buckets - 1 && b->lo <= b->cut[b->next + 1]) {
         size_t hi = b->cut[b->next], lo = b->cut[b->next + 1];
+        sr_trace_begin(SR_SPAN_ALLREDUCE_BUCKET, b->next); /* labels the collective */
         if (b->dtype == SR_DTYPE_F32)
             sr_comm_all_reduce(b->comm, b->grads + lo, b->grads + lo, hi - lo, SR_DTYPE_F32,
                                SR_REDUCE_SUM, b->stream, &b->work[b->next]);
         else
             start_wire(b, b->next);
+        sr_trace_end();
         b->next++;
     }
 }
@@ -253,8 +261,10 @@ void sr_grad_buckets_finish(struct sr_grad_buckets *b, const float *loss_sum,
     }
     sr_dev_copy(b->dev, b->staging, b->grads, sizeof(float) * rest, b->stream);
     stage_tail(b, b->staging + rest, loss_sum);
+    sr_trace_begin(SR_SPAN_ALLREDUCE_BUCKET, b->next);
     sr_comm_all_reduce(b->comm, b->staging, b->staging, rest + b->n_tail + 1, SR_DTYPE_F32,
                        SR_REDUCE_SUM, b->stream, &b->work[b->next]);
+    sr_trace_end();
     for (int k = 0; k <= b->next; k++)
         sr_comm_stream_wait(b->comm, b->work[k], b->stream);
     sr_dev_copy(b->dev, b->grads, b->staging, sizeof(float) * rest, b->stream);
