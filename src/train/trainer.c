@@ -92,10 +92,12 @@ static int init_files(struct sr_trainer *t, const int64_t *rows, const char *con
 static int init_data(struct sr_trainer *t)
 {
     struct sr_train_config *cfg = t->cfg;
-    static int64_t rows[SR_MAX_FEATURES];
     static const char *keys[SR_MAX_FEATURES];
+    int64_t *rows = t->feature_rows; /* the loader's id limits, also the data's rows */
     for (int f = 0; f < cfg->num_features; f++) {
-        rows[f] = cfg->tables[cfg->feature_table[f]].num_embeddings;
+        const struct sr_table_config *tc = &cfg->tables[cfg->feature_table[f]];
+        rows[f] = tc->num_embeddings;
+        t->feature_policy[f] = tc->id_policy;
         keys[f] = cfg->feature_names[f];
     }
     struct sr_synth_config sc = {.seed = cfg->seed,

@@ -31,11 +31,6 @@ void sr_trainer_batch_init(struct sr_trainer *t, int64_t max_values, int with_we
                            const char *const *keys)
 {
     const struct sr_train_config *cfg = t->cfg;
-    for (int f = 0; f < cfg->num_features; f++) {
-        const struct sr_table_config *tc = &cfg->tables[cfg->feature_table[f]];
-        t->feature_rows[f] = tc->num_embeddings;
-        t->feature_policy[f] = tc->id_policy;
-    }
     sr_batch_init_pinned(&t->host_batch, t->dev, cfg->batch_size, cfg->num_dense, cfg->num_features,
                          max_values, with_weights, keys);
     sr_batch_init_twin(&t->batch, &t->host_batch);

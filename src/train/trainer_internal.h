@@ -69,7 +69,7 @@ struct sr_trainer {
     struct sr_batch host_batch, batch;
     sr_event_t batch_copied; /* recorded after the copy out of host_batch */
     struct sr_pipe pipe; /* --pipeline sparse-dist */
-    /* the loader's id policy: E and policy of each feature's table (F) */
+    /* the loader's id policy: E and policy of each feature's table (F), set by init_data */
     int64_t feature_rows[SR_MAX_FEATURES];
     enum sr_id_policy feature_policy[SR_MAX_FEATURES];
     /* model */
