@@ -58,11 +58,29 @@ CFLAGS  += -DSR_USE_MPI $(MPI_CFLAGS)
 LDLIBS  += $(MPI_LIBS)
 endif
 endif
-# ---- CUDA and NCCL (backends land later; detection is reported now) -----------
+# ---- CUDA (the device/cuda backend) and NCCL ----------------------------------
+# The CUDA build links the runtime and cuBLASLt only (never libcuda), so the
+# binary starts on a machine with the toolkit and no driver and --device cuda
+# then says what is missing. Kernels are built for sm_90 (Hopper);
+# CUDA_ARCH=... overrides. Sanitizer builds leave CUDA out unless CUDA=1.
+ifeq ($(SANITIZE),1)
+ifneq ($(CUDA),1)
+NO_CUDA := 1
+endif
+endif
 ifneq ($(NO_CUDA),1)
 NVCC := $(shell command -v nvcc 2>/dev/null || ls /usr/local/cuda/bin/nvcc 2>/dev/null)
 ifneq ($(NVCC),)
 HAVE_CUDA := 1
+CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
+CUDA_ARCH ?= -gencode=arch=compute_90,code=sm_90 -gencode=arch=compute_90,code=compute_90
+CFLAGS  += -DSR_USE_CUDA -I$(CUDA_HOME)/include
+LDLIBS  += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublasLt -lcudart -lstdc++
+NVFLAGS := -std=c++20 -O3 $(CUDA_ARCH) -Xcompiler -fPIC,-Wall -Iinclude -Isrc -DSR_USE_CUDA \
+           -lineinfo --expt-relaxed-constexpr
+ifeq ($(WERROR),1)
+NVFLAGS += -Werror all-warnings
+endif
 endif
 endif
 ifneq ($(NO_NCCL),1)
@@ -81,7 +99,7 @@ $(call status,OpenBLAS,$(HAVE_BLAS))
 $(call status,OpenMP,$(HAVE_OMP))
 $(call status,cJSON,$(HAVE_CJSON))
 $(call status,MPI,$(HAVE_MPI))
-$(call status,CUDA (nvcc) - backend not built yet,$(HAVE_CUDA))
+$(call status,CUDA (nvcc; device/cuda for sm_90),$(HAVE_CUDA))
 $(call status,NCCL - backend not built yet,$(HAVE_NCCL))
 $(call status,cmocka (tests),$(HAVE_CMOCKA))
 endif
@@ -92,6 +110,10 @@ endif
 LIB_SRCS  := $(wildcard src/core/*.c src/device/*.c src/device/cpu/*.c src/comm/*.c \
                src/data/*.c src/embed/*.c src/model/*.c src/plan/*.c src/train/*.c)
 LIB_OBJS  := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o)
+ifeq ($(HAVE_CUDA),1)
+CU_SRCS   := $(wildcard src/device/cuda/*.cu)
+LIB_OBJS  += $(CU_SRCS:%.cu=$(BUILD)/obj/%.o)
+endif
 CLI_SRCS  := $(wildcard cli/*.c)
 CLI_OBJS  := $(CLI_SRCS:%.c=$(BUILD)/obj/%.o)
 TEST_SRCS := $(wildcard tests/test_*.c)
@@ -107,6 +129,10 @@ tests: $(TEST_BINS)
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
+
+$(BUILD)/obj/%.o: %.cu
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVFLAGS) -MMD -MP -c $< -o $@
 
 $(BUILD)/libshardrec.a: $(LIB_OBJS)
 	@rm -f $@

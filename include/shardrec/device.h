@@ -33,6 +33,12 @@
 
 enum sr_device_kind { SR_DEVICE_CPU = 0, SR_DEVICE_CUDA = 1 };
 
+/* How dense GEMMs compute (--math): fp32 (the reference; the default), tf32
+ * (fp32 data, the matrix units' 10-bit-mantissa products, fp32 accumulation)
+ * or bf16 (bf16 GEMM inputs, fp32 accumulation and outputs; master weights
+ * stay fp32). The CPU backend computes fp32 only. */
+enum sr_math { SR_MATH_FP32 = 0, SR_MATH_TF32 = 1, SR_MATH_BF16 = 2 };
+
 struct sr_device;
 struct sr_dense_ops;     /* src/device/ops_dense.h */
 struct sr_embedding_ops; /* src/device/ops_embedding.h */
@@ -89,11 +95,15 @@ struct sr_device {
     const struct sr_sparse_dist_ops *sparse_dist; /* the sharded EBC's input/output dist */
     const struct sr_cast_ops *cast; /* fp32 <-> fp16/bf16 of compressed exchanges */
     void *ctx; /* backend state (handles, workspaces) */
+    enum sr_math math; /* dense GEMMs' math mode; set once before the first op */
 };
 
 /* The registry: the device of `kind` with `ordinal`, created on first use; NULL
  * (with a message from sr_error_message) when this build or machine lacks it. */
 struct sr_device *sr_device_get(enum sr_device_kind kind, int ordinal);
+/* The first CUDA device when this build has the backend and a GPU is
+ * visible, else the host CPU device (--device auto). */
+struct sr_device *sr_device_auto(void);
 /* The host CPU device; always present. */
 struct sr_device *sr_device_cpu(void);
 

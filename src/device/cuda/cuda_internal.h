@@ -1,0 +1,80 @@
+/*
+ * What the CUDA backend's files share: the checks, the backend state behind
+ * dev->ctx, and the mapping of shardrec's stream and event handles.
+ *
+ * Handles. An sr_stream_t of this device is a cudaStream_t; NULL (shardrec's
+ * default stream) is the backend's own non-blocking stream `main`, never
+ * CUDA's legacy stream, so that a step can be captured into a CUDA graph. An
+ * sr_event_t is a cudaEvent_t.
+ *
+ * Every file of device/cuda/ is C-style CUDA: .cu files hold kernels and the
+ * op functions, exported with C linkage; nothing above device/ sees CUDA.
+ * Errors: a failed CUDA or cuBLASLt call is a device failure and aborts with
+ * the call, the file and line (SR_CU_CHECK); launches are checked with
+ * SR_CU_LAUNCHED() right after the launch.
+ */
+#ifndef SHARDREC_CUDA_INTERNAL_H
+#define SHARDREC_CUDA_INTERNAL_H
+
+#include <cuda_runtime.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+#include "shardrec/device.h"
+#include "shardrec/error.h"
+#ifdef __cplusplus
+}
+#endif
+
+#define SR_CU_CHECK(stmt) SR_CHECK_GEN(stmt, cudaError_t, cudaSuccess, cudaGetErrorString)
+#define SR_CU_LAUNCHED() SR_CU_CHECK(cudaGetLastError())
+
+struct sr_cuda_ctx {
+    int ordinal;
+    cudaStream_t main;     /* the device's default stream (sr_stream_t NULL) */
+    int num_sms;           /* multiprocessors */
+    size_t l2_bytes;
+    void *dense;           /* cuda_dense.cu's state (cuBLASLt handle, plans, workspace) */
+};
+
+static inline struct sr_cuda_ctx *sr_cu_ctx(const struct sr_device *dev)
+{
+    return (struct sr_cuda_ctx *)dev->ctx;
+}
+
+static inline cudaStream_t sr_cu_stream(const struct sr_device *dev, sr_stream_t s)
+{
+    return s ? (cudaStream_t)s : sr_cu_ctx(dev)->main;
+}
+
+/* Blocks of `threads` covering n items, capped (grid-stride loops do the rest). */
+static inline unsigned sr_cu_blocks(long long n, int threads)
+{
+    long long b = (n + threads - 1) / threads;
+    if (b < 1)
+        b = 1;
+    if (b > 65535LL * 64)
+        b = 65535LL * 64;
+    return (unsigned)b;
+}
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+/* The op tables, one file each. */
+extern const struct sr_dense_ops sr_cuda_dense_ops;           /* cuda_dense.cu */
+extern const struct sr_optim_ops sr_cuda_optim_ops;           /* cuda_optim.cu */
+extern const struct sr_embedding_ops sr_cuda_embedding_ops;   /* cuda_embedding.cu */
+extern const struct sr_emb_dp_ops sr_cuda_emb_dp_ops;         /* cuda_embedding_dp.cu */
+extern const struct sr_sparse_dist_ops sr_cuda_sparse_dist_ops; /* cuda_sparse_dist.cu */
+extern const struct sr_cast_ops sr_cuda_cast_ops;             /* cuda_cast.cu */
+
+/* cuda_dense.cu: the dense state of a new device (cuBLASLt) and its release. */
+void sr_cuda_dense_init(struct sr_device *dev);
+void sr_cuda_dense_free(struct sr_device *dev);
+#ifdef __cplusplus
+}
+#endif
+
+#endif
