@@ -77,7 +77,7 @@ CUDA_ARCH ?= -gencode=arch=compute_90,code=sm_90 -gencode=arch=compute_90,code=c
 CFLAGS  += -DSR_USE_CUDA -I$(CUDA_HOME)/include
 LDLIBS  += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublasLt -lcudart -lstdc++
 NVFLAGS := -std=c++20 -O3 $(CUDA_ARCH) -Xcompiler -fPIC,-Wall -Iinclude -Isrc -DSR_USE_CUDA \
-           -lineinfo --expt-relaxed-constexpr
+           -lineinfo --expt-relaxed-constexpr -fmad=false
 ifeq ($(WERROR),1)
 NVFLAGS += -Werror all-warnings
 endif

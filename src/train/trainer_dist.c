@@ -69,6 +69,9 @@ static const struct setting settings[] = {
     FIELD("--optimizer", optimizer),
     FIELD("--emb-optimizer", emb_optimizer),
     FIELD("--pipeline", pipeline),
+    FIELD("--device", device),
+    FIELD("--math", math),
+    FIELD("--batch-pool", batch_pool),
     FIELD("--ranks-per-node", ranks_per_node),
     FIELD("--global-batch-size", global_batch_size),
     STRING("--plan", plan_path),
@@ -220,7 +223,10 @@ int sr_trainer_init_comms(struct sr_trainer *t)
     t->rank = sr_comm_rank(t->world);
     t->world_size = sr_comm_size(t->world);
     sr_comm_set_timeout(t->world, cfg->comm_timeout); /* derived ones inherit it */
-    sr_comm_bind_device(t->world, t->dev);            /* and its stream order */
+    int rc = sr_trainer_select_device(t);
+    if (rc)
+        return rc;
+    sr_comm_bind_device(t->world, t->dev); /* and its stream order */
     t->sparse = sr_comm_dup(t->world);
     t->dense = sr_comm_dup(t->world);
     t->node = sr_comm_split_node(t->sparse);

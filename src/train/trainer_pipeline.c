@@ -97,7 +97,8 @@ static void ahead_start(struct sr_trainer *t, int64_t s)
         /* not waited for: the stages after it are ordered after it on the
          * stream; the slot goes back to the loader once its event has
          * passed (the end of the batch's step) */
-        sr_batch_copy(&slot->twin, &slot->host, NULL);
+        const struct sr_batch *pooled = sr_trainer_pool_batch(t, s);
+        sr_batch_copy(&slot->twin, pooled ? pooled : &slot->host, NULL);
         sr_dev_event_record(t->dev, slot->copied, NULL);
         sr_trace_end();
     }
