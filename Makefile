@@ -155,6 +155,14 @@ $(BUILD)/tests/mpi_%: tests/mpi/mpi_%.c $(BUILD)/libshardrec.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libshardrec.a $(LDFLAGS) $(LDLIBS)
 
+# Benchmark programs (bench/*.c), built on demand: make bench
+BENCH_BINS := $(patsubst bench/%.c,$(BUILD)/bench/%,$(wildcard bench/*.c))
+.PHONY: bench
+bench: $(BENCH_BINS)
+$(BUILD)/bench/%: bench/%.c $(BUILD)/libshardrec.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libshardrec.a $(LDFLAGS) $(LDLIBS)
+
 test: all tests
 	BUILD=$(BUILD) tests/run.sh
 

@@ -564,6 +564,8 @@ static int run_loop(struct sr_trainer *t, struct sr_trainer_result *res)
     int64_t log_every = t->log_every, step; /* rank 0's: 1 with a progress line */
     int rc = SR_OK, ended = 0;
 
+    int64_t warm = cfg->steps / 5 < 20 ? cfg->steps / 5 : 20;
+    double steady_start = 0;
     memset(res, 0, sizeof *res);
     for (step = 1; step <= cfg->steps && !ended; step++) {
         double s0 = sr_now_s();
@@ -580,6 +582,10 @@ static int run_loop(struct sr_trainer *t, struct sr_trainer_result *res)
                 allocs_after_first = sr_alloc_count();
             train_seconds += dt;
             iv.steps++, iv.seconds += dt;
+            if (warm >= 1 && step == warm) {
+                sr_dev_sync(t->dev, NULL);
+                steady_start = sr_now_s();
+            }
         }
         int last = ended || step == cfg->steps;
         int evaluated = cfg->eval_samples > 0 && (last || due(step, cfg->eval_every, 0));
@@ -598,6 +604,12 @@ static int run_loop(struct sr_trainer *t, struct sr_trainer_result *res)
         }
     }
     fill_result(t, res, step - 1, train_seconds, loss, allocs_after_first);
+    if (steady_start > 0 && step - 1 > warm) {
+        sr_dev_sync(t->dev, NULL); /* (evaluation at the end counts: steady runs skip it) */
+        res->steady_first = warm + 1;
+        res->steady_steps = step - 1 - warm;
+        res->steady_seconds = sr_now_s() - steady_start;
+    }
     return SR_OK;
 }
 
