@@ -96,6 +96,7 @@ struct sr_device {
     const struct sr_cast_ops *cast; /* fp32 <-> fp16/bf16 of compressed exchanges */
     void *ctx; /* backend state (handles, workspaces) */
     enum sr_math math; /* dense GEMMs' math mode; set once before the first op */
+    uint64_t memory_bytes; /* the device's own memory; 0: the host's (CPU) */
 };
 
 /* The registry: the device of `kind` with `ordinal`, created on first use; NULL

@@ -282,7 +282,11 @@ int sr_trainer_init_plan(struct sr_trainer *t)
 {
     int rc = make_plan(t);
     if (!rc)
-        rc = sr_train_config_check_memory(t->cfg, t->plan, t->rank, t->world_size, 0);
+        rc = sr_train_config_check_memory(t->cfg, t->plan, t->rank, t->world_size,
+                                          t->dev->memory_bytes);
+    if (rc == SR_ERR_OOM && t->dev->memory_bytes)
+        rc = sr_error_set(rc, "%s (the memory meant is that of %s)", sr_error_message(),
+                          t->dev->name);
     return rc;
 }
 

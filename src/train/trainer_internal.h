@@ -41,6 +41,7 @@ struct sr_pipe {
     struct sr_sharded_ebc_batch *in_flight;    /* a context with its data exchange in flight */
     struct sr_sharded_ebc_stats end_stats;     /* at the counts exchange that found an end */
     struct sr_comm_counters counts, uncounted; /* next's counts exchange; an end's, no step's */
+    sr_stream_t copy_stream; /* the batches' host-to-device copies */
 };
 
 struct sr_trainer {

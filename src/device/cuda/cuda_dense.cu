@@ -47,6 +47,7 @@ extern "C" {
 
 struct gemm_key {
     int ta, tb, m, n, k, lda, ldb, ldc, math;
+    int align_a, align_b, align_c; /* bytes the pointers are aligned to (at most 256) */
 };
 
 struct gemm_plan {
@@ -125,6 +126,17 @@ static void make_plan(struct dense_state *st, struct gemm_plan *p, const struct 
     LT_CHECK(cublasLtMatmulPreferenceCreate(&pref));
     LT_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                                                   &ws, sizeof ws));
+    /* The heuristic assumes 256-byte aligned operands unless told otherwise;
+     * cuBLASLt's A is our B. */
+    uint32_t al_a = (uint32_t)k->align_b, al_b = (uint32_t)k->align_a, al_c = (uint32_t)k->align_c;
+    LT_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
+                                                  &al_a, sizeof al_a));
+    LT_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+                                                  &al_b, sizeof al_b));
+    LT_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
+                                                  &al_c, sizeof al_c));
+    LT_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES,
+                                                  &al_c, sizeof al_c));
     cublasLtMatmulHeuristicResult_t res;
     int found = 0;
     LT_CHECK(cublasLtMatmulAlgoGetHeuristic(st->lt, p->op, p->la, p->lb, p->lc, p->lc, pref, 1,
@@ -197,6 +209,16 @@ __global__ void scale_kernel(float *c, int m, int n, int ldc, float beta)
     }
 }
 
+/* The largest power of two (at most 256) that divides the address. */
+static int alignment(const void *p)
+{
+    uintptr_t a = (uintptr_t)p;
+    int al = 256;
+    while (al > 1 && a % al)
+        al /= 2;
+    return al;
+}
+
 static void cu_gemm(struct sr_device *dev, sr_stream_t s, enum sr_transpose trans_a,
                     enum sr_transpose trans_b, int m, int n, int k, float alpha, const float *a,
                     int lda, const float *b, int ldb, float beta, float *c, int ldc)
@@ -211,7 +233,6 @@ static void cu_gemm(struct sr_device *dev, sr_stream_t s, enum sr_transpose tran
         return;
     }
     struct dense_state *ds = state_of(dev);
-    struct gemm_key key = {(int)trans_a, (int)trans_b, m, n, k, lda, ldb, ldc, (int)dev->math};
     const void *pa = a, *pb = b;
     if (dev->math == SR_MATH_BF16) {
         int a_rows = trans_a ? k : m, a_cols = trans_a ? m : k;
@@ -225,6 +246,8 @@ static void cu_gemm(struct sr_device *dev, sr_stream_t s, enum sr_transpose tran
         pa = scratch;
         pb = scratch + a_off;
     }
+    struct gemm_key key = {(int)trans_a, (int)trans_b, m, n, k, lda, ldb, ldc, (int)dev->math,
+                           alignment(pa), alignment(pb), alignment(c)};
     struct gemm_plan *p = plan_for(ds, &key);
     LT_CHECK(cublasLtMatmul(ds->lt, p->op, &alpha, pb, p->la, pa, p->lb, &beta, c, p->lc, c, p->lc,
                             &p->algo, ds->workspace, LT_WORKSPACE, st));

@@ -237,6 +237,7 @@ static struct sr_device *create(int ordinal)
     dev->cast = &sr_cuda_cast_ops;
     dev->ctx = ctx;
     dev->math = SR_MATH_FP32;
+    dev->memory_bytes = (uint64_t)prop.totalGlobalMem;
     sr_cuda_dense_init(dev);
     return dev;
 }
