@@ -90,9 +90,36 @@ for st in "${stages[@]}"; do
         train "M b16384 tf32 sgd" "$STEPS_M" $M_FLAGS --emb-optimizer sgd --batch-size 16384 --math tf32
         ;;
     peers)
+        PEERS=${PEERS:-.peers}
+        if [ -f "$PEERS/dlrm/dlrm_s_pytorch.py" ]; then
+            ref() { # label batches batch args...
+                local label=$1 n=$2 b=$3; shift 3
+                local log=$OUTDIR/ref_$(echo "$label" | tr -c 'A-Za-z0-9' '_').log
+                (cd "$PEERS/dlrm" && timeout 400 python3 dlrm_s_pytorch.py --use-gpu \
+                    --arch-interaction-op=dot --data-generation=random \
+                    --num-indices-per-lookup-fixed=True --loss-function=bce --round-targets=True \
+                    --optimizer=sgd --learning-rate=0.1 --mini-batch-size="$b" \
+                    --num-batches="$n" --nepochs=1 --print-freq=1 --print-time "$@") >"$log" 2>&1
+                local ms
+                ms=$(grep -o '[0-9.]* ms/it' "$log" | awk -v w=3 'NR>w {s+=$1; n++} END {if (n) printf "%.3f", s/n}')
+                if [ -n "$ms" ]; then
+                    row "DLRM reference $label" "$(printf '%8.3f ms/step %12.0f samples/s' "$ms" "$(echo "$b*1000/$ms" | bc -l)")"
+                else
+                    row "DLRM reference $label" "FAILED ($(tail -1 "$log"))"
+                fi
+            }
+            ref "K b2048 fp32 sgd" 20 2048 --arch-sparse-feature-size=16 \
+                --arch-embedding-size=$(echo $K_ROWS | tr , -) --arch-mlp-bot=13-512-256-64-16 \
+                --arch-mlp-top=512-256-1 --num-indices-per-lookup=1
+            ref "M b16384 fp32 sgd" 8 16384 --arch-sparse-feature-size=128 \
+                --arch-embedding-size=$(echo $M_ROWS | tr , -) --arch-mlp-bot=13-512-256-128 \
+                --arch-mlp-top=1024-1024-512-256-1 --num-indices-per-lookup=20
+        else
+            row "DLRM reference" "not run (no $PEERS/dlrm)"
+        fi
         if [ -d "${PEER_WHL:-}" ]; then
             python3 -m pip install -q --no-index --no-deps --target /tmp/site "$PEER_WHL"/*.whl && export PYTHONPATH=/tmp/site
-            for w in "K" "K --batch-size 16384" "M" "M --tf32" "M --emb-opt rowwise_adagrad"; do
+            for w in "K" "K --batch 16384" "M" "M --tf32" "M --emb-opt rowwise_adagrad"; do
                 l=$(timeout 400 torchrun --nproc_per_node 1 "$PEERS/torchrec_gpu.py" --workload $w 2>&1 | tail -1)
                 row "TorchRec $w" "$l"
             done
