@@ -84,11 +84,12 @@ struct sr_mem_ops {
      * CUDA; ordinary aligned memory on the CPU). */
     void *(*alloc_host)(struct sr_device *dev, size_t bytes);
     void (*free_host)(struct sr_device *dev, void *p);
-    /* 1 when p points into memory from this device's alloc, 0 for any host
-     * memory (pinned or not). Required of a device that is not host_visible
-     * (host-memory communicators stage its buffers through host memory, comm.h);
-     * NULL on the others. Never blocks. */
-    int (*owns)(struct sr_device *dev, const void *p);
+    /* 1 when p points into a live allocation of this device's alloc, with
+     * that allocation's start and size in *base and *bytes (each may be NULL);
+     * 0 for any host memory (pinned or not). Required of a device that is not
+     * host_visible (host-memory communicators stage its buffers through host
+     * memory, comm.h); NULL on the others. Never blocks. */
+    int (*owns)(struct sr_device *dev, const void *p, void **base, size_t *bytes);
 };
 
 struct sr_device {
@@ -131,9 +132,10 @@ void sr_dev_sync(struct sr_device *dev, sr_stream_t s);
 void *sr_dev_alloc_host(struct sr_device *dev, size_t bytes);
 void sr_dev_free_host(struct sr_device *dev, void *p);
 /* 1 when p is memory of dev that the host cannot read or write (dev is not
- * host_visible and p came from sr_dev_alloc); 0 for NULL, for host memory and
- * on host-visible devices. */
-int sr_dev_hidden(struct sr_device *dev, const void *p);
+ * host_visible and p points into a live sr_dev_alloc allocation), with that
+ * allocation's start and size in *base and *bytes (each may be NULL); 0 for
+ * NULL, for host memory and on host-visible devices. Never blocks. */
+int sr_dev_hidden(struct sr_device *dev, const void *p, void **base, size_t *bytes);
 sr_stream_t sr_dev_stream_create(struct sr_device *dev);
 void sr_dev_stream_destroy(struct sr_device *dev, sr_stream_t s);
 sr_event_t sr_dev_event_create(struct sr_device *dev);

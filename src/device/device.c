@@ -102,9 +102,9 @@ void sr_dev_free_host(struct sr_device *dev, void *p)
         dev->mem->free_host(dev, p);
 }
 
-int sr_dev_hidden(struct sr_device *dev, const void *p)
+int sr_dev_hidden(struct sr_device *dev, const void *p, void **base, size_t *bytes)
 {
-    return !dev->host_visible && p && dev->mem->owns && dev->mem->owns(dev, p);
+    return !dev->host_visible && p && dev->mem->owns && dev->mem->owns(dev, p, base, bytes);
 }
 
 sr_stream_t sr_dev_stream_create(struct sr_device *dev)

@@ -154,7 +154,7 @@ static void poison_outputs(struct item *it)
                 r->kind = REGION_INOUT;
         if (queued_touches(r->p, r->bytes, r->kind == REGION_OUT))
             continue;
-        if (!opened && sr_opaque_owns(r->p))
+        if (!opened && sr_opaque_find(r->p, NULL, NULL))
             opened = 1, was_open = sr_opaque_set_access(1);
         if (r->kind == REGION_INOUT) {
             r->saved = sr_deferred_xmalloc(r->bytes);
@@ -259,10 +259,10 @@ static void o_free(struct sr_device *dev, void *p)
     leave();
 }
 
-static int o_owns(struct sr_device *dev, const void *p)
+static int o_owns(struct sr_device *dev, const void *p, void **base, size_t *bytes)
 {
     enter();
-    int mine = sr_opaque_owns(p);
+    int mine = sr_opaque_find(p, base, bytes);
     leave();
     return mine;
 }

@@ -170,10 +170,16 @@ void sr_opaque_free(void *p)
     madvise(b->p, b->span, MADV_DONTNEED); /* its pages go back; its addresses stay reserved */
 }
 
-int sr_opaque_owns(const void *p)
+int sr_opaque_find(const void *p, void **base, size_t *bytes)
 {
-    const char *a = p;
-    return arena && a >= arena && a < arena + used;
+    const struct block *b = arena ? block_at(p) : NULL;
+    if (!b || !b->live || (const char *)p >= b->p + b->bytes)
+        return 0;
+    if (base)
+        *base = b->p;
+    if (bytes)
+        *bytes = b->bytes;
+    return 1;
 }
 
 int sr_opaque_set_access(int open)
