@@ -15,17 +15,16 @@
 #include "device/cuda/cuda_device.h"
 #endif
 
-/* SR_CPU_DEFERRED=1 (any value but empty or 0) makes the host device the
- * deferred CPU device, for tests that prove every read waits for its op. */
-static int want_deferred(void)
-{
-    const char *v = getenv("SR_CPU_DEFERRED");
-    return v && *v && strcmp(v, "0") != 0;
-}
-
+/* SR_CPU_DEFERRED=1 (any value but empty, 0 or opaque) makes the host device
+ * the deferred CPU device, for tests that prove every read waits for its op;
+ * SR_CPU_DEFERRED=opaque the opaque one, for tests that prove the host never
+ * touches device memory. */
 struct sr_device *sr_device_cpu(void)
 {
-    return want_deferred() ? sr_cpu_deferred_device() : sr_cpu_device();
+    const char *v = getenv("SR_CPU_DEFERRED");
+    if (!v || !*v || strcmp(v, "0") == 0)
+        return sr_cpu_device();
+    return strcmp(v, "opaque") == 0 ? sr_cpu_opaque_device() : sr_cpu_deferred_device();
 }
 
 struct sr_device *sr_device_get(enum sr_device_kind kind, int ordinal)
@@ -133,6 +132,11 @@ void sr_dev_free_host(struct sr_device *dev, void *p)
 {
     if (p)
         dev->mem->free_host(dev, p);
+}
+
+int sr_dev_hidden(struct sr_device *dev, const void *p, void **base, size_t *bytes)
+{
+    return !dev->host_visible && p && dev->mem->owns && dev->mem->owns(dev, p, base, bytes);
 }
 
 sr_stream_t sr_dev_stream_create(struct sr_device *dev)

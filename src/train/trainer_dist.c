@@ -384,10 +384,17 @@ int sr_trainer_save_sharded_weights(struct sr_trainer *t, const char *path)
     int n_dense = sr_dlrm_num_tensors(t->dlrm), n = n_dense + cfg->num_tables, rc = SR_OK;
     struct sr_st_tensor *ts = sr_calloc((size_t)n, sizeof *ts);
     char(*names)[SR_NAME_MAX + 16] = sr_calloc((size_t)cfg->num_tables, sizeof *names);
+    size_t n_params;
+    float *params = sr_dlrm_params(t->dlrm, &n_params), *pinned = NULL;
+    if (t->rank == 0 && !t->dev->host_visible) { /* the dense block through pinned memory */
+        pinned = sr_dev_alloc_host(t->dev, sizeof(float) * n_params);
+        sr_dev_copy(t->dev, pinned, params, sizeof(float) * n_params, NULL);
+        sr_dev_sync(t->dev, NULL);
+    }
     for (int i = 0; i < n_dense; i++) {
         float *data;
         sr_dlrm_tensor(t->dlrm, i, &ts[i].name, &ts[i].ndim, ts[i].shape, &data);
-        ts[i].data = data;
+        ts[i].data = pinned ? pinned + sr_dlrm_tensor_offset(t->dlrm, i) : data;
     }
     for (int k = 0; k < cfg->num_tables && !rc; k++) {
         const struct sr_table_config *tc = &cfg->tables[k];
@@ -407,6 +414,7 @@ int sr_trainer_save_sharded_weights(struct sr_trainer *t, const char *path)
         rc = sr_st_write(path, n, ts);
     for (int k = 0; k < cfg->num_tables; k++)
         sr_free((void *)ts[n_dense + k].data);
+    sr_dev_free_host(t->dev, pinned);
     sr_free(names);
     sr_free(ts);
     return rc;
