@@ -120,7 +120,7 @@ TEST_SRCS := $(wildcard tests/test_*.c)
 TEST_BINS := $(TEST_SRCS:tests/%.c=$(BUILD)/tests/%)
 TEST_HELPER_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard tests/helpers/*.c))
 
-.PHONY: all lib cli tests test clean install
+.PHONY: all lib cli tests test bench test-gpu clean install
 all: lib cli
 lib: $(BUILD)/libshardrec.a $(BUILD)/libshardrec.so
 cli: $(BUILD)/shardrec
@@ -148,6 +148,15 @@ $(BUILD)/tests/%: tests/%.c $(TEST_HELPER_OBJS) $(BUILD)/libshardrec.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Itests -o $@ $< $(TEST_HELPER_OBJS) $(BUILD)/libshardrec.a $(LDFLAGS) $(LDLIBS) -lcmocka
 
+# test_backend_ops is one binary from tests/test_backend_ops.c and the files
+# of tests/backend_ops/ (its harness and one file of cases per op table).
+BACKEND_OPS_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard tests/backend_ops/*.c))
+$(BUILD)/tests/test_backend_ops: tests/test_backend_ops.c $(BACKEND_OPS_OBJS) $(TEST_HELPER_OBJS) \
+                                 $(BUILD)/libshardrec.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Itests -o $@ $< $(BACKEND_OPS_OBJS) $(TEST_HELPER_OBJS) \
+	    $(BUILD)/libshardrec.a $(LDFLAGS) $(LDLIBS) -lcmocka
+
 # MPI test programs (tests/mpi/*.c, no cmocka), run under mpirun by tests/check_mpi_*.sh
 MPI_TEST_BINS := $(if $(HAVE_MPI),$(patsubst tests/mpi/%.c,$(BUILD)/tests/%,$(wildcard tests/mpi/*.c)))
 tests: $(MPI_TEST_BINS)
@@ -155,16 +164,30 @@ $(BUILD)/tests/mpi_%: tests/mpi/mpi_%.c $(BUILD)/libshardrec.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libshardrec.a $(LDFLAGS) $(LDLIBS)
 
-# Benchmark programs (bench/*.c), built on demand: make bench
+# Benchmark programs (bench/*.c), built with the tests so that CI compiles them
 BENCH_BINS := $(patsubst bench/%.c,$(BUILD)/bench/%,$(wildcard bench/*.c))
 .PHONY: bench
 bench: $(BENCH_BINS)
+tests: $(BENCH_BINS)
 $(BUILD)/bench/%: bench/%.c $(BUILD)/libshardrec.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libshardrec.a $(LDFLAGS) $(LDLIBS)
 
 test: all tests
 	BUILD=$(BUILD) tests/run.sh
+
+# The GPU suite, on a machine with an NVIDIA GPU (each script stops with a
+# message and a non-zero status when none is visible): every device op on
+# CUDA against the CPU (with the table over 2^32 elements), training on CUDA
+# against the CPU and 2 ranks against 1, and the PyTorch check on CUDA.
+test-gpu: all tests
+ifneq ($(HAVE_CUDA),1)
+	@echo "test-gpu: this build has no CUDA backend (nvcc not found, or NO_CUDA=1)"; exit 1
+endif
+	@sh tests/gpu/require_gpu.sh test-gpu
+	SR_TEST_DEVICE=cuda SR_TEST_BIG=1 $(BUILD)/tests/test_backend_ops
+	BUILD=$(BUILD) sh tests/gpu/check_gpu_train.sh
+	BUILD=$(BUILD) sh tests/gpu/check_gpu_torch.sh
 
 PREFIX ?= /usr/local
 install: lib
@@ -176,4 +199,4 @@ install: lib
 clean:
 	rm -rf build build-asan
 
--include $(LIB_OBJS:.o=.d) $(CLI_OBJS:.o=.d)
+-include $(LIB_OBJS:.o=.d) $(CLI_OBJS:.o=.d) $(BACKEND_OPS_OBJS:.o=.d)

@@ -59,6 +59,8 @@
 # BATCH override the run's size; CASES="sgd adam" runs only those cases;
 # JITTERS (default "1 2 3"), REF_FACTOR (3) and REF_FLOOR (1e-6) set step 4;
 # KEEP_TMP=1 keeps (and names) the folder of data, weights and losses.
+# SHARDREC_TRAIN_FLAGS are added to every `shardrec train` (the GPU suite's
+# tests/gpu/check_gpu_torch.sh passes --device cuda --math fp32).
 BUILD=${BUILD:-build}
 root=$(cd "$(dirname "$0")/.." && pwd)
 bin=${SHARDREC:-$root/$BUILD/shardrec}
@@ -69,6 +71,7 @@ cases=${CASES:-sgd adagrad rowwise adam}
 jitters=${JITTERS:-1 2 3}
 ref_factor=${REF_FACTOR:-3}
 ref_floor=${REF_FLOOR:-1e-6}
+train_flags=${SHARDREC_TRAIN_FLAGS:-}
 start=$(date +%s)
 tmp=$(mktemp -d)
 [ -n "${KEEP_TMP:-}" ] && echo "tmp: $tmp" || trap 'rm -rf "$tmp"' EXIT
@@ -131,7 +134,7 @@ shardrec_train() { # case
     "$bin" train --data "$tmp/x.tsv" $model --steps "$steps" --batch-size "$batch" \
         --optimizer "$2" --emb-optimizer "$3" --lr "$4" --emb-lr "$5" --seed 7 \
         --init-weights "$tmp/init.st" --save-weights "$tmp/sr_$1.st" \
-        --metrics "$tmp/sr_$1.jsonl" --log-every 1 --eval-samples 0 --no-progress \
+        --metrics "$tmp/sr_$1.jsonl" --log-every 1 --eval-samples 0 --no-progress $train_flags \
         >"$tmp/train_$1.log" 2>&1
 }
 

@@ -1,0 +1,455 @@
+/*
+ * Embedding op benchmark: the pooled forward and the fused backward (SGD,
+ * row-wise Adagrad) of a device's embedding op table, in GB/s of the least
+ * traffic each op must move and as a share of the same device's copy
+ * bandwidth, measured in the same run. Written against the op tables only
+ * (device/ops_embedding.h), so it runs on any backend.
+ *
+ * Cases (uniform ids over tables of 2^24 rows, so that rows come from DRAM,
+ * not from a cache; at least 256 MB of rows per launch):
+ *
+ *   d128   D 128, 20 ids per bag: 8 features over 2 tables, batch 4096
+ *          (655 360 ids, 336 MB of rows; 16 GiB of tables)
+ *   d16    D 16, 1 id per bag: 26 features, one table each, batch 163 840
+ *          (workload K's shape; 4.26 M ids, 273 MB of rows; 26 GiB of tables)
+ *
+ * Timing: each op is issued on the device's default stream between two
+ * device events (sr_dev_event_record / sr_dev_event_elapsed_ms), synchronised
+ * after each rep; warm-up reps first, then the median of --reps. A backward
+ * rep is preceded by an untimed forward(keep_ids = 1), as in training.
+ *
+ * Bytes, the least each op must move:
+ *   forward              every id's row read once + the pooled output written
+ *                        (ids and offsets not counted)
+ *   backward + update    every touched (unique) row and its optimizer state
+ *                        read and written once + the pooled gradient and the
+ *                        ids (8 bytes each) read once
+ *   copy                 a device-to-device sr_dev_copy of --copy-mb MiB:
+ *                        bytes read + bytes written
+ *
+ * Build: make bench (or make tests) -> $(BUILD)/bench/emb_ops.
+ * Run:   build/bench/emb_ops --device cuda [--case d128|d16|all] [--reps 20]
+ *        Smaller runs (smoke tests, CPUs): --rows, --batch shrink the case.
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "shardrec/device.h"
+#include "shardrec/error.h"
+#include "shardrec/optim.h"
+#include "shardrec/rng.h"
+#include "device/ops_embedding.h"
+
+#define MAX_F 32
+
+struct bench_case {
+    const char *name;
+    int dim, ids_per_bag, features, tables, batch;
+    int64_t rows;
+};
+
+struct opts {
+    struct sr_device *dev;
+    const char *device, *which;
+    int64_t rows; /* 0: the case's */
+    int batch;    /* 0: the case's */
+    int reps, warmup;
+    int64_t copy_mb; /* 0: 2048 on a GPU, 256 elsewhere */
+    uint64_t seed;
+};
+
+/* One case on the device: tables, batch, workspace. */
+struct bench {
+    struct bench_case c;
+    struct sr_emb_table tables[MAX_F];
+    struct sr_emb_feature features[MAX_F];
+    struct sr_emb_layout layout;
+    struct sr_emb_batch batch;
+    int64_t feature_pos[MAX_F], table_pos[MAX_F + 1];
+    int64_t *offsets_dev, *values_dev;
+    float *pooled, *dpooled;
+    void *ws_sgd, *ws_rowwise;
+    int64_t n, unique;
+};
+
+struct result {
+    const char *op;
+    int dim;
+    double ms, bytes;
+};
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: emb_ops [--device cpu|cuda] [--case d128|d16|all] [--reps N] [--warmup N]\n"
+               "               [--rows N] [--batch N] [--copy-mb N] [--seed N]\n"
+               "Times the embedding forward and backward (+SGD, +row-wise Adagrad) with device\n"
+               "events; prints ms, GB/s of the least traffic and %% of the device's copy\n"
+               "bandwidth. --rows and --batch shrink a case (defaults: 2^24 rows, >= 256 MB of\n"
+               "rows per launch).\n");
+}
+
+static int parse(int argc, char **argv, struct opts *o)
+{
+    *o = (struct opts){.device = "cpu", .which = "all", .reps = 20, .warmup = 3, .seed = 1};
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+            usage(stdout);
+            exit(0);
+        }
+        if (!v) {
+            fprintf(stderr, "emb_ops: %s needs a value (or is unknown)\n", a);
+            return -1;
+        }
+        i++;
+        if (strcmp(a, "--device") == 0)
+            o->device = v;
+        else if (strcmp(a, "--case") == 0)
+            o->which = v;
+        else if (strcmp(a, "--reps") == 0)
+            o->reps = atoi(v);
+        else if (strcmp(a, "--warmup") == 0)
+            o->warmup = atoi(v);
+        else if (strcmp(a, "--rows") == 0)
+            o->rows = strtoll(v, NULL, 0);
+        else if (strcmp(a, "--batch") == 0)
+            o->batch = atoi(v);
+        else if (strcmp(a, "--copy-mb") == 0)
+            o->copy_mb = strtoll(v, NULL, 0);
+        else if (strcmp(a, "--seed") == 0)
+            o->seed = strtoull(v, NULL, 0);
+        else {
+            fprintf(stderr, "emb_ops: unknown flag %s\n", a);
+            return -1;
+        }
+    }
+    if (o->reps < 1 || o->warmup < 0 || o->rows < 0 || o->batch < 0 || o->copy_mb < 0) {
+        fprintf(stderr,
+                "emb_ops: --reps must be >= 1; --warmup, --rows, --batch, --copy-mb >= 0\n");
+        return -1;
+    }
+    if (strcmp(o->device, "cpu") == 0)
+        o->dev = sr_device_get(SR_DEVICE_CPU, 0);
+    else if (strcmp(o->device, "cuda") == 0)
+        o->dev = sr_device_get(SR_DEVICE_CUDA, 0);
+    else
+        sr_error_set(SR_ERR_INVALID_ARG, "--device %s: expected cpu or cuda", o->device);
+    if (!o->dev) {
+        fprintf(stderr, "emb_ops: %s\n", sr_error_message());
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- timing ------------------------------------------------------------- */
+
+static int cmp_float(const void *a, const void *b)
+{
+    const float x = *(const float *)a, y = *(const float *)b;
+    return (x > y) - (x < y);
+}
+
+enum op { OP_COPY, OP_FORWARD, OP_FORWARD_KEEP, OP_BACKWARD_SGD, OP_BACKWARD_ROWWISE };
+
+struct timed {
+    struct sr_device *dev;
+    struct bench *b;
+    void *dst;
+    const void *src;
+    size_t bytes;
+};
+
+static void issue(const struct timed *t, enum op op)
+{
+    struct sr_device *dev = t->dev;
+    struct bench *b = t->b;
+    const int rowwise = op == OP_BACKWARD_ROWWISE;
+    struct sr_emb_update u = {.lr = 1e-6f, .step = 1};
+    switch (op) {
+    case OP_COPY:
+        sr_dev_copy(dev, t->dst, t->src, t->bytes, NULL);
+        break;
+    case OP_FORWARD:
+    case OP_FORWARD_KEEP:
+        b->layout.optim = SR_OPTIM_SGD; /* the workspace ws_sgd was initialised for */
+        dev->emb->forward(dev, &b->layout, &b->batch, op == OP_FORWARD_KEEP, b->pooled, b->ws_sgd,
+                          NULL);
+        break;
+    case OP_BACKWARD_SGD:
+    case OP_BACKWARD_ROWWISE:
+        b->layout.optim = rowwise ? SR_OPTIM_ROWWISE_ADAGRAD : SR_OPTIM_SGD;
+        u.optim = sr_optim_config_default(b->layout.optim);
+        dev->emb->backward(dev, &b->layout, &b->batch, b->dpooled, &u,
+                           rowwise ? b->ws_rowwise : b->ws_sgd, NULL);
+        break;
+    }
+}
+
+/* Median milliseconds of op over reps, after warmup reps. */
+static double time_op(const struct opts *o, const struct timed *t, enum op op)
+{
+    struct sr_device *dev = t->dev;
+    sr_event_t e0 = sr_dev_event_create(dev), e1 = sr_dev_event_create(dev);
+    float *ms = calloc((size_t)o->reps, sizeof *ms);
+    SR_ASSERT(ms);
+    for (int r = -o->warmup; r < o->reps; r++) {
+        if (op == OP_BACKWARD_SGD || op == OP_BACKWARD_ROWWISE) {
+            struct bench *b = t->b;
+            b->layout.optim = op == OP_BACKWARD_ROWWISE ? SR_OPTIM_ROWWISE_ADAGRAD : SR_OPTIM_SGD;
+            dev->emb->forward(dev, &b->layout, &b->batch, 1, b->pooled,
+                              op == OP_BACKWARD_ROWWISE ? b->ws_rowwise : b->ws_sgd, NULL);
+        }
+        sr_dev_event_record(dev, e0, NULL);
+        issue(t, op);
+        sr_dev_event_record(dev, e1, NULL);
+        sr_dev_event_sync(dev, e1);
+        if (r >= 0)
+            ms[r] = sr_dev_event_elapsed_ms(dev, e0, e1);
+    }
+    qsort(ms, (size_t)o->reps, sizeof *ms, cmp_float);
+    const double med =
+        o->reps % 2 ? ms[o->reps / 2] : 0.5 * (ms[o->reps / 2 - 1] + ms[o->reps / 2]);
+    free(ms);
+    sr_dev_event_destroy(dev, e0);
+    sr_dev_event_destroy(dev, e1);
+    return med;
+}
+
+/* ---- a case ----------------------------------------------------------------- */
+
+/* Device bytes of a case: tables, row-wise state, ids and pooled tensors. */
+static size_t case_bytes(const struct bench_case *c)
+{
+    const size_t n = (size_t)c->features * c->batch * c->ids_per_bag;
+    return (size_t)c->tables * (size_t)c->rows * (c->dim + 1) * 4 + n * 40 +
+           (size_t)c->batch * c->features * c->dim * 8;
+}
+
+/* Host memory available now (MemAvailable), 0 when unknown. */
+static size_t host_available(void)
+{
+    FILE *f = fopen("/proc/meminfo", "r");
+    char line[128];
+    unsigned long long kb = 0;
+    if (!f)
+        return 0;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1)
+            break;
+    fclose(f);
+    return (size_t)kb * 1024;
+}
+
+/* Uniform ids, feature f on table f % T; offsets of fixed-length bags. Counts
+ * the distinct rows touched. */
+static void make_batch(const struct opts *o, struct bench *b, int64_t *offsets, int64_t *values)
+{
+    const struct bench_case *c = &b->c;
+    const int64_t bags = (int64_t)c->features * c->batch;
+    for (int64_t k = 0; k <= bags; k++)
+        offsets[k] = k * c->ids_per_bag;
+    uint8_t *seen = calloc((size_t)(c->rows + 7) / 8, 1);
+    SR_ASSERT(seen);
+    for (int t = 0; t < c->tables; t++) {
+        memset(seen, 0, (size_t)(c->rows + 7) / 8);
+        for (int f = t; f < c->features; f += c->tables)
+            for (int64_t i = offsets[(int64_t)f * c->batch];
+                 i < offsets[(int64_t)(f + 1) * c->batch]; i++) {
+                const int64_t v =
+                    (int64_t)(sr_rng_u64(o->seed, (uint64_t)f, (uint64_t)i) % (uint64_t)c->rows);
+                values[i] = v;
+                if (!(seen[v >> 3] & (1u << (v & 7)))) {
+                    seen[v >> 3] |= (uint8_t)(1u << (v & 7));
+                    b->unique++;
+                }
+            }
+    }
+    free(seen);
+    /* the table-grouped id list (embed/ebc.c's compute_meta) */
+    int64_t cursor[MAX_F];
+    const int64_t per_feature = (int64_t)c->batch * c->ids_per_bag;
+    memset(b->table_pos, 0, sizeof b->table_pos);
+    for (int f = 0; f < c->features; f++)
+        b->table_pos[f % c->tables + 1] += per_feature;
+    for (int t = 0; t < c->tables; t++) {
+        b->table_pos[t + 1] += b->table_pos[t];
+        cursor[t] = b->table_pos[t];
+    }
+    for (int f = 0; f < c->features; f++) {
+        b->feature_pos[f] = cursor[f % c->tables];
+        cursor[f % c->tables] += per_feature;
+    }
+}
+
+static void bench_init(const struct opts *o, struct bench *b, const struct bench_case *c)
+{
+    struct sr_device *dev = o->dev;
+    memset(b, 0, sizeof *b);
+    b->c = *c;
+    b->n = (int64_t)c->features * c->batch * c->ids_per_bag;
+    for (int t = 0; t < c->tables; t++) {
+        const int64_t n = c->rows * c->dim;
+        b->tables[t] = (struct sr_emb_table){.weight = sr_dev_alloc(dev, (size_t)n * 4),
+                                             .state = sr_dev_alloc(dev, (size_t)c->rows * 4),
+                                             .rows = c->rows,
+                                             .dim = c->dim};
+        dev->emb->fill(dev, b->tables[t].weight, n, 0.01f, NULL);
+        dev->emb->fill(dev, b->tables[t].state, c->rows, 0.0f, NULL);
+    }
+    for (int f = 0; f < c->features; f++)
+        b->features[f] = (struct sr_emb_feature){.table = f % c->tables, .col = f * c->dim};
+    b->layout = (struct sr_emb_layout){.num_tables = c->tables,
+                                       .tables = b->tables,
+                                       .num_features = c->features,
+                                       .features = b->features,
+                                       .out_dim = c->features * c->dim,
+                                       .max_dim = c->dim,
+                                       .max_batch = c->batch,
+                                       .max_values = b->n,
+                                       .optim = SR_OPTIM_SGD};
+    const int64_t bags = (int64_t)c->features * c->batch;
+    int64_t *offsets = malloc((size_t)(bags + 1) * 8), *values = malloc((size_t)b->n * 8);
+    SR_ASSERT(offsets && values);
+    make_batch(o, b, offsets, values);
+    b->offsets_dev = sr_dev_alloc(dev, (size_t)(bags + 1) * 8);
+    b->values_dev = sr_dev_alloc(dev, (size_t)b->n * 8);
+    sr_dev_copy(dev, b->offsets_dev, offsets, (size_t)(bags + 1) * 8, NULL);
+    sr_dev_copy(dev, b->values_dev, values, (size_t)b->n * 8, NULL);
+    sr_dev_sync(dev, NULL);
+    free(offsets), free(values);
+    b->batch = (struct sr_emb_batch){.batch = c->batch,
+                                     .num_values = b->n,
+                                     .offsets = b->offsets_dev,
+                                     .values = b->values_dev,
+                                     .weights = NULL,
+                                     .feature_pos = b->feature_pos,
+                                     .table_pos = b->table_pos};
+    const size_t pooled = (size_t)c->batch * b->layout.out_dim;
+    b->pooled = sr_dev_alloc(dev, pooled * 4);
+    b->dpooled = sr_dev_alloc(dev, pooled * 4);
+    dev->emb->fill(dev, b->dpooled, (int64_t)pooled, 1e-3f, NULL);
+    b->ws_sgd = sr_dev_alloc(dev, dev->emb->workspace_bytes(dev, &b->layout));
+    dev->emb->workspace_init(dev, &b->layout, b->ws_sgd);
+    b->layout.optim = SR_OPTIM_ROWWISE_ADAGRAD;
+    b->ws_rowwise = sr_dev_alloc(dev, dev->emb->workspace_bytes(dev, &b->layout));
+    dev->emb->workspace_init(dev, &b->layout, b->ws_rowwise);
+    b->layout.optim = SR_OPTIM_SGD;
+    sr_dev_sync(dev, NULL);
+}
+
+static void bench_free(struct sr_device *dev, struct bench *b)
+{
+    sr_dev_sync(dev, NULL);
+    for (int t = 0; t < b->c.tables; t++) {
+        sr_dev_free(dev, b->tables[t].weight);
+        sr_dev_free(dev, b->tables[t].state);
+    }
+    sr_dev_free(dev, b->offsets_dev);
+    sr_dev_free(dev, b->values_dev);
+    sr_dev_free(dev, b->pooled);
+    sr_dev_free(dev, b->dpooled);
+    sr_dev_free(dev, b->ws_sgd);
+    sr_dev_free(dev, b->ws_rowwise);
+}
+
+/* Times the case's ops into res; returns how many. */
+static int run_case(const struct opts *o, const struct bench_case *c, struct result *res)
+{
+    struct bench b;
+    bench_init(o, &b, c);
+    const double D = c->dim, pooled = (double)c->batch * b.layout.out_dim * 4;
+    const double rows_read = (double)b.n * D * 4;
+    printf("case %s: D %d, ids per bag %d, %d features over %d tables of %lld rows, batch %d: "
+           "%lld ids, %lld distinct rows, %.0f MB of rows per forward%s\n",
+           c->name, c->dim, c->ids_per_bag, c->features, c->tables, (long long)c->rows, c->batch,
+           (long long)b.n, (long long)b.unique, rows_read / 1e6,
+           rows_read < 256e6 || c->rows < ((int64_t)1 << 24)
+               ? " (below the benchmark's 2^24 rows / 256 MB: a smoke run)"
+               : "");
+    fflush(stdout);
+    const struct timed t = {.dev = o->dev, .b = &b};
+    const double fwd = rows_read + pooled;
+    const double bwd_common = pooled + (double)b.n * 8;
+    res[0] = (struct result){"forward", c->dim, time_op(o, &t, OP_FORWARD), fwd};
+    res[1] = (struct result){"forward (keep_ids)", c->dim, time_op(o, &t, OP_FORWARD_KEEP), fwd};
+    res[2] = (struct result){"backward+sgd", c->dim, time_op(o, &t, OP_BACKWARD_SGD),
+                             (double)b.unique * D * 4 * 2 + bwd_common};
+    res[3] =
+        (struct result){"backward+rowwise_adagrad", c->dim, time_op(o, &t, OP_BACKWARD_ROWWISE),
+                        (double)b.unique * (D + 1) * 4 * 2 + bwd_common};
+    bench_free(o->dev, &b);
+    return 4;
+}
+
+static double copy_ms(const struct opts *o, double *bytes)
+{
+    struct sr_device *dev = o->dev;
+    const int64_t mb = o->copy_mb ? o->copy_mb : dev->kind == SR_DEVICE_CUDA ? 2048 : 256;
+    const size_t n = (size_t)mb << 20;
+    struct timed t = {.dev = dev, .bytes = n};
+    void *src = sr_dev_alloc(dev, n), *dst = sr_dev_alloc(dev, n);
+    sr_dev_memset(dev, src, 1, n, NULL);
+    sr_dev_memset(dev, dst, 0, n, NULL);
+    t.src = src, t.dst = dst;
+    const double ms = time_op(o, &t, OP_COPY);
+    sr_dev_free(dev, src);
+    sr_dev_free(dev, dst);
+    *bytes = 2.0 * (double)n;
+    return ms;
+}
+
+int main(int argc, char **argv)
+{
+    struct opts o;
+    if (parse(argc, argv, &o) != 0) {
+        usage(stderr);
+        return 2;
+    }
+    const struct bench_case cases[] = {
+        {"d128", 128, 20, 8, 2, 4096, (int64_t)1 << 24},
+        {"d16", 16, 1, 26, 26, 163840, (int64_t)1 << 24},
+    };
+    int ran = 0;
+    struct result res[16];
+    double copy_bytes;
+    const double copy = copy_ms(&o, &copy_bytes);
+    printf("device %s; copy bandwidth: %.1f GB/s (%.0f MiB device to device, read + written; "
+           "median of %d after %d warm-up)\n",
+           o.dev->name, copy_bytes / copy / 1e6, copy_bytes / 2 / (1 << 20), o.reps, o.warmup);
+    const double copy_gbs = copy_bytes / copy / 1e6;
+    int nres = 0;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        struct bench_case c = cases[i];
+        if (strcmp(o.which, "all") != 0 && strcmp(o.which, c.name) != 0)
+            continue;
+        ran++;
+        if (o.rows)
+            c.rows = o.rows;
+        if (o.batch)
+            c.batch = o.batch;
+        const size_t avail = host_available();
+        if (o.dev->host_visible && avail && case_bytes(&c) > avail) {
+            fprintf(stderr,
+                    "emb_ops: case %s needs %.1f GiB of host memory, %.1f GiB available; "
+                    "HINT: --rows N (fewer rows per table) or --batch N\n",
+                    c.name, (double)case_bytes(&c) / (1 << 30), (double)avail / (1 << 30));
+            return 2;
+        }
+        nres += run_case(&o, &c, res + nres);
+    }
+    if (!ran) {
+        fprintf(stderr, "emb_ops: --case %s: expected d128, d16 or all\n", o.which);
+        return 2;
+    }
+    printf("\n%-26s %4s %10s %9s %10s %9s\n", "op", "D", "ms", "MB", "GB/s", "% of copy");
+    printf("%-26s %4s %10.3f %9.1f %10.1f %9.1f\n", "copy (device to device)", "-", copy,
+           copy_bytes / 1e6, copy_gbs, 100.0);
+    for (int i = 0; i < nres; i++) {
+        const double gbs = res[i].bytes / res[i].ms / 1e6;
+        printf("%-26s %4d %10.3f %9.1f %10.1f %9.1f\n", res[i].op, res[i].dim, res[i].ms,
+               res[i].bytes / 1e6, gbs, 100.0 * gbs / copy_gbs);
+    }
+    return 0;
+}

@@ -1,0 +1,483 @@
+/* The embedding and DP-table ops of test_backend_ops (cases.h):
+ * init_uniform, fill, forward and backward with each fused optimizer over
+ * layouts that hold the hard cases; the DP tables' accumulate and apply. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "shardrec/device.h"
+#include "shardrec/optim.h"
+#include "device/ops_embedding.h"
+#include "device/ops_embedding_dp.h"
+#include "cases.h"
+#include "ops_check.h"
+
+/* ---- embedding: init_uniform, fill ------------------------------------------ */
+
+struct init_ctx {
+    int64_t rows, row_begin, n;
+    int dim;
+    uint64_t seed, stream;
+    double lo, hi;
+    float value;
+};
+
+#define GUARD 16 /* floats before and after the written range, which must stay poisoned */
+
+static void run_init_uniform(struct sr_device *dev, void *ctx, struct ops_case *c, int which)
+{
+    const struct init_ctx *x = ctx;
+    const size_t n = (size_t)x->rows * x->dim + 2 * GUARD;
+    struct ops_arena a;
+    ops_arena_init(&a, dev);
+    float *w = ops_poisoned(&a, n * 4);
+    dev->emb->init_uniform(dev, w + GUARD, x->rows, x->dim, x->row_begin, x->seed, x->stream, x->lo,
+                           x->hi, NULL);
+    ops_take(c, which, "weight and guards", OPS_EXACT, 0, dev, w, n * 4);
+    ops_arena_free(&a);
+}
+
+static void run_fill(struct sr_device *dev, void *ctx, struct ops_case *c, int which)
+{
+    const struct init_ctx *x = ctx;
+    const size_t n = (size_t)x->n + 2 * GUARD;
+    struct ops_arena a;
+    ops_arena_init(&a, dev);
+    float *p = ops_poisoned(&a, n * 4);
+    dev->emb->fill(dev, p + GUARD, x->n, x->value, NULL);
+    ops_take(c, which, "p and guards", OPS_EXACT, 0, dev, p, n * 4);
+    ops_arena_free(&a);
+}
+
+static void init_fill_cases(void)
+{
+    struct ops_rng r = ops_rng_of("init");
+    const struct init_ctx inits[] = {
+        {.rows = 1, .dim = 1, .row_begin = 0, .lo = -1, .hi = 1},
+        {.rows = 1000, .dim = 130, .row_begin = 12345, .lo = -0.05, .hi = 0.05},
+        {.rows = 3, .dim = 16, .row_begin = (int64_t)1 << 40, .lo = 0, .hi = 1},
+        {.rows = 777, .dim = 4, .row_begin = 5, .lo = -0.0358748, .hi = 0.0358748},
+        {.rows = 4099, .dim = 128, .row_begin = ((int64_t)1 << 31) - 7, .lo = -2, .hi = 3},
+    };
+    char name[96];
+    for (size_t i = 0; i < sizeof inits / sizeof inits[0]; i++) {
+        struct init_ctx x = inits[i];
+        x.seed = (uint64_t)ops_below(&r, INT64_MAX);
+        x.stream = (uint64_t)ops_below(&r, 1000);
+        snprintf(name, sizeof name, "rows %lld dim %d row_begin %lld", (long long)x.rows, x.dim,
+                 (long long)x.row_begin);
+        ops_check("emb.init_uniform", name, run_init_uniform, &x);
+    }
+    static const int64_t sizes[] = {1, 17, 1000003};
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        struct init_ctx x = {.n = sizes[i], .value = ops_uniform_in(&r, -3, 3)};
+        snprintf(name, sizeof name, "n %lld", (long long)x.n);
+        ops_check("emb.fill", name, run_fill, &x);
+    }
+}
+
+/* ---- embedding: forward and backward ------------------------------------------ */
+
+#define MAX_T 6
+#define MAX_F 32
+
+/* A layout and batch shape; ids are drawn per run of the test. */
+struct emb_spec {
+    const char *name;
+    int T;
+    int64_t rows[MAX_T];
+    int dim[MAX_T];
+    int F;
+    int ftab[MAX_F];
+    int fmean[MAX_F];
+    int B;
+    int len_lo, len_hi; /* ids per bag */
+    int weighted;
+    int same_id; /* every id of a feature is its table's last row */
+};
+
+/* Host data of one spec: the batch, initial tables and state, gradients. */
+struct emb_data {
+    const struct emb_spec *s;
+    struct sr_emb_feature features[MAX_F];
+    int out_dim, max_dim;
+    int64_t n;
+    int64_t *offsets, *values;
+    float *weights; /* NULL unless weighted */
+    int64_t feature_pos[MAX_F], table_pos[MAX_T + 1];
+    float *weight[MAX_T]; /* (E, D) */
+    float *state[MAX_T];  /* (2 E D): room for any optimizer's state, >= 0 */
+    float *dpooled[2];    /* (B, out_dim) of two steps */
+    /* the run */
+    enum sr_optim_kind kind;
+    int backward;
+};
+
+static size_t state_floats(enum sr_optim_kind kind, int64_t rows, int dim)
+{
+    switch (kind) {
+    case SR_OPTIM_SGD:
+        return 0;
+    case SR_OPTIM_ROWWISE_ADAGRAD:
+        return (size_t)rows;
+    case SR_OPTIM_ADAGRAD:
+        return (size_t)rows * dim;
+    case SR_OPTIM_ADAM:
+        return 2 * (size_t)rows * dim;
+    }
+    return 0;
+}
+
+static void emb_ids(struct emb_data *d, struct ops_rng *r)
+{
+    const struct emb_spec *s = d->s;
+    const int64_t bags = (int64_t)s->F * s->B;
+    d->offsets = calloc((size_t)bags + 1, sizeof(int64_t));
+    int32_t *len = calloc((size_t)bags, sizeof(int32_t));
+    assert_true(d->offsets && len);
+    for (int64_t k = 0; k < bags; k++) {
+        len[k] = s->len_lo + (int32_t)ops_below(r, s->len_hi - s->len_lo + 1);
+        d->offsets[k + 1] = d->offsets[k] + len[k];
+    }
+    d->n = d->offsets[bags];
+    d->values = calloc((size_t)d->n + 1, sizeof(int64_t));
+    d->weights = s->weighted ? ops_floats((size_t)d->n) : NULL;
+    assert_non_null(d->values);
+    for (int f = 0; f < s->F; f++) {
+        const int64_t E = s->rows[s->ftab[f]];
+        int forced = 0; /* the first id of the feature's first non-empty bag: the last row */
+        for (int64_t i = d->offsets[(int64_t)f * s->B]; i < d->offsets[(int64_t)(f + 1) * s->B];
+             i++) {
+            const int last = s->same_id || !forced++ || ops_uniform(r) < 0.03;
+            d->values[i] = last ? E - 1 : ops_below(r, E);
+            if (d->weights)
+                d->weights[i] = ops_uniform_in(r, -1.0f, 2.0f);
+        }
+    }
+    free(len);
+}
+
+static void emb_data_init(struct emb_data *d, const struct emb_spec *s)
+{
+    struct ops_rng r = ops_rng_of(s->name);
+    memset(d, 0, sizeof *d);
+    d->s = s;
+    for (int f = 0; f < s->F; f++) {
+        const int D = s->dim[s->ftab[f]];
+        d->features[f] =
+            (struct sr_emb_feature){.table = s->ftab[f], .col = d->out_dim, .mean = s->fmean[f]};
+        d->out_dim += D;
+        d->max_dim = D > d->max_dim ? D : d->max_dim;
+    }
+    emb_ids(d, &r);
+    /* where each feature's ids go in the table-grouped list (embed/ebc.c's compute_meta) */
+    int64_t cursor[MAX_T];
+    for (int f = 0; f < s->F; f++)
+        d->table_pos[s->ftab[f] + 1] +=
+            d->offsets[(int64_t)(f + 1) * s->B] - d->offsets[(int64_t)f * s->B];
+    for (int t = 0; t < s->T; t++) {
+        d->table_pos[t + 1] += d->table_pos[t];
+        cursor[t] = d->table_pos[t];
+    }
+    for (int f = 0; f < s->F; f++) {
+        d->feature_pos[f] = cursor[s->ftab[f]];
+        cursor[s->ftab[f]] += d->offsets[(int64_t)(f + 1) * s->B] - d->offsets[(int64_t)f * s->B];
+    }
+    for (int t = 0; t < s->T; t++) {
+        const size_t n = (size_t)s->rows[t] * s->dim[t];
+        d->weight[t] = ops_floats(n);
+        d->state[t] = ops_floats(2 * n);
+        ops_fill(&r, d->weight[t], n, -0.5f, 0.5f);
+        ops_fill(&r, d->state[t], 2 * n, 0.0f, 0.3f);
+    }
+    for (int i = 0; i < 2; i++) {
+        d->dpooled[i] = ops_floats((size_t)s->B * d->out_dim);
+        ops_fill(&r, d->dpooled[i], (size_t)s->B * d->out_dim, -1.0f, 1.0f);
+    }
+}
+
+static void emb_data_free(struct emb_data *d)
+{
+    free(d->offsets), free(d->values), free(d->weights);
+    for (int t = 0; t < d->s->T; t++)
+        free(d->weight[t]), free(d->state[t]);
+    free(d->dpooled[0]), free(d->dpooled[1]);
+}
+
+/* The spec's tables on dev (weights, and state for kind), uploaded. */
+static void emb_tables_on(struct ops_arena *a, const struct emb_data *d, enum sr_optim_kind kind,
+                          struct sr_emb_table *tabs)
+{
+    for (int t = 0; t < d->s->T; t++) {
+        const int64_t E = d->s->rows[t];
+        const int D = d->s->dim[t];
+        const size_t ns = state_floats(kind, E, D);
+        tabs[t] = (struct sr_emb_table){.weight = ops_upload(a, d->weight[t], (size_t)E * D * 4),
+                                        .state = ns ? ops_upload(a, d->state[t], ns * 4) : NULL,
+                                        .rows = E,
+                                        .dim = D};
+    }
+}
+
+static struct sr_emb_batch emb_batch_on(struct ops_arena *a, const struct emb_data *d)
+{
+    const int64_t bags = (int64_t)d->s->F * d->s->B;
+    return (struct sr_emb_batch){.batch = d->s->B,
+                                 .num_values = d->n,
+                                 .offsets = ops_upload(a, d->offsets, (size_t)(bags + 1) * 8),
+                                 .values = ops_upload(a, d->values, (size_t)d->n * 8),
+                                 .weights = d->weights ? ops_upload(a, d->weights, (size_t)d->n * 4)
+                                                       : NULL,
+                                 .feature_pos = d->feature_pos,
+                                 .table_pos = d->table_pos};
+}
+
+static struct sr_emb_layout emb_layout_of(const struct emb_data *d, const struct sr_emb_table *tabs,
+                                          enum sr_optim_kind kind)
+{
+    return (struct sr_emb_layout){.num_tables = d->s->T,
+                                  .tables = tabs,
+                                  .num_features = d->s->F,
+                                  .features = d->features,
+                                  .out_dim = d->out_dim,
+                                  .max_dim = d->max_dim,
+                                  .max_batch = d->s->B,
+                                  .max_values = d->n ? d->n : 16,
+                                  .optim = kind};
+}
+
+/* forward (keep_ids 0 and 1); with backward: two steps of forward + backward,
+ * the first with host lr and step, the second with device ones (the host
+ * values then are NaN and -1, which the op must not use). */
+static void run_emb(struct sr_device *dev, void *ctx, struct ops_case *c, int which)
+{
+    const struct emb_data *d = ctx;
+    const size_t pooled_bytes = (size_t)d->s->B * d->out_dim * 4;
+    struct ops_arena a;
+    struct sr_emb_table tabs[MAX_T];
+    ops_arena_init(&a, dev);
+    emb_tables_on(&a, d, d->kind, tabs);
+    const struct sr_emb_batch batch = emb_batch_on(&a, d);
+    const struct sr_emb_layout l = emb_layout_of(d, tabs, d->kind);
+    void *ws = ops_alloc(&a, dev->emb->workspace_bytes(dev, &l));
+    dev->emb->workspace_init(dev, &l, ws);
+
+    float *pooled = ops_poisoned(&a, pooled_bytes);
+    dev->emb->forward(dev, &l, &batch, 0, pooled, ws, NULL);
+    ops_take(c, which, "pooled (keep_ids 0)", OPS_F32, OPS_TOL, dev, pooled, pooled_bytes);
+    pooled = ops_poisoned(&a, pooled_bytes);
+    dev->emb->forward(dev, &l, &batch, 1, pooled, ws, NULL);
+    ops_take(c, which, "pooled", OPS_F32, OPS_TOL, dev, pooled, pooled_bytes);
+    if (d->backward) {
+        const struct sr_optim_config cfg = sr_optim_config_default(d->kind);
+        const struct sr_emb_update u1 = {.optim = cfg, .lr = 0.05f, .step = 1};
+        dev->emb->backward(dev, &l, &batch, ops_upload(&a, d->dpooled[0], pooled_bytes), &u1, ws,
+                           NULL);
+        pooled = ops_poisoned(&a, pooled_bytes);
+        dev->emb->forward(dev, &l, &batch, 1, pooled, ws, NULL);
+        ops_take(c, which, "pooled after step 1", OPS_F32, OPS_TOL, dev, pooled, pooled_bytes);
+        const float lr = 0.03f;
+        const int64_t step = 2;
+        const struct sr_emb_update u2 = {.optim = cfg,
+                                         .lr = NAN,
+                                         .step = -1,
+                                         .lr_dev = ops_upload(&a, &lr, sizeof lr),
+                                         .step_dev = ops_upload(&a, &step, sizeof step)};
+        dev->emb->backward(dev, &l, &batch, ops_upload(&a, d->dpooled[1], pooled_bytes), &u2, ws,
+                           NULL);
+        for (int t = 0; t < d->s->T; t++) {
+            char name[32];
+            snprintf(name, sizeof name, "t%d weight", t);
+            ops_take(c, which, name, OPS_F32, OPS_TOL, dev, tabs[t].weight,
+                     (size_t)tabs[t].rows * tabs[t].dim * 4);
+            const size_t ns = state_floats(d->kind, tabs[t].rows, tabs[t].dim);
+            snprintf(name, sizeof name, "t%d state", t);
+            if (ns)
+                ops_take(c, which, name, OPS_F32, OPS_TOL, dev, tabs[t].state, ns * 4);
+        }
+    }
+    ops_arena_free(&a);
+}
+
+/* name; tables: rows, dims; features: table, mean; batch; ids per bag; weighted; same id */
+#define K26                                                                                        \
+    {                                                                                              \
+        0, 1, 2, 0, 1, 2, 0, 1, 2, 0, 1, 2, 0, 1, 2, 0, 1, 2, 0, 1, 2, 0, 1, 2, 0, 1               \
+    }
+/* clang-format off */
+static const struct emb_spec emb_specs[] = {
+    {.name = "mixed dims 1,4,16,128,130; sum+mean",
+     .T = 5, .rows = {1, 7, 1000, 5000, 333}, .dim = {1, 4, 16, 128, 130},
+     .F = 7, .ftab = {0, 1, 2, 3, 4, 2, 3}, .fmean = {0, 0, 1, 0, 1, 0, 0},
+     .B = 64, .len_lo = 0, .len_hi = 6},
+    {.name = "mixed dims, weighted",
+     .T = 5, .rows = {1, 7, 1000, 5000, 333}, .dim = {1, 4, 16, 128, 130},
+     .F = 7, .ftab = {0, 1, 2, 3, 4, 2, 3}, .fmean = {0, 0, 1, 0, 1, 0, 0},
+     .B = 64, .len_lo = 0, .len_hi = 6, .weighted = 1},
+    {.name = "D 1, 20 ids", .T = 1, .rows = {1000}, .dim = {1},
+     .F = 2, .ftab = {0, 0}, .fmean = {0, 1}, .B = 128, .len_lo = 0, .len_hi = 20},
+    {.name = "D 4, 20 ids", .T = 1, .rows = {1000}, .dim = {4},
+     .F = 2, .ftab = {0, 0}, .fmean = {0, 1}, .B = 128, .len_lo = 0, .len_hi = 20},
+    {.name = "D 16, 20 ids", .T = 1, .rows = {1000}, .dim = {16},
+     .F = 2, .ftab = {0, 0}, .fmean = {0, 1}, .B = 128, .len_lo = 0, .len_hi = 20},
+    {.name = "D 128, 20 ids", .T = 1, .rows = {1000}, .dim = {128},
+     .F = 2, .ftab = {0, 0}, .fmean = {0, 1}, .B = 128, .len_lo = 0, .len_hi = 20},
+    {.name = "D 130, 20 ids", .T = 1, .rows = {1000}, .dim = {130},
+     .F = 2, .ftab = {0, 0}, .fmean = {0, 1}, .B = 128, .len_lo = 0, .len_hi = 20},
+    {.name = "every id the same, weighted", .T = 2, .rows = {100, 50}, .dim = {16, 130},
+     .F = 3, .ftab = {0, 0, 1}, .B = 256, .len_lo = 20, .len_hi = 20, .weighted = 1,
+     .same_id = 1},
+    {.name = "every id the same, mean", .T = 2, .rows = {100, 50}, .dim = {16, 130},
+     .F = 3, .ftab = {0, 0, 1}, .fmean = {1, 0, 1}, .B = 256, .len_lo = 20, .len_hi = 20,
+     .same_id = 1},
+    {.name = "1-row tables", .T = 2, .rows = {1, 1}, .dim = {4, 128},
+     .F = 3, .ftab = {0, 1, 1}, .fmean = {0, 1, 0}, .B = 32, .len_lo = 0, .len_hi = 5},
+    {.name = "empty bags only", .T = 2, .rows = {10, 1000}, .dim = {16, 4},
+     .F = 2, .ftab = {0, 1}, .fmean = {0, 1}, .B = 16, .len_lo = 0, .len_hi = 0},
+    {.name = "26 features D 16, 1 id (workload K)", .T = 3, .rows = {100000, 20000, 77},
+     .dim = {16, 16, 16}, .F = 26, .ftab = K26, .B = 512, .len_lo = 1, .len_hi = 1},
+    {.name = "large batch D 128, 1-20 ids, weighted", .T = 2, .rows = {20000, 77},
+     .dim = {128, 4}, .F = 3, .ftab = {0, 1, 0}, .B = 512, .len_lo = 1, .len_hi = 20,
+     .weighted = 1},
+};
+/* clang-format on */
+
+static const enum sr_optim_kind emb_kinds[] = {SR_OPTIM_SGD, SR_OPTIM_ADAGRAD,
+                                               SR_OPTIM_ROWWISE_ADAGRAD, SR_OPTIM_ADAM};
+
+void test_embedding(void **state)
+{
+    init_fill_cases();
+    for (size_t i = 0; i < sizeof emb_specs / sizeof emb_specs[0]; i++) {
+        struct emb_data d;
+        char name[96];
+        emb_data_init(&d, &emb_specs[i]);
+        snprintf(name, sizeof name, "%s (N %lld)", emb_specs[i].name, (long long)d.n);
+        d.kind = SR_OPTIM_SGD;
+        ops_check("emb.forward", name, run_emb, &d);
+        d.backward = 1;
+        for (size_t k = 0; k < sizeof emb_kinds / sizeof emb_kinds[0]; k++) {
+            char op[48];
+            d.kind = emb_kinds[k];
+            snprintf(op, sizeof op, "emb.backward.%s", sr_optim_kind_name(d.kind));
+            ops_check(op, name, run_emb, &d);
+        }
+        emb_data_free(&d);
+    }
+    ops_fail_if_any("embedding");
+}
+
+/* ---- emb_dp: accumulate, apply -------------------------------------------------- */
+
+static void run_dp_accumulate(struct sr_device *dev, void *ctx, struct ops_case *c, int which)
+{
+    const struct emb_data *d = ctx;
+    struct ops_arena a;
+    struct sr_emb_table tabs[MAX_T];
+    float *grad[MAX_T], *counts[MAX_T];
+    ops_arena_init(&a, dev);
+    emb_tables_on(&a, d, SR_OPTIM_SGD, tabs);
+    const struct sr_emb_batch batch = emb_batch_on(&a, d);
+    const struct sr_emb_layout l = emb_layout_of(d, tabs, SR_OPTIM_SGD);
+    for (int t = 0; t < d->s->T; t++) { /* zeroed by the caller, as the contract says */
+        grad[t] = ops_alloc(&a, (size_t)tabs[t].rows * tabs[t].dim * 4);
+        counts[t] = ops_alloc(&a, (size_t)tabs[t].rows * 4);
+        sr_dev_memset(dev, grad[t], 0, (size_t)tabs[t].rows * tabs[t].dim * 4, NULL);
+        sr_dev_memset(dev, counts[t], 0, (size_t)tabs[t].rows * 4, NULL);
+    }
+    const float *dpooled = ops_upload(&a, d->dpooled[0], (size_t)d->s->B * d->out_dim * 4);
+    sr_emb_dp_ops_get(dev)->accumulate(dev, &l, &batch, dpooled, grad, counts, NULL);
+    for (int t = 0; t < d->s->T; t++) {
+        char name[32];
+        snprintf(name, sizeof name, "t%d grad", t);
+        ops_take(c, which, name, OPS_F32, OPS_TOL, dev, grad[t],
+                 (size_t)tabs[t].rows * tabs[t].dim * 4);
+        snprintf(name, sizeof name, "t%d counts", t);
+        ops_take(c, which, name, OPS_EXACT, 0, dev, counts[t], (size_t)tabs[t].rows * 4);
+    }
+    ops_arena_free(&a);
+}
+
+struct dp_apply_ctx {
+    enum sr_optim_kind kind;
+    int64_t rows;
+    int dim;
+    int device_lr;
+    float *weight, *state, *grad, *counts;
+};
+
+static void run_dp_apply(struct sr_device *dev, void *ctx, struct ops_case *c, int which)
+{
+    const struct dp_apply_ctx *x = ctx;
+    const size_t n = (size_t)x->rows * x->dim, ns = state_floats(x->kind, x->rows, x->dim);
+    const float lr = 0.07f;
+    const int64_t step = 3;
+    struct ops_arena a;
+    ops_arena_init(&a, dev);
+    const struct sr_emb_table tab = {.weight = ops_upload(&a, x->weight, n * 4),
+                                     .state = ns ? ops_upload(&a, x->state, ns * 4) : NULL,
+                                     .rows = x->rows,
+                                     .dim = x->dim};
+    struct sr_emb_update u = {.optim = sr_optim_config_default(x->kind), .lr = lr, .step = step};
+    if (x->device_lr) {
+        u.lr = NAN, u.step = -1;
+        u.lr_dev = ops_upload(&a, &lr, sizeof lr);
+        u.step_dev = ops_upload(&a, &step, sizeof step);
+    }
+    const float *grad = ops_upload(&a, x->grad, n * 4);
+    const float *counts = ops_upload(&a, x->counts, (size_t)x->rows * 4);
+    sr_emb_dp_ops_get(dev)->apply(dev, &tab, grad, counts, &u, NULL);
+    ops_take(c, which, "weight", OPS_F32, OPS_TOL, dev, tab.weight, n * 4);
+    if (ns)
+        ops_take(c, which, "state", OPS_F32, OPS_TOL, dev, tab.state, ns * 4);
+    ops_arena_free(&a);
+}
+
+static void dp_apply_cases(void)
+{
+    static const int64_t rows[] = {1, 1000, 333};
+    static const int dims[] = {1, 16, 130};
+    struct ops_rng r = ops_rng_of("dp_apply");
+    char op[48], name[96];
+    for (size_t i = 0; i < 3; i++)
+        for (size_t k = 0; k < sizeof emb_kinds / sizeof emb_kinds[0]; k++) {
+            struct dp_apply_ctx x = {.kind = emb_kinds[k],
+                                     .rows = rows[i],
+                                     .dim = dims[i],
+                                     .device_lr = (int)((i + k) % 2)};
+            const size_t n = (size_t)x.rows * x.dim;
+            x.weight = ops_floats(n), x.state = ops_floats(2 * n), x.grad = ops_floats(n);
+            x.counts = ops_floats((size_t)x.rows);
+            ops_fill(&r, x.weight, n, -0.5f, 0.5f);
+            ops_fill(&r, x.state, 2 * n, 0.0f, 0.3f);
+            ops_fill(&r, x.grad, n, -1.0f, 1.0f);
+            for (int64_t j = 0; j < x.rows; j++) /* about half the rows untouched */
+                x.counts[j] = j == x.rows - 1 ? 2.0f : (float)ops_below(&r, 2) * (1 + j % 3);
+            snprintf(op, sizeof op, "emb_dp.apply.%s", sr_optim_kind_name(x.kind));
+            snprintf(name, sizeof name, "rows %lld D %d %s lr", (long long)x.rows, x.dim,
+                     x.device_lr ? "device" : "host");
+            ops_check(op, name, run_dp_apply, &x);
+            free(x.weight), free(x.state), free(x.grad), free(x.counts);
+        }
+}
+
+void test_embedding_dp(void **state)
+{
+    for (size_t i = 0; i < sizeof emb_specs / sizeof emb_specs[0]; i++) {
+        struct emb_data d;
+        char name[96];
+        emb_data_init(&d, &emb_specs[i]);
+        snprintf(name, sizeof name, "%s (N %lld)", emb_specs[i].name, (long long)d.n);
+        ops_check("emb_dp.accumulate", name, run_dp_accumulate, &d);
+        emb_data_free(&d);
+    }
+    dp_apply_cases();
+    ops_fail_if_any("emb_dp");
+}

@@ -1,0 +1,194 @@
+#!/bin/sh
+# Training on the GPU equals training on the CPU, and 2 GPU ranks equal 1.
+#
+#   1. cuda vs cpu: the default model and data (`shardrec train`, workload K's
+#      shape, batch 2048) for 100 steps in fp32 math, the same flags on
+#      --device cuda and --device cpu; the loss of every step (--log-every 1,
+#      --metrics) and the final evaluation's logloss and AUC must agree within
+#      1e-4 relative (RTOL). The comparison is first shown to fail on a copy of
+#      the CPU losses with one step moved by 2 x RTOL (a negative control).
+#   2. 2 ranks vs 1 rank on CUDA, through mpirun: the job of
+#      tests/check_mpi_train_equiv.sh (tables of 1..1000 rows, 0-3 ids per
+#      feature, Zipf ids, global batch 48, 12 steps, eval every 6) on 1 rank,
+#      then on 2 ranks with each sharding type (dp tw rw cw twrw) and a mixed
+#      plan; per-step losses, evaluations and the final weights (every table
+#      gathered) within 1e-5 relative (EQUIV_RTOL; DESIGN.md's contract for
+#      any world size and plan). With one GPU both ranks share it.
+#
+# Stops with a message and exit status 1 when no GPU is visible (or the build
+# lacks CUDA). Needs python3 (standard library only) and, for part 2, mpirun.
+# PARTS="1 2" picks the parts; KEEP_TMP=1 keeps the folder of logs.
+BUILD=${BUILD:-build}
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+bin=${SHARDREC:-$root/$BUILD/shardrec}
+rtol=${RTOL:-1e-4}
+equiv_rtol=${EQUIV_RTOL:-1e-5}
+parts=${PARTS:-1 2}
+sh "$here/require_gpu.sh" check_gpu_train || exit 1
+[ -x "$bin" ] || { echo "check_gpu_train: FAIL: no $bin; HINT: make BUILD=$BUILD"; exit 1; }
+command -v python3 >/dev/null 2>&1 || { echo "check_gpu_train: FAIL: python3 is needed"; exit 1; }
+tmp=$(mktemp -d)
+[ -n "${KEEP_TMP:-}" ] && echo "tmp: $tmp" || trap 'rm -rf "$tmp"' EXIT
+fail=0
+
+# compare A.jsonl B.jsonl RTOL STEPS [A.st B.st]: per-step losses and eval_*
+# within RTOL relative; with weights files, every tensor too.
+compare() {
+    python3 - "$@" <<'PY'
+import json, struct, sys
+from array import array
+
+def rows(p):
+    return [json.loads(l) for l in open(p) if l.strip()]
+
+def tensors(p):
+    b = open(p, "rb").read()
+    n = struct.unpack("<Q", b[:8])[0]
+    h = json.loads(b[8:8 + n])
+    out = {}
+    for k, v in h.items():
+        if k == "__metadata__":
+            continue
+        assert v["dtype"] == "F32", (k, v["dtype"])
+        lo, hi = v["data_offsets"]
+        out[k] = array("f", b[8 + n + lo:8 + n + hi])
+    return out
+
+a, b, rtol, steps = rows(sys.argv[1]), rows(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4])
+la = {r["step"]: r for r in a}
+lb = {r["step"]: r for r in b}
+assert len(la) == steps and sorted(la) == sorted(lb), \
+    f"logged steps differ: {len(la)} and {len(lb)} lines, expected {steps}"
+worst, where, bad = 0.0, "", []
+for s in sorted(la):
+    for k in la[s]:
+        if k != "loss" and not k.startswith("eval_") or not isinstance(la[s][k], (int, float)):
+            continue
+        x, y = la[s][k], lb[s].get(k)
+        assert y is not None, f"step {s}: {k} missing in {sys.argv[2]}"
+        r = abs(x - y) / max(abs(x), 1e-12)
+        if r > worst:
+            worst, where = r, f"step {s} {k}: {x!r} vs {y!r}"
+        if r > rtol:
+            bad.append(f"step {s} {k}: {x!r} vs {y!r} (rel {r:.2e})")
+wmax = 0.0
+if len(sys.argv) > 6:
+    wa, wb = tensors(sys.argv[5]), tensors(sys.argv[6])
+    assert wa.keys() == wb.keys(), (sorted(wa), sorted(wb))
+    for k in sorted(wa):
+        for x, y in zip(wa[k], wb[k]):
+            d = abs(x - y)
+            if d > rtol * abs(x) + 1e-7:
+                bad.append(f"weight {k}: {x!r} vs {y!r}")
+                break
+            wmax = max(wmax, d / (abs(x) + 1e-6))
+for line in bad[:10]:
+    print("  " + line)
+msg = f"losses/eval max rel diff {worst:.1e}" + (f" ({where})" if where else " (identical)")
+if len(sys.argv) > 6:
+    msg += f", weights max rel diff {wmax:.1e}"
+print(msg)
+sys.exit(1 if bad else 0)
+PY
+}
+
+# ---- 1. cuda vs cpu -----------------------------------------------------------
+part1() {
+    flags="--steps 100 --log-every 1 --math fp32 --no-progress"
+    for dev in cuda cpu; do
+        t0=$(date +%s)
+        if ! "$bin" train $flags --device "$dev" --metrics "$tmp/$dev.jsonl" >"$tmp/$dev.log" 2>&1
+        then
+            tail -20 "$tmp/$dev.log"
+            echo "FAIL cuda-vs-cpu: shardrec train --device $dev failed"
+            fail=1
+            return
+        fi
+        echo "     --device $dev: 100 steps in $(($(date +%s) - t0)) s"
+    done
+    if out=$(compare "$tmp/cuda.jsonl" "$tmp/cpu.jsonl" "$rtol" 100); then
+        echo "ok   cuda-vs-cpu (default model, 100 steps, fp32, rtol $rtol): $out"
+    else
+        echo "FAIL cuda-vs-cpu (default model, 100 steps, fp32, rtol $rtol): $out"
+        fail=1
+    fi
+    # negative control: one step's loss moved by 2 x rtol must fail the comparison
+    python3 - "$tmp/cpu.jsonl" "$tmp/bad.jsonl" "$rtol" <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+rows[len(rows) // 2]["loss"] *= 1 + 2 * float(sys.argv[3])
+open(sys.argv[2], "w").write("".join(json.dumps(r) + "\n" for r in rows))
+PY
+    if compare "$tmp/cpu.jsonl" "$tmp/bad.jsonl" "$rtol" 100 >/dev/null; then
+        echo "FAIL negative control: a loss moved by 2 x $rtol passed the comparison"
+        fail=1
+    else
+        echo "ok   negative control: a loss moved by 2 x $rtol fails the comparison"
+    fi
+}
+
+# ---- 2. 2 ranks vs 1 rank on CUDA ----------------------------------------------
+mixed_plan() { # the plan of check_mpi_train_equiv.sh on 2 ranks of one node
+    cat <<JSON
+{"world_size": 2, "local_size": 2, "tables": [
+ {"name": "t0", "sharding": "dp"},
+ {"name": "t1", "sharding": "tw", "rank": 1},
+ {"name": "t2", "sharding": "rw"},
+ {"name": "t3", "sharding": "cw", "ranks": [1, 0]},
+ {"name": "t4", "sharding": "twrw", "node": 0},
+ {"name": "t5", "sharding": "tw", "rank": 0}]}
+JSON
+}
+
+part2() {
+    if ! command -v mpirun >/dev/null 2>&1; then
+        echo "FAIL 2-vs-1 ranks: mpirun not found (HINT: tools/install-deps.sh)"
+        fail=1
+        return
+    fi
+    as_root=""
+    [ "$(id -u)" -eq 0 ] && as_root="--allow-run-as-root"
+    mpi="timeout 600 mpirun $as_root --oversubscribe --bind-to none --mca btl tcp,self,vader"
+    job="--device cuda --math fp32 --table-rows 1,7,50,333,1000,5 --embedding-dim 8
+         --bot-mlp 13-16-8 --top-mlp 16-1 --ids-per-feature 0-3 --id-dist zipf:1.05
+         --global-batch-size 48 --steps 12 --optimizer sgd --lr 0.05 --emb-optimizer adagrad
+         --eval-samples 200 --eval-every 6 --log-every 1 --no-progress"
+    gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')
+    [ "${gpus:-0}" -lt 2 ] && echo "     ($gpus GPU visible: both ranks share it)"
+    if ! $mpi -np 1 "$bin" train $job --metrics "$tmp/np1.jsonl" --save-weights "$tmp/np1.st" \
+        >"$tmp/np1.log" 2>&1; then
+        tail -20 "$tmp/np1.log"
+        echo "FAIL 2-vs-1 ranks: the 1-rank CUDA run failed"
+        fail=1
+        return
+    fi
+    mixed_plan >"$tmp/plan.json"
+    for c in dp tw rw cw twrw mixed; do
+        if [ "$c" = mixed ]; then
+            set -- --plan "$tmp/plan.json"
+        else
+            set -- --sharding "$c"
+        fi
+        if ! $mpi -np 2 "$bin" train $job "$@" --ranks-per-node 2 --metrics "$tmp/$c.jsonl" \
+            --save-weights "$tmp/$c.st" >"$tmp/$c.log" 2>&1; then
+            tail -20 "$tmp/$c.log"
+            echo "FAIL 2-vs-1 ranks ($c): the 2-rank CUDA run failed"
+            fail=1
+            continue
+        fi
+        if out=$(compare "$tmp/np1.jsonl" "$tmp/$c.jsonl" "$equiv_rtol" 12 "$tmp/np1.st" \
+            "$tmp/$c.st"); then
+            echo "ok   2-vs-1 ranks on cuda, $c (rtol $equiv_rtol): $out"
+        else
+            echo "FAIL 2-vs-1 ranks on cuda, $c (rtol $equiv_rtol): $out"
+            fail=1
+        fi
+    done
+}
+
+for p in $parts; do
+    part$p
+done
+[ $fail -eq 0 ] && echo "check_gpu_train: ok" || echo "check_gpu_train: FAIL"
+exit $fail
