@@ -39,7 +39,7 @@ extern "C" {
 #include "shardrec/alloc.h"
 }
 
-#define LT_CHECK(stmt) SR_CHECK_GEN(stmt, cublasStatus_t, CUBLAS_STATUS_SUCCESS, cublasGetStatusString)
+#define LT_CHECK(stmt) SR_CHECK_GEN(stmt, cublasStatus_t, CUBLAS_STATUS_SUCCESS, cublasLtGetStatusString)
 
 #define LT_WORKSPACE (32u << 20)
 #define PLAN_SLOTS 256
