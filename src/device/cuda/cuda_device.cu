@@ -13,6 +13,7 @@
  * device exists, a failed CUDA call aborts (SR_CU_CHECK); running out of
  * device memory aborts naming the bytes asked for and what was free.
  */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,6 +43,76 @@ static void oom_abort(struct sr_device *dev, size_t bytes, const char *what)
              total_b / 1073741824.0);
 }
 
+/* ---- the live allocations, for owns() --------------------------------------------- */
+
+/* Every live cudaMalloc of the process, sorted by address, so that the
+ * communicators can find the allocation a pointer lies in (they stage whole
+ * allocations through pinned host mirrors). A few hundred entries at most;
+ * allocation is not on any step's path. */
+struct live_alloc {
+    uintptr_t base;
+    size_t bytes;
+};
+static struct live_alloc *live;
+static size_t live_n, live_cap;
+static pthread_mutex_t live_mu = PTHREAD_MUTEX_INITIALIZER;
+
+/* The first entry whose base is above p. */
+static size_t live_upper(uintptr_t p)
+{
+    size_t lo = 0, hi = live_n;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (live[mid].base <= p)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+static void live_add(void *p, size_t bytes)
+{
+    pthread_mutex_lock(&live_mu);
+    if (live_n == live_cap) {
+        live_cap = live_cap ? 2 * live_cap : 256;
+        live = (struct live_alloc *)realloc(live, live_cap * sizeof *live);
+        SR_ASSERT(live);
+    }
+    size_t i = live_upper((uintptr_t)p);
+    memmove(live + i + 1, live + i, (live_n - i) * sizeof *live);
+    live[i].base = (uintptr_t)p;
+    live[i].bytes = bytes;
+    live_n++;
+    pthread_mutex_unlock(&live_mu);
+}
+
+static void live_remove(void *p)
+{
+    pthread_mutex_lock(&live_mu);
+    size_t i = live_upper((uintptr_t)p);
+    SR_ASSERT(i > 0 && live[i - 1].base == (uintptr_t)p);
+    memmove(live + i - 1, live + i, (live_n - i) * sizeof *live);
+    live_n--;
+    pthread_mutex_unlock(&live_mu);
+}
+
+static int cu_owns(struct sr_device *dev, const void *p, void **base, size_t *bytes)
+{
+    int found = 0;
+    pthread_mutex_lock(&live_mu);
+    size_t i = live_upper((uintptr_t)p);
+    if (i > 0 && (uintptr_t)p < live[i - 1].base + live[i - 1].bytes) {
+        found = 1;
+        if (base)
+            *base = (void *)live[i - 1].base;
+        if (bytes)
+            *bytes = live[i - 1].bytes;
+    }
+    pthread_mutex_unlock(&live_mu);
+    return found;
+}
+
 static void *cu_alloc(struct sr_device *dev, size_t bytes)
 {
     void *p = NULL;
@@ -49,11 +120,13 @@ static void *cu_alloc(struct sr_device *dev, size_t bytes)
     if (rc == cudaErrorMemoryAllocation)
         oom_abort(dev, bytes, "device");
     SR_CU_CHECK(rc);
+    live_add(p, bytes ? bytes : 1);
     return p;
 }
 
 static void cu_free(struct sr_device *dev, void *p)
 {
+    live_remove(p);
     SR_CU_CHECK(cudaFree(p));
 }
 
@@ -166,6 +239,7 @@ static const struct sr_mem_ops cu_mem_ops = {
     .launch_host_fn = cu_launch_host_fn,
     .alloc_host = cu_alloc_host,
     .free_host = cu_free_host,
+    .owns = cu_owns,
 };
 
 /* ---- the registry's entry points -------------------------------------------------- */
