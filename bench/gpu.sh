@@ -19,10 +19,12 @@
 # Timing (as the peer's runner): uniform ids, a pool of 8 batches made
 # before timing (--batch-pool 8) and copied to the device every step,
 # steady-state steps timed as one block after warm-up ("steady state" in
-# the summary). Full logs go to $OUT (or bench-gpu-out/), the table to
-# stdout. Environment: STEPS_K (default 400), STEPS_M (120).
+# the summary). Logs go to $LOGDIR (default /tmp/bench-gpu); the table to
+# stdout and, with every log in one archive, to $OUT when set (the device
+# tool brings back at most 8 files). Environment: STEPS_K (default 400),
+# STEPS_M (120).
 set -uo pipefail
-OUTDIR=${OUT:-bench-gpu-out}
+OUTDIR=${LOGDIR:-/tmp/bench-gpu}
 mkdir -p "$OUTDIR"
 BUILD=${BUILD:-build-gpu}
 SR=$BUILD/shardrec
@@ -86,7 +88,7 @@ for st in "${stages[@]}"; do
         ;;
     m)
         train "M b16384 fp32 sgd" "$STEPS_M" $M_FLAGS --emb-optimizer sgd --batch-size 16384
-        train "M b16384 fp32 rowwise_adagrad" "$STEPS_M" $M_FLAGS --emb-optimizer rowwise_adagrad --batch-size 16384
+        train "M b16384 fp32 rowwise_adagrad" "$STEPS_M" $M_FLAGS --emb-optimizer rowwise_adagrad --emb-lr 0.01 --batch-size 16384
         train "M b16384 tf32 sgd" "$STEPS_M" $M_FLAGS --emb-optimizer sgd --batch-size 16384 --math tf32
         ;;
     peers)
@@ -131,3 +133,7 @@ for st in "${stages[@]}"; do
     esac
 done
 echo; echo "== table"; cat "$TABLE"
+if [ -n "${OUT:-}" ] && [ -d "$OUT" ]; then
+    cp "$TABLE" "$OUT/table.txt"
+    tar czf "$OUT/bench-gpu-logs.tgz" -C "$OUTDIR" .
+fi
