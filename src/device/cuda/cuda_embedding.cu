@@ -38,10 +38,12 @@
  *   val_a/b   (N)      uint64 (pooled offset | float scale << 32), ping-pong
  *   sort      cub's temporary storage for N items
  *
- * The first three are per-layout data, written once by workspace_init (through
- * kernel arguments, so no op waits for the host); per-step host arrays
- * (feature_pos) travel as kernel arguments. Nothing here synchronises with the
- * host or allocates.
+ * The first three are per-layout data, written once by workspace_init (an
+ * upload kernel whose arguments carry them; it waits for it, as a set-up
+ * call); per-step host arrays (feature_pos) travel as kernel arguments. No
+ * other op synchronises with the host or allocates, so every op must be given
+ * the layout (the same tables, weight and state pointers) that workspace_init
+ * was given.
  */
 #include <stdint.h>
 #include <string.h>
@@ -513,16 +515,22 @@ static void cu_workspace_init(struct sr_device *dev, const struct sr_emb_layout 
     }
     upload(dev, v.tables, image, v.image_bytes);
     sr_free(image);
+    /* A set-up call, as immediate as the CPU's: the workspace is ready for
+     * ops on any stream when it returns. */
+    SR_CU_CHECK(cudaStreamSynchronize(sr_cu_stream(dev, NULL)));
 }
 
-/* W = 4 when every row, column and pointer the kernels touch allows float4. */
-static int vec_width(const struct sr_emb_layout *layout, const float *pooled)
+/* W = 4 when every row, column and pointer the kernels touch allows float4
+ * (with_state: the backward's optimizer state too). */
+static int vec_width(const struct sr_emb_layout *layout, const float *pooled, int with_state)
 {
     if (layout->out_dim % 4 || !sr_cu_aligned16(pooled))
         return 1;
     for (int t = 0; t < layout->num_tables; t++) {
         const struct sr_emb_table *tab = &layout->tables[t];
-        if (tab->dim % 4 || !sr_cu_aligned16(tab->weight) || !sr_cu_aligned16(tab->state))
+        if (tab->dim % 4 || !sr_cu_aligned16(tab->weight))
+            return 1;
+        if (with_state && !sr_cu_aligned16(tab->state))
             return 1;
     }
     for (int f = 0; f < layout->num_features; f++)
@@ -615,7 +623,7 @@ static void cu_forward(struct sr_device *dev, const struct sr_emb_layout *layout
     struct ws_view v;
     ws_carve(layout, (char *)workspace, 0, &v);
     cudaStream_t st = sr_cu_stream(dev, s);
-    const int W = vec_width(layout, pooled);
+    const int W = vec_width(layout, pooled, 0);
     if (W == 4 && v.key64)
         forward_as<4, uint64_t>(layout, batch, keep_ids, pooled, &v, st);
     else if (W == 4)
@@ -697,7 +705,7 @@ static void cu_backward(struct sr_device *dev, const struct sr_emb_layout *layou
     struct ws_view v;
     ws_carve(layout, (char *)workspace, 1, &v);
     cudaStream_t st = sr_cu_stream(dev, s);
-    const int W = vec_width(layout, dpooled);
+    const int W = vec_width(layout, dpooled, 1);
     if (W == 4 && v.key64)
         backward_as<4, uint64_t>(layout, dpooled, update, &v, (int)n, st);
     else if (W == 4)
