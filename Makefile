@@ -151,9 +151,9 @@ $(BUILD)/tests/%: tests/%.c $(TEST_HELPER_OBJS) $(BUILD)/libshardrec.a
 # MPI test programs (tests/mpi/*.c, no cmocka), run under mpirun by tests/check_mpi_*.sh
 MPI_TEST_BINS := $(if $(HAVE_MPI),$(patsubst tests/mpi/%.c,$(BUILD)/tests/%,$(wildcard tests/mpi/*.c)))
 tests: $(MPI_TEST_BINS)
-$(BUILD)/tests/mpi_%: tests/mpi/mpi_%.c $(BUILD)/libshardrec.a
+$(BUILD)/tests/mpi_%: tests/mpi/mpi_%.c $(BUILD)/obj/tests/helpers/host_view.o $(BUILD)/libshardrec.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libshardrec.a $(LDFLAGS) $(LDLIBS)
+	$(CC) $(CFLAGS) -Itests -o $@ $< $(BUILD)/obj/tests/helpers/host_view.o $(BUILD)/libshardrec.a $(LDFLAGS) $(LDLIBS)
 
 test: all tests
 	BUILD=$(BUILD) tests/run.sh
