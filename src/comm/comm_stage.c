@@ -127,7 +127,7 @@ void sr_comm_register(sr_comm_t c, const void *buf)
 {
     void *base;
     size_t bytes;
-    if (c && sr_stage_on(c) && sr_dev_hidden(c->dev, buf, &base, &bytes))
+    if (c && c->size > 1 && sr_stage_on(c) && sr_dev_hidden(c->dev, buf, &base, &bytes))
         mirror_of(c, base, bytes);
 }
 
