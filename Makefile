@@ -77,7 +77,7 @@ CUDA_ARCH ?= -gencode=arch=compute_90,code=sm_90 -gencode=arch=compute_90,code=c
 CFLAGS  += -DSR_USE_CUDA -I$(CUDA_HOME)/include
 LDLIBS  += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublasLt -lcudart -lstdc++
 NVFLAGS := -std=c++20 -O3 $(CUDA_ARCH) -Xcompiler -fPIC,-Wall -Iinclude -Isrc -DSR_USE_CUDA \
-           -lineinfo --expt-relaxed-constexpr
+           -lineinfo --expt-relaxed-constexpr -fmad=false
 ifeq ($(WERROR),1)
 NVFLAGS += -Werror all-warnings
 endif
@@ -164,9 +164,9 @@ $(BUILD)/tests/mpi_%: tests/mpi/mpi_%.c $(BUILD)/libshardrec.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libshardrec.a $(LDFLAGS) $(LDLIBS)
 
-# Benchmarks written against the library (bench/*.c named here); built with
-# the tests so that CI compiles them.
-BENCH_BINS := $(BUILD)/bench/emb_ops
+# Benchmark programs (bench/*.c), built with the tests so that CI compiles them
+BENCH_BINS := $(patsubst bench/%.c,$(BUILD)/bench/%,$(wildcard bench/*.c))
+.PHONY: bench
 bench: $(BENCH_BINS)
 tests: $(BENCH_BINS)
 $(BUILD)/bench/%: bench/%.c $(BUILD)/libshardrec.a

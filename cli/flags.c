@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "shardrec/comm.h"
+#include "shardrec/device.h"
 #include "shardrec/error.h"
 #include "shardrec/half.h"
 #include "shardrec/plan.h"
@@ -41,10 +42,13 @@ static const char *const job_flags[] = {"steps",
                                         "dense-comm-dtype",
                                         "comm-timeout",
                                         "emulate-link",
+                                        "device",
+                                        "math",
+                                        "batch-pool",
                                         NULL};
 
 /* Flags a user may expect that later versions provide. */
-static const char *const not_built[] = {"device", NULL};
+static const char *const not_built[] = {NULL};
 
 /* One write of the whole line, so that lines of several ranks sharing a
  * terminal do not interleave. */
@@ -190,6 +194,11 @@ static int apply_numeric(struct sr_train_config *cfg, const char *name, const ch
         cfg->bucket_kib = (int)x;
         return rc;
     }
+    if (!strcmp(name, "batch-pool")) {
+        rc = set_int("--batch-pool", v, 0, 1 << 16, &x);
+        cfg->batch_pool = (int)x;
+        return rc;
+    }
     if (!strcmp(name, "lr"))
         return sr_parse_f32("--lr", v, &cfg->lr);
     if (!strcmp(name, "emb-lr"))
@@ -237,6 +246,28 @@ int cli_apply_job_flag(struct sr_train_config *cfg, const char *name, const char
         if (sr_wire_dtype_parse(v, dt))
             return sr_error_set(SR_ERR_INVALID_ARG, "--%s: '%s'; choose fp32, fp16 or bf16", name,
                                 v);
+        return SR_OK;
+    }
+    if (!strcmp(name, "device")) {
+        if (!strcmp(v, "auto"))
+            cfg->device = SR_DEVICE_CHOICE_AUTO;
+        else if (!strcmp(v, "cpu"))
+            cfg->device = SR_DEVICE_CHOICE_CPU;
+        else if (!strcmp(v, "cuda"))
+            cfg->device = SR_DEVICE_CHOICE_CUDA;
+        else
+            return sr_error_set(SR_ERR_INVALID_ARG, "--device: '%s'; choose auto, cpu or cuda", v);
+        return SR_OK;
+    }
+    if (!strcmp(name, "math")) {
+        if (!strcmp(v, "fp32"))
+            cfg->math = SR_MATH_FP32;
+        else if (!strcmp(v, "tf32"))
+            cfg->math = SR_MATH_TF32;
+        else if (!strcmp(v, "bf16"))
+            cfg->math = SR_MATH_BF16;
+        else
+            return sr_error_set(SR_ERR_INVALID_ARG, "--math: '%s'; choose fp32, tf32 or bf16", v);
         return SR_OK;
     }
     if (!strcmp(name, "emulate-link")) {

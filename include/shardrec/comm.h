@@ -281,11 +281,30 @@ int sr_comm_link(sr_comm_t comm, struct sr_comm_link *link);
 
 /* ---- streams and memory ------------------------------------------------------ */
 
-/* Where a communicator's buffers must live: host memory for the single and MPI
- * backends (device buffers are staged through pinned host memory by the
- * caller), device memory for NCCL. */
+/* Where a communicator's transport moves data from: host memory for the
+ * single and MPI backends, device memory for NCCL. A host-memory communicator
+ * bound to a device whose memory the host cannot address (not host_visible:
+ * a GPU, the opaque CPU device) also takes buffers in that device's memory
+ * (sr_dev_hidden) and stages them through pinned host mirrors of their
+ * allocations: send regions are copied out on the call's stream before the
+ * stream wait below, and receive regions copied back in stream order once
+ * the collective is complete (a blocking call: on its stream before it
+ * returns; a non-blocking one: at sr_comm_wait or a successful sr_comm_test
+ * on its stream, or on the waiting stream after sr_comm_stream_wait). Device
+ * results are therefore stream-ordered, as on NCCL: the host reads them only
+ * through sr_dev_copy and a wait. Host buffers are used as they are, and
+ * every call is counted and timed as any other. A world of one copies device
+ * buffers on the stream instead (no staging, no wait). On a host-visible
+ * device none of this happens. */
 enum sr_comm_memory { SR_COMM_MEMORY_HOST = 0, SR_COMM_MEMORY_DEVICE = 1 };
 enum sr_comm_memory sr_comm_memory(sr_comm_t comm);
+
+/* Prepare `comm` to move `buf`, an allocation of its bound device that the
+ * host cannot address (any pointer into it): a staging communicator makes
+ * the allocation's host mirror now instead of at its first collective, so a
+ * training loop allocates nothing. A no-op everywhere else (NULL comm or
+ * buf included). Not collective. */
+void sr_comm_register(sr_comm_t comm, const void *buf);
 
 /* The device whose streams this communicator's collectives are ordered on
  * (communicators derived afterwards inherit it). Once bound, a collective

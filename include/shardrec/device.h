@@ -19,6 +19,15 @@
  * it is waited for, so code that reads a result without the right wait fails
  * on a CPU, in CI, as it would race on a GPU.
  *
+ * SR_CPU_DEFERRED=opaque chooses the opaque CPU device: the deferred device
+ * with host_visible = 0, as a GPU. Its allocations are mapped PROT_NONE except
+ * while it runs queued ops and copies, so any host read or write of device
+ * memory outside an op (upper-layer code, a host function, another thread)
+ * crashes at once with a message that names the address and its allocation,
+ * and a backtrace (device/cpu/cpu_opaque.c). Its sr_dev_alloc_host memory is
+ * ordinary host memory. Host code moves data in and out only with sr_dev_copy
+ * to and from host memory, then waits for the stream.
+ *
  * Which conditions abort: an allocation that cannot be satisfied or a backend
  * failure aborts with the size and call site (SR_ABORT). Nothing here returns
  * user-input errors.
@@ -75,13 +84,19 @@ struct sr_mem_ops {
      * CUDA; ordinary aligned memory on the CPU). */
     void *(*alloc_host)(struct sr_device *dev, size_t bytes);
     void (*free_host)(struct sr_device *dev, void *p);
+    /* 1 when p points into a live allocation of this device's alloc, with
+     * that allocation's start and size in *base and *bytes (each may be NULL);
+     * 0 for any host memory (pinned or not). Required of a device that is not
+     * host_visible (host-memory communicators stage its buffers through host
+     * memory, comm.h); NULL on the others. Never blocks. */
+    int (*owns)(struct sr_device *dev, const void *p, void **base, size_t *bytes);
 };
 
 struct sr_device {
     enum sr_device_kind kind;
     int ordinal;      /* which device of its kind */
     const char *name; /* "cpu", "cuda:0" */
-    int host_visible; /* 1 when the host may read this device's memory (CPU) */
+    int host_visible; /* 1 when the host may read and write this device's memory (CPU) */
     /* 1 when the device computes on host memory and every op has completed
      * when its call returns (the immediate CPU device; not the deferred one,
      * not CUDA): host memory may then stand in for device memory, as the
@@ -96,11 +111,15 @@ struct sr_device {
     const struct sr_cast_ops *cast; /* fp32 <-> fp16/bf16 of compressed exchanges */
     void *ctx; /* backend state (handles, workspaces) */
     enum sr_math math; /* dense GEMMs' math mode; set once before the first op */
+    uint64_t memory_bytes; /* the device's own memory; 0: the host's (CPU) */
 };
 
 /* The registry: the device of `kind` with `ordinal`, created on first use; NULL
  * (with a message from sr_error_message) when this build or machine lacks it. */
 struct sr_device *sr_device_get(enum sr_device_kind kind, int ordinal);
+/* How many devices of `kind` this build and machine have (CPU: 1; CUDA: the
+ * GPUs visible, 0 without a driver or without the backend). Never fails. */
+int sr_device_count(enum sr_device_kind kind);
 /* The first CUDA device when this build has the backend and a GPU is
  * visible, else the host CPU device (--device auto). */
 struct sr_device *sr_device_auto(void);
@@ -116,6 +135,11 @@ void sr_dev_memset(struct sr_device *dev, void *p, int value, size_t bytes, sr_s
 void sr_dev_sync(struct sr_device *dev, sr_stream_t s);
 void *sr_dev_alloc_host(struct sr_device *dev, size_t bytes);
 void sr_dev_free_host(struct sr_device *dev, void *p);
+/* 1 when p is memory of dev that the host cannot read or write (dev is not
+ * host_visible and p points into a live sr_dev_alloc allocation), with that
+ * allocation's start and size in *base and *bytes (each may be NULL); 0 for
+ * NULL, for host memory and on host-visible devices. Never blocks. */
+int sr_dev_hidden(struct sr_device *dev, const void *p, void **base, size_t *bytes);
 sr_stream_t sr_dev_stream_create(struct sr_device *dev);
 void sr_dev_stream_destroy(struct sr_device *dev, sr_stream_t s);
 sr_event_t sr_dev_event_create(struct sr_device *dev);

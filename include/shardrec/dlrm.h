@@ -117,6 +117,9 @@ void sr_dlrm_backward_bottom(struct sr_dlrm *m, int B);
 void sr_dlrm_set_grad_ready(struct sr_dlrm *m, void (*fn)(void *ctx, size_t offset, size_t count),
                             void *ctx);
 
+/* The device the model lives on. */
+struct sr_device *sr_dlrm_device(const struct sr_dlrm *m);
+
 /* The flat parameter and gradient blocks (device), n floats each. */
 float *sr_dlrm_params(struct sr_dlrm *m, size_t *n);
 float *sr_dlrm_grads(struct sr_dlrm *m, size_t *n);

@@ -19,9 +19,11 @@
  * across reruns.
  *
  * Memory: the EBC owns its weights, optimizer state and workspaces, all on its
- * device; pooled and dpooled are the caller's, on the same device. The KJT is
- * host memory (kjt.h). The CPU device runs everything synchronously; on other
- * devices forward/backward are ordered on the device's default stream.
+ * device; pooled and dpooled are the caller's, on the same device. The KJT's
+ * arrays are the device's too (a batch's device twin, batch.h: on the
+ * immediate CPU device, its host batch), its length_per_key host metadata
+ * (kjt.h). The CPU device runs everything synchronously; on other devices
+ * forward/backward are ordered on the device's default stream.
  */
 #ifndef SHARDREC_EBC_H
 #define SHARDREC_EBC_H
@@ -60,7 +62,8 @@ int sr_ebc_out_dim(const struct sr_ebc *ebc);
  * batches do both in sr_batch_check_ids), because forward never reads ids or
  * lengths on the host. It reads the per-feature id counts from
  * kjt->length_per_key (host memory; sr_kjt_fill_length_per_key), or, when
- * that is NULL, from the offsets, which must then be host-addressable.
+ * that is NULL, from the offsets, which must then be host-addressable (a
+ * host-visible device; otherwise that aborts).
  * Checks, each returning an error status with pooled untouched (SR_ERR_INVALID_ARG):
  * num_keys == F and keys (when present) equal to the config's feature names
  * in order, B <= max_batch, N <= max_values, arrays present, weights present

@@ -32,6 +32,13 @@ enum sr_pipeline {
     SR_PIPELINE_SPARSE_DIST = 1,
 };
 
+/* --device: where the model lives and computes. */
+enum sr_device_choice {
+    SR_DEVICE_CHOICE_AUTO = 0, /* a CUDA GPU when one is visible, else the CPU */
+    SR_DEVICE_CHOICE_CPU = 1,
+    SR_DEVICE_CHOICE_CUDA = 2,
+};
+
 struct sr_train_config {
     /* model */
     int embedding_dim;                                /* D */
@@ -64,6 +71,10 @@ struct sr_train_config {
     enum sr_optim_kind optimizer;     /* dense */
     enum sr_optim_kind emb_optimizer; /* embeddings */
     enum sr_pipeline pipeline;        /* --pipeline: the step's schedule (trainer.h) */
+    enum sr_device_choice device;     /* --device auto|cpu|cuda */
+    int math;                         /* --math: enum sr_math (device.h), dense GEMMs */
+    int batch_pool;                   /* --batch-pool N: cycle N batches made before step 1
+                                         (benchmarks; synthetic data only); 0: off */
     /* distribution */
     int ranks_per_node;             /* 0: detect (or SR_RANKS_PER_NODE) */
     int64_t global_batch_size;      /* 0: W * batch_size */

@@ -22,6 +22,10 @@ struct sr_trainer_result {
     int64_t steps;        /* steps run */
     double train_seconds; /* wall time of the training steps (eval excluded) */
     double samples_per_s; /* training throughput */
+    /* Steady state: the steps after the warm-up (the first fifth, at most 20),
+     * timed as one block between two device synchronisations; 0 when too few. */
+    int64_t steady_first, steady_steps;
+    double steady_seconds;
     double last_loss;                 /* mean training loss of the last step */
     struct sr_eval_metrics eval;      /* final evaluation (n = 0 if none) */
     double teacher_auc;               /* synthetic data: AUC ceiling on the eval split */

@@ -10,8 +10,9 @@
  * tools/torch_dlrm.py convert maps these names to and from the reference's.
  * Only parameters travel: optimizer state and the step count are not saved.
  *
- * Both functions work on host-resident models (the CPU device); the model and
- * EBC are the caller's and are not resized.
+ * The model and EBC are the caller's (on one device) and are not resized. On
+ * a device the host cannot address, the tensors travel through a pinned host
+ * buffer and both functions wait for the device's default stream.
  */
 #ifndef SHARDREC_WEIGHTS_IO_H
 #define SHARDREC_WEIGHTS_IO_H

@@ -70,8 +70,31 @@ struct sr_comm {
     struct sr_link_msgs link_msgs;   /* the call in progress: its shaped messages (comm.c) */
     int link_call;                   /* link_msgs belong to the call in progress: the
                                         backend's worker shapes it (comm_link.h) */
+    struct sr_comm_stage *stage;     /* device buffers' host mirrors (comm_stage.c), or NULL */
     void *state;                     /* backend's */
 };
+
+/* comm_stage.c: device buffers of a bound device that the host cannot address,
+ * staged through host mirrors for a host-memory backend. Per call, on the
+ * driving thread: begin; in (send regions: copied to the mirror on the
+ * call's stream) and out (receive regions) translate a buffer to its mirror
+ * (a host buffer is returned as it is); the stream is synchronised; ready
+ * (the receive mirror is free to write); the backend call; end (blocking or
+ * already complete: the receive regions go back on the call's stream now;
+ * else when sr_stage_complete sees its handle: on the call's stream, or on
+ * `stream` when on_stream). Regions are (counts[i], displs[i]) elements of
+ * es bytes, i < n <= the communicator's size. */
+struct sr_stage_call;
+int sr_stage_on(sr_comm_t c);
+struct sr_stage_call *sr_stage_begin(sr_comm_t c, sr_stream_t stream);
+const void *sr_stage_in(sr_comm_t c, struct sr_stage_call *k, const void *buf,
+                        const size_t *counts, const size_t *displs, int n, size_t es);
+void *sr_stage_out(sr_comm_t c, struct sr_stage_call *k, void *buf, const size_t *counts,
+                   const size_t *displs, int n, size_t es);
+void sr_stage_ready(sr_comm_t c, struct sr_stage_call *k);
+void sr_stage_end(sr_comm_t c, struct sr_stage_call *k, sr_comm_work_t *work);
+void sr_stage_complete(sr_comm_t c, sr_comm_work_t work, int on_stream, sr_stream_t stream);
+void sr_stage_free(sr_comm_t c);
 
 /* Allocate a communicator of `size` members with node_of zeroed (the caller
  * fills rank, node_of, backend, then calls sr_comm_set_locality). */

@@ -11,18 +11,20 @@
 #include "shardrec/error.h"
 #include "device/cpu/cpu_device.h"
 #include "device/ops_embedding_dp.h"
+#ifdef SR_USE_CUDA
+#include "device/cuda/cuda_device.h"
+#endif
 
-/* SR_CPU_DEFERRED=1 (any value but empty or 0) makes the host device the
- * deferred CPU device, for tests that prove every read waits for its op. */
-static int want_deferred(void)
-{
-    const char *v = getenv("SR_CPU_DEFERRED");
-    return v && *v && strcmp(v, "0") != 0;
-}
-
+/* SR_CPU_DEFERRED=1 (any value but empty, 0 or opaque) makes the host device
+ * the deferred CPU device, for tests that prove every read waits for its op;
+ * SR_CPU_DEFERRED=opaque the opaque one, for tests that prove the host never
+ * touches device memory. */
 struct sr_device *sr_device_cpu(void)
 {
-    return want_deferred() ? sr_cpu_deferred_device() : sr_cpu_device();
+    const char *v = getenv("SR_CPU_DEFERRED");
+    if (!v || !*v || strcmp(v, "0") == 0)
+        return sr_cpu_device();
+    return strcmp(v, "opaque") == 0 ? sr_cpu_opaque_device() : sr_cpu_deferred_device();
 }
 
 struct sr_device *sr_device_get(enum sr_device_kind kind, int ordinal)
@@ -36,13 +38,42 @@ struct sr_device *sr_device_get(enum sr_device_kind kind, int ordinal)
         }
         return sr_device_cpu();
     case SR_DEVICE_CUDA:
+#ifdef SR_USE_CUDA
+        return sr_cuda_device_get(ordinal);
+#else
         sr_error_set(SR_ERR_UNSUPPORTED,
-                     "the CUDA backend is not built yet in this version of shardrec; "
-                     "HINT: run on the CPU (the default)");
+                     "this build of shardrec has no CUDA backend (nvcc was not found when it "
+                     "was built); HINT: rebuild where the CUDA toolkit is installed, or use "
+                     "--device cpu");
         return NULL;
+#endif
     }
     sr_error_set(SR_ERR_INVALID_ARG, "unknown device kind %d", (int)kind);
     return NULL;
+}
+
+int sr_device_count(enum sr_device_kind kind)
+{
+    if (kind == SR_DEVICE_CPU)
+        return 1;
+#ifdef SR_USE_CUDA
+    if (kind == SR_DEVICE_CUDA)
+        return sr_cuda_device_count();
+#endif
+    return 0;
+}
+
+struct sr_device *sr_device_auto(void)
+{
+#ifdef SR_USE_CUDA
+    if (sr_cuda_device_count() > 0) {
+        struct sr_device *d = sr_cuda_device_get(0);
+        if (d)
+            return d;
+    }
+    sr_error_clear();
+#endif
+    return sr_device_cpu();
 }
 
 void *sr_dev_alloc(struct sr_device *dev, size_t bytes)
@@ -101,6 +132,11 @@ void sr_dev_free_host(struct sr_device *dev, void *p)
 {
     if (p)
         dev->mem->free_host(dev, p);
+}
+
+int sr_dev_hidden(struct sr_device *dev, const void *p, void **base, size_t *bytes)
+{
+    return !dev->host_visible && p && dev->mem->owns && dev->mem->owns(dev, p, base, bytes);
 }
 
 sr_stream_t sr_dev_stream_create(struct sr_device *dev)

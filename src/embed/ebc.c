@@ -8,9 +8,11 @@
  *
  *   [ weight (E, D) | pad to 64 B | optimizer state (see ops_embedding.h) ]
  *
- * Per step the EBC computes on the host, from the KJT's offsets, where each
- * feature's ids go in the table-grouped id list (feature_pos, table_pos) and
- * hands that to the device. Arrays for it are sized at init: a step allocates
+ * Per step the EBC computes on the host, from the KJT's per-feature id counts
+ * (length_per_key, host metadata), where each feature's ids go in the
+ * table-grouped id list (feature_pos, table_pos) and hands that to the
+ * device with the KJT's arrays, which are device memory (the batch's twin,
+ * batch.h). Arrays for it are sized at init: a step allocates
  * nothing. The metadata of the last training forward is kept apart from the
  * scratch an evaluation forward uses, so eval may run between a training
  * forward and its backward.
@@ -46,10 +48,6 @@ struct sr_ebc {
     struct step_meta kept, scratch;    /* training forward; evaluation forward */
     int have_ids;                      /* kept holds ids not yet consumed by backward */
     void *workspace;                   /* device */
-    /* Copies of the KJT on devices the host cannot address; NULL on the CPU. */
-    int64_t *dev_offsets; /* (F * max_batch + 1) device */
-    int64_t *dev_values;  /* (max_values) device */
-    float *dev_weights;   /* (max_values) device */
 };
 
 static size_t floats_padded(int64_t n)
@@ -152,17 +150,6 @@ static void init_table(struct sr_ebc *e, int t, uint64_t seed)
     e->dev->emb->fill(e->dev, tab->state, (int64_t)sfloats, s0, NULL);
 }
 
-static void alloc_staging(struct sr_ebc *e, int max_batch, int64_t max_values)
-{
-    if (e->dev->host_visible)
-        return;
-    size_t nbags = (size_t)e->cfg.num_features * (size_t)max_batch;
-    size_t nval = (size_t)(max_values ? max_values : 1);
-    e->dev_offsets = sr_dev_alloc(e->dev, sizeof(int64_t) * (nbags + 1));
-    e->dev_values = sr_dev_alloc(e->dev, sizeof(int64_t) * nval);
-    e->dev_weights = sr_dev_alloc(e->dev, sizeof(float) * nval);
-}
-
 int sr_ebc_init(struct sr_ebc **out, struct sr_device *dev, const struct sr_ebc_config *cfg,
                 const struct sr_optim_config *optim, int max_batch, int64_t max_values,
                 uint64_t seed)
@@ -185,7 +172,6 @@ int sr_ebc_init(struct sr_ebc **out, struct sr_device *dev, const struct sr_ebc_
         init_table(e, t, seed);
     e->workspace = sr_dev_alloc(dev, dev->emb->workspace_bytes(dev, &e->layout));
     dev->emb->workspace_init(dev, &e->layout, e->workspace);
-    alloc_staging(e, max_batch, max_values);
     sr_dev_sync(dev, NULL);
     *out = e;
     return SR_OK;
@@ -198,9 +184,6 @@ void sr_ebc_free(struct sr_ebc *e)
     for (int t = 0; t < e->cfg.num_tables; t++)
         sr_dev_free(e->dev, e->tables[t].weight);
     sr_dev_free(e->dev, e->workspace);
-    sr_dev_free(e->dev, e->dev_offsets);
-    sr_dev_free(e->dev, e->dev_values);
-    sr_dev_free(e->dev, e->dev_weights);
     sr_free(e->tables);
     sr_free(e->features);
     sr_free(e->cursor);
@@ -259,7 +242,7 @@ static int check_weights(const struct sr_ebc *e, const struct sr_kjt *kjt)
 }
 
 /* Ids of feature f: the KJT's host-side length_per_key (the loader's), or,
- * for a KJT in host memory without it, its offsets. */
+ * on a host-visible device without it, its offsets. */
 static int64_t feature_ids(const struct sr_ebc *e, const struct sr_kjt *kjt, int f)
 {
     if (kjt->length_per_key)
@@ -288,29 +271,16 @@ static void compute_meta(struct sr_ebc *e, const struct sr_kjt *kjt, struct step
     m->num_values = kjt->num_values;
 }
 
-/* The batch as the device sees it: the KJT itself, or a copy on the device. */
-static struct sr_emb_batch device_batch(struct sr_ebc *e, const struct sr_kjt *kjt,
-                                        const struct step_meta *m)
+/* The batch as the device sees it: the KJT's arrays (its device twin's, batch.h). */
+static struct sr_emb_batch device_batch(const struct sr_kjt *kjt, const struct step_meta *m)
 {
-    struct sr_emb_batch b = {.batch = m->batch,
-                             .num_values = m->num_values,
-                             .offsets = kjt->offsets,
-                             .values = kjt->values,
-                             .weights = kjt->weights,
-                             .feature_pos = m->feature_pos,
-                             .table_pos = m->table_pos};
-    if (e->dev->host_visible)
-        return b;
-    size_t nbags = (size_t)kjt->num_keys * (size_t)kjt->stride;
-    sr_dev_copy(e->dev, e->dev_offsets, kjt->offsets, sizeof(int64_t) * (nbags + 1), NULL);
-    sr_dev_copy(e->dev, e->dev_values, kjt->values, sizeof(int64_t) * kjt->num_values, NULL);
-    b.offsets = e->dev_offsets;
-    b.values = e->dev_values;
-    if (kjt->weights) {
-        sr_dev_copy(e->dev, e->dev_weights, kjt->weights, sizeof(float) * kjt->num_values, NULL);
-        b.weights = e->dev_weights;
-    }
-    return b;
+    return (struct sr_emb_batch){.batch = m->batch,
+                                 .num_values = m->num_values,
+                                 .offsets = kjt->offsets,
+                                 .values = kjt->values,
+                                 .weights = kjt->weights,
+                                 .feature_pos = m->feature_pos,
+                                 .table_pos = m->table_pos};
 }
 
 static int pool(struct sr_ebc *e, struct sr_kjt *kjt, float *pooled, int keep)
@@ -322,7 +292,7 @@ static int pool(struct sr_ebc *e, struct sr_kjt *kjt, float *pooled, int keep)
         return rc;
     struct step_meta *m = keep ? &e->kept : &e->scratch;
     compute_meta(e, kjt, m);
-    struct sr_emb_batch b = device_batch(e, kjt, m);
+    struct sr_emb_batch b = device_batch(kjt, m);
     e->dev->emb->forward(e->dev, &e->layout, &b, keep, pooled, e->workspace, NULL);
     if (keep)
         e->have_ids = 1;

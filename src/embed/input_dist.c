@@ -34,11 +34,17 @@
  * Each exchange is split in two stages (sharded_ebc.h): start (device work,
  * then the non-blocking collective) and wait. Everything a batch writes is in
  * its context b (sharded_internal.h), so another batch's stages may run in
- * between. Its own counts are readable on the host once counts_start has
- * issued the collective: the collective reads them after bucketize, so the
- * stream was synchronised there (a bound host-memory communicator does it,
+ * between. The counts exchange moves host copies of the counts
+ * (count_send_host, count_recv_host: the device arrays themselves on a
+ * host-visible device; else bucketize's counts are copied out on the stream,
+ * and the received ones back in for unpack once they arrive). Its own counts
+ * are readable on the host once counts_start has issued the collective: the
+ * collective reads them after bucketize and the copy, so the stream was
+ * synchronised there (a bound host-memory communicator does it,
  * sr_sharded_before_collective otherwise); the received counts are host
- * memory the transport writes, readable after the wait.
+ * memory the transport writes, readable after the wait. The next counts
+ * exchange of the context synchronises the stream the same way before the
+ * transport rewrites them, so the copy back in has run by then.
  */
 #include "shardrec/error.h"
 #include "embed/sharded_internal.h"
@@ -69,7 +75,7 @@ static int64_t ids_to(const struct sr_sharded_ebc *s, const struct sr_sharded_eb
 {
     int64_t n = 0;
     for (int p = 0; p < nslots_of(s, r); p++)
-        n += b->count_send[s->count_displ[r] + p];
+        n += b->count_send_host[s->count_displ[r] + p];
     return n;
 }
 
@@ -77,7 +83,7 @@ static int64_t ids_to(const struct sr_sharded_ebc *s, const struct sr_sharded_eb
 static const int64_t *counts_from(const struct sr_sharded_ebc *s,
                                   const struct sr_sharded_ebc_batch *b, int src)
 {
-    return b->count_recv + (size_t)src * (s->sd_layout.nslots_here + 1);
+    return b->count_recv_host + (size_t)src * (s->sd_layout.nslots_here + 1);
 }
 
 static int64_t flags_from(const struct sr_sharded_ebc *s, const struct sr_sharded_ebc_batch *b,
@@ -132,9 +138,12 @@ void sr_input_dist_counts_start(struct sr_sharded_ebc *s, struct sr_sharded_ebc_
         b->recv_counts[r] = (size_t)n + 1;
         b->recv_displs[r] = (size_t)r * (n + 1);
     }
+    if (b->count_send_host != b->count_send)
+        sr_dev_copy(s->dev, b->count_send_host, b->count_send,
+                    sizeof(int64_t) * (size_t)s->sd_layout.count_words, NULL);
     sr_sharded_before_collective(s, s->comms.sparse);
-    sr_comm_all_to_allv(s->comms.sparse, b->count_send, b->send_counts, b->send_displs,
-                        b->count_recv, b->recv_counts, b->recv_displs, SR_DTYPE_I64, NULL,
+    sr_comm_all_to_allv(s->comms.sparse, b->count_send_host, b->send_counts, b->send_displs,
+                        b->count_recv_host, b->recv_counts, b->recv_displs, SR_DTYPE_I64, NULL,
                         &b->counts_work);
 }
 
@@ -198,7 +207,7 @@ static void dp_counts(const struct sr_sharded_ebc *s, const struct sr_sharded_eb
     gb->has_weights = b->kjt->weights != NULL;
     gb->num_values = 0;
     for (int j = 0; j < g->layout.num_features; j++) {
-        gb->feature_n[j] = b->count_send[s->count_displ[s->W] + j];
+        gb->feature_n[j] = b->count_send_host[s->count_displ[s->W] + j];
         gb->num_values += gb->feature_n[j];
     }
 }
@@ -239,6 +248,9 @@ int sr_input_dist_counts_wait(struct sr_sharded_ebc *s, struct sr_sharded_ebc_ba
 {
     sr_comm_wait(s->comms.sparse, b->counts_work);
     b->counts_work = NULL;
+    if (b->count_recv_host != b->count_recv) /* for unpack, in stream order */
+        sr_dev_copy(s->dev, b->count_recv, b->count_recv_host,
+                    sizeof(int64_t) * (size_t)s->W * (s->sd_layout.nslots_here + 1), NULL);
     s->stats.ids_sent = s->stats.ids_received = 0;
     if (b->local_rc < 0)
         return b->local_rc;

@@ -5,7 +5,8 @@
  * stages allocate nothing and several batches can be in their stages at
  * once. Per context, S slots, n of them mine, W ranks:
  *
- *   input dist   lens (S, B), the counts message and the W counts received,
+ *   input dist   lens (S, B), the counts message and the W counts received
+ *                (with host copies when the device is not host-visible),
  *                the data message sent (send_cap words) and received
  *                (recv_cap words), the mean scales (F, B)
  *   per group    the local batch (offsets, ids, weights), its host
@@ -63,6 +64,13 @@ static void alloc_input_dist(struct sr_sharded_ebc *s, struct sr_sharded_ebc_bat
     b->count_send =
         sr_dev_alloc(s->dev, sizeof *b->count_send * ((size_t)s->sd_layout.count_words + 1));
     b->count_recv = sr_dev_alloc(s->dev, sizeof *b->count_recv * (W * (n + 1) + 1));
+    b->count_send_host = b->count_send;
+    b->count_recv_host = b->count_recv;
+    if (!s->dev->host_visible) {
+        b->count_send_host = sr_dev_alloc_host(
+            s->dev, sizeof *b->count_send * ((size_t)s->sd_layout.count_words + 1));
+        b->count_recv_host = sr_dev_alloc_host(s->dev, sizeof *b->count_recv * (W * (n + 1) + 1));
+    }
     b->send_counts = sr_calloc(W, sizeof(size_t));
     b->send_displs = sr_calloc(W, sizeof(size_t));
     b->recv_counts = sr_calloc(W, sizeof(size_t));
@@ -82,6 +90,29 @@ static void alloc_output_dist(struct sr_sharded_ebc *s, struct sr_sharded_ebc_ba
     b->twrw_mid = sr_dev_alloc(s->dev, sizeof(float) * (s->twrw_mid_floats + 1));
 }
 
+/* The device buffers the collectives move, made known to their
+ * communicators (a staging one prepares their host mirrors now, comm.h).
+ * Compressed output dists hand the communicator host wire buffers instead. */
+static void register_buffers(struct sr_sharded_ebc *s, struct sr_sharded_ebc_batch *b)
+{
+    const struct sr_sharded_ebc_comms *c = &s->comms;
+    sr_comm_register(c->sparse, b->send_buf);
+    sr_comm_register(c->sparse, b->recv_buf);
+    if (s->wire != SR_DTYPE_F32)
+        return;
+    const void *sparse[] = {b->od_buf, b->gb[GROUP_A2A].pooled, b->gb[GROUP_A2A].dpooled,
+                            b->gb[GROUP_RW].pooled, b->gb[GROUP_RW].dpooled};
+    for (size_t i = 0; i < sizeof sparse / sizeof sparse[0]; i++)
+        sr_comm_register(c->sparse, sparse[i]);
+    if (!s->groups[GROUP_TWRW].active)
+        return;
+    sr_comm_register(c->node, b->gb[GROUP_TWRW].pooled);
+    sr_comm_register(c->node, b->gb[GROUP_TWRW].dpooled);
+    sr_comm_register(c->node, b->twrw_mid);
+    sr_comm_register(c->cross, b->twrw_mid);
+    sr_comm_register(c->cross, b->od_buf);
+}
+
 struct sr_sharded_ebc_batch *sr_sharded_batch_alloc(struct sr_sharded_ebc *s)
 {
     struct sr_sharded_ebc_batch *b = sr_calloc(1, sizeof *b);
@@ -90,6 +121,7 @@ struct sr_sharded_ebc_batch *sr_sharded_batch_alloc(struct sr_sharded_ebc *s)
     for (int k = 0; k < GROUP_COUNT; k++)
         alloc_group_batch(s, &s->groups[k], &b->gb[k]);
     alloc_output_dist(s, b);
+    register_buffers(s, b);
     sr_dev_sync(s->dev, NULL);
     return b;
 }
@@ -114,6 +146,10 @@ void sr_sharded_batch_release(struct sr_sharded_ebc_batch *b)
     void *host[] = {b->send_counts, b->send_displs, b->recv_counts, b->recv_displs};
     for (size_t i = 0; i < sizeof host / sizeof host[0]; i++)
         sr_free(host[i]);
+    if (b->count_send_host != b->count_send) {
+        sr_dev_free_host(s->dev, b->count_send_host);
+        sr_dev_free_host(s->dev, b->count_recv_host);
+    }
     sr_free(b);
 }
 

@@ -67,10 +67,10 @@ static int check_comms(const struct sr_sharded_ebc_comms *c, const struct sr_pla
 static int check_args(struct sr_device *dev, const struct sr_optim_config *o, int B,
                       int64_t max_values, int F)
 {
-    if (!dev || !dev->emb || !dev->sparse_dist || !dev->host_visible)
+    if (!dev || !dev->emb || !dev->sparse_dist)
         return sr_error_set(SR_ERR_UNSUPPORTED,
-                            "sharded EBC: needs a host-visible device with embedding and "
-                            "sparse-dist ops (the CPU); HINT: GPU staging is not built yet");
+                            "sharded EBC: device %s has no embedding or sparse-dist ops",
+                            dev ? dev->name : "(none)");
     if ((unsigned)o->kind > SR_OPTIM_ADAM)
         return sr_error_set(SR_ERR_INVALID_ARG, "sharded EBC: unknown optimizer %d", (int)o->kind);
     if (B < 1 || (int64_t)B * F >= INT32_MAX)
@@ -456,8 +456,9 @@ static void alloc_wire(struct sr_sharded_ebc *s, size_t a2a_recv, size_t twrw_re
         cap = n > cap ? n : cap;
     }
     s->wire_cap = cap;
-    s->wire_send = sr_aligned_alloc(sizeof(uint16_t) * (cap + 1));
-    s->wire_recv = sr_aligned_alloc(sizeof(uint16_t) * (cap + 1));
+    /* pinned host memory: the device's cast ops write and read it */
+    s->wire_send = sr_dev_alloc_host(s->dev, sizeof(uint16_t) * (cap + 1));
+    s->wire_recv = sr_dev_alloc_host(s->dev, sizeof(uint16_t) * (cap + 1));
 }
 
 /* Pieces of the slots of group g that rank r owns, in a (B, out_g(r)) block. */
@@ -668,10 +669,11 @@ void sr_sharded_ebc_free(struct sr_sharded_ebc *s)
                     s->first_slot,  s->block,        s->nslots_at,      s->slot_at,
                     s->group_out,   s->count_displ,  s->a_counts,       s->a_displs,
                     s->b_counts,    s->b_displs,     s->dp_grad,        s->dp_counts,
-                    s->wire_send,   s->wire_recv,    s->wire_scounts,   s->wire_rcounts,
-                    s->wire_displs};
+                    s->wire_scounts, s->wire_rcounts, s->wire_displs};
     for (size_t i = 0; i < sizeof host / sizeof host[0]; i++)
         sr_free(host[i]);
+    sr_dev_free_host(s->dev, s->wire_send);
+    sr_dev_free_host(s->dev, s->wire_recv);
     sr_plan_free(s->plan);
     sr_ebc_config_release(&s->cfg);
     sr_free(s);
@@ -798,6 +800,7 @@ int sr_sharded_ebc_gather_table(struct sr_sharded_ebc *s, int t, float *full)
     }
     c[0] = mine;
     pack_my_shards(s, t, send);
+    sr_sharded_before_collective(s, s->comms.sparse); /* the copies into send have run */
     sr_comm_all_to_allv(s->comms.sparse, send, c, c + s->W, recv, c + 2 * s->W, c + 3 * s->W,
                         SR_DTYPE_F32, NULL, NULL);
     if (s->rank == 0)

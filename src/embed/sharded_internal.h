@@ -113,6 +113,10 @@ struct sr_sharded_ebc_batch {
     int32_t *lens;       /* (S, B) device: ids of my sample b in slot s */
     int64_t *count_send; /* (count_words) device: the counts message */
     int64_t *count_recv; /* (W, n + 1) device: counts from each source */
+    /* the host's copies of both, which the counts exchange moves and the host
+     * reads: the device arrays themselves on a host-visible device, else
+     * pinned host memory (input_dist.c copies in and out) */
+    int64_t *count_send_host, *count_recv_host;
     size_t *send_counts, *send_displs, *recv_counts, *recv_displs; /* (W) host */
     int32_t *send_buf, *recv_buf;                                  /* device */
     size_t send_words, recv_words;                                 /* this step */
@@ -172,7 +176,7 @@ struct sr_sharded_ebc {
     size_t twrw_mid_floats;
     size_t *a_counts, *a_displs, *b_counts, *b_displs; /* (W) scratch for all-to-all-v */
     enum sr_dtype wire;              /* pooled payload on the wire: F32, F16 or BF16 */
-    uint16_t *wire_send, *wire_recv; /* (wire_cap) compressed payloads; NULL for F32 */
+    uint16_t *wire_send, *wire_recv; /* (wire_cap) compressed payloads, pinned host; NULL for F32 */
     size_t wire_cap;
     size_t *wire_scounts, *wire_rcounts, *wire_displs; /* (W) scratch */
 

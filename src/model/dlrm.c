@@ -299,6 +299,11 @@ void sr_dlrm_set_grad_ready(struct sr_dlrm *m, void (*fn)(void *ctx, size_t offs
     m->grad_ready_ctx = ctx;
 }
 
+struct sr_device *sr_dlrm_device(const struct sr_dlrm *m)
+{
+    return m->dev;
+}
+
 float *sr_dlrm_params(struct sr_dlrm *m, size_t *n)
 {
     if (n)

@@ -131,10 +131,13 @@ void sr_grad_buckets_init(struct sr_grad_buckets **out, sr_comm_t comm, float *g
     b->tail = tail;
     b->n_tail = n_tail;
     plan_cuts(b, layer_sizes, n_layers, bucket_floats ? bucket_floats : 1);
-    if (b->dtype == SR_DTYPE_F32)
+    if (b->dtype == SR_DTYPE_F32) {
         b->staging = sr_dev_alloc(b->dev, sizeof(float) * (b->cut[b->n_buckets - 1] + n_tail + 1));
-    else
+        sr_comm_register(comm, b->grads); /* a staging communicator's mirrors, now (comm.h) */
+        sr_comm_register(comm, b->staging);
+    } else {
         init_wire(b);
+    }
     *out = b;
 }
 

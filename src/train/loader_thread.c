@@ -29,6 +29,7 @@ void sr_loader_init(struct sr_loader *l, struct sr_device *dev, int max_batch, i
                              with_weights, keys);
         sr_batch_init_twin(&s->twin, &s->host);
         s->copied = sr_dev_event_create(dev);
+        s->consumed = sr_dev_event_create(dev);
     }
     pthread_mutex_init(&l->mu, NULL);
     pthread_cond_init(&l->loaded_cv, NULL);
@@ -42,6 +43,7 @@ void sr_loader_free(struct sr_loader *l)
     sr_loader_stop(l);
     for (int k = 0; k < SR_LOADER_SLOTS; k++) {
         sr_dev_event_destroy(l->slots[k].host.dev, l->slots[k].copied);
+        sr_dev_event_destroy(l->slots[k].host.dev, l->slots[k].consumed);
         sr_batch_free(&l->slots[k].twin); /* first: it may alias the host batch */
         sr_batch_free(&l->slots[k].host);
     }

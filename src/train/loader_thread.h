@@ -44,8 +44,11 @@ typedef int (*sr_loader_fn)(void *ctx, int64_t step, struct sr_batch *b);
 struct sr_loader_slot {
     struct sr_batch host; /* pinned: the producer fills it */
     struct sr_batch twin; /* its device twin (aliases host on the immediate CPU device) */
-    sr_event_t copied;    /* recorded after the copy out of host: the compute thread
-                           * waits for it before it gives the slot back */
+    sr_event_t copied;    /* recorded after the copy out of host: the compute stream
+                           * waits for it before it reads the twin, the compute
+                           * thread before it gives the slot back */
+    sr_event_t consumed;  /* recorded after the last op that reads the twin: the
+                           * next copy into the twin waits for it */
     int64_t step;
     int rc;         /* the producer's status for this step */
     char msg[1024]; /* its message when rc < 0 */

@@ -37,6 +37,7 @@
  * Everything is allocated in sr_trainer_init; the loop only reuses buffers.
  */
 #include <inttypes.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -246,6 +247,8 @@ static int init_parts(struct sr_trainer *t, FILE *log)
         return rc;
     init_buffers(t);
     init_buckets(t);
+    if ((rc = sr_trainer_pool_init(t)))
+        return rc;
     if ((rc = open_outputs(t, log)))
         return rc;
     init_step_state(t);
@@ -257,6 +260,49 @@ static int init_parts(struct sr_trainer *t, FILE *log)
     if (cfg->eval_samples > 0 && !cfg->n_data)
         sr_synth_bounds(t->synth, SR_SYNTH_EVAL_BASE, cfg->eval_samples, &t->teacher_auc,
                         &t->dense_only_auc, &t->sparse_share);
+    return SR_OK;
+}
+
+/* This process's rank on its node, from the launcher's environment (Open MPI,
+ * MPICH, Slurm, torchrun), else its world rank. */
+static int local_rank(int world_rank)
+{
+    static const char *const vars[] = {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID",
+                                       "SLURM_LOCALID", "LOCAL_RANK", NULL};
+    for (int i = 0; vars[i]; i++) {
+        const char *v = getenv(vars[i]);
+        if (v && *v)
+            return atoi(v);
+    }
+    return world_rank;
+}
+
+/* --device: a GPU (this rank's node-local rank modulo the GPUs visible), the
+ * CPU, or auto: a GPU when one is visible. The math mode goes with it. */
+int sr_trainer_select_device(struct sr_trainer *t)
+{
+    const struct sr_train_config *cfg = t->cfg;
+    struct sr_device *dev = sr_device_cpu();
+    if (cfg->device != SR_DEVICE_CHOICE_CPU) {
+        struct sr_device *gpu = NULL;
+        int n = sr_device_count(SR_DEVICE_CUDA);
+        if (n > 0)
+            gpu = sr_device_get(SR_DEVICE_CUDA, local_rank(t->rank) % n);
+        else if (cfg->device == SR_DEVICE_CHOICE_CUDA)
+            sr_device_get(SR_DEVICE_CUDA, 0); /* for its message: what is missing */
+        if (!gpu && cfg->device == SR_DEVICE_CHOICE_CUDA)
+            return sr_error_set(SR_ERR_UNSUPPORTED, "--device cuda: %s", sr_error_message());
+        sr_error_clear();
+        if (gpu)
+            dev = gpu;
+    }
+    if (cfg->math != SR_MATH_FP32 && dev->kind != SR_DEVICE_CUDA)
+        return sr_error_set(SR_ERR_UNSUPPORTED,
+                            "--math %s needs a CUDA device; the CPU computes in fp32 only "
+                            "(HINT: --math fp32, or --device cuda on a machine with a GPU)",
+                            cfg->math == SR_MATH_TF32 ? "tf32" : "bf16");
+    dev->math = (enum sr_math)cfg->math;
+    t->dev = dev;
     return SR_OK;
 }
 
@@ -518,6 +564,8 @@ static int run_loop(struct sr_trainer *t, struct sr_trainer_result *res)
     int64_t log_every = t->log_every, step; /* rank 0's: 1 with a progress line */
     int rc = SR_OK, ended = 0;
 
+    int64_t warm = cfg->steps / 5 < 20 ? cfg->steps / 5 : 20;
+    double steady_start = 0;
     memset(res, 0, sizeof *res);
     for (step = 1; step <= cfg->steps && !ended; step++) {
         double s0 = sr_now_s();
@@ -534,6 +582,10 @@ static int run_loop(struct sr_trainer *t, struct sr_trainer_result *res)
                 allocs_after_first = sr_alloc_count();
             train_seconds += dt;
             iv.steps++, iv.seconds += dt;
+            if (warm >= 1 && step == warm) {
+                sr_dev_sync(t->dev, NULL);
+                steady_start = sr_now_s();
+            }
         }
         int last = ended || step == cfg->steps;
         int evaluated = cfg->eval_samples > 0 && (last || due(step, cfg->eval_every, 0));
@@ -552,6 +604,12 @@ static int run_loop(struct sr_trainer *t, struct sr_trainer_result *res)
         }
     }
     fill_result(t, res, step - 1, train_seconds, loss, allocs_after_first);
+    if (steady_start > 0 && step - 1 > warm) {
+        sr_dev_sync(t->dev, NULL); /* (evaluation at the end counts: steady runs skip it) */
+        res->steady_first = warm + 1;
+        res->steady_steps = step - 1 - warm;
+        res->steady_seconds = sr_now_s() - steady_start;
+    }
     return SR_OK;
 }
 

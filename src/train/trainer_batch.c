@@ -20,10 +20,15 @@
  * thread's ring (loader_thread.h; each slot a host batch and its twin, sized
  * here too), filled by sr_trainer_load_into on that thread; evaluation keeps
  * host_batch and batch.
+ *
+ * --batch-pool N (benchmarks): N batches are made and checked at start-up,
+ * in pinned memory; step s copies pool[(s - 1) % N] to its twin, so the
+ * step's host-to-device copy stays in the timing and the generator does not.
  */
 #include <inttypes.h>
 #include <string.h>
 
+#include "shardrec/alloc.h"
 #include "shardrec/error.h"
 #include "train/trainer_internal.h"
 
@@ -34,15 +39,76 @@ void sr_trainer_batch_init(struct sr_trainer *t, int64_t max_values, int with_we
     sr_batch_init_pinned(&t->host_batch, t->dev, cfg->batch_size, cfg->num_dense, cfg->num_features,
                          max_values, with_weights, keys);
     sr_batch_init_twin(&t->batch, &t->host_batch);
+    t->copy_src = &t->host_batch;
     t->batch_copied = sr_dev_event_create(t->dev);
     if (cfg->pipeline == SR_PIPELINE_SPARSE_DIST)
         sr_loader_init(&t->pipe.loader, t->dev, cfg->batch_size, cfg->num_dense, cfg->num_features,
                        max_values, with_weights, keys);
 }
 
+int sr_trainer_pool_init(struct sr_trainer *t)
+{
+    const struct sr_train_config *cfg = t->cfg;
+    int n = cfg->batch_pool;
+    if (n <= 0)
+        return SR_OK;
+    if (cfg->n_data)
+        return sr_error_set(SR_ERR_INVALID_ARG,
+                            "--batch-pool cycles synthetic batches; it cannot be used with --data");
+    t->pool = sr_calloc((size_t)n, sizeof *t->pool);
+    t->pool_n = n;
+    for (int k = 0; k < n; k++) {
+        const struct sr_batch *h = &t->host_batch;
+        sr_batch_init_pinned(&t->pool[k], t->dev, h->max_batch, h->num_dense, h->kjt.num_keys,
+                             h->max_values, h->kjt.weights != NULL, (const char *const *)h->kjt.keys);
+        int rc = sr_trainer_load_into(t, k + 1, &t->pool[k]);
+        if (rc)
+            return rc < 0 ? rc : sr_error_set(SR_ERR_INVALID_ARG, "--batch-pool: no batch %d", k + 1);
+    }
+    t->pool_ready = 1;
+    return SR_OK;
+}
+
+/* A pool entry into a host batch of the same capacity (the immediate CPU
+ * device, whose twin aliases the host batch). */
+static void copy_host_batch(struct sr_batch *dst, const struct sr_batch *src)
+{
+    size_t B = (size_t)src->batch_size, bags = (size_t)src->kjt.num_keys * src->kjt.stride;
+    size_t N = (size_t)src->kjt.num_values;
+    dst->batch_size = src->batch_size;
+    dst->first_index = src->first_index;
+    dst->kjt.stride = src->kjt.stride;
+    dst->kjt.num_values = src->kjt.num_values;
+    dst->kjt.num_weights = src->kjt.num_weights;
+    memcpy(dst->dense, src->dense, sizeof(float) * B * (size_t)src->num_dense);
+    memcpy(dst->labels, src->labels, sizeof(float) * B);
+    memcpy(dst->kjt.lengths, src->kjt.lengths, sizeof(int32_t) * bags);
+    memcpy(dst->kjt.offsets, src->kjt.offsets, sizeof(int64_t) * (bags + 1));
+    memcpy(dst->kjt.values, src->kjt.values, sizeof(int64_t) * N);
+    if (src->kjt.weights)
+        memcpy(dst->kjt.weights, src->kjt.weights, sizeof(float) * N);
+    memcpy(dst->kjt.length_per_key, src->kjt.length_per_key,
+           sizeof(int64_t) * (size_t)src->kjt.num_keys);
+}
+
+/* On the immediate CPU device a twin aliases its host batch, so a pool entry
+ * is copied into the host batch instead (sr_trainer_load_into). */
+const struct sr_batch *sr_trainer_pool_batch(const struct sr_trainer *t, int64_t step)
+{
+    return t->pool_n && !t->dev->host_immediate ? &t->pool[(step - 1) % t->pool_n] : NULL;
+}
+
 void sr_trainer_batch_free(struct sr_trainer *t)
 {
+    for (int k = 0; k < t->pool_n; k++)
+        sr_batch_free(&t->pool[k]);
+    sr_free(t->pool);
     sr_loader_free(&t->pipe.loader);
+    if (t->pipe.copy_stream) { /* after the slots' events, last recorded on it */
+        sr_dev_sync(t->dev, t->pipe.copy_stream);
+        sr_dev_stream_destroy(t->dev, t->pipe.copy_stream);
+        t->pipe.copy_stream = NULL;
+    }
     if (t->batch_copied)
         sr_dev_event_destroy(t->dev, t->batch_copied);
     sr_batch_free(&t->batch); /* the twin first: it may alias host_batch */
@@ -84,12 +150,21 @@ static void host_batch_free(struct sr_trainer *t)
 
 int sr_trainer_load_into(struct sr_trainer *t, int64_t step, struct sr_batch *b)
 {
+    if (t->pool_n && t->pool_ready) {
+        if (t->dev->host_immediate)
+            copy_host_batch(b, &t->pool[(step - 1) % t->pool_n]);
+        return SR_OK; /* else the step copies its pool entry (sr_trainer_pool_batch) */
+    }
     int rc = produce(t, step, b);
     return rc ? rc : sr_batch_check_ids(b, t->feature_rows, t->feature_policy);
 }
 
 int sr_trainer_load_batch(struct sr_trainer *t, int64_t step)
 {
+    const struct sr_batch *pooled = sr_trainer_pool_batch(t, step);
+    t->copy_src = pooled ? pooled : &t->host_batch;
+    if (pooled)
+        return SR_OK;
     host_batch_free(t);
     return sr_trainer_load_into(t, step, &t->host_batch);
 }
@@ -139,6 +214,7 @@ static int produce_eval(struct sr_trainer *t, int64_t g)
 
 int sr_trainer_load_eval_batch(struct sr_trainer *t, int64_t g)
 {
+    t->copy_src = &t->host_batch;
     host_batch_free(t);
     int rc = produce_eval(t, g);
     return rc ? rc : sr_batch_check_ids(&t->host_batch, t->feature_rows, t->feature_policy);
@@ -153,6 +229,6 @@ int sr_trainer_load_eval_batch(struct sr_trainer *t, int64_t g)
  * comes with the pipeline. */
 void sr_trainer_copy_batch(struct sr_trainer *t)
 {
-    sr_batch_copy(&t->batch, &t->host_batch, NULL);
+    sr_batch_copy(&t->batch, t->copy_src, NULL);
     sr_dev_event_record(t->dev, t->batch_copied, NULL);
 }

@@ -69,6 +69,9 @@ static const struct setting settings[] = {
     FIELD("--optimizer", optimizer),
     FIELD("--emb-optimizer", emb_optimizer),
     FIELD("--pipeline", pipeline),
+    FIELD("--device", device),
+    FIELD("--math", math),
+    FIELD("--batch-pool", batch_pool),
     FIELD("--ranks-per-node", ranks_per_node),
     FIELD("--global-batch-size", global_batch_size),
     STRING("--plan", plan_path),
@@ -220,7 +223,10 @@ int sr_trainer_init_comms(struct sr_trainer *t)
     t->rank = sr_comm_rank(t->world);
     t->world_size = sr_comm_size(t->world);
     sr_comm_set_timeout(t->world, cfg->comm_timeout); /* derived ones inherit it */
-    sr_comm_bind_device(t->world, t->dev);            /* and its stream order */
+    int rc = sr_trainer_select_device(t);
+    if (rc)
+        return rc;
+    sr_comm_bind_device(t->world, t->dev); /* and its stream order */
     t->sparse = sr_comm_dup(t->world);
     t->dense = sr_comm_dup(t->world);
     t->node = sr_comm_split_node(t->sparse);
@@ -276,7 +282,11 @@ int sr_trainer_init_plan(struct sr_trainer *t)
 {
     int rc = make_plan(t);
     if (!rc)
-        rc = sr_train_config_check_memory(t->cfg, t->plan, t->rank, t->world_size, 0);
+        rc = sr_train_config_check_memory(t->cfg, t->plan, t->rank, t->world_size,
+                                          t->dev->memory_bytes);
+    if (rc == SR_ERR_OOM && t->dev->memory_bytes)
+        rc = sr_error_set(rc, "%s (the memory meant is that of %s)", sr_error_message(),
+                          t->dev->name);
     return rc;
 }
 
@@ -374,10 +384,17 @@ int sr_trainer_save_sharded_weights(struct sr_trainer *t, const char *path)
     int n_dense = sr_dlrm_num_tensors(t->dlrm), n = n_dense + cfg->num_tables, rc = SR_OK;
     struct sr_st_tensor *ts = sr_calloc((size_t)n, sizeof *ts);
     char(*names)[SR_NAME_MAX + 16] = sr_calloc((size_t)cfg->num_tables, sizeof *names);
+    size_t n_params;
+    float *params = sr_dlrm_params(t->dlrm, &n_params), *pinned = NULL;
+    if (t->rank == 0 && !t->dev->host_visible) { /* the dense block through pinned memory */
+        pinned = sr_dev_alloc_host(t->dev, sizeof(float) * n_params);
+        sr_dev_copy(t->dev, pinned, params, sizeof(float) * n_params, NULL);
+        sr_dev_sync(t->dev, NULL);
+    }
     for (int i = 0; i < n_dense; i++) {
         float *data;
         sr_dlrm_tensor(t->dlrm, i, &ts[i].name, &ts[i].ndim, ts[i].shape, &data);
-        ts[i].data = data;
+        ts[i].data = pinned ? pinned + sr_dlrm_tensor_offset(t->dlrm, i) : data;
     }
     for (int k = 0; k < cfg->num_tables && !rc; k++) {
         const struct sr_table_config *tc = &cfg->tables[k];
@@ -397,6 +414,7 @@ int sr_trainer_save_sharded_weights(struct sr_trainer *t, const char *path)
         rc = sr_st_write(path, n, ts);
     for (int k = 0; k < cfg->num_tables; k++)
         sr_free((void *)ts[n_dense + k].data);
+    sr_dev_free_host(t->dev, pinned);
     sr_free(names);
     sr_free(ts);
     return rc;

@@ -41,6 +41,7 @@ struct sr_pipe {
     struct sr_sharded_ebc_batch *in_flight;    /* a context with its data exchange in flight */
     struct sr_sharded_ebc_stats end_stats;     /* at the counts exchange that found an end */
     struct sr_comm_counters counts, uncounted; /* next's counts exchange; an end's, no step's */
+    sr_stream_t copy_stream; /* the batches' host-to-device copies */
 };
 
 struct sr_trainer {
@@ -68,6 +69,12 @@ struct sr_trainer {
      * backward read (it aliases host_batch on the immediate CPU device) */
     struct sr_batch host_batch, batch;
     sr_event_t batch_copied; /* recorded after the copy out of host_batch */
+    /* --batch-pool N: N pinned host batches made at start-up (steps 1..N);
+     * step s trains on pool[(s - 1) % N], copied to the twin each step. */
+    struct sr_batch *pool;
+    int pool_n;
+    int pool_ready; /* the pool is made: loads take from it */
+    const struct sr_batch *copy_src; /* what sr_trainer_copy_batch copies */
     struct sr_pipe pipe; /* --pipeline sparse-dist */
     /* the loader's id policy: E and policy of each feature's table (F), set by init_data */
     int64_t feature_rows[SR_MAX_FEATURES];
@@ -120,6 +127,13 @@ struct sr_trainer {
 
 /* trainer_dist.c */
 int sr_trainer_init_comms(struct sr_trainer *t);
+/* t->dev from --device and --math (trainer.c); called by init_comms once the
+ * rank is known, before the communicators are bound to the device. */
+int sr_trainer_select_device(struct sr_trainer *t);
+/* --batch-pool: make the pool's batches (trainer_batch.c); after init_data. */
+int sr_trainer_pool_init(struct sr_trainer *t);
+/* The host batch step s copies from: its pool entry, or NULL without a pool. */
+const struct sr_batch *sr_trainer_pool_batch(const struct sr_trainer *t, int64_t step);
 int sr_trainer_init_plan(struct sr_trainer *t);
 int sr_trainer_check_same(struct sr_trainer *t);
 void sr_trainer_free_comms(struct sr_trainer *t);

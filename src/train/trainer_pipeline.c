@@ -33,6 +33,12 @@
  * One rank without a plan (the plain EBC) has no input dist: the ahead
  * stages are the take and the copy.
  *
+ * Streams: the copy of batch i+1 runs on a copy stream of its own, so on a
+ * GPU it overlaps batch i's compute. It first waits for the slot's
+ * `consumed` event (the last read of that twin, three steps back); the
+ * compute stream waits for its `copied` event before the first op that
+ * reads the twin (the counts exchange, or step i+1's lookup).
+ *
  * Evaluation runs between steps, after i+1's data exchange has completed
  * (sr_trainer_pipeline_pause): it uses the EBC's own context, host_batch and
  * its twin, none of the pipeline's; the loader goes on meanwhile.
@@ -49,6 +55,7 @@
 int sr_trainer_pipeline_init(struct sr_trainer *t)
 {
     struct sr_pipe *p = &t->pipe;
+    p->copy_stream = sr_dev_stream_create(t->dev);
     for (int k = 0; t->sebc && k < 2; k++) {
         int rc = sr_sharded_ebc_batch_init(&p->ctx[k], t->sebc);
         if (rc)
@@ -97,8 +104,10 @@ static void ahead_start(struct sr_trainer *t, int64_t s)
         /* not waited for: the stages after it are ordered after it on the
          * stream; the slot goes back to the loader once its event has
          * passed (the end of the batch's step) */
-        sr_batch_copy(&slot->twin, &slot->host, NULL);
-        sr_dev_event_record(t->dev, slot->copied, NULL);
+        const struct sr_batch *pooled = sr_trainer_pool_batch(t, s);
+        sr_dev_stream_wait_event(t->dev, p->copy_stream, slot->consumed);
+        sr_batch_copy(&slot->twin, pooled ? pooled : &slot->host, p->copy_stream);
+        sr_dev_event_record(t->dev, slot->copied, p->copy_stream);
         sr_trace_end();
     }
     if (!t->sebc)
@@ -108,8 +117,10 @@ static void ahead_start(struct sr_trainer *t, int64_t s)
     if (slot->rc)
         sr_sharded_ebc_input_dist_counts_start_none(
             t->sebc, b, slot->rc == END_OF_DATA ? SR_SHARDED_EBC_END_OF_DATA : slot->rc);
-    else
+    else {
+        sr_dev_stream_wait_event(t->dev, NULL, slot->copied);
         sr_sharded_ebc_input_dist_counts_start(t->sebc, b, &slot->twin.kjt);
+    }
     sr_trainer_comm_snapshot(t, &after);
     memset(&p->counts, 0, sizeof p->counts);
     sr_trainer_counters_add_diff(&p->counts, &after, &before);
@@ -235,6 +246,7 @@ int sr_trainer_pipeline_step(struct sr_trainer *t, int64_t step)
     struct sr_sharded_ebc_batch *b = p->ctx[step & 1];
     const struct sr_step_scalars *scalars = sr_trainer_put_step_scalars(t, step);
 
+    sr_dev_stream_wait_event(t->dev, NULL, cur->copied);
     if ((rc = emb_forward_start(t, twin, b)))
         return rc;
     sr_trace_set_thread_step(step + 1);
@@ -261,6 +273,7 @@ int sr_trainer_pipeline_step(struct sr_trainer *t, int64_t step)
     sr_dlrm_backward_bottom(t->dlrm, B);
     emb_update(t, b, emb_lr, step);
     sr_trainer_optimizer_step(t, step, loss_sum, scalars);
+    sr_dev_event_record(t->dev, cur->consumed, NULL);
     sr_dev_event_sync(t->dev, cur->copied); /* the host batch is no longer read */
     sr_loader_release(&p->loader);
     p->ahead = more;

@@ -199,6 +199,14 @@ void sr_trainer_print_summary(const struct sr_trainer *t, const struct sr_traine
             ", %.1f s training, %.0f samples/s\n",
             res->steps, t->world_size, sr_comm_backend_name(t->world), t->global_batch,
             res->train_seconds, res->samples_per_s);
+    if (res->steady_steps > 0) {
+        double ms = res->steady_seconds * 1e3 / (double)res->steady_steps;
+        fprintf(f,
+                "steady state: steps %" PRId64 "-%" PRId64 " on %s, %.3f ms per step, %.0f "
+                "samples/s (one block between device synchronisations)\n",
+                res->steady_first, res->steady_first + res->steady_steps - 1, t->dev->name, ms,
+                (double)t->global_batch * 1e3 / ms);
+    }
     print_stages(t, f);
     if (cfg->pipeline == SR_PIPELINE_SPARSE_DIST)
         fprintf(f, "waited on data: %.3f ms per step (data.wait: the compute thread waiting for "

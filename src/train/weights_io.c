@@ -7,10 +7,16 @@
  *
  *   [ dense tensors of sr_dlrm_tensor, block order | emb.TABLE.weight per table ]
  *
- * each with its name, shape and host pointer. Saving hands the list to
+ * each with its name, shape and device pointer. Saving hands the list to
  * sr_st_write; loading matches the file against it completely (missing,
  * extra, misshapen, non-finite) before copying anything, so a bad file never
  * leaves a half-loaded model behind.
+ *
+ * On a host-visible device (the CPU) the host reads and writes the model's
+ * memory itself. On any other the tensors travel through one pinned host
+ * buffer of the device (sr_dev_alloc_host) holding them all, in list order:
+ * copied out and waited for before the write, or filled from the file and
+ * copied in (then waited for) on load.
  */
 #include <inttypes.h>
 #include <math.h>
@@ -34,7 +40,7 @@ struct param {
     char name[NAME_CAP];
     int ndim;
     int64_t shape[SR_ST_MAX_DIMS];
-    float *data; /* host */
+    float *data; /* the model's device */
 };
 
 /* The model's parameters; the caller frees the array with sr_free. */
@@ -61,18 +67,45 @@ static struct param *list_params(const struct sr_dlrm *m, struct sr_ebc *ebc, in
     return p;
 }
 
+static size_t numel_of(const struct param *p)
+{
+    return (size_t)sr_st_numel(p->ndim, p->shape);
+}
+
+/* The pinned host buffer for every parameter when the host cannot address
+ * the device's memory; NULL on a host-visible device. */
+static float *pinned_for(struct sr_device *dev, const struct param *p, int n)
+{
+    size_t total = 0;
+    if (dev->host_visible)
+        return NULL;
+    for (int i = 0; i < n; i++)
+        total += numel_of(&p[i]);
+    return sr_dev_alloc_host(dev, sizeof(float) * (total ? total : 1));
+}
+
 int sr_weights_save(const char *path, const struct sr_dlrm *m, struct sr_ebc *ebc)
 {
     int n;
+    struct sr_device *dev = sr_dlrm_device(m);
     struct param *p = list_params(m, ebc, &n);
     struct sr_st_tensor *t = sr_calloc((size_t)n, sizeof *t);
+    float *pinned = pinned_for(dev, p, n), *at = pinned;
     for (int i = 0; i < n; i++) {
         t[i].name = p[i].name;
         t[i].ndim = p[i].ndim;
         memcpy(t[i].shape, p[i].shape, sizeof t[i].shape);
         t[i].data = p[i].data;
+        if (pinned) {
+            sr_dev_copy(dev, at, p[i].data, sizeof(float) * numel_of(&p[i]), NULL);
+            t[i].data = at;
+            at += numel_of(&p[i]);
+        }
     }
+    if (pinned)
+        sr_dev_sync(dev, NULL);
     int rc = sr_st_write(path, n, t);
+    sr_dev_free_host(dev, pinned);
     sr_free(t);
     sr_free(p);
     return rc;
@@ -184,6 +217,29 @@ static int match_file(const struct sr_st_file *f, const struct param *p, int n)
     return SR_OK;
 }
 
+/* Every tensor of the matched file into the model: directly on a
+ * host-visible device, else through the pinned buffer. */
+static void copy_in(struct sr_device *dev, const struct sr_st_file *f, const struct param *p, int n)
+{
+    float *pinned = pinned_for(dev, p, n), *at = pinned;
+    for (int i = 0; i < n; i++) {
+        const float *src;
+        size_t bytes = sizeof(float) * numel_of(&p[i]);
+        sr_st_find(f, p[i].name, &src, NULL, NULL);
+        if (!pinned) {
+            memcpy(p[i].data, src, bytes);
+            continue;
+        }
+        memcpy(at, src, bytes);
+        sr_dev_copy(dev, p[i].data, at, bytes, NULL);
+        at += numel_of(&p[i]);
+    }
+    if (pinned) {
+        sr_dev_sync(dev, NULL);
+        sr_dev_free_host(dev, pinned);
+    }
+}
+
 int sr_weights_load(const char *path, struct sr_dlrm *m, struct sr_ebc *ebc)
 {
     struct sr_st_file *f;
@@ -191,13 +247,8 @@ int sr_weights_load(const char *path, struct sr_dlrm *m, struct sr_ebc *ebc)
     if ((rc = sr_st_open(&f, path)))
         return rc;
     struct param *p = list_params(m, ebc, &n);
-    if (!(rc = match_file(f, p, n))) {
-        for (int i = 0; i < n; i++) {
-            const float *src;
-            sr_st_find(f, p[i].name, &src, NULL, NULL);
-            memcpy(p[i].data, src, sizeof(float) * (size_t)sr_st_numel(p[i].ndim, p[i].shape));
-        }
-    }
+    if (!(rc = match_file(f, p, n)))
+        copy_in(sr_dlrm_device(m), f, p, n);
     sr_free(p);
     sr_st_close(f);
     return rc;

@@ -7,7 +7,8 @@
  * counts, many outstanding calls, progress without the caller, dup'd
  * communicators driven by two threads at once, node and cross communicators
  * under emulated and detected nodes with exact intra/inter byte counters,
- * sr_comm_check_same, and ranks-per-node errors.
+ * sr_comm_check_same, ranks-per-node errors, and every collective on device
+ * memory that the host cannot touch (the opaque CPU device: comm.h's staging).
  *
  * Rank 0 prints one summary line; the exit status is 1 on every rank if any
  * check failed on any rank. `mpi_comm --abort-large` must die with a message
@@ -594,6 +595,143 @@ static void test_stream_order(sr_comm_t world)
     }
 }
 
+/* ---- device buffers the host cannot touch (comm.h's staging) ------------------------ */
+
+/* n floats host <-> device of the opaque CPU device, waited for. */
+static void up(struct sr_device *dev, float *d, const float *h, size_t n)
+{
+    sr_dev_copy(dev, d, h, sizeof(float) * n, NULL);
+    sr_dev_sync(dev, NULL);
+}
+
+static void down(struct sr_device *dev, float *h, const float *d, size_t n)
+{
+    sr_dev_copy(dev, h, d, sizeof(float) * n, NULL);
+    sr_dev_sync(dev, NULL);
+}
+
+/* mode 0: the call was blocking; 1: sr_comm_wait; 2: the stream waits. */
+static void complete(sr_comm_t c, sr_comm_work_t w, int mode)
+{
+    if (mode == 1)
+        sr_comm_wait(c, w);
+    else if (mode == 2)
+        sr_comm_stream_wait(c, w, NULL);
+}
+
+/* Count the elements of h[lo, hi) that differ from f(i). */
+#define COUNT_BAD(bad, lo, hi, expr)                                                               \
+    for (size_t i = (lo); i < (hi); i++)                                                           \
+    (bad) += h[i] != (float)(expr)
+
+/* Every collective on memory of the opaque CPU device (the host cannot read
+ * it: a staging bug crashes), bound to that device: in place or not,
+ * blocking, waited or stream-waited, one mixed host/device call; results,
+ * untouched receive gaps and byte counters as on host memory. */
+static void test_staged(sr_comm_t world)
+{
+    struct sr_device *dev = sr_cpu_opaque_device();
+    sr_comm_t c = sr_comm_dup(world);
+    sr_comm_bind_device(c, dev);
+    const int W = sr_comm_size(c), r = sr_comm_rank(c), root = 1 % W;
+    enum { N = 37 };
+    const size_t cap = (size_t)(N + 2) * W * 2;
+    float *h = sr_calloc(cap, sizeof(float)), *x = sr_calloc(cap, sizeof(float));
+    float *d = sr_dev_alloc(dev, sizeof(float) * cap), *e = sr_dev_alloc(dev, sizeof(float) * cap);
+    sr_comm_register(c, e);
+    size_t *sc = sr_calloc(4 * (size_t)W, sizeof(size_t)), *sd = sc + W, *rc = sc + 2 * W,
+           *rd = sc + 3 * W;
+    for (int mode = 0; mode < 3; mode++) {
+        sr_comm_work_t w = NULL, *wp = mode ? &w : NULL;
+        int bad = 0;
+        for (size_t i = 0; i < cap; i++)
+            x[i] = 7.0f, h[i] = (float)((r + 1) * (int)(i % 50 + 1));
+        up(dev, e, x, cap); /* 7: untouched */
+        up(dev, d, h, cap);
+        struct sr_comm_counters before = snap(c);
+        sr_comm_all_reduce(c, d, e + 3, N, SR_DTYPE_F32, SR_REDUCE_SUM, NULL, wp);
+        complete(c, w, mode);
+        expect_each(c, &before, SR_COLL_ALL_REDUCE, N * sizeof(float), "staged all_reduce");
+        down(dev, h, e, cap);
+        COUNT_BAD(bad, 0, 3, 7);
+        COUNT_BAD(bad, 3, 3 + N, (int)((i - 3) % 50 + 1) * W * (W + 1) / 2);
+        COUNT_BAD(bad, 3 + N, cap, 7);
+        CHECK(!bad, "staged all_reduce mode %d: %d wrong", mode, bad);
+
+        sr_comm_all_reduce(c, d + 5, d + 5, N, SR_DTYPE_F32, SR_REDUCE_SUM, NULL, wp); /* in place */
+        complete(c, w, mode);
+        down(dev, h, d, cap);
+        bad = 0;
+        COUNT_BAD(bad, 5, 5 + N, (int)(i % 50 + 1) * W * (W + 1) / 2);
+        COUNT_BAD(bad, 0, 5, (r + 1) * (int)(i % 50 + 1));
+        CHECK(!bad, "staged in-place all_reduce mode %d: %d wrong", mode, bad);
+
+        for (int b = 0; b < W; b++)
+            for (size_t i = 0; i < N; i++)
+                x[b * N + i] = (float)((r + 1) * (b + 1) + (int)(i % 40));
+        up(dev, d, x, (size_t)W * N);
+        sr_comm_reduce_scatter(c, d, e + 1, N, SR_DTYPE_F32, SR_REDUCE_SUM, NULL, wp);
+        complete(c, w, mode);
+        down(dev, h, e, cap);
+        bad = 0;
+        COUNT_BAD(bad, 1, 1 + N, (r + 1) * W * (W + 1) / 2 + (int)((i - 1) % 40) * W);
+        CHECK(!bad, "staged reduce_scatter mode %d: %d wrong", mode, bad);
+
+        for (size_t i = 0; i < N; i++)
+            x[i] = (float)(r * 100 + (int)i);
+        up(dev, e + (size_t)r * N, x, N);
+        sr_comm_all_gather(c, e + (size_t)r * N, e, N, SR_DTYPE_F32, NULL, wp); /* in place */
+        complete(c, w, mode);
+        down(dev, h, e, (size_t)W * N);
+        bad = 0;
+        COUNT_BAD(bad, 0, (size_t)W * N, (int)(i / N) * 100 + (int)(i % N));
+        CHECK(!bad, "staged in-place all_gather mode %d: %d wrong", mode, bad);
+
+        for (size_t i = 0; i < N; i++)
+            x[i] = (float)(root * 1000 + (int)i);
+        up(dev, d, x, N);
+        sr_comm_broadcast(c, r == root ? d : NULL, e, N, SR_DTYPE_F32, root, NULL, wp);
+        complete(c, w, mode);
+        down(dev, h, e, N);
+        bad = 0;
+        COUNT_BAD(bad, 0, N, root * 1000 + (int)i);
+        CHECK(!bad, "staged broadcast mode %d: %d wrong", mode, bad);
+
+        size_t ns = 0, nr = 0; /* a gap before each received block must keep its 7 */
+        for (int p = 0; p < W; p++) {
+            sc[p] = (size_t)((r + 2 * p + mode) % 3) + 1, sd[p] = ns, ns += sc[p];
+            rc[p] = (size_t)((p + 2 * r + mode) % 3) + 1, rd[p] = nr + 1, nr += rc[p] + 1;
+            for (size_t i = 0; i < sc[p]; i++)
+                x[sd[p] + i] = (float)(r * 1000 + p * 100 + (int)i);
+        }
+        up(dev, d, x, ns);
+        for (size_t i = 0; i < cap; i++)
+            x[i] = 7.0f;
+        up(dev, e, x, cap);
+        sr_comm_all_to_allv(c, d, sc, sd, e, rc, rd, SR_DTYPE_F32, NULL, wp);
+        complete(c, w, mode);
+        down(dev, h, e, cap);
+        bad = 0;
+        for (int p = 0; p < W; p++) {
+            bad += h[rd[p] - 1] != 7.0f;
+            COUNT_BAD(bad, rd[p], rd[p] + rc[p], p * 1000 + r * 100 + (int)(i - rd[p]));
+        }
+        COUNT_BAD(bad, nr, cap, 7);
+        CHECK(!bad, "staged all_to_allv mode %d: %d wrong", mode, bad);
+    }
+    for (size_t i = 0; i < N; i++) /* host send, device receive */
+        x[i] = (float)(r * 10 + (int)i);
+    sr_comm_all_gather(c, x, e, N, SR_DTYPE_F32, NULL, NULL);
+    down(dev, h, e, (size_t)W * N);
+    int bad = 0;
+    COUNT_BAD(bad, 0, (size_t)W * N, (int)(i / N) * 10 + (int)(i % N));
+    CHECK(!bad, "staged all_gather from host memory: %d wrong", bad);
+    sr_dev_free(dev, d);
+    sr_dev_free(dev, e);
+    sr_free(h), sr_free(x), sr_free(sc);
+    sr_comm_free(c);
+}
+
 int main(int argc, char **argv)
 {
     unsetenv("SR_RANKS_PER_NODE");
@@ -613,6 +751,7 @@ int main(int argc, char **argv)
     test_progress(world);
     test_dup(world);
     test_stream_order(world);
+    test_staged(world);
     test_check_same(world);
     test_bad_ranks_per_node(W);
     for (int rpn = 1; rpn <= W; rpn++)

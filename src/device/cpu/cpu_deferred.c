@@ -1,7 +1,8 @@
 /*
  * The deferred CPU device: a debug mode of the CPU backend that holds callers
  * to the stream-ordered contract of device.h as strictly as a GPU would, and
- * more visibly. Chosen with SR_CPU_DEFERRED=1 (device.c).
+ * more visibly. Chosen with SR_CPU_DEFERRED=1 (device.c); SR_CPU_DEFERRED=opaque
+ * chooses the same device with memory the host cannot touch (cpu_opaque.c).
  *
  * Every op is queued on its stream instead of run. When it is queued, its
  * outputs are filled with 0xFF bytes (NaN as fp32/fp64, -1 as integers); it
@@ -143,6 +144,7 @@ static int queued_touches(const void *p, size_t bytes, int reads_only)
 /* Poison the new item's outputs where that is safe (see the header). */
 static void poison_outputs(struct item *it)
 {
+    int opened = 0, was_open = 0; /* opaque device memory opened for this (cpu_opaque.c) */
     for (int i = 0; i < it->num_regions; i++) {
         struct region *r = &it->regions[i];
         if (r->kind == REGION_IN)
@@ -152,12 +154,16 @@ static void poison_outputs(struct item *it)
                 r->kind = REGION_INOUT;
         if (queued_touches(r->p, r->bytes, r->kind == REGION_OUT))
             continue;
+        if (!opened && sr_opaque_find(r->p, NULL, NULL))
+            opened = 1, was_open = sr_opaque_set_access(1);
         if (r->kind == REGION_INOUT) {
             r->saved = sr_deferred_xmalloc(r->bytes);
             memcpy(r->saved, r->p, r->bytes);
         }
         memset((void *)r->p, POISON, r->bytes);
     }
+    if (opened)
+        sr_opaque_set_access(was_open);
 }
 
 void sr_deferred_enqueue(sr_stream_t s, struct item *it)
@@ -174,6 +180,10 @@ void sr_deferred_enqueue(sr_stream_t s, struct item *it)
     leave();
 }
 
+static void run_host_fn(struct item *it);
+
+/* Run one item; device memory is open (flush), except for a host function,
+ * which may no more touch device memory than it may on a GPU. */
 static void run_item(struct item *it)
 {
     for (int i = 0; i < it->num_regions; i++)
@@ -181,15 +191,23 @@ static void run_item(struct item *it)
             memcpy((void *)it->regions[i].p, it->regions[i].saved, it->regions[i].bytes);
             free(it->regions[i].saved);
         }
-    it->run(it);
+    if (it->run == run_host_fn) {
+        int was_open = sr_opaque_set_access(0);
+        it->run(it);
+        sr_opaque_set_access(was_open);
+    } else {
+        it->run(it);
+    }
     free(it->regions);
     free(it);
 }
 
-/* Run st's queued items until `upto` of them have run in all. */
+/* Run st's queued items until `upto` of them have run in all, with the
+ * opaque device's memory open for them. */
 static void flush(struct sr_stream *st, int64_t upto)
 {
     enter();
+    int was_open = st->done < upto && st->head ? sr_opaque_set_access(1) : -1;
     while (st->done < upto && st->head) {
         struct item *it = st->head;
         st->head = it->next;
@@ -198,6 +216,8 @@ static void flush(struct sr_stream *st, int64_t upto)
         run_item(it); /* may flush other streams (a wait), never st itself */
         st->done++;
     }
+    if (was_open >= 0)
+        sr_opaque_set_access(was_open);
     leave();
 }
 
@@ -220,6 +240,31 @@ static void d_free(struct sr_device *dev, void *p)
 {
     flush_all(); /* as cudaFree, wait for work that may use p */
     sr_free(p);
+}
+
+/* The opaque device's memory (cpu_opaque.c); its host memory is d_alloc's. */
+static void *o_alloc(struct sr_device *dev, size_t bytes)
+{
+    enter();
+    void *p = sr_opaque_alloc(bytes);
+    leave();
+    return p;
+}
+
+static void o_free(struct sr_device *dev, void *p)
+{
+    enter();
+    flush_all();
+    sr_opaque_free(p);
+    leave();
+}
+
+static int o_owns(struct sr_device *dev, const void *p, void **base, size_t *bytes)
+{
+    enter();
+    int mine = sr_opaque_find(p, base, bytes);
+    leave();
+    return mine;
 }
 
 struct copy_args {
@@ -421,6 +466,27 @@ static const struct sr_mem_ops deferred_mem_ops = {
     .launch_host_fn = d_launch_host_fn,
     .alloc_host = d_alloc,
     .free_host = d_free,
+};
+
+static const struct sr_mem_ops opaque_mem_ops = {
+    .alloc = o_alloc,
+    .free = o_free,
+    .copy = d_copy,
+    .memset = d_memset,
+    .stream_create = d_stream_create,
+    .stream_destroy = d_stream_destroy,
+    .stream_sync = d_stream_sync,
+    .event_create = d_event_create,
+    .event_destroy = d_event_destroy,
+    .event_record = d_event_record,
+    .stream_wait_event = d_stream_wait_event,
+    .event_sync = d_event_sync,
+    .event_query = d_event_query,
+    .event_elapsed_ms = d_event_elapsed_ms,
+    .launch_host_fn = d_launch_host_fn,
+    .alloc_host = d_alloc,
+    .free_host = d_free,
+    .owns = o_owns,
 };
 
 /* ---- the op tables: queue the CPU backend's op ---------------------------- */
@@ -1003,4 +1069,26 @@ static struct sr_device deferred_device = {
 struct sr_device *sr_cpu_deferred_device(void)
 {
     return &deferred_device;
+}
+
+/* The deferred device whose memory the host cannot touch (cpu_opaque.c). */
+static struct sr_device opaque_device = {
+    .kind = SR_DEVICE_CPU,
+    .ordinal = 0,
+    .name = "cpu (opaque)",
+    .host_visible = 0,
+    .host_immediate = 0,
+    .mem = &opaque_mem_ops,
+    .dense = &deferred_dense_ops,
+    .emb = &deferred_embedding_ops,
+    .emb_dp = &deferred_dp_ops,
+    .optim = &deferred_optim_ops,
+    .sparse_dist = &sr_cpu_deferred_sparse_dist_ops,
+    .cast = &sr_cpu_deferred_cast_ops,
+    .ctx = NULL,
+};
+
+struct sr_device *sr_cpu_opaque_device(void)
+{
+    return &opaque_device;
 }

@@ -51,4 +51,15 @@ void sr_deferred_enqueue(sr_stream_t s, struct item *it);
 /* malloc that aborts on failure (not counted as an allocation of the run). */
 void *sr_deferred_xmalloc(size_t bytes);
 
+/* The opaque device's memory (cpu_opaque.c); every call under the queue's
+ * lock. alloc: page-aligned device memory, PROT_NONE while access is shut;
+ * free: aborts unless p is a live allocation; find: 1 when p points into a
+ * live allocation, with its start and size (either may be NULL);
+ * set_access: open (1) or shut (0) every allocation, returning the previous
+ * state (a no-op before the first allocation). */
+void *sr_opaque_alloc(size_t bytes);
+void sr_opaque_free(void *p);
+int sr_opaque_find(const void *p, void **base, size_t *bytes);
+int sr_opaque_set_access(int open);
+
 #endif

@@ -7,6 +7,8 @@
 struct sr_device *sr_cpu_device(void);
 /* The deferred debug device (cpu_deferred.c): the CPU ops, run only when waited for. */
 struct sr_device *sr_cpu_deferred_device(void);
+/* The deferred device whose memory the host cannot read or write (cpu_opaque.c). */
+struct sr_device *sr_cpu_opaque_device(void);
 
 extern const struct sr_dense_ops sr_cpu_dense_ops;         /* cpu_dense.c */
 extern const struct sr_embedding_ops sr_cpu_embedding_ops; /* cpu_embedding.c */

@@ -1,0 +1,123 @@
+/*
+ * The device's two ceilings, measured in the same call as the numbers they
+ * judge (BENCH.md): a large device-to-device copy (GB/s, bytes read plus
+ * bytes written) and a large square GEMM through the dense ops' gemm, once
+ * per math mode (TFLOP/s). Random data (the embedding ops' init_uniform),
+ * device events, median of the repetitions after a warm-up.
+ *
+ *   ceilings [--device cuda|cpu] [--copy-mib N] [--gemm N] [--reps R]
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "shardrec/device.h"
+#include "shardrec/error.h"
+#include "device/ops_dense.h"
+#include "device/ops_embedding.h"
+
+static int cmp_float(const void *a, const void *b)
+{
+    float x = *(const float *)a, y = *(const float *)b;
+    return (x > y) - (x < y);
+}
+
+/* Median milliseconds of reps runs of fn between device events. */
+static float time_ms(struct sr_device *dev, int reps, void (*fn)(void *), void *arg)
+{
+    sr_event_t e0 = sr_dev_event_create(dev), e1 = sr_dev_event_create(dev);
+    float *ms = calloc((size_t)reps, sizeof *ms);
+    fn(arg); /* warm-up */
+    fn(arg);
+    for (int r = 0; r < reps; r++) {
+        sr_dev_event_record(dev, e0, NULL);
+        fn(arg);
+        sr_dev_event_record(dev, e1, NULL);
+        sr_dev_event_sync(dev, e1);
+        ms[r] = sr_dev_event_elapsed_ms(dev, e0, e1);
+    }
+    qsort(ms, (size_t)reps, sizeof *ms, cmp_float);
+    float med = ms[reps / 2];
+    free(ms);
+    sr_dev_event_destroy(dev, e0);
+    sr_dev_event_destroy(dev, e1);
+    return med;
+}
+
+struct copy_arg {
+    struct sr_device *dev;
+    void *dst, *src;
+    size_t bytes;
+};
+
+static void do_copy(void *p)
+{
+    struct copy_arg *a = p;
+    sr_dev_copy(a->dev, a->dst, a->src, a->bytes, NULL);
+}
+
+struct gemm_arg {
+    struct sr_device *dev;
+    float *a, *b, *c;
+    int n;
+};
+
+static void do_gemm(void *p)
+{
+    struct gemm_arg *g = p;
+    g->dev->dense->gemm(g->dev, NULL, SR_NO_TRANS, SR_NO_TRANS, g->n, g->n, g->n, 1.0f, g->a, g->n,
+                        g->b, g->n, 0.0f, g->c, g->n);
+}
+
+static float *random_matrix(struct sr_device *dev, int64_t rows, int cols, uint64_t stream)
+{
+    float *p = sr_dev_alloc(dev, sizeof(float) * (size_t)rows * (size_t)cols);
+    dev->emb->init_uniform(dev, p, rows, cols, 0, 7, stream, -1.0, 1.0, NULL);
+    return p;
+}
+
+int main(int argc, char **argv)
+{
+    const char *device = "cuda";
+    long copy_mib = 4096, gemm_n = 8192, reps = 20;
+    for (int i = 1; i + 1 < argc; i += 2) {
+        if (!strcmp(argv[i], "--device"))
+            device = argv[i + 1];
+        else if (!strcmp(argv[i], "--copy-mib"))
+            copy_mib = atol(argv[i + 1]);
+        else if (!strcmp(argv[i], "--gemm"))
+            gemm_n = atol(argv[i + 1]);
+        else if (!strcmp(argv[i], "--reps"))
+            reps = atol(argv[i + 1]);
+        else {
+            fprintf(stderr, "ceilings: unknown flag %s\n", argv[i]);
+            return 2;
+        }
+    }
+    struct sr_device *dev = !strcmp(device, "cpu") ? sr_device_cpu()
+                                                   : sr_device_get(SR_DEVICE_CUDA, 0);
+    if (!dev) {
+        fprintf(stderr, "ceilings: %s\n", sr_error_message());
+        return 2;
+    }
+    size_t bytes = (size_t)copy_mib << 20;
+    struct copy_arg ca = {dev, sr_dev_alloc(dev, bytes), random_matrix(dev, (int64_t)(bytes / 4096), 1024, 1), bytes};
+    float ms = time_ms(dev, (int)reps, do_copy, &ca);
+    printf("ceiling  copy   %6ld MiB            %9.3f ms  %8.1f GB/s (read + write)\n", copy_mib,
+           ms, 2.0 * (double)bytes / (ms * 1e6));
+    sr_dev_free(dev, ca.dst);
+    sr_dev_free(dev, ca.src);
+    static const char *const names[] = {"fp32", "tf32", "bf16"};
+    struct gemm_arg ga = {dev, random_matrix(dev, gemm_n, (int)gemm_n, 2),
+                          random_matrix(dev, gemm_n, (int)gemm_n, 3),
+                          sr_dev_alloc(dev, sizeof(float) * (size_t)gemm_n * (size_t)gemm_n),
+                          (int)gemm_n};
+    for (int m = 0; m < (dev->kind == SR_DEVICE_CUDA ? 3 : 1); m++) {
+        dev->math = (enum sr_math)m;
+        ms = time_ms(dev, (int)(reps < 10 ? reps : 10), do_gemm, &ga);
+        printf("ceiling  gemm   %s %ld^3          %9.3f ms  %8.1f TFLOP/s\n", names[m], gemm_n, ms,
+               2.0 * (double)gemm_n * gemm_n * gemm_n / (ms * 1e9));
+    }
+    dev->math = SR_MATH_FP32;
+    return 0;
+}

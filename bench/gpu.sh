@@ -1,0 +1,139 @@
+#!/usr/bin/env bash
+# shardrec on one GPU (issue: CUDA backend), in stages of a few minutes each,
+# ending in one printed table. Run from the repository root on the GPU
+# machine:
+#
+#   bench/gpu.sh [STAGE...]     stages: setup test ceil ops k m peers (default: all but peers)
+#
+#   setup  unpack the Debian packages in .debs/ the GPU image lacks (cJSON,
+#          cmocka) and build (make all tests bench, BUILD=build-gpu)
+#   test   make test-gpu (backend ops against the CPU, GPU-vs-CPU training,
+#          2 ranks against 1 on the GPU, the PyTorch check)
+#   ceil   the ceilings: a large device copy, a large GEMM per math mode
+#   ops    the embedding op benchmark (bench/emb_ops)
+#   k      workload K (BENCH.md): batch 2048 fp32 and tf32 SGD, batch 16384
+#   m      workload M: batch 16384, fp32 SGD, fp32 row-wise Adagrad, tf32 SGD
+#   peers  TorchRec (../shared/peers/torchrec_gpu.py with wheels in $PEER_WHL)
+#          and the PyTorch DLRM reference ($DLRM_REF/dlrm_s_pytorch.py), when present
+#
+# Timing (as the peer's runner): uniform ids, a pool of 8 batches made
+# before timing (--batch-pool 8) and copied to the device every step,
+# steady-state steps timed as one block after warm-up ("steady state" in
+# the summary). Logs go to $LOGDIR (default /tmp/bench-gpu); the table to
+# stdout and, with every log in one archive, to $OUT when set (the device
+# tool brings back at most 8 files). Environment: STEPS_K (default 400),
+# STEPS_M (120).
+set -uo pipefail
+OUTDIR=${LOGDIR:-/tmp/bench-gpu}
+mkdir -p "$OUTDIR"
+BUILD=${BUILD:-build-gpu}
+SR=$BUILD/shardrec
+STEPS_K=${STEPS_K:-400}
+STEPS_M=${STEPS_M:-120}
+export NCCL_NVLS_ENABLE=0
+TABLE=$OUTDIR/table.txt
+stages=("$@")
+[ ${#stages[@]} -gt 0 ] || stages=(setup test ceil ops k m)
+
+row() { printf '%-44s %s\n' "$1" "$2" | tee -a "$TABLE"; }
+
+K_ROWS=1460,583,10131227,2202608,305,24,12517,633,3,93145,5683,8351593,3194,27,14992,5461306,10,5652,2173,4,7046547,18,15,286181,105,142572
+K_FLAGS="--table-rows $K_ROWS --embedding-dim 16 --bot-mlp 13-512-256-64-16 --top-mlp 512-256-1"
+M_ROWS=$(printf '1000000,%.0s' $(seq 26)); M_ROWS=${M_ROWS%,}
+M_FLAGS="--table-rows $M_ROWS --embedding-dim 128 --bot-mlp 13-512-256-128 --top-mlp 1024-1024-512-256-1 --ids-per-feature 20"
+COMMON="--device cuda --id-dist uniform --optimizer sgd --lr 0.1 --batch-pool 8 --eval-samples 0 --eval-every 0 --no-progress"
+
+# One training run: label, steps, flags. Prints its steady-state line.
+train() {
+    local label=$1 steps=$2; shift 2
+    local log=$OUTDIR/$(echo "$label" | tr -c 'A-Za-z0-9_.-' '_').log
+    timeout 300 "$SR" train $COMMON --steps "$steps" --log-every "$steps" "$@" >"$log" 2>&1
+    local rc=$?
+    local line; line=$(grep '^steady state' "$log" | head -1)
+    if [ $rc -ne 0 ] || [ -z "$line" ]; then
+        row "$label" "FAILED (rc $rc; $(tail -1 "$log"))"
+        return
+    fi
+    local ms sps
+    ms=$(echo "$line" | sed -E 's/.* ([0-9.]+) ms per step.*/\1/')
+    sps=$(echo "$line" | sed -E 's/.*step, ([0-9]+) samples.*/\1/')
+    row "$label" "$(printf '%8.3f ms/step %12s samples/s' "$ms" "$sps")"
+}
+
+for st in "${stages[@]}"; do
+    echo "== stage $st ($(date +%T))"
+    case $st in
+    setup)
+        for f in .debs/*.deb; do dpkg -x "$f" / ; done; ldconfig
+        nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv,noheader | tee "$OUTDIR/gpu.txt"
+        make -j16 BUILD=$BUILD all tests bench >"$OUTDIR/build.log" 2>&1 || { tail -30 "$OUTDIR/build.log"; exit 1; }
+        row "build" "ok ($(git rev-parse --short HEAD 2>/dev/null || echo tree))"
+        ;;
+    test)
+        timeout 480 make BUILD=$BUILD test-gpu >"$OUTDIR/test-gpu.log" 2>&1
+        rc=$?
+        grep -E "FAIL|PASS|ok|not ok" "$OUTDIR/test-gpu.log" | tail -40
+        row "make test-gpu" "$([ $rc -eq 0 ] && echo passed || echo "FAILED rc $rc")"
+        ;;
+    ceil)
+        $BUILD/bench/ceilings --device cuda 2>&1 | tee "$OUTDIR/ceilings.txt" | while read -r l; do row "${l:0:44}" "${l:44}"; done
+        ;;
+    ops)
+        timeout 300 $BUILD/bench/emb_ops --device cuda 2>&1 | tee "$OUTDIR/emb_ops.txt" | tail -20 | tee -a "$TABLE"
+        ;;
+    k)
+        train "K b2048 fp32 sgd" "$STEPS_K" $K_FLAGS --emb-optimizer sgd --batch-size 2048
+        train "K b2048 tf32 sgd" "$STEPS_K" $K_FLAGS --emb-optimizer sgd --batch-size 2048 --math tf32
+        train "K b16384 fp32 sgd" "$STEPS_K" $K_FLAGS --emb-optimizer sgd --batch-size 16384
+        ;;
+    m)
+        train "M b16384 fp32 sgd" "$STEPS_M" $M_FLAGS --emb-optimizer sgd --batch-size 16384
+        train "M b16384 fp32 rowwise_adagrad" "$STEPS_M" $M_FLAGS --emb-optimizer rowwise_adagrad --emb-lr 0.01 --batch-size 16384
+        train "M b16384 tf32 sgd" "$STEPS_M" $M_FLAGS --emb-optimizer sgd --batch-size 16384 --math tf32
+        ;;
+    peers)
+        PEERS=${PEERS:-.peers}
+        if [ -f "$PEERS/dlrm/dlrm_s_pytorch.py" ]; then
+            ref() { # label batches batch args...
+                local label=$1 n=$2 b=$3; shift 3
+                local log=$OUTDIR/ref_$(echo "$label" | tr -c 'A-Za-z0-9' '_').log
+                (cd "$PEERS/dlrm" && timeout 400 python3 dlrm_s_pytorch.py --use-gpu \
+                    --arch-interaction-op=dot --data-generation=random \
+                    --num-indices-per-lookup-fixed=True --loss-function=bce --round-targets=True \
+                    --optimizer=sgd --learning-rate=0.1 --mini-batch-size="$b" \
+                    --num-batches="$n" --nepochs=1 --print-freq=1 --print-time "$@") >"$log" 2>&1
+                local ms
+                ms=$(grep -o '[0-9.]* ms/it' "$log" | awk -v w=3 'NR>w {s+=$1; n++} END {if (n) printf "%.3f", s/n}')
+                if [ -n "$ms" ]; then
+                    row "DLRM reference $label" "$(printf '%8.3f ms/step %12.0f samples/s' "$ms" "$(echo "$b*1000/$ms" | bc -l)")"
+                else
+                    row "DLRM reference $label" "FAILED ($(tail -1 "$log"))"
+                fi
+            }
+            ref "K b2048 fp32 sgd" 20 2048 --arch-sparse-feature-size=16 \
+                --arch-embedding-size=$(echo $K_ROWS | tr , -) --arch-mlp-bot=13-512-256-64-16 \
+                --arch-mlp-top=512-256-1 --num-indices-per-lookup=1
+            ref "M b16384 fp32 sgd" 8 16384 --arch-sparse-feature-size=128 \
+                --arch-embedding-size=$(echo $M_ROWS | tr , -) --arch-mlp-bot=13-512-256-128 \
+                --arch-mlp-top=1024-1024-512-256-1 --num-indices-per-lookup=20
+        else
+            row "DLRM reference" "not run (no $PEERS/dlrm)"
+        fi
+        if [ -d "${PEER_WHL:-}" ]; then
+            python3 -m pip install -q --no-index --no-deps --target /tmp/site "$PEER_WHL"/*.whl && export PYTHONPATH=/tmp/site
+            for w in "K" "K --batch 16384" "M" "M --tf32" "M --emb-opt rowwise_adagrad"; do
+                l=$(timeout 400 torchrun --nproc_per_node 1 "$PEERS/torchrec_gpu.py" --workload $w 2>&1 | tail -1)
+                row "TorchRec $w" "$l"
+            done
+        else
+            row "TorchRec" "not run (no wheels: PEER_WHL)"
+        fi
+        ;;
+    *) echo "unknown stage $st"; exit 2 ;;
+    esac
+done
+echo; echo "== table"; cat "$TABLE"
+if [ -n "${OUT:-}" ] && [ -d "$OUT" ]; then
+    cp "$TABLE" "$OUT/table.txt"
+    tar czf "$OUT/bench-gpu-logs.tgz" -C "$OUTDIR" .
+fi

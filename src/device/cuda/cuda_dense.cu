@@ -1,0 +1,569 @@
+/*
+ * CUDA dense ops (the table of device/ops_dense.h): GEMMs through cuBLASLt,
+ * the linear layer's epilogues, ReLU, the DLRM dot interaction and the fused
+ * BCE loss.
+ *
+ * GEMM. Matrices are row-major; cuBLASLt is column-major, and a row-major
+ * (r, c) matrix with stride ld is the column-major (c, r) matrix with the same
+ * ld. So C = op(A) op(B) (row-major) is computed as Cᵀ = op(B)ᵀ op(A)ᵀ:
+ * cuBLASLt's A is our B, its B our A, its (m, n) our (n, m). Every distinct
+ * shape (transposes, m, n, k, strides, math) gets one plan: descriptors,
+ * layouts and the heuristic's algorithm, chosen once and cached, so a shape
+ * always runs the same algorithm (reruns are bit-identical) and a step issues
+ * no heuristic queries. dev->math picks the compute type: fp32
+ * (CUBLAS_COMPUTE_32F), tf32 (CUBLAS_COMPUTE_32F_FAST_TF32) or bf16 (the
+ * operands are rounded to bf16 into a scratch buffer by a cast kernel and
+ * multiplied with fp32 accumulation into the fp32 C).
+ *
+ * Reductions. Column sums (bias gradients) run in two deterministic passes:
+ * each block sums a fixed chunk of rows per column into a partial row, then
+ * one thread per column adds the partials in chunk order. The loss is summed
+ * in double by one block in a fixed tree. Nothing uses atomics, so reruns are
+ * bit-identical.
+ *
+ * Interaction. One block per sample keeps X = [z, e_1..e_F] ((F+1) x D) in
+ * shared memory; forward threads take pairs (i > j) in output order and
+ * backward threads take elements of dX, each a dot in fixed order.
+ */
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cublasLt.h>
+#include <cuda_bf16.h>
+
+#include "device/cuda/cuda_internal.h"
+
+extern "C" {
+#include "device/ops_dense.h"
+#include "shardrec/alloc.h"
+}
+
+#define LT_CHECK(stmt) SR_CHECK_GEN(stmt, cublasStatus_t, CUBLAS_STATUS_SUCCESS, cublasLtGetStatusString)
+
+#define LT_WORKSPACE (32u << 20)
+#define PLAN_SLOTS 256
+#define PARTIAL_FLOATS (1u << 20) /* scratch of the column sums: 4 MiB */
+
+struct gemm_key {
+    int ta, tb, m, n, k, lda, ldb, ldc, math;
+    int align_a, align_b, align_c; /* bytes the pointers are aligned to (at most 256) */
+};
+
+struct gemm_plan {
+    struct gemm_key key;
+    int used;
+    cublasLtMatmulDesc_t op;
+    cublasLtMatrixLayout_t la, lb, lc;
+    cublasLtMatmulAlgo_t algo;
+};
+
+struct dense_state {
+    cublasLtHandle_t lt;
+    void *workspace;
+    struct gemm_plan plans[PLAN_SLOTS];
+    float *partial;             /* PARTIAL_FLOATS: column-sum partials */
+    __nv_bfloat16 *bf16;        /* operands rounded to bf16 (--math bf16) */
+    size_t bf16_elems;
+};
+
+static struct dense_state *state_of(struct sr_device *dev)
+{
+    return (struct dense_state *)sr_cu_ctx(dev)->dense;
+}
+
+extern "C" void sr_cuda_dense_init(struct sr_device *dev)
+{
+    struct dense_state *st = (struct dense_state *)sr_calloc(1, sizeof *st);
+    LT_CHECK(cublasLtCreate(&st->lt));
+    SR_CU_CHECK(cudaMalloc(&st->workspace, LT_WORKSPACE));
+    SR_CU_CHECK(cudaMalloc((void **)&st->partial, PARTIAL_FLOATS * sizeof(float)));
+    sr_cu_ctx(dev)->dense = st;
+}
+
+extern "C" void sr_cuda_dense_free(struct sr_device *dev)
+{
+    struct dense_state *st = state_of(dev);
+    if (!st)
+        return;
+    for (int i = 0; i < PLAN_SLOTS; i++) {
+        struct gemm_plan *p = &st->plans[i];
+        if (!p->used)
+            continue;
+        cublasLtMatrixLayoutDestroy(p->la);
+        cublasLtMatrixLayoutDestroy(p->lb);
+        cublasLtMatrixLayoutDestroy(p->lc);
+        cublasLtMatmulDescDestroy(p->op);
+    }
+    cudaFree(st->workspace);
+    cudaFree(st->partial);
+    cudaFree(st->bf16);
+    cublasLtDestroy(st->lt);
+    sr_free(st);
+    sr_cu_ctx(dev)->dense = NULL;
+}
+
+/* ---- GEMM ------------------------------------------------------------------------- */
+
+static void make_plan(struct dense_state *st, struct gemm_plan *p, const struct gemm_key *k)
+{
+    cublasComputeType_t ct =
+        k->math == SR_MATH_TF32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+    cudaDataType_t in_type = k->math == SR_MATH_BF16 ? CUDA_R_16BF : CUDA_R_32F;
+    cublasOperation_t op_a = k->tb ? CUBLAS_OP_T : CUBLAS_OP_N; /* cuBLASLt's A: our B */
+    cublasOperation_t op_b = k->ta ? CUBLAS_OP_T : CUBLAS_OP_N; /* cuBLASLt's B: our A */
+    int m = k->n, n = k->m;
+    p->key = *k;
+    LT_CHECK(cublasLtMatmulDescCreate(&p->op, ct, CUDA_R_32F));
+    LT_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof op_a));
+    LT_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof op_b));
+    /* Stored shapes, column-major: A (op_a ? k x m : m x k), B (op_b ? n x k : k x n). */
+    LT_CHECK(cublasLtMatrixLayoutCreate(&p->la, in_type, k->tb ? k->k : m, k->tb ? m : k->k, k->ldb));
+    LT_CHECK(cublasLtMatrixLayoutCreate(&p->lb, in_type, k->ta ? n : k->k, k->ta ? k->k : n, k->lda));
+    LT_CHECK(cublasLtMatrixLayoutCreate(&p->lc, CUDA_R_32F, m, n, k->ldc));
+    cublasLtMatmulPreference_t pref;
+    size_t ws = LT_WORKSPACE;
+    LT_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+    LT_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                  &ws, sizeof ws));
+    /* The heuristic assumes 256-byte aligned operands unless told otherwise;
+     * cuBLASLt's A is our B. */
+    uint32_t al_a = (uint32_t)k->align_b, al_b = (uint32_t)k->align_a, al_c = (uint32_t)k->align_c;
+    LT_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
+                                                  &al_a, sizeof al_a));
+    LT_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+                                                  &al_b, sizeof al_b));
+    LT_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
+                                                  &al_c, sizeof al_c));
+    LT_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES,
+                                                  &al_c, sizeof al_c));
+    cublasLtMatmulHeuristicResult_t res;
+    int found = 0;
+    LT_CHECK(cublasLtMatmulAlgoGetHeuristic(st->lt, p->op, p->la, p->lb, p->lc, p->lc, pref, 1,
+                                            &res, &found));
+    cublasLtMatmulPreferenceDestroy(pref);
+    if (!found)
+        SR_ABORT("cuBLASLt has no algorithm for a %dx%dx%d GEMM (trans %d%d, math %d)", k->m, k->n,
+                 k->k, k->ta, k->tb, k->math);
+    p->algo = res.algo;
+    p->used = 1;
+}
+
+static struct gemm_plan *plan_for(struct dense_state *st, const struct gemm_key *k)
+{
+    uint64_t h = 1469598103934665603ull;
+    const unsigned char *b = (const unsigned char *)k;
+    for (size_t i = 0; i < sizeof *k; i++)
+        h = (h ^ b[i]) * 1099511628211ull;
+    for (int probe = 0; probe < PLAN_SLOTS; probe++) {
+        struct gemm_plan *p = &st->plans[(h + probe) % PLAN_SLOTS];
+        if (p->used && !memcmp(&p->key, k, sizeof *k))
+            return p;
+        if (!p->used) {
+            make_plan(st, p, k);
+            return p;
+        }
+    }
+    SR_ABORT("more than %d distinct GEMM shapes: raise PLAN_SLOTS", PLAN_SLOTS);
+}
+
+__global__ void to_bf16_kernel(const float *src, int rows, int cols, int ld, __nv_bfloat16 *dst)
+{
+    size_t n = (size_t)rows * cols;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x) {
+        size_t r = i / cols, c = i % cols;
+        dst[r * ld + c] = __float2bfloat16_rn(src[r * ld + c]);
+    }
+}
+
+/* A row-major (rows, cols) matrix of stride ld rounded to bf16 at dst. */
+static void round_bf16(cudaStream_t st, const float *src, int rows, int cols, int ld,
+                       __nv_bfloat16 *dst)
+{
+    to_bf16_kernel<<<sr_cu_blocks((long long)rows * cols, 256), 256, 0, st>>>(src, rows, cols, ld,
+                                                                             dst);
+    SR_CU_LAUNCHED();
+}
+
+/* Scratch for both bf16 operands; grown (outside any capture) when a larger
+ * shape first appears, never shrunk. */
+static __nv_bfloat16 *bf16_scratch(struct dense_state *st, size_t elems)
+{
+    if (elems > st->bf16_elems) {
+        SR_CU_CHECK(cudaDeviceSynchronize());
+        cudaFree(st->bf16);
+        SR_CU_CHECK(cudaMalloc((void **)&st->bf16, elems * sizeof(__nv_bfloat16)));
+        st->bf16_elems = elems;
+    }
+    return st->bf16;
+}
+
+__global__ void scale_kernel(float *c, int m, int n, int ldc, float beta)
+{
+    size_t total = (size_t)m * n;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total;
+         i += (size_t)gridDim.x * blockDim.x) {
+        float *p = c + (i / n) * ldc + i % n;
+        *p = beta == 0.0f ? 0.0f : beta * *p;
+    }
+}
+
+/* The largest power of two (at most 256) that divides the address. */
+static int alignment(const void *p)
+{
+    uintptr_t a = (uintptr_t)p;
+    int al = 256;
+    while (al > 1 && a % al)
+        al /= 2;
+    return al;
+}
+
+static void cu_gemm(struct sr_device *dev, sr_stream_t s, enum sr_transpose trans_a,
+                    enum sr_transpose trans_b, int m, int n, int k, float alpha, const float *a,
+                    int lda, const float *b, int ldb, float beta, float *c, int ldc)
+{
+    SR_ASSERT(m >= 0 && n >= 0 && k >= 0);
+    if (m == 0 || n == 0)
+        return;
+    cudaStream_t st = sr_cu_stream(dev, s);
+    if (k == 0) { /* C = beta C */
+        scale_kernel<<<sr_cu_blocks((long long)m * n, 256), 256, 0, st>>>(c, m, n, ldc, beta);
+        SR_CU_LAUNCHED();
+        return;
+    }
+    struct dense_state *ds = state_of(dev);
+    const void *pa = a, *pb = b;
+    if (dev->math == SR_MATH_BF16) {
+        int a_rows = trans_a ? k : m, a_cols = trans_a ? m : k;
+        int b_rows = trans_b ? n : k, b_cols = trans_b ? k : n;
+        size_t a_elems = (size_t)(a_rows - 1) * lda + a_cols;
+        size_t b_elems = (size_t)(b_rows - 1) * ldb + b_cols;
+        size_t a_off = (a_elems + 63) / 64 * 64;
+        __nv_bfloat16 *scratch = bf16_scratch(ds, a_off + b_elems);
+        round_bf16(st, a, a_rows, a_cols, lda, scratch);
+        round_bf16(st, b, b_rows, b_cols, ldb, scratch + a_off);
+        pa = scratch;
+        pb = scratch + a_off;
+    }
+    struct gemm_key key = {(int)trans_a, (int)trans_b, m, n, k, lda, ldb, ldc, (int)dev->math,
+                           alignment(pa), alignment(pb), alignment(c)};
+    struct gemm_plan *p = plan_for(ds, &key);
+    LT_CHECK(cublasLtMatmul(ds->lt, p->op, &alpha, pb, p->la, pa, p->lb, &beta, c, p->lc, c, p->lc,
+                            &p->algo, ds->workspace, LT_WORKSPACE, st));
+}
+
+/* ---- epilogues and ReLU ----------------------------------------------------------- */
+
+__global__ void bias_relu_kernel(float *y, const float *bias, int rows, int cols, int relu)
+{
+    size_t n = (size_t)rows * cols;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x) {
+        float v = y[i] + bias[i % cols];
+        y[i] = relu && !(v > 0.0f) ? 0.0f : v;
+    }
+}
+
+static void cu_bias_relu_forward(struct sr_device *dev, sr_stream_t s, float *y, const float *bias,
+                                 int rows, int cols, int relu)
+{
+    if ((size_t)rows * cols == 0)
+        return;
+    bias_relu_kernel<<<sr_cu_blocks((long long)rows * cols, 256), 256, 0, sr_cu_stream(dev, s)>>>(
+        y, bias, rows, cols, relu);
+    SR_CU_LAUNCHED();
+}
+
+__global__ void relu_kernel(const float *x, float *y, size_t n)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x)
+        y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+}
+
+static void cu_relu_forward(struct sr_device *dev, sr_stream_t s, const float *x, float *y,
+                            size_t n)
+{
+    if (!n)
+        return;
+    relu_kernel<<<sr_cu_blocks((long long)n, 256), 256, 0, sr_cu_stream(dev, s)>>>(x, y, n);
+    SR_CU_LAUNCHED();
+}
+
+__global__ void relu_backward_kernel(const float *y, float *dy, size_t n)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x)
+        dy[i] = y[i] > 0.0f ? dy[i] : 0.0f;
+}
+
+static void cu_relu_backward(struct sr_device *dev, sr_stream_t s, const float *y, float *dy,
+                             size_t n)
+{
+    if (!n)
+        return;
+    relu_backward_kernel<<<sr_cu_blocks((long long)n, 256), 256, 0, sr_cu_stream(dev, s)>>>(y, dy,
+                                                                                          n);
+    SR_CU_LAUNCHED();
+}
+
+/* Pass 1 of the column sums: block (x, y) masks (when relu) and sums rows
+ * [y*chunk, (y+1)*chunk) of columns [32x, 32x + 32) into partial[y][col].
+ * Threads (tx, ty): column 32x + tx, rows ty, ty + 8, ... of the chunk, then
+ * the 8 row lanes are added in a fixed tree. */
+#define SUM_TY 8
+__global__ void column_partials_kernel(const float *y, float *dy, int rows, int cols, int relu,
+                                       int chunk, float *partial)
+{
+    __shared__ float lane[SUM_TY][33];
+    int c = blockIdx.x * 32 + threadIdx.x;
+    int r0 = blockIdx.y * chunk, r1 = min(rows, r0 + chunk);
+    float acc = 0.0f;
+    if (c < cols) {
+        for (int r = r0 + threadIdx.y; r < r1; r += SUM_TY) {
+            size_t i = (size_t)r * cols + c;
+            float v = dy[i];
+            if (relu) {
+                v = y[i] > 0.0f ? v : 0.0f;
+                dy[i] = v;
+            }
+            acc += v;
+        }
+    }
+    lane[threadIdx.y][threadIdx.x] = acc;
+    __syncthreads();
+    for (int half = SUM_TY / 2; half > 0; half /= 2) {
+        if (threadIdx.y < half)
+            lane[threadIdx.y][threadIdx.x] += lane[threadIdx.y + half][threadIdx.x];
+        __syncthreads();
+    }
+    if (threadIdx.y == 0 && c < cols)
+        partial[(size_t)blockIdx.y * cols + c] = lane[0][threadIdx.x];
+}
+
+__global__ void column_finish_kernel(const float *partial, int chunks, int cols, float *dbias)
+{
+    int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= cols)
+        return;
+    float acc = 0.0f;
+    for (int k = 0; k < chunks; k++)
+        acc += partial[(size_t)k * cols + c];
+    dbias[c] = acc;
+}
+
+static void cu_relu_bias_backward(struct sr_device *dev, sr_stream_t s, const float *y, float *dy,
+                                  int rows, int cols, int relu, float *dbias)
+{
+    if (cols == 0)
+        return;
+    cudaStream_t st = sr_cu_stream(dev, s);
+    if (rows == 0) {
+        SR_CU_CHECK(cudaMemsetAsync(dbias, 0, sizeof(float) * cols, st));
+        return;
+    }
+    struct dense_state *ds = state_of(dev);
+    int col_blocks = (cols + 31) / 32;
+    /* About 4 blocks per multiprocessor, chunks of at least 64 rows. */
+    int want = 4 * sr_cu_ctx(dev)->num_sms / col_blocks;
+    int chunks = want < 1 ? 1 : want;
+    if (chunks > (rows + 63) / 64)
+        chunks = (rows + 63) / 64;
+    if ((size_t)chunks * cols > PARTIAL_FLOATS)
+        chunks = (int)(PARTIAL_FLOATS / cols);
+    SR_ASSERT(chunks >= 1);
+    int chunk = (rows + chunks - 1) / chunks;
+    chunks = (rows + chunk - 1) / chunk;
+    dim3 grid(col_blocks, chunks), block(32, SUM_TY);
+    column_partials_kernel<<<grid, block, 0, st>>>(y, dy, rows, cols, relu, chunk, ds->partial);
+    SR_CU_LAUNCHED();
+    column_finish_kernel<<<(cols + 127) / 128, 128, 0, st>>>(ds->partial, chunks, cols, dbias);
+    SR_CU_LAUNCHED();
+}
+
+static void cu_bias_grad(struct sr_device *dev, sr_stream_t s, const float *dy, int rows, int cols,
+                         float *dbias)
+{
+    cu_relu_bias_backward(dev, s, NULL, (float *)dy, rows, cols, 0, dbias);
+}
+
+/* ---- DLRM dot interaction --------------------------------------------------------- */
+
+/* Pair p (output order) of the strict lower triangle: row i >= 1, column j < i,
+ * p = i(i-1)/2 + j. */
+__device__ static inline void pair_of(int p, int *i, int *j)
+{
+    int r = (int)((1.0 + sqrt(1.0 + 8.0 * p)) * 0.5);
+    while (r * (r - 1) / 2 > p)
+        r--;
+    while ((r + 1) * r / 2 <= p)
+        r++;
+    *i = r;
+    *j = p - r * (r - 1) / 2;
+}
+
+/* Loads X = [z_b, e_b1..e_bF] of sample b into shared memory x ((F+1) rows
+ * of D floats at a stride of D + 1: threads that read different rows at the
+ * same d then hit different banks). */
+__device__ static inline void load_x(const float *z, const float *emb, int b, int F, int D,
+                                     float *x)
+{
+    const float *zb = z + (size_t)b * D;
+    const float *eb = emb + (size_t)b * F * D;
+    for (int t = threadIdx.x; t < D; t += blockDim.x)
+        x[t] = zb[t];
+    for (int t = threadIdx.x; t < F * D; t += blockDim.x)
+        x[(t / D + 1) * (D + 1) + t % D] = eb[t];
+}
+
+__device__ static inline float dot_rows(const float *x, int i, int j, int D)
+{
+    const float *a = x + (size_t)i * (D + 1), *b = x + (size_t)j * (D + 1);
+    float acc = 0.0f;
+    for (int d = 0; d < D; d++)
+        acc += a[d] * b[d];
+    return acc;
+}
+
+__global__ void interaction_forward_kernel(const float *z, const float *emb, int F, int D,
+                                           float *out)
+{
+    extern __shared__ float x[];
+    int b = blockIdx.x;
+    int npairs = F * (F + 1) / 2, width = D + npairs;
+    load_x(z, emb, b, F, D, x);
+    __syncthreads();
+    float *ob = out + (size_t)b * width;
+    for (int t = threadIdx.x; t < D; t += blockDim.x)
+        ob[t] = x[t];
+    for (int p = threadIdx.x; p < npairs; p += blockDim.x) {
+        int i, j;
+        pair_of(p, &i, &j);
+        ob[D + p] = dot_rows(x, i, j, D);
+    }
+}
+
+/* dX[i][d] = [i == 0] dout[d] + Σ_{j != i} G[i][j] X[j][d], G the symmetric
+ * matrix of the pair gradients, j ascending. */
+__global__ void interaction_backward_kernel(const float *z, const float *emb, const float *dout,
+                                            int F, int D, float *dz, float *demb)
+{
+    extern __shared__ float x[];
+    int b = blockIdx.x, R = F + 1;
+    int npairs = F * (F + 1) / 2, width = D + npairs;
+    float *g = x + (size_t)R * (D + 1); /* R x R */
+    load_x(z, emb, b, F, D, x);
+    const float *gb = dout + (size_t)b * width;
+    for (int p = threadIdx.x; p < npairs; p += blockDim.x) {
+        int i, j;
+        pair_of(p, &i, &j);
+        float v = gb[D + p];
+        g[i * R + j] = v;
+        g[j * R + i] = v;
+    }
+    for (int i = threadIdx.x; i < R; i += blockDim.x)
+        g[i * R + i] = 0.0f;
+    __syncthreads();
+    for (int t = threadIdx.x; t < R * D; t += blockDim.x) {
+        int i = t / D, d = t % D;
+        float acc = i == 0 ? gb[d] : 0.0f;
+        for (int j = 0; j < R; j++)
+            acc += g[i * R + j] * x[(size_t)j * (D + 1) + d];
+        if (i == 0)
+            dz[(size_t)b * D + d] = acc;
+        else
+            demb[(size_t)b * F * D + (size_t)(i - 1) * D + d] = acc;
+    }
+}
+
+static int interaction_threads(int F, int D)
+{
+    int work = (F + 1) * D;
+    return work >= 256 ? 256 : work >= 128 ? 128 : 64;
+}
+
+static void cu_interaction_forward(struct sr_device *dev, sr_stream_t s, const float *z,
+                                   const float *emb, int B, int F, int D, float *out)
+{
+    if (B == 0)
+        return;
+    size_t shm = sizeof(float) * (size_t)(F + 1) * (D + 1);
+    SR_ASSERT(shm <= 48 * 1024);
+    interaction_forward_kernel<<<B, interaction_threads(F, D), shm, sr_cu_stream(dev, s)>>>(
+        z, emb, F, D, out);
+    SR_CU_LAUNCHED();
+}
+
+static void cu_interaction_backward(struct sr_device *dev, sr_stream_t s, const float *z,
+                                    const float *emb, const float *dout, int B, int F, int D,
+                                    float *dz, float *demb)
+{
+    if (B == 0)
+        return;
+    size_t shm = sizeof(float) * ((size_t)(F + 1) * (D + 1) + (size_t)(F + 1) * (F + 1));
+    SR_ASSERT(shm <= 48 * 1024);
+    interaction_backward_kernel<<<B, interaction_threads(F, D), shm, sr_cu_stream(dev, s)>>>(
+        z, emb, dout, F, D, dz, demb);
+    SR_CU_LAUNCHED();
+}
+
+/* ---- loss ------------------------------------------------------------------------- */
+
+__device__ static inline float sigmoidf_stable(float x)
+{
+    if (x >= 0.0f)
+        return 1.0f / (1.0f + expf(-x));
+    float e = expf(x);
+    return e / (1.0f + e);
+}
+
+#define LOSS_THREADS 512
+/* One block: thread t takes samples t, t + 512, ...; the per-thread sums in
+ * double are added in a fixed tree and rounded to fp32 once. */
+__global__ void bce_kernel(const float *logits, const float *labels, const float *mask, int n,
+                           float scale, float *dlogits, float *loss_sum)
+{
+    __shared__ double part[LOSS_THREADS];
+    double sum = 0.0;
+    for (int i = threadIdx.x; i < n; i += LOSS_THREADS) {
+        float m = mask ? mask[i] : 1.0f;
+        if (m == 0.0f) {
+            dlogits[i] = 0.0f;
+            continue;
+        }
+        double x = logits[i], y = labels[i];
+        sum += m * (fmax(x, 0.0) - x * y + log1p(exp(-fabs(x))));
+        dlogits[i] = m * (sigmoidf_stable(logits[i]) - labels[i]) * scale;
+    }
+    part[threadIdx.x] = sum;
+    __syncthreads();
+    for (int half = LOSS_THREADS / 2; half > 0; half /= 2) {
+        if (threadIdx.x < half)
+            part[threadIdx.x] += part[threadIdx.x + half];
+        __syncthreads();
+    }
+    if (threadIdx.x == 0)
+        *loss_sum = (float)part[0];
+}
+
+static void cu_bce_with_logits(struct sr_device *dev, sr_stream_t s, const float *logits,
+                               const float *labels, const float *mask, int n, float scale,
+                               float *dlogits, float *loss_sum)
+{
+    bce_kernel<<<1, LOSS_THREADS, 0, sr_cu_stream(dev, s)>>>(logits, labels, mask, n, scale,
+                                                             dlogits, loss_sum);
+    SR_CU_LAUNCHED();
+}
+
+extern "C" const struct sr_dense_ops sr_cuda_dense_ops = {
+    .gemm = cu_gemm,
+    .bias_relu_forward = cu_bias_relu_forward,
+    .relu_forward = cu_relu_forward,
+    .relu_backward = cu_relu_backward,
+    .bias_grad = cu_bias_grad,
+    .relu_bias_backward = cu_relu_bias_backward,
+    .interaction_forward = cu_interaction_forward,
+    .interaction_backward = cu_interaction_backward,
+    .bce_with_logits = cu_bce_with_logits,
+};

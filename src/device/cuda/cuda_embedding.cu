@@ -1,0 +1,685 @@
+/*
+ * CUDA embedding ops (the contract is in device/ops_embedding.h; the CPU
+ * reference is device/cpu/cpu_embedding.c): table initialisation, the pooled
+ * lookup of a whole batch in one launch, and the backward that merges each
+ * row's ids and applies the fused optimizer in place.
+ *
+ * Groups. A row of D floats is served by a group of G lanes (G a power of two
+ * from the layout's largest D, at most a warp), lane i of the group holding
+ * the W-wide chunks at columns iW, iW + GW, ... W = 4 (float4) when every D,
+ * every column and every pointer allows it, else 1. At D 128 a group is a
+ * warp; at D 16 a warp is 8 groups of 4 lanes.
+ *
+ *   forward   one group per bag (f, b), all features in one launch. The group
+ *             sums the bag's rows in bag order, FWD_ROWS rows in flight per
+ *             lane, rounding as the CPU does (sum pooling is the CPU's bit
+ *             for bit), and with keep_ids writes each id's sort key (its
+ *             table's base + row) and value (the pooled offset it reads its
+ *             gradient from, and its scale) at the table-grouped position.
+ *   backward  cub::DeviceRadixSort::SortPairs (LSD radix: stable) of the kept
+ *             ids on the key's bits that can be set, then one group per sorted
+ *             position: the group at the first id of a run of equal keys sums
+ *             the run's gradient contributions in id order (BWD_ROWS in
+ *             flight) and applies the optimizer to the row at once; no (E, D)
+ *             gradient exists. Row-wise Adagrad stages the gradient row in
+ *             shared memory to sum g² in the CPU's order.
+ *
+ * Determinism: nothing is summed by atomics or in an order that depends on
+ * scheduling. Each bag has one group; each row's run is summed by one group
+ * in the order of the stable sort, which is the CPU's order (table-grouped id
+ * order), so reruns are bit-identical and results match the CPU's rounding.
+ *
+ * Workspace (device, one block; every part 256-byte aligned):
+ *
+ *   tables    (T)      cu_table: weight, state, rows, key base, D
+ *   features  (F)      cu_feature: table, column, mean
+ *   bases     (T + 1)  uint64 key of each table's row 0; bases[T] = Σ rows
+ *   key_a/b   (N)      uint32 (uint64 when Σ rows > 2^32) sort keys, ping-pong
+ *   val_a/b   (N)      uint64 (pooled offset | float scale << 32), ping-pong
+ *   sort      cub's temporary storage for N items
+ *
+ * The first three are per-layout data, written once by workspace_init (through
+ * kernel arguments, so no op waits for the host); per-step host arrays
+ * (feature_pos) travel as kernel arguments. Nothing here synchronises with the
+ * host or allocates.
+ */
+#include <stdint.h>
+#include <string.h>
+
+#include <cub/device/device_radix_sort.cuh>
+
+#include "device/cuda/cuda_internal.h"
+#include "device/cuda/cuda_row_optim.cuh"
+
+extern "C" {
+#include "device/ops_embedding.h"
+#include "shardrec/alloc.h"
+}
+
+#define FWD_THREADS  256
+#define BWD_THREADS  128
+#define FWD_ROWS     4    /* rows of a bag in flight per lane */
+#define BWD_ROWS     4    /* ids of a run in flight per lane */
+#define POS_SMALL    64   /* features whose positions travel in a small launch */
+#define POS_LARGE    3072 /* ... in a large one (24 KiB of arguments) */
+#define UPLOAD_BYTES 4096
+#define WS_ALIGN     256
+#define SMEM_MAX     (48 << 10)
+
+struct cu_table {
+    float *weight;
+    float *state;
+    int64_t rows;
+    uint64_t key_base;
+    int dim;
+};
+
+struct cu_feature {
+    int table, col, mean;
+};
+
+/* ---- kernels: rng, fill, upload ------------------------------------------------- */
+
+/* sr_rng_u64 of shardrec/rng.h. */
+__device__ __forceinline__ uint64_t rng_u64(uint64_t seed, uint64_t stream, uint64_t counter)
+{
+    uint64_t z =
+        seed * 0x9E3779B97F4A7C15ull ^ (stream + 0x632BE59BD9B4E019ull) * 0xD1B54A32D192ED03ull;
+    z ^= counter * 0xBF58476D1CE4E5B9ull + 0x94D049BB133111EBull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z = z ^ (z >> 31);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+/* w[e] = (float)(lo + span * sr_rng_uniform(seed, stream, counter0 + e)), in double. */
+__global__ void init_uniform_kernel(float *w, int64_t n, uint64_t counter0, uint64_t seed,
+                                    uint64_t stream, double lo, double span)
+{
+    for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < n;
+         e += (int64_t)gridDim.x * blockDim.x) {
+        double u = __ull2double_rn(rng_u64(seed, stream, counter0 + (uint64_t)e) >> 11) *
+                   (1.0 / 9007199254740992.0);
+        w[e] = __double2float_rn(__dadd_rn(lo, __dmul_rn(span, u)));
+    }
+}
+
+/* p[0 .. 4 n4) = value, as float4 (p 16-byte aligned). */
+__global__ void fill4_kernel(float4 *p, int64_t n4, float value)
+{
+    const float4 v = make_float4(value, value, value, value);
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n4;
+         i += (int64_t)gridDim.x * blockDim.x)
+        p[i] = v;
+}
+
+__global__ void fill_kernel(float *p, int64_t n, float value)
+{
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x)
+        p[i] = value;
+}
+
+struct upload_chunk {
+    unsigned char bytes[UPLOAD_BYTES];
+};
+
+/* dst[0 .. n) = the chunk's bytes: host data to the device without a host wait. */
+__global__ void upload_kernel(unsigned char *dst, int n, const struct upload_chunk c)
+{
+    for (int i = threadIdx.x; i < n; i += blockDim.x)
+        dst[i] = c.bytes[i];
+}
+
+/* ---- kernels: forward ------------------------------------------------------------ */
+
+template <typename K> struct fwd_params {
+    const struct cu_table *tables;
+    const struct cu_feature *features;
+    const int64_t *offsets; /* (F*B + 1) */
+    const int64_t *values;  /* (N) */
+    const float *weights;   /* (N) or NULL */
+    float *pooled;          /* (B, out_dim) */
+    K *key;                 /* (N) kept keys, NULL without keep_ids */
+    uint64_t *val;          /* (N) kept values */
+    int batch, nbags, out_dim, G, log2G;
+};
+
+template <int MAXF> struct fwd_pos {
+    int64_t feature_pos[MAXF]; /* the batch's feature_pos */
+};
+
+__device__ __forceinline__ uint64_t pack_val(int src, float scale)
+{
+    return (uint64_t)(uint32_t)src | ((uint64_t)__float_as_uint(scale) << 32);
+}
+
+/* Σ over the bag's ids [s, e) of w_i * row_i[c .. c + W), in bag order. */
+template <int W>
+__device__ __forceinline__ sr_cu_vec<W> pool_chunk(const float *weight, int d,
+                                                   const int64_t *values, const float *wts,
+                                                   int64_t s, int64_t e, int c)
+{
+    sr_cu_vec<W> acc = sr_cu_zero<W>();
+    for (int64_t i = s; i < e; i += FWD_ROWS) {
+        int64_t id[FWD_ROWS];
+        float w[FWD_ROWS];
+        sr_cu_vec<W> x[FWD_ROWS];
+#pragma unroll
+        for (int u = 0; u < FWD_ROWS; u++) {
+            id[u] = i + u < e ? __ldg(values + i + u) : 0;
+            w[u] = i + u < e && wts ? __ldg(wts + i + u) : 1.0f;
+        }
+#pragma unroll
+        for (int u = 0; u < FWD_ROWS; u++)
+            x[u] = i + u < e ? sr_cu_ldg<W>(weight + id[u] * d + c) : sr_cu_zero<W>();
+#pragma unroll
+        for (int u = 0; u < FWD_ROWS; u++)
+            if (i + u < e)
+                acc = sr_cu_axpy<W>(acc, w[u], x[u]);
+    }
+    return acc;
+}
+
+/* Record the bag's ids [s, e) at kept positions base + i. */
+template <typename K>
+__device__ __forceinline__ void keep_bag(const fwd_params<K> &p, int64_t base, int64_t s, int64_t e,
+                                         int lig, int src, float inv, uint64_t key_base)
+{
+    for (int64_t i = s + lig; i < e; i += p.G) {
+        const float w = p.weights ? p.weights[i] : 1.0f;
+        p.key[base + i] = (K)(key_base + (uint64_t)p.values[i]);
+        p.val[base + i] = pack_val(src, __fmul_rn(w, inv));
+    }
+}
+
+template <int W, typename K, int MAXF>
+__global__ void __launch_bounds__(FWD_THREADS)
+    forward_kernel(const fwd_params<K> p, const fwd_pos<MAXF> pos)
+{
+    const int lig = threadIdx.x & (p.G - 1);
+    const int groups = blockDim.x >> p.log2G;
+    for (int k = blockIdx.x * groups + (threadIdx.x >> p.log2G); k < p.nbags;
+         k += gridDim.x * groups) {
+        const int f = k / p.batch, b = k - f * p.batch;
+        const struct cu_feature fe = p.features[f];
+        const struct cu_table tb = p.tables[fe.table];
+        const int64_t s = p.offsets[k], e = p.offsets[k + 1];
+        const float inv = fe.mean && e > s ? __fdiv_rn(1.0f, (float)(e - s)) : 1.0f;
+        const int src = b * p.out_dim + fe.col;
+        for (int c = lig * W; c < tb.dim; c += p.G * W) {
+            sr_cu_vec<W> acc = pool_chunk<W>(tb.weight, tb.dim, p.values, p.weights, s, e, c);
+            if (inv != 1.0f)
+                acc = sr_cu_scale<W>(acc, inv);
+            sr_cu_store<W>(p.pooled + src + c, acc);
+        }
+        if (p.key) {
+            const int64_t base = pos.feature_pos[f] - p.offsets[(int64_t)f * p.batch];
+            keep_bag<K>(p, base, s, e, lig, src, inv, tb.key_base);
+        }
+    }
+}
+
+/* ---- kernels: backward ----------------------------------------------------------- */
+
+template <typename K> struct bwd_params {
+    const struct cu_table *tables;
+    const uint64_t *bases; /* (T + 1) */
+    const K *keys;         /* (n) sorted */
+    const uint64_t *vals;  /* (n) in the keys' order */
+    const float *dpooled;  /* (B, out_dim) */
+    int num_tables, n, max_dim, G, log2G;
+    struct sr_cu_optim optim;
+};
+
+/* The table whose keys [bases[t], bases[t + 1]) hold key. */
+__device__ __forceinline__ int table_of(const uint64_t *bases, int num_tables, uint64_t key)
+{
+    int lo = 0, hi = num_tables;
+    while (hi - lo > 1) {
+        int mid = (lo + hi) >> 1;
+        if (bases[mid] <= key)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* Columns [c, c + W) of the gradient of the row whose sorted ids start at j:
+ * Σ scale_i * dpooled[src_i + c ..] over the run of equal keys, in order. */
+template <int W, typename K>
+__device__ __forceinline__ sr_cu_vec<W> run_grad(const bwd_params<K> &p, int j, K key, int c)
+{
+    sr_cu_vec<W> acc = sr_cu_zero<W>();
+    for (int m = j;; m += BWD_ROWS) {
+        bool ok[BWD_ROWS];
+        uint64_t v[BWD_ROWS];
+        sr_cu_vec<W> x[BWD_ROWS];
+        bool run = true;
+#pragma unroll
+        for (int u = 0; u < BWD_ROWS; u++) {
+            run = run && m + u < p.n && p.keys[m + u] == key;
+            ok[u] = run;
+        }
+#pragma unroll
+        for (int u = 0; u < BWD_ROWS; u++)
+            v[u] = ok[u] ? p.vals[m + u] : 0;
+#pragma unroll
+        for (int u = 0; u < BWD_ROWS; u++)
+            x[u] = ok[u] ? sr_cu_ldg<W>(p.dpooled + (uint32_t)v[u] + c) : sr_cu_zero<W>();
+#pragma unroll
+        for (int u = 0; u < BWD_ROWS; u++)
+            if (ok[u])
+                acc = sr_cu_axpy<W>(acc, __uint_as_float((uint32_t)(v[u] >> 32)), x[u]);
+        if (!ok[BWD_ROWS - 1])
+            return acc;
+    }
+}
+
+/* Sum the row's gradient (ids from sorted position j) and apply the optimizer.
+ * gs: the group's shared memory, max_dim + 16 floats (row-wise Adagrad). */
+template <int W, typename K, int OPT>
+__device__ __forceinline__ void update_row(const bwd_params<K> &p, const struct sr_cu_step &k,
+                                           const struct cu_table &tb, int64_t row, int j, K key,
+                                           int lig, unsigned mask, float *gs)
+{
+    const int d = tb.dim;
+    const struct sr_cu_row r = sr_cu_row_of(OPT, tb.weight, tb.state, tb.rows, row, d);
+    float s_old = 0.0f;
+    if constexpr (OPT == SR_OPTIM_ROWWISE_ADAGRAD)
+        s_old = *r.s;
+    for (int c = lig * W; c < d; c += p.G * W) {
+        sr_cu_vec<W> g = run_grad<W, K>(p, j, key, c);
+        if constexpr (OPT == SR_OPTIM_ROWWISE_ADAGRAD)
+            sr_cu_store<W>(gs + c, g);
+        else
+            sr_cu_apply_chunk<OPT, W>(k, r, c, g);
+    }
+    if constexpr (OPT == SR_OPTIM_ROWWISE_ADAGRAD) {
+        const float rate = sr_cu_rowwise_rate(k, gs, d, s_old, lig, p.G, mask, gs + p.max_dim, r.s);
+        for (int c = lig * W; c < d; c += p.G * W)
+            sr_cu_rowwise_chunk<W>(r.w, c, rate, sr_cu_load<W>(gs + c));
+    }
+}
+
+template <int W, typename K, int OPT>
+__global__ void __launch_bounds__(BWD_THREADS) backward_kernel(const bwd_params<K> p)
+{
+    extern __shared__ float4 smem4[];
+    const int lane = threadIdx.x & 31, lig = lane & (p.G - 1), grp = threadIdx.x >> p.log2G;
+    const int groups = blockDim.x >> p.log2G;
+    const unsigned mask = sr_cu_group_mask(lane, p.G);
+    float *gs = (float *)smem4 + (size_t)grp * (p.max_dim + 16);
+    const struct sr_cu_step k = sr_cu_step_of(p.optim);
+    for (int j = blockIdx.x * groups + grp; j < p.n; j += gridDim.x * groups) {
+        const K key = p.keys[j];
+        if (j > 0 && p.keys[j - 1] == key)
+            continue; /* not the first id of its row: that group does the row */
+        const int t = table_of(p.bases, p.num_tables, key);
+        const struct cu_table tb = p.tables[t];
+        update_row<W, K, OPT>(p, k, tb, (int64_t)(key - p.bases[t]), j, key, lig, mask, gs);
+    }
+}
+
+/* ---- the workspace ---------------------------------------------------------------- */
+
+struct ws_view {
+    struct cu_table *tables;
+    struct cu_feature *features;
+    uint64_t *bases;
+    void *key[2];     /* uint32 or uint64 */
+    uint64_t *val[2]; /* packed (src, scale) */
+    void *sort;
+    size_t sort_bytes;
+    size_t image_bytes; /* tables, features and bases */
+    int key64;          /* keys are uint64 */
+    int end_bit;        /* bits of the largest key */
+};
+
+static size_t align_up(size_t n)
+{
+    return (n + WS_ALIGN - 1) & ~(size_t)(WS_ALIGN - 1);
+}
+
+static uint64_t total_rows(const struct sr_emb_layout *layout)
+{
+    uint64_t n = 0;
+    for (int t = 0; t < layout->num_tables; t++)
+        n += (uint64_t)layout->tables[t].rows;
+    return n;
+}
+
+static int bits_for(uint64_t n)
+{
+    int bits = 0;
+    while (bits < 64 && n > 1 && ((n - 1) >> bits) != 0)
+        bits++;
+    return bits;
+}
+
+template <typename K> static size_t sort_temp_bytes(int64_t n, int end_bit)
+{
+    size_t bytes = 0;
+    cub::DoubleBuffer<K> keys(NULL, NULL);
+    cub::DoubleBuffer<uint64_t> vals(NULL, NULL);
+    SR_CU_CHECK(cub::DeviceRadixSort::SortPairs(NULL, bytes, keys, vals, (int)n, 0,
+                                                end_bit > 0 ? end_bit : 1));
+    return bytes;
+}
+
+/* Carve the workspace at base (NULL: measure only); returns its bytes. The sort's
+ * storage comes last, so with_sort = 0 (no size query) leaves the rest in place. */
+static size_t ws_carve(const struct sr_emb_layout *layout, char *base, int with_sort,
+                       struct ws_view *v)
+{
+    const int T = layout->num_tables, F = layout->num_features;
+    const size_t n = (size_t)(layout->max_values > 0 ? layout->max_values : 1);
+    const uint64_t rows = total_rows(layout);
+    v->key64 = rows > ((uint64_t)1 << 32);
+    v->end_bit = bits_for(rows);
+    v->sort_bytes = !with_sort ? 0
+                    : v->key64 ? sort_temp_bytes<uint64_t>((int64_t)n, v->end_bit)
+                               : sort_temp_bytes<uint32_t>((int64_t)n, v->end_bit);
+    const size_t key_bytes = v->key64 ? 8 : 4;
+    size_t part[8] = {sizeof(struct cu_table) * T,
+                      sizeof(struct cu_feature) * F,
+                      sizeof(uint64_t) * (T + 1),
+                      n * key_bytes,
+                      n * key_bytes,
+                      n * 8,
+                      n * 8,
+                      v->sort_bytes};
+    char *p[8];
+    size_t off = 0;
+    for (int i = 0; i < 8; i++) {
+        p[i] = base ? base + off : NULL;
+        off += align_up(part[i] ? part[i] : 1);
+    }
+    v->tables = (struct cu_table *)p[0];
+    v->features = (struct cu_feature *)p[1];
+    v->bases = (uint64_t *)p[2];
+    v->image_bytes = (size_t)(p[3] - p[0]);
+    v->key[0] = p[3], v->key[1] = p[4];
+    v->val[0] = (uint64_t *)p[5], v->val[1] = (uint64_t *)p[6];
+    v->sort = p[7];
+    return off;
+}
+
+/* Threads of a backward block: row-wise Adagrad keeps a row per group in
+ * shared memory, so blocks shrink for very wide rows. */
+static int bwd_threads(const struct sr_emb_layout *layout, int G, size_t *smem)
+{
+    int threads = BWD_THREADS;
+    *smem = 0;
+    if (layout->optim != SR_OPTIM_ROWWISE_ADAGRAD)
+        return threads;
+    for (;;) {
+        *smem = (size_t)(threads / G) * ((size_t)layout->max_dim + 16) * sizeof(float);
+        if (*smem <= SMEM_MAX || threads == 32)
+            break;
+        threads /= 2;
+    }
+    if (*smem > SMEM_MAX)
+        SR_ABORT("embedding dim %d is too wide for the CUDA row-wise Adagrad backward (at most "
+                 "%d); HINT: split the table column-wise",
+                 layout->max_dim, (int)(SMEM_MAX / sizeof(float)) - 16);
+    return threads;
+}
+
+static size_t cu_workspace_bytes(struct sr_device *dev, const struct sr_emb_layout *layout)
+{
+    SR_ASSERT(layout->max_values >= 0 && layout->max_values < ((int64_t)1 << 31));
+    SR_ASSERT((int64_t)layout->max_batch * layout->out_dim < ((int64_t)1 << 31));
+    SR_ASSERT((int64_t)layout->max_batch * layout->num_features < ((int64_t)1 << 31));
+    size_t smem;
+    bwd_threads(layout, 32, &smem);
+    struct ws_view v;
+    return ws_carve(layout, NULL, 1, &v);
+}
+
+static void upload(struct sr_device *dev, void *dst, const void *src, size_t bytes)
+{
+    struct upload_chunk c;
+    for (size_t off = 0; off < bytes; off += UPLOAD_BYTES) {
+        size_t n = bytes - off < UPLOAD_BYTES ? bytes - off : UPLOAD_BYTES;
+        memcpy(c.bytes, (const char *)src + off, n);
+        upload_kernel<<<1, 256, 0, sr_cu_stream(dev, NULL)>>>((unsigned char *)dst + off, (int)n,
+                                                              c);
+        SR_CU_LAUNCHED();
+    }
+}
+
+/* The layout's tables, features and key bases, written on the main stream. */
+static void cu_workspace_init(struct sr_device *dev, const struct sr_emb_layout *layout,
+                              void *workspace)
+{
+    struct ws_view v;
+    SR_ASSERT(sr_cu_aligned16(workspace));
+    ws_carve(layout, (char *)workspace, 0, &v);
+    const int T = layout->num_tables, F = layout->num_features;
+    char *image = (char *)sr_calloc(1, v.image_bytes);
+    struct cu_table *tables = (struct cu_table *)image;
+    struct cu_feature *features =
+        (struct cu_feature *)(image + ((char *)v.features - (char *)v.tables));
+    uint64_t *bases = (uint64_t *)(image + ((char *)v.bases - (char *)v.tables));
+    uint64_t base = 0;
+    for (int t = 0; t < T; t++) {
+        const struct sr_emb_table *tab = &layout->tables[t];
+        SR_ASSERT(tab->dim >= 1 && tab->dim <= layout->max_dim);
+        tables[t] = (struct cu_table){tab->weight, tab->state, tab->rows, base, tab->dim};
+        bases[t] = base;
+        base += (uint64_t)tab->rows;
+    }
+    bases[T] = base;
+    for (int f = 0; f < F; f++) {
+        const struct sr_emb_feature *fe = &layout->features[f];
+        features[f] = (struct cu_feature){fe->table, fe->col, fe->mean};
+    }
+    upload(dev, v.tables, image, v.image_bytes);
+    sr_free(image);
+}
+
+/* W = 4 when every row, column and pointer the kernels touch allows float4. */
+static int vec_width(const struct sr_emb_layout *layout, const float *pooled)
+{
+    if (layout->out_dim % 4 || !sr_cu_aligned16(pooled))
+        return 1;
+    for (int t = 0; t < layout->num_tables; t++) {
+        const struct sr_emb_table *tab = &layout->tables[t];
+        if (tab->dim % 4 || !sr_cu_aligned16(tab->weight) || !sr_cu_aligned16(tab->state))
+            return 1;
+    }
+    for (int f = 0; f < layout->num_features; f++)
+        if (layout->features[f].col % 4)
+            return 1;
+    return 4;
+}
+
+/* ---- init_uniform, fill ------------------------------------------------------------ */
+
+static void cu_init_uniform(struct sr_device *dev, float *weight, int64_t rows, int dim,
+                            int64_t row_begin, uint64_t seed, uint64_t stream, double lo, double hi,
+                            sr_stream_t s)
+{
+    const int64_t n = rows * dim;
+    if (n <= 0)
+        return;
+    const uint64_t counter0 = (uint64_t)row_begin * (uint64_t)dim;
+    init_uniform_kernel<<<sr_cu_blocks(n, 256), 256, 0, sr_cu_stream(dev, s)>>>(
+        weight, n, counter0, seed, stream, lo, hi - lo);
+    SR_CU_LAUNCHED();
+}
+
+static void cu_fill(struct sr_device *dev, float *p, int64_t n, float value, sr_stream_t s)
+{
+    if (n <= 0)
+        return;
+    cudaStream_t st = sr_cu_stream(dev, s);
+    if (sr_cu_aligned16(p) && n >= 4) {
+        fill4_kernel<<<sr_cu_blocks(n / 4, 256), 256, 0, st>>>((float4 *)p, n / 4, value);
+        SR_CU_LAUNCHED();
+        p += n / 4 * 4;
+        n %= 4;
+        if (!n)
+            return;
+    }
+    fill_kernel<<<sr_cu_blocks(n, 256), 256, 0, st>>>(p, n, value);
+    SR_CU_LAUNCHED();
+}
+
+/* ---- forward ------------------------------------------------------------------------ */
+
+template <int W, typename K, int MAXF>
+static void launch_forward(const fwd_params<K> &p, const struct sr_emb_batch *batch, int keep,
+                           cudaStream_t st)
+{
+    fwd_pos<MAXF> pos;
+    const int F = p.nbags / p.batch;
+    for (int f = 0; f < F; f++)
+        pos.feature_pos[f] = keep ? batch->feature_pos[f] : 0;
+    const int groups = FWD_THREADS / p.G;
+    forward_kernel<W, K, MAXF><<<sr_cu_blocks(p.nbags, groups), FWD_THREADS, 0, st>>>(p, pos);
+    SR_CU_LAUNCHED();
+}
+
+template <int W, typename K>
+static void forward_as(const struct sr_emb_layout *layout, const struct sr_emb_batch *batch,
+                       int keep, float *pooled, const struct ws_view *v, cudaStream_t st)
+{
+    fwd_params<K> p;
+    p.tables = v->tables;
+    p.features = v->features;
+    p.offsets = batch->offsets;
+    p.values = batch->values;
+    p.weights = batch->weights;
+    p.pooled = pooled;
+    p.key = keep ? (K *)v->key[0] : NULL;
+    p.val = keep ? v->val[0] : NULL;
+    p.batch = batch->batch;
+    p.nbags = layout->num_features * batch->batch;
+    p.out_dim = layout->out_dim;
+    p.G = sr_cu_group_lanes(layout->max_dim, W);
+    p.log2G = sr_cu_log2(p.G);
+    if (layout->num_features <= POS_SMALL)
+        launch_forward<W, K, POS_SMALL>(p, batch, keep, st);
+    else if (layout->num_features <= POS_LARGE)
+        launch_forward<W, K, POS_LARGE>(p, batch, keep, st);
+    else
+        SR_ABORT("%d features in one embedding layout; the CUDA forward takes at most %d",
+                 layout->num_features, POS_LARGE);
+}
+
+static void cu_forward(struct sr_device *dev, const struct sr_emb_layout *layout,
+                       const struct sr_emb_batch *batch, int keep_ids, float *pooled,
+                       void *workspace, sr_stream_t s)
+{
+    SR_ASSERT(batch->batch <= layout->max_batch && batch->num_values <= layout->max_values);
+    if (batch->batch == 0 || layout->num_features == 0)
+        return;
+    struct ws_view v;
+    ws_carve(layout, (char *)workspace, 0, &v);
+    cudaStream_t st = sr_cu_stream(dev, s);
+    const int W = vec_width(layout, pooled);
+    if (W == 4 && v.key64)
+        forward_as<4, uint64_t>(layout, batch, keep_ids, pooled, &v, st);
+    else if (W == 4)
+        forward_as<4, uint32_t>(layout, batch, keep_ids, pooled, &v, st);
+    else if (v.key64)
+        forward_as<1, uint64_t>(layout, batch, keep_ids, pooled, &v, st);
+    else
+        forward_as<1, uint32_t>(layout, batch, keep_ids, pooled, &v, st);
+}
+
+/* ---- backward ----------------------------------------------------------------------- */
+
+/* Sort the n kept ids by key (stable); returns which buffers hold the result. */
+template <typename K> static int sort_kept(const struct ws_view *v, int n, cudaStream_t st)
+{
+    if (v->end_bit == 0 || n < 2)
+        return 0;
+    cub::DoubleBuffer<K> keys((K *)v->key[0], (K *)v->key[1]);
+    cub::DoubleBuffer<uint64_t> vals(v->val[0], v->val[1]);
+    size_t bytes = v->sort_bytes;
+    SR_CU_CHECK(cub::DeviceRadixSort::SortPairs(v->sort, bytes, keys, vals, n, 0, v->end_bit, st));
+    SR_ASSERT(keys.selector == vals.selector);
+    return keys.selector;
+}
+
+template <int W, typename K, int OPT>
+static void launch_backward(const bwd_params<K> &p, int threads, size_t smem, cudaStream_t st)
+{
+    const int groups = threads / p.G;
+    backward_kernel<W, K, OPT><<<sr_cu_blocks(p.n, groups), threads, smem, st>>>(p);
+    SR_CU_LAUNCHED();
+}
+
+template <int W, typename K>
+static void backward_as(const struct sr_emb_layout *layout, const float *dpooled,
+                        const struct sr_emb_update *update, const struct ws_view *v, int n,
+                        cudaStream_t st)
+{
+    const int cur = sort_kept<K>(v, n, st);
+    bwd_params<K> p;
+    p.tables = v->tables;
+    p.bases = v->bases;
+    p.keys = (const K *)v->key[cur];
+    p.vals = v->val[cur];
+    p.dpooled = dpooled;
+    p.num_tables = layout->num_tables;
+    p.n = n;
+    p.max_dim = layout->max_dim;
+    p.G = sr_cu_group_lanes(layout->max_dim, W);
+    p.log2G = sr_cu_log2(p.G);
+    p.optim = sr_cu_optim_of(update);
+    size_t smem;
+    const int threads = bwd_threads(layout, p.G, &smem);
+    switch (layout->optim) {
+    case SR_OPTIM_SGD:
+        launch_backward<W, K, SR_OPTIM_SGD>(p, threads, smem, st);
+        break;
+    case SR_OPTIM_ADAGRAD:
+        launch_backward<W, K, SR_OPTIM_ADAGRAD>(p, threads, smem, st);
+        break;
+    case SR_OPTIM_ROWWISE_ADAGRAD:
+        launch_backward<W, K, SR_OPTIM_ROWWISE_ADAGRAD>(p, threads, smem, st);
+        break;
+    case SR_OPTIM_ADAM:
+        launch_backward<W, K, SR_OPTIM_ADAM>(p, threads, smem, st);
+        break;
+    }
+}
+
+static void cu_backward(struct sr_device *dev, const struct sr_emb_layout *layout,
+                        const struct sr_emb_batch *batch, const float *dpooled,
+                        const struct sr_emb_update *update, void *workspace, sr_stream_t s)
+{
+    SR_ASSERT(update->optim.kind == layout->optim);
+    const int64_t n = batch->table_pos[layout->num_tables];
+    SR_ASSERT(n >= 0 && n <= layout->max_values);
+    if (n == 0)
+        return;
+    struct ws_view v;
+    ws_carve(layout, (char *)workspace, 1, &v);
+    cudaStream_t st = sr_cu_stream(dev, s);
+    const int W = vec_width(layout, dpooled);
+    if (W == 4 && v.key64)
+        backward_as<4, uint64_t>(layout, dpooled, update, &v, (int)n, st);
+    else if (W == 4)
+        backward_as<4, uint32_t>(layout, dpooled, update, &v, (int)n, st);
+    else if (v.key64)
+        backward_as<1, uint64_t>(layout, dpooled, update, &v, (int)n, st);
+    else
+        backward_as<1, uint32_t>(layout, dpooled, update, &v, (int)n, st);
+}
+
+extern "C" const struct sr_embedding_ops sr_cuda_embedding_ops = {
+    .workspace_bytes = cu_workspace_bytes,
+    .workspace_init = cu_workspace_init,
+    .init_uniform = cu_init_uniform,
+    .fill = cu_fill,
+    .forward = cu_forward,
+    .backward = cu_backward,
+};
