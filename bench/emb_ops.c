@@ -125,6 +125,11 @@ static int parse(int argc, char **argv, struct opts *o)
             return -1;
         }
     }
+    if (strcmp(o->which, "all") != 0 && strcmp(o->which, "d128") != 0 &&
+        strcmp(o->which, "d16") != 0) {
+        fprintf(stderr, "emb_ops: --case %s: expected d128, d16 or all\n", o->which);
+        return -1;
+    }
     if (o->reps < 1 || o->warmup < 0 || o->rows < 0 || o->batch < 0 || o->copy_mb < 0) {
         fprintf(stderr,
                 "emb_ops: --reps must be >= 1; --warmup, --rows, --batch, --copy-mb >= 0\n");
@@ -411,7 +416,6 @@ int main(int argc, char **argv)
         {"d128", 128, 20, 8, 2, 4096, (int64_t)1 << 24},
         {"d16", 16, 1, 26, 26, 163840, (int64_t)1 << 24},
     };
-    int ran = 0;
     struct result res[16];
     double copy_bytes;
     const double copy = copy_ms(&o, &copy_bytes);
@@ -424,7 +428,6 @@ int main(int argc, char **argv)
         struct bench_case c = cases[i];
         if (strcmp(o.which, "all") != 0 && strcmp(o.which, c.name) != 0)
             continue;
-        ran++;
         if (o.rows)
             c.rows = o.rows;
         if (o.batch)
@@ -438,10 +441,6 @@ int main(int argc, char **argv)
             return 2;
         }
         nres += run_case(&o, &c, res + nres);
-    }
-    if (!ran) {
-        fprintf(stderr, "emb_ops: --case %s: expected d128, d16 or all\n", o.which);
-        return 2;
     }
     printf("\n%-26s %4s %10s %9s %10s %9s\n", "op", "D", "ms", "MB", "GB/s", "% of copy");
     printf("%-26s %4s %10.3f %9.1f %10.1f %9.1f\n", "copy (device to device)", "-", copy,
