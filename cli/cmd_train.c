@@ -160,6 +160,8 @@ static int other_flag(void *ctx, const char *name, const char *value)
         cfg->skip_bad_lines = 1;
     else if (!strcmp(name, "shuffle") && !value)
         cfg->shuffle = 1;
+    else if (!strcmp(name, "cuda-graphs") && !value)
+        cfg->cuda_graphs = 1;
     else if (!strcmp(name, "progress") && !value)
         cfg->progress = 1;
     else if (!strcmp(name, "no-progress") && !value)

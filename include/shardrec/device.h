@@ -90,6 +90,16 @@ struct sr_mem_ops {
      * host_visible (host-memory communicators stage its buffers through host
      * memory, comm.h); NULL on the others. Never blocks. */
     int (*owns)(struct sr_device *dev, const void *p, void **base, size_t *bytes);
+    /* Graphs; NULL where the backend has none (the CPU devices). Between
+     * capture_begin and capture_end, work issued on s by this thread is
+     * recorded, not run; capture_end returns it as a graph that
+     * graph_launch replays on a stream with the same arguments (the same
+     * pointers, sizes and by-value parameters). The recorded work must not
+     * wait on the host, allocate, or wait for events recorded outside it. */
+    void (*capture_begin)(struct sr_device *dev, sr_stream_t s);
+    sr_graph_t (*capture_end)(struct sr_device *dev, sr_stream_t s);
+    void (*graph_launch)(struct sr_device *dev, sr_graph_t g, sr_stream_t s);
+    void (*graph_destroy)(struct sr_device *dev, sr_graph_t g);
 };
 
 struct sr_device {
@@ -140,6 +150,8 @@ void sr_dev_free_host(struct sr_device *dev, void *p);
  * allocation's start and size in *base and *bytes (each may be NULL); 0 for
  * NULL, for host memory and on host-visible devices. Never blocks. */
 int sr_dev_hidden(struct sr_device *dev, const void *p, void **base, size_t *bytes);
+/* 1 when dev can capture and replay graphs (mem->capture_begin is set). */
+int sr_dev_has_graphs(const struct sr_device *dev);
 sr_stream_t sr_dev_stream_create(struct sr_device *dev);
 void sr_dev_stream_destroy(struct sr_device *dev, sr_stream_t s);
 sr_event_t sr_dev_event_create(struct sr_device *dev);

@@ -10,6 +10,9 @@
 
 typedef struct sr_stream *sr_stream_t;
 typedef struct sr_event *sr_event_t;
+/* A recorded sequence of a stream's work, replayed with one call (CUDA
+ * graphs; device.h's capture_begin). */
+typedef struct sr_graph *sr_graph_t;
 
 /* A host function run in stream order (sr_mem_ops.launch_host_fn). It must
  * not issue work on any stream. */

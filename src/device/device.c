@@ -134,6 +134,11 @@ void sr_dev_free_host(struct sr_device *dev, void *p)
         dev->mem->free_host(dev, p);
 }
 
+int sr_dev_has_graphs(const struct sr_device *dev)
+{
+    return dev->mem->capture_begin != NULL;
+}
+
 int sr_dev_hidden(struct sr_device *dev, const void *p, void **base, size_t *bytes)
 {
     return !dev->host_visible && p && dev->mem->owns && dev->mem->owns(dev, p, base, bytes);

@@ -301,6 +301,14 @@ int sr_trainer_select_device(struct sr_trainer *t)
                             "--math %s needs a CUDA device; the CPU computes in fp32 only "
                             "(HINT: --math fp32, or --device cuda on a machine with a GPU)",
                             cfg->math == SR_MATH_TF32 ? "tf32" : "bf16");
+    if (cfg->cuda_graphs && !sr_dev_has_graphs(dev))
+        return sr_error_set(SR_ERR_UNSUPPORTED,
+                            "--cuda-graphs needs a CUDA device (%s has no graphs); HINT: "
+                            "--device cuda, or leave --cuda-graphs out", dev->name);
+    if (cfg->cuda_graphs && cfg->pipeline != SR_PIPELINE_SPARSE_DIST)
+        return sr_error_set(SR_ERR_UNSUPPORTED,
+                            "--cuda-graphs replays the pipelined step: it needs --pipeline "
+                            "sparse-dist (the default)");
     dev->math = (enum sr_math)cfg->math;
     t->dev = dev;
     return SR_OK;
@@ -376,10 +384,16 @@ const struct sr_step_scalars *sr_trainer_put_step_scalars(struct sr_trainer *t, 
 void sr_trainer_optimizer_step(struct sr_trainer *t, int64_t step, const float *loss_sum,
                                const struct sr_step_scalars *scalars)
 {
+    sr_trainer_optimizer_step_to(t, step, loss_sum, scalars, sr_loss_ring_push(&t->losses, step));
+}
+
+void sr_trainer_optimizer_step_to(struct sr_trainer *t, int64_t step, const float *loss_sum,
+                                  const struct sr_step_scalars *scalars, float *loss_dst)
+{
     float emb_lr = sr_lr_at(&t->lr_emb, step); /* also in the device block the updates read */
     size_t n_params;
     sr_trace_begin(SR_SPAN_OPTIMIZER, -1);
-    sr_grad_buckets_finish(t->buckets, loss_sum, sr_loss_ring_push(&t->losses, step));
+    sr_grad_buckets_finish(t->buckets, loss_sum, loss_dst);
     sr_trainer_emb_dp_update(t, emb_lr, step);
     float *params = sr_dlrm_params(t->dlrm, &n_params);
     sr_dense_optim_step(t->dense_optim, params, sr_dlrm_grads(t->dlrm, &n_params), scalars);

@@ -72,6 +72,7 @@ static const struct setting settings[] = {
     FIELD("--device", device),
     FIELD("--math", math),
     FIELD("--batch-pool", batch_pool),
+    FIELD("--cuda-graphs", cuda_graphs),
     FIELD("--ranks-per-node", ranks_per_node),
     FIELD("--global-batch-size", global_batch_size),
     STRING("--plan", plan_path),

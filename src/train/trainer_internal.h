@@ -42,6 +42,15 @@ struct sr_pipe {
     struct sr_sharded_ebc_stats end_stats;     /* at the counts exchange that found an end */
     struct sr_comm_counters counts, uncounted; /* next's counts exchange; an end's, no step's */
     sr_stream_t copy_stream; /* the batches' host-to-device copies */
+    /* --cuda-graphs (one rank, the plain EBC): a graph of the step's compute
+     * per ring slot, for the batch shape it was captured with */
+    struct sr_step_graph {
+        const struct sr_batch *twin; /* the slot's twin it reads */
+        uint64_t shape;              /* hash of the batch's sizes and ids per feature */
+        sr_graph_t graph;
+    } graphs[SR_LOADER_SLOTS];
+    float *loss_stage; /* (1) device: the graphed step's loss sum, then copied to the ring */
+    int64_t graph_steps; /* steps replayed from a graph */
 };
 
 struct sr_trainer {
@@ -148,6 +157,10 @@ int sr_trainer_save_sharded_weights(struct sr_trainer *t, const char *path);
 
 /* trainer.c */
 const struct sr_step_scalars *sr_trainer_put_step_scalars(struct sr_trainer *t, int64_t step);
+/* As sr_trainer_optimizer_step, the global loss sum going to loss_dst (a
+ * fixed device float) instead of the loss ring's next slot. */
+void sr_trainer_optimizer_step_to(struct sr_trainer *t, int64_t step, const float *loss_sum,
+                                  const struct sr_step_scalars *scalars, float *loss_dst);
 void sr_trainer_optimizer_step(struct sr_trainer *t, int64_t step, const float *loss_sum,
                                const struct sr_step_scalars *scalars);
 

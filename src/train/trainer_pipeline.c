@@ -48,6 +48,7 @@
 #include <string.h>
 
 #include "shardrec/error.h"
+#include "shardrec/rng.h"
 #include "train/trainer_internal.h"
 
 #define END_OF_DATA SR_TRAINER_END_OF_DATA
@@ -56,6 +57,12 @@ int sr_trainer_pipeline_init(struct sr_trainer *t)
 {
     struct sr_pipe *p = &t->pipe;
     p->copy_stream = sr_dev_stream_create(t->dev);
+    if (t->cfg->cuda_graphs && t->sebc)
+        return sr_error_set(SR_ERR_UNSUPPORTED,
+                            "--cuda-graphs covers one rank with unsharded tables; the sharded "
+                            "step (several ranks or a plan) runs without graphs: leave it out");
+    if (t->cfg->cuda_graphs)
+        p->loss_stage = sr_dev_alloc(t->dev, sizeof(float));
     for (int k = 0; t->sebc && k < 2; k++) {
         int rc = sr_sharded_ebc_batch_init(&p->ctx[k], t->sebc);
         if (rc)
@@ -227,6 +234,88 @@ static void start_loader(struct sr_trainer *t, int64_t step)
     t->pipe.started = 1;
 }
 
+/* ---- CUDA graphs (--cuda-graphs): one rank, the plain EBC ---------------------- */
+
+/* What a graph of the step depends on besides the slot's pointers: the batch
+ * size, the number of ids and the ids per feature (the host metadata the
+ * lookup passes to its kernels by value). */
+static uint64_t batch_shape(const struct sr_batch *b)
+{
+    uint64_t h = sr_hash_bytes(SR_HASH_INIT, &b->batch_size, sizeof b->batch_size);
+    int weighted = b->kjt.weights != NULL;
+    h = sr_hash_bytes(h, &b->kjt.num_values, sizeof b->kjt.num_values);
+    h = sr_hash_bytes(h, &weighted, sizeof weighted);
+    return sr_hash_bytes(h, b->kjt.length_per_key, sizeof(int64_t) * (size_t)b->kjt.num_keys);
+}
+
+/* Batch i's compute on one rank with the plain EBC, from the lookup to the
+ * dense optimizer, its global loss sum to loss_dst: what a graph records. */
+static int plain_compute(struct sr_trainer *t, int64_t step, struct sr_batch *twin,
+                         const struct sr_step_scalars *scalars, float *loss_dst)
+{
+    int B = t->cfg->batch_size, rc;
+    if ((rc = emb_forward_start(t, twin, NULL)))
+        return rc;
+    sr_dlrm_forward_bottom(t->dlrm, twin->dense, B);
+    sr_dlrm_forward_top(t->dlrm, t->pooled, B, t->logits);
+    sr_grad_buckets_begin(t->buckets);
+    const float *loss_sum = sr_dlrm_backward_top(t->dlrm, twin->labels, NULL, B,
+                                                 1.0f / (float)t->global_batch, t->dpooled);
+    sr_dlrm_backward_bottom(t->dlrm, B);
+    emb_update(t, NULL, sr_lr_at(&t->lr_emb, step), step);
+    sr_trainer_optimizer_step_to(t, step, loss_sum, scalars, loss_dst);
+    return SR_OK;
+}
+
+/* The step as one graph launch: from step 3 on (the first steps size every
+ * lazily made plan and scratch), each ring slot's step is captured once and
+ * replayed while its batch shape stays the same; a new shape is run eagerly
+ * and captured again. Outside the graph: the step scalars' copy, the wait
+ * for the batch's copy, the next batch's take and copy (on the copy stream,
+ * issued before the graph instead of after the lookup), the loss's copy
+ * into the ring, the slot's events. */
+static int graphed_step(struct sr_trainer *t, int64_t step, struct sr_loader_slot *cur,
+                        const struct sr_step_scalars *scalars, int more)
+{
+    struct sr_pipe *p = &t->pipe;
+    struct sr_batch *twin = &cur->twin;
+    struct sr_step_graph *sg = &p->graphs[cur - p->loader.slots];
+    uint64_t shape = batch_shape(twin);
+    int rc;
+    sr_dev_stream_wait_event(t->dev, NULL, cur->copied);
+    sr_trace_set_thread_step(step + 1);
+    if (more)
+        ahead_start(t, step + 1);
+    sr_trace_set_thread_step(0);
+    if (sg->graph && (sg->twin != twin || sg->shape != shape)) {
+        t->dev->mem->graph_destroy(t->dev, sg->graph);
+        sg->graph = NULL;
+    }
+    if (!sg->graph && step >= 3) {
+        t->dev->mem->capture_begin(t->dev, NULL);
+        rc = plain_compute(t, step, twin, scalars, p->loss_stage);
+        sr_graph_t g = t->dev->mem->capture_end(t->dev, NULL);
+        if (rc) {
+            t->dev->mem->graph_destroy(t->dev, g);
+            return rc;
+        }
+        *sg = (struct sr_step_graph){.twin = twin, .shape = shape, .graph = g};
+    }
+    if (sg->graph) {
+        t->dev->mem->graph_launch(t->dev, sg->graph, NULL);
+        sr_dev_copy(t->dev, sr_loss_ring_push(&t->losses, step), p->loss_stage, sizeof(float),
+                    NULL);
+        p->graph_steps++;
+    } else if ((rc = plain_compute(t, step, twin, scalars, sr_loss_ring_push(&t->losses, step)))) {
+        return rc;
+    }
+    sr_dev_event_record(t->dev, cur->consumed, NULL);
+    sr_dev_event_sync(t->dev, cur->copied); /* the host batch is no longer read */
+    sr_loader_release(&p->loader);
+    p->ahead = more;
+    return SR_OK;
+}
+
 int sr_trainer_pipeline_step(struct sr_trainer *t, int64_t step)
 {
     struct sr_pipe *p = &t->pipe;
@@ -245,6 +334,8 @@ int sr_trainer_pipeline_step(struct sr_trainer *t, int64_t step)
     struct sr_batch *twin = &cur->twin;
     struct sr_sharded_ebc_batch *b = p->ctx[step & 1];
     const struct sr_step_scalars *scalars = sr_trainer_put_step_scalars(t, step);
+    if (p->loss_stage)
+        return graphed_step(t, step, cur, scalars, more);
 
     sr_dev_stream_wait_event(t->dev, NULL, cur->copied);
     if ((rc = emb_forward_start(t, twin, b)))
@@ -311,6 +402,13 @@ void sr_trainer_pipeline_stop(struct sr_trainer *t)
 
 void sr_trainer_pipeline_free(struct sr_trainer *t)
 {
+    for (int k = 0; k < SR_LOADER_SLOTS; k++)
+        if (t->pipe.graphs[k].graph) {
+            t->dev->mem->graph_destroy(t->dev, t->pipe.graphs[k].graph);
+            t->pipe.graphs[k].graph = NULL;
+        }
+    sr_dev_free(t->dev, t->pipe.loss_stage);
+    t->pipe.loss_stage = NULL;
     for (int k = 0; k < 2; k++) {
         sr_sharded_ebc_batch_free(t->pipe.ctx[k]);
         t->pipe.ctx[k] = NULL;

@@ -207,6 +207,10 @@ void sr_trainer_print_summary(const struct sr_trainer *t, const struct sr_traine
                 res->steady_first, res->steady_first + res->steady_steps - 1, t->dev->name, ms,
                 (double)t->global_batch * 1e3 / ms);
     }
+    if (t->pipe.loss_stage)
+        fprintf(f, "CUDA graphs: %" PRId64 " of %" PRId64 " steps replayed from a graph of the "
+                   "step (their stages are not timed one by one)\n",
+                t->pipe.graph_steps, res->steps);
     print_stages(t, f);
     if (cfg->pipeline == SR_PIPELINE_SPARSE_DIST)
         fprintf(f, "waited on data: %.3f ms per step (data.wait: the compute thread waiting for "

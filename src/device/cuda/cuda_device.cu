@@ -221,6 +221,33 @@ static void cu_free_host(struct sr_device *dev, void *p)
     SR_CU_CHECK(cudaFreeHost(p));
 }
 
+/* Graphs: stream capture in thread-local mode (other threads' CUDA calls,
+ * the loader's or a communicator's, are not affected), instantiated once. */
+static void cu_capture_begin(struct sr_device *dev, sr_stream_t s)
+{
+    SR_CU_CHECK(cudaStreamBeginCapture(sr_cu_stream(dev, s), cudaStreamCaptureModeThreadLocal));
+}
+
+static sr_graph_t cu_capture_end(struct sr_device *dev, sr_stream_t s)
+{
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    SR_CU_CHECK(cudaStreamEndCapture(sr_cu_stream(dev, s), &graph));
+    SR_CU_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+    SR_CU_CHECK(cudaGraphDestroy(graph));
+    return (sr_graph_t)exec;
+}
+
+static void cu_graph_launch(struct sr_device *dev, sr_graph_t g, sr_stream_t s)
+{
+    SR_CU_CHECK(cudaGraphLaunch((cudaGraphExec_t)g, sr_cu_stream(dev, s)));
+}
+
+static void cu_graph_destroy(struct sr_device *dev, sr_graph_t g)
+{
+    SR_CU_CHECK(cudaGraphExecDestroy((cudaGraphExec_t)g));
+}
+
 static const struct sr_mem_ops cu_mem_ops = {
     .alloc = cu_alloc,
     .free = cu_free,
@@ -240,6 +267,10 @@ static const struct sr_mem_ops cu_mem_ops = {
     .alloc_host = cu_alloc_host,
     .free_host = cu_free_host,
     .owns = cu_owns,
+    .capture_begin = cu_capture_begin,
+    .capture_end = cu_capture_end,
+    .graph_launch = cu_graph_launch,
+    .graph_destroy = cu_graph_destroy,
 };
 
 /* ---- the registry's entry points -------------------------------------------------- */
