@@ -68,7 +68,8 @@ static struct sr_device *pick_dut(const char *want)
                     sr_error_message());
         return d;
     }
-    fprintf(stderr, "test_backend_ops: SR_TEST_DEVICE=%s: expected cuda, deferred, opaque or cpu\n", want);
+    fprintf(stderr, "test_backend_ops: SR_TEST_DEVICE=%s: expected cuda, deferred, opaque or cpu\n",
+            want);
     return NULL;
 }
 
