@@ -160,9 +160,9 @@ $(BUILD)/tests/test_backend_ops: tests/test_backend_ops.c $(BACKEND_OPS_OBJS) $(
 # MPI test programs (tests/mpi/*.c, no cmocka), run under mpirun by tests/check_mpi_*.sh
 MPI_TEST_BINS := $(if $(HAVE_MPI),$(patsubst tests/mpi/%.c,$(BUILD)/tests/%,$(wildcard tests/mpi/*.c)))
 tests: $(MPI_TEST_BINS)
-$(BUILD)/tests/mpi_%: tests/mpi/mpi_%.c $(BUILD)/libshardrec.a
+$(BUILD)/tests/mpi_%: tests/mpi/mpi_%.c $(BUILD)/obj/tests/helpers/host_view.o $(BUILD)/libshardrec.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libshardrec.a $(LDFLAGS) $(LDLIBS)
+	$(CC) $(CFLAGS) -Itests -o $@ $< $(BUILD)/obj/tests/helpers/host_view.o $(BUILD)/libshardrec.a $(LDFLAGS) $(LDLIBS)
 
 # Benchmark programs (bench/*.c), built with the tests so that CI compiles them
 BENCH_BINS := $(patsubst bench/%.c,$(BUILD)/bench/%,$(wildcard bench/*.c))

@@ -17,6 +17,7 @@
 
 #include <cmocka.h>
 
+#include "helpers/host_view.h"
 #include "shardrec/device.h"
 #include "shardrec/dlrm.h"
 #include "shardrec/error.h"
@@ -479,7 +480,7 @@ static void check_dlrm(const float *mask)
     fill(pooled, DB * DF * DD, 61, 1.0);
     struct ref_model r = {.cfg = cfg, .scale = 1.0 / DB};
     r.params = malloc(sizeof(double) * n);
-    to_double(r.params, params, n);
+    to_double(r.params, HV(params), n);
     to_double(r.dense, dense, DB * DN);
     to_double(r.pooled, pooled, DB * DF * DD);
     to_double(r.labels, labels, DB);
@@ -494,7 +495,7 @@ static void check_dlrm(const float *mask)
 
     const float *loss_dev = sr_dlrm_backward(m, labels, mask, DB, (float)r.scale, dpooled);
     host_wait();
-    double loss = *loss_dev, want_loss = ref_objective(&r) / r.scale;
+    double loss = *HV(loss_dev), want_loss = ref_objective(&r) / r.scale;
     assert_true(fabs(loss - want_loss) < 1e-5 * (1.0 + want_loss));
 
     double *g = malloc(sizeof(double) * n), gp[DB * DF * DD];
@@ -502,7 +503,7 @@ static void check_dlrm(const float *mask)
     fd_grad(r.pooled, DB * DF * DD, ref_objective, &r, gp);
     expect_nonzero("dlrm grads", g, n);
     expect_nonzero("dlrm dpooled", gp, DB * DF * DD);
-    expect_close("dlrm grads", grads, g, n, 2e-5, 1e-3);
+    expect_close("dlrm grads", HV(grads), g, n, 2e-5, 1e-3);
     expect_close("dlrm dpooled", dpooled, gp, DB * DF * DD, 2e-5, 1e-3);
 
     /* A second backward overwrites (does not accumulate) the gradient block. */
@@ -510,7 +511,7 @@ static void check_dlrm(const float *mask)
     host_wait();
     sr_dlrm_backward(m, labels, mask, DB, (float)r.scale, dpooled);
     host_wait();
-    expect_close("dlrm grads after a second backward", grads, g, n, 2e-5, 1e-3);
+    expect_close("dlrm grads after a second backward", HV(grads), g, n, 2e-5, 1e-3);
     free(g);
     free(r.params);
     sr_dlrm_free(m);
@@ -544,19 +545,20 @@ static void test_dlrm_mask_equals_dropping(void **state)
     host_wait();
     const float *loss_dev = sr_dlrm_backward(m, labels, mask, DB, 0.125f, dp);
     host_wait();
-    double masked = *loss_dev;
+    double masked = *HV(loss_dev);
     float *g_masked = malloc(sizeof(float) * n);
-    memcpy(g_masked, grads, sizeof(float) * n);
+    memcpy(g_masked, HV(grads), sizeof(float) * n);
     for (int i = 3 * DF * DD; i < DB * DF * DD; i++)
         assert_true(dp[i] == 0.0f);
     sr_dlrm_forward(m, dense, pooled, 3, logits);
     host_wait();
     assert_ptr_equal(sr_dlrm_backward(m, labels, NULL, 3, 0.125f, dp), loss_dev);
     host_wait();
-    double dropped = *loss_dev;
+    double dropped = *HV(loss_dev);
     assert_true(fabs(masked - dropped) < 1e-9);
+    const float *gv = HV(grads);
     for (size_t i = 0; i < n; i++)
-        assert_true(fabs(g_masked[i] - grads[i]) <= 1e-6f * (1.0f + fabsf(grads[i])));
+        assert_true(fabs(g_masked[i] - gv[i]) <= 1e-6f * (1.0f + fabsf(gv[i])));
     free(g_masked);
     sr_dlrm_free(m);
 }
@@ -594,19 +596,20 @@ static void test_dlrm_tensors_and_init(void **state)
         /* Reference init: std * N(0,1) keyed by (seed, tensor name, element). */
         int64_t numel = ndim == 2 ? shape[0] * shape[1] : shape[0];
         double std = ndim == 2 ? sqrt(2.0 / (double)(shape[0] + shape[1])) : sqrt(1.0 / shape[0]);
+        const float *hv = HV(data);
         for (int64_t k = 0; k < numel; k++) {
             double want = std * sr_rng_normal(123, sr_rng_stream_of(name), (uint64_t)k);
-            assert_true(fabs(data[k] - want) <= 1e-6 * (1.0 + fabs(want)));
+            assert_true(fabs(hv[k] - want) <= 1e-6 * (1.0 + fabs(want)));
         }
         off += (size_t)numel;
     }
     assert_int_equal(off, n);
     /* Same seed, same model; another seed, another model. */
     assert_int_equal(sr_dlrm_init(&m2, cpu(), &cfg, 16, 123), SR_OK);
-    assert_memory_equal(params, sr_dlrm_params(m2, NULL), n * sizeof(float));
+    assert_memory_equal(HV(params), HV(sr_dlrm_params(m2, NULL)), n * sizeof(float));
     sr_dlrm_free(m2);
     assert_int_equal(sr_dlrm_init(&m2, cpu(), &cfg, 4, 124), SR_OK);
-    assert_memory_not_equal(params, sr_dlrm_params(m2, NULL), n * sizeof(float));
+    assert_memory_not_equal(HV(params), HV(sr_dlrm_params(m2, NULL)), n * sizeof(float));
     sr_dlrm_free(m2);
     sr_dlrm_free(m);
     sr_dlrm_free(NULL);
@@ -647,13 +650,13 @@ static void test_dlrm_grad_hook_and_split(void **state)
     host_wait();
     const float *loss_dev = sr_dlrm_backward(m, labels, NULL, DB, 0.2f, da);
     host_wait();
-    float loss_a = *loss_dev;
+    float loss_a = *HV(loss_dev);
     assert_int_equal(h.calls, 5);
     assert_int_equal(h.next_end, 0);
     for (size_t i = 0; i < n; i++)
         assert_int_equal(h.seen[i], 1);
     float *ga = malloc(sizeof(float) * n);
-    memcpy(ga, grads, sizeof(float) * n);
+    memcpy(ga, HV(grads), sizeof(float) * n);
     sr_dlrm_set_grad_ready(m, NULL, NULL);
     /* Split halves give bit-identical results (and reruns are bit-exact). */
     sr_dlrm_forward_bottom(m, dense, DB);
@@ -666,8 +669,8 @@ static void test_dlrm_grad_hook_and_split(void **state)
     host_wait();
     assert_memory_equal(la, lb, sizeof(la));
     assert_memory_equal(da, db, sizeof(da));
-    assert_memory_equal(ga, grads, n * sizeof(float));
-    assert_true(loss_b == loss_dev && loss_a == *loss_b); /* the model's one loss slot */
+    assert_memory_equal(ga, HV(grads), n * sizeof(float));
+    assert_true(loss_b == loss_dev && loss_a == *HV(loss_b)); /* the model's one loss slot */
     free(ga);
     sr_dlrm_free(m);
 }
@@ -702,15 +705,15 @@ static void test_dlrm_k_bitexact(void **state)
         host_wait();
         const float *loss_dev = sr_dlrm_backward(m, labels, NULL, B, 1.0f / B, dp[run]);
         host_wait();
-        loss[run] = *loss_dev;
+        loss[run] = *HV(loss_dev);
         if (run == 0)
-            memcpy(g0, grads, sizeof(float) * n);
+            memcpy(g0, HV(grads), sizeof(float) * n);
     }
     assert_true(loss[0] == loss[1]);
     assert_true(loss[0] > 0.3 * B && loss[0] < 1.5 * B); /* near log 2 per sample at init */
     assert_memory_equal(logits[0], logits[1], sizeof(logits[0]));
     assert_memory_equal(dp[0], dp[1], sizeof(float) * B * 416);
-    assert_memory_equal(g0, grads, sizeof(float) * n);
+    assert_memory_equal(g0, HV(grads), sizeof(float) * n);
     assert_int_equal(sr_dlrm_flops_per_sample(&cfg),
                      2 * (13 * 512 + 512 * 256 + 256 * 64 + 64 * 16 + 367 * 512 + 512 * 256 +
                           256 * 1 + 351 * 16));

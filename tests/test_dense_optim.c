@@ -19,6 +19,7 @@
 
 #include <cmocka.h>
 
+#include "helpers/host_view.h"
 #include "shardrec/device.h"
 #include "shardrec/dlrm.h"
 #include "shardrec/error.h"
@@ -206,7 +207,7 @@ static void test_scalars_from_device(void **state)
         sr_dense_optim_step(ref, want, grads[t - 1], &sc);
         host_wait();
     }
-    assert_memory_equal(w, want, sizeof want);
+    assert_memory_equal(HV(w), want, sizeof want);
     sr_dense_optim_free(o);
     sr_dense_optim_free(ref);
     sr_dev_free(dev, w);

@@ -22,6 +22,7 @@
 
 #include <cmocka.h>
 
+#include "helpers/host_view.h"
 #include "shardrec/device.h"
 #include "shardrec/ebc.h"
 #include "shardrec/error.h"
@@ -160,13 +161,14 @@ struct ref_ctx {
     double *pooled;       /* forward: (B, out_dim) */
     const float *dpooled; /* backward: (B, out_dim) */
     double *grad[MAX_T];  /* backward: (E, D) per table */
+    const float *weights[MAX_T]; /* forward: the host's view of each table */
 };
 
 static void ref_pool_id(void *p, int f, int b, int col, int64_t row, double scale)
 {
     struct ref_ctx *x = p;
     int t = x->c->feature_table[f], d = x->c->tables[t].embedding_dim;
-    const float *w = sr_ebc_weights(x->ebc, t) + row * d;
+    const float *w = x->weights[t] + row * d;
     for (int j = 0; j < d; j++)
         x->pooled[(size_t)b * x->out_dim + col + j] += scale * w[j];
 }
@@ -229,6 +231,8 @@ static void check_forward(struct sr_ebc *ebc, const struct sr_kjt *kjt, const fl
     struct ref_ctx x = {.c = c, .ebc = ebc, .out_dim = ref_out_dim(c)};
     assert_int_equal(sr_ebc_out_dim(ebc), x.out_dim);
     x.pooled = calloc((size_t)kjt->stride * x.out_dim, sizeof(double));
+    for (int t = 0; t < c->num_tables; t++)
+        x.weights[t] = HV(sr_ebc_weights(ebc, t));
     ref_walk(c, kjt, ref_pool_id, &x);
     for (int64_t i = 0; i < (int64_t)kjt->stride * x.out_dim; i++)
         assert_close(pooled[i], x.pooled[i], 1e-5, "pooled", i);
@@ -243,7 +247,7 @@ static float **snapshot(struct sr_ebc *ebc)
     for (int t = 0; t < c->num_tables; t++) {
         size_t n = (size_t)c->tables[t].num_embeddings * c->tables[t].embedding_dim;
         w[t] = malloc(n * sizeof(float));
-        memcpy(w[t], sr_ebc_weights(ebc, t), n * sizeof(float));
+        memcpy(w[t], HV(sr_ebc_weights(ebc, t)), n * sizeof(float));
     }
     return w;
 }
@@ -266,7 +270,7 @@ static void check_sgd_step(struct sr_ebc *ebc, float **before, const struct sr_k
                            sizeof(double));
     ref_walk(c, kjt, ref_grad_id, &x);
     for (int t = 0; t < c->num_tables; t++) {
-        const float *w = sr_ebc_weights(ebc, t);
+        const float *w = HV(sr_ebc_weights(ebc, t));
         int64_t n = c->tables[t].num_embeddings * c->tables[t].embedding_dim;
         for (int64_t i = 0; i < n; i++) {
             if (x.grad[t][i] == 0.0)
@@ -337,8 +341,8 @@ static void test_forward_backward_mixed(void **state)
     host_wait();
     check_sgd_step(ebc, before, &k->kjt, dpooled, 0.5f);
     /* t0 row 3 collects 6 ids from f0 and f2 in one update; row 2 none */
-    assert_true(sr_ebc_weights(ebc, 0)[3 * 4] != before[0][3 * 4]);
-    assert_memory_equal(sr_ebc_weights(ebc, 0) + 2 * 4, before[0] + 2 * 4, 4 * sizeof(float));
+    assert_true(HV(sr_ebc_weights(ebc, 0))[3 * 4] != before[0][3 * 4]);
+    assert_memory_equal(HV(sr_ebc_weights(ebc, 0)) + 2 * 4, before[0] + 2 * 4, 4 * sizeof(float));
 
     /* a second, smaller batch reuses the workspaces */
     snapshot_free(before);
@@ -428,15 +432,15 @@ static void test_init_matches_counter_rng(void **state)
         char name[96];
         snprintf(name, sizeof name, "emb.%s.weight", tc->name);
         uint64_t stream = sr_rng_stream_of(name);
-        const float *w = sr_ebc_weights(ebc, t);
+        const float *w = HV(sr_ebc_weights(ebc, t));
         for (int64_t i = 0; i < tc->num_embeddings * tc->embedding_dim; i++) {
             float want = (float)(-bound + 2.0 * bound * sr_rng_uniform(1234, stream, i));
             assert_true(w[i] == want);
             assert_true(fabsf(w[i]) <= (float)bound);
         }
     }
-    assert_true(memcmp(sr_ebc_weights(ebc, 0), sr_ebc_weights(ebc, 2), 3 * sizeof(float)) != 0);
-    const float *s = sr_ebc_optim_state(ebc, 1); /* adagrad starts at 0 */
+    assert_true(memcmp(HV(sr_ebc_weights(ebc, 0)), HV(sr_ebc_weights(ebc, 2)), 3 * sizeof(float)) != 0);
+    const float *s = HV(sr_ebc_optim_state(ebc, 1)); /* adagrad starts at 0 */
     for (int i = 0; i < 7 * 8; i++)
         assert_true(s[i] == 0.0f);
     sr_ebc_free(ebc);
@@ -675,8 +679,8 @@ static void test_eval_forward_keeps_training_ids(void **state)
     host_wait();
     for (int t = 0; t < 3; t++) {
         size_t n = (size_t)c.tables[t].num_embeddings * c.tables[t].embedding_dim;
-        assert_memory_equal(sr_ebc_weights(plain, t), sr_ebc_weights(mixed, t), n * 4);
-        assert_memory_equal(sr_ebc_optim_state(plain, t), sr_ebc_optim_state(mixed, t), n * 4);
+        assert_memory_equal(HV(sr_ebc_weights(plain, t)), HV(sr_ebc_weights(mixed, t)), n * 4);
+        assert_memory_equal(HV(sr_ebc_optim_state(plain, t)), HV(sr_ebc_optim_state(mixed, t)), n * 4);
     }
     free(dpooled);
     free(k);
@@ -732,7 +736,7 @@ static void test_update_reads_device_scalars(void **state)
 
     for (int t = 0; t < c.cfg.num_tables; t++) {
         size_t n = (size_t)c.cfg.tables[t].num_embeddings * c.cfg.tables[t].embedding_dim;
-        assert_memory_equal(sr_ebc_weights(got, t), sr_ebc_weights(want, t), n * sizeof(float));
+        assert_memory_equal(HV(sr_ebc_weights(got, t)), HV(sr_ebc_weights(want, t)), n * sizeof(float));
     }
     sr_dev_free_host(dev, slots);
     sr_dev_free(dev, block);

@@ -28,6 +28,7 @@
 
 #include <cmocka.h>
 
+#include "helpers/host_view.h"
 #include "shardrec/alloc.h"
 #include "shardrec/ebc.h"
 #include "shardrec/error.h"
@@ -226,7 +227,8 @@ static void run_optimizer(struct sr_optim_config o, struct doc_hparams hp, doubl
     assert_int_equal(sr_ebc_init(&ebc, sr_device_cpu(), &c.cfg, &o, B, 8, 7), SR_OK);
     const int ns = state_len(o.kind);
     struct ref x = {.o = hp};
-    float *w = sr_ebc_weights(ebc, 0), *s = sr_ebc_optim_state(ebc, 0);
+    float *wd = sr_ebc_weights(ebc, 0), *sd = sr_ebc_optim_state(ebc, 0); /* device */
+    const float *w = HV(wd), *s = HV(sd); /* the host's views, taken after each step */
     float w0[E * D], s_prev[2 * E * D], w_prev[E * D];
     memcpy(w0, w, sizeof w0);
     for (int i = 0; i < E * D; i++)
@@ -253,6 +255,7 @@ static void run_optimizer(struct sr_optim_config o, struct doc_hparams hp, doubl
         host_wait();
         sr_ebc_backward(ebc, dpooled, (float)lr, step + 1);
         host_wait();
+        w = HV(wd), s = HV(sd);
         ref_grads(step, scale, g, touched);
         for (int r = 0; r < E; r++)
             if (touched[r])
@@ -314,7 +317,8 @@ static void test_eps_moves_first_update(void **state)
         struct sr_optim_config o = sr_optim_config_default(kinds[k]);
         double eps = documented(kinds[k]).eps, lr = 0.5;
         assert_int_equal(sr_ebc_init(&ebc, sr_device_cpu(), &c.cfg, &o, B, 8, 7), SR_OK);
-        float *w = sr_ebc_weights(ebc, 0), w0[E * D], pooled[B * F * D], dpooled[B * F * D];
+        float *wd = sr_ebc_weights(ebc, 0), w0[E * D], pooled[B * F * D], dpooled[B * F * D];
+        const float *w = HV(wd);
         memcpy(w0, w, sizeof w0);
         for (int i = 0; i < B * F * D; i++)
             dpooled[i] = (float)eps; /* every g of row 5 (bag (b, 0), once) is eps */
@@ -324,6 +328,7 @@ static void test_eps_moves_first_update(void **state)
         host_wait();
         sr_ebc_backward(ebc, dpooled, (float)lr, 1);
         host_wait();
+        w = HV(wd);
         /* adagrad: s = g^2; rowwise: s_r = mean(g^2) = g^2; adam: m^ = g, v^ = g^2.
          * In each case w -= lr * g / (g + eps) = lr / 2. */
         for (int cc = 0; cc < D; cc++) {
@@ -351,7 +356,8 @@ static void test_sgd_first_step_by_hand(void **state)
     struct sr_ebc *ebc = NULL;
     struct sr_optim_config o = sr_optim_config_default(SR_OPTIM_SGD);
     assert_int_equal(sr_ebc_init(&ebc, sr_device_cpu(), &c.cfg, &o, B, 8, 7), SR_OK);
-    float *w = sr_ebc_weights(ebc, 0), w0[E * D], pooled[B * F * D], dpooled[B * F * D];
+    float *wd = sr_ebc_weights(ebc, 0), w0[E * D], pooled[B * F * D], dpooled[B * F * D];
+    const float *w = HV(wd);
     memcpy(w0, w, sizeof w0);
     for (int i = 0; i < B * F * D; i++)
         dpooled[i] = (float)(i + 1);
@@ -365,6 +371,7 @@ static void test_sgd_first_step_by_hand(void **state)
     }
     sr_ebc_backward(ebc, dpooled, 0.5f, 1);
     host_wait();
+    w = HV(wd);
     for (int cc = 0; cc < D; cc++) {
         assert_true(w[1 * D + cc] == w0[1 * D + cc] - 0.5f * (2.0f * (float)(cc + 1)));
         assert_true(w[5 * D + cc] == w0[5 * D + cc] - 0.5f * (float)(D + cc + 1));
@@ -407,7 +414,8 @@ static void test_adam_leaves_untouched_rows_state(void **state)
     struct sr_ebc *ebc = NULL;
     struct sr_optim_config o = sr_optim_config_default(SR_OPTIM_ADAM);
     assert_int_equal(sr_ebc_init(&ebc, sr_device_cpu(), &c.cfg, &o, B, 8, 7), SR_OK);
-    float *w = sr_ebc_weights(ebc, 0), *m = sr_ebc_optim_state(ebc, 0), *v = m + E * D;
+    float *wd = sr_ebc_weights(ebc, 0), *md = sr_ebc_optim_state(ebc, 0); /* device */
+    const float *w, *m, *v;
     float m5[D], v5[D], w5[D], m4[D], v4[D], w4[D], pooled[B * F * D], dpooled[B * F * D];
     for (int step = 0; step < STEPS; step++) {
         struct step_kjt k;
@@ -418,6 +426,7 @@ static void test_adam_leaves_untouched_rows_state(void **state)
         host_wait();
         sr_ebc_backward(ebc, dpooled, 0.01f, step + 1);
         host_wait();
+        w = HV(wd), m = HV(md), v = m + E * D;
         if (step == 0) {
             memcpy(m5, m + 5 * D, sizeof m5);
             memcpy(v5, v + 5 * D, sizeof v5);

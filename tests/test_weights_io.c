@@ -19,6 +19,7 @@
 
 #include <cmocka.h>
 
+#include "helpers/host_view.h"
 #include "helpers/tmpdir.h"
 
 #include "shardrec/alloc.h"
@@ -89,13 +90,13 @@ static void model_free(struct model *m)
 static int models_equal(struct model *a, struct model *b)
 {
     size_t na, nb;
-    const float *pa = sr_dlrm_params(a->dlrm, &na), *pb = sr_dlrm_params(b->dlrm, &nb);
+    const float *pa = HV(sr_dlrm_params(a->dlrm, &na)), *pb = HV(sr_dlrm_params(b->dlrm, &nb));
     if (na != nb || memcmp(pa, pb, sizeof(float) * na) != 0)
         return 0;
     for (int t = 0; t < F; t++) {
         size_t bytes = sizeof(float) * (size_t)a->tables[t].num_embeddings * D;
         if (a->tables[t].num_embeddings != b->tables[t].num_embeddings ||
-            memcmp(sr_ebc_weights(a->ebc, t), sr_ebc_weights(b->ebc, t), bytes) != 0)
+            memcmp(HV(sr_ebc_weights(a->ebc, t)), HV(sr_ebc_weights(b->ebc, t)), bytes) != 0)
             return 0;
     }
     return 1;
@@ -199,16 +200,19 @@ static void write_subset(const char *path, struct model *a, const char *const *d
     struct sr_st_tensor t[32];
     int n = 0;
     char names[F][32];
+    const float *params = HV(sr_dlrm_params(a->dlrm, NULL)); /* the host's view: 1 + F in all */
     for (int i = 0; i < sr_dlrm_num_tensors(a->dlrm); i++) {
         float *data;
         sr_dlrm_tensor(a->dlrm, i, &t[n].name, &t[n].ndim, t[n].shape, &data);
-        t[n].data = data;
+        t[n].data = params + sr_dlrm_tensor_offset(a->dlrm, i);
         n++;
     }
     for (int k = 0; k < F; k++) {
         snprintf(names[k], sizeof names[k], "emb.t%d.weight", k);
-        t[n] = (struct sr_st_tensor){
-            .name = names[k], .ndim = 2, .shape = {rows[k], D}, .data = sr_ebc_weights(a->ebc, k)};
+        t[n] = (struct sr_st_tensor){.name = names[k],
+                                     .ndim = 2,
+                                     .shape = {rows[k], D},
+                                     .data = HV(sr_ebc_weights(a->ebc, k))};
         n++;
     }
     int kept = 0;
@@ -270,7 +274,8 @@ static void test_non_finite(void **state)
     snprintf(path, sizeof path, "%s", path_of("nan.safetensors"));
     model_init(&a, rows, 8, 1);
     model_init(&b, rows, 8, 2);
-    sr_ebc_weights(a.ebc, 0)[5] = NAN;
+    const float nan = NAN;
+    sr_test_host_put(sr_ebc_weights(a.ebc, 0) + 5, &nan, sizeof nan);
     assert_int_equal(sr_weights_save(path, a.dlrm, a.ebc), SR_OK);
     expect_load_error(path, &b, SR_ERR_NUMERIC, "tensor emb.t0.weight holds nan at flat index 5");
     expect_load_error(path_of("absent.safetensors"), &b, SR_ERR_IO, "cannot open");

@@ -302,8 +302,8 @@ enum sr_comm_memory sr_comm_memory(sr_comm_t comm);
 /* Prepare `comm` to move `buf`, an allocation of its bound device that the
  * host cannot address (any pointer into it): a staging communicator makes
  * the allocation's host mirror now instead of at its first collective, so a
- * training loop allocates nothing. A no-op everywhere else (NULL comm or
- * buf included). Not collective. */
+ * training loop allocates nothing. A no-op everywhere else (a world of one,
+ * a NULL comm or buf included). Not collective. */
 void sr_comm_register(sr_comm_t comm, const void *buf);
 
 /* The device whose streams this communicator's collectives are ordered on

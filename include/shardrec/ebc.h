@@ -62,8 +62,8 @@ int sr_ebc_out_dim(const struct sr_ebc *ebc);
  * batches do both in sr_batch_check_ids), because forward never reads ids or
  * lengths on the host. It reads the per-feature id counts from
  * kjt->length_per_key (host memory; sr_kjt_fill_length_per_key), or, when
- * that is NULL, from the offsets, which must then be host-addressable (a
- * host-visible device; otherwise that aborts).
+ * that is NULL, from the offsets, which must then be host-addressable (host
+ * memory, or a host-visible device's; otherwise that aborts).
  * Checks, each returning an error status with pooled untouched (SR_ERR_INVALID_ARG):
  * num_keys == F and keys (when present) equal to the config's feature names
  * in order, B <= max_batch, N <= max_values, arrays present, weights present

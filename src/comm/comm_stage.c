@@ -104,7 +104,8 @@ static struct mirror *mirror_of(sr_comm_t c, char *base, size_t bytes)
         if (!m->base && !slot)
             slot = m;
     }
-    for (int i = 0; !slot && i < MIRRORS_MAX; i++) {
+    const int empty = slot != NULL;
+    for (int i = 0; !empty && i < MIRRORS_MAX; i++) { /* none free: the least recently used idle one */
         struct mirror *m = &st->mirrors[i];
         if (!m->busy && (!slot || m->used < slot->used))
             slot = m;
@@ -126,7 +127,7 @@ void sr_comm_register(sr_comm_t c, const void *buf)
 {
     void *base;
     size_t bytes;
-    if (c && sr_stage_on(c) && sr_dev_hidden(c->dev, buf, &base, &bytes))
+    if (c && c->size > 1 && sr_stage_on(c) && sr_dev_hidden(c->dev, buf, &base, &bytes))
         mirror_of(c, base, bytes);
 }
 

@@ -242,12 +242,13 @@ static int check_weights(const struct sr_ebc *e, const struct sr_kjt *kjt)
 }
 
 /* Ids of feature f: the KJT's host-side length_per_key (the loader's), or,
- * on a host-visible device without it, its offsets. */
+ * without it, its offsets when the host can read them. */
 static int64_t feature_ids(const struct sr_ebc *e, const struct sr_kjt *kjt, int f)
 {
     if (kjt->length_per_key)
         return kjt->length_per_key[f];
-    SR_ASSERT(e->dev->host_visible); /* else the offsets are device memory: fill length_per_key */
+    /* offsets in memory the host cannot read: the caller must fill length_per_key */
+    SR_ASSERT(!sr_dev_hidden(e->dev, kjt->offsets, NULL, NULL));
     return sr_kjt_bag_begin(kjt, f, kjt->stride) - sr_kjt_bag_begin(kjt, f, 0);
 }
 

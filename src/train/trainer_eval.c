@@ -53,7 +53,7 @@ int sr_trainer_init_eval(struct sr_trainer *t)
     if (t->eval_batches == 0)
         return SR_OK;
     size_t local = (size_t)t->eval_batches * B;
-    t->eval_pred = sr_aligned_alloc(sizeof(float) * local);
+    t->eval_pred = sr_dev_alloc_host(t->dev, sizeof(float) * local); /* the logits' copy */
     t->eval_labels = sr_aligned_alloc(sizeof(float) * local);
     t->eval_pred_all = sr_aligned_alloc(sizeof(float) * local * W);
     t->eval_labels_all = sr_aligned_alloc(sizeof(float) * local * W);
@@ -63,7 +63,8 @@ int sr_trainer_init_eval(struct sr_trainer *t)
 
 void sr_trainer_free_eval(struct sr_trainer *t)
 {
-    sr_free(t->eval_pred);
+    if (t->eval_pred)
+        sr_dev_free_host(t->dev, t->eval_pred);
     sr_free(t->eval_labels);
     sr_free(t->eval_pred_all);
     sr_free(t->eval_labels_all);

@@ -96,7 +96,7 @@ struct sr_trainer {
     int64_t log_every;                  /* rank 0's log interval, on every rank */
     /* evaluation */
     int64_t eval_batches; /* global evaluation batches per pass */
-    float *eval_pred;     /* (eval_batches*B) host: this rank's probabilities */
+    float *eval_pred;     /* (eval_batches*B) pinned host: this rank's probabilities */
     float *eval_labels;   /* (eval_batches*B) host: 0/1, or -1 for padding */
     float *eval_pred_all; /* (W*eval_batches*B) host: gathered */
     float *eval_labels_all;

@@ -41,6 +41,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "helpers/host_view.h"
 #include "shardrec/alloc.h"
 #include "shardrec/comm.h"
 #include "shardrec/ebc.h"
@@ -439,7 +440,7 @@ static void compare_tables(struct sr_sharded_ebc *s, struct sr_ebc *ref, const s
         const int64_t n = c->tables[t].num_embeddings * c->tables[t].embedding_dim;
         float *full = w->rank == 0 ? sr_calloc((size_t)n, sizeof(float)) : NULL;
         CHECK(sr_sharded_ebc_gather_table(s, t, full) == SR_OK, "gather: %s", sr_error_message());
-        const float *want = sr_ebc_weights(ref, t);
+        const float *want = HV(sr_ebc_weights(ref, t));
         int64_t bad = 0, first = -1;
         for (int64_t i = 0; w->rank == 0 && i < n; i++)
             if (!close_to(full[i], want[i]))
@@ -809,6 +810,7 @@ static void run_interleaved(const char *name, const struct tcfg *c, const struct
     float *dp = sr_calloc((size_t)B * D, sizeof(float));
 
     for (int step = 1; step <= ISTEPS; step++) {
+        sr_dev_sync(sr_device_cpu(), NULL); /* the last step's queued ops have read dp */
         for (int64_t i = 0; i < (int64_t)B * D; i++)
             dp[i] = dpooled_at(step, (int64_t)w->rank * B + i / D, (int)(i % D));
         CHECK(sr_sharded_ebc_forward(seq.s, &seq.bt[step].kjt, seq.pooled[step]) == SR_OK,

@@ -38,10 +38,12 @@
  *   val_a/b   (N)      uint64 (pooled offset | float scale << 32), ping-pong
  *   sort      cub's temporary storage for N items
  *
- * The first three are per-layout data, written once by workspace_init (through
- * kernel arguments, so no op waits for the host); per-step host arrays
- * (feature_pos) travel as kernel arguments. Nothing here synchronises with the
- * host or allocates.
+ * The first three are per-layout data, written once by workspace_init (an
+ * upload kernel whose arguments carry them; it waits for it, as a set-up
+ * call); per-step host arrays (feature_pos) travel as kernel arguments. No
+ * other op synchronises with the host or allocates, so every op must be given
+ * the layout (the same tables, weight and state pointers) that workspace_init
+ * was given.
  */
 #include <stdint.h>
 #include <string.h>
@@ -56,15 +58,16 @@ extern "C" {
 #include "shardrec/alloc.h"
 }
 
-#define FWD_THREADS  256
-#define BWD_THREADS  128
-#define FWD_ROWS     4    /* rows of a bag in flight per lane */
-#define BWD_ROWS     4    /* ids of a run in flight per lane */
-#define POS_SMALL    64   /* features whose positions travel in a small launch */
-#define POS_LARGE    3072 /* ... in a large one (24 KiB of arguments) */
-#define UPLOAD_BYTES 4096
-#define WS_ALIGN     256
-#define SMEM_MAX     (48 << 10)
+#define FWD_THREADS         256
+#define BWD_THREADS         128
+#define FWD_ROWS            4    /* rows of a bag in flight per lane */
+#define BWD_ROWS            4    /* ids of a run in flight per lane */
+#define POS_SMALL           64   /* features whose positions travel in a small launch */
+#define POS_LARGE           3072 /* ... in a large one (24 KiB of arguments) */
+#define UPLOAD_BYTES        4096
+#define WS_ALIGN            256
+#define SMEM_MAX            (48 << 10)
+#define GROUP_SMEM(max_dim) (2 * (max_dim) + 16) /* floats of a backward group (row-wise) */
 
 struct cu_table {
     float *weight;
@@ -156,7 +159,19 @@ __device__ __forceinline__ uint64_t pack_val(int src, float scale)
     return (uint64_t)(uint32_t)src | ((uint64_t)__float_as_uint(scale) << 32);
 }
 
-/* Σ over the bag's ids [s, e) of w_i * row_i[c .. c + W), in bag order. */
+__device__ __forceinline__ uint32_t val_src(uint64_t v)
+{
+    return (uint32_t)v;
+}
+
+__device__ __forceinline__ float val_scale(uint64_t v)
+{
+    return __uint_as_float((uint32_t)(v >> 32));
+}
+
+/* Σ over the bag's ids [s, e) of w_i * row_i[c .. c + W), in bag order. The
+ * loads of a batch are unconditional (past the end they repeat the last id,
+ * which is not added), so all FWD_ROWS rows are in flight together. */
 template <int W>
 __device__ __forceinline__ sr_cu_vec<W> pool_chunk(const float *weight, int d,
                                                    const int64_t *values, const float *wts,
@@ -169,12 +184,13 @@ __device__ __forceinline__ sr_cu_vec<W> pool_chunk(const float *weight, int d,
         sr_cu_vec<W> x[FWD_ROWS];
 #pragma unroll
         for (int u = 0; u < FWD_ROWS; u++) {
-            id[u] = i + u < e ? __ldg(values + i + u) : 0;
-            w[u] = i + u < e && wts ? __ldg(wts + i + u) : 1.0f;
+            const int64_t at = i + u < e ? i + u : e - 1;
+            id[u] = __ldg(values + at);
+            w[u] = wts ? __ldg(wts + at) : 1.0f;
         }
 #pragma unroll
         for (int u = 0; u < FWD_ROWS; u++)
-            x[u] = i + u < e ? sr_cu_ldg<W>(weight + id[u] * d + c) : sr_cu_zero<W>();
+            x[u] = sr_cu_ldg<W>(weight + id[u] * d + c);
 #pragma unroll
         for (int u = 0; u < FWD_ROWS; u++)
             if (i + u < e)
@@ -249,42 +265,53 @@ __device__ __forceinline__ int table_of(const uint64_t *bases, int num_tables, u
 }
 
 /* Columns [c, c + W) of the gradient of the row whose sorted ids start at j:
- * Σ scale_i * dpooled[src_i + c ..] over the run of equal keys, in order. */
+ * Σ scale_i * dpooled[src_i + c ..] over the run of equal keys, in order. v0
+ * is the run's first value (vals[j]), loaded early by the caller. */
 template <int W, typename K>
-__device__ __forceinline__ sr_cu_vec<W> run_grad(const bwd_params<K> &p, int j, K key, int c)
+__device__ __forceinline__ sr_cu_vec<W> run_grad(const bwd_params<K> &p, int j, K key, uint64_t v0,
+                                                 int c)
 {
-    sr_cu_vec<W> acc = sr_cu_zero<W>();
-    for (int m = j;; m += BWD_ROWS) {
+    sr_cu_vec<W> acc =
+        sr_cu_axpy<W>(sr_cu_zero<W>(), val_scale(v0), sr_cu_ldg<W>(p.dpooled + val_src(v0) + c));
+    for (int m = j + 1;; m += BWD_ROWS) {
         bool ok[BWD_ROWS];
         uint64_t v[BWD_ROWS];
         sr_cu_vec<W> x[BWD_ROWS];
+        K kk[BWD_ROWS];
+#pragma unroll
+        for (int u = 0; u < BWD_ROWS; u++) /* all in flight: past the end, the last key */
+            kk[u] = p.keys[m + u < p.n ? m + u : p.n - 1];
         bool run = true;
 #pragma unroll
         for (int u = 0; u < BWD_ROWS; u++) {
-            run = run && m + u < p.n && p.keys[m + u] == key;
+            run = run && m + u < p.n && kk[u] == key;
             ok[u] = run;
         }
+        if (!ok[0])
+            return acc;
 #pragma unroll
         for (int u = 0; u < BWD_ROWS; u++)
             v[u] = ok[u] ? p.vals[m + u] : 0;
 #pragma unroll
         for (int u = 0; u < BWD_ROWS; u++)
-            x[u] = ok[u] ? sr_cu_ldg<W>(p.dpooled + (uint32_t)v[u] + c) : sr_cu_zero<W>();
+            x[u] = ok[u] ? sr_cu_ldg<W>(p.dpooled + val_src(v[u]) + c) : sr_cu_zero<W>();
 #pragma unroll
         for (int u = 0; u < BWD_ROWS; u++)
             if (ok[u])
-                acc = sr_cu_axpy<W>(acc, __uint_as_float((uint32_t)(v[u] >> 32)), x[u]);
+                acc = sr_cu_axpy<W>(acc, val_scale(v[u]), x[u]);
         if (!ok[BWD_ROWS - 1])
             return acc;
     }
 }
 
 /* Sum the row's gradient (ids from sorted position j) and apply the optimizer.
- * gs: the group's shared memory, max_dim + 16 floats (row-wise Adagrad). */
+ * The row's chunks are loaded before its gradient is summed. gs: the group's
+ * shared memory (row-wise Adagrad): gradient (max_dim), weights (max_dim) and
+ * 16 partial sums. */
 template <int W, typename K, int OPT>
 __device__ __forceinline__ void update_row(const bwd_params<K> &p, const struct sr_cu_step &k,
                                            const struct cu_table &tb, int64_t row, int j, K key,
-                                           int lig, unsigned mask, float *gs)
+                                           uint64_t v0, int lig, unsigned mask, float *gs)
 {
     const int d = tb.dim;
     const struct sr_cu_row r = sr_cu_row_of(OPT, tb.weight, tb.state, tb.rows, row, d);
@@ -292,16 +319,23 @@ __device__ __forceinline__ void update_row(const bwd_params<K> &p, const struct 
     if constexpr (OPT == SR_OPTIM_ROWWISE_ADAGRAD)
         s_old = *r.s;
     for (int c = lig * W; c < d; c += p.G * W) {
-        sr_cu_vec<W> g = run_grad<W, K>(p, j, key, c);
-        if constexpr (OPT == SR_OPTIM_ROWWISE_ADAGRAD)
+        sr_cu_chunk<W> x = sr_cu_chunk_load<OPT, W>(r, c);
+        sr_cu_vec<W> g = run_grad<W, K>(p, j, key, v0, c);
+        if constexpr (OPT == SR_OPTIM_ROWWISE_ADAGRAD) {
             sr_cu_store<W>(gs + c, g);
-        else
-            sr_cu_apply_chunk<OPT, W>(k, r, c, g);
+            sr_cu_store<W>(gs + p.max_dim + c, x.w);
+        } else {
+            sr_cu_chunk_update<OPT, W>(k, x, g);
+            sr_cu_chunk_store<OPT, W>(r, c, x);
+        }
     }
     if constexpr (OPT == SR_OPTIM_ROWWISE_ADAGRAD) {
-        const float rate = sr_cu_rowwise_rate(k, gs, d, s_old, lig, p.G, mask, gs + p.max_dim, r.s);
-        for (int c = lig * W; c < d; c += p.G * W)
-            sr_cu_rowwise_chunk<W>(r.w, c, rate, sr_cu_load<W>(gs + c));
+        float *part = gs + 2 * p.max_dim;
+        const float rate = sr_cu_rowwise_rate(k, gs, d, s_old, lig, p.G, mask, part, r.s);
+        for (int c = lig * W; c < d; c += p.G * W) {
+            sr_cu_vec<W> w = sr_cu_load<W>(gs + p.max_dim + c);
+            sr_cu_store<W>(r.w + c, sr_cu_rowwise_step<W>(w, rate, sr_cu_load<W>(gs + c)));
+        }
     }
 }
 
@@ -312,15 +346,16 @@ __global__ void __launch_bounds__(BWD_THREADS) backward_kernel(const bwd_params<
     const int lane = threadIdx.x & 31, lig = lane & (p.G - 1), grp = threadIdx.x >> p.log2G;
     const int groups = blockDim.x >> p.log2G;
     const unsigned mask = sr_cu_group_mask(lane, p.G);
-    float *gs = (float *)smem4 + (size_t)grp * (p.max_dim + 16);
+    float *gs = (float *)smem4 + (size_t)grp * GROUP_SMEM(p.max_dim);
     const struct sr_cu_step k = sr_cu_step_of(p.optim);
     for (int j = blockIdx.x * groups + grp; j < p.n; j += gridDim.x * groups) {
         const K key = p.keys[j];
+        const uint64_t v0 = p.vals[j]; /* issued with the key: the run's first id */
         if (j > 0 && p.keys[j - 1] == key)
             continue; /* not the first id of its row: that group does the row */
         const int t = table_of(p.bases, p.num_tables, key);
         const struct cu_table tb = p.tables[t];
-        update_row<W, K, OPT>(p, k, tb, (int64_t)(key - p.bases[t]), j, key, lig, mask, gs);
+        update_row<W, K, OPT>(p, k, tb, (int64_t)(key - p.bases[t]), j, key, v0, lig, mask, gs);
     }
 }
 
@@ -417,7 +452,7 @@ static int bwd_threads(const struct sr_emb_layout *layout, int G, size_t *smem)
     if (layout->optim != SR_OPTIM_ROWWISE_ADAGRAD)
         return threads;
     for (;;) {
-        *smem = (size_t)(threads / G) * ((size_t)layout->max_dim + 16) * sizeof(float);
+        *smem = (size_t)(threads / G) * GROUP_SMEM((size_t)layout->max_dim) * sizeof(float);
         if (*smem <= SMEM_MAX || threads == 32)
             break;
         threads /= 2;
@@ -425,7 +460,7 @@ static int bwd_threads(const struct sr_emb_layout *layout, int G, size_t *smem)
     if (*smem > SMEM_MAX)
         SR_ABORT("embedding dim %d is too wide for the CUDA row-wise Adagrad backward (at most "
                  "%d); HINT: split the table column-wise",
-                 layout->max_dim, (int)(SMEM_MAX / sizeof(float)) - 16);
+                 layout->max_dim, (int)(SMEM_MAX / sizeof(float) - 16) / 2);
     return threads;
 }
 
@@ -480,16 +515,22 @@ static void cu_workspace_init(struct sr_device *dev, const struct sr_emb_layout 
     }
     upload(dev, v.tables, image, v.image_bytes);
     sr_free(image);
+    /* A set-up call, as immediate as the CPU's: the workspace is ready for
+     * ops on any stream when it returns. */
+    SR_CU_CHECK(cudaStreamSynchronize(sr_cu_stream(dev, NULL)));
 }
 
-/* W = 4 when every row, column and pointer the kernels touch allows float4. */
-static int vec_width(const struct sr_emb_layout *layout, const float *pooled)
+/* W = 4 when every row, column and pointer the kernels touch allows float4
+ * (with_state: the backward's optimizer state too). */
+static int vec_width(const struct sr_emb_layout *layout, const float *pooled, int with_state)
 {
     if (layout->out_dim % 4 || !sr_cu_aligned16(pooled))
         return 1;
     for (int t = 0; t < layout->num_tables; t++) {
         const struct sr_emb_table *tab = &layout->tables[t];
-        if (tab->dim % 4 || !sr_cu_aligned16(tab->weight) || !sr_cu_aligned16(tab->state))
+        if (tab->dim % 4 || !sr_cu_aligned16(tab->weight))
+            return 1;
+        if (with_state && !sr_cu_aligned16(tab->state))
             return 1;
     }
     for (int f = 0; f < layout->num_features; f++)
@@ -582,7 +623,7 @@ static void cu_forward(struct sr_device *dev, const struct sr_emb_layout *layout
     struct ws_view v;
     ws_carve(layout, (char *)workspace, 0, &v);
     cudaStream_t st = sr_cu_stream(dev, s);
-    const int W = vec_width(layout, pooled);
+    const int W = vec_width(layout, pooled, 0);
     if (W == 4 && v.key64)
         forward_as<4, uint64_t>(layout, batch, keep_ids, pooled, &v, st);
     else if (W == 4)
@@ -664,7 +705,7 @@ static void cu_backward(struct sr_device *dev, const struct sr_emb_layout *layou
     struct ws_view v;
     ws_carve(layout, (char *)workspace, 1, &v);
     cudaStream_t st = sr_cu_stream(dev, s);
-    const int W = vec_width(layout, dpooled);
+    const int W = vec_width(layout, dpooled, 1);
     if (W == 4 && v.key64)
         backward_as<4, uint64_t>(layout, dpooled, update, &v, (int)n, st);
     else if (W == 4)

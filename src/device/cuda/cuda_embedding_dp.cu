@@ -8,8 +8,9 @@
  * split among P owner warps (P a power of two, at most DP_OWNERS and at most
  * the rows): warp o owns the rows r with r % P == o and alone reads and writes
  * their grad and counts. Every owner walks the table's ids in the CPU's order
- * (its features in order, then bags, then ids), 32 ids per step, one per lane;
- * a ballot picks the ids of its rows, and the warp adds them in lane order,
+ * (its features in order, then bags, then ids), DP_SCAN x 32 ids per step, one
+ * per lane and chunk; a ballot picks the ids of its rows (a binary search over
+ * the offsets finds their bags), and the warp adds them in lane order,
  * lanes now holding W-wide column chunks, DP_BATCH gradient rows in flight.
  * The row being summed stays in registers while consecutive ids hit it (a
  * small table's hot rows), and goes back to memory when another row comes.
@@ -37,6 +38,7 @@ extern "C" {
 #define DP_TABLES     32  /* tables per accumulate launch */
 #define DP_FEATS      128 /* feature entries per accumulate launch */
 #define DP_BATCH      4   /* matched ids whose gradient rows are loaded together */
+#define DP_SCAN       4   /* 32-id chunks whose ids are loaded together */
 #define APPLY_THREADS 128
 #define FULL_MASK     0xffffffffu
 
@@ -135,7 +137,29 @@ __device__ __forceinline__ void add_matches(const struct dp_params &p, const str
     }
 }
 
-/* The owner's share of feature f's ids (a feature of table t, columns at col). */
+/* The owner's matches among the 32 ids [i0, i0 + 32) (lane l: id i0 + l, row r). */
+template <int W>
+__device__ __forceinline__ void scan_ids(const struct dp_params &p, const struct dp_table &t,
+                                         owner_row<W> &o, int owner, int k0, int col, int64_t i0,
+                                         int64_t r, int c, int pass0)
+{
+    const int64_t i = i0 + (threadIdx.x & 31);
+    const bool mine = r >= 0 && (r & (t.owners - 1)) == owner;
+    unsigned bal = __ballot_sync(FULL_MASK, mine);
+    if (!bal)
+        return;
+    int src = 0;
+    float w = 0.0f;
+    if (mine) {
+        src = (bag_of(p.offsets, k0, p.batch, i) - k0) * p.out_dim + col;
+        w = p.weights ? __ldg(p.weights + i) : 1.0f;
+    }
+    while (bal)
+        add_matches<W>(p, t, o, &bal, r, src, w, c, pass0);
+}
+
+/* The owner's share of feature f's ids (a feature of table t, columns at col),
+ * DP_SCAN * 32 ids per step, their loads in flight together. */
 template <int W>
 __device__ __forceinline__ void scan_feature(const struct dp_params &p, const struct dp_table &t,
                                              owner_row<W> &o, int owner, int f, int col, int c,
@@ -143,22 +167,16 @@ __device__ __forceinline__ void scan_feature(const struct dp_params &p, const st
 {
     const int lane = threadIdx.x & 31, k0 = f * p.batch;
     const int64_t lo = p.offsets[k0], hi = p.offsets[k0 + p.batch];
-    const int64_t mask = t.owners - 1;
-    for (int64_t i0 = lo; i0 < hi; i0 += 32) {
-        const int64_t i = i0 + lane;
-        const int64_t r = i < hi ? __ldg(p.values + i) : -1;
-        const bool mine = r >= 0 && (r & mask) == owner;
-        unsigned bal = __ballot_sync(FULL_MASK, mine);
-        if (!bal)
-            continue;
-        int src = 0;
-        float w = 0.0f;
-        if (mine) {
-            src = (bag_of(p.offsets, k0, p.batch, i) - k0) * p.out_dim + col;
-            w = p.weights ? __ldg(p.weights + i) : 1.0f;
+    for (int64_t i0 = lo; i0 < hi; i0 += 32 * DP_SCAN) {
+        int64_t r[DP_SCAN];
+#pragma unroll
+        for (int q = 0; q < DP_SCAN; q++) {
+            const int64_t i = i0 + 32 * q + lane;
+            r[q] = i < hi ? __ldg(p.values + i) : -1;
         }
-        while (bal)
-            add_matches<W>(p, t, o, &bal, r, src, w, c, pass0);
+#pragma unroll
+        for (int q = 0; q < DP_SCAN; q++)
+            scan_ids<W>(p, t, o, owner, k0, col, i0 + 32 * q, r[q], c, pass0);
     }
 }
 
@@ -202,10 +220,14 @@ __device__ __forceinline__ void apply_row(const apply_params &p, const struct sr
         const float s_old = *r.s;
         const float rate = sr_cu_rowwise_rate(k, g, d, s_old, lig, p.G, mask, part, r.s);
         for (int c = lig * W; c < d; c += p.G * W)
-            sr_cu_rowwise_chunk<W>(r.w, c, rate, sr_cu_ldg<W>(g + c));
+            sr_cu_store<W>(
+                r.w + c, sr_cu_rowwise_step<W>(sr_cu_load<W>(r.w + c), rate, sr_cu_ldg<W>(g + c)));
     } else {
-        for (int c = lig * W; c < d; c += p.G * W)
-            sr_cu_apply_chunk<OPT, W>(k, r, c, sr_cu_ldg<W>(g + c));
+        for (int c = lig * W; c < d; c += p.G * W) {
+            sr_cu_chunk<W> x = sr_cu_chunk_load<OPT, W>(r, c);
+            sr_cu_chunk_update<OPT, W>(k, x, sr_cu_ldg<W>(g + c));
+            sr_cu_chunk_store<OPT, W>(r, c, x);
+        }
     }
 }
 

@@ -170,41 +170,67 @@ __device__ __forceinline__ struct sr_cu_row sr_cu_row_of(int kind, float *weight
     return r;
 }
 
-/* Elementwise optimizers (sgd, adagrad, adam) on columns [c, c + W) of r with
+/* Columns [c, c + W) of a row and of the state the optimizer reads: weights w;
+ * adagrad's sum s; adam's m (in s) and v. Loaded before the gradient is
+ * summed, so the row's loads are in flight with the gradient's. */
+template <int W> struct sr_cu_chunk {
+    sr_cu_vec<W> w, s, v;
+};
+
+template <int OPT, int W>
+__device__ __forceinline__ sr_cu_chunk<W> sr_cu_chunk_load(const struct sr_cu_row &r, int c)
+{
+    sr_cu_chunk<W> x;
+    x.w = sr_cu_load<W>(r.w + c);
+    if constexpr (OPT == SR_OPTIM_ADAGRAD || OPT == SR_OPTIM_ADAM)
+        x.s = sr_cu_load<W>(r.s + c);
+    if constexpr (OPT == SR_OPTIM_ADAM)
+        x.v = sr_cu_load<W>(r.v + c);
+    return x;
+}
+
+template <int OPT, int W>
+__device__ __forceinline__ void sr_cu_chunk_store(const struct sr_cu_row &r, int c,
+                                                  const sr_cu_chunk<W> &x)
+{
+    sr_cu_store<W>(r.w + c, x.w);
+    if constexpr (OPT == SR_OPTIM_ADAGRAD || OPT == SR_OPTIM_ADAM)
+        sr_cu_store<W>(r.s + c, x.s);
+    if constexpr (OPT == SR_OPTIM_ADAM)
+        sr_cu_store<W>(r.v + c, x.v);
+}
+
+/* The elementwise optimizers (sgd, adagrad, adam) on a loaded chunk with
  * gradient g. Row-wise Adagrad goes through sr_cu_rowwise_* below. */
 template <int OPT, int W>
-__device__ __forceinline__ void sr_cu_apply_chunk(const struct sr_cu_step &k,
-                                                  const struct sr_cu_row &r, int c, sr_cu_vec<W> g)
+__device__ __forceinline__ void sr_cu_chunk_update(const struct sr_cu_step &k, sr_cu_chunk<W> &x,
+                                                   sr_cu_vec<W> g)
 {
-    sr_cu_vec<W> w = sr_cu_load<W>(r.w + c);
     if constexpr (OPT == SR_OPTIM_SGD) {
 #pragma unroll
         for (int i = 0; i < W; i++)
-            w.x[i] = __fsub_rn(w.x[i], __fmul_rn(k.lr, g.x[i]));
+            x.w.x[i] = __fsub_rn(x.w.x[i], __fmul_rn(k.lr, g.x[i]));
     } else if constexpr (OPT == SR_OPTIM_ADAGRAD) {
-        sr_cu_vec<W> s = sr_cu_load<W>(r.s + c);
 #pragma unroll
         for (int i = 0; i < W; i++) {
-            s.x[i] = __fadd_rn(s.x[i], __fmul_rn(g.x[i], g.x[i]));
-            float den = __fadd_rn(__fsqrt_rn(s.x[i]), k.eps);
-            w.x[i] = __fsub_rn(w.x[i], __fdiv_rn(__fmul_rn(k.lr, g.x[i]), den));
+            x.s.x[i] = __fadd_rn(x.s.x[i], __fmul_rn(g.x[i], g.x[i]));
+            float den = __fadd_rn(__fsqrt_rn(x.s.x[i]), k.eps);
+            x.w.x[i] = __fsub_rn(x.w.x[i], __fdiv_rn(__fmul_rn(k.lr, g.x[i]), den));
         }
-        sr_cu_store<W>(r.s + c, s);
     } else if constexpr (OPT == SR_OPTIM_ADAM) {
-        sr_cu_vec<W> m = sr_cu_load<W>(r.s + c), v = sr_cu_load<W>(r.v + c);
         const float a1 = __fsub_rn(1.0f, k.b1), a2 = __fsub_rn(1.0f, k.b2);
 #pragma unroll
         for (int i = 0; i < W; i++) {
-            m.x[i] = __fadd_rn(__fmul_rn(k.b1, m.x[i]), __fmul_rn(a1, g.x[i]));
-            v.x[i] = __fadd_rn(__fmul_rn(k.b2, v.x[i]), __fmul_rn(__fmul_rn(a2, g.x[i]), g.x[i]));
-            float num = __fmul_rn(k.lr, __fmul_rn(m.x[i], k.c1));
-            float den = __fadd_rn(__fsqrt_rn(__fmul_rn(v.x[i], k.c2)), k.eps);
-            w.x[i] = __fsub_rn(w.x[i], __fdiv_rn(num, den));
+            float m = __fadd_rn(__fmul_rn(k.b1, x.s.x[i]), __fmul_rn(a1, g.x[i]));
+            float v =
+                __fadd_rn(__fmul_rn(k.b2, x.v.x[i]), __fmul_rn(__fmul_rn(a2, g.x[i]), g.x[i]));
+            float num = __fmul_rn(k.lr, __fmul_rn(m, k.c1));
+            float den = __fadd_rn(__fsqrt_rn(__fmul_rn(v, k.c2)), k.eps);
+            x.s.x[i] = m;
+            x.v.x[i] = v;
+            x.w.x[i] = __fsub_rn(x.w.x[i], __fdiv_rn(num, den));
         }
-        sr_cu_store<W>(r.s + c, m);
-        sr_cu_store<W>(r.v + c, v);
     }
-    sr_cu_store<W>(r.w + c, w);
 }
 
 /* Row-wise Adagrad. The mean of g² is summed as the CPU's sum_squares: 16
@@ -236,15 +262,15 @@ __device__ __forceinline__ float sr_cu_rowwise_rate(const struct sr_cu_step &k, 
     return __fdiv_rn(k.lr, __fadd_rn(__fsqrt_rn(s_new), k.eps));
 }
 
-/* w[c .. c + W) -= rate * g. */
+/* w - rate * g, elementwise: row-wise Adagrad's update of a chunk. */
 template <int W>
-__device__ __forceinline__ void sr_cu_rowwise_chunk(float *w, int c, float rate, sr_cu_vec<W> g)
+__device__ __forceinline__ sr_cu_vec<W> sr_cu_rowwise_step(sr_cu_vec<W> w, float rate,
+                                                           sr_cu_vec<W> g)
 {
-    sr_cu_vec<W> x = sr_cu_load<W>(w + c);
 #pragma unroll
     for (int i = 0; i < W; i++)
-        x.x[i] = __fsub_rn(x.x[i], __fmul_rn(rate, g.x[i]));
-    sr_cu_store<W>(w + c, x);
+        w.x[i] = __fsub_rn(w.x[i], __fmul_rn(rate, g.x[i]));
+    return w;
 }
 
 /* Lanes per group for rows of up to max_dim columns: enough W-wide chunks for
