@@ -143,7 +143,7 @@ static int parse(int argc, char **argv, struct opts *o)
         sr_error_set(SR_ERR_INVALID_ARG, "--device %s: expected cpu or cuda", o->device);
     if (!o->dev) {
         fprintf(stderr, "emb_ops: %s\n", sr_error_message());
-        return -1;
+        return -2; /* no usage: the flags were right */
     }
     return 0;
 }
@@ -408,8 +408,10 @@ static double copy_ms(const struct opts *o, double *bytes)
 int main(int argc, char **argv)
 {
     struct opts o;
-    if (parse(argc, argv, &o) != 0) {
-        usage(stderr);
+    const int rc = parse(argc, argv, &o);
+    if (rc != 0) {
+        if (rc == -1)
+            usage(stderr);
         return 2;
     }
     const struct bench_case cases[] = {
@@ -433,7 +435,7 @@ int main(int argc, char **argv)
         if (o.batch)
             c.batch = o.batch;
         const size_t avail = host_available();
-        if (o.dev->host_visible && avail && case_bytes(&c) > avail) {
+        if (o.dev->kind == SR_DEVICE_CPU && avail && case_bytes(&c) > avail) {
             fprintf(stderr,
                     "emb_ops: case %s needs %.1f GiB of host memory, %.1f GiB available; "
                     "HINT: --rows N (fewer rows per table) or --batch N\n",

@@ -57,6 +57,8 @@ static struct sr_device *pick_dut(const char *want)
 {
     if (strcmp(want, "deferred") == 0)
         return sr_cpu_deferred_device();
+    if (strcmp(want, "opaque") == 0)
+        return sr_cpu_opaque_device();
     if (strcmp(want, "cpu") == 0)
         return sr_cpu_device();
     if (strcmp(want, "cuda") == 0) {
@@ -66,7 +68,8 @@ static struct sr_device *pick_dut(const char *want)
                     sr_error_message());
         return d;
     }
-    fprintf(stderr, "test_backend_ops: SR_TEST_DEVICE=%s: expected cuda, deferred or cpu\n", want);
+    fprintf(stderr, "test_backend_ops: SR_TEST_DEVICE=%s: expected cuda, deferred, opaque or cpu\n",
+            want);
     return NULL;
 }
 

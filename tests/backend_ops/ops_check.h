@@ -27,9 +27,11 @@
  * OPS_NAN_OK (GEMM's padding columns).
  *
  * The device under test: SR_TEST_DEVICE=cuda (sr_device_get(SR_DEVICE_CUDA,
- * 0)), cpu (the immediate CPU device against itself) or deferred (the
- * default: the deferred CPU device, so that CI checks the harness and the
- * deferred device's stream contract). The seed: SR_TEST_SEED, else the clock;
+ * 0)), cpu (the immediate CPU device against itself), opaque (the deferred
+ * device whose memory the host cannot touch: proves the harness reaches
+ * device memory only through copies) or deferred (the default: the deferred
+ * CPU device, so that CI checks the harness and the deferred device's stream
+ * contract). The seed: SR_TEST_SEED, else the clock;
  * it is printed first so a failure can be replayed.
  */
 #ifndef SHARDREC_TEST_OPS_CHECK_H

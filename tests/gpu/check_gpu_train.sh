@@ -2,10 +2,10 @@
 # Training on the GPU equals training on the CPU, and 2 GPU ranks equal 1.
 #
 #   1. cuda vs cpu: the default model and data (`shardrec train`, workload K's
-#      shape, batch 2048) for 100 steps in fp32 math, the same flags on
-#      --device cuda and --device cpu; the loss of every step (--log-every 1,
-#      --metrics) and the final evaluation's logloss and AUC must agree within
-#      1e-4 relative (RTOL). The comparison is first shown to fail on a copy of
+#      shape, batch 2048) at --lr 0.01 with SGD embeddings (see part1) for 100
+#      steps in fp32 math, the same flags on --device cuda and --device cpu;
+#      the loss of every step (--log-every 1, --metrics) and the final
+#      evaluation's logloss and AUC must agree within 1e-4 relative (RTOL). The comparison is first shown to fail on a copy of
 #      the CPU losses with one step moved by 2 x RTOL (a negative control).
 #   2. 2 ranks vs 1 rank on CUDA, through mpirun: the job of
 #      tests/check_mpi_train_equiv.sh (tables of 1..1000 rows, 0-3 ids per
