@@ -84,12 +84,14 @@ for st in "${stages[@]}"; do
     k)
         train "K b2048 fp32 sgd" "$STEPS_K" $K_FLAGS --emb-optimizer sgd --batch-size 2048
         train "K b2048 tf32 sgd" "$STEPS_K" $K_FLAGS --emb-optimizer sgd --batch-size 2048 --math tf32
+        train "K b2048 fp32 sgd graphs" "$STEPS_K" $K_FLAGS --emb-optimizer sgd --batch-size 2048 --cuda-graphs
         train "K b16384 fp32 sgd" "$STEPS_K" $K_FLAGS --emb-optimizer sgd --batch-size 16384
         ;;
     m)
         train "M b16384 fp32 sgd" "$STEPS_M" $M_FLAGS --emb-optimizer sgd --batch-size 16384
         train "M b16384 fp32 rowwise_adagrad" "$STEPS_M" $M_FLAGS --emb-optimizer rowwise_adagrad --emb-lr 0.01 --batch-size 16384
         train "M b16384 tf32 sgd" "$STEPS_M" $M_FLAGS --emb-optimizer sgd --batch-size 16384 --math tf32
+        train "M b16384 tf32 sgd graphs" "$STEPS_M" $M_FLAGS --emb-optimizer sgd --batch-size 16384 --math tf32 --cuda-graphs
         ;;
     peers)
         PEERS=${PEERS:-.peers}
