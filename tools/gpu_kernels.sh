@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Where a GPU step's time goes, kernel by kernel: runs a short shardrec job
+# under Nsight Compute (duration only, clocks left alone) and prints the
+# kernels grouped by name with their total time per step, largest first.
+#
+#   tools/gpu_kernels.sh STEPS SKIP_KERNELS COUNT -- shardrec train flags...
+#
+# SKIP_KERNELS launches are skipped (warm-up), then COUNT are timed; the
+# per-step figure divides by the number of timed steps the caller states in
+# STEPS. ncu serialises kernels, so the sum is the device's busy time without
+# overlap. Needs ncu (the GPU image has it) and python3.
+set -euo pipefail
+steps=$1 skip=$2 count=$3
+shift 3
+[ "${1:-}" = "--" ] && shift
+BUILD=${BUILD:-build-gpu}
+csv=${TMPDIR:-/tmp}/gpu_kernels.$$.csv
+ncu --clock-control none --metrics gpu__time_duration.sum --launch-skip "$skip" \
+    --launch-count "$count" --csv "$BUILD/shardrec" train "$@" >"$csv" 2>/dev/null || true
+python3 - "$csv" "$steps" <<'PY'
+import csv, sys, collections, re
+rows = []
+with open(sys.argv[1]) as f:
+    lines = [l for l in f if l.startswith('"')]
+for r in csv.DictReader(lines):
+    if r.get("Metric Name") != "gpu__time_duration.sum":
+        continue
+    v = float(r["Metric Value"].replace(",", ""))
+    unit = r.get("Metric Unit", "nsecond")
+    ns = v * {"nsecond": 1, "usecond": 1e3, "msecond": 1e6, "second": 1e9}.get(unit, 1)
+    name = re.sub(r"\(.*", "", r["Kernel Name"])[:70]
+    rows.append((name, ns))
+steps = float(sys.argv[2])
+tot = collections.defaultdict(float); cnt = collections.Counter()
+for n, ns in rows:
+    tot[n] += ns; cnt[n] += 1
+all_ns = sum(tot.values())
+print(f"{len(rows)} kernels timed, {all_ns/1e6/steps:.3f} ms of kernels per step")
+for n, ns in sorted(tot.items(), key=lambda x: -x[1])[:25]:
+    print(f"{ns/1e6/steps:8.3f} ms/step {cnt[n]/steps:5.1f}/step  {n}")
+PY
