@@ -12,8 +12,8 @@
  *
  *   forward   one group per bag (f, b), all features in one launch. The group
  *             sums the bag's rows in bag order, FWD_ROWS rows in flight per
- *             lane, rounding as the CPU does (sum pooling is the CPU's bit
- *             for bit), and with keep_ids writes each id's sort key (its
+ *             lane, rounding as the CPU does (pooled is the CPU's bit for
+ *             bit), and with keep_ids writes each id's sort key (its
  *             table's base + row) and value (the pooled offset it reads its
  *             gradient from, and its scale) at the table-grouped position.
  *   backward  cub::DeviceRadixSort::SortPairs (LSD radix: stable) of the kept
@@ -23,6 +23,9 @@
  *             flight) and applies the optimizer to the row at once; no (E, D)
  *             gradient exists. Row-wise Adagrad stages the gradient row in
  *             shared memory to sum g² in the CPU's order.
+ *
+ * Grids hold at most GRID_PER_SM blocks of FWD_THREADS threads per
+ * multiprocessor; kernels loop grid-stride over bags or sorted positions.
  *
  * Determinism: nothing is summed by atomics or in an order that depends on
  * scheduling. Each bag has one group; each row's run is summed by one group
