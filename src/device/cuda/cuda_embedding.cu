@@ -12,8 +12,8 @@
  *
  *   forward   one group per bag (f, b), all features in one launch. The group
  *             sums the bag's rows in bag order, FWD_ROWS rows in flight per
- *             lane, rounding as the CPU does (sum pooling is the CPU's bit
- *             for bit), and with keep_ids writes each id's sort key (its
+ *             lane, rounding as the CPU does (pooled is the CPU's bit for
+ *             bit), and with keep_ids writes each id's sort key (its
  *             table's base + row) and value (the pooled offset it reads its
  *             gradient from, and its scale) at the table-grouped position.
  *   backward  cub::DeviceRadixSort::SortPairs (LSD radix: stable) of the kept
@@ -23,6 +23,9 @@
  *             flight) and applies the optimizer to the row at once; no (E, D)
  *             gradient exists. Row-wise Adagrad stages the gradient row in
  *             shared memory to sum g² in the CPU's order.
+ *
+ * Grids hold at most GRID_PER_SM blocks of FWD_THREADS threads per
+ * multiprocessor; kernels loop grid-stride over bags or sorted positions.
  *
  * Determinism: nothing is summed by atomics or in an order that depends on
  * scheduling. Each bag has one group; each row's run is summed by one group
@@ -66,6 +69,7 @@ extern "C" {
 #define POS_LARGE           3072 /* ... in a large one (24 KiB of arguments) */
 #define UPLOAD_BYTES        4096
 #define WS_ALIGN            256
+#define GRID_PER_SM         16 /* blocks of FWD_THREADS per multiprocessor at most */
 #define SMEM_MAX            (48 << 10)
 #define GROUP_SMEM(max_dim) (2 * (max_dim) + 16) /* floats of a backward group (row-wise) */
 
@@ -574,21 +578,23 @@ static void cu_fill(struct sr_device *dev, float *p, int64_t n, float value, sr_
 /* ---- forward ------------------------------------------------------------------------ */
 
 template <int W, typename K, int MAXF>
-static void launch_forward(const fwd_params<K> &p, const struct sr_emb_batch *batch, int keep,
-                           cudaStream_t st)
+static void launch_forward(const struct sr_device *dev, const fwd_params<K> &p,
+                           const struct sr_emb_batch *batch, int keep, cudaStream_t st)
 {
     fwd_pos<MAXF> pos;
     const int F = p.nbags / p.batch;
     for (int f = 0; f < F; f++)
         pos.feature_pos[f] = keep ? batch->feature_pos[f] : 0;
     const int groups = FWD_THREADS / p.G;
-    forward_kernel<W, K, MAXF><<<sr_cu_blocks(p.nbags, groups), FWD_THREADS, 0, st>>>(p, pos);
+    const unsigned grid = sr_cu_grid(dev, p.nbags, groups, GRID_PER_SM);
+    forward_kernel<W, K, MAXF><<<grid, FWD_THREADS, 0, st>>>(p, pos);
     SR_CU_LAUNCHED();
 }
 
 template <int W, typename K>
-static void forward_as(const struct sr_emb_layout *layout, const struct sr_emb_batch *batch,
-                       int keep, float *pooled, const struct ws_view *v, cudaStream_t st)
+static void forward_as(const struct sr_device *dev, const struct sr_emb_layout *layout,
+                       const struct sr_emb_batch *batch, int keep, float *pooled,
+                       const struct ws_view *v, cudaStream_t st)
 {
     fwd_params<K> p;
     p.tables = v->tables;
@@ -605,9 +611,9 @@ static void forward_as(const struct sr_emb_layout *layout, const struct sr_emb_b
     p.G = sr_cu_group_lanes(layout->max_dim, W);
     p.log2G = sr_cu_log2(p.G);
     if (layout->num_features <= POS_SMALL)
-        launch_forward<W, K, POS_SMALL>(p, batch, keep, st);
+        launch_forward<W, K, POS_SMALL>(dev, p, batch, keep, st);
     else if (layout->num_features <= POS_LARGE)
-        launch_forward<W, K, POS_LARGE>(p, batch, keep, st);
+        launch_forward<W, K, POS_LARGE>(dev, p, batch, keep, st);
     else
         SR_ABORT("%d features in one embedding layout; the CUDA forward takes at most %d",
                  layout->num_features, POS_LARGE);
@@ -625,13 +631,13 @@ static void cu_forward(struct sr_device *dev, const struct sr_emb_layout *layout
     cudaStream_t st = sr_cu_stream(dev, s);
     const int W = vec_width(layout, pooled, 0);
     if (W == 4 && v.key64)
-        forward_as<4, uint64_t>(layout, batch, keep_ids, pooled, &v, st);
+        forward_as<4, uint64_t>(dev, layout, batch, keep_ids, pooled, &v, st);
     else if (W == 4)
-        forward_as<4, uint32_t>(layout, batch, keep_ids, pooled, &v, st);
+        forward_as<4, uint32_t>(dev, layout, batch, keep_ids, pooled, &v, st);
     else if (v.key64)
-        forward_as<1, uint64_t>(layout, batch, keep_ids, pooled, &v, st);
+        forward_as<1, uint64_t>(dev, layout, batch, keep_ids, pooled, &v, st);
     else
-        forward_as<1, uint32_t>(layout, batch, keep_ids, pooled, &v, st);
+        forward_as<1, uint32_t>(dev, layout, batch, keep_ids, pooled, &v, st);
 }
 
 /* ---- backward ----------------------------------------------------------------------- */
@@ -650,17 +656,18 @@ template <typename K> static int sort_kept(const struct ws_view *v, int n, cudaS
 }
 
 template <int W, typename K, int OPT>
-static void launch_backward(const bwd_params<K> &p, int threads, size_t smem, cudaStream_t st)
+static void launch_backward(const struct sr_device *dev, const bwd_params<K> &p, int threads,
+                            size_t smem, cudaStream_t st)
 {
-    const int groups = threads / p.G;
-    backward_kernel<W, K, OPT><<<sr_cu_blocks(p.n, groups), threads, smem, st>>>(p);
+    const unsigned grid = sr_cu_grid(dev, p.n, threads / p.G, GRID_PER_SM * FWD_THREADS / threads);
+    backward_kernel<W, K, OPT><<<grid, threads, smem, st>>>(p);
     SR_CU_LAUNCHED();
 }
 
 template <int W, typename K>
-static void backward_as(const struct sr_emb_layout *layout, const float *dpooled,
-                        const struct sr_emb_update *update, const struct ws_view *v, int n,
-                        cudaStream_t st)
+static void backward_as(const struct sr_device *dev, const struct sr_emb_layout *layout,
+                        const float *dpooled, const struct sr_emb_update *update,
+                        const struct ws_view *v, int n, cudaStream_t st)
 {
     const int cur = sort_kept<K>(v, n, st);
     bwd_params<K> p;
@@ -679,16 +686,16 @@ static void backward_as(const struct sr_emb_layout *layout, const float *dpooled
     const int threads = bwd_threads(layout, p.G, &smem);
     switch (layout->optim) {
     case SR_OPTIM_SGD:
-        launch_backward<W, K, SR_OPTIM_SGD>(p, threads, smem, st);
+        launch_backward<W, K, SR_OPTIM_SGD>(dev, p, threads, smem, st);
         break;
     case SR_OPTIM_ADAGRAD:
-        launch_backward<W, K, SR_OPTIM_ADAGRAD>(p, threads, smem, st);
+        launch_backward<W, K, SR_OPTIM_ADAGRAD>(dev, p, threads, smem, st);
         break;
     case SR_OPTIM_ROWWISE_ADAGRAD:
-        launch_backward<W, K, SR_OPTIM_ROWWISE_ADAGRAD>(p, threads, smem, st);
+        launch_backward<W, K, SR_OPTIM_ROWWISE_ADAGRAD>(dev, p, threads, smem, st);
         break;
     case SR_OPTIM_ADAM:
-        launch_backward<W, K, SR_OPTIM_ADAM>(p, threads, smem, st);
+        launch_backward<W, K, SR_OPTIM_ADAM>(dev, p, threads, smem, st);
         break;
     }
 }
@@ -707,13 +714,13 @@ static void cu_backward(struct sr_device *dev, const struct sr_emb_layout *layou
     cudaStream_t st = sr_cu_stream(dev, s);
     const int W = vec_width(layout, dpooled, 1);
     if (W == 4 && v.key64)
-        backward_as<4, uint64_t>(layout, dpooled, update, &v, (int)n, st);
+        backward_as<4, uint64_t>(dev, layout, dpooled, update, &v, (int)n, st);
     else if (W == 4)
-        backward_as<4, uint32_t>(layout, dpooled, update, &v, (int)n, st);
+        backward_as<4, uint32_t>(dev, layout, dpooled, update, &v, (int)n, st);
     else if (v.key64)
-        backward_as<1, uint64_t>(layout, dpooled, update, &v, (int)n, st);
+        backward_as<1, uint64_t>(dev, layout, dpooled, update, &v, (int)n, st);
     else
-        backward_as<1, uint32_t>(layout, dpooled, update, &v, (int)n, st);
+        backward_as<1, uint32_t>(dev, layout, dpooled, update, &v, (int)n, st);
 }
 
 extern "C" const struct sr_embedding_ops sr_cuda_embedding_ops = {

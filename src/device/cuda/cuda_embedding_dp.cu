@@ -333,27 +333,29 @@ static void cu_dp_accumulate(struct sr_device *dev, const struct sr_emb_layout *
         launch_accumulate(&p, nt, W, st);
 }
 
-template <int W, int OPT> static void launch_apply(const apply_params &p, cudaStream_t st)
+template <int W, int OPT>
+static void launch_apply(const struct sr_device *dev, const apply_params &p, cudaStream_t st)
 {
-    const int groups = APPLY_THREADS / p.G;
-    apply_kernel<W, OPT><<<sr_cu_blocks(p.rows, groups), APPLY_THREADS, 0, st>>>(p);
+    const unsigned grid = sr_cu_grid(dev, p.rows, APPLY_THREADS / p.G, 32);
+    apply_kernel<W, OPT><<<grid, APPLY_THREADS, 0, st>>>(p);
     SR_CU_LAUNCHED();
 }
 
-template <int W> static void apply_as(const apply_params &p, cudaStream_t st)
+template <int W>
+static void apply_as(const struct sr_device *dev, const apply_params &p, cudaStream_t st)
 {
     switch (p.optim.kind) {
     case SR_OPTIM_SGD:
-        launch_apply<W, SR_OPTIM_SGD>(p, st);
+        launch_apply<W, SR_OPTIM_SGD>(dev, p, st);
         break;
     case SR_OPTIM_ADAGRAD:
-        launch_apply<W, SR_OPTIM_ADAGRAD>(p, st);
+        launch_apply<W, SR_OPTIM_ADAGRAD>(dev, p, st);
         break;
     case SR_OPTIM_ROWWISE_ADAGRAD:
-        launch_apply<W, SR_OPTIM_ROWWISE_ADAGRAD>(p, st);
+        launch_apply<W, SR_OPTIM_ROWWISE_ADAGRAD>(dev, p, st);
         break;
     case SR_OPTIM_ADAM:
-        launch_apply<W, SR_OPTIM_ADAM>(p, st);
+        launch_apply<W, SR_OPTIM_ADAM>(dev, p, st);
         break;
     }
 }
@@ -378,9 +380,9 @@ static void cu_dp_apply(struct sr_device *dev, const struct sr_emb_table *tab, c
     p.log2G = sr_cu_log2(p.G);
     p.optim = sr_cu_optim_of(u);
     if (W == 4)
-        apply_as<4>(p, sr_cu_stream(dev, s));
+        apply_as<4>(dev, p, sr_cu_stream(dev, s));
     else
-        apply_as<1>(p, sr_cu_stream(dev, s));
+        apply_as<1>(dev, p, sr_cu_stream(dev, s));
 }
 
 extern "C" const struct sr_emb_dp_ops sr_cuda_emb_dp_ops = {

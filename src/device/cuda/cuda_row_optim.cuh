@@ -283,6 +283,17 @@ static inline int sr_cu_group_lanes(int max_dim, int W)
     return g;
 }
 
+/* Blocks for n items, per_block items a block: no more than per_sm blocks on
+ * each multiprocessor (enough to fill it). Kernels loop grid-stride, so what a
+ * thread sets up once (the step's constants) is not paid per item. */
+static inline unsigned sr_cu_grid(const struct sr_device *dev, long long n, int per_block,
+                                  int per_sm)
+{
+    const int sms = sr_cu_ctx(dev)->num_sms > 0 ? sr_cu_ctx(dev)->num_sms : 1;
+    const unsigned b = sr_cu_blocks(n, per_block), cap = (unsigned)(sms * per_sm);
+    return b < cap ? b : cap;
+}
+
 static inline int sr_cu_log2(int g)
 {
     int l = 0;
