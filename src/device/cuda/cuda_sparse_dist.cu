@@ -7,8 +7,8 @@
  * travel by value as kernel parameters.
  *
  *   op              kernels (grid)                      what one block does
- *   bucketize       ids (B/256, F)                      256 bags of a feature, thread per bag:
- *                                                       per-shard counts in shared memory
+ *   bucketize       ids (B/256, F)                      256 bags of a feature: per-shard
+ *                                                       counts per bag in shared memory
  *                   counts (count_words)                one counts word: a slot's B lens summed
  *   mean_scales     scales (F*B / 256)                  elementwise
  *   pack            slots (count_displ[W])              one slot: its place in the message,
@@ -22,6 +22,12 @@
  *                   ids (num_values / 2048), per batch  2048 ids: each finds its block by
  *                                                       binary search over the offsets
  *   pooled_*        (B/32, pieces)                      32 rows of one piece
+ *
+ * The bag kernels of bucketize and pack walk ids warp by warp: a warp owns
+ * 32 consecutive bags, and lane k of each step takes the k-th next id of
+ * them, so loads are coalesced and bag lengths may differ without idling
+ * lanes; a lane finds its id's bag by a 5-step shuffle search over the bags'
+ * first ids (bag_of_id).
  *
  * Scratch, the layout's work array (int64): pack keeps each slot's first id
  * word, first weight word and lengths word of the message at
@@ -38,14 +44,17 @@
  * CPU's. Each such word has one reader and writer, the thread of its bag.
  *
  * Determinism: every output word has exactly one writing thread; ids keep
- * their KJT order within a slot (a thread walks its bag in order, bags have
- * their prefix-summed places); sums and prefix sums are over integers, so
- * their order is immaterial; the float ops are one fp32 multiply or divide
- * per value (__fmul_rn, __fdiv_rn: IEEE round-to-nearest, never contracted),
- * as the CPU's. No atomics. The grids depend only on the shapes. An
- * invariant that the CPU asserts (a message within its words, a batch within
- * its values, lengths that agree with the counts) traps on the device, with
- * a printf of what broke, so the next checked CUDA call aborts.
+ * their KJT order within a slot (bags have their prefix-summed places, and
+ * an id's place within its bag counts the ids of its bag and shard before it:
+ * earlier steps through shared memory, earlier lanes of its step through
+ * __match_any_sync); sums and prefix sums are over integers, so their order
+ * is immaterial (bucketize's per-bag counts are shared-memory atomic adds,
+ * the only atomics); the float ops are one fp32 multiply or divide per value
+ * (__fmul_rn, __fdiv_rn: IEEE round-to-nearest, never contracted), as the
+ * CPU's. The grids depend only on the shapes. An invariant that the CPU
+ * asserts (a message within its words, a batch within its values, lengths
+ * that agree with the counts) traps on the device, with a printf of what
+ * broke, so the next checked CUDA call aborts.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -153,39 +162,74 @@ static __device__ __forceinline__ int64_t get_id(const int32_t *at, int id_words
     return (int64_t)((uint64_t)(uint32_t)at[0] | (uint64_t)(uint32_t)at[1] << 32);
 }
 
+/* Warp-cooperative walk over the ids of 32 consecutive bags (lane L owns bag
+ * L, its first id `first`; lanes past the batch own empty bags at the end):
+ * lane k of a step takes id base + k, so loads are coalesced whatever the
+ * bag lengths, and finds its bag: the last lane whose first id is at or
+ * before it (an empty bag never is the last such). */
+static __device__ __forceinline__ int bag_of_id(int64_t first, int64_t i)
+{
+    int L = 0;
+    for (int step = 16; step > 0; step >>= 1) {
+        const int64_t s = __shfl_sync(0xffffffffu, first, L + step);
+        L += s <= i ? step : 0;
+    }
+    return L;
+}
+
+/* The lanes with the same key this step: this lane's rank among them (lanes
+ * hold consecutive ids, so rank follows id order) and their number. */
+static __device__ __forceinline__ int key_rank(int key, int *size)
+{
+    const unsigned same = __match_any_sync(0xffffffffu, key);
+    *size = __popc(same);
+    return __popc(same & ((1u << (threadIdx.x & 31)) - 1));
+}
+
 /* ---- bucketize ----------------------------------------------------------------- */
 
-/* lens columns of the block's bags of feature blockIdx.y, every slot of it. */
+/* lens columns of the block's bags of feature blockIdx.y, every slot of it.
+ * A row-split feature counts each bag's ids per shard in shared memory, one
+ * column per bag, SD_SHARDS shards a pass: each warp walks its 32 bags' ids
+ * (bag_of_id) and adds 1 per id to its (bag, shard) (integer adds: the
+ * counts do not depend on their order). */
 __global__ void __launch_bounds__(SD_THREADS)
     bucketize_kernel(const __grid_constant__ struct sr_sparse_dist_layout l,
                      const __grid_constant__ struct sr_sparse_dist_kjt k, int32_t *lens)
 {
     __shared__ int32_t hist[SD_SHARDS][SD_THREADS];
-    const int f = blockIdx.y, B = l.batch, t = threadIdx.x;
+    const int f = blockIdx.y, B = l.batch, t = threadIdx.x, lane = t & 31, wb = t - lane;
     const int fs = l.first_slot[f], b = blockIdx.x * SD_THREADS + t;
-    if (fs < 0 || b >= B)
+    if (fs < 0)
         return;
     const int nsh = l.num_shards[f];
     const int64_t blk = l.block[f];
-    const int32_t len = k.lengths[(size_t)f * B + b];
     int32_t *out = lens + (size_t)fs * B + b;
     if (blk == 0) {
-        for (int j = 0; j < nsh; j++)
+        const int32_t len = b < B ? k.lengths[(size_t)f * B + b] : 0;
+        for (int j = 0; j < nsh && b < B; j++)
             out[(size_t)j * B] = len;
         return;
     }
-    const int64_t *v = k.values + k.offsets[(size_t)f * B + b];
+    const int64_t *off = k.offsets + (size_t)f * B;
+    const int64_t first = off[min(b, B)], end = off[min(b - lane + 32, B)];
+    const int64_t start = __shfl_sync(0xffffffffu, first, 0);
     for (int j0 = 0; j0 < nsh; j0 += SD_SHARDS) {
         const int nj = min(SD_SHARDS, nsh - j0);
         for (int j = 0; j < nj; j++)
             hist[j][t] = 0;
-        for (int32_t i = 0; i < len; i++) {
-            const int64_t j = shard_of(v[i], blk) - j0;
+        __syncwarp();
+        for (int64_t base = start; base < end; base += 32) {
+            const int64_t i = base + lane;
+            const int L = bag_of_id(first, i);
+            const int64_t j = i < end ? shard_of(k.values[i], blk) - j0 : -1;
             if (j >= 0 && j < nj)
-                hist[j][t]++;
+                atomicAdd(&hist[j][wb + L], 1);
         }
-        for (int j = 0; j < nj; j++)
+        __syncwarp();
+        for (int j = 0; j < nj && b < B; j++)
             out[(size_t)(j0 + j) * B] = hist[j][t];
+        __syncwarp();
     }
 }
 
@@ -351,21 +395,24 @@ static __device__ void pack_copy_ids(const struct sr_sparse_dist_layout &l,
     }
 }
 
-/* A row-split feature's ids, thread per bag: a bag's ids go after the bag
- * prefix sum that pack_slots_kernel left in its lengths word, counted per
- * shard in shared memory, in KJT order; then the word gets the length. */
+/* A row-split feature's ids: each warp walks its 32 bags' ids in order
+ * (bag_of_id); an id goes after its bag's prefix sum, which pack_slots_kernel
+ * left in the bag's lengths word, plus the ids of its bag and shard before
+ * it: counted in shared memory (one column per bag) across steps, and by
+ * rank among the lanes of its (bag, shard) within a step. Then each bag's
+ * word gets its length. SD_SHARDS shards a pass. */
 static __device__ void pack_split_ids(const struct sr_sparse_dist_layout &l,
                                       const struct sr_sparse_dist_kjt &k, const int32_t *lens,
                                       int f, int32_t *send)
 {
     __shared__ int32_t next[SD_SHARDS][SD_THREADS];
     __shared__ int64_t at[3][SD_SHARDS];
-    const int B = l.batch, S = l.num_slots, t = threadIdx.x, b = blockIdx.x * SD_THREADS + t;
-    const int fs = l.first_slot[f], nsh = l.num_shards[f], idw = l.id_words;
-    const int64_t blk = l.block[f];
-    const int32_t len = b < B ? k.lengths[(size_t)f * B + b] : 0;
-    const int64_t *v = k.values + (b < B ? k.offsets[(size_t)f * B + b] : 0);
-    const float *wt = k.weights ? k.weights + (v - k.values) : NULL;
+    const int B = l.batch, S = l.num_slots, t = threadIdx.x, lane = t & 31, wb = t - lane;
+    const int b = blockIdx.x * SD_THREADS + t, fs = l.first_slot[f], nsh = l.num_shards[f];
+    const int idw = l.id_words;
+    const int64_t blk = l.block[f], *off = k.offsets + (size_t)f * B;
+    const int64_t first = off[min(b, B)], end = off[min(b - lane + 32, B)];
+    const int64_t start = __shfl_sync(0xffffffffu, first, 0);
     for (int j0 = 0; j0 < nsh; j0 += SD_SHARDS) {
         const int nj = min(SD_SHARDS, nsh - j0);
         __syncthreads(); /* the last pass has read at */
@@ -373,20 +420,28 @@ static __device__ void pack_split_ids(const struct sr_sparse_dist_layout &l,
             for (int q = 0; q < 3; q++)
                 at[q][t] = l.work[q * S + fs + j0 + t];
         __syncthreads();
-        if (b >= B)
-            continue;
-        for (int j = 0; j < nj; j++)
+        for (int j = 0; j < nj && b < B; j++)
             next[j][t] = send[at[2][j] + b];
-        for (int32_t i = 0; i < len; i++) {
-            const int64_t j = shard_of(v[i], blk);
-            if (j < j0 || j >= j0 + nj)
-                continue;
-            const int q = next[j - j0][t]++;
-            put_id(send + at[0][j - j0] + (int64_t)q * idw, v[i] - j * blk, idw);
-            if (wt)
-                send[at[1][j - j0] + q] = __float_as_int(wt[i]);
+        __syncwarp();
+        for (int64_t base = start; base < end; base += 32) {
+            const int64_t i = base + lane;
+            const int L = bag_of_id(first, i);
+            const int64_t v = i < end ? k.values[i] : 0, j = i < end ? shard_of(v, blk) - j0 : -1;
+            const int in = j >= 0 && j < nj;
+            int size;
+            const int rank = key_rank(in ? L * SD_SHARDS + (int)j : -1, &size);
+            if (in) {
+                const int q = next[j][wb + L] + rank;
+                put_id(send + at[0][j] + (int64_t)q * idw, v - (j0 + j) * blk, idw);
+                if (k.weights)
+                    send[at[1][j] + q] = __float_as_int(k.weights[i]);
+            }
+            __syncwarp();
+            if (in && rank == size - 1)
+                next[j][wb + L] += size;
+            __syncwarp();
         }
-        for (int j = 0; j < nj; j++)
+        for (int j = 0; j < nj && b < B; j++)
             send[at[2][j] + b] = lens[(size_t)(fs + j0 + j) * B + b];
     }
 }
