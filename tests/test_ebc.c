@@ -439,7 +439,8 @@ static void test_init_matches_counter_rng(void **state)
             assert_true(fabsf(w[i]) <= (float)bound);
         }
     }
-    assert_true(memcmp(HV(sr_ebc_weights(ebc, 0)), HV(sr_ebc_weights(ebc, 2)), 3 * sizeof(float)) != 0);
+    assert_true(memcmp(HV(sr_ebc_weights(ebc, 0)), HV(sr_ebc_weights(ebc, 2)), 3 * sizeof(float)) !=
+                0);
     const float *s = HV(sr_ebc_optim_state(ebc, 1)); /* adagrad starts at 0 */
     for (int i = 0; i < 7 * 8; i++)
         assert_true(s[i] == 0.0f);
@@ -680,7 +681,8 @@ static void test_eval_forward_keeps_training_ids(void **state)
     for (int t = 0; t < 3; t++) {
         size_t n = (size_t)c.tables[t].num_embeddings * c.tables[t].embedding_dim;
         assert_memory_equal(HV(sr_ebc_weights(plain, t)), HV(sr_ebc_weights(mixed, t)), n * 4);
-        assert_memory_equal(HV(sr_ebc_optim_state(plain, t)), HV(sr_ebc_optim_state(mixed, t)), n * 4);
+        assert_memory_equal(HV(sr_ebc_optim_state(plain, t)), HV(sr_ebc_optim_state(mixed, t)),
+                            n * 4);
     }
     free(dpooled);
     free(k);
@@ -736,7 +738,8 @@ static void test_update_reads_device_scalars(void **state)
 
     for (int t = 0; t < c.cfg.num_tables; t++) {
         size_t n = (size_t)c.cfg.tables[t].num_embeddings * c.cfg.tables[t].embedding_dim;
-        assert_memory_equal(HV(sr_ebc_weights(got, t)), HV(sr_ebc_weights(want, t)), n * sizeof(float));
+        assert_memory_equal(HV(sr_ebc_weights(got, t)), HV(sr_ebc_weights(want, t)),
+                            n * sizeof(float));
     }
     sr_dev_free_host(dev, slots);
     sr_dev_free(dev, block);

@@ -47,8 +47,7 @@ static void test_ops_and_copies(void **state)
     assert_int_equal(dev->host_visible, 0);
     assert_int_equal(dev->host_immediate, 0);
     float a[6] = {1, 2, 3, 4, 5, 6}, b[6] = {0.5f, -1, 2, 0.25f, 3, -2}, want[4], got[4];
-    cpu->dense->gemm(cpu, NULL, SR_NO_TRANS, SR_NO_TRANS, 2, 2, 3, 1.0f, a, 3, b, 2, 0.0f, want,
-                     2);
+    cpu->dense->gemm(cpu, NULL, SR_NO_TRANS, SR_NO_TRANS, 2, 2, 3, 1.0f, a, 3, b, 2, 0.0f, want, 2);
     float *da = sr_dev_alloc(dev, sizeof a), *db = sr_dev_alloc(dev, sizeof b);
     float *dc = sr_dev_alloc_zero(dev, sizeof got);
     sr_dev_copy(dev, da, a, sizeof a, NULL);
@@ -142,8 +141,8 @@ static void expect_abort(const char *name, const char *text)
     char out[8192];
     int status = run_child(name, out, sizeof out);
     if (!WIFSIGNALED(status) || WTERMSIG(status) != SIGABRT || !strstr(out, text))
-        fail_msg("scenario %s: status %d, want SIGABRT and \"%s\"; output:\n%s", name, status,
-                 text, out);
+        fail_msg("scenario %s: status %d, want SIGABRT and \"%s\"; output:\n%s", name, status, text,
+                 out);
 }
 
 static void test_host_read_aborts(void **state)

@@ -87,8 +87,8 @@ struct sr_comm {
 struct sr_stage_call;
 int sr_stage_on(sr_comm_t c);
 struct sr_stage_call *sr_stage_begin(sr_comm_t c, sr_stream_t stream);
-const void *sr_stage_in(sr_comm_t c, struct sr_stage_call *k, const void *buf,
-                        const size_t *counts, const size_t *displs, int n, size_t es);
+const void *sr_stage_in(sr_comm_t c, struct sr_stage_call *k, const void *buf, const size_t *counts,
+                        const size_t *displs, int n, size_t es);
 void *sr_stage_out(sr_comm_t c, struct sr_stage_call *k, void *buf, const size_t *counts,
                    const size_t *displs, int n, size_t es);
 void sr_stage_ready(sr_comm_t c, struct sr_stage_call *k);

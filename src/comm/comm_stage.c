@@ -105,7 +105,8 @@ static struct mirror *mirror_of(sr_comm_t c, char *base, size_t bytes)
             slot = m;
     }
     const int empty = slot != NULL;
-    for (int i = 0; !empty && i < MIRRORS_MAX; i++) { /* none free: the least recently used idle one */
+    /* none free: the least recently used idle one */
+    for (int i = 0; !empty && i < MIRRORS_MAX; i++) {
         struct mirror *m = &st->mirrors[i];
         if (!m->busy && (!slot || m->used < slot->used))
             slot = m;
@@ -197,8 +198,8 @@ static struct mirror *regions(sr_comm_t c, const void *buf, const size_t *counts
     return mirror_of(c, base, bytes);
 }
 
-const void *sr_stage_in(sr_comm_t c, struct sr_stage_call *k, const void *buf,
-                        const size_t *counts, const size_t *displs, int n, size_t es)
+const void *sr_stage_in(sr_comm_t c, struct sr_stage_call *k, const void *buf, const size_t *counts,
+                        const size_t *displs, int n, size_t es)
 {
     struct run *runs = k->runs;
     int num;
@@ -209,8 +210,7 @@ const void *sr_stage_in(sr_comm_t c, struct sr_stage_call *k, const void *buf,
         return buf;
     after_copy_back(c->dev, m, k->stream);
     for (int i = 0; i < num; i++)
-        sr_dev_copy(c->dev, m->host + runs[i].off, m->base + runs[i].off, runs[i].bytes,
-                    k->stream);
+        sr_dev_copy(c->dev, m->host + runs[i].off, m->base + runs[i].off, runs[i].bytes, k->stream);
     m->busy++;
     k->in = m;
     return m->host + off;

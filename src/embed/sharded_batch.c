@@ -67,8 +67,8 @@ static void alloc_input_dist(struct sr_sharded_ebc *s, struct sr_sharded_ebc_bat
     b->count_send_host = b->count_send;
     b->count_recv_host = b->count_recv;
     if (!s->dev->host_visible) {
-        b->count_send_host = sr_dev_alloc_host(
-            s->dev, sizeof *b->count_send * ((size_t)s->sd_layout.count_words + 1));
+        b->count_send_host = sr_dev_alloc_host(s->dev, sizeof *b->count_send *
+                                                           ((size_t)s->sd_layout.count_words + 1));
         b->count_recv_host = sr_dev_alloc_host(s->dev, sizeof *b->count_recv * (W * (n + 1) + 1));
     }
     b->send_counts = sr_calloc(W, sizeof(size_t));

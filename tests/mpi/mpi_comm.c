@@ -658,7 +658,8 @@ static void test_staged(sr_comm_t world)
         COUNT_BAD(bad, 3 + N, cap, 7);
         CHECK(!bad, "staged all_reduce mode %d: %d wrong", mode, bad);
 
-        sr_comm_all_reduce(c, d + 5, d + 5, N, SR_DTYPE_F32, SR_REDUCE_SUM, NULL, wp); /* in place */
+        /* in place */
+        sr_comm_all_reduce(c, d + 5, d + 5, N, SR_DTYPE_F32, SR_REDUCE_SUM, NULL, wp);
         complete(c, w, mode);
         down(dev, h, d, cap);
         bad = 0;

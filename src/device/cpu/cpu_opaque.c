@@ -102,18 +102,20 @@ static void on_segv(int sig, siginfo_t *si, void *uc)
     }
     const struct block *b = block_at(a);
     int w = fault_was_write(uc);
+    const char *what = w < 0 ? "touched" : w ? "wrote" : "read";
     char msg[640];
     snprintf(msg, sizeof msg,
              "[rank %d] opaque device: the host %s device memory at %p, %s; host code may not "
              "touch device memory: copy it to host memory from sr_dev_alloc_host with "
              "sr_dev_copy on a stream, then wait for that stream\n",
-             sr_get_rank(), w < 0 ? "touched" : w ? "wrote" : "read", (const void *)a,
+             sr_get_rank(), what, (const void *)a,
              b ? (b->live ? "inside a live device allocation" : "inside a FREED device allocation")
                : "outside every device allocation");
     say(msg);
     if (b) {
-        snprintf(msg, sizeof msg, "[rank %d] opaque device: that allocation: %zu bytes at %p, "
-                 "offset %zu\n", sr_get_rank(), b->bytes, (void *)b->p, (size_t)(a - b->p));
+        snprintf(msg, sizeof msg,
+                 "[rank %d] opaque device: that allocation: %zu bytes at %p, offset %zu\n",
+                 sr_get_rank(), b->bytes, (void *)b->p, (size_t)(a - b->p));
         say(msg);
     }
     say("backtrace (resolve with addr2line -e BINARY, or run under gdb):\n");
