@@ -13,16 +13,20 @@
  *   forward   one group per bag (f, b), all features in one launch. The group
  *             sums the bag's rows in bag order, FWD_ROWS rows in flight per
  *             lane, rounding as the CPU does (pooled is the CPU's bit for
- *             bit), and with keep_ids writes each id's sort key (its
- *             table's base + row) and value (the pooled offset it reads its
- *             gradient from, and its scale) at the table-grouped position.
+ *             bit), and with keep_ids writes each id's key (table << R | row,
+ *             R the bits of the largest table's rows) and value (the pooled
+ *             offset it reads its gradient from, and its scale) at the
+ *             table-grouped position.
  *   backward  cub::DeviceRadixSort::SortPairs (LSD radix: stable) of the kept
- *             ids on the key's bits that can be set, then one group per sorted
- *             position: the group at the first id of a run of equal keys sums
- *             the run's gradient contributions in id order (BWD_ROWS in
- *             flight) and applies the optimizer to the row at once; no (E, D)
- *             gradient exists. Row-wise Adagrad stages the gradient row in
- *             shared memory to sum g² in the CPU's order.
+ *             ids on the R row bits only: the ids of one (table, row) then lie
+ *             together and in their table-grouped order (equal rows of
+ *             different tables keep their table order), so no pass sorts the
+ *             table bits. Then one group per sorted position: the group at
+ *             the first id of a run of equal keys sums the run's gradient
+ *             contributions in id order (BWD_ROWS in flight) and applies the
+ *             optimizer to the row (table key >> R, row key & (2^R - 1)) at
+ *             once; no (E, D) gradient exists. Row-wise Adagrad stages the
+ *             gradient row in shared memory to sum g² in the CPU's order.
  *
  * Grids hold at most GRID_PER_SM blocks of FWD_THREADS threads per
  * multiprocessor; kernels loop grid-stride over bags or sorted positions.
@@ -34,14 +38,14 @@
  *
  * Workspace (device, one block; every part 256-byte aligned):
  *
- *   tables    (T)      cu_table: weight, state, rows, key base, D
+ *   tables    (T)      cu_table: weight, state, rows, D
  *   features  (F)      cu_feature: table, column, mean
- *   bases     (T + 1)  uint64 key of each table's row 0; bases[T] = Σ rows
- *   key_a/b   (N)      uint32 (uint64 when Σ rows > 2^32) sort keys, ping-pong
+ *   key_a/b   (N)      uint32 (uint64 when table and row need more than 32
+ *                      bits) keys, ping-pong
  *   val_a/b   (N)      uint64 (pooled offset | float scale << 32), ping-pong
  *   sort      cub's temporary storage for N items
  *
- * The first three are per-layout data, written once by workspace_init (an
+ * The first two are per-layout data, written once by workspace_init (an
  * upload kernel whose arguments carry them; it waits for it, as a set-up
  * call); per-step host arrays (feature_pos) travel as kernel arguments. No
  * other op synchronises with the host or allocates, so every op must be given
@@ -77,7 +81,6 @@ struct cu_table {
     float *weight;
     float *state;
     int64_t rows;
-    uint64_t key_base;
     int dim;
 };
 
@@ -152,6 +155,7 @@ template <typename K> struct fwd_params {
     K *key;                 /* (N) kept keys, NULL without keep_ids */
     uint64_t *val;          /* (N) kept values */
     int batch, nbags, out_dim, G, log2G;
+    int row_bits; /* R: a key is table << R | row */
 };
 
 template <int MAXF> struct fwd_pos {
@@ -206,11 +210,11 @@ __device__ __forceinline__ sr_cu_vec<W> pool_chunk(const float *weight, int d,
 /* Record the bag's ids [s, e) at kept positions base + i. */
 template <typename K>
 __device__ __forceinline__ void keep_bag(const fwd_params<K> &p, int64_t base, int64_t s, int64_t e,
-                                         int lig, int src, float inv, uint64_t key_base)
+                                         int lig, int src, float inv, uint64_t key_table)
 {
     for (int64_t i = s + lig; i < e; i += p.G) {
         const float w = p.weights ? p.weights[i] : 1.0f;
-        p.key[base + i] = (K)(key_base + (uint64_t)p.values[i]);
+        p.key[base + i] = (K)(key_table | (uint64_t)p.values[i]);
         p.val[base + i] = pack_val(src, __fmul_rn(w, inv));
     }
 }
@@ -237,7 +241,7 @@ __global__ void __launch_bounds__(FWD_THREADS)
         }
         if (p.key) {
             const int64_t base = pos.feature_pos[f] - p.offsets[(int64_t)f * p.batch];
-            keep_bag<K>(p, base, s, e, lig, src, inv, tb.key_base);
+            keep_bag<K>(p, base, s, e, lig, src, inv, (uint64_t)fe.table << p.row_bits);
         }
     }
 }
@@ -246,27 +250,13 @@ __global__ void __launch_bounds__(FWD_THREADS)
 
 template <typename K> struct bwd_params {
     const struct cu_table *tables;
-    const uint64_t *bases; /* (T + 1) */
-    const K *keys;         /* (n) sorted */
-    const uint64_t *vals;  /* (n) in the keys' order */
-    const float *dpooled;  /* (B, out_dim) */
-    int num_tables, n, max_dim, G, log2G;
+    const K *keys;        /* (n) sorted */
+    const uint64_t *vals; /* (n) in the keys' order */
+    const float *dpooled; /* (B, out_dim) */
+    int n, max_dim, G, log2G;
+    int row_bits; /* R: a key is table << R | row */
     struct sr_cu_optim optim;
 };
-
-/* The table whose keys [bases[t], bases[t + 1]) hold key. */
-__device__ __forceinline__ int table_of(const uint64_t *bases, int num_tables, uint64_t key)
-{
-    int lo = 0, hi = num_tables;
-    while (hi - lo > 1) {
-        int mid = (lo + hi) >> 1;
-        if (bases[mid] <= key)
-            lo = mid;
-        else
-            hi = mid;
-    }
-    return lo;
-}
 
 /* Columns [c, c + W) of the gradient of the row whose sorted ids start at j:
  * Σ scale_i * dpooled[src_i + c ..] over the run of equal keys, in order. v0
@@ -351,15 +341,15 @@ __global__ void __launch_bounds__(BWD_THREADS) backward_kernel(const bwd_params<
     const int groups = blockDim.x >> p.log2G;
     const unsigned mask = sr_cu_group_mask(lane, p.G);
     float *gs = (float *)smem4 + (size_t)grp * GROUP_SMEM(p.max_dim);
-    const struct sr_cu_step k = sr_cu_step_of(p.optim);
+    const struct sr_cu_step k = sr_cu_step_of<OPT>(p.optim);
     for (int j = blockIdx.x * groups + grp; j < p.n; j += gridDim.x * groups) {
         const K key = p.keys[j];
         const uint64_t v0 = p.vals[j]; /* issued with the key: the run's first id */
         if (j > 0 && p.keys[j - 1] == key)
             continue; /* not the first id of its row: that group does the row */
-        const int t = table_of(p.bases, p.num_tables, key);
-        const struct cu_table tb = p.tables[t];
-        update_row<W, K, OPT>(p, k, tb, (int64_t)(key - p.bases[t]), j, key, v0, lig, mask, gs);
+        const struct cu_table tb = p.tables[(uint64_t)key >> p.row_bits];
+        const int64_t row = (int64_t)((uint64_t)key & (((uint64_t)1 << p.row_bits) - 1));
+        update_row<W, K, OPT>(p, k, tb, row, j, key, v0, lig, mask, gs);
     }
 }
 
@@ -368,14 +358,13 @@ __global__ void __launch_bounds__(BWD_THREADS) backward_kernel(const bwd_params<
 struct ws_view {
     struct cu_table *tables;
     struct cu_feature *features;
-    uint64_t *bases;
     void *key[2];     /* uint32 or uint64 */
     uint64_t *val[2]; /* packed (src, scale) */
     void *sort;
     size_t sort_bytes;
-    size_t image_bytes; /* tables, features and bases */
+    size_t image_bytes; /* tables and features */
     int key64;          /* keys are uint64 */
-    int end_bit;        /* bits of the largest key */
+    int row_bits;       /* R: the bits the sort sorts on */
 };
 
 static size_t align_up(size_t n)
@@ -383,19 +372,22 @@ static size_t align_up(size_t n)
     return (n + WS_ALIGN - 1) & ~(size_t)(WS_ALIGN - 1);
 }
 
-static uint64_t total_rows(const struct sr_emb_layout *layout)
-{
-    uint64_t n = 0;
-    for (int t = 0; t < layout->num_tables; t++)
-        n += (uint64_t)layout->tables[t].rows;
-    return n;
-}
-
 static int bits_for(uint64_t n)
 {
     int bits = 0;
     while (bits < 64 && n > 1 && ((n - 1) >> bits) != 0)
         bits++;
+    return bits;
+}
+
+/* R: the bits of the largest row index of any table. */
+static int row_bits_of(const struct sr_emb_layout *layout)
+{
+    int bits = 0;
+    for (int t = 0; t < layout->num_tables; t++) {
+        int b = bits_for((uint64_t)layout->tables[t].rows);
+        bits = b > bits ? b : bits;
+    }
     return bits;
 }
 
@@ -416,34 +408,32 @@ static size_t ws_carve(const struct sr_emb_layout *layout, char *base, int with_
 {
     const int T = layout->num_tables, F = layout->num_features;
     const size_t n = (size_t)(layout->max_values > 0 ? layout->max_values : 1);
-    const uint64_t rows = total_rows(layout);
-    v->key64 = rows > ((uint64_t)1 << 32);
-    v->end_bit = bits_for(rows);
+    v->row_bits = row_bits_of(layout);
+    v->key64 = v->row_bits + bits_for((uint64_t)T) > 32;
+    SR_ASSERT(v->row_bits + bits_for((uint64_t)T) <= 64);
     v->sort_bytes = !with_sort ? 0
-                    : v->key64 ? sort_temp_bytes<uint64_t>((int64_t)n, v->end_bit)
-                               : sort_temp_bytes<uint32_t>((int64_t)n, v->end_bit);
+                    : v->key64 ? sort_temp_bytes<uint64_t>((int64_t)n, v->row_bits)
+                               : sort_temp_bytes<uint32_t>((int64_t)n, v->row_bits);
     const size_t key_bytes = v->key64 ? 8 : 4;
-    size_t part[8] = {sizeof(struct cu_table) * T,
+    size_t part[7] = {sizeof(struct cu_table) * T,
                       sizeof(struct cu_feature) * F,
-                      sizeof(uint64_t) * (T + 1),
                       n * key_bytes,
                       n * key_bytes,
                       n * 8,
                       n * 8,
                       v->sort_bytes};
-    char *p[8];
+    char *p[7];
     size_t off = 0;
-    for (int i = 0; i < 8; i++) {
+    for (int i = 0; i < 7; i++) {
         p[i] = base ? base + off : NULL;
         off += align_up(part[i] ? part[i] : 1);
     }
     v->tables = (struct cu_table *)p[0];
     v->features = (struct cu_feature *)p[1];
-    v->bases = (uint64_t *)p[2];
-    v->image_bytes = (size_t)(p[3] - p[0]);
-    v->key[0] = p[3], v->key[1] = p[4];
-    v->val[0] = (uint64_t *)p[5], v->val[1] = (uint64_t *)p[6];
-    v->sort = p[7];
+    v->image_bytes = (size_t)(p[2] - p[0]);
+    v->key[0] = p[2], v->key[1] = p[3];
+    v->val[0] = (uint64_t *)p[4], v->val[1] = (uint64_t *)p[5];
+    v->sort = p[6];
     return off;
 }
 
@@ -491,7 +481,7 @@ static void upload(struct sr_device *dev, void *dst, const void *src, size_t byt
     }
 }
 
-/* The layout's tables, features and key bases, written on the main stream. */
+/* The layout's tables and features, written on the main stream. */
 static void cu_workspace_init(struct sr_device *dev, const struct sr_emb_layout *layout,
                               void *workspace)
 {
@@ -503,16 +493,11 @@ static void cu_workspace_init(struct sr_device *dev, const struct sr_emb_layout 
     struct cu_table *tables = (struct cu_table *)image;
     struct cu_feature *features =
         (struct cu_feature *)(image + ((char *)v.features - (char *)v.tables));
-    uint64_t *bases = (uint64_t *)(image + ((char *)v.bases - (char *)v.tables));
-    uint64_t base = 0;
     for (int t = 0; t < T; t++) {
         const struct sr_emb_table *tab = &layout->tables[t];
         SR_ASSERT(tab->dim >= 1 && tab->dim <= layout->max_dim);
-        tables[t] = (struct cu_table){tab->weight, tab->state, tab->rows, base, tab->dim};
-        bases[t] = base;
-        base += (uint64_t)tab->rows;
+        tables[t] = (struct cu_table){tab->weight, tab->state, tab->rows, tab->dim};
     }
-    bases[T] = base;
     for (int f = 0; f < F; f++) {
         const struct sr_emb_feature *fe = &layout->features[f];
         features[f] = (struct cu_feature){fe->table, fe->col, fe->mean};
@@ -610,6 +595,7 @@ static void forward_as(const struct sr_device *dev, const struct sr_emb_layout *
     p.out_dim = layout->out_dim;
     p.G = sr_cu_group_lanes(layout->max_dim, W);
     p.log2G = sr_cu_log2(p.G);
+    p.row_bits = v->row_bits;
     if (layout->num_features <= POS_SMALL)
         launch_forward<W, K, POS_SMALL>(dev, p, batch, keep, st);
     else if (layout->num_features <= POS_LARGE)
@@ -642,15 +628,17 @@ static void cu_forward(struct sr_device *dev, const struct sr_emb_layout *layout
 
 /* ---- backward ----------------------------------------------------------------------- */
 
-/* Sort the n kept ids by key (stable); returns which buffers hold the result. */
+/* Sort the n kept ids by the row bits of their keys (stable); returns which
+ * buffers hold the result. With R = 0 (one-row tables) the table-grouped
+ * order already has each row's ids together. */
 template <typename K> static int sort_kept(const struct ws_view *v, int n, cudaStream_t st)
 {
-    if (v->end_bit == 0 || n < 2)
+    if (v->row_bits == 0 || n < 2)
         return 0;
     cub::DoubleBuffer<K> keys((K *)v->key[0], (K *)v->key[1]);
     cub::DoubleBuffer<uint64_t> vals(v->val[0], v->val[1]);
     size_t bytes = v->sort_bytes;
-    SR_CU_CHECK(cub::DeviceRadixSort::SortPairs(v->sort, bytes, keys, vals, n, 0, v->end_bit, st));
+    SR_CU_CHECK(cub::DeviceRadixSort::SortPairs(v->sort, bytes, keys, vals, n, 0, v->row_bits, st));
     SR_ASSERT(keys.selector == vals.selector);
     return keys.selector;
 }
@@ -672,15 +660,14 @@ static void backward_as(const struct sr_device *dev, const struct sr_emb_layout 
     const int cur = sort_kept<K>(v, n, st);
     bwd_params<K> p;
     p.tables = v->tables;
-    p.bases = v->bases;
     p.keys = (const K *)v->key[cur];
     p.vals = v->val[cur];
     p.dpooled = dpooled;
-    p.num_tables = layout->num_tables;
     p.n = n;
     p.max_dim = layout->max_dim;
     p.G = sr_cu_group_lanes(layout->max_dim, W);
     p.log2G = sr_cu_log2(p.G);
+    p.row_bits = v->row_bits;
     p.optim = sr_cu_optim_of(update);
     size_t smem;
     const int threads = bwd_threads(layout, p.G, &smem);

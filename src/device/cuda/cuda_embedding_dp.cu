@@ -238,7 +238,7 @@ __global__ void __launch_bounds__(APPLY_THREADS) apply_kernel(const apply_params
     const int lane = threadIdx.x & 31, lig = lane & (p.G - 1), grp = threadIdx.x >> p.log2G;
     const int groups = blockDim.x >> p.log2G;
     const unsigned mask = sr_cu_group_mask(lane, p.G);
-    const struct sr_cu_step k = sr_cu_step_of(p.optim);
+    const struct sr_cu_step k = sr_cu_step_of<OPT>(p.optim);
     for (int64_t row = blockIdx.x * (int64_t)groups + grp; row < p.rows;
          row += (int64_t)gridDim.x * groups)
         if (p.counts[row] > 0.0f)

@@ -135,10 +135,11 @@ static inline struct sr_cu_optim sr_cu_optim_of(const struct sr_emb_update *u)
     return o;
 }
 
+template <int OPT>
 __device__ __forceinline__ struct sr_cu_step sr_cu_step_of(const struct sr_cu_optim &o)
 {
     struct sr_cu_step k = {o.lr_dev ? *o.lr_dev : o.lr, o.eps, o.b1, o.b2, o.c1, o.c2};
-    if (o.kind == SR_OPTIM_ADAM && o.step_dev) {
+    if (OPT == SR_OPTIM_ADAM && o.step_dev) {
         const int64_t step = *o.step_dev;
         if (step < 1)
             __trap(); /* the CPU asserts step >= 1 */

@@ -21,14 +21,13 @@ struct DeviceRadixSort {
         assert(bytes >= 4096);
         sim_sort_calls++;
         K *ks = k.Current(); V *vs = v.Current();
-        for (int i = 0; i < n; i++) {
-            unsigned long long key = (unsigned long long)ks[i];
-            if (end_bit < 64) assert((key >> end_bit) == 0); /* no bit outside the range */
-            (void)begin_bit;
-        }
+        /* cub sorts on bits [begin_bit, end_bit) only, stably */
+        const unsigned long long mask =
+            end_bit - begin_bit >= 64 ? ~0ull : (1ull << (end_bit - begin_bit)) - 1;
+        auto digit = [&](int i) { return ((unsigned long long)ks[i] >> begin_bit) & mask; };
         std::vector<int> idx(n);
         std::iota(idx.begin(), idx.end(), 0);
-        std::stable_sort(idx.begin(), idx.end(), [&](int a, int b) { return ks[a] < ks[b]; });
+        std::stable_sort(idx.begin(), idx.end(), [&](int a, int b) { return digit(a) < digit(b); });
         std::vector<K> ko(n); std::vector<V> vo(n);
         for (int i = 0; i < n; i++) ko[i] = ks[idx[i]], vo[i] = vs[idx[i]];
         int passes = (end_bit - begin_bit + 7) / 8;
