@@ -156,6 +156,7 @@ template <typename K> struct fwd_params {
     uint64_t *val;          /* (N) kept values */
     int batch, nbags, out_dim, G, log2G;
     int row_bits; /* R: a key is table << R | row */
+    int short_bags; /* forward_short_kernel: at most 2 ids a bag on average, a chunk a lane */
 };
 
 template <int MAXF> struct fwd_pos {
@@ -246,6 +247,69 @@ __global__ void __launch_bounds__(FWD_THREADS)
     }
 }
 
+/* The forward of short bags (at most a couple of ids on average, one chunk
+ * of a row per lane): a group takes SHORT_BAGS bags at a time, strided by
+ * the grid, and issues their offsets, their first ids and their first rows
+ * together, so a warp keeps SHORT_BAGS times more rows in flight than one
+ * bag at a time allows; further ids of a bag follow one by one. Sums and
+ * scales are the general kernel's, in bag order. */
+#define SHORT_BAGS 4
+template <int W, typename K, int MAXF>
+__global__ void __launch_bounds__(FWD_THREADS)
+    forward_short_kernel(const fwd_params<K> p, const fwd_pos<MAXF> pos)
+{
+    const int lig = threadIdx.x & (p.G - 1), c = lig * W;
+    const int stride = gridDim.x * (blockDim.x >> p.log2G);
+    for (int k0 = blockIdx.x * (blockDim.x >> p.log2G) + (threadIdx.x >> p.log2G); k0 < p.nbags;
+         k0 += SHORT_BAGS * stride) {
+        int64_t s[SHORT_BAGS], e[SHORT_BAGS];
+        struct cu_table tb[SHORT_BAGS];
+        float w0[SHORT_BAGS];
+        sr_cu_vec<W> x[SHORT_BAGS];
+#pragma unroll
+        for (int u = 0; u < SHORT_BAGS; u++) {
+            const int k = k0 + u * stride;
+            s[u] = k < p.nbags ? p.offsets[k] : 0;
+            e[u] = k < p.nbags ? p.offsets[k + 1] : 0;
+            tb[u] = p.tables[p.features[k < p.nbags ? k / p.batch : 0].table];
+        }
+#pragma unroll
+        for (int u = 0; u < SHORT_BAGS; u++) {
+            const int live = e[u] > s[u] && c < tb[u].dim;
+            const int64_t id = live ? __ldg(p.values + s[u]) : 0;
+            w0[u] = live && p.weights ? __ldg(p.weights + s[u]) : 1.0f;
+            x[u] = live ? sr_cu_ldg<W>(tb[u].weight + id * tb[u].dim + c) : sr_cu_zero<W>();
+        }
+#pragma unroll
+        for (int u = 0; u < SHORT_BAGS; u++) {
+            const int k = k0 + u * stride;
+            if (k >= p.nbags)
+                break;
+            const int f = k / p.batch, b = k - f * p.batch;
+            const struct cu_feature fe = p.features[f];
+            const float inv = fe.mean && e[u] > s[u] ? __fdiv_rn(1.0f, (float)(e[u] - s[u])) : 1.0f;
+            const int src = b * p.out_dim + fe.col;
+            if (c < tb[u].dim) {
+                sr_cu_vec<W> acc = sr_cu_zero<W>();
+                if (e[u] > s[u])
+                    acc = sr_cu_axpy<W>(acc, w0[u], x[u]);
+                for (int64_t i = s[u] + 1; i < e[u]; i++) {
+                    const float wi = p.weights ? __ldg(p.weights + i) : 1.0f;
+                    acc = sr_cu_axpy<W>(acc, wi,
+                                        sr_cu_ldg<W>(tb[u].weight + __ldg(p.values + i) * tb[u].dim + c));
+                }
+                if (inv != 1.0f)
+                    acc = sr_cu_scale<W>(acc, inv);
+                sr_cu_store<W>(p.pooled + src + c, acc);
+            }
+            if (p.key) {
+                const int64_t base = pos.feature_pos[f] - p.offsets[(int64_t)f * p.batch];
+                keep_bag<K>(p, base, s[u], e[u], lig, src, inv, (uint64_t)fe.table << p.row_bits);
+            }
+        }
+    }
+}
+
 /* ---- kernels: backward ----------------------------------------------------------- */
 
 template <typename K> struct bwd_params {
@@ -310,8 +374,33 @@ __device__ __forceinline__ void update_row(const bwd_params<K> &p, const struct 
     const int d = tb.dim;
     const struct sr_cu_row r = sr_cu_row_of(OPT, tb.weight, tb.state, tb.rows, row, d);
     float s_old = 0.0f;
-    if constexpr (OPT == SR_OPTIM_ROWWISE_ADAGRAD)
+    if constexpr (OPT == SR_OPTIM_ROWWISE_ADAGRAD) {
         s_old = *r.s;
+        if (d <= p.G * W) {
+            /* One chunk per lane: the row stays in registers. The group's
+             * Σ g² is a fixed shuffle tree to its lane 0, broadcast, so every
+             * lane applies the same rate and reruns give the same bits (the
+             * CPU's 16-partial order is within rounding of it). */
+            const int c = lig * W;
+            const bool mine = c < d;
+            const sr_cu_vec<W> w = mine ? sr_cu_load<W>(r.w + c) : sr_cu_zero<W>();
+            const sr_cu_vec<W> g = mine ? run_grad<W, K>(p, j, key, v0, c) : sr_cu_zero<W>();
+            float sq = 0.0f;
+#pragma unroll
+            for (int i = 0; i < W; i++)
+                sq = __fadd_rn(sq, __fmul_rn(g.x[i], g.x[i]));
+            for (int off = p.G / 2; off > 0; off >>= 1)
+                sq = __fadd_rn(sq, __shfl_down_sync(mask, sq, off, p.G));
+            sq = __shfl_sync(mask, sq, 0, p.G);
+            const float s_new = __fadd_rn(s_old, __fdiv_rn(sq, (float)d));
+            if (lig == 0)
+                *r.s = s_new;
+            const float rate = __fdiv_rn(k.lr, __fadd_rn(__fsqrt_rn(s_new), k.eps));
+            if (mine)
+                sr_cu_store<W>(r.w + c, sr_cu_rowwise_step<W>(w, rate, g));
+            return;
+        }
+    }
     for (int c = lig * W; c < d; c += p.G * W) {
         sr_cu_chunk<W> x = sr_cu_chunk_load<OPT, W>(r, c);
         sr_cu_vec<W> g = run_grad<W, K>(p, j, key, v0, c);
@@ -572,7 +661,10 @@ static void launch_forward(const struct sr_device *dev, const fwd_params<K> &p,
         pos.feature_pos[f] = keep ? batch->feature_pos[f] : 0;
     const int groups = FWD_THREADS / p.G;
     const unsigned grid = sr_cu_grid(dev, p.nbags, groups, GRID_PER_SM);
-    forward_kernel<W, K, MAXF><<<grid, FWD_THREADS, 0, st>>>(p, pos);
+    if (p.short_bags)
+        forward_short_kernel<W, K, MAXF><<<grid, FWD_THREADS, 0, st>>>(p, pos);
+    else
+        forward_kernel<W, K, MAXF><<<grid, FWD_THREADS, 0, st>>>(p, pos);
     SR_CU_LAUNCHED();
 }
 
@@ -596,6 +688,7 @@ static void forward_as(const struct sr_device *dev, const struct sr_emb_layout *
     p.G = sr_cu_group_lanes(layout->max_dim, W);
     p.log2G = sr_cu_log2(p.G);
     p.row_bits = v->row_bits;
+    p.short_bags = batch->num_values <= 2 * (int64_t)p.nbags && layout->max_dim <= p.G * W;
     if (layout->num_features <= POS_SMALL)
         launch_forward<W, K, POS_SMALL>(dev, p, batch, keep, st);
     else if (layout->num_features <= POS_LARGE)
