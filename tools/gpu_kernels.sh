@@ -15,8 +15,11 @@ shift 3
 [ "${1:-}" = "--" ] && shift
 BUILD=${BUILD:-build-gpu}
 csv=${TMPDIR:-/tmp}/gpu_kernels.$$.csv
-ncu --clock-control none --metrics gpu__time_duration.sum --launch-skip "$skip" \
-    --launch-count "$count" --csv "$BUILD/shardrec" train "$@" >"$csv" 2>/dev/null || true
+NCU=${NCU:-$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)}
+[ -n "$NCU" ] || { echo "gpu_kernels: ncu not found (set NCU)"; exit 1; }
+"$NCU" --clock-control none --metrics gpu__time_duration.sum --launch-skip "$skip" \
+    --launch-count "$count" --csv "$BUILD/shardrec" train "$@" >"$csv" 2>"$csv.err" || true
+grep -q '^"' "$csv" || { echo "gpu_kernels: ncu gave no rows:"; tail -5 "$csv.err" "$csv"; exit 1; }
 python3 - "$csv" "$steps" <<'PY'
 import csv, sys, collections, re
 rows = []
