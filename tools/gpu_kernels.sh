@@ -19,7 +19,7 @@ NCU=${NCU:-$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-com
 [ -n "$NCU" ] || { echo "gpu_kernels: ncu not found (set NCU)"; exit 1; }
 "$NCU" --clock-control none --metrics gpu__time_duration.sum --launch-skip "$skip" \
     --launch-count "$count" --csv "$BUILD/shardrec" train "$@" >"$csv" 2>"$csv.err" || true
-grep -q '^"' "$csv" || { echo "gpu_kernels: ncu gave no rows:"; tail -5 "$csv.err" "$csv"; exit 1; }
+grep -q '^"' "$csv" || { echo "gpu_kernels: ncu gave no rows:"; tail -n 5 "$csv.err"; tail -n 5 "$csv"; exit 1; }
 python3 - "$csv" "$steps" <<'PY'
 import csv, sys, collections, re
 rows = []
