@@ -7,7 +7,7 @@
 #
 # SKIP_KERNELS launches are skipped (warm-up), then COUNT are timed; the
 # per-step figure divides by the number of timed steps the caller states in
-# STEPS. ncu serialises kernels, so the sum is the device's busy time without
+# STEPS (or, when the loss kernel was timed, the number of its launches). ncu serialises kernels, so the sum is the device's busy time without
 # overlap. Needs ncu (the GPU image has it) and python3.
 set -euo pipefail
 steps=$1 skip=$2 count=$3
@@ -33,10 +33,11 @@ for r in csv.DictReader(lines):
     ns = v * {"nsecond": 1, "usecond": 1e3, "msecond": 1e6, "second": 1e9}.get(unit, 1)
     name = re.sub(r"\(.*", "", r["Kernel Name"])[:70]
     rows.append((name, ns))
-steps = float(sys.argv[2])
 tot = collections.defaultdict(float); cnt = collections.Counter()
 for n, ns in rows:
     tot[n] += ns; cnt[n] += 1
+# steps: the loss kernel runs once a step; else the caller's figure
+steps = float(sum(c for n, c in cnt.items() if "bce" in n) or sys.argv[2])
 all_ns = sum(tot.values())
 print(f"{len(rows)} kernels timed, {all_ns/1e6/steps:.3f} ms of kernels per step")
 for n, ns in sorted(tot.items(), key=lambda x: -x[1])[:25]:
