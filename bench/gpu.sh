@@ -17,7 +17,8 @@
 #          and the PyTorch DLRM reference ($DLRM_REF/dlrm_s_pytorch.py), when present
 #
 # Timing (as the peer's runner): uniform ids, a pool of 8 batches made
-# before timing (--batch-pool 8) and copied to the device every step,
+# before timing (--batch-pool 8) and copied to the device every step, CUDA
+# graphs as by default (on; one run each of K and M without them),
 # steady-state steps timed as one block after warm-up ("steady state" in
 # the summary). Logs go to $LOGDIR (default /tmp/bench-gpu); the table to
 # stdout and, with every log in one archive, to $OUT when set (the device
@@ -83,15 +84,15 @@ for st in "${stages[@]}"; do
         ;;
     k)
         train "K b2048 fp32 sgd" "$STEPS_K" $K_FLAGS --emb-optimizer sgd --batch-size 2048
+        train "K b2048 fp32 sgd no graphs" "$STEPS_K" $K_FLAGS --emb-optimizer sgd --batch-size 2048 --no-cuda-graphs
         train "K b2048 tf32 sgd" "$STEPS_K" $K_FLAGS --emb-optimizer sgd --batch-size 2048 --math tf32
-        train "K b2048 fp32 sgd graphs" "$STEPS_K" $K_FLAGS --emb-optimizer sgd --batch-size 2048 --cuda-graphs
         train "K b16384 fp32 sgd" "$STEPS_K" $K_FLAGS --emb-optimizer sgd --batch-size 16384
         ;;
     m)
         train "M b16384 fp32 sgd" "$STEPS_M" $M_FLAGS --emb-optimizer sgd --batch-size 16384
         train "M b16384 fp32 rowwise_adagrad" "$STEPS_M" $M_FLAGS --emb-optimizer rowwise_adagrad --emb-lr 0.01 --batch-size 16384
         train "M b16384 tf32 sgd" "$STEPS_M" $M_FLAGS --emb-optimizer sgd --batch-size 16384 --math tf32
-        train "M b16384 tf32 sgd graphs" "$STEPS_M" $M_FLAGS --emb-optimizer sgd --batch-size 16384 --math tf32 --cuda-graphs
+        train "M b16384 tf32 sgd no graphs" "$STEPS_M" $M_FLAGS --emb-optimizer sgd --batch-size 16384 --math tf32 --no-cuda-graphs
         ;;
     peers)
         PEERS=${PEERS:-.peers}

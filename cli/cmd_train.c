@@ -76,8 +76,10 @@ static void train_help(void)
         "  --math fp32|tf32|bf16  dense GEMMs on CUDA: fp32 (default, as the reference),\n"
         "                         tf32 (matrix units, fp32 data), bf16 (bf16 inputs, fp32\n"
         "                         accumulation and outputs); the CPU computes fp32 only\n"
-        "  --cuda-graphs          replay each step as a CUDA graph (one rank, unsharded\n"
-        "                         tables; batches of the same shape; from step 3)\n"
+        "  --cuda-graphs, --no-cuda-graphs  replay each step as a CUDA graph (one rank,\n"
+        "                         unsharded tables, --pipeline sparse-dist; a graph per\n"
+        "                         batch shape, from step 3; the same bits as without).\n"
+        "                         Default: on where that applies on CUDA\n"
         "  --batch-pool N         BENCHMARKS: make N synthetic batches at start-up and cycle\n"
         "                         them (each still copied to the device every step)\n"
         "\n"
@@ -174,6 +176,8 @@ static int other_flag(void *ctx, const char *name, const char *value)
         cfg->shuffle = 1;
     else if (!strcmp(name, "cuda-graphs") && !value)
         cfg->cuda_graphs = 1;
+    else if (!strcmp(name, "no-cuda-graphs") && !value)
+        cfg->cuda_graphs = -1;
     else if (!strcmp(name, "progress") && !value)
         cfg->progress = 1;
     else if (!strcmp(name, "no-progress") && !value)

@@ -73,8 +73,10 @@ struct sr_train_config {
     enum sr_pipeline pipeline;        /* --pipeline: the step's schedule (trainer.h) */
     enum sr_device_choice device;     /* --device auto|cpu|cuda */
     int math;                         /* --math: enum sr_math (device.h), dense GEMMs */
-    int cuda_graphs;                  /* --cuda-graphs: replay the step as a CUDA graph
-                                         (one rank, the plain EBC, --pipeline sparse-dist) */
+    int cuda_graphs;                  /* replay the step as a CUDA graph (one rank, the
+                                         plain EBC, --pipeline sparse-dist): 0 where it
+                                         applies (default), 1 --cuda-graphs (required),
+                                         -1 --no-cuda-graphs */
     int batch_pool;                   /* --batch-pool N: cycle N batches made before step 1
                                          (benchmarks; synthetic data only); 0: off */
     /* distribution */

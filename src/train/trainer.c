@@ -301,11 +301,11 @@ int sr_trainer_select_device(struct sr_trainer *t)
                             "--math %s needs a CUDA device; the CPU computes in fp32 only "
                             "(HINT: --math fp32, or --device cuda on a machine with a GPU)",
                             cfg->math == SR_MATH_TF32 ? "tf32" : "bf16");
-    if (cfg->cuda_graphs && !sr_dev_has_graphs(dev))
+    if (cfg->cuda_graphs > 0 && !sr_dev_has_graphs(dev))
         return sr_error_set(SR_ERR_UNSUPPORTED,
                             "--cuda-graphs needs a CUDA device (%s has no graphs); HINT: "
                             "--device cuda, or leave --cuda-graphs out", dev->name);
-    if (cfg->cuda_graphs && cfg->pipeline != SR_PIPELINE_SPARSE_DIST)
+    if (cfg->cuda_graphs > 0 && cfg->pipeline != SR_PIPELINE_SPARSE_DIST)
         return sr_error_set(SR_ERR_UNSUPPORTED,
                             "--cuda-graphs replays the pipelined step: it needs --pipeline "
                             "sparse-dist (the default)");

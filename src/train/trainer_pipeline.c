@@ -57,11 +57,11 @@ int sr_trainer_pipeline_init(struct sr_trainer *t)
 {
     struct sr_pipe *p = &t->pipe;
     p->copy_stream = sr_dev_stream_create(t->dev);
-    if (t->cfg->cuda_graphs && t->sebc)
+    if (t->cfg->cuda_graphs > 0 && t->sebc)
         return sr_error_set(SR_ERR_UNSUPPORTED,
                             "--cuda-graphs covers one rank with unsharded tables; the sharded "
                             "step (several ranks or a plan) runs without graphs: leave it out");
-    if (t->cfg->cuda_graphs)
+    if (t->cfg->cuda_graphs >= 0 && !t->sebc && sr_dev_has_graphs(t->dev))
         p->loss_stage = sr_dev_alloc(t->dev, sizeof(float));
     for (int k = 0; t->sebc && k < 2; k++) {
         int rc = sr_sharded_ebc_batch_init(&p->ctx[k], t->sebc);

@@ -200,7 +200,7 @@ part3() {
     for ids in 1 1-3; do
         flags="--steps 40 --log-every 1 --no-progress --eval-every 20 --eval-samples 4096 --ids-per-feature $ids --device cuda"
         for g in eager graphs; do
-            extra=""
+            extra=--no-cuda-graphs
             [ $g = graphs ] && extra=--cuda-graphs
             if ! "$bin" train $flags $extra --metrics "$tmp/g-$g.jsonl" \
                 --save-weights "$tmp/g-$g.st" >"$tmp/g-$g.log" 2>&1; then
