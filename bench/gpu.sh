@@ -108,7 +108,7 @@ for st in "${stages[@]}"; do
                 local ms
                 ms=$(grep -o '[0-9.]* ms/it' "$log" | awk -v w=3 'NR>w {s+=$1; n++} END {if (n) printf "%.3f", s/n}')
                 if [ -n "$ms" ]; then
-                    row "DLRM reference $label" "$(printf '%8.3f ms/step %12.0f samples/s' "$ms" "$(echo "$b*1000/$ms" | bc -l)")"
+                    row "DLRM reference $label" "$(awk -v ms="$ms" -v b="$b" 'BEGIN {printf "%8.3f ms/step %12.0f samples/s", ms, b * 1000 / ms}')"
                 else
                     row "DLRM reference $label" "FAILED ($(tail -1 "$log"))"
                 fi
@@ -124,7 +124,8 @@ for st in "${stages[@]}"; do
         fi
         if [ -d "${PEER_WHL:-}" ]; then
             python3 -m pip install -q --no-index --no-deps --target /tmp/site "$PEER_WHL"/*.whl && export PYTHONPATH=/tmp/site
-            for w in "K" "K --batch 16384" "M" "M --tf32" "M --emb-opt rowwise_adagrad"; do
+            IFS=';' read -r -a runs <<<"${TORCHREC_RUNS:-K;K --batch 16384;M;M --tf32;M --emb-opt rowwise_adagrad}"
+            for w in "${runs[@]}"; do
                 l=$(timeout 400 torchrun --nproc_per_node 1 "$PEERS/torchrec_gpu.py" --workload $w 2>&1 | tail -1)
                 row "TorchRec $w" "$l"
             done
