@@ -89,6 +89,11 @@ void sr_ebc_backward(struct sr_ebc *ebc, const float *dpooled, float lr, int64_t
  * shardrec/step_scalars.h block). NULL, NULL: back to the arguments. */
 void sr_ebc_set_update_scalars(struct sr_ebc *ebc, const float *lr, const int64_t *step);
 
+/* Issue sr_ebc_backward on stream s (NULL: the default stream, as before).
+ * The caller orders it: s must wait for dpooled and the forward, and the
+ * next forward must wait for s. */
+void sr_ebc_set_backward_stream(struct sr_ebc *ebc, sr_stream_t s);
+
 /* Table t's weights (E, D) row-major on the ebc's device; t in [0, T). */
 float *sr_ebc_weights(struct sr_ebc *ebc, int table);
 /* Table t's optimizer state on the ebc's device (layout as in

@@ -45,6 +45,7 @@ struct sr_ebc {
     int64_t *cursor;                   /* (T) scratch for step_meta */
     const float *lr_dev;               /* sr_ebc_set_update_scalars, or NULL */
     const int64_t *step_dev;
+    sr_stream_t bwd_stream;            /* sr_ebc_set_backward_stream, or NULL */
     struct step_meta kept, scratch;    /* training forward; evaluation forward */
     int have_ids;                      /* kept holds ids not yet consumed by backward */
     void *workspace;                   /* device */
@@ -322,7 +323,7 @@ void sr_ebc_backward(struct sr_ebc *e, const float *dpooled, float lr, int64_t s
                              .table_pos = e->kept.table_pos};
     struct sr_emb_update u = {
         .optim = e->optim, .lr = lr, .step = step, .lr_dev = e->lr_dev, .step_dev = e->step_dev};
-    e->dev->emb->backward(e->dev, &e->layout, &b, dpooled, &u, e->workspace, NULL);
+    e->dev->emb->backward(e->dev, &e->layout, &b, dpooled, &u, e->workspace, e->bwd_stream);
     e->have_ids = 0;
 }
 
@@ -333,6 +334,11 @@ void sr_ebc_set_update_scalars(struct sr_ebc *e, const float *lr, const int64_t 
 }
 
 /* ---- accessors ---------------------------------------------------------- */
+
+void sr_ebc_set_backward_stream(struct sr_ebc *e, sr_stream_t s)
+{
+    e->bwd_stream = s;
+}
 
 float *sr_ebc_weights(struct sr_ebc *e, int table)
 {

@@ -50,6 +50,8 @@ struct sr_pipe {
         sr_graph_t graph;
     } graphs[SR_LOADER_SLOTS];
     float *loss_stage; /* (1) device: the graphed step's loss sum, then copied to the ring */
+    sr_stream_t emb_stream;      /* the graphed step's embedding backward ... */
+    sr_event_t emb_fork, emb_join; /* ... forked after dpooled, joined at the step's end */
     int64_t graph_steps; /* steps replayed from a graph */
 };
 

@@ -61,8 +61,13 @@ int sr_trainer_pipeline_init(struct sr_trainer *t)
         return sr_error_set(SR_ERR_UNSUPPORTED,
                             "--cuda-graphs covers one rank with unsharded tables; the sharded "
                             "step (several ranks or a plan) runs without graphs: leave it out");
-    if (t->cfg->cuda_graphs >= 0 && !t->sebc && sr_dev_has_graphs(t->dev))
+    if (t->cfg->cuda_graphs >= 0 && !t->sebc && sr_dev_has_graphs(t->dev)) {
         p->loss_stage = sr_dev_alloc(t->dev, sizeof(float));
+        p->emb_stream = sr_dev_stream_create(t->dev);
+        p->emb_fork = sr_dev_event_create(t->dev);
+        p->emb_join = sr_dev_event_create(t->dev);
+        sr_ebc_set_backward_stream(t->ebc, p->emb_stream);
+    }
     for (int k = 0; t->sebc && k < 2; k++) {
         int rc = sr_sharded_ebc_batch_init(&p->ctx[k], t->sebc);
         if (rc)
@@ -261,9 +266,16 @@ static int plain_compute(struct sr_trainer *t, int64_t step, struct sr_batch *tw
     sr_grad_buckets_begin(t->buckets);
     const float *loss_sum = sr_dlrm_backward_top(t->dlrm, twin->labels, NULL, B,
                                                  1.0f / (float)t->global_batch, t->dpooled);
-    sr_dlrm_backward_bottom(t->dlrm, B);
+    /* the embedding backward (memory-bound) on its own stream, beside the
+     * bottom MLP's backward and the dense optimizer; joined before the end */
+    struct sr_pipe *p = &t->pipe;
+    sr_dev_event_record(t->dev, p->emb_fork, NULL);
+    sr_dev_stream_wait_event(t->dev, p->emb_stream, p->emb_fork);
     emb_update(t, NULL, sr_lr_at(&t->lr_emb, step), step);
+    sr_dev_event_record(t->dev, p->emb_join, p->emb_stream);
+    sr_dlrm_backward_bottom(t->dlrm, B);
     sr_trainer_optimizer_step_to(t, step, loss_sum, scalars, loss_dst);
+    sr_dev_stream_wait_event(t->dev, NULL, p->emb_join);
     return SR_OK;
 }
 
@@ -273,7 +285,8 @@ static int plain_compute(struct sr_trainer *t, int64_t step, struct sr_batch *tw
  * and captured again. Outside the graph: the step scalars' copy, the wait
  * for the batch's copy, the next batch's take and copy (on the copy stream,
  * issued before the graph instead of after the lookup), the loss's copy
- * into the ring, the slot's events. */
+ * into the ring, the slot's events. Inside it, the embedding backward forks
+ * to a stream of its own and joins before the graph's end. */
 static int graphed_step(struct sr_trainer *t, int64_t step, struct sr_loader_slot *cur,
                         const struct sr_step_scalars *scalars, int more)
 {
@@ -409,6 +422,14 @@ void sr_trainer_pipeline_free(struct sr_trainer *t)
         }
     sr_dev_free(t->dev, t->pipe.loss_stage);
     t->pipe.loss_stage = NULL;
+    if (t->pipe.emb_stream) {
+        sr_dev_sync(t->dev, t->pipe.emb_stream);
+        sr_ebc_set_backward_stream(t->ebc, NULL);
+        sr_dev_event_destroy(t->dev, t->pipe.emb_fork);
+        sr_dev_event_destroy(t->dev, t->pipe.emb_join);
+        sr_dev_stream_destroy(t->dev, t->pipe.emb_stream);
+        t->pipe.emb_stream = NULL;
+    }
     for (int k = 0; k < 2; k++) {
         sr_sharded_ebc_batch_free(t->pipe.ctx[k]);
         t->pipe.ctx[k] = NULL;
