@@ -102,7 +102,8 @@ part1() {
     flags="--steps 100 --log-every 1 --math fp32 --no-progress --lr 0.01 --emb-optimizer sgd"
     for dev in cuda cpu; do
         t0=$(date +%s)
-        if ! "$bin" train $flags --device "$dev" --metrics "$tmp/$dev.jsonl" >"$tmp/$dev.log" 2>&1
+        if ! "$bin" train $flags --device "$dev" --metrics "$tmp/$dev.jsonl" \
+            --save-weights "$tmp/$dev.st" >"$tmp/$dev.log" 2>&1
         then
             tail -20 "$tmp/$dev.log"
             echo "FAIL cuda-vs-cpu: shardrec train --device $dev failed"
@@ -115,6 +116,17 @@ part1() {
         echo "ok   cuda-vs-cpu (default model, lr 0.01, SGD, 100 steps, fp32, rtol $rtol): $out"
     else
         echo "FAIL cuda-vs-cpu (default model, lr 0.01, SGD, 100 steps, fp32, rtol $rtol): $out"
+        fail=1
+    fi
+    # weights saved on the GPU load on the CPU: a CPU step at lr 1e-30 (below
+    # fp32 resolution against these weights) saves them back, the same bytes
+    if "$bin" train --device cpu --steps 1 --lr 1e-30 --emb-optimizer sgd --eval-samples 0 \
+        --no-progress --init-weights "$tmp/cuda.st" --save-weights "$tmp/back.st" \
+        >"$tmp/back.log" 2>&1 && cmp -s "$tmp/cuda.st" "$tmp/back.st"; then
+        echo "ok   weights saved on cuda load on the cpu and save back identical"
+    else
+        tail -5 "$tmp/back.log"
+        echo "FAIL weights saved on cuda: the cpu did not load them back unchanged"
         fail=1
     fi
     # negative control: one step's loss moved by 2 x rtol must fail the comparison
