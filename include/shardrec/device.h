@@ -21,12 +21,14 @@
  *
  * SR_CPU_DEFERRED=opaque chooses the opaque CPU device: the deferred device
  * with host_visible = 0, as a GPU. Its allocations are mapped PROT_NONE except
- * while it runs queued ops and copies, so any host read or write of device
+ * while it runs queued ops and copies, so a host read or write of device
  * memory outside an op (upper-layer code, a host function, another thread)
  * crashes at once with a message that names the address and its allocation,
- * and a backtrace (device/cpu/cpu_opaque.c). Its sr_dev_alloc_host memory is
- * ordinary host memory. Host code moves data in and out only with sr_dev_copy
- * to and from host memory, then waits for the stream.
+ * and a backtrace (device/cpu/cpu_opaque.c); only an access made by another
+ * thread at the very moment ops run goes unseen (the protection is
+ * process-wide). Its sr_dev_alloc_host memory is ordinary host memory. Host
+ * code moves data in and out only with sr_dev_copy to and from host memory,
+ * then waits for the stream.
  *
  * Which conditions abort: an allocation that cannot be satisfied or a backend
  * failure aborts with the size and call site (SR_ABORT). Nothing here returns
