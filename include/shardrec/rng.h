@@ -15,8 +15,16 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* The inline draws compile for the host and, in CUDA files, for the device
+ * too, so a GPU initialises tables with the same numbers. */
+#ifdef __CUDACC__
+#define SR_RNG_HD __host__ __device__
+#else
+#define SR_RNG_HD
+#endif
+
 /* A well-mixed 64-bit value of (seed, stream, counter). */
-static inline uint64_t sr_rng_u64(uint64_t seed, uint64_t stream, uint64_t counter)
+static inline SR_RNG_HD uint64_t sr_rng_u64(uint64_t seed, uint64_t stream, uint64_t counter)
 {
     uint64_t z =
         seed * 0x9E3779B97F4A7C15ull ^ (stream + 0x632BE59BD9B4E019ull) * 0xD1B54A32D192ED03ull;
@@ -30,13 +38,13 @@ static inline uint64_t sr_rng_u64(uint64_t seed, uint64_t stream, uint64_t count
 }
 
 /* Uniform in [0, 1) with 53 bits. */
-static inline double sr_rng_uniform(uint64_t seed, uint64_t stream, uint64_t counter)
+static inline SR_RNG_HD double sr_rng_uniform(uint64_t seed, uint64_t stream, uint64_t counter)
 {
     return (double)(sr_rng_u64(seed, stream, counter) >> 11) * (1.0 / 9007199254740992.0);
 }
 
 /* Uniform in (0, 1), never 0 (for logarithms). */
-static inline double sr_rng_uniform_open(uint64_t seed, uint64_t stream, uint64_t counter)
+static inline SR_RNG_HD double sr_rng_uniform_open(uint64_t seed, uint64_t stream, uint64_t counter)
 {
     return ((double)(sr_rng_u64(seed, stream, counter) >> 11) + 0.5) * (1.0 / 9007199254740992.0);
 }

@@ -62,6 +62,7 @@
 
 extern "C" {
 #include "device/ops_embedding.h"
+#include "shardrec/rng.h"
 #include "shardrec/alloc.h"
 }
 
@@ -90,27 +91,13 @@ struct cu_feature {
 
 /* ---- kernels: rng, fill, upload ------------------------------------------------- */
 
-/* sr_rng_u64 of shardrec/rng.h. */
-__device__ __forceinline__ uint64_t rng_u64(uint64_t seed, uint64_t stream, uint64_t counter)
-{
-    uint64_t z =
-        seed * 0x9E3779B97F4A7C15ull ^ (stream + 0x632BE59BD9B4E019ull) * 0xD1B54A32D192ED03ull;
-    z ^= counter * 0xBF58476D1CE4E5B9ull + 0x94D049BB133111EBull;
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    z = z ^ (z >> 31);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
 /* w[e] = (float)(lo + span * sr_rng_uniform(seed, stream, counter0 + e)), in double. */
 __global__ void init_uniform_kernel(float *w, int64_t n, uint64_t counter0, uint64_t seed,
                                     uint64_t stream, double lo, double span)
 {
     for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < n;
          e += (int64_t)gridDim.x * blockDim.x) {
-        double u = __ull2double_rn(rng_u64(seed, stream, counter0 + (uint64_t)e) >> 11) *
+        double u = __ull2double_rn(sr_rng_u64(seed, stream, counter0 + (uint64_t)e) >> 11) *
                    (1.0 / 9007199254740992.0);
         w[e] = __double2float_rn(__dadd_rn(lo, __dmul_rn(span, u)));
     }
