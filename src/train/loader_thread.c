@@ -23,6 +23,11 @@ void sr_loader_init(struct sr_loader *l, struct sr_device *dev, int max_batch, i
                     int num_features, int64_t max_values, int with_weights, const char *const *keys)
 {
     memset(l, 0, sizeof *l);
+    l->threads = 1;
+#ifdef SR_USE_OMP
+    if (dev->kind == SR_DEVICE_CUDA && omp_get_num_procs() > 3)
+        l->threads = omp_get_num_procs() - 2; /* the compute thread only issues work */
+#endif
     for (int k = 0; k < SR_LOADER_SLOTS; k++) {
         struct sr_loader_slot *s = &l->slots[k];
         sr_batch_init_pinned(&s->host, dev, max_batch, num_dense, num_features, max_values,
@@ -72,7 +77,7 @@ static void *loader_main(void *arg)
     struct sr_loader *l = arg;
     sr_trace_thread_name("loader");
 #ifdef SR_USE_OMP
-    omp_set_num_threads(1); /* this thread's regions: leave the cores to compute */
+    omp_set_num_threads(l->threads); /* 1 on the CPU devices: the cores compute */
 #endif
     pthread_mutex_lock(&l->mu);
     for (;;) {

@@ -19,9 +19,10 @@
  * only on the step (the producer is called once per step, in step order),
  * never on timing.
  *
- * The thread runs the producer single-threaded (OpenMP regions it opens use
- * one thread: omp_set_num_threads(1) on the loader thread), so it does not
- * compete with the compute thread's OpenMP team for the cores; its spans
+ * On the CPU devices the thread runs the producer single-threaded (OpenMP
+ * regions it opens use one thread), so it does not compete with the compute
+ * thread's OpenMP team for the cores; on a CUDA device, whose compute thread
+ * only issues work, the producer's regions take all cores but two; its spans
  * ("load", step = the batch's step) go on its own trace track, "loader".
  *
  * Memory: every slot's host batch (pinned) and twin are allocated by
@@ -65,6 +66,7 @@ struct sr_loader {
     int64_t first, last;             /* steps to produce */
     int64_t loaded, taken, released; /* batches so far, counted from first */
     int stop, done;                  /* asked to stop; production ended */
+    int threads;                     /* OpenMP threads of the producer (see sr_loader_init) */
 };
 
 /* Allocate the slots, each a pinned host batch of these sizes with its twin
