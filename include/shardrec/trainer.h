@@ -23,7 +23,8 @@ struct sr_trainer_result {
     double train_seconds; /* wall time of the training steps (eval excluded) */
     double samples_per_s; /* training throughput */
     /* Steady state: the steps after the warm-up (the first fifth, at most 20),
-     * timed as one block between two device synchronisations; 0 when too few. */
+     * timed as one block by device events after the warm-up and after the
+     * last step (no wait in between); 0 when too few. */
     int64_t steady_first, steady_steps;
     double steady_seconds;
     double last_loss;                 /* mean training loss of the last step */

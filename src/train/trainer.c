@@ -569,7 +569,8 @@ static int read_losses(struct sr_trainer *t, struct sr_interval *iv, double *los
     return rc;
 }
 
-static int run_loop(struct sr_trainer *t, struct sr_trainer_result *res)
+static int run_steps(struct sr_trainer *t, struct sr_trainer_result *res, sr_event_t steady0,
+                     sr_event_t steady1)
 {
     const struct sr_train_config *cfg = t->cfg;
     struct sr_interval iv = {0};
@@ -578,8 +579,10 @@ static int run_loop(struct sr_trainer *t, struct sr_trainer_result *res)
     int64_t log_every = t->log_every, step; /* rank 0's: 1 with a progress line */
     int rc = SR_OK, ended = 0;
 
+    /* steady state: device events after step `warm` and after the last step
+     * (no wait in the middle of the run) */
     int64_t warm = cfg->steps / 5 < 20 ? cfg->steps / 5 : 20;
-    double steady_start = 0;
+    int steady_started = 0;
     memset(res, 0, sizeof *res);
     for (step = 1; step <= cfg->steps && !ended; step++) {
         double s0 = sr_now_s();
@@ -597,8 +600,8 @@ static int run_loop(struct sr_trainer *t, struct sr_trainer_result *res)
             train_seconds += dt;
             iv.steps++, iv.seconds += dt;
             if (warm >= 1 && step == warm) {
-                sr_dev_sync(t->dev, NULL);
-                steady_start = sr_now_s();
+                sr_dev_event_record(t->dev, steady0, NULL);
+                steady_started = 1;
             }
         }
         int last = ended || step == cfg->steps;
@@ -618,13 +621,25 @@ static int run_loop(struct sr_trainer *t, struct sr_trainer_result *res)
         }
     }
     fill_result(t, res, step - 1, train_seconds, loss, allocs_after_first);
-    if (steady_start > 0 && step - 1 > warm) {
-        sr_dev_sync(t->dev, NULL); /* (evaluation at the end counts: steady runs skip it) */
+    if (steady_started && step - 1 > warm) {
+        sr_dev_event_record(t->dev, steady1, NULL); /* (a final evaluation counts: steady runs skip it) */
+        sr_dev_event_sync(t->dev, steady1);
         res->steady_first = warm + 1;
         res->steady_steps = step - 1 - warm;
-        res->steady_seconds = sr_now_s() - steady_start;
+        res->steady_seconds = 1e-3 * (double)sr_dev_event_elapsed_ms(t->dev, steady0, steady1);
     }
     return SR_OK;
+}
+
+/* The steps, with the steady-state events made before the loop's
+ * allocation count and freed on every way out. */
+static int run_loop(struct sr_trainer *t, struct sr_trainer_result *res)
+{
+    sr_event_t steady0 = sr_dev_event_create(t->dev), steady1 = sr_dev_event_create(t->dev);
+    int rc = run_steps(t, res, steady0, steady1);
+    sr_dev_event_destroy(t->dev, steady0);
+    sr_dev_event_destroy(t->dev, steady1);
+    return rc;
 }
 
 int sr_trainer_run(struct sr_trainer *t, struct sr_trainer_result *res)

@@ -203,7 +203,7 @@ void sr_trainer_print_summary(const struct sr_trainer *t, const struct sr_traine
         double ms = res->steady_seconds * 1e3 / (double)res->steady_steps;
         fprintf(f,
                 "steady state: steps %" PRId64 "-%" PRId64 " on %s, %.3f ms per step, %.0f "
-                "samples/s (one block between device synchronisations)\n",
+                "samples/s (device events after the warm-up and after the last step)\n",
                 res->steady_first, res->steady_first + res->steady_steps - 1, t->dev->name, ms,
                 (double)t->global_batch * 1e3 / ms);
     }
