@@ -132,9 +132,6 @@ struct sr_device *sr_device_get(enum sr_device_kind kind, int ordinal);
 /* How many devices of `kind` this build and machine have (CPU: 1; CUDA: the
  * GPUs visible, 0 without a driver or without the backend). Never fails. */
 int sr_device_count(enum sr_device_kind kind);
-/* The first CUDA device when this build has the backend and a GPU is
- * visible, else the host CPU device (--device auto). */
-struct sr_device *sr_device_auto(void);
 /* The host CPU device; always present. */
 struct sr_device *sr_device_cpu(void);
 

@@ -63,19 +63,6 @@ int sr_device_count(enum sr_device_kind kind)
     return 0;
 }
 
-struct sr_device *sr_device_auto(void)
-{
-#ifdef SR_USE_CUDA
-    if (sr_cuda_device_count() > 0) {
-        struct sr_device *d = sr_cuda_device_get(0);
-        if (d)
-            return d;
-    }
-    sr_error_clear();
-#endif
-    return sr_device_cpu();
-}
-
 void *sr_dev_alloc(struct sr_device *dev, size_t bytes)
 {
     return dev->mem->alloc(dev, bytes);
