@@ -118,6 +118,16 @@ int64_t sr_trace_skew_ns(void);
  * kept). Without a name a track is "thread N". */
 void sr_trace_thread_name(const char *name);
 
+/* A marker: called on the thread that set it at the begin (end 0) and the
+ * end (end 1) of each of its spans that is recorded, with the span's stage,
+ * index and step; begins and ends pair up and nest as the spans do. The
+ * train layer's device spans (train/device_spans.h) record an event on the
+ * stage's stream here, so the trace can show when the device ran a stage,
+ * not only when the host issued it. Called outside the span's host time. */
+typedef void (*sr_trace_marker)(void *ctx, enum sr_span s, int index, int64_t step, int end);
+/* Set (fn NULL: clear) the calling thread's marker. */
+void sr_trace_set_marker(sr_trace_marker fn, void *ctx);
+
 /* Open span `s` on the calling thread (index: K, or -1). At most 16 open
  * spans nest; deeper ones are timed by their parent only. */
 void sr_trace_begin(enum sr_span s, int index);
@@ -134,6 +144,14 @@ void sr_trace_current(int *span, int *index);
  * recording was on (the caller checks sr_trace_recording at submission). */
 void sr_trace_record(enum sr_span s, int64_t t0, int64_t t1, int64_t step,
                      const struct sr_trace_args *args);
+/* A fresh track named `name` that no thread records on by itself: its index
+ * for sr_trace_record_on, or -1 when every track is taken. */
+int sr_trace_track_claim(const char *name);
+/* Record a finished span (no args) on track `track` (from sr_trace_track_claim);
+ * one thread at a time writes a given track. A track index of -1 drops it
+ * (counted by sr_trace_dropped). */
+void sr_trace_record_on(int track, enum sr_span s, int index, int64_t t0, int64_t t1,
+                        int64_t step);
 /* The calling thread's step: its override, else what sr_trace_set_step set last. */
 int64_t sr_trace_step(void);
 

@@ -45,6 +45,8 @@ struct thread_state {
     int64_t step; /* sr_trace_set_thread_step's override; 0: none */
     struct open_span stack[MAX_DEPTH];
     int64_t acc[SR_SPAN_COUNT]; /* ns per stage since the last take */
+    sr_trace_marker marker;     /* sr_trace_set_marker; NULL: none */
+    void *marker_ctx;
 };
 
 static struct {
@@ -151,25 +153,35 @@ void sr_trace_thread_name(const char *name)
         memcpy(tl.track->name, tl.name, sizeof tl.name);
 }
 
-/* The calling thread's track, claimed now if need be; NULL when all are taken. */
-static struct track *my_track(void)
+/* A fresh track, named `name`; NULL when all are taken. */
+static struct track *claim_track(const char *name)
 {
-    if (tl.track)
-        return tl.track;
     int k = atomic_fetch_add(&g.next_track, 1);
     if (!g.tracks || k >= g.max_tracks)
         return NULL;
-    tl.track = &g.tracks[k];
-    if (tl.name[0])
-        memcpy(tl.track->name, tl.name, sizeof tl.name);
+    if (name && name[0])
+        snprintf(g.tracks[k].name, sizeof g.tracks[k].name, "%s", name);
     else
-        snprintf(tl.track->name, sizeof tl.track->name, "thread %d", k);
+        snprintf(g.tracks[k].name, sizeof g.tracks[k].name, "thread %d", k);
+    return &g.tracks[k];
+}
+
+int sr_trace_track_claim(const char *name)
+{
+    struct track *tr = claim_track(name);
+    return tr ? (int)(tr - g.tracks) : -1;
+}
+
+/* The calling thread's track, claimed now if need be; NULL when all are taken. */
+static struct track *my_track(void)
+{
+    if (!tl.track)
+        tl.track = claim_track(tl.name);
     return tl.track;
 }
 
-static void store(const struct sr_trace_span *sp)
+static void store_on(struct track *tr, const struct sr_trace_span *sp)
 {
-    struct track *tr = my_track();
     if (!tr) {
         atomic_fetch_add_explicit(&g.unclaimed, 1, memory_order_relaxed);
         return;
@@ -183,6 +195,17 @@ static void store(const struct sr_trace_span *sp)
     atomic_store_explicit(&tr->n, n + 1, memory_order_release);
 }
 
+static void store(const struct sr_trace_span *sp)
+{
+    store_on(my_track(), sp);
+}
+
+void sr_trace_set_marker(sr_trace_marker fn, void *ctx)
+{
+    tl.marker = fn;
+    tl.marker_ctx = ctx;
+}
+
 void sr_trace_begin(enum sr_span s, int index)
 {
     int d = tl.depth++;
@@ -193,6 +216,8 @@ void sr_trace_begin(enum sr_span s, int index)
     o->index = index;
     o->recorded = sr_trace_recording();
     o->step = o->recorded ? sr_trace_step() : 0;
+    if (o->recorded && tl.marker)
+        tl.marker(tl.marker_ctx, s, index, o->step, 0);
     o->t0 = sr_trace_now();
 }
 
@@ -217,6 +242,8 @@ int64_t sr_trace_end_args(const struct sr_trace_args *args)
         if (args)
             sp.args = *args;
         store(&sp);
+        if (tl.marker)
+            tl.marker(tl.marker_ctx, o->span, o->index, o->step, 1);
     }
     return dt;
 }
@@ -242,6 +269,14 @@ void sr_trace_record(enum sr_span s, int64_t t0, int64_t t1, int64_t step,
     if (args)
         sp.args = *args;
     store(&sp);
+}
+
+void sr_trace_record_on(int track, enum sr_span s, int index, int64_t t0, int64_t t1,
+                        int64_t step)
+{
+    struct sr_trace_span sp = {
+        .t0 = t0, .t1 = t1, .step = step, .span = (int16_t)s, .index = index};
+    store_on(track >= 0 && track < g.max_tracks ? &g.tracks[track] : NULL, &sp);
 }
 
 void sr_trace_take_stage_ns(int64_t ns[SR_SPAN_COUNT])

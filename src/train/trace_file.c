@@ -139,11 +139,21 @@ int sr_trainer_trace_init(struct sr_trainer *t)
     t->span_cost_ns = sr_trace_span_cost_ns(COST_LOOP);
     sr_trace_set_window(t->trace_first, t->trace_last); /* the pipeline records ahead */
     align_clocks(t);
+    if (!t->dev->host_immediate) { /* when the device ran each stage (device_spans.h) */
+        const struct sr_pipe *p = &t->pipe;
+        int piped = t->cfg->pipeline == SR_PIPELINE_SPARSE_DIST;
+        t->dspans = sr_device_spans_create(t->dev, piped, p->copy_stream,
+                                           piped && p->emb_stream, p->emb_stream);
+        sr_trace_set_marker(sr_device_spans_mark, t->dspans);
+    }
     return SR_OK;
 }
 
 void sr_trainer_trace_free(struct sr_trainer *t)
 {
+    sr_trace_set_marker(NULL, NULL);
+    sr_device_spans_free(t->dspans);
+    t->dspans = NULL;
     sr_free(t->clock_offset_ns);
     sr_free(t->clock_uncertainty_ns);
     t->clock_offset_ns = t->clock_uncertainty_ns = NULL;

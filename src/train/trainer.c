@@ -537,6 +537,7 @@ static int timed_step(struct sr_trainer *t, int64_t step)
     sr_trace_begin(SR_SPAN_STEP, -1);
     int rc = counted_step(t, step);
     sr_trace_end();
+    sr_device_spans_poll(t->dspans); /* what the device has run by now, never waiting */
     if (rc == SR_OK)
         keep_stage_times(t);
     if (t->tracing && step == t->trace_last)
@@ -647,6 +648,7 @@ int sr_trainer_run(struct sr_trainer *t, struct sr_trainer_result *res)
     int rc = run_loop(t, res);
     sr_trainer_pipeline_stop(t); /* no other thread records while the trace is read */
     sr_trace_set_recording(0);
+    sr_device_spans_drain(t->dspans);
     if (rc)
         return rc;
     return t->tracing ? sr_trainer_trace_write(t) : SR_OK; /* after the loop's allocation count */

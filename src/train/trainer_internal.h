@@ -23,6 +23,7 @@
 #include "shardrec/synthetic.h"
 #include "shardrec/trace.h"
 #include "shardrec/trainer.h"
+#include "train/device_spans.h"
 #include "train/grad_buckets.h"
 #include "train/loss_ring.h"
 #include "train/step_scalars.h"
@@ -131,6 +132,7 @@ struct sr_trainer {
     double span_cost_ns;             /* one begin/end pair, measured at start-up */
     uint64_t trace_spans;            /* rank 0: spans this rank recorded */
     int trace_written;
+    struct sr_device_spans *dspans;  /* device spans (NULL on the immediate CPU device) */
 };
 
 #define SR_STEP_ROWS_MAX       65536 /* per-step stage rows kept for percentiles */

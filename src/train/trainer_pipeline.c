@@ -305,9 +305,11 @@ static int graphed_step(struct sr_trainer *t, int64_t step, struct sr_loader_slo
         sg->graph = NULL;
     }
     if (!sg->graph && step >= 3) {
+        sr_device_spans_pause(t->dspans, 1); /* no events inside a graph */
         t->dev->mem->capture_begin(t->dev, NULL);
         rc = plain_compute(t, step, twin, scalars, p->loss_stage);
         sr_graph_t g = t->dev->mem->capture_end(t->dev, NULL);
+        sr_device_spans_pause(t->dspans, 0);
         if (rc) {
             t->dev->mem->graph_destroy(t->dev, g);
             return rc;

@@ -150,18 +150,29 @@ static void print_stages(const struct sr_trainer *t, FILE *f)
         [SR_SPAN_EMB_GRAD_DIST] = 2, [SR_SPAN_ALLREDUCE_BUCKET] = 2, [SR_SPAN_OPTIMIZER] = 1,
         [SR_SPAN_COMM_WAIT] = 1,     [SR_SPAN_DATA_WAIT] = 1};
     int64_t *scratch = sr_calloc((size_t)(t->step_kept ? t->step_kept : 1), sizeof *scratch);
+    int64_t dev_steps = sr_device_spans_steps(t->dspans);
     double st[3];
     fprintf(f, "stages (ms per step, rank 0, %" PRId64 " steps%s; nested stages are inside the "
-               "one above):\n  %-24s %9s %9s %9s\n",
-            t->step_kept, t->step_seen > t->step_kept ? " sampled" : "", "stage", "mean", "p50",
-            "p99");
+               "one above):\n",
+            t->step_kept, t->step_seen > t->step_kept ? " sampled" : "");
+    if (dev_steps)
+        fprintf(f, "  (mean/p50/p99: the host issuing and waiting; device: the stage on the "
+                   "device's streams, mean of the %" PRId64 " traced steps)\n",
+                dev_steps);
+    fprintf(f, "  %-24s %9s %9s %9s%s\n", "stage", "mean", "p50", "p99",
+            dev_steps ? "    device" : "");
     for (int s = 0; s < SR_SPAN_COUNT; s++) {
         if (s == SR_SPAN_COMM || !stage_stats(t, s, scratch, st))
             continue;
-        char name[40];
+        char name[40], dev[16] = "";
         snprintf(name, sizeof name, "%*s%s%s", 2 * depth[s], "", sr_span_name(s),
                  s == SR_SPAN_COMM_WAIT ? " (exposed)" : "");
-        fprintf(f, "  %-24s %9.3f %9.3f %9.3f\n", name, st[0], st[1], st[2]);
+        double dev_ms = sr_device_spans_stage_ms(t->dspans, s);
+        if (dev_steps && dev_ms > 0)
+            snprintf(dev, sizeof dev, " %9.3f", dev_ms);
+        else if (dev_steps)
+            snprintf(dev, sizeof dev, " %9s", "-");
+        fprintf(f, "  %-24s %9.3f %9.3f %9.3f%s\n", name, st[0], st[1], st[2], dev);
     }
     sr_free(scratch);
 }

@@ -1,0 +1,156 @@
+#!/bin/sh
+# Device spans in --trace (src/train/device_spans.h): on a device whose ops
+# run after their call returns (here the deferred CPU device, SR_CPU_DEFERRED=1,
+# which runs a stream's ops only when something waits for them, as a GPU runs
+# them later than the host issues them), the trace has, beside the host's
+# "compute" track, "device compute" and "device copy" tracks that say when the
+# device ran each stage. For 1 rank (the plain EBC) and 2 ranks (the sharded
+# EBC: input dist, output dist, gradient dist), with --pipeline sparse-dist
+# and none, it checks on every rank that:
+#   - every host stage span of the window's steps has exactly one device span
+#     of the same name and step, on "device copy" for the pipeline's copies
+#     and on "device compute" for the rest, and host-only stages (load,
+#     data.wait, comm.wait) have none;
+#   - no device span starts before its host span started (the device cannot
+#     run what the host has not issued yet), within 50 us (the anchor's
+#     uncertainty);
+#   - device spans nest on "device compute" (one stream runs in order), and
+#     step i+1's device step starts after step i's ends;
+#   - the summary's stage table has a device column;
+# and that on the immediate CPU device (the ops run inside their calls, so the
+# host spans are the device's) the trace has no device track and the summary
+# no device column. The 2-rank cases skip (exit 77) without MPI.
+BUILD=${BUILD:-build}
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/.." && pwd)
+bin="$root/$BUILD/shardrec"
+
+if ! command -v python3 >/dev/null 2>&1; then
+    echo "check_mpi_device_trace: skipped (no python3 to read the JSON)"
+    exit 77
+fi
+[ -x "$bin" ] || { echo "check_mpi_device_trace: $bin is missing; build it with: make"; exit 1; }
+
+as_root=""
+[ "$(id -u)" = 0 ] && as_root="--allow-run-as-root"
+export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
+export LSAN_OPTIONS="suppressions=$here/lsan_openmpi.supp:print_suppressions=0:fast_unwind_on_malloc=0"
+unset SR_RANKS_PER_NODE SR_TRACE_TEST_SKEW_NS
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail=0
+JOB="--steps 8 --batch-size 128 --eval-samples 0 --table-rows 1000,20000,300,5000 --log-every 100
+     --trace-steps 3:6"
+
+# check NAME RANKS PIPELINE DEVICE(1: device tracks expected)
+check() {
+    python3 - "$tmp/$1.json" "$tmp/$1.out" "$2" "$3" "$4" <<'EOF' || fail=1
+import json, sys
+from collections import Counter, defaultdict
+path, out, W, pipe, want = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5] == "1"
+bad = []
+d = json.load(open(path))
+ev = d["traceEvents"]
+tracks = {(e["pid"], e["tid"]): e["args"]["name"] for e in ev
+          if e["ph"] == "M" and e["name"] == "thread_name"}
+spans = [e for e in ev if e["ph"] == "X"]
+summary = open(out).read()
+has_column = any(l.split()[-1:] == ["device"] for l in summary.splitlines()
+                 if l.strip().startswith("stage "))
+HOST_ONLY = {"load", "data.wait", "comm.wait"}
+piped = pipe == "sparse-dist"
+def on(r, name):
+    return [e for e in spans if e["pid"] == r and tracks[(r, e["tid"])] == name]
+n_dev = 0
+for r in range(W):
+    names = set(tracks[k] for k in tracks if k[0] == r)
+    dev_tracks = sorted(n for n in names if n.startswith("device"))
+    if not want:
+        if dev_tracks:
+            bad.append("rank %d: device tracks %s on the immediate CPU device" % (r, dev_tracks))
+        continue
+    host = [e for e in on(r, "compute") if e["name"] not in HOST_ONLY]
+    dcomp, dcopy = on(r, "device compute"), on(r, "device copy")
+    n_dev += len(dcomp) + len(dcopy)
+    key = lambda e: (e["name"], e["args"]["step"])
+    want_comp = Counter(key(e) for e in host if not (piped and e["name"] == "copy"))
+    want_copy = Counter(key(e) for e in host if piped and e["name"] == "copy")
+    if Counter(map(key, dcomp)) != want_comp:
+        bad.append("rank %d: device compute spans %s differ from the host's %s" %
+                   (r, sorted((Counter(map(key, dcomp)) - want_comp).items())[:5],
+                    sorted((want_comp - Counter(map(key, dcomp))).items())[:5]))
+    if Counter(map(key, dcopy)) != want_copy:
+        bad.append("rank %d: device copy spans %s, host copies %s" %
+                   (r, sorted(Counter(map(key, dcopy)).items()), sorted(want_copy.items())))
+    # causality: the k-th device span of (name, step) starts after the k-th host one
+    hosts = defaultdict(list)
+    for e in sorted(host, key=lambda e: float(e["ts"])):
+        hosts[key(e)].append(float(e["ts"]))
+    seen = Counter()
+    for e in sorted(dcomp + dcopy, key=lambda e: float(e["ts"])):
+        k = key(e)
+        i = seen[k]
+        seen[k] += 1
+        if i < len(hosts[k]) and float(e["ts"]) < hosts[k][i] - 50:
+            bad.append("rank %d: device %s of step %d starts %.1f us before the host issued it" %
+                       (r, k[0], k[1], hosts[k][i] - float(e["ts"])))
+    # one stream: device spans nest, steps follow each other
+    stack = []
+    for e in sorted(dcomp, key=lambda e: (float(e["ts"]), -float(e["dur"]))):
+        t0, t1 = float(e["ts"]), float(e["ts"]) + float(e["dur"])
+        while stack and stack[-1] <= t0 + 1e-6:
+            stack.pop()
+        if stack and t1 > stack[-1] + 1e-3:
+            bad.append("rank %d: device %s at %.3f us crosses its parent's end" % (r, e["name"], t0))
+            break
+        stack.append(t1)
+    steps = sorted((e for e in dcomp if e["name"] == "step"), key=lambda e: e["args"]["step"])
+    for a, b in zip(steps, steps[1:]):
+        if float(b["ts"]) < float(a["ts"]) + float(a["dur"]) - 1e-3:
+            bad.append("rank %d: device step %d starts before step %d ends" %
+                       (r, b["args"]["step"], a["args"]["step"]))
+    if not steps:
+        bad.append("rank %d: no device step spans" % r)
+if want != has_column:
+    bad.append("the summary's stage table %s a device column" % ("lacks" if want else "has"))
+tag = "%d rank%s, %s, %s" % (W, "s" if W > 1 else "", pipe, "device spans" if want else "immediate")
+if bad:
+    print("FAIL %s:" % tag)
+    for b in bad[:12]:
+        print("   ", b)
+    sys.exit(1)
+print("ok   %s: %d device spans" % (tag, n_dev) if want else "ok   %s: no device tracks" % tag)
+EOF
+}
+
+# run NAME RANKS PIPELINE DEFERRED
+run() {
+    name=$1 np=$2 pipe=$3 deferred=$4
+    if [ "$np" -gt 1 ]; then
+        launch="mpirun $as_root --oversubscribe --bind-to none -x SR_CPU_DEFERRED -np $np"
+    else
+        launch=""
+    fi
+    if ! SR_CPU_DEFERRED=$deferred $launch "$bin" train $JOB --pipeline "$pipe" \
+        --trace "$tmp/$name.json" >"$tmp/$name.out" 2>&1; then
+        echo "FAIL $name: shardrec train failed"
+        tail -20 "$tmp/$name.out"
+        fail=1
+        return
+    fi
+    [ "$deferred" = 1 ] && want=1 || want=0
+    check "$name" "$np" "$pipe" "$want"
+}
+
+run one_piped 1 sparse-dist 1
+run one_none 1 none 1
+run one_immediate 1 sparse-dist 0
+if command -v mpirun >/dev/null 2>&1; then
+    run two_piped 2 sparse-dist 1
+    run two_none 2 none 1
+    run two_immediate 2 sparse-dist 0
+else
+    echo "check_mpi_device_trace: 2-rank cases skipped (no mpirun)"
+    [ $fail = 0 ] && exit 77
+fi
+exit $fail
