@@ -341,6 +341,51 @@ static void test_json_integers_do_not_wrap(void **state)
     expect_json_error(&c, "{\"local_size\": -1, \"tables\": []}", "\"local_size\"");
 }
 
+/* Keys are checked strictly: a misspelt key, a key given twice or a
+ * placement key the table's form does not read is an error naming the table
+ * and the key, never a default taken in silence (a misspelt "shards" used to
+ * give the type's default shards). */
+static void test_json_unknown_keys(void **state)
+{
+    struct tcfg c;
+    config(&c);
+    static const char *rest = ", {\"name\": \"b\", \"sharding\": \"dp\"}, {\"name\": \"c\", "
+                              "\"sharding\": \"dp\"}, {\"name\": \"d\", \"sharding\": \"dp\"}]}";
+    static const struct {
+        const char *table, *what;
+    } cases[] = {
+        {"{\"name\": \"a\", \"sharding\": \"rw\", \"shard\": [{\"rank\": 0}]}",
+         "table 'a': key \"shard\" is unknown; HINT: did you mean \"shards\"?"},
+        {"{\"name\": \"a\", \"sharding\": \"tw\", \"rank\": 1, \"rank\": 2}",
+         "table 'a': key \"rank\" is given twice"},
+        {"{\"name\": \"a\", \"sharding\": \"rw\", \"rank\": 1}",
+         "table 'a': key \"rank\" does not apply: a rw table takes \"shards\" or nothing"},
+        {"{\"name\": \"a\", \"sharding\": \"tw\", \"node\": 1}",
+         "key \"node\" does not apply: a tw table takes \"rank\" or \"shards\""},
+        {"{\"name\": \"a\", \"sharding\": \"tw\", \"rank\": 1, \"shards\": [{\"rank\": 0}]}",
+         "key \"rank\" does not apply: a tw table that lists its \"shards\""},
+        {"{\"name\": \"a\", \"sharding\": \"tw\", \"shards\": [{\"rank\": 0, \"row_ofset\": "
+         "5}]}",
+         "table 'a': shards[0]: key \"row_ofset\" is unknown; HINT: did you mean \"row_offset\"?"},
+        {"{\"name\": \"a\", \"sharding\": \"tw\", \"shards\": [{\"rank\": 0, \"cols\": 8, "
+         "\"cols\": 8}]}",
+         "shards[0]: key \"cols\" is given twice"},
+    };
+    char text[512];
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        snprintf(text, sizeof text, "{\"tables\": [%s%s", cases[i].table, rest);
+        expect_json_error(&c, text, cases[i].what);
+    }
+    snprintf(text, sizeof text, "{\"world_sise\": 4, \"tables\": [%s%s",
+             "{\"name\": \"a\", \"sharding\": \"dp\"}", rest);
+    expect_json_error(&c, text, "key \"world_sise\" is unknown; HINT: did you mean \"world_size\"?");
+    snprintf(text, sizeof text, "{\"tables\": [%s%s", "{\"name\": \"a\", \"sharding\": \"dp\"}",
+             rest);
+    struct sr_plan *p;
+    assert_int_equal(sr_plan_from_json(&p, text, "ok.json", &c.cfg, 4, 2), SR_OK);
+    sr_plan_free(p);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -349,6 +394,7 @@ int main(void)
         cmocka_unit_test(test_default),         cmocka_unit_test(test_validate),
         cmocka_unit_test(test_json_round_trip), cmocka_unit_test(test_json_short_forms),
         cmocka_unit_test(test_json_errors),     cmocka_unit_test(test_json_integers_do_not_wrap),
+        cmocka_unit_test(test_json_unknown_keys),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

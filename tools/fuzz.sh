@@ -17,7 +17,7 @@ CC=${FUZZ_CC:-clang}
 out=${FUZZ_OUT:-build-fuzz}
 mkdir -p "$out"
 flags="-std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -Iinclude -Isrc"
-core="src/core/error.c src/core/alloc.c src/core/log.c"
+core="src/core/error.c src/core/alloc.c src/core/log.c src/core/nearest.c"
 build() { # name, sources...
     name=$1
     shift

@@ -14,6 +14,7 @@
 #include "shardrec/alloc.h"
 #include "shardrec/atomic_file.h"
 #include "shardrec/error.h"
+#include "shardrec/nearest.h"
 #include "plan/plan_internal.h"
 
 /* ---- writing ------------------------------------------------------------ */
@@ -78,6 +79,74 @@ struct reader {
     int W, L;
 };
 
+static const char *const root_keys[] = {"world_size", "local_size", "tables"};
+static const char *const table_keys[] = {"name", "sharding", "shards", "rank", "node", "ranks"};
+static const char *const shard_keys[] = {"rank", "row_offset", "rows", "col_offset", "cols"};
+#define COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
+
+static int in_list(const char *key, const char *const *names, int n)
+{
+    for (int k = 0; k < n; k++)
+        if (strcmp(key, names[k]) == 0)
+            return 1;
+    return 0;
+}
+
+/* Every key of object o is one of names[0..n) and is given once: a misspelt
+ * key is an error (the nearest known one as the hint), never a default
+ * silently taken. `where` locates o in the file ("" at the top level). */
+static int check_keys(const struct reader *r, const cJSON *o, const char *where,
+                      const char *const *names, int n)
+{
+    const cJSON *it;
+    cJSON_ArrayForEach(it, o)
+    {
+        if (!in_list(it->string, names, n))
+            return sr_error_set(SR_ERR_INVALID_ARG,
+                                "plan '%s': %skey \"%s\" is unknown; HINT: did you mean \"%s\"?",
+                                r->source, where, it->string,
+                                sr_nearest_name(it->string, names, n));
+        for (const cJSON *j = it->next; j; j = j->next)
+            if (strcmp(j->string, it->string) == 0)
+                return sr_error_set(SR_ERR_INVALID_ARG, "plan '%s': %skey \"%s\" is given twice",
+                                    r->source, where, it->string);
+    }
+    return SR_OK;
+}
+
+/* A table's keys: the common ones, and its type's short form unless it lists
+ * its shards (a short-form key beside "shards", or another type's, would be
+ * ignored: an error instead). */
+static int check_table_keys(const struct reader *r, const cJSON *o,
+                            const struct sr_table_config *tc, enum sr_sharding_type type)
+{
+    char where[160];
+    snprintf(where, sizeof where, "table '%s': ", tc->name);
+    int rc = check_keys(r, o, where, table_keys, COUNT(table_keys));
+    if (rc)
+        return rc;
+    const char *own = type == SR_SHARDING_TYPE_TABLE_WISE        ? "rank"
+                      : type == SR_SHARDING_TYPE_TABLE_ROW_WISE  ? "node"
+                      : type == SR_SHARDING_TYPE_COLUMN_WISE     ? "ranks"
+                                                                 : NULL;
+    int listed = cJSON_GetObjectItemCaseSensitive(o, "shards") != NULL;
+    char takes[96];
+    if (listed)
+        snprintf(takes, sizeof takes, "that lists its \"shards\" takes no other placement key");
+    else if (own)
+        snprintf(takes, sizeof takes, "takes \"%s\" or \"shards\"", own);
+    else
+        snprintf(takes, sizeof takes, "takes \"shards\" or nothing (the world size places it)");
+    for (int k = 3; k < COUNT(table_keys); k++) { /* the placement keys */
+        const char *key = table_keys[k];
+        if (cJSON_GetObjectItemCaseSensitive(o, key) && (listed || !own || strcmp(key, own)))
+            return sr_error_set(SR_ERR_INVALID_ARG,
+                                "plan '%s': %skey \"%s\" does not apply: a %s table %s",
+                                r->source, where, key, sr_sharding_type_name(type), takes);
+    }
+    return SR_OK;
+}
+
 /* An integer field in [lo, hi]; absent: *out = dflt (or an error if dflt_ok is 0). */
 static int get_int(const struct reader *r, const cJSON *o, const char *table, const char *key,
                    int64_t lo, int64_t hi, int dflt_ok, int64_t dflt, int64_t *out)
@@ -109,15 +178,19 @@ static int get_int(const struct reader *r, const cJSON *o, const char *table, co
 }
 
 static int read_shard(const struct reader *r, const cJSON *o, const struct sr_table_config *tc,
-                      struct sr_shard *s)
+                      int i, struct sr_shard *s)
 {
     int64_t v[5] = {0};
     const int64_t big = (int64_t)1 << 53;
+    char where[160];
     if (!cJSON_IsObject(o))
         return sr_error_set(SR_ERR_INVALID_ARG, "plan '%s': table '%s': a shard is not an object",
                             r->source, tc->name);
+    snprintf(where, sizeof where, "table '%s': shards[%d]: ", tc->name, i);
+    int rc = check_keys(r, o, where, shard_keys, COUNT(shard_keys));
     /* every value fits its field: a rank of 2^32 is an error, never rank 0 */
-    int rc = get_int(r, o, tc->name, "rank", 0, r->W - 1, 0, 0, &v[0]);
+    if (!rc)
+        rc = get_int(r, o, tc->name, "rank", 0, r->W - 1, 0, 0, &v[0]);
     if (!rc)
         rc = get_int(r, o, tc->name, "row_offset", 0, big, 1, 0, &v[1]);
     if (!rc)
@@ -149,7 +222,8 @@ static int read_shards(const struct reader *r, const cJSON *arr, const struct sr
     const cJSON *it;
     cJSON_ArrayForEach(it, arr)
     {
-        rc = read_shard(r, it, tc, &tp->shards[i++]);
+        rc = read_shard(r, it, tc, i, &tp->shards[i]);
+        i++;
         if (rc)
             return rc;
     }
@@ -228,7 +302,9 @@ static int read_table(const struct reader *r, const cJSON *o, const struct sr_ta
                             "plan '%s': table '%s': unknown sharding type '%s'; choose dp, tw, "
                             "rw, cw or twrw",
                             r->source, tc->name, ty->valuestring);
-    int rc;
+    int rc = check_table_keys(r, o, tc, tp->type);
+    if (rc)
+        return rc;
     strcpy(tp->name, tc->name);
     enum sr_sharding_type type = tp->type;
     const cJSON *shards = cJSON_GetObjectItemCaseSensitive(o, "shards");
@@ -290,6 +366,8 @@ static int read_root(const struct reader *r, const cJSON *root, struct sr_plan *
                  ? SR_OK
                  : sr_error_set(SR_ERR_INVALID_ARG,
                                 "plan '%s': expected an object with a \"tables\" array", r->source);
+    if (!rc)
+        rc = check_keys(r, root, "", root_keys, COUNT(root_keys));
     if (!rc)
         rc = get_int(r, root, NULL, "world_size", 1, INT32_MAX, 1, r->W, &w);
     if (!rc)

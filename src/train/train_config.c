@@ -17,6 +17,7 @@
 #include "shardrec/alloc.h"
 #include "shardrec/error.h"
 #include "shardrec/half.h"
+#include "shardrec/nearest.h"
 #include "shardrec/train_config.h"
 
 /* Workload K's 26 table sizes (Criteo Kaggle). */
@@ -237,36 +238,12 @@ static const char *json_type_name(const cJSON *it)
     return "null";
 }
 
-/* Levenshtein distance, for the "did you mean" hint (keys are short). */
-static int edit_distance(const char *a, const char *b)
-{
-    int row[64], n = (int)strlen(b);
-    if (n >= 64 || strlen(a) >= 64)
-        return 64;
-    for (int j = 0; j <= n; j++)
-        row[j] = j;
-    for (int i = 1; a[i - 1]; i++) {
-        int diag = row[0];
-        row[0] = i;
-        for (int j = 1; j <= n; j++) {
-            int up = row[j], best = diag + (a[i - 1] != b[j - 1]);
-            if (up + 1 < best)
-                best = up + 1;
-            if (row[j - 1] + 1 < best)
-                best = row[j - 1] + 1;
-            diag = up;
-            row[j] = best;
-        }
-    }
-    return row[n];
-}
-
 static const char *nearest_key(const struct json_key *keys, const char *s)
 {
     const char *best = keys[0].key;
-    int best_d = edit_distance(s, best);
+    int best_d = sr_edit_distance(s, best);
     for (int k = 1; keys[k].key; k++) {
-        int d = edit_distance(s, keys[k].key);
+        int d = sr_edit_distance(s, keys[k].key);
         if (d < best_d)
             best = keys[k].key, best_d = d;
     }
