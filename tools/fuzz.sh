@@ -5,6 +5,8 @@
 #   tests/fuzz/fuzz_safetensors.c   the safetensors reader's header and offset checks
 #   tests/fuzz/fuzz_config.c        the --config JSON reader, config check and memory estimate
 #   tests/fuzz/fuzz_plan.c          the plan file reader (and a write/read round trip)
+#   tests/fuzz/fuzz_line_stream.c   the line stream over plain and gzip text (lines equal
+#                                   the text's; a cut gzip file is an error)
 # Usage: sh tools/fuzz.sh [SECONDS]   (default 30; each target gets SECONDS)
 # FUZZ_TARGETS="fuzz_config fuzz_plan" runs only those; FUZZ_OUT=DIR puts the
 # binaries and corpora there instead of build-fuzz/.
@@ -45,6 +47,10 @@ if [ -f tests/fuzz/fuzz_plan.c ]; then
     build fuzz_plan tests/fuzz/fuzz_plan.c src/plan/plan_io.c src/plan/plan.c \
         src/core/table_config.c src/core/rng.c src/core/atomic_file.c -lcjson
     targets="$targets fuzz_plan"
+fi
+if [ -f tests/fuzz/fuzz_line_stream.c ]; then
+    build fuzz_line_stream tests/fuzz/fuzz_line_stream.c src/data/line_stream.c -ldl -lz
+    targets="$targets fuzz_line_stream"
 fi
 [ -n "${FUZZ_TARGETS:-}" ] && targets=$FUZZ_TARGETS
 status=0
