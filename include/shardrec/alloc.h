@@ -21,6 +21,15 @@ void sr_free(void *p);
 /* Number of allocations made through these wrappers since start (all threads). */
 uint64_t sr_alloc_count(void);
 
+/* What the calling thread is allocating now, for out-of-memory errors (a
+ * device backend's, device.h): set around an allocation, the old label put
+ * back after. NULL: unnamed. */
+const char *sr_alloc_label(void);
+const char *sr_alloc_label_set(const char *what); /* returns the label it replaces */
+
+/* bytes as "812 B", "63.5 KiB", "2.0 MiB", "13.25 GiB" into buf (>= 24 bytes). */
+const char *sr_format_bytes(char *buf, size_t n, double bytes);
+
 #define sr_malloc(bytes)        sr_malloc_at((bytes), __FILE__, __LINE__)
 #define sr_calloc(n, size)      sr_calloc_at((n), (size), __FILE__, __LINE__)
 #define sr_realloc(p, bytes)    sr_realloc_at((p), (bytes), __FILE__, __LINE__)

@@ -138,6 +138,15 @@ struct sr_device *sr_device_cpu(void);
 /* Thin wrappers over dev->mem. */
 void *sr_dev_alloc(struct sr_device *dev, size_t bytes);
 void *sr_dev_alloc_zero(struct sr_device *dev, size_t bytes);
+/* The same, naming the buffer (`what`, e.g. "table 't3' (weights and
+ * optimizer state)") in the error should the device be out of memory. */
+void *sr_dev_alloc_named(struct sr_device *dev, size_t bytes, const char *what);
+void *sr_dev_alloc_zero_named(struct sr_device *dev, size_t bytes, const char *what);
+/* For backends: the out-of-memory abort every backend gives, naming the
+ * buffer (sr_alloc_label, alloc.h; "a device buffer" when unnamed), the bytes
+ * asked for, the free and total memory (total_b 0: unknown), and a hint. */
+void sr_dev_out_of_memory(const struct sr_device *dev, size_t bytes, size_t free_b,
+                          size_t total_b);
 void sr_dev_free(struct sr_device *dev, void *p);
 void sr_dev_copy(struct sr_device *dev, void *dst, const void *src, size_t bytes, sr_stream_t s);
 void sr_dev_memset(struct sr_device *dev, void *p, int value, size_t bytes, sr_stream_t s);

@@ -3,6 +3,7 @@
  * count allocations so tests can prove a loop allocates nothing.
  */
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -10,6 +11,7 @@
 #include "shardrec/error.h"
 
 static atomic_uint_fast64_t alloc_count;
+static _Thread_local const char *label; /* sr_alloc_label_set */
 
 void *sr_malloc_at(size_t bytes, const char *file, int line)
 {
@@ -42,7 +44,8 @@ void *sr_aligned_alloc_at(size_t bytes, const char *file, int line)
 {
     void *p = NULL;
     if (posix_memalign(&p, 64, bytes ? bytes : 1) != 0)
-        sr_abort_at(file, line, "out of memory allocating %zu aligned bytes", bytes);
+        sr_abort_at(file, line, "out of memory allocating %zu aligned bytes%s%s", bytes,
+                    label ? " for " : "", label ? label : "");
     atomic_fetch_add(&alloc_count, 1);
     return p;
 }
@@ -63,4 +66,29 @@ void sr_free(void *p)
 uint64_t sr_alloc_count(void)
 {
     return atomic_load(&alloc_count);
+}
+
+const char *sr_alloc_label(void)
+{
+    return label;
+}
+
+const char *sr_alloc_label_set(const char *what)
+{
+    const char *old = label;
+    label = what;
+    return old;
+}
+
+const char *sr_format_bytes(char *buf, size_t n, double bytes)
+{
+    if (bytes >= 1073741824.0)
+        snprintf(buf, n, "%.2f GiB", bytes / 1073741824.0);
+    else if (bytes >= 1048576.0)
+        snprintf(buf, n, "%.1f MiB", bytes / 1048576.0);
+    else if (bytes >= 1024.0)
+        snprintf(buf, n, "%.1f KiB", bytes / 1024.0);
+    else
+        snprintf(buf, n, "%.0f B", bytes);
+    return buf;
 }

@@ -35,8 +35,13 @@ static void *alloc_in(enum sr_batch_memory m, struct sr_device *dev, size_t byte
 {
     if (m == SR_BATCH_PINNED)
         return dev->mem->alloc_host(dev, bytes);
-    if (m == SR_BATCH_DEVICE)
-        return dev->mem->alloc(dev, bytes);
+    if (m == SR_BATCH_DEVICE) {
+        const char *outer = sr_alloc_label_set("the batch's device copy (grows with the batch "
+                                               "size and the ids per sample)");
+        void *p = dev->mem->alloc(dev, bytes);
+        sr_alloc_label_set(outer);
+        return p;
+    }
     return sr_aligned_alloc(bytes);
 }
 

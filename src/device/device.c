@@ -4,9 +4,11 @@
  * in device/cuda/.
  */
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "shardrec/alloc.h"
 #include "shardrec/device.h"
 #include "shardrec/error.h"
 #include "device/cpu/cpu_device.h"
@@ -63,17 +65,45 @@ int sr_device_count(enum sr_device_kind kind)
     return 0;
 }
 
+void *sr_dev_alloc_named(struct sr_device *dev, size_t bytes, const char *what)
+{
+    const char *outer = sr_alloc_label_set(what);
+    void *p = dev->mem->alloc(dev, bytes);
+    sr_alloc_label_set(outer);
+    return p;
+}
+
 void *sr_dev_alloc(struct sr_device *dev, size_t bytes)
 {
-    return dev->mem->alloc(dev, bytes);
+    return sr_dev_alloc_named(dev, bytes, NULL);
+}
+
+void *sr_dev_alloc_zero_named(struct sr_device *dev, size_t bytes, const char *what)
+{
+    void *p = sr_dev_alloc_named(dev, bytes, what);
+    dev->mem->memset(dev, p, 0, bytes, NULL);
+    dev->mem->stream_sync(dev, NULL);
+    return p;
 }
 
 void *sr_dev_alloc_zero(struct sr_device *dev, size_t bytes)
 {
-    void *p = dev->mem->alloc(dev, bytes);
-    dev->mem->memset(dev, p, 0, bytes, NULL);
-    dev->mem->stream_sync(dev, NULL);
-    return p;
+    return sr_dev_alloc_zero_named(dev, bytes, NULL);
+}
+
+void sr_dev_out_of_memory(const struct sr_device *dev, size_t bytes, size_t free_b,
+                          size_t total_b)
+{
+    char asked[24], fr[24], tot[24], mem[80] = "";
+    const char *what = sr_alloc_label();
+    if (total_b)
+        snprintf(mem, sizeof mem, ", %s free of %s", sr_format_bytes(fr, sizeof fr, (double)free_b),
+                 sr_format_bytes(tot, sizeof tot, (double)total_b));
+    SR_ABORT("out of device memory on %s allocating %s: %zu bytes (%s) asked for%s; HINT: a "
+             "smaller batch, fewer or smaller tables on this device, or more devices (another "
+             "process may hold its memory)",
+             dev->name, what ? what : "a device buffer", bytes,
+             sr_format_bytes(asked, sizeof asked, (double)bytes), mem);
 }
 
 void sr_dev_free(struct sr_device *dev, void *p)

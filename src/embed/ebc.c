@@ -137,7 +137,10 @@ static void init_table(struct sr_ebc *e, int t, uint64_t seed)
     struct sr_emb_table *tab = &e->tables[t];
     size_t wfloats = floats_padded(tab->rows * tab->dim);
     size_t sfloats = state_floats(e->optim.kind, tab->rows, tab->dim);
-    tab->weight = sr_dev_alloc(e->dev, sizeof(float) * (wfloats + sfloats));
+    char what[SR_NAME_MAX + 96];
+    snprintf(what, sizeof what, "table '%s' (%lld rows x %d, weights and optimizer state)",
+             e->cfg.tables[t].name, (long long)tab->rows, tab->dim);
+    tab->weight = sr_dev_alloc_named(e->dev, sizeof(float) * (wfloats + sfloats), what);
     tab->state = sfloats ? tab->weight + wfloats : NULL;
 
     char name[SR_NAME_MAX + 16];
@@ -171,7 +174,8 @@ int sr_ebc_init(struct sr_ebc **out, struct sr_device *dev, const struct sr_ebc_
     build_layout(e, max_batch, max_values);
     for (int t = 0; t < e->cfg.num_tables; t++)
         init_table(e, t, seed);
-    e->workspace = sr_dev_alloc(dev, dev->emb->workspace_bytes(dev, &e->layout));
+    e->workspace = sr_dev_alloc_named(dev, dev->emb->workspace_bytes(dev, &e->layout),
+                                      "the embedding workspace (ids sorted for the backward)");
     dev->emb->workspace_init(dev, &e->layout, e->workspace);
     sr_dev_sync(dev, NULL);
     *out = e;

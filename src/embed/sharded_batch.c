@@ -26,7 +26,8 @@ static void alloc_group_batch(struct sr_sharded_ebc *s, const struct group *g,
 {
     const int F = g->layout.num_features;
     const size_t maxv = (size_t)g->layout.max_values;
-    gb->workspace = sr_dev_alloc(s->dev, g->workspace_bytes);
+    gb->workspace = sr_dev_alloc_named(s->dev, g->workspace_bytes,
+                                       "a shard group's embedding workspace");
     s->dev->emb->workspace_init(s->dev, &g->layout, gb->workspace);
     gb->offsets = sr_dev_alloc_zero(s->dev, sizeof *gb->offsets * ((size_t)F * g->batch + 1));
     gb->values = sr_dev_alloc(s->dev, sizeof *gb->values * (maxv + 1));

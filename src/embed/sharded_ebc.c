@@ -228,7 +228,11 @@ static void init_shard(struct sr_sharded_ebc *s, struct sr_emb_table *tab, int t
     size_t sf = per_row ? (size_t)sh->rows : (size_t)per_elem * sh->rows * sh->cols;
     tab->rows = sh->rows;
     tab->dim = sh->cols;
-    tab->weight = sr_dev_alloc(s->dev, sizeof(float) * (wf + sf + 16));
+    char what[SR_NAME_MAX + 128];
+    snprintf(what, sizeof what,
+             "table '%s' shard (%lld rows x %d from row %lld, weights and optimizer state)",
+             tc->name, (long long)sh->rows, sh->cols, (long long)sh->row_offset);
+    tab->weight = sr_dev_alloc_named(s->dev, sizeof(float) * (wf + sf + 16), what);
     tab->state = sf ? tab->weight + wf : NULL;
 
     char name[SR_NAME_MAX + 16];

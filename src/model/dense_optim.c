@@ -63,7 +63,8 @@ void sr_dense_optim_init(struct sr_dense_optim **out, struct sr_device *dev,
     int per_row = 0;
     o->state_count = (size_t)sr_optim_state_per_element(cfg->kind, &per_row) * n;
     if (o->state_count) {
-        o->state = sr_dev_alloc_zero(dev, o->state_count * sizeof(float));
+        o->state = sr_dev_alloc_zero_named(dev, o->state_count * sizeof(float),
+                                           "the dense optimizer's state");
         if (cfg->kind == SR_OPTIM_ADAGRAD)
             fill_state(o, cfg->initial_accumulator);
     }

@@ -135,7 +135,8 @@ static void alloc_activations(struct sr_dlrm *m)
         total += (B * l->out + 15) / 16 * 16;
     }
     total += (B * m->inter_dim + 15) / 16 * 16 + 2 * ((B * widest + 15) / 16 * 16);
-    m->acts = sr_dev_alloc_zero(m->dev, total * sizeof(float));
+    m->acts = sr_dev_alloc_zero_named(m->dev, total * sizeof(float),
+                                      "the MLP activations (grow with the batch size)");
     float *p = m->acts;
     m->loss_sum = carve(&p, 1);
     for (int l = 0; l < m->n_bot; l++)
@@ -178,8 +179,8 @@ int sr_dlrm_init(struct sr_dlrm **out, struct sr_device *dev, const struct sr_dl
     m->bottom_batch = m->top_batch = -1;
     set_shapes(m);
     place_params(m);
-    m->params = sr_dev_alloc(dev, m->n_params * sizeof(float));
-    m->grads = sr_dev_alloc_zero(dev, m->n_params * sizeof(float));
+    m->params = sr_dev_alloc_named(dev, m->n_params * sizeof(float), "the MLP parameters");
+    m->grads = sr_dev_alloc_zero_named(dev, m->n_params * sizeof(float), "the MLP gradients");
     bind_views(m);
     alloc_activations(m);
     init_params(m, seed);

@@ -195,8 +195,10 @@ static void init_buffers(struct sr_trainer *t)
 {
     size_t B = (size_t)t->cfg->batch_size;
     t->pooled_dim = t->sebc ? sr_sharded_ebc_out_dim(t->sebc) : sr_ebc_out_dim(t->ebc);
-    t->pooled = sr_dev_alloc(t->dev, sizeof(float) * B * (size_t)t->pooled_dim);
-    t->dpooled = sr_dev_alloc(t->dev, sizeof(float) * B * (size_t)t->pooled_dim);
+    t->pooled = sr_dev_alloc_named(t->dev, sizeof(float) * B * (size_t)t->pooled_dim,
+                                   "the pooled embeddings (batch x features x dim)");
+    t->dpooled = sr_dev_alloc_named(t->dev, sizeof(float) * B * (size_t)t->pooled_dim,
+                                    "the pooled embeddings' gradient");
     t->logits = sr_dev_alloc(t->dev, sizeof(float) * B);
 }
 

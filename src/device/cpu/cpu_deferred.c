@@ -28,6 +28,7 @@
  * bookkeeping does not show up as allocations in the training loop.
  */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdalign.h>
 #include <stddef.h>
 #include <stdlib.h>
@@ -236,6 +237,29 @@ static void *d_alloc(struct sr_device *dev, size_t bytes)
     return sr_aligned_alloc(bytes ? bytes : 1);
 }
 
+/* SR_TEST_DEVICE_MEMORY=BYTES (tests): device allocations fail as a full
+ * GPU's do once BYTES have been allocated in all (frees not subtracted), so
+ * a test can see the out-of-memory error name the buffer. */
+static void check_test_memory(struct sr_device *dev, size_t bytes)
+{
+    static _Atomic uint64_t allocated;
+    static int64_t cap = -1;
+    if (cap < 0) {
+        const char *v = getenv("SR_TEST_DEVICE_MEMORY");
+        cap = v && *v ? strtoll(v, NULL, 10) : 0;
+    }
+    uint64_t before = atomic_fetch_add(&allocated, bytes);
+    if (cap > 0 && before + bytes > (uint64_t)cap)
+        sr_dev_out_of_memory(dev, bytes, before < (uint64_t)cap ? (size_t)cap - before : 0,
+                             (size_t)cap);
+}
+
+static void *d_alloc_device(struct sr_device *dev, size_t bytes)
+{
+    check_test_memory(dev, bytes);
+    return d_alloc(dev, bytes);
+}
+
 static void d_free(struct sr_device *dev, void *p)
 {
     flush_all(); /* as cudaFree, wait for work that may use p */
@@ -245,6 +269,7 @@ static void d_free(struct sr_device *dev, void *p)
 /* The opaque device's memory (cpu_opaque.c); its host memory is d_alloc's. */
 static void *o_alloc(struct sr_device *dev, size_t bytes)
 {
+    check_test_memory(dev, bytes);
     enter();
     void *p = sr_opaque_alloc(bytes);
     leave();
@@ -449,7 +474,7 @@ static void d_launch_host_fn(struct sr_device *dev, sr_stream_t s, sr_host_fn fn
 }
 
 static const struct sr_mem_ops deferred_mem_ops = {
-    .alloc = d_alloc,
+    .alloc = d_alloc_device,
     .free = d_free,
     .copy = d_copy,
     .memset = d_memset,

@@ -32,15 +32,12 @@ extern "C" {
 #include "shardrec/log.h"
 }
 
-static void oom_abort(struct sr_device *dev, size_t bytes, const char *what)
+static void oom_abort(struct sr_device *dev, size_t bytes)
 {
     size_t free_b = 0, total_b = 0;
     cudaGetLastError(); /* clear the allocation's error */
     cudaMemGetInfo(&free_b, &total_b);
-    SR_ABORT("out of %s memory on %s: %zu bytes (%.2f GiB) asked for, %.2f GiB free of %.2f GiB; "
-             "HINT: a smaller batch, fewer or smaller tables on this GPU, or more GPUs",
-             what, dev->name, bytes, bytes / 1073741824.0, free_b / 1073741824.0,
-             total_b / 1073741824.0);
+    sr_dev_out_of_memory(dev, bytes, free_b, total_b);
 }
 
 /* ---- the live allocations, for owns() --------------------------------------------- */
@@ -118,7 +115,7 @@ static void *cu_alloc(struct sr_device *dev, size_t bytes)
     void *p = NULL;
     cudaError_t rc = cudaMalloc(&p, bytes ? bytes : 1);
     if (rc == cudaErrorMemoryAllocation)
-        oom_abort(dev, bytes, "device");
+        oom_abort(dev, bytes);
     SR_CU_CHECK(rc);
     live_add(p, bytes ? bytes : 1);
     return p;
@@ -210,8 +207,12 @@ static void *cu_alloc_host(struct sr_device *dev, size_t bytes)
 {
     void *p = NULL;
     cudaError_t rc = cudaHostAlloc(&p, bytes ? bytes : 1, cudaHostAllocPortable);
-    if (rc == cudaErrorMemoryAllocation)
-        oom_abort(dev, bytes, "pinned host");
+    if (rc == cudaErrorMemoryAllocation) {
+        cudaGetLastError();
+        SR_ABORT("out of pinned host memory on %s: %zu bytes (%.2f GiB) asked for; HINT: a "
+                 "smaller batch or --batch-pool, or fewer ranks on this host",
+                 dev->name, bytes, bytes / 1073741824.0);
+    }
     SR_CU_CHECK(rc);
     return p;
 }
