@@ -27,7 +27,8 @@ uint64_t sr_alloc_count(void);
 const char *sr_alloc_label(void);
 const char *sr_alloc_label_set(const char *what); /* returns the label it replaces */
 
-/* bytes as "812 B", "63.5 KiB", "2.0 MiB", "13.25 GiB" into buf (>= 24 bytes). */
+/* bytes as "812.0 bytes", "63.5 KiB", "2.0 MiB", "13.2 GiB", ... into buf
+ * (>= 24 bytes); returns buf. */
 const char *sr_format_bytes(char *buf, size_t n, double bytes);
 
 #define sr_malloc(bytes)        sr_malloc_at((bytes), __FILE__, __LINE__)

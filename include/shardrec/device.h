@@ -92,6 +92,9 @@ struct sr_mem_ops {
      * host_visible (host-memory communicators stage its buffers through host
      * memory, comm.h); NULL on the others. Never blocks. */
     int (*owns)(struct sr_device *dev, const void *p, void **base, size_t *bytes);
+    /* The most memory this process's allocations on the device held at once,
+     * bytes; NULL where the host's resident memory tells it (the CPU devices). */
+    uint64_t (*peak_bytes)(struct sr_device *dev);
     /* Graphs; NULL where the backend has none (the CPU devices). Between
      * capture_begin and capture_end, work issued on s by this thread is
      * recorded, not run; capture_end returns it as a graph that
@@ -158,6 +161,8 @@ void sr_dev_free_host(struct sr_device *dev, void *p);
  * allocation's start and size in *base and *bytes (each may be NULL); 0 for
  * NULL, for host memory and on host-visible devices. Never blocks. */
 int sr_dev_hidden(struct sr_device *dev, const void *p, void **base, size_t *bytes);
+/* mem->peak_bytes, or 0 where the device has none. */
+uint64_t sr_dev_peak_bytes(struct sr_device *dev);
 /* 1 when dev can capture and replay graphs (mem->capture_begin is set). */
 int sr_dev_has_graphs(const struct sr_device *dev);
 sr_stream_t sr_dev_stream_create(struct sr_device *dev);

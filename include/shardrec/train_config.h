@@ -133,6 +133,19 @@ struct sr_plan;
  * table, or the flags that size the buffers), the bytes and the memory. */
 int sr_train_config_check_memory(const struct sr_train_config *cfg, const struct sr_plan *plan,
                                  int rank, int world_size, uint64_t mem_bytes);
+/* One rank's share of a job's memory by part, in bytes: the estimate
+ * sr_train_config_check_memory compares with the memory (overflow: a sum
+ * passed 2^64, the parts are then meaningless). */
+struct sr_memory_estimate {
+    uint64_t tables; /* its tables or shards, with their optimizer state */
+    uint64_t dense;  /* MLP weights, gradients and optimizer state */
+    uint64_t batch;  /* batch buffers, pooled vectors, activations */
+    uint64_t eval;   /* evaluation predictions and labels */
+    uint64_t total;
+    int overflow;
+};
+void sr_train_config_memory(const struct sr_train_config *cfg, const struct sr_plan *plan,
+                            int rank, int world_size, struct sr_memory_estimate *out);
 /* This machine's physical memory (sysconf _SC_PHYS_PAGES x _SC_PAGE_SIZE), or
  * the cgroup v2 limit in /sys/fs/cgroup/memory.max when lower. */
 uint64_t sr_machine_memory(void);

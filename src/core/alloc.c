@@ -82,13 +82,10 @@ const char *sr_alloc_label_set(const char *what)
 
 const char *sr_format_bytes(char *buf, size_t n, double bytes)
 {
-    if (bytes >= 1073741824.0)
-        snprintf(buf, n, "%.2f GiB", bytes / 1073741824.0);
-    else if (bytes >= 1048576.0)
-        snprintf(buf, n, "%.1f MiB", bytes / 1048576.0);
-    else if (bytes >= 1024.0)
-        snprintf(buf, n, "%.1f KiB", bytes / 1024.0);
-    else
-        snprintf(buf, n, "%.0f B", bytes);
+    static const char *units[] = {"bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+    int u = 0;
+    while (bytes >= 1024 && u < 6)
+        bytes /= 1024, u++;
+    snprintf(buf, n, "%.1f %s", bytes, units[u]);
     return buf;
 }

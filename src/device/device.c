@@ -75,7 +75,7 @@ void *sr_dev_alloc_named(struct sr_device *dev, size_t bytes, const char *what)
 
 void *sr_dev_alloc(struct sr_device *dev, size_t bytes)
 {
-    return sr_dev_alloc_named(dev, bytes, NULL);
+    return dev->mem->alloc(dev, bytes); /* an outer label stays */
 }
 
 void *sr_dev_alloc_zero_named(struct sr_device *dev, size_t bytes, const char *what)
@@ -88,7 +88,10 @@ void *sr_dev_alloc_zero_named(struct sr_device *dev, size_t bytes, const char *w
 
 void *sr_dev_alloc_zero(struct sr_device *dev, size_t bytes)
 {
-    return sr_dev_alloc_zero_named(dev, bytes, NULL);
+    void *p = dev->mem->alloc(dev, bytes);
+    dev->mem->memset(dev, p, 0, bytes, NULL);
+    dev->mem->stream_sync(dev, NULL);
+    return p;
 }
 
 void sr_dev_out_of_memory(const struct sr_device *dev, size_t bytes, size_t free_b,
@@ -149,6 +152,11 @@ void sr_dev_free_host(struct sr_device *dev, void *p)
 {
     if (p)
         dev->mem->free_host(dev, p);
+}
+
+uint64_t sr_dev_peak_bytes(struct sr_device *dev)
+{
+    return dev->mem->peak_bytes ? dev->mem->peak_bytes(dev) : 0;
 }
 
 int sr_dev_has_graphs(const struct sr_device *dev)

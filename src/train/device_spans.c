@@ -15,6 +15,7 @@
 #define POOL_EVENTS 2048
 #define MAX_OPEN    16
 #define REANCHOR_MS 1000.0f
+#define REANCHOR_HOST_NS 1000000000LL /* re-read the host clock when recording starts later */
 
 enum { LANE_NONE = -1, LANE_COMPUTE = 0, LANE_COPY, LANE_EMB, LANE_COUNT };
 
@@ -42,6 +43,8 @@ struct sr_device_spans {
     sr_event_t anchor;
     int64_t anchor_ns, anchor_err_ns;
     int64_t stage_ns[SR_SPAN_COUNT];
+    int64_t stage_steps[SR_SPAN_COUNT]; /* steps in which the stage had a device span */
+    int64_t stage_last[SR_SPAN_COUNT];  /* the last of them */
     int64_t steps, waits;
 };
 
@@ -114,6 +117,10 @@ static void resolve_head(struct sr_device_spans *ds)
         ds->track[m->lane] = sr_trace_track_claim(lane_names[m->lane]);
     sr_trace_record_on(ds->track[m->lane], (enum sr_span)m->span, m->index, t0, t1, m->step);
     ds->stage_ns[m->span] += t1 - t0;
+    if (ds->stage_last[m->span] != m->step || !ds->stage_steps[m->span]) {
+        ds->stage_steps[m->span]++;
+        ds->stage_last[m->span] = m->step;
+    }
     ds->steps += m->span == SR_SPAN_STEP;
     ds->pool[ds->n_free++] = m->ev0;
     if (ms1 > REANCHOR_MS) { /* ev1 becomes the anchor */
@@ -184,6 +191,10 @@ void sr_device_spans_mark(void *ctx, enum sr_span s, int index, int64_t step, in
     SR_ASSERT(m.span == (int)s);
     if (m.lane == LANE_NONE)
         return;
+    if (ds->paused) { /* begun before a capture, ended inside it: no event in a graph */
+        ds->pool[ds->n_free++] = m.ev0;
+        return;
+    }
     m.ev1 = take_event(ds);
     sr_dev_event_record(ds->dev, m.ev1, ds->stream[m.lane]);
     ds->closed[ds->tail++ % (POOL_EVENTS / 2)] = m;
@@ -197,7 +208,16 @@ void sr_device_spans_pause(struct sr_device_spans *ds, int paused)
 
 double sr_device_spans_stage_ms(const struct sr_device_spans *ds, enum sr_span s)
 {
-    return ds && ds->steps ? 1e-6 * (double)ds->stage_ns[s] / (double)ds->steps : 0;
+    return ds && ds->stage_steps[s] ? 1e-6 * (double)ds->stage_ns[s] / (double)ds->stage_steps[s]
+                                    : 0;
+}
+
+void sr_device_spans_reanchor(struct sr_device_spans *ds)
+{
+    if (!ds || sr_trace_now() - ds->anchor_ns < REANCHOR_HOST_NS)
+        return;
+    sr_device_spans_drain(ds); /* spans before it resolve on the old anchor */
+    anchor_clock(ds);
 }
 
 int64_t sr_device_spans_steps(const struct sr_device_spans *ds)

@@ -19,12 +19,13 @@
  * CUDA graph being captured) spans get no events; a replayed step shows as
  * one device "step" span.
  *
- * Clock: an anchor event recorded on the idle compute stream at start-up,
- * with the trace clock read around it (the uncertainty is half that
- * interval, a few microseconds); an event's time is the anchor's plus the
- * elapsed time between them. Once a resolved event is over a second past the
- * anchor it becomes the anchor, so the float elapsed times stay exact to a
- * microsecond in long runs.
+ * Clock: an anchor event recorded on the idle compute stream at start-up
+ * (and again when recording starts more than a second later), with the trace
+ * clock read around it (the uncertainty is half that interval, a few
+ * microseconds); an event's time is the anchor's plus the elapsed time
+ * between them. Once a resolved event is over a second past the anchor it
+ * becomes the anchor, so the float elapsed times stay exact to a microsecond
+ * through the window.
  *
  * Memory: a pool of events made at start-up; a span holds two until it is
  * resolved. Nothing allocates during the steps. With no event free, the
@@ -56,7 +57,13 @@ void sr_device_spans_pause(struct sr_device_spans *ds, int paused);
 void sr_device_spans_poll(struct sr_device_spans *ds);
 /* Wait for every closed span and resolve it (NULL ds: no-op). */
 void sr_device_spans_drain(struct sr_device_spans *ds);
-/* Device ms per traced step of stage s (0 with no resolved step span). */
+/* At the start of the recorded window: when the anchor is over a second
+ * old, wait for the compute stream and anchor the clock again, so that device
+ * times in a window late in a long run are as exact as at start-up (a float
+ * elapsed time over an hour is good to a quarter millisecond, and the device's
+ * clock may drift from the host's). NULL ds: no-op. */
+void sr_device_spans_reanchor(struct sr_device_spans *ds);
+/* Device ms of stage s per step in which it had a device span (0: none). */
 double sr_device_spans_stage_ms(const struct sr_device_spans *ds, enum sr_span s);
 /* Resolved device step spans; host waits the pool's exhaustion forced. */
 int64_t sr_device_spans_steps(const struct sr_device_spans *ds);

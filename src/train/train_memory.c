@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <unistd.h>
 
+#include "shardrec/alloc.h"
 #include "shardrec/error.h"
 #include "shardrec/metrics.h"
 #include "shardrec/plan.h"
@@ -31,6 +32,7 @@ enum mem_part { MEM_TABLE, MEM_DENSE, MEM_BATCH, MEM_EVAL };
 
 struct mem_tally {
     uint64_t total, largest;
+    uint64_t part_sum[4]; /* by enum mem_part */
     enum mem_part part;
     int table;
     int overflow;
@@ -60,6 +62,7 @@ static uint64_t mem_add(struct mem_tally *m, uint64_t a, uint64_t b)
 static void mem_count(struct mem_tally *m, enum mem_part part, int table, uint64_t bytes)
 {
     m->total = mem_add(m, m->total, bytes);
+    m->part_sum[part] = mem_add(m, m->part_sum[part], bytes);
     if (bytes > m->largest) {
         m->largest = bytes;
         m->part = part;
@@ -158,12 +161,9 @@ static void count_eval(const struct sr_train_config *cfg, int W, struct mem_tall
 /* "123456 bytes (120.6 KiB)" */
 static void format_bytes(char *buf, size_t cap, uint64_t bytes)
 {
-    static const char *units[] = {"bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
-    double v = (double)bytes;
-    int u = 0;
-    while (v >= 1024 && u < 6)
-        v /= 1024, u++;
-    snprintf(buf, cap, "%" PRIu64 " bytes (%.1f %s)", bytes, v, units[u]);
+    char unit[24];
+    snprintf(buf, cap, "%" PRIu64 " bytes (%s)", bytes,
+             sr_format_bytes(unit, sizeof unit, (double)bytes));
 }
 
 uint64_t sr_machine_memory(void)
@@ -225,16 +225,35 @@ static int mem_error(const struct sr_train_config *cfg, const struct mem_tally *
                         total, rank, have, what, hint);
 }
 
+static void tally(const struct sr_train_config *cfg, const struct sr_plan *plan, int rank,
+                  int world_size, struct mem_tally *m)
+{
+    int W = world_size > 0 ? world_size : 1;
+    count_tables(cfg, plan, rank, m);
+    count_dense(cfg, m);
+    count_batch(cfg, W, plan != NULL, m);
+    count_eval(cfg, W, m);
+}
+
+void sr_train_config_memory(const struct sr_train_config *cfg, const struct sr_plan *plan,
+                            int rank, int world_size, struct sr_memory_estimate *out)
+{
+    struct mem_tally m = {0};
+    tally(cfg, plan, rank, world_size, &m);
+    *out = (struct sr_memory_estimate){.tables = m.part_sum[MEM_TABLE],
+                                       .dense = m.part_sum[MEM_DENSE],
+                                       .batch = m.part_sum[MEM_BATCH],
+                                       .eval = m.part_sum[MEM_EVAL],
+                                       .total = m.total,
+                                       .overflow = m.overflow};
+}
+
 int sr_train_config_check_memory(const struct sr_train_config *cfg, const struct sr_plan *plan,
                                  int rank, int world_size, uint64_t mem_bytes)
 {
     struct mem_tally m = {0};
     uint64_t mem = mem_bytes ? mem_bytes : sr_machine_memory();
-    int W = world_size > 0 ? world_size : 1;
-    count_tables(cfg, plan, rank, &m);
-    count_dense(cfg, &m);
-    count_batch(cfg, W, plan != NULL, &m);
-    count_eval(cfg, W, &m);
+    tally(cfg, plan, rank, world_size, &m);
     if (m.overflow || m.total > mem)
         return mem_error(cfg, &m, rank, mem);
     return SR_OK;

@@ -531,8 +531,10 @@ static int64_t record_from(const struct sr_trainer *t)
 static int timed_step(struct sr_trainer *t, int64_t step)
 {
     int64_t ns[SR_SPAN_COUNT];
-    if (t->tracing && step == record_from(t))
+    if (t->tracing && step == record_from(t)) {
+        sr_device_spans_reanchor(t->dspans);
         sr_trace_set_recording(1);
+    }
     sr_trace_set_step(step);
     sr_comm_set_step(step);
     sr_trace_take_stage_ns(ns); /* evaluation's, between steps */
@@ -616,8 +618,10 @@ static int run_steps(struct sr_trainer *t, struct sr_trainer_result *res, sr_eve
             return rc;
         if (evaluated)
             sr_trainer_pipeline_pause(t); /* the next batch's exchange completes first */
+        sr_device_spans_pause(t->dspans, evaluated); /* stages of steps only */
         if (evaluated && (rc = sr_trainer_evaluate(t, &t->last_eval)))
             return rc;
+        sr_device_spans_pause(t->dspans, 0);
         if (logged) {
             sr_trainer_log_interval(t, step, loss, &iv, evaluated, sr_now_s() - start);
             memset(&iv, 0, sizeof iv);

@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include "shardrec/alloc.h"
 #include "shardrec/clock.h"
@@ -157,7 +158,8 @@ static void print_stages(const struct sr_trainer *t, FILE *f)
             t->step_kept, t->step_seen > t->step_kept ? " sampled" : "");
     if (dev_steps)
         fprintf(f, "  (mean/p50/p99: the host issuing and waiting; device: the stage on the "
-                   "device's streams, mean of the %" PRId64 " traced steps)\n",
+                   "device's streams, its mean over the traced steps it ran in, %" PRId64
+                   " traced)\n",
                 dev_steps);
     fprintf(f, "  %-24s %9s %9s %9s%s\n", "stage", "mean", "p50", "p99",
             dev_steps ? "    device" : "");
@@ -196,6 +198,48 @@ static void print_trace(const struct sr_trainer *t, FILE *f)
             "step); one span costs %.0f ns, so tracing adds %.3f%% to a step of %.2f ms%s\n",
             t->cfg->trace_path, t->trace_first, t->trace_last, t->trace_spans, per_step,
             t->span_cost_ns, share, step_ms, t->trace_written ? "" : " (not written)");
+    if (t->dspans)
+        fprintf(f,
+                "trace: device spans of %" PRId64 " steps on %s; their clock anchor +- %.1f us; "
+                "%" PRId64 " host waits for a free event\n",
+                sr_device_spans_steps(t->dspans), t->dev->name,
+                1e-3 * (double)sr_device_spans_anchor_ns(t->dspans),
+                sr_device_spans_waits(t->dspans));
+}
+
+/* The memory estimate every rank was checked against before the run (rank 0
+ * computes it for each rank from the plan), and what rank 0 used. */
+static void print_memory(const struct sr_trainer *t, FILE *f)
+{
+    struct sr_memory_estimate e0, e;
+    char tot[24], tab[24], mlp[24], bat[24], ev[24];
+    int most = 0;
+    uint64_t most_bytes = 0;
+    sr_train_config_memory(t->cfg, t->plan, 0, t->world_size, &e0);
+    for (int r = 0; r < t->world_size; r++) {
+        sr_train_config_memory(t->cfg, t->plan, r, t->world_size, &e);
+        if (e.total > most_bytes)
+            most = r, most_bytes = e.total;
+    }
+    fprintf(f, "memory per rank (estimated before the run): rank 0 %s (tables %s, MLPs %s, "
+               "batch %s, evaluation %s)",
+            sr_format_bytes(tot, sizeof tot, (double)e0.total),
+            sr_format_bytes(tab, sizeof tab, (double)e0.tables),
+            sr_format_bytes(mlp, sizeof mlp, (double)e0.dense),
+            sr_format_bytes(bat, sizeof bat, (double)e0.batch),
+            sr_format_bytes(ev, sizeof ev, (double)e0.eval));
+    if (t->world_size > 1)
+        fprintf(f, "; the most: rank %d, %s", most,
+                sr_format_bytes(tot, sizeof tot, (double)most_bytes));
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    fprintf(f, "\nmemory used on rank 0: peak resident host memory %s",
+            sr_format_bytes(tot, sizeof tot, 1024.0 * (double)ru.ru_maxrss));
+    uint64_t peak = sr_dev_peak_bytes(t->dev);
+    if (peak)
+        fprintf(f, ", peak allocated on %s %s", t->dev->name,
+                sr_format_bytes(tab, sizeof tab, (double)peak));
+    fprintf(f, "\n");
 }
 
 void sr_trainer_print_summary(const struct sr_trainer *t, const struct sr_trainer_result *res,
@@ -232,6 +276,7 @@ void sr_trainer_print_summary(const struct sr_trainer *t, const struct sr_traine
                    "the batch)\n",
                 stage_mean_ms(t, SR_SPAN_LOAD));
     print_comm(t, res, f);
+    print_memory(t, f);
     if (t->tracing)
         print_trace(t, f);
     fprintf(f, "last training loss %.5f\n", res->last_loss);

@@ -243,10 +243,12 @@ static void *d_alloc(struct sr_device *dev, size_t bytes)
 static void check_test_memory(struct sr_device *dev, size_t bytes)
 {
     static _Atomic uint64_t allocated;
-    static int64_t cap = -1;
-    if (cap < 0) {
+    static _Atomic int64_t cap_read = -1;
+    int64_t cap = atomic_load(&cap_read);
+    if (cap < 0) { /* racing readers store the same value */
         const char *v = getenv("SR_TEST_DEVICE_MEMORY");
         cap = v && *v ? strtoll(v, NULL, 10) : 0;
+        atomic_store(&cap_read, cap < 0 ? 0 : cap);
     }
     uint64_t before = atomic_fetch_add(&allocated, bytes);
     if (cap > 0 && before + bytes > (uint64_t)cap)

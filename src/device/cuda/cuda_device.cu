@@ -52,6 +52,7 @@ struct live_alloc {
 };
 static struct live_alloc *live;
 static size_t live_n, live_cap;
+static uint64_t live_bytes, live_peak; /* held now, and at most */
 static pthread_mutex_t live_mu = PTHREAD_MUTEX_INITIALIZER;
 
 /* The first entry whose base is above p. */
@@ -81,6 +82,9 @@ static void live_add(void *p, size_t bytes)
     live[i].base = (uintptr_t)p;
     live[i].bytes = bytes;
     live_n++;
+    live_bytes += bytes;
+    if (live_bytes > live_peak)
+        live_peak = live_bytes;
     pthread_mutex_unlock(&live_mu);
 }
 
@@ -89,9 +93,18 @@ static void live_remove(void *p)
     pthread_mutex_lock(&live_mu);
     size_t i = live_upper((uintptr_t)p);
     SR_ASSERT(i > 0 && live[i - 1].base == (uintptr_t)p);
+    live_bytes -= live[i - 1].bytes;
     memmove(live + i - 1, live + i, (live_n - i) * sizeof *live);
     live_n--;
     pthread_mutex_unlock(&live_mu);
+}
+
+static uint64_t cu_peak_bytes(struct sr_device *dev)
+{
+    pthread_mutex_lock(&live_mu);
+    uint64_t peak = live_peak;
+    pthread_mutex_unlock(&live_mu);
+    return peak;
 }
 
 static int cu_owns(struct sr_device *dev, const void *p, void **base, size_t *bytes)
@@ -268,6 +281,7 @@ static const struct sr_mem_ops cu_mem_ops = {
     .alloc_host = cu_alloc_host,
     .free_host = cu_free_host,
     .owns = cu_owns,
+    .peak_bytes = cu_peak_bytes,
     .capture_begin = cu_capture_begin,
     .capture_end = cu_capture_end,
     .graph_launch = cu_graph_launch,
