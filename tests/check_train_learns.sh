@@ -1,8 +1,9 @@
 #!/bin/sh
 # A shorter version of the default job learns: after 300 steps the eval AUC is
 # within 0.025 of the teacher's ceiling and at least 0.05 above the dense-only
-# floor; the loop allocated nothing after step 1; the metrics file has one JSON
-# line per interval with the documented fields.
+# floor; the loop allocated nothing after step 1; the summary's memory
+# estimate adds up and its tables fit in the measured peak resident memory;
+# the metrics file has one JSON line per interval with the documented fields.
 BUILD=${BUILD:-build}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -20,6 +21,25 @@ awk -v m="$model" -v c="$ceiling" -v f="$floor" 'BEGIN {
 }' || exit 1
 grep -q 'allocations in the training loop after step 1: 0$' "$tmp/err" || {
     echo "FAIL: the training loop allocated"; exit 1; }
+# the summary's memory: the parts add up to the estimate, and the tables
+# (initialised, so resident) fit in the measured peak resident memory
+/usr/bin/python3 - "$tmp/err" <<'PY' || exit 1
+import re, sys
+text = open(sys.argv[1]).read()
+unit = {"bytes": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40}
+def b(v, u):
+    return float(v) * unit[u]
+m = re.search(r"memory per rank \(estimated before the run\): rank 0 ([0-9.]+) (\w+) \(tables "
+              r"([0-9.]+) (\w+), MLPs ([0-9.]+) (\w+), batch ([0-9.]+) (\w+), evaluation "
+              r"([0-9.]+) (\w+)\)", text)
+r = re.search(r"peak resident host memory ([0-9.]+) (\w+)", text)
+assert m and r, "no memory lines in the summary"
+total, tables, mlps, batch, ev = (b(m.group(i), m.group(i + 1)) for i in range(1, 11, 2))
+assert abs(tables + mlps + batch + ev - total) <= 0.002 * total, "parts do not add up"
+assert b(*r.groups()) >= tables, "peak resident below the tables' size"
+print("memory: estimate %.1f MiB (tables %.1f MiB), peak resident %.1f MiB" %
+      (total / 2**20, tables / 2**20, b(*r.groups()) / 2**20))
+PY
 n=$(wc -l <"$tmp/m.jsonl")
 [ "$n" -eq 12 ] || { echo "FAIL: $n metrics lines, expected 12"; exit 1; }
 /usr/bin/python3 - "$tmp/m.jsonl" <<'PY' || exit 1

@@ -270,6 +270,37 @@ static void test_memory_check(void **state)
     assert_non_null(strstr(sr_error_message(), "2^64"));
 }
 
+/* The estimate by part that the summary prints: the parts sum to the total;
+ * a table's part is rows x dim x 4 bytes plus its optimizer state (row-wise
+ * Adagrad: one float a row); under a table-wise plan only the rank holding a
+ * table counts it. */
+static void test_memory_estimate(void **state)
+{
+    int64_t rows[2] = {1000, 300000};
+    struct sr_memory_estimate e, e0, e1;
+    sr_train_config_default(&cfg);
+    assert_int_equal(sr_train_config_set_table_rows(&cfg, rows, 2), SR_OK);
+    cfg.emb_optimizer = SR_OPTIM_ROWWISE_ADAGRAD;
+    sr_train_config_memory(&cfg, NULL, 0, 1, &e);
+    assert_false(e.overflow);
+    assert_true(e.total == e.tables + e.dense + e.batch + e.eval);
+    uint64_t D = (uint64_t)cfg.embedding_dim;
+    assert_true(e.tables == 4 * ((1000 + 300000) * D + 1000 + 300000));
+    assert_true(e.dense > 0 && e.batch > 0);
+
+    struct sr_ebc_config ec;
+    struct sr_plan *plan;
+    sr_train_config_ebc(&cfg, &ec);
+    assert_int_equal(sr_plan_uniform(&plan, &ec, SR_SHARDING_TYPE_TABLE_WISE, 2, 2), SR_OK);
+    sr_train_config_memory(&cfg, plan, 0, 2, &e0);
+    sr_train_config_memory(&cfg, plan, 1, 2, &e1);
+    uint64_t t0 = 4 * (1000 * D + 1000), t1 = 4 * (300000 * D + 300000);
+    assert_true(e0.tables + e1.tables == t0 + t1);
+    assert_true((e0.tables == t0 && e1.tables == t1) || (e0.tables == t1 && e1.tables == t0));
+    assert_true(e0.dense == e.dense && e1.dense == e.dense);
+    sr_plan_free(plan);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -278,6 +309,7 @@ int main(void)
         cmocka_unit_test(test_json_errors),        cmocka_unit_test(test_shape_checks),
         cmocka_unit_test(test_json_strict),        cmocka_unit_test(test_wrapped_message),
         cmocka_unit_test(test_memory_check),
+        cmocka_unit_test(test_memory_estimate),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
