@@ -303,17 +303,32 @@ static void test_json_errors(void **state)
                       "'a' (rw) has 1 shards but needs 4");
 }
 
+/* Tables b, c and d as dp, closing the array, after a case's table 'a'. */
+static const char *const other_tables = ", {\"name\": \"b\", \"sharding\": \"dp\"}, {\"name\": "
+                                        "\"c\", \"sharding\": \"dp\"}, {\"name\": \"d\", "
+                                        "\"sharding\": \"dp\"}]}";
+
+struct table_case {
+    const char *table, *what;
+};
+
+/* Each case's table 'a' with the others must fail with a message holding `what`. */
+static void expect_table_errors(const struct tcfg *c, const struct table_case *cases, size_t n)
+{
+    char text[512];
+    for (size_t i = 0; i < n; i++) {
+        snprintf(text, sizeof text, "{\"tables\": [%s%s", cases[i].table, other_tables);
+        expect_json_error(c, text, cases[i].what);
+    }
+}
+
 /* Integers that do not fit their field are errors naming the key and the
  * value, never wrapped: a rank of 2^32 used to become rank 0. */
 static void test_json_integers_do_not_wrap(void **state)
 {
     struct tcfg c;
     config(&c);
-    static const char *rest = ", {\"name\": \"b\", \"sharding\": \"dp\"}, {\"name\": \"c\", "
-                              "\"sharding\": \"dp\"}, {\"name\": \"d\", \"sharding\": \"dp\"}]}";
-    static const struct {
-        const char *table, *what;
-    } cases[] = {
+    static const struct table_case cases[] = {
         {"{\"name\": \"a\", \"sharding\": \"tw\", \"shards\": [{\"rank\": 4294967296}]}",
          "\"rank\" is 4294967296"},
         {"{\"name\": \"a\", \"sharding\": \"tw\", \"shards\": [{\"rank\": -4294967296}]}",
@@ -332,11 +347,7 @@ static void test_json_integers_do_not_wrap(void **state)
          "\"row_offset\""},
         {"{\"name\": \"a\", \"sharding\": \"twrw\", \"node\": 4294967297}", "\"node\""},
     };
-    char text[512];
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        snprintf(text, sizeof text, "{\"tables\": [%s%s", cases[i].table, rest);
-        expect_json_error(&c, text, cases[i].what);
-    }
+    expect_table_errors(&c, cases, sizeof cases / sizeof cases[0]);
     expect_json_error(&c, "{\"world_size\": 4294967300, \"tables\": []}", "\"world_size\"");
     expect_json_error(&c, "{\"local_size\": -1, \"tables\": []}", "\"local_size\"");
 }
@@ -349,11 +360,7 @@ static void test_json_unknown_keys(void **state)
 {
     struct tcfg c;
     config(&c);
-    static const char *rest = ", {\"name\": \"b\", \"sharding\": \"dp\"}, {\"name\": \"c\", "
-                              "\"sharding\": \"dp\"}, {\"name\": \"d\", \"sharding\": \"dp\"}]}";
-    static const struct {
-        const char *table, *what;
-    } cases[] = {
+    static const struct table_case cases[] = {
         {"{\"name\": \"a\", \"sharding\": \"rw\", \"shard\": [{\"rank\": 0}]}",
          "table 'a': key \"shard\" is unknown; HINT: did you mean \"shards\"?"},
         {"{\"name\": \"a\", \"sharding\": \"tw\", \"rank\": 1, \"rank\": 2}",
@@ -371,16 +378,13 @@ static void test_json_unknown_keys(void **state)
          "\"cols\": 8}]}",
          "shards[0]: key \"cols\" is given twice"},
     };
+    expect_table_errors(&c, cases, sizeof cases / sizeof cases[0]);
     char text[512];
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        snprintf(text, sizeof text, "{\"tables\": [%s%s", cases[i].table, rest);
-        expect_json_error(&c, text, cases[i].what);
-    }
     snprintf(text, sizeof text, "{\"world_sise\": 4, \"tables\": [%s%s",
-             "{\"name\": \"a\", \"sharding\": \"dp\"}", rest);
+             "{\"name\": \"a\", \"sharding\": \"dp\"}", other_tables);
     expect_json_error(&c, text, "key \"world_sise\" is unknown; HINT: did you mean \"world_size\"?");
     snprintf(text, sizeof text, "{\"tables\": [%s%s", "{\"name\": \"a\", \"sharding\": \"dp\"}",
-             rest);
+             other_tables);
     struct sr_plan *p;
     assert_int_equal(sr_plan_from_json(&p, text, "ok.json", &c.cfg, 4, 2), SR_OK);
     sr_plan_free(p);
