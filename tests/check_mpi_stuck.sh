@@ -24,7 +24,7 @@ fi
 tmp=$(mktemp -d)
 pids_left=""
 cleanup() {
-    for p in $pids_left; do kill -KILL "$p" 2>/dev/null; done
+    for p in $pids_left; do alive "$p" && kill -KILL "$p" 2>/dev/null; done
     rm -rf "$tmp"
 }
 trap cleanup EXIT
@@ -41,8 +41,10 @@ JOB="--table-rows 1000,2000,50,7 --embedding-dim 8 --bot-mlp 13-16-8 --top-mlp 1
 fail=0
 
 now() { date +%s.%N; }
-alive() { # pid: 0 if the process exists and is not a zombie
-    [ -r "/proc/$1/stat" ] && ! grep -q '^[0-9]* ([^)]*) Z' "/proc/$1/stat" 2>/dev/null
+alive() { # pid: 0 if the process exists, is not a zombie and is still a rank
+    # (a pid reused by another program after the rank ended does not count)
+    [ -r "/proc/$1/stat" ] && ! grep -q '^[0-9]* ([^)]*) Z' "/proc/$1/stat" 2>/dev/null &&
+        tr '\0' '\n' <"/proc/$1/cmdline" 2>/dev/null | grep -q 'shardrec$'
 }
 
 # pid of world rank $2 of the run whose metrics file is $1
