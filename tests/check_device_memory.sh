@@ -12,6 +12,7 @@ root=$(cd "$here/.." && pwd)
 bin="$root/$BUILD/shardrec"
 [ -x "$bin" ] || { echo "check_device_memory: $bin is missing; build it with: make"; exit 1; }
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
+export LSAN_OPTIONS="suppressions=$here/lsan_openmpi.supp:print_suppressions=0:fast_unwind_on_malloc=0"
 as_root=""
 [ "$(id -u)" = 0 ] && as_root="--allow-run-as-root"
 tmp=$(mktemp -d)
