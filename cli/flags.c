@@ -45,6 +45,7 @@ static const char *const job_flags[] = {"steps",
                                         "device",
                                         "math",
                                         "batch-pool",
+                                        "loader-threads",
                                         NULL};
 
 /* Flags a user may expect that later versions provide. */
@@ -192,6 +193,11 @@ static int apply_numeric(struct sr_train_config *cfg, const char *name, const ch
     if (!strcmp(name, "bucket-kib")) {
         rc = set_int("--bucket-kib", v, 1, 1 << 22, &x);
         cfg->bucket_kib = (int)x;
+        return rc;
+    }
+    if (!strcmp(name, "loader-threads")) {
+        rc = set_int("--loader-threads", v, 0, 1024, &x);
+        cfg->loader_threads = (int)x;
         return rc;
     }
     if (!strcmp(name, "batch-pool")) {

@@ -81,4 +81,22 @@ expect 2 '"rank" is 4294967296' -- train --steps 1 --table-rows 10 --plan "$tmp/
 expect 2 "cannot read config file (Is a directory)" -- train --config "$tmp"
 # --eval-data without --data was ignored (exit 0, synthetic evaluation)
 expect 2 "--eval-data needs --data" -- train --steps 1 --eval-data "$tmp/none.tsv"
+# strict plan keys: a misspelt key is named with the nearest known one
+printf '{"tables": [{"name": "t0", "sharding": "rw", "shard": [{"rank": 0}]}]}' >"$tmp/p2.json"
+expect 2 "table 't0': key \"shard\" is unknown; HINT: did you mean \"shards\"?" -- \
+    train --steps 1 --table-rows 10 --plan "$tmp/p2.json"
+# --loader-threads: a range, reported in the summary, and the same batches on any count
+expect 2 "--loader-threads" -- train --loader-threads -1
+expect 2 "--loader-threads" -- train --loader-threads 5000
+for n in 1 3; do
+    OMP_NUM_THREADS=1 "$bin" train --steps 20 --eval-samples 0 --no-progress --loader-threads $n \
+        --metrics "$tmp/lt$n.jsonl" 2>"$tmp/lt$n.err" || { cat "$tmp/lt$n.err"; fail=1; }
+    grep -q "makes batches on $n OpenMP thread" "$tmp/lt$n.err" ||
+        { echo "FAIL: the summary does not report $n loader threads"; fail=1; }
+done
+grep -o '"loss": *[0-9.e+-]*' "$tmp/lt1.jsonl" >"$tmp/lt1.loss"
+grep -o '"loss": *[0-9.e+-]*' "$tmp/lt3.jsonl" >"$tmp/lt3.loss"
+if [ ! -s "$tmp/lt1.loss" ] || ! cmp -s "$tmp/lt1.loss" "$tmp/lt3.loss"; then
+    echo "FAIL: losses differ between 1 and 3 loader threads"; fail=1
+fi
 exit $fail

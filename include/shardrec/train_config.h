@@ -79,6 +79,8 @@ struct sr_train_config {
                                          -1 --no-cuda-graphs */
     int batch_pool;                   /* --batch-pool N: cycle N batches made before step 1
                                          (benchmarks; synthetic data only); 0: off */
+    int loader_threads;               /* --loader-threads N: the loader thread's OpenMP
+                                         threads (--pipeline sparse-dist); 0: automatic */
     /* distribution */
     int ranks_per_node;             /* 0: detect (or SR_RANKS_PER_NODE) */
     int64_t global_batch_size;      /* 0: W * batch_size */

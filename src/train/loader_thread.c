@@ -19,14 +19,15 @@
 #include "shardrec/trace.h"
 #include "train/loader_thread.h"
 
-void sr_loader_init(struct sr_loader *l, struct sr_device *dev, int max_batch, int num_dense,
-                    int num_features, int64_t max_values, int with_weights, const char *const *keys)
+void sr_loader_init(struct sr_loader *l, struct sr_device *dev, int threads, int max_batch,
+                    int num_dense, int num_features, int64_t max_values, int with_weights,
+                    const char *const *keys)
 {
     memset(l, 0, sizeof *l);
-    l->threads = 1;
 #ifdef SR_USE_OMP
-    if (dev->kind == SR_DEVICE_CUDA && omp_get_num_procs() > 3)
-        l->threads = omp_get_num_procs() - 2; /* the compute thread only issues work */
+    l->threads = threads > 1 ? threads : 1;
+#else
+    l->threads = 1;
 #endif
     for (int k = 0; k < SR_LOADER_SLOTS; k++) {
         struct sr_loader_slot *s = &l->slots[k];
@@ -77,7 +78,7 @@ static void *loader_main(void *arg)
     struct sr_loader *l = arg;
     sr_trace_thread_name("loader");
 #ifdef SR_USE_OMP
-    omp_set_num_threads(l->threads); /* 1 on the CPU devices: the cores compute */
+    omp_set_num_threads(l->threads); /* sr_trainer_loader_threads */
 #endif
     pthread_mutex_lock(&l->mu);
     for (;;) {

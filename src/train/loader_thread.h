@@ -70,9 +70,10 @@ struct sr_loader {
 };
 
 /* Allocate the slots, each a pinned host batch of these sizes with its twin
- * on dev (sr_batch_init_pinned, sr_batch_init_twin). */
-void sr_loader_init(struct sr_loader *l, struct sr_device *dev, int max_batch, int num_dense,
-                    int num_features, int64_t max_values, int with_weights,
+ * on dev (sr_batch_init_pinned, sr_batch_init_twin). The producer's OpenMP
+ * regions run on `threads` threads (1 without OpenMP). */
+void sr_loader_init(struct sr_loader *l, struct sr_device *dev, int threads, int max_batch,
+                    int num_dense, int num_features, int64_t max_values, int with_weights,
                     const char *const *keys);
 /* Stop the thread if running; free the slots. A zeroed loader is a no-op. */
 void sr_loader_free(struct sr_loader *l);

@@ -41,6 +41,9 @@
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
+#ifdef SR_USE_OMP
+#include <omp.h>
+#endif
 
 #include "shardrec/alloc.h"
 #include "shardrec/error.h"
@@ -277,6 +280,37 @@ static int local_rank(int world_rank)
             return atoi(v);
     }
     return world_rank;
+}
+
+/* How many ranks share this host's cores, from the launcher's environment
+ * (Open MPI, MPICH, torchrun, Slurm), else 1. */
+static int host_ranks(void)
+{
+    static const char *const vars[] = {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS",
+                                       "LOCAL_WORLD_SIZE", "SLURM_NTASKS_PER_NODE", NULL};
+    for (int i = 0; vars[i]; i++) {
+        const char *v = getenv(vars[i]);
+        if (v && atoi(v) > 0)
+            return atoi(v);
+    }
+    return 1;
+}
+
+int sr_trainer_loader_threads(const struct sr_trainer *t)
+{
+    if (t->cfg->loader_threads > 0)
+        return t->cfg->loader_threads;
+#ifdef SR_USE_OMP
+    /* a GPU rank's compute thread only issues work: its share of the cores
+     * but two (the compute thread, the communicators' workers) makes batches.
+     * A rank bound to some cores (fewer than the host's) has those as its share. */
+    int procs = omp_get_num_procs();
+    long online = sysconf(_SC_NPROCESSORS_ONLN);
+    int share = online > 0 && procs < online ? procs : procs / host_ranks();
+    if (t->dev->kind == SR_DEVICE_CUDA && share > 3)
+        return share - 2;
+#endif
+    return 1; /* the CPU devices: the cores compute */
 }
 
 /* --device: a GPU (this rank's node-local rank modulo the GPUs visible), the

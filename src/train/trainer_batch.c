@@ -42,8 +42,8 @@ void sr_trainer_batch_init(struct sr_trainer *t, int64_t max_values, int with_we
     t->copy_src = &t->host_batch;
     t->batch_copied = sr_dev_event_create(t->dev);
     if (cfg->pipeline == SR_PIPELINE_SPARSE_DIST)
-        sr_loader_init(&t->pipe.loader, t->dev, cfg->batch_size, cfg->num_dense, cfg->num_features,
-                       max_values, with_weights, keys);
+        sr_loader_init(&t->pipe.loader, t->dev, sr_trainer_loader_threads(t), cfg->batch_size,
+                       cfg->num_dense, cfg->num_features, max_values, with_weights, keys);
 }
 
 int sr_trainer_pool_init(struct sr_trainer *t)

@@ -269,8 +269,9 @@ void sr_trainer_print_summary(const struct sr_trainer *t, const struct sr_traine
     print_stages(t, f);
     if (cfg->pipeline == SR_PIPELINE_SPARSE_DIST)
         fprintf(f, "waited on data: %.3f ms per step (data.wait: the compute thread waiting for "
-                   "the loader thread)\n",
-                stage_mean_ms(t, SR_SPAN_DATA_WAIT));
+                   "the loader thread, which makes batches on %d OpenMP thread%s)\n",
+                stage_mean_ms(t, SR_SPAN_DATA_WAIT), t->pipe.loader.threads,
+                t->pipe.loader.threads == 1 ? "" : "s");
     else
         fprintf(f, "waited on data: %.3f ms per step (the load stage: the compute thread reading "
                    "the batch)\n",
