@@ -42,9 +42,10 @@ fail=0
 
 now() { date +%s.%N; }
 alive() { # pid: 0 if the process exists, is not a zombie and is still a rank
-    # (a pid reused by another program after the rank ended does not count)
+    # (a pid reused by another program after the rank ended does not count;
+    # comm, unlike cmdline, stays readable while a process tears down)
     [ -r "/proc/$1/stat" ] && ! grep -q '^[0-9]* ([^)]*) Z' "/proc/$1/stat" 2>/dev/null &&
-        tr '\0' '\n' <"/proc/$1/cmdline" 2>/dev/null | grep -q 'shardrec$'
+        [ "$(cat "/proc/$1/comm" 2>/dev/null)" = shardrec ]
 }
 
 # pid of world rank $2 of the run whose metrics file is $1

@@ -287,7 +287,8 @@ static int local_rank(int world_rank)
 static int host_ranks(void)
 {
     static const char *const vars[] = {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS",
-                                       "LOCAL_WORLD_SIZE", "SLURM_NTASKS_PER_NODE", NULL};
+                                       "LOCAL_WORLD_SIZE", "SLURM_NTASKS_PER_NODE",
+                                       "SLURM_STEP_TASKS_PER_NODE", NULL};
     for (int i = 0; vars[i]; i++) {
         const char *v = getenv(vars[i]);
         if (v && atoi(v) > 0)
@@ -303,12 +304,17 @@ int sr_trainer_loader_threads(const struct sr_trainer *t)
 #ifdef SR_USE_OMP
     /* a GPU rank's compute thread only issues work: its share of the cores
      * but two (the compute thread, the communicators' workers) makes batches.
-     * A rank bound to some cores (fewer than the host's) has those as its share. */
-    int procs = omp_get_num_procs();
-    long online = sysconf(_SC_NPROCESSORS_ONLN);
-    int share = online > 0 && procs < online ? procs : procs / host_ranks();
+     * The host's r ranks each see `procs` of its `online` cores; as many as
+     * ceil(procs r / online) of them may share one set (bound to a socket, a
+     * shared cpuset, or not bound at all), so each takes that part of it. */
+    long procs = omp_get_num_procs(), online = sysconf(_SC_NPROCESSORS_ONLN);
+    long r = host_ranks();
+    if (online < procs)
+        online = procs;
+    long sharing = (procs * r + online - 1) / online;
+    long share = procs / (sharing > 0 ? sharing : 1);
     if (t->dev->kind == SR_DEVICE_CUDA && share > 3)
-        return share - 2;
+        return (int)(share - 2);
 #endif
     return 1; /* the CPU devices: the cores compute */
 }

@@ -159,7 +159,9 @@ static void setting_hashes(const struct sr_train_config *cfg, uint64_t *h)
     h[H_EVAL_DATA] = hash_paths(cfg->eval_data_paths, cfg->n_eval_data);
     h[H_ENV_RPN] = hash_str(SR_HASH_INIT, env ? env : "", 64);
     h[H_ENV_LINK] = hash_str(SR_HASH_INIT, link ? link : "", 64);
-    h[H_ALL] = sr_hash_bytes(SR_HASH_INIT, cfg, sizeof *cfg);
+    struct sr_train_config all = *cfg;
+    all.loader_threads = 0; /* a per-host setting: the batches are the same on any count */
+    h[H_ALL] = sr_hash_bytes(SR_HASH_INIT, &all, sizeof all);
 }
 
 /* Collective over `world`: SR_ERR_INVALID_ARG, the same on every rank, naming

@@ -149,8 +149,8 @@ int sr_trainer_pool_init(struct sr_trainer *t);
 const struct sr_batch *sr_trainer_pool_batch(const struct sr_trainer *t, int64_t step);
 int sr_trainer_init_plan(struct sr_trainer *t);
 /* The loader thread's OpenMP threads: --loader-threads, else on a GPU this
- * rank's share of the host's cores (the cores it is bound to, or the host's
- * divided among its ranks) but two, else 1. */
+ * rank's share of the cores it sees (divided among the ranks of the host that
+ * may see the same ones) but two, else 1. */
 int sr_trainer_loader_threads(const struct sr_trainer *t);
 int sr_trainer_check_same(struct sr_trainer *t);
 void sr_trainer_free_comms(struct sr_trainer *t);

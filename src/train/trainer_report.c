@@ -242,6 +242,12 @@ static void print_memory(const struct sr_trainer *t, FILE *f)
     fprintf(f, "\n");
 }
 
+#ifdef SR_USE_OMP
+static const char *const no_omp = "";
+#else
+static const char *const no_omp = "; this build has no OpenMP";
+#endif
+
 void sr_trainer_print_summary(const struct sr_trainer *t, const struct sr_trainer_result *res,
                               FILE *f)
 {
@@ -269,9 +275,9 @@ void sr_trainer_print_summary(const struct sr_trainer *t, const struct sr_traine
     print_stages(t, f);
     if (cfg->pipeline == SR_PIPELINE_SPARSE_DIST)
         fprintf(f, "waited on data: %.3f ms per step (data.wait: the compute thread waiting for "
-                   "the loader thread, which makes batches on %d OpenMP thread%s)\n",
+                   "the loader thread, which makes batches on %d OpenMP thread%s%s)\n",
                 stage_mean_ms(t, SR_SPAN_DATA_WAIT), t->pipe.loader.threads,
-                t->pipe.loader.threads == 1 ? "" : "s");
+                t->pipe.loader.threads == 1 ? "" : "s", no_omp);
     else
         fprintf(f, "waited on data: %.3f ms per step (the load stage: the compute thread reading "
                    "the batch)\n",
