@@ -78,20 +78,22 @@ void *sr_dev_alloc(struct sr_device *dev, size_t bytes)
     return dev->mem->alloc(dev, bytes); /* an outer label stays */
 }
 
-void *sr_dev_alloc_zero_named(struct sr_device *dev, size_t bytes, const char *what)
+/* p (bytes) zeroed, and the zeroes done before it is returned. */
+static void *zeroed(struct sr_device *dev, void *p, size_t bytes)
 {
-    void *p = sr_dev_alloc_named(dev, bytes, what);
     dev->mem->memset(dev, p, 0, bytes, NULL);
     dev->mem->stream_sync(dev, NULL);
     return p;
 }
 
+void *sr_dev_alloc_zero_named(struct sr_device *dev, size_t bytes, const char *what)
+{
+    return zeroed(dev, sr_dev_alloc_named(dev, bytes, what), bytes);
+}
+
 void *sr_dev_alloc_zero(struct sr_device *dev, size_t bytes)
 {
-    void *p = dev->mem->alloc(dev, bytes);
-    dev->mem->memset(dev, p, 0, bytes, NULL);
-    dev->mem->stream_sync(dev, NULL);
-    return p;
+    return zeroed(dev, dev->mem->alloc(dev, bytes), bytes);
 }
 
 void sr_dev_out_of_memory(const struct sr_device *dev, size_t bytes, size_t free_b,

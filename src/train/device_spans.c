@@ -98,6 +98,12 @@ struct sr_device_spans *sr_device_spans_create(struct sr_device *dev, int has_co
     return ds;
 }
 
+/* The oldest closed span (head < tail). */
+static struct mark *oldest(struct sr_device_spans *ds)
+{
+    return &ds->closed[ds->head % (POOL_EVENTS / 2)];
+}
+
 /* Event e's time on the trace clock (e has passed). */
 static int64_t time_of(const struct sr_device_spans *ds, sr_event_t e, float *ms)
 {
@@ -108,7 +114,7 @@ static int64_t time_of(const struct sr_device_spans *ds, sr_event_t e, float *ms
 /* The oldest closed span, whose events have passed: to its lane's track. */
 static void resolve_head(struct sr_device_spans *ds)
 {
-    struct mark *m = &ds->closed[ds->head % (POOL_EVENTS / 2)];
+    struct mark *m = oldest(ds);
     float ms0, ms1;
     int64_t t0 = time_of(ds, m->ev0, &ms0), t1 = time_of(ds, m->ev1, &ms1);
     if (t1 < t0) /* one stream orders them: only rounding could */
@@ -137,22 +143,25 @@ void sr_device_spans_poll(struct sr_device_spans *ds)
 {
     if (!ds)
         return;
-    while (ds->head < ds->tail &&
-           sr_dev_event_query(ds->dev, ds->closed[ds->head % (POOL_EVENTS / 2)].ev1) &&
-           sr_dev_event_query(ds->dev, ds->closed[ds->head % (POOL_EVENTS / 2)].ev0))
+    while (ds->head < ds->tail && sr_dev_event_query(ds->dev, oldest(ds)->ev1) &&
+           sr_dev_event_query(ds->dev, oldest(ds)->ev0))
         resolve_head(ds);
+}
+
+/* Wait for the oldest closed span's events, then resolve it. */
+static void wait_oldest(struct sr_device_spans *ds)
+{
+    sr_dev_event_sync(ds->dev, oldest(ds)->ev0);
+    sr_dev_event_sync(ds->dev, oldest(ds)->ev1);
+    resolve_head(ds);
 }
 
 void sr_device_spans_drain(struct sr_device_spans *ds)
 {
     if (!ds)
         return;
-    while (ds->head < ds->tail) {
-        struct mark *m = &ds->closed[ds->head % (POOL_EVENTS / 2)];
-        sr_dev_event_sync(ds->dev, m->ev0);
-        sr_dev_event_sync(ds->dev, m->ev1);
-        resolve_head(ds);
-    }
+    while (ds->head < ds->tail)
+        wait_oldest(ds);
 }
 
 /* An event from the pool; with none free, the oldest closed span is waited for. */
@@ -160,11 +169,8 @@ static sr_event_t take_event(struct sr_device_spans *ds)
 {
     if (ds->n_free == 0) {
         SR_ASSERT(ds->head < ds->tail); /* MAX_OPEN spans hold far fewer than the pool */
-        struct mark *m = &ds->closed[ds->head % (POOL_EVENTS / 2)];
-        sr_dev_event_sync(ds->dev, m->ev0);
-        sr_dev_event_sync(ds->dev, m->ev1);
+        wait_oldest(ds);
         ds->waits++;
-        resolve_head(ds);
         sr_device_spans_poll(ds);
     }
     return ds->pool[--ds->n_free];
@@ -243,9 +249,10 @@ void sr_device_spans_free(struct sr_device_spans *ds)
         if (ds->present[l])
             sr_dev_sync(ds->dev, ds->stream[l]);
     while (ds->head < ds->tail) {
-        struct mark *m = &ds->closed[ds->head++ % (POOL_EVENTS / 2)];
+        struct mark *m = oldest(ds);
         ds->pool[ds->n_free++] = m->ev0;
         ds->pool[ds->n_free++] = m->ev1;
+        ds->head++;
     }
     for (int d = 0; d < ds->depth; d++)
         if (ds->open[d].lane != LANE_NONE)

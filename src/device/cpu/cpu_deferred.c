@@ -475,44 +475,26 @@ static void d_launch_host_fn(struct sr_device *dev, sr_stream_t s, sr_host_fn fn
     sr_deferred_enqueue(s, it);
 }
 
+/* What the deferred and opaque devices share: queues, events, host memory. */
+#define DEFERRED_QUEUE_OPS                                                                        \
+    .copy = d_copy, .memset = d_memset, .stream_create = d_stream_create,                       \
+    .stream_destroy = d_stream_destroy, .stream_sync = d_stream_sync,                           \
+    .event_create = d_event_create, .event_destroy = d_event_destroy,                           \
+    .event_record = d_event_record, .stream_wait_event = d_stream_wait_event,                   \
+    .event_sync = d_event_sync, .event_query = d_event_query,                                   \
+    .event_elapsed_ms = d_event_elapsed_ms, .launch_host_fn = d_launch_host_fn,                 \
+    .alloc_host = d_alloc, .free_host = d_free
+
 static const struct sr_mem_ops deferred_mem_ops = {
     .alloc = d_alloc_device,
     .free = d_free,
-    .copy = d_copy,
-    .memset = d_memset,
-    .stream_create = d_stream_create,
-    .stream_destroy = d_stream_destroy,
-    .stream_sync = d_stream_sync,
-    .event_create = d_event_create,
-    .event_destroy = d_event_destroy,
-    .event_record = d_event_record,
-    .stream_wait_event = d_stream_wait_event,
-    .event_sync = d_event_sync,
-    .event_query = d_event_query,
-    .event_elapsed_ms = d_event_elapsed_ms,
-    .launch_host_fn = d_launch_host_fn,
-    .alloc_host = d_alloc,
-    .free_host = d_free,
+    DEFERRED_QUEUE_OPS,
 };
 
 static const struct sr_mem_ops opaque_mem_ops = {
     .alloc = o_alloc,
     .free = o_free,
-    .copy = d_copy,
-    .memset = d_memset,
-    .stream_create = d_stream_create,
-    .stream_destroy = d_stream_destroy,
-    .stream_sync = d_stream_sync,
-    .event_create = d_event_create,
-    .event_destroy = d_event_destroy,
-    .event_record = d_event_record,
-    .stream_wait_event = d_stream_wait_event,
-    .event_sync = d_event_sync,
-    .event_query = d_event_query,
-    .event_elapsed_ms = d_event_elapsed_ms,
-    .launch_host_fn = d_launch_host_fn,
-    .alloc_host = d_alloc,
-    .free_host = d_free,
+    DEFERRED_QUEUE_OPS,
     .owns = o_owns,
 };
 
