@@ -1,0 +1,128 @@
+#!/bin/sh
+# Bit-identity of training between two builds of shardrec: a refactor of the
+# step must leave every loss, evaluation and saved weight unchanged.
+#
+#   tools/bitcheck.sh OLD_BIN NEW_BIN [cpu|cuda] [quick]
+#
+# runs the same jobs with both binaries and compares, case by case, the
+# metrics lines (losses, learning rate, evaluation; the timing fields left
+# out) and the saved safetensors file byte for byte. One line per case, then
+# "bitcheck: N identical, N differ"; exit status 1 when any case differs or
+# fails to run.
+#
+# cpu (default): 1 rank (both pipelines, every embedding optimizer, adam and
+# adagrad dense), 2, 3 and 4 ranks (4 as 2 emulated nodes of 2) under every
+# sharding type and a mixed plan, both pipelines, fp32 and bf16/fp16 wires.
+# Run it once per device: plain, SR_CPU_DEFERRED=1 and SR_CPU_DEFERRED=opaque
+# in the environment. cuda: the same on --device cuda with graphs on and off
+# (ranks share the GPU). quick: a shorter list (1 and 2 ranks).
+set -u
+old=$1 new=$2 dev=${3:-cpu} quick=${4:-}
+here=$(cd "$(dirname "$0")" && pwd)
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} OPENBLAS_NUM_THREADS=1
+root=""
+[ "$(id -u)" -eq 0 ] && root="--allow-run-as-root"
+MPIRUN="timeout 300 mpirun $root --oversubscribe --bind-to none --mca btl tcp,self,vader"
+JOB="--table-rows 1,7,50,333,1000,5 --embedding-dim 8 --bot-mlp 13-16-8 --top-mlp 16-1
+     --ids-per-feature 0-3 --id-dist zipf:1.05 --global-batch-size 48 --steps 12
+     --lr 0.05 --eval-samples 200 --eval-every 6 --log-every 1 --no-progress --device $dev"
+same=0 differ=0
+
+mixed_plan() { # W L -> a plan using every type
+    W=$1 L=$2 last=$(($1 - 1)) nodes=$(($1 / $2))
+    cat <<JSON
+{"world_size": $W, "local_size": $L, "tables": [
+ {"name": "t0", "sharding": "dp"},
+ {"name": "t1", "sharding": "tw", "rank": $last},
+ {"name": "t2", "sharding": "rw"},
+ {"name": "t3", "sharding": "cw", "ranks": [$last, 0]},
+ {"name": "t4", "sharding": "twrw", "node": $((nodes - 1))},
+ {"name": "t5", "sharding": "tw", "rank": 0}]}
+JSON
+}
+
+run_one() { # bin tag np args...
+    bin=$1 tag=$2 np=$3
+    shift 3
+    if [ "$np" -eq 1 ]; then
+        "$bin" train $JOB "$@" --metrics "$tmp/$tag.jsonl" --save-weights "$tmp/$tag.st" \
+            >"$tmp/$tag.err" 2>&1
+    else
+        $MPIRUN -np "$np" "$bin" train $JOB "$@" --metrics "$tmp/$tag.jsonl" \
+            --save-weights "$tmp/$tag.st" >"$tmp/$tag.err" 2>&1
+    fi
+}
+
+strip_timing() {
+    sed -e 's/"samples_per_s": [^,}]*,\{0,1\} *//' -e 's/"step_ms": [^,}]*,\{0,1\} *//' "$1"
+}
+
+case_() { # name np args...
+    name=$1 np=$2
+    shift 2
+    if ! run_one "$old" "$name.old" "$np" "$@"; then
+        echo "ERROR    $name (old binary failed: $(tail -1 "$tmp/$name.old.err"))"
+        differ=$((differ + 1))
+        return
+    fi
+    if ! run_one "$new" "$name.new" "$np" "$@"; then
+        echo "ERROR    $name (new binary failed: $(tail -1 "$tmp/$name.new.err"))"
+        differ=$((differ + 1))
+        return
+    fi
+    strip_timing "$tmp/$name.old.jsonl" >"$tmp/a"
+    strip_timing "$tmp/$name.new.jsonl" >"$tmp/b"
+    if [ ! -s "$tmp/a" ]; then
+        echo "ERROR    $name (no metrics)"
+        differ=$((differ + 1))
+    elif ! cmp -s "$tmp/a" "$tmp/b"; then
+        echo "DIFFER   $name (metrics: $(diff "$tmp/a" "$tmp/b" | sed -n 2p | cut -c1-120))"
+        differ=$((differ + 1))
+    elif ! cmp -s "$tmp/$name.old.st" "$tmp/$name.new.st"; then
+        echo "DIFFER   $name (saved weights)"
+        differ=$((differ + 1))
+    else
+        echo "same     $name"
+        same=$((same + 1))
+    fi
+}
+
+pipes="none sparse-dist"
+if [ "$dev" = cuda ]; then
+    for g in --cuda-graphs --no-cuda-graphs; do
+        for o in sgd rowwise_adagrad; do
+            case_ "1r-sparse-dist-$o$g" 1 --pipeline sparse-dist --emb-optimizer $o $g
+        done
+    done
+fi
+for p in $pipes; do
+    for o in sgd adagrad rowwise_adagrad adam; do
+        case_ "1r-$p-emb-$o" 1 --pipeline $p --emb-optimizer $o
+    done
+    case_ "1r-$p-dense-adam" 1 --pipeline $p --optimizer adam
+    case_ "1r-$p-dense-adagrad-mean" 1 --pipeline $p --optimizer adagrad --pooling mean
+done
+if ! command -v mpirun >/dev/null 2>&1; then
+    echo "bitcheck: no mpirun; multi-rank cases not run"
+else
+    ranks="2 3 4"
+    [ -n "$quick" ] && ranks=2
+    for W in $ranks; do
+        L=$W extra=""
+        [ "$W" -eq 4 ] && L=2 extra="--ranks-per-node 2"
+        mixed_plan "$W" "$L" >"$tmp/mixed$W.json"
+        for p in $pipes; do
+            for s in dp tw rw cw twrw; do
+                case_ "${W}r-$p-$s" "$W" --pipeline $p --sharding $s --emb-optimizer adagrad $extra
+            done
+            case_ "${W}r-$p-mixed" "$W" --pipeline $p --plan "$tmp/mixed$W.json" --emb-optimizer adam $extra
+            case_ "${W}r-$p-mixed-bf16" "$W" --pipeline $p --plan "$tmp/mixed$W.json" $extra \
+                --emb-optimizer sgd --optimizer adagrad \
+                --comm-dtype bf16 --dense-comm-dtype fp16
+        done
+    done
+fi
+echo "bitcheck: $same identical, $differ differ"
+[ "$differ" -eq 0 ]
