@@ -99,7 +99,8 @@ static void *loader_main(void *arg)
     return NULL;
 }
 
-void sr_loader_start(struct sr_loader *l, int64_t first, int64_t last, sr_loader_fn fn, void *ctx)
+void sr_loader_start(struct sr_loader *l, int64_t first, int64_t last, sr_loader_fn fn, void *ctx,
+                     int threaded)
 {
     SR_ASSERT(!l->running && first >= 1 && last >= first);
     l->fn = fn;
@@ -108,13 +109,34 @@ void sr_loader_start(struct sr_loader *l, int64_t first, int64_t last, sr_loader
     l->last = last;
     l->loaded = l->taken = l->released = 0;
     l->stop = l->done = 0;
+    l->threaded = threaded;
+    if (!threaded) {
+        l->running = 1;
+        return;
+    }
     if (pthread_create(&l->thread, NULL, loader_main, l) != 0)
         SR_ABORT("cannot start the loader thread");
     l->running = 1;
 }
 
+/* Without a thread: the caller makes the batch it takes, now. */
+static struct sr_loader_slot *take_made_here(struct sr_loader *l)
+{
+    SR_ASSERT(l->running && l->taken - l->released < SR_LOADER_SLOTS);
+    SR_ASSERT(!l->done); /* taken past the last batch */
+    int64_t step = l->first + l->taken;
+    struct sr_loader_slot *s = &l->slots[l->taken % SR_LOADER_SLOTS];
+    produce(l, s, step);
+    sr_trace_set_thread_step(0);
+    l->loaded++, l->taken++;
+    l->done = s->rc != 0 || step == l->last;
+    return s;
+}
+
 struct sr_loader_slot *sr_loader_take(struct sr_loader *l)
 {
+    if (!l->threaded)
+        return take_made_here(l);
     sr_trace_begin(SR_SPAN_DATA_WAIT, -1);
     pthread_mutex_lock(&l->mu);
     SR_ASSERT(l->running && l->taken - l->released < SR_LOADER_SLOTS);
@@ -142,6 +164,10 @@ void sr_loader_stop(struct sr_loader *l)
 {
     if (!l->running)
         return;
+    if (!l->threaded) {
+        l->running = 0;
+        return;
+    }
     pthread_mutex_lock(&l->mu);
     l->stop = 1;
     pthread_cond_broadcast(&l->released_cv);

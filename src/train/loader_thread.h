@@ -67,6 +67,7 @@ struct sr_loader {
     int64_t loaded, taken, released; /* batches so far, counted from first */
     int stop, done;                  /* asked to stop; production ended */
     int threads;                     /* OpenMP threads of the producer (see sr_loader_init) */
+    int threaded;                    /* 0: no thread; take makes its batch on the caller */
 };
 
 /* Allocate the slots, each a pinned host batch of these sizes with its twin
@@ -78,10 +79,13 @@ void sr_loader_init(struct sr_loader *l, struct sr_device *dev, int threads, int
 /* Stop the thread if running; free the slots. A zeroed loader is a no-op. */
 void sr_loader_free(struct sr_loader *l);
 
-/* Start the thread producing steps first..last with fn(ctx, step, host batch).
- * fn runs on the loader thread: it must only touch state no other thread
- * uses meanwhile. Aborts if the thread cannot be created. */
-void sr_loader_start(struct sr_loader *l, int64_t first, int64_t last, sr_loader_fn fn, void *ctx);
+/* Start producing steps first..last with fn(ctx, step, host batch). With
+ * `threaded`, a thread makes them ahead (fn runs on it: it must only touch
+ * state no other thread uses meanwhile); aborts if the thread cannot be
+ * created. Without, each sr_loader_take makes its batch on the calling
+ * thread, in a "load" span (--pipeline none: one batch at a time). */
+void sr_loader_start(struct sr_loader *l, int64_t first, int64_t last, sr_loader_fn fn, void *ctx,
+                     int threaded);
 /* The next step's slot, waiting for it (a "data.wait" span). Taking past an
  * error, the end of the data or `last` aborts. */
 struct sr_loader_slot *sr_loader_take(struct sr_loader *l);

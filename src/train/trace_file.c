@@ -70,14 +70,14 @@ struct wire_span {
 static void trace_window(struct sr_trainer *t)
 {
     const struct sr_train_config *cfg = t->cfg;
-    t->trace_first = cfg->trace_first;
-    t->trace_last = cfg->trace_last;
-    if (t->trace_first <= 0) {
-        t->trace_first = cfg->steps > WARMUP_STEPS ? WARMUP_STEPS + 1 : 1;
-        t->trace_last = t->trace_first + DEFAULT_STEPS - 1;
+    t->trace.first = cfg->trace_first;
+    t->trace.last = cfg->trace_last;
+    if (t->trace.first <= 0) {
+        t->trace.first = cfg->steps > WARMUP_STEPS ? WARMUP_STEPS + 1 : 1;
+        t->trace.last = t->trace.first + DEFAULT_STEPS - 1;
     }
-    if (t->trace_last > cfg->steps)
-        t->trace_last = cfg->steps;
+    if (t->trace.last > cfg->steps)
+        t->trace.last = cfg->steps;
 }
 
 /* One exchange of one int64 from rank `from` to rank `to` over the world
@@ -99,8 +99,8 @@ static void align_clocks(struct sr_trainer *t)
 {
     int W = t->world_size;
     size_t *c = sr_calloc(4 * (size_t)W, sizeof *c);
-    t->clock_offset_ns = sr_calloc((size_t)W, sizeof(int64_t));
-    t->clock_uncertainty_ns = sr_calloc((size_t)W, sizeof(int64_t));
+    t->trace.clock_offset_ns = sr_calloc((size_t)W, sizeof(int64_t));
+    t->trace.clock_uncertainty_ns = sr_calloc((size_t)W, sizeof(int64_t));
     for (int p = 1; p < W; p++) {
         int64_t best = INT64_MAX;
         for (int r = 0; r < ALIGN_ROUNDS; r++) {
@@ -111,8 +111,8 @@ static void align_clocks(struct sr_trainer *t)
             int64_t b = sr_trace_now();
             if (t->rank == 0 && b - a < best) {
                 best = b - a;
-                t->clock_offset_ns[p] = got - a - (b - a) / 2;
-                t->clock_uncertainty_ns[p] = (b - a + 1) / 2;
+                t->trace.clock_offset_ns[p] = got - a - (b - a) / 2;
+                t->trace.clock_uncertainty_ns[p] = (b - a + 1) / 2;
             }
         }
     }
@@ -122,8 +122,8 @@ static void align_clocks(struct sr_trainer *t)
     fprintf(t->log, "trace: clock offsets to rank 0 (%d ping-pongs each, best kept):",
             ALIGN_ROUNDS);
     for (int p = 1; p < W; p++)
-        fprintf(t->log, " rank %d %+.3f ms +- %.3f ms%s", p, 1e-6 * (double)t->clock_offset_ns[p],
-                1e-6 * (double)t->clock_uncertainty_ns[p], p + 1 < W ? ";" : "\n");
+        fprintf(t->log, " rank %d %+.3f ms +- %.3f ms%s", p, 1e-6 * (double)t->trace.clock_offset_ns[p],
+                1e-6 * (double)t->trace.clock_uncertainty_ns[p], p + 1 < W ? ";" : "\n");
 }
 
 int sr_trainer_trace_init(struct sr_trainer *t)
@@ -131,20 +131,20 @@ int sr_trainer_trace_init(struct sr_trainer *t)
     sr_trace_thread_name("compute");
     if (!t->cfg->trace_path[0])
         return SR_OK;
-    t->tracing = 1;
+    t->trace.on = 1;
     trace_window(t);
-    int64_t steps = t->trace_last >= t->trace_first ? t->trace_last - t->trace_first + 1 : 0;
+    int64_t steps = t->trace.last >= t->trace.first ? t->trace.last - t->trace.first + 1 : 0;
     int64_t cap = (steps + 1) * SPANS_PER_STEP;
     sr_trace_init(TRACKS, (size_t)(cap < SPANS_MAX ? cap : SPANS_MAX));
-    t->span_cost_ns = sr_trace_span_cost_ns(COST_LOOP);
-    sr_trace_set_window(t->trace_first, t->trace_last); /* the pipeline records ahead */
+    t->trace.span_cost_ns = sr_trace_span_cost_ns(COST_LOOP);
+    sr_trace_set_window(t->trace.first, t->trace.last); /* the pipeline records ahead */
     align_clocks(t);
     if (!t->dev->host_immediate) { /* when the device ran each stage (device_spans.h) */
         const struct sr_pipe *p = &t->pipe;
         int piped = t->cfg->pipeline == SR_PIPELINE_SPARSE_DIST;
-        t->dspans = sr_device_spans_create(t->dev, piped, p->copy_stream,
+        t->trace.dspans = sr_device_spans_create(t->dev, piped, p->copy_stream,
                                            piped && p->emb_stream, p->emb_stream);
-        sr_trace_set_marker(sr_device_spans_mark, t->dspans);
+        sr_trace_set_marker(sr_device_spans_mark, t->trace.dspans);
     }
     return SR_OK;
 }
@@ -152,14 +152,14 @@ int sr_trainer_trace_init(struct sr_trainer *t)
 void sr_trainer_trace_free(struct sr_trainer *t)
 {
     sr_trace_set_marker(NULL, NULL);
-    sr_device_spans_free(t->dspans);
-    t->dspans = NULL;
-    sr_free(t->clock_offset_ns);
-    sr_free(t->clock_uncertainty_ns);
-    t->clock_offset_ns = t->clock_uncertainty_ns = NULL;
-    if (t->tracing)
+    sr_device_spans_free(t->trace.dspans);
+    t->trace.dspans = NULL;
+    sr_free(t->trace.clock_offset_ns);
+    sr_free(t->trace.clock_uncertainty_ns);
+    t->trace.clock_offset_ns = t->trace.clock_uncertainty_ns = NULL;
+    if (t->trace.on)
         sr_trace_free();
-    t->tracing = 0;
+    t->trace.on = 0;
 }
 
 /* ---- the gather ------------------------------------------------------------------- */
@@ -308,12 +308,12 @@ static void put_other_data(FILE *f, const struct sr_trainer *t, const int64_t *d
             "\n],\n\"displayTimeUnit\":\"ms\",\n\"otherData\":{\"producer\":\"shardrec train\","
             "\"ranks\":%d,\"steps\":\"%" PRId64 ":%" PRId64 "\",\"span_cost_ns\":%.1f,"
             "\"test_skew_ns_rank0\":%" PRId64 ",\"clock_offset_ns\":[",
-            t->world_size, t->trace_first, t->trace_last, t->span_cost_ns, sr_trace_skew_ns());
+            t->world_size, t->trace.first, t->trace.last, t->trace.span_cost_ns, sr_trace_skew_ns());
     for (int p = 0; p < t->world_size; p++)
-        fprintf(f, "%s%" PRId64, p ? "," : "", t->clock_offset_ns[p]);
+        fprintf(f, "%s%" PRId64, p ? "," : "", t->trace.clock_offset_ns[p]);
     fprintf(f, "],\"clock_uncertainty_ns\":[");
     for (int p = 0; p < t->world_size; p++)
-        fprintf(f, "%s%" PRId64, p ? "," : "", t->clock_uncertainty_ns[p]);
+        fprintf(f, "%s%" PRId64, p ? "," : "", t->trace.clock_uncertainty_ns[p]);
     fprintf(f, "],\"dropped_spans\":[");
     for (int p = 0; p < t->world_size; p++)
         fprintf(f, "%s%" PRId64, p ? "," : "", dropped[p]);
@@ -329,8 +329,8 @@ static int64_t origin(const struct sr_trainer *t, const char *all, const size_t 
         const struct wire_span *w =
             (const struct wire_span *)((const struct wire_track *)(h + 1) + h->n_tracks);
         for (int64_t i = 0; i < h->n_spans; i++)
-            if (w[i].t0 - t->clock_offset_ns[p] < o)
-                o = w[i].t0 - t->clock_offset_ns[p];
+            if (w[i].t0 - t->trace.clock_offset_ns[p] < o)
+                o = w[i].t0 - t->trace.clock_offset_ns[p];
     }
     return o == INT64_MAX ? 0 : o;
 }
@@ -354,9 +354,9 @@ static int write_file(struct sr_trainer *t, const char *all, const size_t *at)
         dropped[p] = h->dropped;
         put_rank_meta(af.f, p, h, tr);
         for (int64_t i = 0; i < h->n_spans; i++)
-            put_span(af.f, p, &w[i], o + t->clock_offset_ns[p]);
+            put_span(af.f, p, &w[i], o + t->trace.clock_offset_ns[p]);
         if (p == 0)
-            t->trace_spans = (uint64_t)h->n_spans;
+            t->trace.spans = (uint64_t)h->n_spans;
     }
     put_other_data(af.f, t, dropped);
     sr_free(dropped);
@@ -376,7 +376,7 @@ int sr_trainer_trace_write(struct sr_trainer *t)
     char *all = gather(t, mine, bytes, sizes, at);
     if (t->rank == 0)
         rc = write_file(t, all, at);
-    t->trace_written = rc == SR_OK && t->rank == 0;
+    t->trace.written = rc == SR_OK && t->rank == 0;
     sr_free(all);
     sr_free(mine);
     sr_free(sizes);

@@ -17,8 +17,8 @@
  *
  * That is --pipeline none. The default, --pipeline sparse-dist, runs the
  * same stages with batch i+1's copy and input dist, and batch i+2's load,
- * in flight while batch i trains (trainer_pipeline.c); both end in
- * sr_trainer_optimizer_step and give the same bits.
+ * in flight while batch i trains: one step body for both, the depth a
+ * parameter (trainer_step.c); they give the same bits.
  *
  * The host does not wait for the step's loss: the loss op writes each rank's
  * sum to device memory, the last bucket sums it over ranks into this step's
@@ -248,7 +248,7 @@ static int init_parts(struct sr_trainer *t, FILE *log)
         cfg->steps = INT64_MAX / 4; /* one pass over --data */
     if ((rc = init_model(t)))
         return rc;
-    if (cfg->pipeline == SR_PIPELINE_SPARSE_DIST && (rc = sr_trainer_pipeline_init(t)))
+    if ((rc = sr_trainer_pipeline_init(t)))
         return rc;
     init_buffers(t);
     init_buckets(t);
@@ -257,102 +257,14 @@ static int init_parts(struct sr_trainer *t, FILE *log)
     if ((rc = open_outputs(t, log)))
         return rc;
     init_step_state(t);
-    t->step_rows = cfg->steps < SR_STEP_ROWS_MAX ? cfg->steps : SR_STEP_ROWS_MAX;
-    t->step_ns = sr_calloc((size_t)t->step_rows * SR_SPAN_COUNT, sizeof *t->step_ns);
-    t->reservoir = 0x9e3779b97f4a7c15ULL;
+    t->acct.step_rows = cfg->steps < SR_STEP_ROWS_MAX ? cfg->steps : SR_STEP_ROWS_MAX;
+    t->acct.step_ns = sr_calloc((size_t)t->acct.step_rows * SR_SPAN_COUNT, sizeof *t->acct.step_ns);
+    t->acct.reservoir = 0x9e3779b97f4a7c15ULL;
     if ((rc = sr_trainer_trace_init(t)))
         return rc;
     if (cfg->eval_samples > 0 && !cfg->n_data)
-        sr_synth_bounds(t->synth, SR_SYNTH_EVAL_BASE, cfg->eval_samples, &t->teacher_auc,
-                        &t->dense_only_auc, &t->sparse_share);
-    return SR_OK;
-}
-
-/* This process's rank on its node, from the launcher's environment (Open MPI,
- * MPICH, Slurm, torchrun), else its world rank. */
-static int local_rank(int world_rank)
-{
-    static const char *const vars[] = {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID",
-                                       "SLURM_LOCALID", "LOCAL_RANK", NULL};
-    for (int i = 0; vars[i]; i++) {
-        const char *v = getenv(vars[i]);
-        if (v && *v)
-            return atoi(v);
-    }
-    return world_rank;
-}
-
-/* How many ranks share this host's cores, from the launcher's environment
- * (Open MPI, MPICH, torchrun, Slurm), else 1. */
-static int host_ranks(void)
-{
-    static const char *const vars[] = {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS",
-                                       "LOCAL_WORLD_SIZE", "SLURM_NTASKS_PER_NODE",
-                                       "SLURM_STEP_TASKS_PER_NODE", NULL};
-    for (int i = 0; vars[i]; i++) {
-        const char *v = getenv(vars[i]);
-        if (v && atoi(v) > 0)
-            return atoi(v);
-    }
-    return 1;
-}
-
-int sr_trainer_loader_threads(const struct sr_trainer *t)
-{
-    if (t->cfg->loader_threads > 0)
-        return t->cfg->loader_threads;
-#ifdef SR_USE_OMP
-    /* a GPU rank's compute thread only issues work: its share of the cores
-     * but two (the compute thread, the communicators' workers) makes batches.
-     * The host's r ranks each see `procs` of its `online` cores; as many as
-     * ceil(procs r / online) of them may share one set (bound to a socket, a
-     * shared cpuset, or not bound at all), so each takes that part of it. */
-    long procs = omp_get_num_procs(), online = sysconf(_SC_NPROCESSORS_ONLN);
-    long r = host_ranks();
-    if (online < procs)
-        online = procs;
-    long sharing = (procs * r + online - 1) / online;
-    long share = procs / (sharing > 0 ? sharing : 1);
-    if (t->dev->kind == SR_DEVICE_CUDA && share > 3)
-        return (int)(share - 2);
-#endif
-    return 1; /* the CPU devices: the cores compute */
-}
-
-/* --device: a GPU (this rank's node-local rank modulo the GPUs visible), the
- * CPU, or auto: a GPU when one is visible. The math mode goes with it. */
-int sr_trainer_select_device(struct sr_trainer *t)
-{
-    const struct sr_train_config *cfg = t->cfg;
-    struct sr_device *dev = sr_device_cpu();
-    if (cfg->device != SR_DEVICE_CHOICE_CPU) {
-        struct sr_device *gpu = NULL;
-        int n = sr_device_count(SR_DEVICE_CUDA);
-        if (n > 0)
-            gpu = sr_device_get(SR_DEVICE_CUDA, local_rank(t->rank) % n);
-        else if (cfg->device == SR_DEVICE_CHOICE_CUDA)
-            sr_device_get(SR_DEVICE_CUDA, 0); /* for its message: what is missing */
-        if (!gpu && cfg->device == SR_DEVICE_CHOICE_CUDA)
-            return sr_error_set(SR_ERR_UNSUPPORTED, "--device cuda: %s", sr_error_message());
-        sr_error_clear();
-        if (gpu)
-            dev = gpu;
-    }
-    if (cfg->math != SR_MATH_FP32 && dev->kind != SR_DEVICE_CUDA)
-        return sr_error_set(SR_ERR_UNSUPPORTED,
-                            "--math %s needs a CUDA device; the CPU computes in fp32 only "
-                            "(HINT: --math fp32, or --device cuda on a machine with a GPU)",
-                            cfg->math == SR_MATH_TF32 ? "tf32" : "bf16");
-    if (cfg->cuda_graphs > 0 && !sr_dev_has_graphs(dev))
-        return sr_error_set(SR_ERR_UNSUPPORTED,
-                            "--cuda-graphs needs a CUDA device (%s has no graphs); HINT: "
-                            "--device cuda, or leave --cuda-graphs out", dev->name);
-    if (cfg->cuda_graphs > 0 && cfg->pipeline != SR_PIPELINE_SPARSE_DIST)
-        return sr_error_set(SR_ERR_UNSUPPORTED,
-                            "--cuda-graphs replays the pipelined step: it needs --pipeline "
-                            "sparse-dist (the default)");
-    dev->math = (enum sr_math)cfg->math;
-    t->dev = dev;
+        sr_synth_bounds(t->synth, SR_SYNTH_EVAL_BASE, cfg->eval_samples, &t->eval.teacher_auc,
+                        &t->eval.dense_only_auc, &t->eval.sparse_share);
     return SR_OK;
 }
 
@@ -385,7 +297,7 @@ void sr_trainer_free(struct sr_trainer *t)
     if (t->metrics)
         fclose(t->metrics);
     sr_trainer_trace_free(t);
-    sr_free(t->step_ns);
+    sr_free(t->acct.step_ns);
     if (t->reader && t->log)
         sr_reader_report(t->reader, t->log);
     sr_dev_free(t->dev, t->pooled);
@@ -410,79 +322,6 @@ void sr_trainer_free(struct sr_trainer *t)
 /* ---- one training step ------------------------------------------------------------ */
 
 #define END_OF_DATA SR_TRAINER_END_OF_DATA
-
-/* This step's learning rates and number, on the device before its ops. */
-const struct sr_step_scalars *sr_trainer_put_step_scalars(struct sr_trainer *t, int64_t step)
-{
-    struct sr_step_scalars v = {.dense_lr = sr_lr_at(&t->lr_dense, step),
-                                .emb_lr = sr_lr_at(&t->lr_emb, step),
-                                .step = step};
-    return sr_step_scalars_buf_put(&t->scalars, &v, NULL);
-}
-
-/* The step's end, shared by both loops: the last bucket (DP tables'
- * gradients and the loss ride in it; the global loss sum goes to the loss
- * ring, unread), the DP tables' update, the dense optimizer. */
-void sr_trainer_optimizer_step(struct sr_trainer *t, int64_t step, const float *loss_sum,
-                               const struct sr_step_scalars *scalars)
-{
-    sr_trainer_optimizer_step_to(t, step, loss_sum, scalars, sr_loss_ring_push(&t->losses, step));
-}
-
-void sr_trainer_optimizer_step_to(struct sr_trainer *t, int64_t step, const float *loss_sum,
-                                  const struct sr_step_scalars *scalars, float *loss_dst)
-{
-    float emb_lr = sr_lr_at(&t->lr_emb, step); /* also in the device block the updates read */
-    size_t n_params;
-    sr_trace_begin(SR_SPAN_OPTIMIZER, -1);
-    sr_grad_buckets_finish(t->buckets, loss_sum, loss_dst);
-    sr_trainer_emb_dp_update(t, emb_lr, step);
-    float *params = sr_dlrm_params(t->dlrm, &n_params);
-    sr_dense_optim_step(t->dense_optim, params, sr_dlrm_grads(t->dlrm, &n_params), scalars);
-    /* No wait at the end of the step: the next load waits for this step's
-     * copy out of the host batch (trainer_batch.c; the pipeline: its ring
-     * slot), the loss ring for the losses it reads. */
-    sr_trace_end();
-}
-
-/* One step; its global loss sum goes to the loss ring, unread. */
-static int train_step(struct sr_trainer *t, int64_t step)
-{
-    int B = t->cfg->batch_size, rc;
-    float emb_lr = sr_lr_at(&t->lr_emb, step); /* also in the device block the updates read */
-
-    sr_trace_begin(SR_SPAN_LOAD, -1);
-    rc = sr_trainer_load_batch(t, step); /* checked ids, in the host batch */
-    sr_trace_end();
-    if (rc && t->sebc) /* the other ranks wait for this one's ids: tell them */
-        rc = sr_sharded_ebc_forward_none(t->sebc, rc == END_OF_DATA ? SR_SHARDED_EBC_END_OF_DATA
-                                                                   : rc);
-    if (rc)
-        return rc == SR_SHARDED_EBC_END_OF_DATA ? END_OF_DATA : rc;
-    sr_trace_begin(SR_SPAN_COPY, -1);
-    sr_trainer_copy_batch(t); /* forward and backward read the twin, t->batch */
-    const struct sr_step_scalars *scalars = sr_trainer_put_step_scalars(t, step);
-    sr_trace_end();
-
-    sr_trace_begin(SR_SPAN_EMB_FORWARD, -1);
-    rc = sr_trainer_emb_forward(t);
-    sr_trace_end();
-    if (rc)
-        return rc == SR_SHARDED_EBC_END_OF_DATA ? END_OF_DATA : rc;
-
-    sr_dlrm_forward(t->dlrm, t->batch.dense, t->pooled, B, t->logits);
-
-    sr_grad_buckets_begin(t->buckets);
-    const float *loss_sum = sr_dlrm_backward(t->dlrm, t->batch.labels, NULL, B,
-                                             1.0f / (float)t->global_batch, t->dpooled);
-
-    sr_trace_begin(SR_SPAN_EMB_BACKWARD, -1);
-    sr_trainer_emb_backward(t, emb_lr, step);
-    sr_trace_end();
-
-    sr_trainer_optimizer_step(t, step, loss_sum, scalars);
-    return SR_OK;
-}
 
 /* ---- the loop ------------------------------------------------------------------------ */
 
@@ -514,8 +353,8 @@ static int due(int64_t step, int64_t every, int64_t last)
 static void count_syncs(struct sr_trainer *t, const uint64_t before[2])
 {
     uint64_t events, syncs = sr_dev_sync_count(&events);
-    t->train_syncs[0] += syncs - before[0];
-    t->train_syncs[1] += events - before[1];
+    t->acct.syncs[0] += syncs - before[0];
+    t->acct.syncs[1] += events - before[1];
 }
 
 /* A step with its collectives and host waits added to the training counters
@@ -527,15 +366,14 @@ static int counted_step(struct sr_trainer *t, int64_t step)
     uint64_t syncs[2];
     sr_trainer_comm_snapshot(t, &before);
     syncs[0] = sr_dev_sync_count(&syncs[1]);
-    int rc = t->cfg->pipeline == SR_PIPELINE_SPARSE_DIST ? sr_trainer_pipeline_step(t, step)
-                                                         : train_step(t, step);
+    int rc = sr_trainer_step(t, step);
     if (rc == END_OF_DATA)
         return rc;
     count_syncs(t, syncs);
     sr_trainer_comm_snapshot(t, &after);
-    sr_trainer_counters_add_diff(&t->train_comm, &after, &before);
+    sr_trainer_counters_add_diff(&t->acct.comm, &after, &before);
     sr_trainer_take_uncounted(t, &end); /* the pipeline's look at the end, a step ahead */
-    sr_trainer_counters_add_diff(&t->train_comm, &none, &end);
+    sr_trainer_counters_add_diff(&t->acct.comm, &none, &end);
     return rc;
 }
 
@@ -543,18 +381,18 @@ static int counted_step(struct sr_trainer *t, int64_t step)
  * sample of all steps (reservoir sampling; no allocation). */
 static void keep_stage_times(struct sr_trainer *t)
 {
-    int64_t ns[SR_SPAN_COUNT], row = t->step_seen++;
+    int64_t ns[SR_SPAN_COUNT], row = t->acct.step_seen++;
     sr_trace_take_stage_ns(ns);
-    if (row >= t->step_rows) {
-        t->reservoir ^= t->reservoir << 13, t->reservoir ^= t->reservoir >> 7;
-        t->reservoir ^= t->reservoir << 17;
-        row = (int64_t)(t->reservoir % (uint64_t)t->step_seen);
-        if (row >= t->step_rows)
+    if (row >= t->acct.step_rows) {
+        t->acct.reservoir ^= t->acct.reservoir << 13, t->acct.reservoir ^= t->acct.reservoir >> 7;
+        t->acct.reservoir ^= t->acct.reservoir << 17;
+        row = (int64_t)(t->acct.reservoir % (uint64_t)t->acct.step_seen);
+        if (row >= t->acct.step_rows)
             return;
     } else {
-        t->step_kept++;
+        t->acct.step_kept++;
     }
-    memcpy(t->step_ns + row * SR_SPAN_COUNT, ns, sizeof ns);
+    memcpy(t->acct.step_ns + row * SR_SPAN_COUNT, ns, sizeof ns);
 }
 
 /* The step at whose start recording goes on: with the pipeline, the loads
@@ -563,16 +401,16 @@ static void keep_stage_times(struct sr_trainer *t)
  * sr_trace_set_window). */
 static int64_t record_from(const struct sr_trainer *t)
 {
-    int64_t ahead = t->cfg->pipeline == SR_PIPELINE_SPARSE_DIST ? SR_LOADER_SLOTS : 0;
-    return t->trace_first - ahead > 1 ? t->trace_first - ahead : 1;
+    int64_t ahead = t->pipe.depth > 0 ? SR_LOADER_SLOTS : 0;
+    return t->trace.first - ahead > 1 ? t->trace.first - ahead : 1;
 }
 
 /* One step between the span that times it and the --trace-steps window. */
 static int timed_step(struct sr_trainer *t, int64_t step)
 {
     int64_t ns[SR_SPAN_COUNT];
-    if (t->tracing && step == record_from(t)) {
-        sr_device_spans_reanchor(t->dspans);
+    if (t->trace.on && step == record_from(t)) {
+        sr_device_spans_reanchor(t->trace.dspans);
         sr_trace_set_recording(1);
     }
     sr_trace_set_step(step);
@@ -581,10 +419,10 @@ static int timed_step(struct sr_trainer *t, int64_t step)
     sr_trace_begin(SR_SPAN_STEP, -1);
     int rc = counted_step(t, step);
     sr_trace_end();
-    sr_device_spans_poll(t->dspans); /* what the device has run by now, never waiting */
+    sr_device_spans_poll(t->trace.dspans); /* what the device has run by now, never waiting */
     if (rc == SR_OK)
         keep_stage_times(t);
-    if (t->tracing && step == t->trace_last)
+    if (t->trace.on && step == t->trace.last)
         sr_trace_set_recording(0);
     return rc;
 }
@@ -597,9 +435,9 @@ static void fill_result(struct sr_trainer *t, struct sr_trainer_result *res, int
     res->samples_per_s =
         train_seconds > 0 ? (double)steps * (double)t->global_batch / train_seconds : 0;
     res->last_loss = loss;
-    res->eval = t->last_eval;
-    res->teacher_auc = t->teacher_auc;
-    res->dense_only_auc = t->dense_only_auc;
+    res->eval = t->eval.last;
+    res->teacher_auc = t->eval.teacher_auc;
+    res->dense_only_auc = t->eval.dense_only_auc;
     res->allocs_after_first_step = sr_alloc_count() - allocs_after_first;
 }
 
@@ -658,10 +496,10 @@ static int run_steps(struct sr_trainer *t, struct sr_trainer_result *res, sr_eve
             return rc;
         if (evaluated)
             sr_trainer_pipeline_pause(t); /* the next batch's exchange completes first */
-        sr_device_spans_pause(t->dspans, evaluated); /* stages of steps only */
-        if (evaluated && (rc = sr_trainer_evaluate(t, &t->last_eval)))
+        sr_device_spans_pause(t->trace.dspans, evaluated); /* stages of steps only */
+        if (evaluated && (rc = sr_trainer_evaluate(t, &t->eval.last)))
             return rc;
-        sr_device_spans_pause(t->dspans, 0);
+        sr_device_spans_pause(t->trace.dspans, 0);
         if (logged) {
             sr_trainer_log_interval(t, step, loss, &iv, evaluated, sr_now_s() - start);
             memset(&iv, 0, sizeof iv);
@@ -694,10 +532,10 @@ int sr_trainer_run(struct sr_trainer *t, struct sr_trainer_result *res)
     int rc = run_loop(t, res);
     sr_trainer_pipeline_stop(t); /* no other thread records while the trace is read */
     sr_trace_set_recording(0);
-    sr_device_spans_drain(t->dspans);
+    sr_device_spans_drain(t->trace.dspans);
     if (rc)
         return rc;
-    return t->tracing ? sr_trainer_trace_write(t) : SR_OK; /* after the loop's allocation count */
+    return t->trace.on ? sr_trainer_trace_write(t) : SR_OK; /* after the loop's allocation count */
 }
 
 /* ---- weights files ------------------------------------------------------------------- */

@@ -41,8 +41,7 @@ void sr_trainer_batch_init(struct sr_trainer *t, int64_t max_values, int with_we
     sr_batch_init_twin(&t->batch, &t->host_batch);
     t->copy_src = &t->host_batch;
     t->batch_copied = sr_dev_event_create(t->dev);
-    if (cfg->pipeline == SR_PIPELINE_SPARSE_DIST)
-        sr_loader_init(&t->pipe.loader, t->dev, sr_trainer_loader_threads(t), cfg->batch_size,
+    sr_loader_init(&t->pipe.loader, t->dev, sr_trainer_loader_threads(t), cfg->batch_size,
                        cfg->num_dense, cfg->num_features, max_values, with_weights, keys);
 }
 
@@ -157,16 +156,6 @@ int sr_trainer_load_into(struct sr_trainer *t, int64_t step, struct sr_batch *b)
     }
     int rc = produce(t, step, b);
     return rc ? rc : sr_batch_check_ids(b, t->feature_rows, t->feature_policy);
-}
-
-int sr_trainer_load_batch(struct sr_trainer *t, int64_t step)
-{
-    const struct sr_batch *pooled = sr_trainer_pool_batch(t, step);
-    t->copy_src = pooled ? pooled : &t->host_batch;
-    if (pooled)
-        return SR_OK;
-    host_batch_free(t);
-    return sr_trainer_load_into(t, step, &t->host_batch);
 }
 
 /* Re-lay a partial batch of Bv samples as a full batch of B: lengths move from

@@ -355,16 +355,6 @@ int sr_trainer_emb_forward(struct sr_trainer *t)
     return rc;
 }
 
-/* lr and step: the host's values of the step; the updates read the same
- * values from the step-scalar block on the device (init_step_state). */
-void sr_trainer_emb_backward(struct sr_trainer *t, float lr, int64_t step)
-{
-    if (t->sebc)
-        sr_sharded_ebc_backward(t->sebc, t->dpooled, lr, step);
-    else
-        sr_ebc_backward(t->ebc, t->dpooled, lr, step);
-}
-
 float *sr_trainer_emb_dp_grads(struct sr_trainer *t, size_t *n)
 {
     *n = 0;

@@ -32,7 +32,7 @@ static int count_file_batches(struct sr_trainer *t)
     }
     if (rc < 0)
         return rc;
-    t->eval_batches = nb;
+    t->eval.batches = nb;
     t->cfg->eval_samples = n; /* this rank's share; the metrics count all */
     return sr_reader_rewind(t->eval_reader);
 }
@@ -48,27 +48,27 @@ int sr_trainer_init_eval(struct sr_trainer *t)
         if (rc)
             return rc;
     } else {
-        t->eval_batches = (cfg->eval_samples + t->global_batch - 1) / t->global_batch;
+        t->eval.batches = (cfg->eval_samples + t->global_batch - 1) / t->global_batch;
     }
-    if (t->eval_batches == 0)
+    if (t->eval.batches == 0)
         return SR_OK;
-    size_t local = (size_t)t->eval_batches * B;
-    t->eval_pred = sr_dev_alloc_host(t->dev, sizeof(float) * local); /* the logits' copy */
-    t->eval_labels = sr_aligned_alloc(sizeof(float) * local);
-    t->eval_pred_all = sr_aligned_alloc(sizeof(float) * local * W);
-    t->eval_labels_all = sr_aligned_alloc(sizeof(float) * local * W);
-    t->eval_work = sr_aligned_alloc(sr_metrics_workspace_bytes((int64_t)(local * W)));
+    size_t local = (size_t)t->eval.batches * B;
+    t->eval.pred = sr_dev_alloc_host(t->dev, sizeof(float) * local); /* the logits' copy */
+    t->eval.labels = sr_aligned_alloc(sizeof(float) * local);
+    t->eval.pred_all = sr_aligned_alloc(sizeof(float) * local * W);
+    t->eval.labels_all = sr_aligned_alloc(sizeof(float) * local * W);
+    t->eval.work = sr_aligned_alloc(sr_metrics_workspace_bytes((int64_t)(local * W)));
     return SR_OK;
 }
 
 void sr_trainer_free_eval(struct sr_trainer *t)
 {
-    if (t->eval_pred)
-        sr_dev_free_host(t->dev, t->eval_pred);
-    sr_free(t->eval_labels);
-    sr_free(t->eval_pred_all);
-    sr_free(t->eval_labels_all);
-    sr_free(t->eval_work);
+    if (t->eval.pred)
+        sr_dev_free_host(t->dev, t->eval.pred);
+    sr_free(t->eval.labels);
+    sr_free(t->eval.pred_all);
+    sr_free(t->eval.labels_all);
+    sr_free(t->eval.work);
 }
 
 /* Evaluation batch g through the training path (trainer_batch.c): loaded
@@ -115,22 +115,22 @@ static int64_t compact(float *pred, float *labels, int64_t n)
 
 int sr_trainer_evaluate(struct sr_trainer *t, struct sr_eval_metrics *out)
 {
-    size_t B = (size_t)t->cfg->batch_size, local = (size_t)t->eval_batches * B;
+    size_t B = (size_t)t->cfg->batch_size, local = (size_t)t->eval.batches * B;
     int rc;
     memset(out, 0, sizeof *out);
-    if (t->eval_batches == 0)
+    if (t->eval.batches == 0)
         return SR_OK;
     if (t->eval_reader && (rc = sr_reader_rewind(t->eval_reader)))
         return rc;
-    for (int64_t g = 0; g < t->eval_batches; g++) {
+    for (int64_t g = 0; g < t->eval.batches; g++) {
         if ((rc = load_eval_batch(t, g)))
             return rc;
-        if ((rc = eval_batch(t, t->eval_pred + g * B, t->eval_labels + g * B)))
+        if ((rc = eval_batch(t, t->eval.pred + g * B, t->eval.labels + g * B)))
             return rc;
     }
-    sr_comm_all_gather(t->world, t->eval_pred, t->eval_pred_all, local, SR_DTYPE_F32, NULL, NULL);
-    sr_comm_all_gather(t->world, t->eval_labels, t->eval_labels_all, local, SR_DTYPE_F32, NULL,
+    sr_comm_all_gather(t->world, t->eval.pred, t->eval.pred_all, local, SR_DTYPE_F32, NULL, NULL);
+    sr_comm_all_gather(t->world, t->eval.labels, t->eval.labels_all, local, SR_DTYPE_F32, NULL,
                        NULL);
-    int64_t n = compact(t->eval_pred_all, t->eval_labels_all, (int64_t)(local * t->world_size));
-    return sr_metrics_compute(t->eval_pred_all, t->eval_labels_all, n, t->eval_work, out);
+    int64_t n = compact(t->eval.pred_all, t->eval.labels_all, (int64_t)(local * t->world_size));
+    return sr_metrics_compute(t->eval.pred_all, t->eval.labels_all, n, t->eval.work, out);
 }

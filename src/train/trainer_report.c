@@ -44,8 +44,8 @@ static void write_metrics(struct sr_trainer *t, int64_t step, double loss,
         fprintf(t->metrics,
                 ", \"eval_auc\": %.6f, \"eval_logloss\": %.6f, \"eval_ne\": %.6f, "
                 "\"eval_accuracy\": %.6f, \"eval_samples\": %" PRId64,
-                t->last_eval.auc, t->last_eval.logloss, t->last_eval.ne, t->last_eval.accuracy,
-                t->last_eval.n);
+                t->eval.last.auc, t->eval.last.logloss, t->eval.last.ne, t->eval.last.accuracy,
+                t->eval.last.n);
     fprintf(t->metrics, "}\n");
     fflush(t->metrics);
 }
@@ -61,8 +61,8 @@ void sr_trainer_log_interval(struct sr_trainer *t, int64_t step, double loss,
         format_eta(elapsed / (double)step * (double)(cfg->steps - step), eta, sizeof eta);
         snprintf(total, sizeof total, "%" PRId64, cfg->steps);
     }
-    if (t->last_eval.n)
-        snprintf(auc, sizeof auc, "%.4f", t->last_eval.auc);
+    if (t->eval.last.n)
+        snprintf(auc, sizeof auc, "%.4f", t->eval.last.auc);
     if (t->metrics)
         write_metrics(t, step, loss, iv, evaluated, sps, step_ms);
     if (!t->log)
@@ -81,7 +81,7 @@ void sr_trainer_log_interval(struct sr_trainer *t, int64_t step, double loss,
 
 static void print_comm(const struct sr_trainer *t, const struct sr_trainer_result *res, FILE *f)
 {
-    const struct sr_comm_counters *c = &t->train_comm;
+    const struct sr_comm_counters *c = &t->acct.comm;
     double steps = (double)res->steps, exposed = 0, busy = 0;
     uint64_t calls = 0, calls_inter = 0, intra = 0, inter = 0;
     fprintf(f, "collectives per step (rank 0):");
@@ -128,9 +128,9 @@ static double pct_ms(const int64_t *v, int64_t n, double q)
 /* Stage s over the kept steps: mean, p50, p99 in ms; 0 if it never ran. */
 static int stage_stats(const struct sr_trainer *t, int s, int64_t *scratch, double out[3])
 {
-    int64_t n = t->step_kept, sum = 0;
+    int64_t n = t->acct.step_kept, sum = 0;
     for (int64_t i = 0; i < n; i++)
-        sum += scratch[i] = t->step_ns[i * SR_SPAN_COUNT + s];
+        sum += scratch[i] = t->acct.step_ns[i * SR_SPAN_COUNT + s];
     if (sum == 0)
         return 0;
     qsort(scratch, (size_t)n, sizeof *scratch, cmp_i64);
@@ -150,12 +150,12 @@ static void print_stages(const struct sr_trainer *t, FILE *f)
         [SR_SPAN_TOP_MLP] = 1,       [SR_SPAN_BACKWARD] = 1,      [SR_SPAN_EMB_BACKWARD] = 1,
         [SR_SPAN_EMB_GRAD_DIST] = 2, [SR_SPAN_ALLREDUCE_BUCKET] = 2, [SR_SPAN_OPTIMIZER] = 1,
         [SR_SPAN_COMM_WAIT] = 1,     [SR_SPAN_DATA_WAIT] = 1};
-    int64_t *scratch = sr_calloc((size_t)(t->step_kept ? t->step_kept : 1), sizeof *scratch);
-    int64_t dev_steps = sr_device_spans_steps(t->dspans);
+    int64_t *scratch = sr_calloc((size_t)(t->acct.step_kept ? t->acct.step_kept : 1), sizeof *scratch);
+    int64_t dev_steps = sr_device_spans_steps(t->trace.dspans);
     double st[3];
     fprintf(f, "stages (ms per step, rank 0, %" PRId64 " steps%s; nested stages are inside the "
                "one above):\n",
-            t->step_kept, t->step_seen > t->step_kept ? " sampled" : "");
+            t->acct.step_kept, t->acct.step_seen > t->acct.step_kept ? " sampled" : "");
     if (dev_steps)
         fprintf(f, "  (mean/p50/p99: the host issuing and waiting; device: the stage on the "
                    "device's streams, its mean over the traced steps it ran in, %" PRId64
@@ -169,7 +169,7 @@ static void print_stages(const struct sr_trainer *t, FILE *f)
         char name[40], dev[16] = "";
         snprintf(name, sizeof name, "%*s%s%s", 2 * depth[s], "", sr_span_name(s),
                  s == SR_SPAN_COMM_WAIT ? " (exposed)" : "");
-        double dev_ms = sr_device_spans_stage_ms(t->dspans, s);
+        double dev_ms = sr_device_spans_stage_ms(t->trace.dspans, s);
         if (dev_steps && dev_ms > 0)
             snprintf(dev, sizeof dev, " %9.3f", dev_ms);
         else if (dev_steps)
@@ -182,29 +182,29 @@ static void print_stages(const struct sr_trainer *t, FILE *f)
 static double stage_mean_ms(const struct sr_trainer *t, int s)
 {
     double sum = 0;
-    for (int64_t i = 0; i < t->step_kept; i++)
-        sum += (double)t->step_ns[i * SR_SPAN_COUNT + s];
-    return t->step_kept ? 1e-6 * sum / (double)t->step_kept : 0;
+    for (int64_t i = 0; i < t->acct.step_kept; i++)
+        sum += (double)t->acct.step_ns[i * SR_SPAN_COUNT + s];
+    return t->acct.step_kept ? 1e-6 * sum / (double)t->acct.step_kept : 0;
 }
 
 static void print_trace(const struct sr_trainer *t, FILE *f)
 {
-    int64_t steps = t->trace_last - t->trace_first + 1;
-    double per_step = steps > 0 ? (double)t->trace_spans / (double)steps : 0;
+    int64_t steps = t->trace.last - t->trace.first + 1;
+    double per_step = steps > 0 ? (double)t->trace.spans / (double)steps : 0;
     double step_ms = stage_mean_ms(t, SR_SPAN_STEP);
-    double share = step_ms > 0 ? 100.0 * per_step * t->span_cost_ns * 1e-6 / step_ms : 0;
+    double share = step_ms > 0 ? 100.0 * per_step * t->trace.span_cost_ns * 1e-6 / step_ms : 0;
     fprintf(f,
             "trace: %s, steps %" PRId64 ":%" PRId64 ", %" PRIu64 " spans on rank 0 (%.0f per "
             "step); one span costs %.0f ns, so tracing adds %.3f%% to a step of %.2f ms%s\n",
-            t->cfg->trace_path, t->trace_first, t->trace_last, t->trace_spans, per_step,
-            t->span_cost_ns, share, step_ms, t->trace_written ? "" : " (not written)");
-    if (t->dspans)
+            t->cfg->trace_path, t->trace.first, t->trace.last, t->trace.spans, per_step,
+            t->trace.span_cost_ns, share, step_ms, t->trace.written ? "" : " (not written)");
+    if (t->trace.dspans)
         fprintf(f,
                 "trace: device spans of %" PRId64 " steps on %s; their clock anchor +- %.1f us; "
                 "%" PRId64 " host waits for a free event\n",
-                sr_device_spans_steps(t->dspans), t->dev->name,
-                1e-3 * (double)sr_device_spans_anchor_ns(t->dspans),
-                sr_device_spans_waits(t->dspans));
+                sr_device_spans_steps(t->trace.dspans), t->dev->name,
+                1e-3 * (double)sr_device_spans_anchor_ns(t->trace.dspans),
+                sr_device_spans_waits(t->trace.dspans));
 }
 
 /* The memory estimate every rank was checked against before the run (rank 0
@@ -284,7 +284,7 @@ void sr_trainer_print_summary(const struct sr_trainer *t, const struct sr_traine
                 stage_mean_ms(t, SR_SPAN_LOAD));
     print_comm(t, res, f);
     print_memory(t, f);
-    if (t->tracing)
+    if (t->trace.on)
         print_trace(t, f);
     fprintf(f, "last training loss %.5f\n", res->last_loss);
     if (res->eval.n) {
@@ -304,6 +304,20 @@ void sr_trainer_print_summary(const struct sr_trainer *t, const struct sr_traine
     fprintf(f,
             "host waits per step (rank 0): %.2f stream syncs, %.2f event waits (loss reads "
             "included: the host reads losses at least every %d steps)\n",
-            (double)t->train_syncs[0] / (double)res->steps,
-            (double)t->train_syncs[1] / (double)res->steps, t->losses.cap);
+            (double)t->acct.syncs[0] / (double)res->steps,
+            (double)t->acct.syncs[1] / (double)res->steps, t->losses.cap);
+}
+
+void sr_trainer_counters_add_diff(struct sr_comm_counters *acc,
+                                  const struct sr_comm_counters *after,
+                                  const struct sr_comm_counters *before)
+{
+    for (int k = 0; k < SR_COLL_COUNT; k++) {
+        acc->calls[k] += after->calls[k] - before->calls[k];
+        acc->calls_inter[k] += after->calls_inter[k] - before->calls_inter[k];
+        acc->bytes_intra[k] += after->bytes_intra[k] - before->bytes_intra[k];
+        acc->bytes_inter[k] += after->bytes_inter[k] - before->bytes_inter[k];
+        acc->seconds[k] += after->seconds[k] - before->seconds[k];
+        acc->seconds_total[k] += after->seconds_total[k] - before->seconds_total[k];
+    }
 }

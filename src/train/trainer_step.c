@@ -1,8 +1,8 @@
 /*
- * The pipelined training step (--pipeline sparse-dist, the default): while
- * batch i trains, batch i+1 is copied and its input dist is in flight, and
- * the loader thread loads batch i+2 (loader_thread.h). Step i, top to bottom
- * (sharded EBC stages, sharded_ebc.h; batch i in context ctx[i % 2]):
+ * The training step: one body for every pipeline depth. Step i, top to
+ * bottom (sharded EBC stages, sharded_ebc.h; batch i in context ctx[i % 2]),
+ * with batch i+1's "ahead" stages where they overlap it at depth 1
+ * (--pipeline sparse-dist, the default):
  *
  *   embedding.forward  i.data_wait, i.lookup, i.output_dist_start
  *   ahead (i+1)        take i+1 from the ring (data.wait), copy it,
@@ -22,6 +22,13 @@
  *   optimizer          last bucket, dp update, dense optimizer (trainer.c)
  *   release            once batch i's copy has run, its ring slot goes back
  *                      to the loader (the step's one event wait)
+ *
+ * At depth 0 (--pipeline none) nothing runs ahead: step i takes its own
+ * batch through the ahead stages first (the loader has no thread then: the
+ * take makes the batch on the compute thread), one batch at a time. A
+ * graphed step (--cuda-graphs) is the same body captured once per ring slot
+ * and replayed (step_graph). The loader thread loads batch i+2 at depth 1
+ * (loader_thread.h).
  *
  * i+1's lookup comes in step i+1, after i's update and dp update, so the
  * tables it reads are those of sequential training: the losses and weights
@@ -56,12 +63,13 @@
 int sr_trainer_pipeline_init(struct sr_trainer *t)
 {
     struct sr_pipe *p = &t->pipe;
+    p->depth = t->cfg->pipeline == SR_PIPELINE_SPARSE_DIST ? 1 : 0;
     p->copy_stream = sr_dev_stream_create(t->dev);
     if (t->cfg->cuda_graphs > 0 && t->sebc)
         return sr_error_set(SR_ERR_UNSUPPORTED,
                             "--cuda-graphs covers one rank with unsharded tables; the sharded "
                             "step (several ranks or a plan) runs without graphs: leave it out");
-    if (t->cfg->cuda_graphs >= 0 && !t->sebc && sr_dev_has_graphs(t->dev)) {
+    if (p->depth > 0 && t->cfg->cuda_graphs >= 0 && !t->sebc && sr_dev_has_graphs(t->dev)) {
         p->loss_stage = sr_dev_alloc(t->dev, sizeof(float));
         p->emb_stream = sr_dev_stream_create(t->dev);
         p->emb_fork = sr_dev_event_create(t->dev);
@@ -74,20 +82,6 @@ int sr_trainer_pipeline_init(struct sr_trainer *t)
             return rc;
     }
     return SR_OK;
-}
-
-void sr_trainer_counters_add_diff(struct sr_comm_counters *acc,
-                                  const struct sr_comm_counters *after,
-                                  const struct sr_comm_counters *before)
-{
-    for (int k = 0; k < SR_COLL_COUNT; k++) {
-        acc->calls[k] += after->calls[k] - before->calls[k];
-        acc->calls_inter[k] += after->calls_inter[k] - before->calls_inter[k];
-        acc->bytes_intra[k] += after->bytes_intra[k] - before->bytes_intra[k];
-        acc->bytes_inter[k] += after->bytes_inter[k] - before->bytes_inter[k];
-        acc->seconds[k] += after->seconds[k] - before->seconds[k];
-        acc->seconds_total[k] += after->seconds_total[k] - before->seconds_total[k];
-    }
 }
 
 /* The loader's producer, on the loader thread: it alone touches the reader
@@ -179,7 +173,35 @@ static void ahead_all(struct sr_trainer *t, int64_t s)
     t->pipe.ahead = 1;
 }
 
-/* ---- one step ----------------------------------------------------------------------- */
+/* This step's learning rates and number, on the device before its ops. */
+static const struct sr_step_scalars *put_step_scalars(struct sr_trainer *t, int64_t step)
+{
+    struct sr_step_scalars v = {.dense_lr = sr_lr_at(&t->lr_dense, step),
+                                .emb_lr = sr_lr_at(&t->lr_emb, step),
+                                .step = step};
+    return sr_step_scalars_buf_put(&t->scalars, &v, NULL);
+}
+
+/* The step's end: the last bucket (DP tables' gradients and the loss ride
+ * in it; the global loss sum goes to loss_dst, unread), the DP tables'
+ * update, the dense optimizer. */
+static void optimizer_step(struct sr_trainer *t, int64_t step, const float *loss_sum,
+                                  const struct sr_step_scalars *scalars, float *loss_dst)
+{
+    float emb_lr = sr_lr_at(&t->lr_emb, step); /* also in the device block the updates read */
+    size_t n_params;
+    sr_trace_begin(SR_SPAN_OPTIMIZER, -1);
+    sr_grad_buckets_finish(t->buckets, loss_sum, loss_dst);
+    sr_trainer_emb_dp_update(t, emb_lr, step);
+    float *params = sr_dlrm_params(t->dlrm, &n_params);
+    sr_dense_optim_step(t->dense_optim, params, sr_dlrm_grads(t->dlrm, &n_params), scalars);
+    /* No wait at the end of the step: the next load waits for this step's
+     * copy out of the host batch (trainer_batch.c; the pipeline: its ring
+     * slot), the loss ring for the losses it reads. */
+    sr_trace_end();
+}
+
+/* ---- the stages of batch i ------------------------------------------------------- */
 
 /* Batch i's embeddings up to the start of its output dist (the plain EBC:
  * all of its forward). */
@@ -203,10 +225,18 @@ static int emb_forward_start(struct sr_trainer *t, struct sr_batch *twin,
     return rc;
 }
 
+/* The pooled gradients leave for their owners (sharded); the plain EBC's
+ * backward forks to its own stream here when it has one (a graphed step). */
 static void emb_grad_start(struct sr_trainer *t, struct sr_sharded_ebc_batch *b)
 {
-    if (!t->sebc)
+    struct sr_pipe *p = &t->pipe;
+    if (!t->sebc) {
+        if (p->emb_stream) {
+            sr_dev_event_record(t->dev, p->emb_fork, NULL);
+            sr_dev_stream_wait_event(t->dev, p->emb_stream, p->emb_fork);
+        }
         return;
+    }
     sr_trace_begin(SR_SPAN_EMB_BACKWARD, -1);
     sr_sharded_ebc_grad_dist_start(t->sebc, b, t->dpooled);
     sr_trace_end();
@@ -220,8 +250,17 @@ static void emb_update(struct sr_trainer *t, struct sr_sharded_ebc_batch *b, flo
         sr_sharded_ebc_update(t->sebc, b, lr, step);
     } else {
         sr_ebc_backward(t->ebc, t->dpooled, lr, step);
+        if (t->pipe.emb_stream)
+            sr_dev_event_record(t->dev, t->pipe.emb_join, t->pipe.emb_stream);
     }
     sr_trace_end();
+}
+
+/* The end of the step's compute: the embedding backward's stream joins. */
+static void emb_join(struct sr_trainer *t)
+{
+    if (!t->sebc && t->pipe.emb_stream)
+        sr_dev_stream_wait_event(t->dev, NULL, t->pipe.emb_join);
 }
 
 /* The status kept for this step when the exchange a step ahead found it. */
@@ -235,8 +274,70 @@ static int kept_status(struct sr_trainer *t)
 
 static void start_loader(struct sr_trainer *t, int64_t step)
 {
-    sr_loader_start(&t->pipe.loader, step, t->cfg->steps, load_step, t);
+    sr_loader_start(&t->pipe.loader, step, t->cfg->steps, load_step, t, t->pipe.depth > 0);
     t->pipe.started = 1;
+}
+
+/* ---- the step ------------------------------------------------------------------- */
+
+/* Where the next batch's ahead stages go in a step (after the lookup, after
+ * the forward, after the gradient dist starts); nothing when the step runs
+ * nothing ahead (depth 0, the last step) or as a graph (done before it). */
+enum ahead_point { AHEAD_TAKE, AHEAD_COUNTS, AHEAD_DATA };
+
+struct step_run {
+    int64_t step;
+    struct sr_batch *twin;            /* batch i's device twin */
+    struct sr_sharded_ebc_batch *b;   /* its context (sharded) */
+    const struct sr_step_scalars *scalars;
+    float *loss_dst;                  /* where the global loss sum goes; NULL: the
+                                       * loss ring's next slot, taken at the optimizer */
+    int ahead;                        /* run batch i+1's ahead stages inside */
+};
+
+static void ahead_at(struct sr_trainer *t, int64_t step, const struct step_run *r,
+                     enum ahead_point at)
+{
+    if (!r->ahead)
+        return;
+    sr_trace_set_thread_step(step + 1);
+    if (at == AHEAD_TAKE)
+        ahead_start(t, step + 1);
+    else if (at == AHEAD_COUNTS)
+        ahead_counts(t, step + 1);
+    else
+        ahead_data(t, step + 1);
+    sr_trace_set_thread_step(0);
+}
+
+/* Batch i from its lookup to the dense optimizer, with batch i+1's ahead
+ * stages where they overlap it. The one step body: --pipeline none runs it
+ * with nothing ahead, sparse-dist with batch i+1 ahead, and a graphed step
+ * is this body captured (nothing ahead: that was issued before). */
+static int step_body(struct sr_trainer *t, const struct step_run *r)
+{
+    int B = t->cfg->batch_size, rc;
+    int64_t step = r->step;
+    if ((rc = emb_forward_start(t, r->twin, r->b)))
+        return rc;
+    ahead_at(t, step, r, AHEAD_TAKE);
+    sr_dlrm_forward_bottom(t->dlrm, r->twin->dense, B);
+    if (t->sebc)
+        sr_sharded_ebc_output_dist_wait(t->sebc, r->b, t->pooled);
+    sr_dlrm_forward_top(t->dlrm, t->pooled, B, t->logits);
+    ahead_at(t, step, r, AHEAD_COUNTS);
+
+    sr_grad_buckets_begin(t->buckets);
+    const float *loss_sum = sr_dlrm_backward_top(t->dlrm, r->twin->labels, NULL, B,
+                                                 1.0f / (float)t->global_batch, t->dpooled);
+    emb_grad_start(t, r->b);
+    ahead_at(t, step, r, AHEAD_DATA);
+    sr_dlrm_backward_bottom(t->dlrm, B);
+    emb_update(t, r->b, sr_lr_at(&t->lr_emb, step), step);
+    float *loss_dst = r->loss_dst ? r->loss_dst : sr_loss_ring_push(&t->losses, step);
+    optimizer_step(t, step, loss_sum, r->scalars, loss_dst);
+    emb_join(t);
+    return SR_OK;
 }
 
 /* ---- CUDA graphs (--cuda-graphs): one rank, the plain EBC ---------------------- */
@@ -253,89 +354,51 @@ static uint64_t batch_shape(const struct sr_batch *b)
     return sr_hash_bytes(h, b->kjt.length_per_key, sizeof(int64_t) * (size_t)b->kjt.num_keys);
 }
 
-/* Batch i's compute on one rank with the plain EBC, from the lookup to the
- * dense optimizer, its global loss sum to loss_dst: what a graph records. */
-static int plain_compute(struct sr_trainer *t, int64_t step, struct sr_batch *twin,
-                         const struct sr_step_scalars *scalars, float *loss_dst)
-{
-    int B = t->cfg->batch_size, rc;
-    if ((rc = emb_forward_start(t, twin, NULL)))
-        return rc;
-    sr_dlrm_forward_bottom(t->dlrm, twin->dense, B);
-    sr_dlrm_forward_top(t->dlrm, t->pooled, B, t->logits);
-    sr_grad_buckets_begin(t->buckets);
-    const float *loss_sum = sr_dlrm_backward_top(t->dlrm, twin->labels, NULL, B,
-                                                 1.0f / (float)t->global_batch, t->dpooled);
-    /* the embedding backward (memory-bound) on its own stream, beside the
-     * bottom MLP's backward and the dense optimizer; joined before the end */
-    struct sr_pipe *p = &t->pipe;
-    sr_dev_event_record(t->dev, p->emb_fork, NULL);
-    sr_dev_stream_wait_event(t->dev, p->emb_stream, p->emb_fork);
-    emb_update(t, NULL, sr_lr_at(&t->lr_emb, step), step);
-    sr_dev_event_record(t->dev, p->emb_join, p->emb_stream);
-    sr_dlrm_backward_bottom(t->dlrm, B);
-    sr_trainer_optimizer_step_to(t, step, loss_sum, scalars, loss_dst);
-    sr_dev_stream_wait_event(t->dev, NULL, p->emb_join);
-    return SR_OK;
-}
-
-/* The step as one graph launch: from step 3 on (the first steps size every
- * lazily made plan and scratch), each ring slot's step is captured once and
- * replayed while its batch shape stays the same; a new shape is run eagerly
- * and captured again. Outside the graph: the step scalars' copy, the wait
- * for the batch's copy, the next batch's take and copy (on the copy stream,
- * issued before the graph instead of after the lookup), the loss's copy
- * into the ring, the slot's events. Inside it, the embedding backward forks
- * to a stream of its own and joins before the graph's end. */
-static int graphed_step(struct sr_trainer *t, int64_t step, struct sr_loader_slot *cur,
-                        const struct sr_step_scalars *scalars, int more)
+/* The step's graph for this ring slot and batch shape: from step 3 on (the
+ * first steps size every lazily made plan and scratch), each slot's step is
+ * captured once and replayed while its batch shape stays the same; a new
+ * shape drops the old graph. NULL: run the step eagerly. The capture is of
+ * step_body itself, its loss going to the fixed loss_stage. */
+static int step_graph(struct sr_trainer *t, struct step_run *r, struct sr_loader_slot *cur,
+                      sr_graph_t *out)
 {
     struct sr_pipe *p = &t->pipe;
-    struct sr_batch *twin = &cur->twin;
     struct sr_step_graph *sg = &p->graphs[cur - p->loader.slots];
-    uint64_t shape = batch_shape(twin);
-    int rc;
-    sr_dev_stream_wait_event(t->dev, NULL, cur->copied);
-    sr_trace_set_thread_step(step + 1);
-    if (more)
-        ahead_start(t, step + 1);
-    sr_trace_set_thread_step(0);
-    if (sg->graph && (sg->twin != twin || sg->shape != shape)) {
+    uint64_t shape = batch_shape(r->twin);
+    *out = NULL;
+    if (sg->graph && (sg->twin != r->twin || sg->shape != shape)) {
         t->dev->mem->graph_destroy(t->dev, sg->graph);
         sg->graph = NULL;
     }
-    if (!sg->graph && step >= 3) {
-        sr_device_spans_pause(t->dspans, 1); /* no events inside a graph */
+    if (!sg->graph && r->step >= 3) {
+        struct step_run cap = *r;
+        cap.loss_dst = p->loss_stage;
+        sr_device_spans_pause(t->trace.dspans, 1); /* no events inside a graph */
         t->dev->mem->capture_begin(t->dev, NULL);
-        rc = plain_compute(t, step, twin, scalars, p->loss_stage);
+        int rc = step_body(t, &cap);
         sr_graph_t g = t->dev->mem->capture_end(t->dev, NULL);
-        sr_device_spans_pause(t->dspans, 0);
+        sr_device_spans_pause(t->trace.dspans, 0);
         if (rc) {
             t->dev->mem->graph_destroy(t->dev, g);
             return rc;
         }
-        *sg = (struct sr_step_graph){.twin = twin, .shape = shape, .graph = g};
+        *sg = (struct sr_step_graph){.twin = r->twin, .shape = shape, .graph = g};
     }
-    if (sg->graph) {
-        t->dev->mem->graph_launch(t->dev, sg->graph, NULL);
-        sr_dev_copy(t->dev, sr_loss_ring_push(&t->losses, step), p->loss_stage, sizeof(float),
-                    NULL);
-        p->graph_steps++;
-    } else if ((rc = plain_compute(t, step, twin, scalars, sr_loss_ring_push(&t->losses, step)))) {
-        return rc;
-    }
-    sr_dev_event_record(t->dev, cur->consumed, NULL);
-    sr_dev_event_sync(t->dev, cur->copied); /* the host batch is no longer read */
-    sr_loader_release(&p->loader);
-    p->ahead = more;
+    *out = sg->graph;
     return SR_OK;
 }
 
-int sr_trainer_pipeline_step(struct sr_trainer *t, int64_t step)
+/* One training step at the trainer's pipeline depth (0: --pipeline none,
+ * batch i alone; 1: sparse-dist, batch i+1's copy and input dist in flight
+ * during step i, batch i+2 loading). Its global loss sum goes to the loss
+ * ring, unread. With graphs the next batch's take and copy are issued
+ * before the step's graph (on the copy stream) instead of after the lookup,
+ * and the loss is copied from the graph's fixed slot into the ring. */
+int sr_trainer_step(struct sr_trainer *t, int64_t step)
 {
     struct sr_pipe *p = &t->pipe;
-    int B = t->cfg->batch_size, more = step < t->cfg->steps, rc;
-    float emb_lr = sr_lr_at(&t->lr_emb, step);
+    int more = p->depth > 0 && step < t->cfg->steps, rc;
+    sr_graph_t graph = NULL;
     if (!p->started)
         start_loader(t, step);
     if (!p->ahead) {
@@ -346,39 +409,26 @@ int sr_trainer_pipeline_step(struct sr_trainer *t, int64_t step)
     if (p->next_rc)
         return kept_status(t);
     struct sr_loader_slot *cur = p->next;
-    struct sr_batch *twin = &cur->twin;
-    struct sr_sharded_ebc_batch *b = p->ctx[step & 1];
-    const struct sr_step_scalars *scalars = sr_trainer_put_step_scalars(t, step);
-    if (p->loss_stage)
-        return graphed_step(t, step, cur, scalars, more);
-
+    struct step_run r = {.step = step,
+                         .twin = &cur->twin,
+                         .b = p->ctx[step & 1],
+                         .scalars = put_step_scalars(t, step),
+                         .ahead = more};
     sr_dev_stream_wait_event(t->dev, NULL, cur->copied);
-    if ((rc = emb_forward_start(t, twin, b)))
+    if (p->loss_stage) {
+        r.ahead = 0;
+        ahead_at(t, step, &(struct step_run){.ahead = more}, AHEAD_TAKE);
+        if ((rc = step_graph(t, &r, cur, &graph)))
+            return rc;
+    }
+    if (graph) {
+        t->dev->mem->graph_launch(t->dev, graph, NULL);
+        sr_dev_copy(t->dev, sr_loss_ring_push(&t->losses, step), p->loss_stage, sizeof(float),
+                    NULL);
+        p->graph_steps++;
+    } else if ((rc = step_body(t, &r))) {
         return rc;
-    sr_trace_set_thread_step(step + 1);
-    if (more)
-        ahead_start(t, step + 1);
-    sr_trace_set_thread_step(0);
-    sr_dlrm_forward_bottom(t->dlrm, twin->dense, B);
-    if (t->sebc)
-        sr_sharded_ebc_output_dist_wait(t->sebc, b, t->pooled);
-    sr_dlrm_forward_top(t->dlrm, t->pooled, B, t->logits);
-    sr_trace_set_thread_step(step + 1);
-    if (more)
-        ahead_counts(t, step + 1);
-    sr_trace_set_thread_step(0);
-
-    sr_grad_buckets_begin(t->buckets);
-    const float *loss_sum = sr_dlrm_backward_top(t->dlrm, twin->labels, NULL, B,
-                                                 1.0f / (float)t->global_batch, t->dpooled);
-    emb_grad_start(t, b);
-    sr_trace_set_thread_step(step + 1);
-    if (more)
-        ahead_data(t, step + 1);
-    sr_trace_set_thread_step(0);
-    sr_dlrm_backward_bottom(t->dlrm, B);
-    emb_update(t, b, emb_lr, step);
-    sr_trainer_optimizer_step(t, step, loss_sum, scalars);
+    }
     sr_dev_event_record(t->dev, cur->consumed, NULL);
     sr_dev_event_sync(t->dev, cur->copied); /* the host batch is no longer read */
     sr_loader_release(&p->loader);
@@ -440,10 +490,7 @@ void sr_trainer_pipeline_free(struct sr_trainer *t)
 
 void sr_trainer_end_stats(const struct sr_trainer *t, struct sr_sharded_ebc_stats *out)
 {
-    if (t->cfg->pipeline == SR_PIPELINE_SPARSE_DIST)
-        *out = t->pipe.end_stats;
-    else
-        sr_sharded_ebc_stats(t->sebc, out);
+    *out = t->pipe.end_stats;
 }
 
 void sr_trainer_take_uncounted(struct sr_trainer *t, struct sr_comm_counters *out)

@@ -1,0 +1,29 @@
+/*
+ * Ranks and the embedding stage (trainer_dist.c): communicators, the plan,
+ * start-up checks that every rank runs the same job, the (sharded) EBC,
+ * gathered weights.
+ */
+#ifndef SHARDREC_TRAIN_TRAINER_DIST_H
+#define SHARDREC_TRAIN_TRAINER_DIST_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "shardrec/comm.h"
+#include "shardrec/optim.h"
+
+struct sr_trainer;
+
+int sr_trainer_init_comms(struct sr_trainer *t);
+int sr_trainer_init_plan(struct sr_trainer *t);
+int sr_trainer_check_same(struct sr_trainer *t);
+void sr_trainer_free_comms(struct sr_trainer *t);
+void sr_trainer_comm_snapshot(const struct sr_trainer *t, struct sr_comm_counters *out);
+int sr_trainer_emb_init(struct sr_trainer *t, const struct sr_optim_config *opt);
+int sr_trainer_emb_forward(struct sr_trainer *t);
+float *sr_trainer_emb_dp_grads(struct sr_trainer *t, size_t *n);
+void sr_trainer_emb_dp_update(struct sr_trainer *t, float lr, int64_t step);
+void sr_trainer_emb_free(struct sr_trainer *t);
+int sr_trainer_save_sharded_weights(struct sr_trainer *t, const char *path);
+
+#endif
