@@ -26,7 +26,7 @@ LOGDIR=${LOGDIR:-/tmp/gpu-vs-commit}
 mkdir -p "$LOGDIR"
 TABLE=${OUT:-$LOGDIR}/table.txt
 NEW=build-gpu/shardrec
-OLD=$BASE/build-gpu/shardrec
+OLD=/tmp/gpu-vs-commit-base/build-gpu/shardrec # built from a copy: a carried BASE_DIR arrives anew each call
 export NCCL_NVLS_ENABLE=0
 row() { printf '%-40s %s\n' "$1" "$2" | tee -a "$TABLE"; }
 
@@ -61,7 +61,7 @@ compare() {
     local mo mn
     mo=$(echo "$old" | median) mn=$(echo "$new" | median)
     row "$label" "$(printf 'base %7.3f ms  new %7.3f ms  new/base %.3f  (new:%s)' "$mo" "$mn" \
-        "$(echo "$mn / $mo" | bc -l)" "$new")"
+        "$(awk -v a="$mn" -v b="$mo" 'BEGIN {print a / b}')" "$new")"
 }
 
 for st in "${stages[@]}"; do
@@ -72,7 +72,9 @@ for st in "${stages[@]}"; do
         ldconfig
         nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
         make -j16 BUILD=build-gpu all >"$LOGDIR/build-new.log" 2>&1 || { tail -20 "$LOGDIR/build-new.log"; exit 1; }
-        make -C "$BASE" -j16 BUILD=build-gpu all >"$LOGDIR/build-old.log" 2>&1 || { tail -20 "$LOGDIR/build-old.log"; exit 1; }
+        rm -rf /tmp/gpu-vs-commit-base && cp -r "$BASE" /tmp/gpu-vs-commit-base
+        make -C /tmp/gpu-vs-commit-base -j16 BUILD=build-gpu all >"$LOGDIR/build-old.log" 2>&1 ||
+            { tail -20 "$LOGDIR/build-old.log"; exit 1; }
         row "build" "ok"
         ;;
     bits)
