@@ -65,6 +65,10 @@ static void produce(struct sr_loader *l, struct sr_loader_slot *s, int64_t step)
 {
     sr_trace_set_thread_step(step);
     sr_trace_begin(SR_SPAN_LOAD, -1);
+    /* the slot's last copy out of its host batch (three steps back) must
+     * have run before the batch is refilled; usually it has */
+    if (!sr_dev_event_query(s->host.dev, s->copied))
+        sr_dev_event_sync(s->host.dev, s->copied);
     s->step = step;
     s->rc = l->fn(l->ctx, step, &s->host);
     s->msg[0] = '\0';

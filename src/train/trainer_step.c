@@ -20,8 +20,9 @@
  *   backward (bottom)  overlaps i's gradient dist and i+1's data exchange
  *   embedding.backward i.grad_dist_wait, i.update
  *   optimizer          last bucket, dp update, dense optimizer (trainer.c)
- *   release            once batch i's copy has run, its ring slot goes back
- *                      to the loader (the step's one event wait)
+ *   release            batch i's ring slot goes back to the loader, which
+ *                      refills it once the copy out of it has run (an event
+ *                      the loader waits for, not the compute thread)
  *
  * At depth 0 (--pipeline none) nothing runs ahead: step i takes its own
  * batch through the ahead stages first (the loader has no thread then: the
@@ -107,9 +108,8 @@ static void ahead_start(struct sr_trainer *t, int64_t s)
         sr_error_set(slot->rc, "%s", slot->msg); /* the loader thread's message, here */
     if (!slot->rc) {
         sr_trace_begin(SR_SPAN_COPY, -1);
-        /* not waited for: the stages after it are ordered after it on the
-         * stream; the slot goes back to the loader once its event has
-         * passed (the end of the batch's step) */
+        /* not waited for: the stages after it wait for its event on their
+         * streams; the loader waits for it before it refills the slot */
         const struct sr_batch *pooled = sr_trainer_pool_batch(t, s);
         sr_dev_stream_wait_event(t->dev, p->copy_stream, slot->consumed);
         sr_batch_copy(&slot->twin, pooled ? pooled : &slot->host, p->copy_stream);
@@ -430,8 +430,7 @@ int sr_trainer_step(struct sr_trainer *t, int64_t step)
         return rc;
     }
     sr_dev_event_record(t->dev, cur->consumed, NULL);
-    sr_dev_event_sync(t->dev, cur->copied); /* the host batch is no longer read */
-    sr_loader_release(&p->loader);
+    sr_loader_release(&p->loader); /* the loader waits for cur->copied before refilling it */
     p->ahead = more;
     return SR_OK;
 }
