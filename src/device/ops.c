@@ -34,7 +34,7 @@ static void need(const struct sr_device *dev, int present, const char *op)
 #define SR_OP_WRAPPER(family, name, operands)                                                      \
     void sr_op_##family##_##name(SR_OP_PARAMS(operands))                                           \
     {                                                                                              \
-        need(dev, dev->family && dev->family->name, #family "." #name);                           \
+        need(dev, dev->family && dev->family->name, #family "." #name);                            \
         dev->family->name(SR_OP_ARGS(operands));                                                   \
     }
 

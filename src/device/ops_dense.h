@@ -79,13 +79,14 @@ static inline size_t sr_dot_interaction_width(int F, int D)
     OP(dense, interaction_forward,                                                                 \
        SR_STREAM(s) SR_IN(const float *, z, SR_F32((size_t)B * D))                                 \
        SR_IN(const float *, emb, SR_F32((size_t)B * F * D)) SR_ARG(int, B) SR_ARG(int, F)          \
-       SR_ARG(int, D) SR_OUT(float *, out, SR_F32((size_t)B * sr_dot_interaction_width(F, D))))        \
+       SR_ARG(int, D)                                                                              \
+       SR_OUT(float *, out, SR_F32((size_t)B * sr_dot_interaction_width(F, D))))                   \
     /* Backward of interaction_forward: given dout (B, D + F(F+1)/2), writes                       \
      * (overwrites) dz (B, D) and demb (B, F*D). */                                                \
     OP(dense, interaction_backward,                                                                \
        SR_STREAM(s) SR_IN(const float *, z, SR_F32((size_t)B * D))                                 \
        SR_IN(const float *, emb, SR_F32((size_t)B * F * D))                                        \
-       SR_IN(const float *, dout, SR_F32((size_t)B * sr_dot_interaction_width(F, D)))                  \
+       SR_IN(const float *, dout, SR_F32((size_t)B * sr_dot_interaction_width(F, D)))              \
        SR_ARG(int, B) SR_ARG(int, F) SR_ARG(int, D) SR_OUT(float *, dz, SR_F32((size_t)B * D))     \
        SR_OUT(float *, demb, SR_F32((size_t)B * F * D)))                                           \
     /* Binary cross-entropy with logits, fused with its gradient. For each of                      \

@@ -140,7 +140,8 @@ void sr_emb_tables_regions(struct sr_op_regions *r, const struct sr_emb_layout *
      * With keep_ids, also records the ids for backward (in the workspace). */                     \
     OP(emb, forward,                                                                               \
        SR_ARG(const struct sr_emb_layout *, layout) SR_EMB_BATCH(layout, batch)                    \
-       SR_ARG(int, keep_ids) SR_OUT(float *, pooled, SR_F32((size_t)batch->batch * layout->out_dim)) \
+       SR_ARG(int, keep_ids)                                                                       \
+       SR_OUT(float *, pooled, SR_F32((size_t)batch->batch * layout->out_dim))                     \
        SR_INOUT(void *, workspace, sr_op_emb_workspace_bytes(dev, layout)) SR_STREAM(s)            \
        SR_REGIONS(sr_emb_tables_regions(r, layout, 0)))                                            \
     /* dpooled (B, out_dim) device. Uses the ids the last keep_ids forward                         \

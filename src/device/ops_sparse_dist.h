@@ -149,7 +149,7 @@ void sr_sparse_dist_batches_regions(struct sr_op_regions *r, const struct sr_spa
      * then the ids of each dp feature. kjt NULL: a rank without a batch (every                    \
      * count 0). */                                                                                \
     OP(sparse_dist, bucketize,                                                                     \
-       SR_SD_LAYOUT(l) SR_HOST(const struct sr_sparse_dist_kjt *, kjt, 1) SR_ARG(int64_t, flags)  \
+       SR_SD_LAYOUT(l) SR_HOST(const struct sr_sparse_dist_kjt *, kjt, 1) SR_ARG(int64_t, flags)   \
        SR_OUT(int32_t *, lens, SR_I32((size_t)l->num_slots * l->batch))                            \
        SR_OUT(int64_t *, counts, SR_I64(l->count_words)) SR_STREAM(s)                              \
        SR_REGIONS(sr_sparse_dist_kjt_regions(r, l, kjt, 1, 0))                                     \

@@ -116,7 +116,7 @@ static void add_region(struct sr_op_regions *r, const struct sr_op_region *g)
     }                                                                                              \
     static void q_##family##_##name(SR_OP_PARAMS(operands))                                        \
     {                                                                                              \
-        struct item *q_it = sr_deferred_item_new(sizeof(struct q_args_##family##_##name),         \
+        struct item *q_it = sr_deferred_item_new(sizeof(struct q_args_##family##_##name),          \
                                                  q_run_##family##_##name);                         \
         struct q_args_##family##_##name *q_a =                                                     \
             DEFERRED_ARGS(struct q_args_##family##_##name, q_it);                                  \
