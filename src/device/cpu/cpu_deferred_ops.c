@@ -70,6 +70,10 @@
 #define SR_OP_run_opmem(ptr, bytes, how)
 #define SR_OP_run_opcall(call)
 
+_Static_assert(REGION_IN == (int)SR_OP_IN && REGION_OUT == (int)SR_OP_OUT &&
+                   REGION_INOUT == (int)SR_OP_INOUT,
+               "the queue's region kinds are the declarations' accesses");
+
 /* What the regions of one queued call go to. */
 struct sink {
     struct sr_op_regions r;
