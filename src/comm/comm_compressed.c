@@ -191,7 +191,7 @@ void sr_compressed_all_to_allv(struct sr_compressed *x, sr_comm_t comm, const fl
     const int W = sr_comm_size(comm), me = sr_comm_rank(comm);
     SR_ASSERT(!x->work && send_counts[me] == recv_counts[me]);
     before_reuse(x);
-    struct seg_list l = segs_of(x, x->dev->cast->pack, stream);
+    struct seg_list l = segs_of(x, sr_op_cast_pack, stream);
     for (int p = 0; p < W; p++) {
         x->counts[p] = p == me ? 0 : send_counts[p];
         x->rcounts[p] = p == me ? 0 : recv_counts[p];
@@ -203,7 +203,7 @@ void sr_compressed_all_to_allv(struct sr_compressed *x, sr_comm_t comm, const fl
     sr_comm_all_to_allv(comm, x->send, x->counts, send_displs, x->recv, x->rcounts, recv_displs,
                         x->dtype, before_send(x, comm, stream), &x->work);
     arrive(x, comm, stream);
-    l = segs_of(x, x->dev->cast->unpack, stream);
+    l = segs_of(x, sr_op_cast_unpack, stream);
     for (int p = 0; p < W; p++) {
         if (p == me)
             segs_add(&l, send + send_displs[p], recv + recv_displs[p], send_counts[p],
@@ -228,7 +228,7 @@ void sr_compressed_reduce_scatter_start(struct sr_compressed *x, sr_comm_t comm,
     SR_ASSERT(n <= (size_t)W * count);
     check_fits(x, (size_t)W * msg, "reduce-scatter");
     before_reuse(x);
-    struct seg_list l = segs_of(x, x->dev->cast->pack, stream);
+    struct seg_list l = segs_of(x, sr_op_cast_pack, stream);
     for (int p = 0; p < W; p++) {
         x->counts[p] = p == me ? 0 : msg;
         x->displs[p] = (size_t)p * msg; /* the same for send and receive */
@@ -257,7 +257,7 @@ void sr_compressed_reduce_scatter_end(struct sr_compressed *x, sr_comm_t comm, f
     sr_dev_memset(x->dev, recv, 0, sizeof(float) * x->count, stream);
     if (x->n_exact)
         sr_dev_memset(x->dev, exact_sum, 0, sizeof(float) * x->n_exact, stream);
-    struct seg_list l = segs_of(x, x->dev->cast->unpack_add, stream);
+    struct seg_list l = segs_of(x, sr_op_cast_unpack_add, stream);
     for (int q = 0; q < W; q++) {
         const uint16_t *msg = wire(x->recv, (size_t)q * x->msg);
         if (q == me) {
@@ -292,7 +292,7 @@ void sr_compressed_all_gather_start(struct sr_compressed *x, sr_comm_t comm, con
     SR_ASSERT(!x->work);
     check_fits(x, (size_t)sr_comm_size(comm) * count, "all-gather");
     before_reuse(x);
-    struct seg_list l = segs_of(x, x->dev->cast->pack, stream);
+    struct seg_list l = segs_of(x, sr_op_cast_pack, stream);
     segs_add(&l, send, x->send, count, x->dtype);
     segs_flush(&l);
     sr_comm_all_gather(comm, x->send, x->recv, count, x->dtype, before_send(x, comm, stream),
@@ -308,7 +308,7 @@ void sr_compressed_all_gather_end(struct sr_compressed *x, sr_comm_t comm, float
     const size_t c = x->count;
     SR_ASSERT(n <= (size_t)W * c);
     arrive(x, comm, stream);
-    struct seg_list l = segs_of(x, x->dev->cast->unpack, stream);
+    struct seg_list l = segs_of(x, sr_op_cast_unpack, stream);
     if (own == SR_COMPRESSED_OWN_ROUNDED) {
         segs_add(&l, x->recv, recv, n, x->dtype);
     } else {

@@ -32,6 +32,7 @@
 
 #include "shardrec/device.h"
 #include "shardrec/tensor.h"
+#include "device/op_decl.h"
 
 struct sr_cast_seg {
     const void *src;
@@ -40,15 +41,30 @@ struct sr_cast_seg {
     enum sr_dtype dtype; /* of the wire side: SR_DTYPE_F16, SR_DTYPE_BF16 or SR_DTYPE_F32 */
 };
 
+/* The regions of num segments (ops.c): each source read, each destination
+ * written (pack: the wire side; unpack: fp32) or, with add, read and written. */
+void sr_cast_segs_regions(struct sr_op_regions *r, const struct sr_cast_seg *segs, int num,
+                          int pack, int add);
+
+/* The ops, declared once (op_decl.h says how to read an entry). */
+#define SR_OPS_CAST(OP)                                                                            \
+    /* dst (n, dtype) = src (n fp32), rounded; per segment. */                                     \
+    OP(cast, pack,                                                                                 \
+       SR_HOST(const struct sr_cast_seg *, segs, num) SR_ARG(int, num) SR_STREAM(s)                \
+       SR_REGIONS(sr_cast_segs_regions(r, segs, num, 1, 0)))                                       \
+    /* dst (n fp32) = src (n, dtype), widened; per segment. */                                     \
+    OP(cast, unpack,                                                                               \
+       SR_HOST(const struct sr_cast_seg *, segs, num) SR_ARG(int, num) SR_STREAM(s)                \
+       SR_REGIONS(sr_cast_segs_regions(r, segs, num, 0, 0)))                                       \
+    /* dst (n fp32) += src (n, dtype), widened and summed in fp32; segments in                     \
+     * list order (the fp32 sum on arrival of a compressed reduction). */                          \
+    OP(cast, unpack_add,                                                                           \
+       SR_HOST(const struct sr_cast_seg *, segs, num) SR_ARG(int, num) SR_STREAM(s)                \
+       SR_REGIONS(sr_cast_segs_regions(r, segs, num, 0, 1)))
+
 struct sr_cast_ops {
-    /* dst (n, dtype) = src (n fp32), rounded; per segment. */
-    void (*pack)(struct sr_device *dev, const struct sr_cast_seg *segs, int num, sr_stream_t s);
-    /* dst (n fp32) = src (n, dtype), widened; per segment. */
-    void (*unpack)(struct sr_device *dev, const struct sr_cast_seg *segs, int num, sr_stream_t s);
-    /* dst (n fp32) += src (n, dtype), widened and summed in fp32; segments in
-     * list order (the fp32 sum on arrival of a compressed reduction). */
-    void (*unpack_add)(struct sr_device *dev, const struct sr_cast_seg *segs, int num,
-                       sr_stream_t s);
+    SR_OPS_CAST(SR_OP_MEMBER)
 };
+SR_OPS_CAST(SR_OP_PROTO)
 
 #endif

@@ -16,65 +16,98 @@
 #define SHARDREC_OPS_DENSE_H
 
 #include "shardrec/device.h"
+#include "device/op_decl.h"
 
 enum sr_transpose { SR_NO_TRANS = 0, SR_TRANS = 1 };
 
+/* Bytes of a row-major (rows, cols) fp32 matrix stored with row stride ld. */
+static inline size_t sr_matrix_bytes(int rows, int cols, int ld)
+{
+    return rows > 0 && cols > 0 ? SR_F32((size_t)(rows - 1) * (size_t)ld + (size_t)cols) : 0;
+}
+
+/* Columns of the interaction's output: D + F(F+1)/2. */
+static inline size_t sr_dot_interaction_width(int F, int D)
+{
+    return (size_t)D + (size_t)F * (size_t)(F + 1) / 2;
+}
+
+/* The ops, declared once (op_decl.h says how to read an entry). */
+#define SR_OPS_DENSE(OP)                                                                           \
+    /* C (m, n) = alpha * op(A) * op(B) + beta * C. op(A) is (m, k), op(B) is                      \
+     * (k, n); lda, ldb, ldc are the row strides of A, B, C as stored. With                        \
+     * beta == 0, C is overwritten (its old contents, even NaN, are ignored). */                   \
+    OP(dense, gemm,                                                                                \
+       SR_STREAM(s) SR_ARG(enum sr_transpose, trans_a) SR_ARG(enum sr_transpose, trans_b)          \
+       SR_ARG(int, m) SR_ARG(int, n) SR_ARG(int, k) SR_ARG(float, alpha)                           \
+       SR_IN(const float *, a, trans_a ? sr_matrix_bytes(k, m, lda) : sr_matrix_bytes(m, k, lda))  \
+       SR_ARG(int, lda)                                                                            \
+       SR_IN(const float *, b, trans_b ? sr_matrix_bytes(n, k, ldb) : sr_matrix_bytes(k, n, ldb))  \
+       SR_ARG(int, ldb) SR_ARG(float, beta)                                                        \
+       SR_IO(float *, c, sr_matrix_bytes(m, n, ldc), beta == 0.0f ? SR_OP_OUT : SR_OP_INOUT)       \
+       SR_ARG(int, ldc))                                                                           \
+    /* y (rows, cols) += bias (cols) broadcast over rows, then y = max(y, 0)                       \
+     * when relu. In place: the linear layer's epilogue in one pass. */                            \
+    OP(dense, bias_relu_forward,                                                                   \
+       SR_STREAM(s) SR_INOUT(float *, y, SR_F32((size_t)rows * cols))                              \
+       SR_IN(const float *, bias, SR_F32(cols)) SR_ARG(int, rows) SR_ARG(int, cols)                \
+       SR_ARG(int, relu))                                                                          \
+    /* y (n) = max(x (n), 0). y may equal x. */                                                    \
+    OP(dense, relu_forward,                                                                        \
+       SR_STREAM(s) SR_IN(const float *, x, SR_F32(n)) SR_OUT(float *, y, SR_F32(n))               \
+       SR_ARG(size_t, n))                                                                          \
+    /* dy (n) *= (y > 0), in place; y is the ReLU's output. */                                     \
+    OP(dense, relu_backward,                                                                       \
+       SR_STREAM(s) SR_IN(const float *, y, SR_F32(n)) SR_INOUT(float *, dy, SR_F32(n))            \
+       SR_ARG(size_t, n))                                                                          \
+    /* dbias (cols) = column sums of dy (rows, cols); overwrites dbias. */                         \
+    OP(dense, bias_grad,                                                                           \
+       SR_STREAM(s) SR_IN(const float *, dy, SR_F32((size_t)rows * cols)) SR_ARG(int, rows)        \
+       SR_ARG(int, cols) SR_OUT(float *, dbias, SR_F32(cols)))                                     \
+    /* The fused backward epilogue of a linear layer followed by ReLU: first                       \
+     * dy (rows, cols) *= (y > 0) in place when relu, then dbias = column sums                     \
+     * of the masked dy (overwritten). */                                                          \
+    OP(dense, relu_bias_backward,                                                                  \
+       SR_STREAM(s) SR_IN(const float *, y, relu ? SR_F32((size_t)rows * cols) : 0)                \
+       SR_IO(float *, dy, SR_F32((size_t)rows * cols), relu ? SR_OP_INOUT : SR_OP_IN)              \
+       SR_ARG(int, rows) SR_ARG(int, cols) SR_ARG(int, relu) SR_OUT(float *, dbias, SR_F32(cols))) \
+    /* DLRM dot interaction of B samples. z (B, D) is the bottom MLP output,                       \
+     * emb (B, F*D) the pooled embeddings in feature order. With                                   \
+     * X = [z, e_1, ..., e_F] (F+1 vectors of D), out (B, D + F(F+1)/2) is                         \
+     *   concat(z, <X_i, X_j> for i in 1..F for j in 0..i-1)                                       \
+     * the strict lower triangle of X·Xᵀ row by row, as the DLRM reference. */                     \
+    OP(dense, interaction_forward,                                                                 \
+       SR_STREAM(s) SR_IN(const float *, z, SR_F32((size_t)B * D))                                 \
+       SR_IN(const float *, emb, SR_F32((size_t)B * F * D)) SR_ARG(int, B) SR_ARG(int, F)          \
+       SR_ARG(int, D)                                                                              \
+       SR_OUT(float *, out, SR_F32((size_t)B * sr_dot_interaction_width(F, D))))                   \
+    /* Backward of interaction_forward: given dout (B, D + F(F+1)/2), writes                       \
+     * (overwrites) dz (B, D) and demb (B, F*D). */                                                \
+    OP(dense, interaction_backward,                                                                \
+       SR_STREAM(s) SR_IN(const float *, z, SR_F32((size_t)B * D))                                 \
+       SR_IN(const float *, emb, SR_F32((size_t)B * F * D))                                        \
+       SR_IN(const float *, dout, SR_F32((size_t)B * sr_dot_interaction_width(F, D)))              \
+       SR_ARG(int, B) SR_ARG(int, F) SR_ARG(int, D) SR_OUT(float *, dz, SR_F32((size_t)B * D))     \
+       SR_OUT(float *, demb, SR_F32((size_t)B * F * D)))                                           \
+    /* Binary cross-entropy with logits, fused with its gradient. For each of                      \
+     * the n samples with logit x, label y in {0,1}, weight m (mask; NULL means                    \
+     * all 1):                                                                                     \
+     *   loss_i = m * (max(x, 0) - x*y + log1p(exp(-|x|)))   (numerically stable)                  \
+     *   dlogits_i = m * (sigmoid(x) - y) * scale                                                  \
+     * loss_sum (1 float, device) = Σ loss_i, summed in double in a fixed                          \
+     * order and rounded to fp32 once. It stays in device memory: the trainer                      \
+     * all-reduces it with the last gradient bucket and reads it back only                         \
+     * when a log line asks (src/train/loss_ring.h). */                                            \
+    OP(dense, bce_with_logits,                                                                     \
+       SR_STREAM(s) SR_IN(const float *, logits, SR_F32(n))                                        \
+       SR_IN(const float *, labels, SR_F32(n)) SR_IN(const float *, mask, SR_F32(n))               \
+       SR_ARG(int, n) SR_ARG(float, scale) SR_OUT(float *, dlogits, SR_F32(n))                     \
+       SR_OUT(float *, loss_sum, sizeof(float)))
+
 struct sr_dense_ops {
-    /* C (m, n) = alpha * op(A) * op(B) + beta * C. op(A) is (m, k), op(B) is
-     * (k, n); lda, ldb, ldc are the row strides of A, B, C as stored. With
-     * beta == 0, C is overwritten (its old contents, even NaN, are ignored). */
-    void (*gemm)(struct sr_device *dev, sr_stream_t s, enum sr_transpose trans_a,
-                 enum sr_transpose trans_b, int m, int n, int k, float alpha, const float *a,
-                 int lda, const float *b, int ldb, float beta, float *c, int ldc);
-
-    /* y (rows, cols) += bias (cols) broadcast over rows, then y = max(y, 0)
-     * when relu. In place: the linear layer's epilogue in one pass. */
-    void (*bias_relu_forward)(struct sr_device *dev, sr_stream_t s, float *y, const float *bias,
-                              int rows, int cols, int relu);
-
-    /* y (n) = max(x (n), 0). y may equal x. */
-    void (*relu_forward)(struct sr_device *dev, sr_stream_t s, const float *x, float *y, size_t n);
-
-    /* dy (n) *= (y > 0), in place; y is the ReLU's output. */
-    void (*relu_backward)(struct sr_device *dev, sr_stream_t s, const float *y, float *dy,
-                          size_t n);
-
-    /* dbias (cols) = column sums of dy (rows, cols); overwrites dbias. */
-    void (*bias_grad)(struct sr_device *dev, sr_stream_t s, const float *dy, int rows, int cols,
-                      float *dbias);
-
-    /* The fused backward epilogue of a linear layer followed by ReLU: first
-     * dy (rows, cols) *= (y > 0) in place when relu, then dbias = column sums
-     * of the masked dy (overwritten). */
-    void (*relu_bias_backward)(struct sr_device *dev, sr_stream_t s, const float *y, float *dy,
-                               int rows, int cols, int relu, float *dbias);
-
-    /* DLRM dot interaction of B samples. z (B, D) is the bottom MLP output,
-     * emb (B, F*D) the pooled embeddings in feature order. With
-     * X = [z, e_1, ..., e_F] (F+1 vectors of D), out (B, D + F(F+1)/2) is
-     *   concat(z, <X_i, X_j> for i in 1..F for j in 0..i-1)
-     * the strict lower triangle of X·Xᵀ row by row, as the DLRM reference. */
-    void (*interaction_forward)(struct sr_device *dev, sr_stream_t s, const float *z,
-                                const float *emb, int B, int F, int D, float *out);
-
-    /* Backward of interaction_forward: given dout (B, D + F(F+1)/2), writes
-     * (overwrites) dz (B, D) and demb (B, F*D). */
-    void (*interaction_backward)(struct sr_device *dev, sr_stream_t s, const float *z,
-                                 const float *emb, const float *dout, int B, int F, int D,
-                                 float *dz, float *demb);
-
-    /* Binary cross-entropy with logits, fused with its gradient. For each of
-     * the n samples with logit x, label y in {0,1}, weight m (mask; NULL means
-     * all 1):
-     *   loss_i = m * (max(x, 0) - x*y + log1p(exp(-|x|)))   (numerically stable)
-     *   dlogits_i = m * (sigmoid(x) - y) * scale
-     * loss_sum (1 float, device) = Σ loss_i, summed in double in a fixed
-     * order and rounded to fp32 once. It stays in device memory: the trainer
-     * all-reduces it with the last gradient bucket and reads it back only
-     * when a log line asks (src/train/loss_ring.h). */
-    void (*bce_with_logits)(struct sr_device *dev, sr_stream_t s, const float *logits,
-                            const float *labels, const float *mask, int n, float scale,
-                            float *dlogits, float *loss_sum);
+    SR_OPS_DENSE(SR_OP_MEMBER)
 };
+/* The ops as layers above device/ call them (ops.c), and their regions. */
+SR_OPS_DENSE(SR_OP_PROTO)
 
 #endif

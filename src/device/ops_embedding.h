@@ -47,6 +47,7 @@
 
 #include "shardrec/device.h"
 #include "shardrec/optim.h"
+#include "device/op_decl.h"
 
 struct sr_emb_table {
     float *weight; /* (E, D) device */
@@ -98,34 +99,68 @@ struct sr_emb_update {
     const int64_t *step_dev;
 };
 
+/* Bytes of a table's optimizer state. */
+size_t sr_emb_state_bytes(enum sr_optim_kind kind, const struct sr_emb_table *t);
+/* The regions of every table of l: weights read (update 0), or weights and
+ * optimizer state read and written (update 1). */
+void sr_emb_tables_regions(struct sr_op_regions *r, const struct sr_emb_layout *l, int update);
+
+/* What an op reads of a batch, and of an update (the device lr and step). */
+#define SR_EMB_BATCH(layout, batch)                                                                \
+    SR_HOST(const struct sr_emb_batch *, batch, 1)                                                 \
+    SR_HOST_FIELD(batch, feature_pos, (layout)->num_features)                                      \
+    SR_HOST_FIELD(batch, table_pos, (layout)->num_tables + 1)                                      \
+    SR_READS(batch->offsets, SR_I64((size_t)(layout)->num_features * batch->batch + 1))            \
+    SR_READS(batch->values, SR_I64(batch->num_values))                                             \
+    SR_READS(batch->weights, SR_F32(batch->num_values))
+#define SR_EMB_UPDATE(update)                                                                      \
+    SR_HOST(const struct sr_emb_update *, update, 1)                                               \
+    SR_READS(update->lr_dev, sizeof(float)) SR_READS(update->step_dev, sizeof(int64_t))
+
+/* The ops, declared once (op_decl.h says how to read an entry). */
+#define SR_OPS_EMB(OP)                                                                             \
+    /* The workspace's bytes (workspace_bytes) after sr_dev_alloc. */                              \
+    OP(emb, workspace_init,                                                                        \
+       SR_ARG(const struct sr_emb_layout *, layout)                                                \
+       SR_OUT(void *, workspace, sr_op_emb_workspace_bytes(dev, layout)))                          \
+    /* weight (rows, dim), holding global rows [row_begin, row_begin + rows):                      \
+     * element (r, c) = (float)(lo + (hi - lo) * sr_rng_uniform(seed, stream,                      \
+     * (row_begin + r) * dim + c)), computed in double, so any shard draws the                     \
+     * same values. */                                                                             \
+    OP(emb, init_uniform,                                                                          \
+       SR_OUT(float *, weight, SR_F32((size_t)rows * (size_t)dim)) SR_ARG(int64_t, rows)           \
+       SR_ARG(int, dim) SR_ARG(int64_t, row_begin) SR_ARG(uint64_t, seed)                          \
+       SR_ARG(uint64_t, stream) SR_ARG(double, lo) SR_ARG(double, hi) SR_STREAM(s))                \
+    /* p[0 .. n) = value. */                                                                       \
+    OP(emb, fill,                                                                                  \
+       SR_OUT(float *, p, SR_F32(n)) SR_ARG(int64_t, n) SR_ARG(float, value) SR_STREAM(s))         \
+    /* pooled (B, out_dim): for each feature f and sample b, the columns                           \
+     * [col, col + D) of row b are Σ weight_i * table[id_i] over the bag,                          \
+     * divided by the bag length under mean pooling; 0 for an empty bag.                           \
+     * With keep_ids, also records the ids for backward (in the workspace). */                     \
+    OP(emb, forward,                                                                               \
+       SR_ARG(const struct sr_emb_layout *, layout) SR_EMB_BATCH(layout, batch)                    \
+       SR_ARG(int, keep_ids)                                                                       \
+       SR_OUT(float *, pooled, SR_F32((size_t)batch->batch * layout->out_dim))                     \
+       SR_INOUT(void *, workspace, sr_op_emb_workspace_bytes(dev, layout)) SR_STREAM(s)            \
+       SR_REGIONS(sr_emb_tables_regions(r, layout, 0)))                                            \
+    /* dpooled (B, out_dim) device. Uses the ids the last keep_ids forward                         \
+     * recorded (and batch->table_pos of that forward): merges duplicates per                      \
+     * table into row gradients and applies `update` to the touched rows only. */                  \
+    OP(emb, backward,                                                                              \
+       SR_ARG(const struct sr_emb_layout *, layout) SR_EMB_BATCH(layout, batch)                    \
+       SR_IN(const float *, dpooled, SR_F32((size_t)batch->batch * layout->out_dim))               \
+       SR_EMB_UPDATE(update) SR_INOUT(void *, workspace, sr_op_emb_workspace_bytes(dev, layout))   \
+       SR_STREAM(s) SR_REGIONS(sr_emb_tables_regions(r, layout, 1)))
+
 struct sr_embedding_ops {
     /* Bytes of workspace for `layout`; the caller allocates them once with
-     * sr_dev_alloc and calls workspace_init on them. */
+     * sr_dev_alloc and calls workspace_init on them. Not an op: it runs at
+     * once, on the host. */
     size_t (*workspace_bytes)(struct sr_device *dev, const struct sr_emb_layout *layout);
-    void (*workspace_init)(struct sr_device *dev, const struct sr_emb_layout *layout,
-                           void *workspace);
-    /* weight (rows, dim), holding global rows [row_begin, row_begin + rows):
-     * element (r, c) = (float)(lo + (hi - lo) * sr_rng_uniform(seed, stream,
-     * (row_begin + r) * dim + c)), computed in double, so any shard draws the
-     * same values. */
-    void (*init_uniform)(struct sr_device *dev, float *weight, int64_t rows, int dim,
-                         int64_t row_begin, uint64_t seed, uint64_t stream, double lo, double hi,
-                         sr_stream_t s);
-    /* p[0 .. n) = value. */
-    void (*fill)(struct sr_device *dev, float *p, int64_t n, float value, sr_stream_t s);
-    /* pooled (B, out_dim): for each feature f and sample b, the columns
-     * [col, col + D) of row b are Σ weight_i * table[id_i] over the bag,
-     * divided by the bag length under mean pooling; 0 for an empty bag.
-     * With keep_ids, also records the ids for backward (in the workspace). */
-    void (*forward)(struct sr_device *dev, const struct sr_emb_layout *layout,
-                    const struct sr_emb_batch *batch, int keep_ids, float *pooled, void *workspace,
-                    sr_stream_t s);
-    /* dpooled (B, out_dim) device. Uses the ids the last keep_ids forward
-     * recorded (and batch->table_pos of that forward): merges duplicates per
-     * table into row gradients and applies `update` to the touched rows only. */
-    void (*backward)(struct sr_device *dev, const struct sr_emb_layout *layout,
-                     const struct sr_emb_batch *batch, const float *dpooled,
-                     const struct sr_emb_update *update, void *workspace, sr_stream_t s);
+    SR_OPS_EMB(SR_OP_MEMBER)
 };
+size_t sr_op_emb_workspace_bytes(struct sr_device *dev, const struct sr_emb_layout *layout);
+SR_OPS_EMB(SR_OP_PROTO)
 
 #endif

@@ -21,20 +21,30 @@
 #include <stdint.h>
 
 #include "shardrec/device.h"
+#include "device/op_decl.h"
+
+#define SR_OPS_OPTIM(OP)                                                                           \
+    /* w -= lr * g */                                                                              \
+    OP(optim, sgd_step,                                                                            \
+       SR_STREAM(s) SR_INOUT(float *, w, SR_F32(n)) SR_IN(const float *, g, SR_F32(n))             \
+       SR_ARG(size_t, n) SR_IN(const float *, lr, sizeof(float)))                                  \
+    /* sum += g^2; w -= lr * g / (sqrt(sum) + eps) */                                              \
+    OP(optim, adagrad_step,                                                                        \
+       SR_STREAM(s) SR_INOUT(float *, w, SR_F32(n)) SR_INOUT(float *, sum, SR_F32(n))              \
+       SR_IN(const float *, g, SR_F32(n)) SR_ARG(size_t, n)                                        \
+       SR_IN(const float *, lr, sizeof(float)) SR_ARG(float, eps))                                 \
+    /* m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;                                                 \
+     * w -= lr * (m / (1-b1^t)) / (sqrt(v / (1-b2^t)) + eps), t = *step >= 1                       \
+     * (aborts otherwise when it runs). */                                                         \
+    OP(optim, adam_step,                                                                           \
+       SR_STREAM(s) SR_INOUT(float *, w, SR_F32(n)) SR_INOUT(float *, m, SR_F32(n))                \
+       SR_INOUT(float *, v, SR_F32(n)) SR_IN(const float *, g, SR_F32(n)) SR_ARG(size_t, n)        \
+       SR_IN(const float *, lr, sizeof(float)) SR_ARG(float, beta1) SR_ARG(float, beta2)           \
+       SR_ARG(float, eps) SR_IN(const int64_t *, step, sizeof(int64_t)))
 
 struct sr_optim_ops {
-    /* w -= lr * g */
-    void (*sgd_step)(struct sr_device *dev, sr_stream_t s, float *w, const float *g, size_t n,
-                     const float *lr);
-    /* sum += g^2; w -= lr * g / (sqrt(sum) + eps) */
-    void (*adagrad_step)(struct sr_device *dev, sr_stream_t s, float *w, float *sum, const float *g,
-                         size_t n, const float *lr, float eps);
-    /* m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
-     * w -= lr * (m / (1-b1^t)) / (sqrt(v / (1-b2^t)) + eps), t = *step >= 1
-     * (aborts otherwise when it runs). */
-    void (*adam_step)(struct sr_device *dev, sr_stream_t s, float *w, float *m, float *v,
-                      const float *g, size_t n, const float *lr, float beta1, float beta2,
-                      float eps, const int64_t *step);
+    SR_OPS_OPTIM(SR_OP_MEMBER)
 };
+SR_OPS_OPTIM(SR_OP_PROTO)
 
 #endif

@@ -50,6 +50,7 @@
 #include <stdint.h>
 
 #include "shardrec/device.h"
+#include "device/op_decl.h"
 
 /* Bits of a flags word of the counts message. */
 #define SR_SPARSE_DIST_WEIGHTS 1 /* per-id weights follow the ids */
@@ -127,42 +128,86 @@ struct sr_sparse_dist_cols {
     int64_t buf_floats;                        /* extent of the buffer */
 };
 
+/* Regions the declarations below compute (ops.c): the plan arrays of l (all
+ * but mean), read; the arrays of a KJT an op reads (kjt NULL: none; lengths
+ * and weights when asked for); the local batches an op fills (n of them;
+ * unpack: reading pos and row_of too). */
+void sr_sparse_dist_layout_regions(struct sr_op_regions *r, const struct sr_sparse_dist_layout *l);
+void sr_sparse_dist_kjt_regions(struct sr_op_regions *r, const struct sr_sparse_dist_layout *l,
+                                const struct sr_sparse_dist_kjt *kjt, int lengths, int weights);
+void sr_sparse_dist_batches_regions(struct sr_op_regions *r, const struct sr_sparse_dist_layout *l,
+                                    const struct sr_sparse_dist_batch *batches, int n, int unpack);
+
+#define SR_SD_LAYOUT(l)                                                                            \
+    SR_HOST(const struct sr_sparse_dist_layout *, l, 1)
+#define SR_SD_BAGS(l) ((size_t)(l)->num_features * (size_t)(l)->batch)
+
+/* The ops, declared once (op_decl.h says how to read an entry). */
+#define SR_OPS_SPARSE_DIST(OP)                                                                     \
+    /* lens (S, B): ids of sample b of slot s's feature that go to slot s.                         \
+     * counts (count_words): the counts message, `flags` in every flags word,                      \
+     * then the ids of each dp feature. kjt NULL: a rank without a batch (every                    \
+     * count 0). */                                                                                \
+    OP(sparse_dist, bucketize,                                                                     \
+       SR_SD_LAYOUT(l) SR_HOST(const struct sr_sparse_dist_kjt *, kjt, 1) SR_ARG(int64_t, flags)   \
+       SR_OUT(int32_t *, lens, SR_I32((size_t)l->num_slots * l->batch))                            \
+       SR_OUT(int64_t *, counts, SR_I64(l->count_words)) SR_STREAM(s)                              \
+       SR_REGIONS(sr_sparse_dist_kjt_regions(r, l, kjt, 1, 0))                                     \
+       SR_REGIONS(sr_sparse_dist_layout_regions(r, l)))                                            \
+    /* scale (F, B): 1/len of a non-empty bag of a mean feature, else 1. */                        \
+    OP(sparse_dist, mean_scales,                                                                   \
+       SR_SD_LAYOUT(l) SR_IN(const int32_t *, lengths, SR_I32(SR_SD_BAGS(l)))                      \
+       SR_OUT(float *, scale, SR_F32(SR_SD_BAGS(l))) SR_STREAM(s)                                  \
+       SR_READS(l->mean, SR_I32(l->num_features)))                                                 \
+    /* send: the data message of lens and counts (bucketize's), weights                            \
+     * included when kjt->weights is set; send_words bounds it (the host's sum                     \
+     * of its region sizes). dp: the dp features' bags as a local batch                            \
+     * (dp->num_features = F_dp, dp->batch = B; weights set exactly when the                       \
+     * KJT has them; may be NULL when F_dp = 0). */                                                \
+    OP(sparse_dist, pack,                                                                          \
+       SR_SD_LAYOUT(l) SR_HOST(const struct sr_sparse_dist_kjt *, kjt, 1)                          \
+       SR_IN(const int32_t *, lens, SR_I32((size_t)l->num_slots * l->batch))                       \
+       SR_IN(const int64_t *, counts, SR_I64(l->count_words))                                      \
+       SR_OUT(int32_t *, send, SR_I32(send_words)) SR_ARG(int64_t, send_words)                     \
+       SR_HOST(const struct sr_sparse_dist_batch *, dp, 1) SR_STREAM(s)                            \
+       SR_REGIONS(sr_sparse_dist_kjt_regions(r, l, kjt, 0, 1))                                     \
+       SR_REGIONS(sr_sparse_dist_layout_regions(r, l))                                             \
+       SR_WRITES(l->work, SR_I64(2 * (size_t)l->num_slots))                                        \
+       SR_REGIONS(sr_sparse_dist_batches_regions(r, l, dp, dp != NULL, 0)))                        \
+    /* recv (recv_words): the data messages of every source, source rank                           \
+     * ascending; counts_recv (W, n + 1): the counts they came with. Fills each                    \
+     * of the num_batches batches (host array): local feature j, bag row_of[s]                     \
+     * + b holds source s's sample b of my slot pos[j], ids widened to int64;                      \
+     * weights, when asked for, are 1 for sources that sent none. */                               \
+    OP(sparse_dist, unpack,                                                                        \
+       SR_SD_LAYOUT(l) SR_IN(const int32_t *, recv, SR_I32(recv_words))                            \
+       SR_ARG(int64_t, recv_words)                                                                 \
+       SR_IN(const int64_t *, counts_recv, SR_I64((size_t)l->world * (l->nslots_here + 1)))        \
+       SR_HOST(const struct sr_sparse_dist_batch *, batches, num_batches)                          \
+       SR_ARG(int, num_batches) SR_STREAM(s)                                                       \
+       SR_WRITES(l->work + 2 * (size_t)l->num_slots,                                               \
+                 SR_I64((size_t)l->world * (l->nslots_here + 2)))                                  \
+       SR_REGIONS(sr_sparse_dist_batches_regions(r, l, batches, num_batches, 1)))                  \
+    /* pooled (B, out_dim): pooled[b, fcol + c] = buf[block + b*width + gcol + c]                  \
+     * * scale[feature, b], for every piece, b and c < cols. */                                    \
+    OP(sparse_dist, pooled_scatter,                                                                \
+       SR_HOST(const struct sr_sparse_dist_cols *, m, 1)                                           \
+       SR_IN(const float *, buf, SR_F32(m->buf_floats))                                            \
+       SR_IN(const float *, scale, SR_F32((size_t)m->num_features * m->batch))                     \
+       SR_OUT(float *, pooled, SR_F32((size_t)m->batch * m->out_dim)) SR_STREAM(s)                 \
+       SR_READS(m->pieces, sizeof *m->pieces * (size_t)m->num_pieces))                             \
+    /* The transpose: buf[block + b*width + gcol + c] = dpooled[b, fcol + c] *                     \
+     * scale[feature, b]. */                                                                       \
+    OP(sparse_dist, pooled_gather,                                                                 \
+       SR_HOST(const struct sr_sparse_dist_cols *, m, 1)                                           \
+       SR_IN(const float *, dpooled, SR_F32((size_t)m->batch * m->out_dim))                        \
+       SR_IN(const float *, scale, SR_F32((size_t)m->num_features * m->batch))                     \
+       SR_OUT(float *, buf, SR_F32(m->buf_floats)) SR_STREAM(s)                                    \
+       SR_READS(m->pieces, sizeof *m->pieces * (size_t)m->num_pieces))
+
 struct sr_sparse_dist_ops {
-    /* lens (S, B): ids of sample b of slot s's feature that go to slot s.
-     * counts (count_words): the counts message, `flags` in every flags word,
-     * then the ids of each dp feature. kjt NULL: a rank without a batch (every
-     * count 0). */
-    void (*bucketize)(struct sr_device *dev, const struct sr_sparse_dist_layout *l,
-                      const struct sr_sparse_dist_kjt *kjt, int64_t flags, int32_t *lens,
-                      int64_t *counts, sr_stream_t s);
-    /* scale (F, B): 1/len of a non-empty bag of a mean feature, else 1. */
-    void (*mean_scales)(struct sr_device *dev, const struct sr_sparse_dist_layout *l,
-                        const int32_t *lengths, float *scale, sr_stream_t s);
-    /* send: the data message of lens and counts (bucketize's), weights
-     * included when kjt->weights is set; send_words bounds it (the host's sum
-     * of its region sizes). dp: the dp features' bags as a local batch
-     * (dp->num_features = F_dp, dp->batch = B; weights set exactly when the
-     * KJT has them; may be NULL when F_dp = 0). */
-    void (*pack)(struct sr_device *dev, const struct sr_sparse_dist_layout *l,
-                 const struct sr_sparse_dist_kjt *kjt, const int32_t *lens, const int64_t *counts,
-                 int32_t *send, int64_t send_words, const struct sr_sparse_dist_batch *dp,
-                 sr_stream_t s);
-    /* recv (recv_words): the data messages of every source, source rank
-     * ascending; counts_recv (W, n + 1): the counts they came with. Fills each
-     * of the num_batches batches (host array): local feature j, bag row_of[s]
-     * + b holds source s's sample b of my slot pos[j], ids widened to int64;
-     * weights, when asked for, are 1 for sources that sent none. */
-    void (*unpack)(struct sr_device *dev, const struct sr_sparse_dist_layout *l,
-                   const int32_t *recv, int64_t recv_words, const int64_t *counts_recv,
-                   const struct sr_sparse_dist_batch *batches, int num_batches, sr_stream_t s);
-    /* pooled (B, out_dim): pooled[b, fcol + c] = buf[block + b*width + gcol + c]
-     * * scale[feature, b], for every piece, b and c < cols. */
-    void (*pooled_scatter)(struct sr_device *dev, const struct sr_sparse_dist_cols *m,
-                           const float *buf, const float *scale, float *pooled, sr_stream_t s);
-    /* The transpose: buf[block + b*width + gcol + c] = dpooled[b, fcol + c] *
-     * scale[feature, b]. */
-    void (*pooled_gather)(struct sr_device *dev, const struct sr_sparse_dist_cols *m,
-                          const float *dpooled, const float *scale, float *buf, sr_stream_t s);
+    SR_OPS_SPARSE_DIST(SR_OP_MEMBER)
 };
+SR_OPS_SPARSE_DIST(SR_OP_PROTO)
 
 #endif

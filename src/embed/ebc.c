@@ -146,12 +146,12 @@ static void init_table(struct sr_ebc *e, int t, uint64_t seed)
     char name[SR_NAME_MAX + 16];
     snprintf(name, sizeof name, "emb.%s.weight", e->cfg.tables[t].name);
     double bound = sqrt(1.0 / (double)tab->rows);
-    e->dev->emb->init_uniform(e->dev, tab->weight, tab->rows, tab->dim, 0, seed,
-                              sr_rng_stream_of(name), -bound, bound, NULL);
+    sr_op_emb_init_uniform(e->dev, tab->weight, tab->rows, tab->dim, 0, seed,
+                           sr_rng_stream_of(name), -bound, bound, NULL);
     if (!sfloats)
         return;
     float s0 = e->optim.kind == SR_OPTIM_ADAM ? 0.0f : e->optim.initial_accumulator;
-    e->dev->emb->fill(e->dev, tab->state, (int64_t)sfloats, s0, NULL);
+    sr_op_emb_fill(e->dev, tab->state, (int64_t)sfloats, s0, NULL);
 }
 
 int sr_ebc_init(struct sr_ebc **out, struct sr_device *dev, const struct sr_ebc_config *cfg,
@@ -174,9 +174,9 @@ int sr_ebc_init(struct sr_ebc **out, struct sr_device *dev, const struct sr_ebc_
     build_layout(e, max_batch, max_values);
     for (int t = 0; t < e->cfg.num_tables; t++)
         init_table(e, t, seed);
-    e->workspace = sr_dev_alloc_named(dev, dev->emb->workspace_bytes(dev, &e->layout),
+    e->workspace = sr_dev_alloc_named(dev, sr_op_emb_workspace_bytes(dev, &e->layout),
                                       "the embedding workspace (ids sorted for the backward)");
-    dev->emb->workspace_init(dev, &e->layout, e->workspace);
+    sr_op_emb_workspace_init(dev, &e->layout, e->workspace);
     sr_dev_sync(dev, NULL);
     *out = e;
     return SR_OK;
@@ -299,7 +299,7 @@ static int pool(struct sr_ebc *e, struct sr_kjt *kjt, float *pooled, int keep)
     struct step_meta *m = keep ? &e->kept : &e->scratch;
     compute_meta(e, kjt, m);
     struct sr_emb_batch b = device_batch(kjt, m);
-    e->dev->emb->forward(e->dev, &e->layout, &b, keep, pooled, e->workspace, NULL);
+    sr_op_emb_forward(e->dev, &e->layout, &b, keep, pooled, e->workspace, NULL);
     if (keep)
         e->have_ids = 1;
     return SR_OK;
@@ -327,7 +327,7 @@ void sr_ebc_backward(struct sr_ebc *e, const float *dpooled, float lr, int64_t s
                              .table_pos = e->kept.table_pos};
     struct sr_emb_update u = {
         .optim = e->optim, .lr = lr, .step = step, .lr_dev = e->lr_dev, .step_dev = e->step_dev};
-    e->dev->emb->backward(e->dev, &e->layout, &b, dpooled, &u, e->workspace, e->bwd_stream);
+    sr_op_emb_backward(e->dev, &e->layout, &b, dpooled, &u, e->workspace, e->bwd_stream);
     e->have_ids = 0;
 }
 

@@ -128,10 +128,10 @@ void sr_input_dist_counts_start(struct sr_sharded_ebc *s, struct sr_sharded_ebc_
     struct sr_sparse_dist_kjt k;
     if (!local_rc)
         k = kjt_view(kjt);
-    s->sd->bucketize(s->dev, &s->sd_layout, local_rc ? NULL : &k, flags, b->lens, b->count_send,
-                     NULL);
+    sr_op_sparse_dist_bucketize(s->dev, &s->sd_layout, local_rc ? NULL : &k, flags, b->lens,
+                                b->count_send, NULL);
     if (!local_rc)
-        s->sd->mean_scales(s->dev, &s->sd_layout, kjt->lengths, b->scale, NULL);
+        sr_op_sparse_dist_mean_scales(s->dev, &s->sd_layout, kjt->lengths, b->scale, NULL);
     for (int r = 0; r < s->W; r++) {
         b->send_counts[r] = (size_t)(s->count_displ[r + 1] - s->count_displ[r]);
         b->send_displs[r] = (size_t)s->count_displ[r];
@@ -284,8 +284,8 @@ void sr_input_dist_data_start(struct sr_sharded_ebc *s, struct sr_sharded_ebc_ba
 {
     const struct sr_sparse_dist_kjt k = kjt_view(b->kjt);
     const struct sr_sparse_dist_batch dpb = batch_of(&s->groups[GROUP_DP], &b->gb[GROUP_DP]);
-    s->sd->pack(s->dev, &s->sd_layout, &k, b->lens, b->count_send, b->send_buf,
-                (int64_t)b->send_words, &dpb, NULL);
+    sr_op_sparse_dist_pack(s->dev, &s->sd_layout, &k, b->lens, b->count_send, b->send_buf,
+                           (int64_t)b->send_words, &dpb, NULL);
     b->kjt = NULL; /* pack has read it once the collective below reads send_buf */
     sr_sharded_before_collective(s, s->comms.sparse);
     sr_comm_all_to_allv(s->comms.sparse, b->send_buf, b->send_counts, b->send_displs, b->recv_buf,
@@ -300,6 +300,6 @@ void sr_input_dist_data_wait(struct sr_sharded_ebc *s, struct sr_sharded_ebc_bat
     for (int g = GROUP_A2A; g < GROUP_COUNT; g++)
         if (s->groups[g].active)
             bs[nb++] = batch_of(&s->groups[g], &b->gb[g]);
-    s->sd->unpack(s->dev, &s->sd_layout, b->recv_buf, (int64_t)b->recv_words, b->count_recv, bs, nb,
-                  NULL);
+    sr_op_sparse_dist_unpack(s->dev, &s->sd_layout, b->recv_buf, (int64_t)b->recv_words,
+                             b->count_recv, bs, nb, NULL);
 }

@@ -119,7 +119,7 @@ void sr_output_dist_wait(struct sr_sharded_ebc *s, struct sr_sharded_ebc_batch *
         sr_sharded_complete(s, s->comms.node, &b->twrw_work);
         twrw_cross_forward(s, b);
     }
-    s->sd->pooled_scatter(s->dev, &s->sd_cols, b->od_buf, b->scale, pooled, NULL);
+    sr_op_sparse_dist_pooled_scatter(s->dev, &s->sd_cols, b->od_buf, b->scale, pooled, NULL);
 }
 
 /* ---- backward ----------------------------------------------------------------- */
@@ -127,7 +127,7 @@ void sr_output_dist_wait(struct sr_sharded_ebc *s, struct sr_sharded_ebc_batch *
 void sr_grad_dist_start(struct sr_sharded_ebc *s, struct sr_sharded_ebc_batch *b,
                         const float *dpooled)
 {
-    s->sd->pooled_gather(s->dev, &s->sd_cols, dpooled, b->scale, b->od_buf, NULL);
+    sr_op_sparse_dist_pooled_gather(s->dev, &s->sd_cols, dpooled, b->scale, b->od_buf, NULL);
     if (active(s, GROUP_A2A)) {
         a2a_counts(s, GROUP_A2A, s->W, 1);
         before_wire(s, s->comms.sparse);

@@ -28,7 +28,7 @@ static void alloc_group_batch(struct sr_sharded_ebc *s, const struct group *g,
     const size_t maxv = (size_t)g->layout.max_values;
     gb->workspace = sr_dev_alloc_named(s->dev, g->workspace_bytes,
                                        "a shard group's embedding workspace");
-    s->dev->emb->workspace_init(s->dev, &g->layout, gb->workspace);
+    sr_op_emb_workspace_init(s->dev, &g->layout, gb->workspace);
     gb->offsets = sr_dev_alloc_zero(s->dev, sizeof *gb->offsets * ((size_t)F * g->batch + 1));
     gb->values = sr_dev_alloc(s->dev, sizeof *gb->values * (maxv + 1));
     gb->weights = sr_dev_alloc(s->dev, sizeof *gb->weights * (maxv + 1));

@@ -241,20 +241,20 @@ static void init_shard(struct sr_sharded_ebc *s, struct sr_emb_table *tab, int t
     const double bound = sqrt(1.0 / (double)tc->num_embeddings);
     const int D = tc->embedding_dim;
     if (sh->cols == D) {
-        s->dev->emb->init_uniform(s->dev, tab->weight, sh->rows, D, sh->row_offset, seed, stream,
-                                  -bound, bound, NULL);
+        sr_op_emb_init_uniform(s->dev, tab->weight, sh->rows, D, sh->row_offset, seed, stream,
+                               -bound, bound, NULL);
     } else {
         /* A column piece j of n: global counter ((row * n) + j) * cols + c. */
         const int n = D / sh->cols, j = sh->col_offset / sh->cols;
         for (int64_t r = 0; r < sh->rows; r++)
-            s->dev->emb->init_uniform(s->dev, tab->weight + r * sh->cols, 1, sh->cols,
-                                      (sh->row_offset + r) * n + j, seed, stream, -bound, bound,
-                                      NULL);
+            sr_op_emb_init_uniform(s->dev, tab->weight + r * sh->cols, 1, sh->cols,
+                                   (sh->row_offset + r) * n + j, seed, stream, -bound, bound,
+                                   NULL);
     }
     if (sf)
-        s->dev->emb->fill(s->dev, tab->state, (int64_t)sf,
-                          s->optim.kind == SR_OPTIM_ADAM ? 0.0f : s->optim.initial_accumulator,
-                          NULL);
+        sr_op_emb_fill(s->dev, tab->state, (int64_t)sf,
+                       s->optim.kind == SR_OPTIM_ADAM ? 0.0f : s->optim.initial_accumulator,
+                       NULL);
 }
 
 /* Local tables of group g: dp tables (my replica), else the shards I own. */
@@ -375,7 +375,7 @@ static int build_group(struct sr_sharded_ebc *s, enum group_kind kind, uint64_t 
                                        .max_batch = g->batch,
                                        .max_values = maxv,
                                        .optim = s->optim.kind};
-    g->workspace_bytes = s->dev->emb->workspace_bytes(s->dev, &g->layout);
+    g->workspace_bytes = sr_op_emb_workspace_bytes(s->dev, &g->layout);
     if (kind != GROUP_DP) /* a batch's buffers: sharded_batch.c */
         group_sources(s, g);
     return SR_OK;
@@ -725,7 +725,7 @@ void sr_sharded_ebc_dp_update(struct sr_sharded_ebc *s, float lr, int64_t step)
     struct group *dp = &s->groups[GROUP_DP];
     struct sr_emb_update u = sr_sharded_update_of(s, lr, step);
     for (int i = 0; i < dp->num_tables; i++)
-        s->dp_ops->apply(s->dev, &dp->tables[i], s->dp_grad[i], s->dp_counts[i], &u, NULL);
+        sr_op_emb_dp_apply(s->dev, &dp->tables[i], s->dp_grad[i], s->dp_counts[i], &u, NULL);
 }
 
 /* ---- gather ----------------------------------------------------------------- */

@@ -158,7 +158,7 @@ void sr_sharded_ebc_lookup(struct sr_sharded_ebc *s, struct sr_sharded_ebc_batch
         if (!has_lookup(g))
             continue;
         struct sr_emb_batch eb = emb_batch(g, &b->gb[k]);
-        s->dev->emb->forward(s->dev, &g->layout, &eb, 1, b->gb[k].pooled, b->gb[k].workspace, NULL);
+        sr_op_emb_forward(s->dev, &g->layout, &eb, 1, b->gb[k].pooled, b->gb[k].workspace, NULL);
         s->stats.lookup_ids += b->gb[k].num_values;
     }
     sr_trace_end();
@@ -217,15 +217,15 @@ void sr_sharded_ebc_update(struct sr_sharded_ebc *s, struct sr_sharded_ebc_batch
         if (!has_lookup(g))
             continue;
         struct sr_emb_batch eb = emb_batch(g, &b->gb[k]);
-        s->dev->emb->backward(s->dev, &g->layout, &eb, b->gb[k].dpooled, &u, b->gb[k].workspace,
-                              NULL);
+        sr_op_emb_backward(s->dev, &g->layout, &eb, b->gb[k].dpooled, &u, b->gb[k].workspace,
+                           NULL);
     }
     const struct group *dp = &s->groups[GROUP_DP];
     if (dp->num_tables > 0) {
         sr_dev_memset(s->dev, s->dp_buf, 0, sizeof(float) * s->dp_len, NULL);
         struct sr_emb_batch eb = emb_batch(dp, &b->gb[GROUP_DP]);
-        s->dp_ops->accumulate(s->dev, &dp->layout, &eb, b->gb[GROUP_DP].dpooled, s->dp_grad,
-                              s->dp_counts, NULL);
+        sr_op_emb_dp_accumulate(s->dev, &dp->layout, &eb, b->gb[GROUP_DP].dpooled, s->dp_grad,
+                                s->dp_counts, NULL);
     }
     b->state = BATCH_IDLE;
 }

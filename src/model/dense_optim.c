@@ -74,18 +74,17 @@ void sr_dense_optim_init(struct sr_dense_optim **out, struct sr_device *dev,
 void sr_dense_optim_step(struct sr_dense_optim *o, float *params, const float *grads,
                          const struct sr_step_scalars *scalars)
 {
-    const struct sr_optim_ops *ops = o->dev->optim;
     const float *lr = &scalars->dense_lr;
     switch (o->cfg.kind) {
     case SR_OPTIM_SGD:
-        ops->sgd_step(o->dev, NULL, params, grads, o->n, lr);
+        sr_op_optim_sgd_step(o->dev, NULL, params, grads, o->n, lr);
         break;
     case SR_OPTIM_ADAGRAD:
-        ops->adagrad_step(o->dev, NULL, params, o->state, grads, o->n, lr, o->cfg.eps);
+        sr_op_optim_adagrad_step(o->dev, NULL, params, o->state, grads, o->n, lr, o->cfg.eps);
         break;
     case SR_OPTIM_ADAM:
-        ops->adam_step(o->dev, NULL, params, o->state, o->state + o->n, grads, o->n, lr,
-                       o->cfg.beta1, o->cfg.beta2, o->cfg.eps, &scalars->step);
+        sr_op_optim_adam_step(o->dev, NULL, params, o->state, o->state + o->n, grads, o->n, lr,
+                              o->cfg.beta1, o->cfg.beta2, o->cfg.eps, &scalars->step);
         break;
     case SR_OPTIM_ROWWISE_ADAGRAD:
         SR_ABORT("rowwise_adagrad reached the dense optimizer");

@@ -29,12 +29,12 @@ int sr_dlrm_interaction_dim(const struct sr_dlrm_config *cfg)
 void sr_interaction_forward(struct sr_device *dev, sr_stream_t s, const float *z,
                             const float *pooled, int B, int F, int D, float *out)
 {
-    dev->dense->interaction_forward(dev, s, z, pooled, B, F, D, out);
+    sr_op_dense_interaction_forward(dev, s, z, pooled, B, F, D, out);
 }
 
 void sr_interaction_backward(struct sr_device *dev, sr_stream_t s, const float *z,
                              const float *pooled, const float *dout, int B, int F, int D, float *dz,
                              float *dpooled)
 {
-    dev->dense->interaction_backward(dev, s, z, pooled, dout, B, F, D, dz, dpooled);
+    sr_op_dense_interaction_backward(dev, s, z, pooled, dout, B, F, D, dz, dpooled);
 }

@@ -15,18 +15,18 @@
 void sr_linear_forward(struct sr_device *dev, sr_stream_t s, const struct sr_linear *l,
                        const float *x, int B, float *y)
 {
-    dev->dense->gemm(dev, s, SR_NO_TRANS, SR_TRANS, B, l->out, l->in, 1.0f, x, l->in, l->weight,
+    sr_op_dense_gemm(dev, s, SR_NO_TRANS, SR_TRANS, B, l->out, l->in, 1.0f, x, l->in, l->weight,
                      l->in, 0.0f, y, l->out);
-    dev->dense->bias_relu_forward(dev, s, y, l->bias, B, l->out, l->relu);
+    sr_op_dense_bias_relu_forward(dev, s, y, l->bias, B, l->out, l->relu);
 }
 
 void sr_linear_backward(struct sr_device *dev, sr_stream_t s, const struct sr_linear *l,
                         const float *x, const float *y, float *dy, int B, float *dx)
 {
-    dev->dense->relu_bias_backward(dev, s, y, dy, B, l->out, l->relu, l->dbias);
-    dev->dense->gemm(dev, s, SR_TRANS, SR_NO_TRANS, l->out, l->in, B, 1.0f, dy, l->out, x, l->in,
+    sr_op_dense_relu_bias_backward(dev, s, y, dy, B, l->out, l->relu, l->dbias);
+    sr_op_dense_gemm(dev, s, SR_TRANS, SR_NO_TRANS, l->out, l->in, B, 1.0f, dy, l->out, x, l->in,
                      0.0f, l->dweight, l->in);
     if (dx)
-        dev->dense->gemm(dev, s, SR_NO_TRANS, SR_NO_TRANS, B, l->in, l->out, 1.0f, dy, l->out,
+        sr_op_dense_gemm(dev, s, SR_NO_TRANS, SR_NO_TRANS, B, l->in, l->out, 1.0f, dy, l->out,
                          l->weight, l->in, 0.0f, dx, l->in);
 }

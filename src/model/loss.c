@@ -16,5 +16,5 @@
 void sr_bce_loss(struct sr_device *dev, sr_stream_t s, const float *logits, const float *labels,
                  const float *mask, int n, float scale, float *dlogits, float *loss_sum)
 {
-    dev->dense->bce_with_logits(dev, s, logits, labels, mask, n, scale, dlogits, loss_sum);
+    sr_op_dense_bce_with_logits(dev, s, logits, labels, mask, n, scale, dlogits, loss_sum);
 }

@@ -70,11 +70,11 @@ static void run_cast(struct sr_device *dev, void *ctx, struct ops_case *c, int w
         segs[num++] = (struct sr_cast_seg){wire + x->wire_at[1], f32 + x->f32_at[0],
                                            x->n[0] < x->n[1] ? x->n[0] : x->n[1], x->dtype[1]};
     if (cr->op == CAST_PACK)
-        dev->cast->pack(dev, segs, num, NULL);
+        sr_op_cast_pack(dev, segs, num, NULL);
     else if (cr->op == CAST_UNPACK)
-        dev->cast->unpack(dev, segs, num, NULL);
+        sr_op_cast_unpack(dev, segs, num, NULL);
     else
-        dev->cast->unpack_add(dev, segs, num, NULL);
+        sr_op_cast_unpack_add(dev, segs, num, NULL);
     memset(segs, 0xFF, sizeof segs); /* the op must have copied the list */
     if (cr->op == CAST_PACK)
         ops_take(c, which, "wire", OPS_EXACT, 0, dev, wire, wb);

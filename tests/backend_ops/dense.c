@@ -44,10 +44,14 @@ static void run_gemm(struct sr_device *dev, void *ctx, struct ops_case *c, int w
     ops_arena_init(&a, dev);
     const float *da = ops_upload(&a, g->a, g->a_n * 4), *db = ops_upload(&a, g->b, g->b_n * 4);
     float *dc = ops_upload(&a, g->c, g->c_n * 4); /* all NaN when beta = 0 */
-    dev->dense->gemm(dev, NULL, g->ta ? SR_TRANS : SR_NO_TRANS, g->tb ? SR_TRANS : SR_NO_TRANS,
-                     g->m, g->n, g->k, g->alpha, da, g->lda, db, g->ldb, g->beta, dc, g->ldc);
+    const enum sr_transpose ta = g->ta ? SR_TRANS : SR_NO_TRANS;
+    const enum sr_transpose tb = g->tb ? SR_TRANS : SR_NO_TRANS;
+    sr_op_dense_gemm(dev, NULL, ta, tb, g->m, g->n, g->k, g->alpha, da, g->lda, db, g->ldb,
+                     g->beta, dc, g->ldc);
     /* The rule is the relative Frobenius error; an elementwise bound 10 times
-     * looser catches a few wrong elements that the norm would dilute. */
+     * looser catches a few wrong elements that the norm would dilute. C is
+     * taken whole, the last row's padding too (its declared size ends at the
+     * last row's last column). */
     ops_take(c, which, "C", OPS_F32_FROB | OPS_NAN_OK, ops_gemm_tol(), dev, dc, g->c_n * 4);
     ops_take(c, which, "C elementwise", OPS_F32 | OPS_NAN_OK, 10 * ops_gemm_tol(), dev, dc,
              g->c_n * 4);
@@ -123,73 +127,89 @@ struct dense_ctx {
     size_t in_n[3];
 };
 
-static size_t inter_width(int F, int D)
-{
-    return (size_t)D + (size_t)F * (F + 1) / 2;
-}
-
+/* Outputs are sized and taken by the op's declaration (ops_dense.h): the
+ * regions of the call with NULL outputs give their sizes, those of the call
+ * made give them back by name. */
 static void run_dense(struct sr_device *dev, void *ctx, struct ops_case *c, int which)
 {
     const struct dense_ctx *x = ctx;
-    const struct sr_dense_ops *o = dev->dense;
     struct ops_arena a;
+    struct ops_regions r;
     float *p[3] = {NULL, NULL, NULL};
     ops_arena_init(&a, dev);
     for (int i = 0; i < 3; i++)
         if (x->in[i])
             p[i] = ops_upload(&a, x->in[i], x->in_n[i] * 4);
-    const int R = x->rows, C = x->cols, D = x->D;
-    const size_t n = (size_t)R * C;
+    const int R = x->rows, C = x->cols, D = x->D, n = R * C;
     float *out = NULL, *out2 = NULL;
     switch (x->op) {
     case BIAS_RELU:
-        o->bias_relu_forward(dev, NULL, p[0], p[1], R, C, x->relu);
-        ops_take(c, which, "y", OPS_F32, OPS_TOL, dev, p[0], n * 4);
+        sr_op_dense_bias_relu_forward(dev, NULL, p[0], p[1], R, C, x->relu);
+        OPS_REGIONS(&r, dense, bias_relu_forward, dev, NULL, p[0], p[1], R, C, x->relu);
+        ops_take_region(c, which, &r, "y", OPS_F32, OPS_TOL, dev);
         break;
     case RELU_FWD:
-        out = ops_poisoned(&a, n * 4);
-        o->relu_forward(dev, NULL, p[0], out, n);
-        ops_take(c, which, "y", OPS_F32, OPS_TOL, dev, out, n * 4);
-        ops_take(c, which, "x (unchanged)", OPS_EXACT, 0, dev, p[0], n * 4);
+        OPS_REGIONS(&r, dense, relu_forward, dev, NULL, p[0], NULL, n);
+        out = ops_poisoned(&a, ops_bytes(&r, "y"));
+        sr_op_dense_relu_forward(dev, NULL, p[0], out, n);
+        OPS_REGIONS(&r, dense, relu_forward, dev, NULL, p[0], out, n);
+        ops_take_region(c, which, &r, "y", OPS_F32, OPS_TOL, dev);
+        ops_take(c, which, "x (unchanged)", OPS_EXACT, 0, dev, p[0], ops_bytes(&r, "x"));
         break;
     case RELU_FWD_INPLACE:
-        o->relu_forward(dev, NULL, p[0], p[0], n);
-        ops_take(c, which, "y", OPS_F32, OPS_TOL, dev, p[0], n * 4);
+        sr_op_dense_relu_forward(dev, NULL, p[0], p[0], n);
+        OPS_REGIONS(&r, dense, relu_forward, dev, NULL, p[0], p[0], n);
+        ops_take_region(c, which, &r, "y", OPS_F32, OPS_TOL, dev);
         break;
     case RELU_BWD:
-        o->relu_backward(dev, NULL, p[0], p[1], n);
-        ops_take(c, which, "dy", OPS_F32, OPS_TOL, dev, p[1], n * 4);
+        sr_op_dense_relu_backward(dev, NULL, p[0], p[1], n);
+        OPS_REGIONS(&r, dense, relu_backward, dev, NULL, p[0], p[1], n);
+        ops_take_region(c, which, &r, "dy", OPS_F32, OPS_TOL, dev);
         break;
     case BIAS_GRAD:
-        out = ops_poisoned(&a, (size_t)C * 4);
-        o->bias_grad(dev, NULL, p[0], R, C, out);
-        ops_take(c, which, "dbias", OPS_F32, sum_tol(R), dev, out, (size_t)C * 4);
-        ops_take(c, which, "dy (unchanged)", OPS_EXACT, 0, dev, p[0], n * 4);
+        OPS_REGIONS(&r, dense, bias_grad, dev, NULL, p[0], R, C, NULL);
+        out = ops_poisoned(&a, ops_bytes(&r, "dbias"));
+        sr_op_dense_bias_grad(dev, NULL, p[0], R, C, out);
+        OPS_REGIONS(&r, dense, bias_grad, dev, NULL, p[0], R, C, out);
+        ops_take_region(c, which, &r, "dbias", OPS_F32, sum_tol(R), dev);
+        ops_take(c, which, "dy (unchanged)", OPS_EXACT, 0, dev, p[0], ops_bytes(&r, "dy"));
         break;
     case RELU_BIAS_BWD:
-        out = ops_poisoned(&a, (size_t)C * 4);
-        o->relu_bias_backward(dev, NULL, p[0], p[1], R, C, x->relu, out);
-        ops_take(c, which, "dy", OPS_F32, OPS_TOL, dev, p[1], n * 4);
-        ops_take(c, which, "dbias", OPS_F32, sum_tol(R), dev, out, (size_t)C * 4);
+        OPS_REGIONS(&r, dense, relu_bias_backward, dev, NULL, p[0], p[1], R, C, x->relu, NULL);
+        out = ops_poisoned(&a, ops_bytes(&r, "dbias"));
+        sr_op_dense_relu_bias_backward(dev, NULL, p[0], p[1], R, C, x->relu, out);
+        OPS_REGIONS(&r, dense, relu_bias_backward, dev, NULL, p[0], p[1], R, C, x->relu, out);
+        ops_take_region(c, which, &r, "dy", OPS_F32, OPS_TOL, dev);
+        ops_take_region(c, which, &r, "dbias", OPS_F32, sum_tol(R), dev);
         break;
     case INTER_FWD:
-        out = ops_poisoned(&a, (size_t)R * inter_width(C, D) * 4);
-        o->interaction_forward(dev, NULL, p[0], p[1], R, C, D, out);
-        ops_take(c, which, "out", OPS_F32, OPS_TOL, dev, out, (size_t)R * inter_width(C, D) * 4);
+        OPS_REGIONS(&r, dense, interaction_forward, dev, NULL, p[0], p[1], R, C, D, NULL);
+        out = ops_poisoned(&a, ops_bytes(&r, "out"));
+        sr_op_dense_interaction_forward(dev, NULL, p[0], p[1], R, C, D, out);
+        OPS_REGIONS(&r, dense, interaction_forward, dev, NULL, p[0], p[1], R, C, D, out);
+        ops_take_region(c, which, &r, "out", OPS_F32, OPS_TOL, dev);
         break;
     case INTER_BWD:
-        out = ops_poisoned(&a, (size_t)R * D * 4);
-        out2 = ops_poisoned(&a, (size_t)R * C * D * 4);
-        o->interaction_backward(dev, NULL, p[0], p[1], p[2], R, C, D, out, out2);
-        ops_take(c, which, "dz", OPS_F32, OPS_TOL, dev, out, (size_t)R * D * 4);
-        ops_take(c, which, "demb", OPS_F32, OPS_TOL, dev, out2, (size_t)R * C * D * 4);
+        OPS_REGIONS(&r, dense, interaction_backward, dev, NULL, p[0], p[1], p[2], R, C, D, NULL,
+                    NULL);
+        out = ops_poisoned(&a, ops_bytes(&r, "dz"));
+        out2 = ops_poisoned(&a, ops_bytes(&r, "demb"));
+        sr_op_dense_interaction_backward(dev, NULL, p[0], p[1], p[2], R, C, D, out, out2);
+        OPS_REGIONS(&r, dense, interaction_backward, dev, NULL, p[0], p[1], p[2], R, C, D, out,
+                    out2);
+        ops_take_region(c, which, &r, "dz", OPS_F32, OPS_TOL, dev);
+        ops_take_region(c, which, &r, "demb", OPS_F32, OPS_TOL, dev);
         break;
     case BCE:
-        out = ops_poisoned(&a, n * 4);
-        out2 = ops_poisoned(&a, 4);
-        o->bce_with_logits(dev, NULL, p[0], p[1], p[2], (int)n, x->scale, out, out2);
-        ops_take(c, which, "dlogits", OPS_F32, OPS_TOL, dev, out, n * 4);
-        ops_take(c, which, "loss_sum", OPS_F32, OPS_TOL, dev, out2, 4);
+        OPS_REGIONS(&r, dense, bce_with_logits, dev, NULL, p[0], p[1], p[2], n, x->scale, NULL,
+                    NULL);
+        out = ops_poisoned(&a, ops_bytes(&r, "dlogits"));
+        out2 = ops_poisoned(&a, ops_bytes(&r, "loss_sum"));
+        sr_op_dense_bce_with_logits(dev, NULL, p[0], p[1], p[2], n, x->scale, out, out2);
+        OPS_REGIONS(&r, dense, bce_with_logits, dev, NULL, p[0], p[1], p[2], n, x->scale, out,
+                    out2);
+        ops_take_region(c, which, &r, "dlogits", OPS_F32, OPS_TOL, dev);
+        ops_take_region(c, which, &r, "loss_sum", OPS_F32, OPS_TOL, dev);
         break;
     }
     ops_arena_free(&a);
@@ -273,7 +293,7 @@ static void interaction_cases(void)
         x = (struct dense_ctx){.op = INTER_BWD, .rows = B, .cols = F, .D = D};
         dense_in(&x, &r, 0, (size_t)B * D, -1, 1, 0);
         dense_in(&x, &r, 1, (size_t)B * F * D, -1, 1, 0);
-        dense_in(&x, &r, 2, (size_t)B * inter_width(F, D), -1, 1, 0);
+        dense_in(&x, &r, 2, (size_t)B * sr_dot_interaction_width(F, D), -1, 1, 0);
         dense_case("dense.interaction_backward", name, &x);
     }
 }
@@ -334,18 +354,22 @@ static void run_optim(struct sr_device *dev, void *ctx, struct ops_case *c, int 
     float *s2 = x->s2 ? ops_upload(&a, x->s2, bytes) : NULL;
     const float *lr = ops_upload(&a, &x->lr, sizeof x->lr);
     const int64_t *step = ops_upload(&a, &x->step, sizeof x->step);
-    if (x->kind == SR_OPTIM_SGD)
-        dev->optim->sgd_step(dev, NULL, w, g, x->n, lr);
-    else if (x->kind == SR_OPTIM_ADAGRAD)
-        dev->optim->adagrad_step(dev, NULL, w, s1, g, x->n, lr, x->eps);
-    else
-        dev->optim->adam_step(dev, NULL, w, s1, s2, g, x->n, lr, x->b1, x->b2, x->eps, step);
-    ops_take(c, which, "w", OPS_F32, OPS_TOL, dev, w, bytes);
-    if (s1)
-        ops_take(c, which, x->kind == SR_OPTIM_ADAM ? "m" : "sum", OPS_F32, OPS_TOL, dev, s1,
-                 bytes);
-    if (s2)
-        ops_take(c, which, "v", OPS_F32, OPS_TOL, dev, s2, bytes);
+    struct ops_regions r;
+    if (x->kind == SR_OPTIM_SGD) {
+        sr_op_optim_sgd_step(dev, NULL, w, g, x->n, lr);
+        OPS_REGIONS(&r, optim, sgd_step, dev, NULL, w, g, x->n, lr);
+    } else if (x->kind == SR_OPTIM_ADAGRAD) {
+        sr_op_optim_adagrad_step(dev, NULL, w, s1, g, x->n, lr, x->eps);
+        OPS_REGIONS(&r, optim, adagrad_step, dev, NULL, w, s1, g, x->n, lr, x->eps);
+    } else {
+        sr_op_optim_adam_step(dev, NULL, w, s1, s2, g, x->n, lr, x->b1, x->b2, x->eps, step);
+        OPS_REGIONS(&r, optim, adam_step, dev, NULL, w, s1, s2, g, x->n, lr, x->b1, x->b2, x->eps,
+                    step);
+    }
+    /* every operand the op updates, by its declared name and size */
+    for (int i = 0; i < r.n; i++)
+        if (r.reg[i].access == SR_OP_INOUT)
+            ops_take_region(c, which, &r, r.reg[i].name, OPS_F32, OPS_TOL, dev);
     ops_arena_free(&a);
 }
 

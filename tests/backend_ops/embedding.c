@@ -38,7 +38,7 @@ static void run_init_uniform(struct sr_device *dev, void *ctx, struct ops_case *
     struct ops_arena a;
     ops_arena_init(&a, dev);
     float *w = ops_poisoned(&a, n * 4);
-    dev->emb->init_uniform(dev, w + GUARD, x->rows, x->dim, x->row_begin, x->seed, x->stream, x->lo,
+    sr_op_emb_init_uniform(dev, w + GUARD, x->rows, x->dim, x->row_begin, x->seed, x->stream, x->lo,
                            x->hi, NULL);
     ops_take(c, which, "weight and guards", OPS_EXACT, 0, dev, w, n * 4);
     ops_arena_free(&a);
@@ -51,7 +51,7 @@ static void run_fill(struct sr_device *dev, void *ctx, struct ops_case *c, int w
     struct ops_arena a;
     ops_arena_init(&a, dev);
     float *p = ops_poisoned(&a, n * 4);
-    dev->emb->fill(dev, p + GUARD, x->n, x->value, NULL);
+    sr_op_emb_fill(dev, p + GUARD, x->n, x->value, NULL);
     ops_take(c, which, "p and guards", OPS_EXACT, 0, dev, p, n * 4);
     ops_arena_free(&a);
 }
@@ -120,19 +120,11 @@ struct emb_data {
     int backward;
 };
 
+/* Floats of a table's optimizer state, as the ops declare it (ops_embedding.h). */
 static size_t state_floats(enum sr_optim_kind kind, int64_t rows, int dim)
 {
-    switch (kind) {
-    case SR_OPTIM_SGD:
-        return 0;
-    case SR_OPTIM_ROWWISE_ADAGRAD:
-        return (size_t)rows;
-    case SR_OPTIM_ADAGRAD:
-        return (size_t)rows * dim;
-    case SR_OPTIM_ADAM:
-        return 2 * (size_t)rows * dim;
-    }
-    return 0;
+    const struct sr_emb_table t = {.rows = rows, .dim = dim};
+    return sr_emb_state_bytes(kind, &t) / sizeof(float);
 }
 
 static void emb_ids(struct emb_data *d, struct ops_rng *r)
@@ -266,22 +258,22 @@ static void run_emb(struct sr_device *dev, void *ctx, struct ops_case *c, int wh
     emb_tables_on(&a, d, d->kind, tabs);
     const struct sr_emb_batch batch = emb_batch_on(&a, d);
     const struct sr_emb_layout l = emb_layout_of(d, tabs, d->kind);
-    void *ws = ops_alloc(&a, dev->emb->workspace_bytes(dev, &l));
-    dev->emb->workspace_init(dev, &l, ws);
+    void *ws = ops_alloc(&a, sr_op_emb_workspace_bytes(dev, &l));
+    sr_op_emb_workspace_init(dev, &l, ws);
 
     float *pooled = ops_poisoned(&a, pooled_bytes);
-    dev->emb->forward(dev, &l, &batch, 0, pooled, ws, NULL);
+    sr_op_emb_forward(dev, &l, &batch, 0, pooled, ws, NULL);
     ops_take(c, which, "pooled (keep_ids 0)", OPS_F32, OPS_TOL, dev, pooled, pooled_bytes);
     pooled = ops_poisoned(&a, pooled_bytes);
-    dev->emb->forward(dev, &l, &batch, 1, pooled, ws, NULL);
+    sr_op_emb_forward(dev, &l, &batch, 1, pooled, ws, NULL);
     ops_take(c, which, "pooled", OPS_F32, OPS_TOL, dev, pooled, pooled_bytes);
     if (d->backward) {
         const struct sr_optim_config cfg = sr_optim_config_default(d->kind);
         const struct sr_emb_update u1 = {.optim = cfg, .lr = 0.05f, .step = 1};
-        dev->emb->backward(dev, &l, &batch, ops_upload(&a, d->dpooled[0], pooled_bytes), &u1, ws,
+        sr_op_emb_backward(dev, &l, &batch, ops_upload(&a, d->dpooled[0], pooled_bytes), &u1, ws,
                            NULL);
         pooled = ops_poisoned(&a, pooled_bytes);
-        dev->emb->forward(dev, &l, &batch, 1, pooled, ws, NULL);
+        sr_op_emb_forward(dev, &l, &batch, 1, pooled, ws, NULL);
         ops_take(c, which, "pooled after step 1", OPS_F32, OPS_TOL, dev, pooled, pooled_bytes);
         const float lr = 0.03f;
         const int64_t step = 2;
@@ -290,7 +282,7 @@ static void run_emb(struct sr_device *dev, void *ctx, struct ops_case *c, int wh
                                          .step = -1,
                                          .lr_dev = ops_upload(&a, &lr, sizeof lr),
                                          .step_dev = ops_upload(&a, &step, sizeof step)};
-        dev->emb->backward(dev, &l, &batch, ops_upload(&a, d->dpooled[1], pooled_bytes), &u2, ws,
+        sr_op_emb_backward(dev, &l, &batch, ops_upload(&a, d->dpooled[1], pooled_bytes), &u2, ws,
                            NULL);
         for (int t = 0; t < d->s->T; t++) {
             char name[32];
@@ -393,7 +385,7 @@ static void run_dp_accumulate(struct sr_device *dev, void *ctx, struct ops_case 
         sr_dev_memset(dev, counts[t], 0, (size_t)tabs[t].rows * 4, NULL);
     }
     const float *dpooled = ops_upload(&a, d->dpooled[0], (size_t)d->s->B * d->out_dim * 4);
-    sr_emb_dp_ops_get(dev)->accumulate(dev, &l, &batch, dpooled, grad, counts, NULL);
+    sr_op_emb_dp_accumulate(dev, &l, &batch, dpooled, grad, counts, NULL);
     for (int t = 0; t < d->s->T; t++) {
         char name[32];
         snprintf(name, sizeof name, "t%d grad", t);
@@ -433,7 +425,7 @@ static void run_dp_apply(struct sr_device *dev, void *ctx, struct ops_case *c, i
     }
     const float *grad = ops_upload(&a, x->grad, n * 4);
     const float *counts = ops_upload(&a, x->counts, (size_t)x->rows * 4);
-    sr_emb_dp_ops_get(dev)->apply(dev, &tab, grad, counts, &u, NULL);
+    sr_op_emb_dp_apply(dev, &tab, grad, counts, &u, NULL);
     ops_take(c, which, "weight", OPS_F32, OPS_TOL, dev, tab.weight, n * 4);
     if (ns)
         ops_take(c, which, "state", OPS_F32, OPS_TOL, dev, tab.state, ns * 4);

@@ -241,6 +241,41 @@ void ops_take(struct ops_case *c, int which, const char *name, int rule, double 
     sr_dev_sync(dev, NULL);
 }
 
+/* ---- declared regions ----------------------------------------------------- */
+
+static void record_region(struct sr_op_regions *r, const struct sr_op_region *region)
+{
+    struct ops_regions *g = (struct ops_regions *)r;
+    SR_ASSERT(g->n < OPS_MAX_REGIONS);
+    g->reg[g->n++] = *region;
+}
+
+void ops_regions_init(struct ops_regions *g)
+{
+    g->r = (struct sr_op_regions){record_region, NULL};
+    g->n = 0;
+}
+
+static const struct sr_op_region *region_named(const struct ops_regions *g, const char *name)
+{
+    for (int i = 0; i < g->n; i++)
+        if (strcmp(g->reg[i].name, name) == 0)
+            return &g->reg[i];
+    SR_ABORT("the op declares no operand %s", name);
+}
+
+size_t ops_bytes(const struct ops_regions *g, const char *name)
+{
+    return region_named(g, name)->bytes;
+}
+
+void ops_take_region(struct ops_case *c, int which, const struct ops_regions *g, const char *name,
+                     int rule, double tol, struct sr_device *dev)
+{
+    const struct sr_op_region *r = region_named(g, name);
+    ops_take(c, which, name, rule, tol, dev, r->p, r->bytes);
+}
+
 /* ---- comparison --------------------------------------------------------- */
 
 static int compare_f32(int rule, double tol, const float *want, const float *got, size_t n,
@@ -343,9 +378,11 @@ void ops_report(const char *op, const char *case_name, int pass, double err, dou
 int ops_check(const char *op, const char *case_name, ops_run_fn run, void *ctx)
 {
     /* emb.backward.<optimizer> and emb_dp.apply.<optimizer> are one op each */
-    const char *key = strncmp(op, "emb.backward", 12) == 0   ? "emb.backward"
-                      : strncmp(op, "emb_dp.apply", 12) == 0 ? "emb_dp.apply"
-                                                             : op;
+    const char *key = strncmp(op, "emb.backward", 12) == 0        ? "emb.backward+workspace"
+                      : strncmp(op, "emb_dp.apply", 12) == 0      ? "emb_dp.apply"
+                      : strcmp(op, "emb.forward") == 0            ? "emb.forward+workspace"
+                      : strcmp(op, "emb_dp.accumulate") == 0      ? "emb_dp.accumulate+workspace"
+                                                                  : op;
     if (ops_lacks(key))
         return 0;
     struct ops_case *c = calloc(1, sizeof *c);
@@ -428,44 +465,23 @@ int ops_lacks(const char *op)
     static char reported[64][48];
     static int num_reported;
     const struct sr_device *d = dut;
-    const struct sr_dense_ops *de = d->dense;
-    const struct sr_optim_ops *op_ = d->optim;
     const struct sr_embedding_ops *em = d->emb;
-    const struct sr_emb_dp_ops *dp = sr_emb_dp_ops_get(d);
     const struct sr_sparse_dist_ops *sd = d->sparse_dist;
-    const struct sr_cast_ops *ca = d->cast;
     const int emb_base = em && em->workspace_bytes && em->workspace_init;
+#define PRESENT(family, name, operands) {#family "." #name, d->family && d->family->name},
     const struct {
         const char *name;
         int present;
     } ops[] = {
-        {"dense.gemm", de && de->gemm},
-        {"dense.bias_relu_forward", de && de->bias_relu_forward},
-        {"dense.relu_forward", de && de->relu_forward},
-        {"dense.relu_backward", de && de->relu_backward},
-        {"dense.bias_grad", de && de->bias_grad},
-        {"dense.relu_bias_backward", de && de->relu_bias_backward},
-        {"dense.interaction_forward", de && de->interaction_forward},
-        {"dense.interaction_backward", de && de->interaction_backward},
-        {"dense.bce_with_logits", de && de->bce_with_logits},
-        {"optim.sgd_step", op_ && op_->sgd_step},
-        {"optim.adagrad_step", op_ && op_->adagrad_step},
-        {"optim.adam_step", op_ && op_->adam_step},
-        {"emb.init_uniform", em && em->init_uniform},
-        {"emb.fill", em && em->fill},
-        {"emb.forward", emb_base && em->forward},
-        {"emb.backward", emb_base && em->forward && em->backward},
-        {"emb_dp.accumulate", emb_base && dp && dp->accumulate},
-        {"emb_dp.apply", dp && dp->apply},
-        {"sparse_dist.bucketize", sd && sd->bucketize},
-        {"sparse_dist.mean_scales", sd && sd->mean_scales},
-        {"sparse_dist.pack", sd && sd->pack},
-        {"sparse_dist.unpack", sd && sd->unpack},
+        /* every declared op; forward, backward and accumulate need the workspace too */
+        SR_OPS_DENSE(PRESENT) SR_OPS_OPTIM(PRESENT) SR_OPS_EMB(PRESENT) SR_OPS_EMB_DP(PRESENT)
+        SR_OPS_SPARSE_DIST(PRESENT) SR_OPS_CAST(PRESENT)
+        {"emb.forward+workspace", emb_base && em->forward},
+        {"emb.backward+workspace", emb_base && em->forward && em->backward},
+        {"emb_dp.accumulate+workspace", emb_base && d->emb_dp && d->emb_dp->accumulate},
         {"sparse_dist.pooled_scatter+gather", sd && sd->pooled_scatter && sd->pooled_gather},
-        {"cast.pack", ca && ca->pack},
-        {"cast.unpack", ca && ca->unpack},
-        {"cast.unpack_add", ca && ca->unpack_add},
     };
+#undef PRESENT
     for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++) {
         if (strcmp(ops[i].name, op) != 0)
             continue;

@@ -41,6 +41,7 @@
 #include <stdint.h>
 
 #include "shardrec/device.h"
+#include "device/op_decl.h"
 
 #define OPS_TOL 1e-5 /* fp32 elementwise and pooling ops */
 
@@ -131,6 +132,28 @@ void ops_report(const char *op, const char *case_name, int pass, double err, dou
  * its table or the function is NULL, as while a backend is being written),
  * after one FAIL line per op; the caller then skips the op's cases. */
 int ops_lacks(const char *op);
+
+/* The regions one call of an op declares (device/op_decl.h), recorded so
+ * that a case sizes and takes its operands by their declared names:
+ *
+ *   struct ops_regions g;
+ *   OPS_REGIONS(&g, dense, bias_grad, dev, NULL, dy, R, C, dbias);
+ *   dbias = ops_poisoned(&a, ops_bytes(&g, "dbias"));     (NULL pointers: sizes only)
+ */
+#define OPS_MAX_REGIONS 64
+struct ops_regions {
+    struct sr_op_regions r;
+    int n;
+    struct sr_op_region reg[OPS_MAX_REGIONS];
+};
+void ops_regions_init(struct ops_regions *g);
+#define OPS_REGIONS(g, family, name, ...)                                                          \
+    (ops_regions_init(g), sr_op_regions_##family##_##name(&(g)->r, __VA_ARGS__))
+/* The declared bytes of operand `name` (aborts when the op has none such). */
+size_t ops_bytes(const struct ops_regions *g, const char *name);
+/* ops_take of operand `name`, at its declared pointer and size. */
+void ops_take_region(struct ops_case *c, int which, const struct ops_regions *g, const char *name,
+                     int rule, double tol, struct sr_device *dev);
 
 /* Cases that failed so far. */
 int ops_failures(void);

@@ -202,7 +202,7 @@ static void run_bucketize(struct sr_device *dev, void *ctx, struct ops_case *c, 
     int64_t *counts = ops_poisoned(&a, counts_bytes);
     const int64_t flags =
         x->kjt ? (x->kjt->weighted ? SR_SPARSE_DIST_WEIGHTS : 0) : SR_SPARSE_DIST_END;
-    dev->sparse_dist->bucketize(dev, &l, x->kjt ? &k : NULL, flags, lens, counts, NULL);
+    sr_op_sparse_dist_bucketize(dev, &l, x->kjt ? &k : NULL, flags, lens, counts, NULL);
     ops_take(c, which, "lens", OPS_EXACT, 0, dev, lens, lens_bytes);
     ops_take(c, which, "counts", OPS_EXACT, 0, dev, counts, counts_bytes);
     ops_arena_free(&a);
@@ -218,7 +218,7 @@ static void run_mean_scales(struct sr_device *dev, void *ctx, struct ops_case *c
     const struct sr_sparse_dist_layout l = sd_layout_on(&a, p);
     const int32_t *lengths = ops_upload(&a, x->kjt->lengths, n * 4);
     float *scale = ops_poisoned(&a, n * 4);
-    dev->sparse_dist->mean_scales(dev, &l, lengths, scale, NULL);
+    sr_op_sparse_dist_mean_scales(dev, &l, lengths, scale, NULL);
     ops_take(c, which, "scale", OPS_EXACT, 0, dev, scale, n * 4);
     ops_arena_free(&a);
 }
@@ -264,7 +264,7 @@ static void run_pack(struct sr_device *dev, void *ctx, struct ops_case *c, int w
         .values = ops_poisoned(&a, (size_t)x->dp_n * 8),
         .weights = x->kjt->weighted ? ops_poisoned(&a, (size_t)x->dp_n * 4) : NULL,
         .num_values = x->dp_n};
-    dev->sparse_dist->pack(dev, &l, &k, lens, counts, send, x->send_words, &dp, NULL);
+    sr_op_sparse_dist_pack(dev, &l, &k, lens, counts, send, x->send_words, &dp, NULL);
     ops_take(c, which, "send", OPS_EXACT, 0, dev, send, (size_t)x->send_words * 4);
     ops_take(c, which, "dp offsets", OPS_EXACT, 0, dev, dp.offsets, off_bytes);
     ops_take(c, which, "dp values", OPS_EXACT, 0, dev, dp.values, (size_t)x->dp_n * 8);
@@ -307,7 +307,7 @@ static void run_unpack(struct sr_device *dev, void *ctx, struct ops_case *c, int
             .weights = i == 1 ? ops_poisoned(&a, (size_t)nv * 4) : NULL,
             .num_values = nv};
     }
-    dev->sparse_dist->unpack(dev, &l, recv, x->recv_words, counts, g, 2, NULL);
+    sr_op_sparse_dist_unpack(dev, &l, recv, x->recv_words, counts, g, 2, NULL);
     for (int i = 0; i < 2; i++) {
         char name[32];
         snprintf(name, sizeof name, "batch %d offsets", i);
@@ -432,8 +432,8 @@ static void run_scatter_gather(struct sr_device *dev, void *ctx, struct ops_case
     const float *buf = ops_upload(&a, x->buf, buf_bytes);
     const float *dpooled = ops_upload(&a, x->dpooled, pooled_bytes);
     float *pooled = ops_poisoned(&a, pooled_bytes), *got = ops_poisoned(&a, buf_bytes);
-    dev->sparse_dist->pooled_scatter(dev, &m, buf, scale, pooled, NULL);
-    dev->sparse_dist->pooled_gather(dev, &m, dpooled, scale, got, NULL);
+    sr_op_sparse_dist_pooled_scatter(dev, &m, buf, scale, pooled, NULL);
+    sr_op_sparse_dist_pooled_gather(dev, &m, dpooled, scale, got, NULL);
     ops_take(c, which, "pooled (scatter)", OPS_F32, OPS_TOL, dev, pooled, pooled_bytes);
     ops_take(c, which, "buf (gather)", OPS_F32, OPS_TOL, dev, got, buf_bytes);
     ops_arena_free(&a);

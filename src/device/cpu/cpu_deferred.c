@@ -39,10 +39,6 @@
 #include "shardrec/error.h"
 #include "device/cpu/cpu_device.h"
 #include "device/cpu/cpu_deferred.h"
-#include "device/ops_dense.h"
-#include "device/ops_embedding.h"
-#include "device/ops_embedding_dp.h"
-#include "device/ops_optim.h"
 
 #define POISON 0xFF
 
@@ -105,6 +101,33 @@ struct item *sr_deferred_item_new(size_t args_bytes, void (*run)(struct item *))
     memset(it, 0, sizeof *it);
     it->run = run;
     return it;
+}
+
+struct kept {
+    struct kept *next;
+    alignas(max_align_t) unsigned char data[];
+};
+
+void *sr_deferred_keep(struct item *it, const void *p, int64_t count, size_t elem)
+{
+    if (!p)
+        return NULL;
+    if (count < 0)
+        SR_ABORT("deferred device: a host array of %lld elements", (long long)count);
+    const size_t bytes = (size_t)count * elem;
+    struct kept *k = sr_deferred_xmalloc(sizeof *k + bytes);
+    memcpy(k->data, p, bytes);
+    k->next = it->kept;
+    it->kept = k;
+    return k->data;
+}
+
+void sr_deferred_keep_field(struct item *it, void *field, int64_t count, size_t elem)
+{
+    void *p;
+    memcpy(&p, field, sizeof p);
+    p = sr_deferred_keep(it, p, count, elem);
+    memcpy(field, &p, sizeof p);
 }
 
 void sr_deferred_add_region(struct item *it, const void *p, size_t bytes, enum region_kind kind)
@@ -187,7 +210,9 @@ static void run_host_fn(struct item *it);
  * which may no more touch device memory than it may on a GPU. */
 static void run_item(struct item *it)
 {
-    for (int i = 0; i < it->num_regions; i++)
+    /* Last first: where in-place regions of one op overlap, the first one
+     * saved the bytes before any of them was poisoned. */
+    for (int i = it->num_regions - 1; i >= 0; i--)
         if (it->regions[i].saved) {
             memcpy((void *)it->regions[i].p, it->regions[i].saved, it->regions[i].bytes);
             free(it->regions[i].saved);
@@ -198,6 +223,10 @@ static void run_item(struct item *it)
         sr_opaque_set_access(was_open);
     } else {
         it->run(it);
+    }
+    for (struct kept *k = it->kept, *next; k; k = next) {
+        next = k->next;
+        free(k);
     }
     free(it->regions);
     free(it);
@@ -498,567 +527,6 @@ static const struct sr_mem_ops opaque_mem_ops = {
     .owns = o_owns,
 };
 
-/* ---- the op tables: queue the CPU backend's op ---------------------------- */
-
-
-/* Extent in bytes of a row-major (rows, cols) matrix with row stride ld. */
-static size_t matrix_bytes(int rows, int cols, int ld)
-{
-    return rows > 0 && cols > 0 ? F32((size_t)(rows - 1) * (size_t)ld + (size_t)cols) : 0;
-}
-
-struct gemm_args {
-    enum sr_transpose ta, tb;
-    int m, n, k, lda, ldb, ldc;
-    float alpha, beta;
-    const float *a, *b;
-    float *c;
-};
-
-static void run_gemm(struct item *it)
-{
-    struct gemm_args *g = DEFERRED_ARGS(struct gemm_args, it);
-    sr_cpu_dense_ops.gemm(sr_cpu_device(), NULL, g->ta, g->tb, g->m, g->n, g->k, g->alpha, g->a,
-                          g->lda, g->b, g->ldb, g->beta, g->c, g->ldc);
-}
-
-static void d_gemm(struct sr_device *dev, sr_stream_t s, enum sr_transpose ta,
-                   enum sr_transpose tb, int m, int n, int k, float alpha, const float *a, int lda,
-                   const float *b, int ldb, float beta, float *c, int ldc)
-{
-    struct item *it = sr_deferred_item_new(sizeof(struct gemm_args), run_gemm);
-    *DEFERRED_ARGS(struct gemm_args, it) = (struct gemm_args){ta, tb, m, n, k, lda, ldb, ldc, alpha, beta,
-                                                     a, b, c};
-    sr_deferred_add_region(it, a, ta ? matrix_bytes(k, m, lda) : matrix_bytes(m, k, lda), REGION_IN);
-    sr_deferred_add_region(it, b, tb ? matrix_bytes(n, k, ldb) : matrix_bytes(k, n, ldb), REGION_IN);
-    sr_deferred_add_region(it, c, matrix_bytes(m, n, ldc), beta == 0.0f ? REGION_OUT : REGION_INOUT);
-    sr_deferred_enqueue(s, it);
-}
-
-/* Most dense ops take a few pointers and sizes: one argument block for all. */
-struct dense_args {
-    const float *x0, *x1, *x2, *x3;
-    float *y0, *y1;
-    float *loss;
-    size_t n;
-    int i0, i1, i2, i3;
-    float f0;
-};
-
-#define DENSE(it) DEFERRED_ARGS(struct dense_args, it)
-
-static void run_bias_relu_forward(struct item *it)
-{
-    struct dense_args *a = DENSE(it);
-    sr_cpu_dense_ops.bias_relu_forward(sr_cpu_device(), NULL, a->y0, a->x0, a->i0, a->i1, a->i2);
-}
-
-static void d_bias_relu_forward(struct sr_device *dev, sr_stream_t s, float *y, const float *bias,
-                                int rows, int cols, int relu)
-{
-    struct item *it = sr_deferred_item_new(sizeof(struct dense_args), run_bias_relu_forward);
-    *DENSE(it) = (struct dense_args){.x0 = bias, .y0 = y, .i0 = rows, .i1 = cols, .i2 = relu};
-    sr_deferred_add_region(it, bias, F32(cols), REGION_IN);
-    sr_deferred_add_region(it, y, F32((size_t)rows * cols), REGION_INOUT);
-    sr_deferred_enqueue(s, it);
-}
-
-static void run_relu_forward(struct item *it)
-{
-    struct dense_args *a = DENSE(it);
-    sr_cpu_dense_ops.relu_forward(sr_cpu_device(), NULL, a->x0, a->y0, a->n);
-}
-
-static void d_relu_forward(struct sr_device *dev, sr_stream_t s, const float *x, float *y, size_t n)
-{
-    struct item *it = sr_deferred_item_new(sizeof(struct dense_args), run_relu_forward);
-    *DENSE(it) = (struct dense_args){.x0 = x, .y0 = y, .n = n};
-    sr_deferred_add_region(it, x, F32(n), REGION_IN);
-    sr_deferred_add_region(it, y, F32(n), REGION_OUT);
-    sr_deferred_enqueue(s, it);
-}
-
-static void run_relu_backward(struct item *it)
-{
-    struct dense_args *a = DENSE(it);
-    sr_cpu_dense_ops.relu_backward(sr_cpu_device(), NULL, a->x0, a->y0, a->n);
-}
-
-static void d_relu_backward(struct sr_device *dev, sr_stream_t s, const float *y, float *dy,
-                            size_t n)
-{
-    struct item *it = sr_deferred_item_new(sizeof(struct dense_args), run_relu_backward);
-    *DENSE(it) = (struct dense_args){.x0 = y, .y0 = dy, .n = n};
-    sr_deferred_add_region(it, y, F32(n), REGION_IN);
-    sr_deferred_add_region(it, dy, F32(n), REGION_INOUT);
-    sr_deferred_enqueue(s, it);
-}
-
-static void run_bias_grad(struct item *it)
-{
-    struct dense_args *a = DENSE(it);
-    sr_cpu_dense_ops.bias_grad(sr_cpu_device(), NULL, a->x0, a->i0, a->i1, a->y0);
-}
-
-static void d_bias_grad(struct sr_device *dev, sr_stream_t s, const float *dy, int rows, int cols,
-                        float *dbias)
-{
-    struct item *it = sr_deferred_item_new(sizeof(struct dense_args), run_bias_grad);
-    *DENSE(it) = (struct dense_args){.x0 = dy, .y0 = dbias, .i0 = rows, .i1 = cols};
-    sr_deferred_add_region(it, dy, F32((size_t)rows * cols), REGION_IN);
-    sr_deferred_add_region(it, dbias, F32(cols), REGION_OUT);
-    sr_deferred_enqueue(s, it);
-}
-
-static void run_relu_bias_backward(struct item *it)
-{
-    struct dense_args *a = DENSE(it);
-    sr_cpu_dense_ops.relu_bias_backward(sr_cpu_device(), NULL, a->x0, a->y0, a->i0, a->i1, a->i2,
-                                        a->y1);
-}
-
-static void d_relu_bias_backward(struct sr_device *dev, sr_stream_t s, const float *y, float *dy,
-                                 int rows, int cols, int relu, float *dbias)
-{
-    struct item *it = sr_deferred_item_new(sizeof(struct dense_args), run_relu_bias_backward);
-    *DENSE(it) = (struct dense_args){
-        .x0 = y, .y0 = dy, .y1 = dbias, .i0 = rows, .i1 = cols, .i2 = relu};
-    if (relu)
-        sr_deferred_add_region(it, y, F32((size_t)rows * cols), REGION_IN);
-    sr_deferred_add_region(it, dy, F32((size_t)rows * cols), relu ? REGION_INOUT : REGION_IN);
-    sr_deferred_add_region(it, dbias, F32(cols), REGION_OUT);
-    sr_deferred_enqueue(s, it);
-}
-
-static size_t interaction_width(int F, int D)
-{
-    return (size_t)D + (size_t)F * (size_t)(F + 1) / 2;
-}
-
-static void run_interaction_forward(struct item *it)
-{
-    struct dense_args *a = DENSE(it);
-    sr_cpu_dense_ops.interaction_forward(sr_cpu_device(), NULL, a->x0, a->x1, a->i0, a->i1, a->i2,
-                                         a->y0);
-}
-
-static void d_interaction_forward(struct sr_device *dev, sr_stream_t s, const float *z,
-                                  const float *emb, int B, int F, int D, float *out)
-{
-    struct item *it = sr_deferred_item_new(sizeof(struct dense_args), run_interaction_forward);
-    *DENSE(it) = (struct dense_args){.x0 = z, .x1 = emb, .y0 = out, .i0 = B, .i1 = F, .i2 = D};
-    sr_deferred_add_region(it, z, F32((size_t)B * D), REGION_IN);
-    sr_deferred_add_region(it, emb, F32((size_t)B * F * D), REGION_IN);
-    sr_deferred_add_region(it, out, F32((size_t)B * interaction_width(F, D)), REGION_OUT);
-    sr_deferred_enqueue(s, it);
-}
-
-static void run_interaction_backward(struct item *it)
-{
-    struct dense_args *a = DENSE(it);
-    sr_cpu_dense_ops.interaction_backward(sr_cpu_device(), NULL, a->x0, a->x1, a->x2, a->i0,
-                                          a->i1, a->i2, a->y0, a->y1);
-}
-
-static void d_interaction_backward(struct sr_device *dev, sr_stream_t s, const float *z,
-                                   const float *emb, const float *dout, int B, int F, int D,
-                                   float *dz, float *demb)
-{
-    struct item *it = sr_deferred_item_new(sizeof(struct dense_args), run_interaction_backward);
-    *DENSE(it) = (struct dense_args){
-        .x0 = z, .x1 = emb, .x2 = dout, .y0 = dz, .y1 = demb, .i0 = B, .i1 = F, .i2 = D};
-    sr_deferred_add_region(it, z, F32((size_t)B * D), REGION_IN);
-    sr_deferred_add_region(it, emb, F32((size_t)B * F * D), REGION_IN);
-    sr_deferred_add_region(it, dout, F32((size_t)B * interaction_width(F, D)), REGION_IN);
-    sr_deferred_add_region(it, dz, F32((size_t)B * D), REGION_OUT);
-    sr_deferred_add_region(it, demb, F32((size_t)B * F * D), REGION_OUT);
-    sr_deferred_enqueue(s, it);
-}
-
-static void run_bce(struct item *it)
-{
-    struct dense_args *a = DENSE(it);
-    sr_cpu_dense_ops.bce_with_logits(sr_cpu_device(), NULL, a->x0, a->x1, a->x2, a->i0, a->f0,
-                                     a->y0, a->loss);
-}
-
-static void d_bce_with_logits(struct sr_device *dev, sr_stream_t s, const float *logits,
-                              const float *labels, const float *mask, int n, float scale,
-                              float *dlogits, float *loss_sum)
-{
-    struct item *it = sr_deferred_item_new(sizeof(struct dense_args), run_bce);
-    *DENSE(it) = (struct dense_args){.x0 = logits,
-                                     .x1 = labels,
-                                     .x2 = mask,
-                                     .y0 = dlogits,
-                                     .loss = loss_sum,
-                                     .i0 = n,
-                                     .f0 = scale};
-    sr_deferred_add_region(it, logits, F32(n), REGION_IN);
-    sr_deferred_add_region(it, labels, F32(n), REGION_IN);
-    sr_deferred_add_region(it, mask, F32(n), REGION_IN);
-    sr_deferred_add_region(it, dlogits, F32(n), REGION_OUT);
-    sr_deferred_add_region(it, loss_sum, sizeof(float), REGION_OUT);
-    sr_deferred_enqueue(s, it);
-}
-
-static const struct sr_dense_ops deferred_dense_ops = {
-    .gemm = d_gemm,
-    .bias_relu_forward = d_bias_relu_forward,
-    .relu_forward = d_relu_forward,
-    .relu_backward = d_relu_backward,
-    .bias_grad = d_bias_grad,
-    .relu_bias_backward = d_relu_bias_backward,
-    .interaction_forward = d_interaction_forward,
-    .interaction_backward = d_interaction_backward,
-    .bce_with_logits = d_bce_with_logits,
-};
-
-/* ---- embedding ops -------------------------------------------------------- */
-
-/* A batch with its host arrays copied (they may change once the op is queued). */
-struct batch_copy {
-    struct sr_emb_batch batch;
-    int64_t *feature_pos, *table_pos;
-};
-
-static void batch_copy_init(struct batch_copy *c, const struct sr_emb_layout *l,
-                            const struct sr_emb_batch *b)
-{
-    c->batch = *b;
-    c->feature_pos = NULL;
-    c->table_pos = NULL;
-    if (b->feature_pos) {
-        c->feature_pos = sr_deferred_xmalloc((size_t)l->num_features * sizeof(int64_t));
-        memcpy(c->feature_pos, b->feature_pos, (size_t)l->num_features * sizeof(int64_t));
-        c->batch.feature_pos = c->feature_pos;
-    }
-    if (b->table_pos) {
-        c->table_pos = sr_deferred_xmalloc((size_t)(l->num_tables + 1) * sizeof(int64_t));
-        memcpy(c->table_pos, b->table_pos, (size_t)(l->num_tables + 1) * sizeof(int64_t));
-        c->batch.table_pos = c->table_pos;
-    }
-}
-
-static void batch_copy_free(struct batch_copy *c)
-{
-    free(c->feature_pos);
-    free(c->table_pos);
-}
-
-static void add_batch_regions(struct item *it, const struct sr_emb_layout *l,
-                              const struct sr_emb_batch *b)
-{
-    size_t n = (size_t)b->num_values;
-    sr_deferred_add_region(it, b->offsets, ((size_t)l->num_features * (size_t)b->batch + 1) * sizeof(int64_t),
-               REGION_IN);
-    sr_deferred_add_region(it, b->values, n * sizeof(int64_t), REGION_IN);
-    sr_deferred_add_region(it, b->weights, F32(n), REGION_IN);
-}
-
-static size_t state_bytes(enum sr_optim_kind kind, const struct sr_emb_table *t)
-{
-    int per_row = 0;
-    int per_elem = sr_optim_state_per_element(kind, &per_row);
-    size_t per = per_row ? 1 : (size_t)t->dim;
-    return F32((size_t)per_elem * per * (size_t)t->rows);
-}
-
-static void add_table_regions(struct item *it, enum sr_optim_kind kind,
-                              const struct sr_emb_table *t, enum region_kind weight_kind,
-                              int with_state)
-{
-    sr_deferred_add_region(it, t->weight, F32((size_t)t->rows * (size_t)t->dim), weight_kind);
-    if (with_state)
-        sr_deferred_add_region(it, t->state, state_bytes(kind, t), REGION_INOUT);
-}
-
-static size_t d_workspace_bytes(struct sr_device *dev, const struct sr_emb_layout *layout)
-{
-    return sr_cpu_embedding_ops.workspace_bytes(sr_cpu_device(), layout);
-}
-
-struct emb_args {
-    const struct sr_emb_layout *layout;
-    struct batch_copy batch;
-    const float *dpooled;
-    float *pooled;
-    void *workspace;
-    struct sr_emb_update update;
-    int keep_ids;
-    /* init_uniform / fill */
-    float *p;
-    int64_t rows;
-    int dim;
-    int64_t row_begin;
-    uint64_t seed, stream;
-    double lo, hi;
-    float value;
-};
-
-#define EMB(it) DEFERRED_ARGS(struct emb_args, it)
-
-static void run_workspace_init(struct item *it)
-{
-    sr_cpu_embedding_ops.workspace_init(sr_cpu_device(), EMB(it)->layout, EMB(it)->workspace);
-}
-
-static void d_workspace_init(struct sr_device *dev, const struct sr_emb_layout *layout,
-                             void *workspace)
-{
-    struct item *it = sr_deferred_item_new(sizeof(struct emb_args), run_workspace_init);
-    *EMB(it) = (struct emb_args){.layout = layout, .workspace = workspace};
-    sr_deferred_add_region(it, workspace, d_workspace_bytes(dev, layout), REGION_OUT);
-    sr_deferred_enqueue(NULL, it);
-}
-
-static void run_init_uniform(struct item *it)
-{
-    struct emb_args *a = EMB(it);
-    sr_cpu_embedding_ops.init_uniform(sr_cpu_device(), a->p, a->rows, a->dim, a->row_begin,
-                                      a->seed, a->stream, a->lo, a->hi, NULL);
-}
-
-static void d_init_uniform(struct sr_device *dev, float *weight, int64_t rows, int dim,
-                           int64_t row_begin, uint64_t seed, uint64_t stream, double lo, double hi,
-                           sr_stream_t s)
-{
-    struct item *it = sr_deferred_item_new(sizeof(struct emb_args), run_init_uniform);
-    *EMB(it) = (struct emb_args){.p = weight,
-                                 .rows = rows,
-                                 .dim = dim,
-                                 .row_begin = row_begin,
-                                 .seed = seed,
-                                 .stream = stream,
-                                 .lo = lo,
-                                 .hi = hi};
-    sr_deferred_add_region(it, weight, F32((size_t)rows * (size_t)dim), REGION_OUT);
-    sr_deferred_enqueue(s, it);
-}
-
-static void run_fill(struct item *it)
-{
-    struct emb_args *a = EMB(it);
-    sr_cpu_embedding_ops.fill(sr_cpu_device(), a->p, a->rows, a->value, NULL);
-}
-
-static void d_fill(struct sr_device *dev, float *p, int64_t n, float value, sr_stream_t s)
-{
-    struct item *it = sr_deferred_item_new(sizeof(struct emb_args), run_fill);
-    *EMB(it) = (struct emb_args){.p = p, .rows = n, .value = value};
-    sr_deferred_add_region(it, p, F32(n), REGION_OUT);
-    sr_deferred_enqueue(s, it);
-}
-
-static void run_forward(struct item *it)
-{
-    struct emb_args *a = EMB(it);
-    sr_cpu_embedding_ops.forward(sr_cpu_device(), a->layout, &a->batch.batch, a->keep_ids,
-                                 a->pooled, a->workspace, NULL);
-    batch_copy_free(&a->batch);
-}
-
-static void d_forward(struct sr_device *dev, const struct sr_emb_layout *layout,
-                      const struct sr_emb_batch *batch, int keep_ids, float *pooled,
-                      void *workspace, sr_stream_t s)
-{
-    struct item *it = sr_deferred_item_new(sizeof(struct emb_args), run_forward);
-    struct emb_args *a = EMB(it);
-    *a = (struct emb_args){
-        .layout = layout, .pooled = pooled, .workspace = workspace, .keep_ids = keep_ids};
-    batch_copy_init(&a->batch, layout, batch);
-    add_batch_regions(it, layout, batch);
-    for (int t = 0; t < layout->num_tables; t++)
-        add_table_regions(it, layout->optim, &layout->tables[t], REGION_IN, 0);
-    sr_deferred_add_region(it, workspace, d_workspace_bytes(dev, layout), REGION_INOUT);
-    sr_deferred_add_region(it, pooled, F32((size_t)batch->batch * (size_t)layout->out_dim), REGION_OUT);
-    sr_deferred_enqueue(s, it);
-}
-
-static void run_backward(struct item *it)
-{
-    struct emb_args *a = EMB(it);
-    sr_cpu_embedding_ops.backward(sr_cpu_device(), a->layout, &a->batch.batch, a->dpooled,
-                                  &a->update, a->workspace, NULL);
-    batch_copy_free(&a->batch);
-}
-
-static void d_backward(struct sr_device *dev, const struct sr_emb_layout *layout,
-                       const struct sr_emb_batch *batch, const float *dpooled,
-                       const struct sr_emb_update *update, void *workspace, sr_stream_t s)
-{
-    struct item *it = sr_deferred_item_new(sizeof(struct emb_args), run_backward);
-    struct emb_args *a = EMB(it);
-    *a = (struct emb_args){
-        .layout = layout, .dpooled = dpooled, .workspace = workspace, .update = *update};
-    batch_copy_init(&a->batch, layout, batch);
-    add_batch_regions(it, layout, batch);
-    sr_deferred_add_region(it, dpooled, F32((size_t)batch->batch * (size_t)layout->out_dim), REGION_IN);
-    sr_deferred_add_region(it, workspace, d_workspace_bytes(dev, layout), REGION_INOUT);
-    for (int t = 0; t < layout->num_tables; t++)
-        add_table_regions(it, layout->optim, &layout->tables[t], REGION_INOUT, 1);
-    sr_deferred_enqueue(s, it);
-}
-
-static const struct sr_embedding_ops deferred_embedding_ops = {
-    .workspace_bytes = d_workspace_bytes,
-    .workspace_init = d_workspace_init,
-    .init_uniform = d_init_uniform,
-    .fill = d_fill,
-    .forward = d_forward,
-    .backward = d_backward,
-};
-
-/* ---- DP-table ops --------------------------------------------------------- */
-
-struct dp_args {
-    const struct sr_emb_layout *layout;
-    struct batch_copy batch;
-    const float *dpooled;
-    float **grad, **counts; /* copies of the host arrays */
-    struct sr_emb_table tab;
-    const float *g, *c;
-    struct sr_emb_update update;
-};
-
-#define DP(it) DEFERRED_ARGS(struct dp_args, it)
-
-static void run_dp_accumulate(struct item *it)
-{
-    struct dp_args *a = DP(it);
-    sr_cpu_emb_dp_ops.accumulate(sr_cpu_device(), a->layout, &a->batch.batch, a->dpooled,
-                                 a->grad, a->counts, NULL);
-    batch_copy_free(&a->batch);
-    free(a->grad);
-    free(a->counts);
-}
-
-static void d_dp_accumulate(struct sr_device *dev, const struct sr_emb_layout *layout,
-                            const struct sr_emb_batch *batch, const float *dpooled,
-                            float *const *grad, float *const *counts, sr_stream_t s)
-{
-    struct item *it = sr_deferred_item_new(sizeof(struct dp_args), run_dp_accumulate);
-    struct dp_args *a = DP(it);
-    const size_t T = (size_t)layout->num_tables;
-    *a = (struct dp_args){.layout = layout, .dpooled = dpooled};
-    batch_copy_init(&a->batch, layout, batch);
-    a->grad = sr_deferred_xmalloc(T * sizeof(float *));
-    a->counts = sr_deferred_xmalloc(T * sizeof(float *));
-    memcpy(a->grad, grad, T * sizeof(float *));
-    memcpy(a->counts, counts, T * sizeof(float *));
-    add_batch_regions(it, layout, batch);
-    sr_deferred_add_region(it, dpooled, F32((size_t)batch->batch * (size_t)layout->out_dim), REGION_IN);
-    for (size_t t = 0; t < T; t++) {
-        const struct sr_emb_table *tab = &layout->tables[t];
-        sr_deferred_add_region(it, grad[t], F32((size_t)tab->rows * (size_t)tab->dim), REGION_INOUT);
-        sr_deferred_add_region(it, counts[t], F32((size_t)tab->rows), REGION_INOUT);
-    }
-    sr_deferred_enqueue(s, it);
-}
-
-static void run_dp_apply(struct item *it)
-{
-    struct dp_args *a = DP(it);
-    sr_cpu_emb_dp_ops.apply(sr_cpu_device(), &a->tab, a->g, a->c, &a->update, NULL);
-}
-
-static void d_dp_apply(struct sr_device *dev, const struct sr_emb_table *tab, const float *grad,
-                       const float *counts, const struct sr_emb_update *update, sr_stream_t s)
-{
-    struct item *it = sr_deferred_item_new(sizeof(struct dp_args), run_dp_apply);
-    *DP(it) = (struct dp_args){.tab = *tab, .g = grad, .c = counts, .update = *update};
-    sr_deferred_add_region(it, grad, F32((size_t)tab->rows * (size_t)tab->dim), REGION_IN);
-    sr_deferred_add_region(it, counts, F32((size_t)tab->rows), REGION_IN);
-    add_table_regions(it, update->optim.kind, tab, REGION_INOUT, 1);
-    sr_deferred_enqueue(s, it);
-}
-
-static const struct sr_emb_dp_ops deferred_dp_ops = {
-    .accumulate = d_dp_accumulate,
-    .apply = d_dp_apply,
-};
-
-/* ---- dense optimizer ops -------------------------------------------------- */
-
-struct optim_args {
-    float *w, *m, *v;
-    const float *g;
-    size_t n;
-    const float *lr; /* device */
-    float beta1, beta2, eps;
-    const int64_t *step; /* device */
-};
-
-#define OPT(it) DEFERRED_ARGS(struct optim_args, it)
-
-static void run_sgd(struct item *it)
-{
-    struct optim_args *a = OPT(it);
-    sr_cpu_optim_ops.sgd_step(sr_cpu_device(), NULL, a->w, a->g, a->n, a->lr);
-}
-
-static void run_adagrad(struct item *it)
-{
-    struct optim_args *a = OPT(it);
-    sr_cpu_optim_ops.adagrad_step(sr_cpu_device(), NULL, a->w, a->m, a->g, a->n, a->lr, a->eps);
-}
-
-static void run_adam(struct item *it)
-{
-    struct optim_args *a = OPT(it);
-    sr_cpu_optim_ops.adam_step(sr_cpu_device(), NULL, a->w, a->m, a->v, a->g, a->n, a->lr,
-                               a->beta1, a->beta2, a->eps, a->step);
-}
-
-static void optim_enqueue(sr_stream_t s, void (*run)(struct item *), struct optim_args args)
-{
-    struct item *it = sr_deferred_item_new(sizeof(struct optim_args), run);
-    *OPT(it) = args;
-    sr_deferred_add_region(it, args.g, F32(args.n), REGION_IN);
-    sr_deferred_add_region(it, args.lr, sizeof(float), REGION_IN);
-    sr_deferred_add_region(it, args.step, sizeof(int64_t), REGION_IN);
-    sr_deferred_add_region(it, args.w, F32(args.n), REGION_INOUT);
-    sr_deferred_add_region(it, args.m, F32(args.n), REGION_INOUT);
-    sr_deferred_add_region(it, args.v, F32(args.n), REGION_INOUT);
-    sr_deferred_enqueue(s, it);
-}
-
-static void d_sgd_step(struct sr_device *dev, sr_stream_t s, float *w, const float *g, size_t n,
-                       const float *lr)
-{
-    optim_enqueue(s, run_sgd, (struct optim_args){.w = w, .g = g, .n = n, .lr = lr});
-}
-
-static void d_adagrad_step(struct sr_device *dev, sr_stream_t s, float *w, float *sum,
-                           const float *g, size_t n, const float *lr, float eps)
-{
-    optim_enqueue(s, run_adagrad,
-                  (struct optim_args){.w = w, .m = sum, .g = g, .n = n, .lr = lr, .eps = eps});
-}
-
-static void d_adam_step(struct sr_device *dev, sr_stream_t s, float *w, float *m, float *v,
-                        const float *g, size_t n, const float *lr, float beta1, float beta2,
-                        float eps, const int64_t *step)
-{
-    optim_enqueue(s, run_adam,
-                  (struct optim_args){.w = w,
-                                      .m = m,
-                                      .v = v,
-                                      .g = g,
-                                      .n = n,
-                                      .lr = lr,
-                                      .beta1 = beta1,
-                                      .beta2 = beta2,
-                                      .eps = eps,
-                                      .step = step});
-}
-
-static const struct sr_optim_ops deferred_optim_ops = {
-    .sgd_step = d_sgd_step,
-    .adagrad_step = d_adagrad_step,
-    .adam_step = d_adam_step,
-};
-
 static struct sr_device deferred_device = {
     .kind = SR_DEVICE_CPU,
     .ordinal = 0,
@@ -1066,10 +534,10 @@ static struct sr_device deferred_device = {
     .host_visible = 1,
     .host_immediate = 0, /* ops run later: a twin must not alias the host */
     .mem = &deferred_mem_ops,
-    .dense = &deferred_dense_ops,
-    .emb = &deferred_embedding_ops,
-    .emb_dp = &deferred_dp_ops,
-    .optim = &deferred_optim_ops,
+    .dense = &sr_cpu_deferred_dense_ops,
+    .emb = &sr_cpu_deferred_embedding_ops,
+    .emb_dp = &sr_cpu_deferred_emb_dp_ops,
+    .optim = &sr_cpu_deferred_optim_ops,
     .sparse_dist = &sr_cpu_deferred_sparse_dist_ops,
     .cast = &sr_cpu_deferred_cast_ops,
     .ctx = NULL,
@@ -1088,10 +556,10 @@ static struct sr_device opaque_device = {
     .host_visible = 0,
     .host_immediate = 0,
     .mem = &opaque_mem_ops,
-    .dense = &deferred_dense_ops,
-    .emb = &deferred_embedding_ops,
-    .emb_dp = &deferred_dp_ops,
-    .optim = &deferred_optim_ops,
+    .dense = &sr_cpu_deferred_dense_ops,
+    .emb = &sr_cpu_deferred_embedding_ops,
+    .emb_dp = &sr_cpu_deferred_emb_dp_ops,
+    .optim = &sr_cpu_deferred_optim_ops,
     .sparse_dist = &sr_cpu_deferred_sparse_dist_ops,
     .cast = &sr_cpu_deferred_cast_ops,
     .ctx = NULL,

@@ -1,24 +1,24 @@
 /*
- * The deferred CPU device's queue, for the files that wrap an op family
- * (cpu_deferred.c wraps memory, dense, embedding, dp and optimizer ops; each
- * later family adds a cpu_deferred_<family>.c). A wrapper:
+ * The deferred CPU device's queue (cpu_deferred.c), for cpu_deferred_ops.c,
+ * which queues every op from its declaration (device/op_decl.h):
  *
  *   struct item *it = sr_deferred_item_new(sizeof(struct my_args), run_my_op);
- *   *DEFERRED_ARGS(struct my_args, it) = (struct my_args){...}; // copy host arrays too
- *   sr_deferred_add_region(it, in, bytes, REGION_IN);            // every operand
- *   sr_deferred_add_region(it, out, bytes, REGION_OUT);          // or REGION_INOUT
+ *   ... copy the arguments into DEFERRED_ARGS(struct my_args, it); host
+ *   ... arrays with sr_deferred_keep (freed once the item has run)
+ *   sr_deferred_add_region(it, p, bytes, REGION_IN);  // every operand
  *   sr_deferred_enqueue(stream, it);
  *
  * and run_my_op(it) calls the CPU backend's op on the saved arguments (with
- * sr_cpu_device() and a NULL stream), then frees any host copies it made.
- * Regions must cover every byte the op reads or writes: poisoning and the
- * hazard checks rely on them (cpu_deferred.c explains the rules).
+ * sr_cpu_device() and a NULL stream). Regions must cover every byte the op
+ * reads or writes: poisoning and the hazard checks rely on them
+ * (cpu_deferred.c explains the rules).
  */
 #ifndef SHARDREC_CPU_DEFERRED_H
 #define SHARDREC_CPU_DEFERRED_H
 
 #include <stdalign.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "shardrec/stream.h"
 
@@ -36,14 +36,19 @@ struct item {
     void (*run)(struct item *it);
     int num_regions, cap_regions;
     struct region *regions;
+    struct kept *kept; /* host copies of the arguments, freed after the run */
     alignas(max_align_t) unsigned char args[];
 };
 
 #define DEFERRED_ARGS(type, it) ((type *)(void *)(it)->args)
-#define F32(n)                  ((size_t)(n) * sizeof(float))
 
 /* A new item with args_bytes of argument space; run is called when it runs. */
 struct item *sr_deferred_item_new(size_t args_bytes, void (*run)(struct item *));
+/* A copy of count elements of elem bytes at host memory p, owned by it
+ * (NULL when p is NULL). */
+void *sr_deferred_keep(struct item *it, const void *p, int64_t count, size_t elem);
+/* *field is a pointer to a host array of count elements: point it at a copy. */
+void sr_deferred_keep_field(struct item *it, void *field, int64_t count, size_t elem);
 /* Declare an operand (NULL or 0 bytes: ignored). */
 void sr_deferred_add_region(struct item *it, const void *p, size_t bytes, enum region_kind kind);
 /* Poison what is safe to poison, then queue it on s (NULL: the default stream). */
@@ -61,5 +66,13 @@ void *sr_opaque_alloc(size_t bytes);
 void sr_opaque_free(void *p);
 int sr_opaque_find(const void *p, void **base, size_t *bytes);
 int sr_opaque_set_access(int open);
+
+/* The queued op tables (cpu_deferred_ops.c), the same for both devices. */
+extern const struct sr_dense_ops sr_cpu_deferred_dense_ops;
+extern const struct sr_optim_ops sr_cpu_deferred_optim_ops;
+extern const struct sr_embedding_ops sr_cpu_deferred_embedding_ops;
+extern const struct sr_emb_dp_ops sr_cpu_deferred_emb_dp_ops;
+extern const struct sr_sparse_dist_ops sr_cpu_deferred_sparse_dist_ops;
+extern const struct sr_cast_ops sr_cpu_deferred_cast_ops;
 
 #endif

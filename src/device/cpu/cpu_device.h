@@ -15,8 +15,6 @@ extern const struct sr_embedding_ops sr_cpu_embedding_ops; /* cpu_embedding.c */
 extern const struct sr_optim_ops sr_cpu_optim_ops;         /* cpu_optim.c */
 extern const struct sr_emb_dp_ops sr_cpu_emb_dp_ops;       /* cpu_embedding_dp.c */
 extern const struct sr_sparse_dist_ops sr_cpu_sparse_dist_ops; /* cpu_sparse_dist.c */
-extern const struct sr_sparse_dist_ops sr_cpu_deferred_sparse_dist_ops; /* cpu_deferred_sparse_dist.c */
 extern const struct sr_cast_ops sr_cpu_cast_ops;           /* cpu_cast.c */
-extern const struct sr_cast_ops sr_cpu_deferred_cast_ops;  /* cpu_deferred_cast.c */
 
 #endif
