@@ -136,8 +136,8 @@ int main(int argc, char **argv)
                 op_time[i] = 0.0;
         }
         double t = now();
-        sr_dlrm_forward(m, dense, pooled, B, logits);
-        sr_dlrm_backward(m, labels, NULL, B, 1.0f / B, dpooled);
+        sr_dlrm_forward(m, NULL, dense, pooled, B, logits);
+        sr_dlrm_backward(m, NULL, labels, NULL, B, 1.0f / B, dpooled);
         total += now() - t;
     }
     double gflop = 3.0 * sr_dlrm_flops_per_sample(&cfg) * B / 1e9;

@@ -96,7 +96,7 @@ static int forward(struct model *m, struct sr_batch *b, float *pooled, float *lo
     int rc = sr_ebc_forward(m->ebc, &b->kjt, m->pooled);
     if (rc)
         return rc;
-    sr_dlrm_forward(m->dlrm, b->dense, m->pooled, B, m->logits);
+    sr_dlrm_forward(m->dlrm, NULL, b->dense, m->pooled, B, m->logits);
     sr_dev_copy(m->dev, pooled, m->pooled, sizeof(float) * B * F * D, NULL);
     sr_dev_copy(m->dev, logits, m->logits, sizeof(float) * B, NULL);
     sr_dev_sync(m->dev, NULL);
@@ -193,7 +193,7 @@ static void test_deferred_forward_needs_copy_stage(void **state)
     /* Without the copy stage: the twin holds only its poison (the dense half
      * alone: poisoned offsets would send the lookup out of its tables). */
     sizes_only(&twin, &host);
-    sr_dlrm_forward(m.dlrm, twin.dense, m.pooled, B, m.logits);
+    sr_dlrm_forward(m.dlrm, NULL, twin.dense, m.pooled, B, m.logits);
     sr_dev_copy(dev, logits, m.logits, sizeof logits, NULL);
     sr_dev_sync(dev, NULL);
     assert_true(memcmp(logits, want_logits, sizeof logits) != 0); /* from NaN dense features */

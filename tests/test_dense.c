@@ -487,13 +487,13 @@ static void check_dlrm(const float *mask)
     for (int b = 0; b < DB; b++)
         r.mask[b] = mask ? mask[b] : 1.0;
 
-    sr_dlrm_forward(m, dense, pooled, DB, logits);
+    sr_dlrm_forward(m, NULL, dense, pooled, DB, logits);
     host_wait();
     double want_logits[DB];
     ref_forward(&r, want_logits);
     expect_close("dlrm logits", logits, want_logits, DB, 1e-5, 1e-4);
 
-    const float *loss_dev = sr_dlrm_backward(m, labels, mask, DB, (float)r.scale, dpooled);
+    const float *loss_dev = sr_dlrm_backward(m, NULL, labels, mask, DB, (float)r.scale, dpooled);
     host_wait();
     double loss = *HV(loss_dev), want_loss = ref_objective(&r) / r.scale;
     assert_true(fabs(loss - want_loss) < 1e-5 * (1.0 + want_loss));
@@ -507,9 +507,9 @@ static void check_dlrm(const float *mask)
     expect_close("dlrm dpooled", dpooled, gp, DB * DF * DD, 2e-5, 1e-3);
 
     /* A second backward overwrites (does not accumulate) the gradient block. */
-    sr_dlrm_forward(m, dense, pooled, DB, logits);
+    sr_dlrm_forward(m, NULL, dense, pooled, DB, logits);
     host_wait();
-    sr_dlrm_backward(m, labels, mask, DB, (float)r.scale, dpooled);
+    sr_dlrm_backward(m, NULL, labels, mask, DB, (float)r.scale, dpooled);
     host_wait();
     expect_close("dlrm grads after a second backward", HV(grads), g, n, 2e-5, 1e-3);
     free(g);
@@ -541,18 +541,18 @@ static void test_dlrm_mask_equals_dropping(void **state)
     const float labels[DB] = {1, 0, 0, 1, 1}, mask[DB] = {1, 1, 1, 0, 0};
     fill(dense, DB * DN, 70, 1.0);
     fill(pooled, DB * DF * DD, 71, 1.0);
-    sr_dlrm_forward(m, dense, pooled, DB, logits);
+    sr_dlrm_forward(m, NULL, dense, pooled, DB, logits);
     host_wait();
-    const float *loss_dev = sr_dlrm_backward(m, labels, mask, DB, 0.125f, dp);
+    const float *loss_dev = sr_dlrm_backward(m, NULL, labels, mask, DB, 0.125f, dp);
     host_wait();
     double masked = *HV(loss_dev);
     float *g_masked = malloc(sizeof(float) * n);
     memcpy(g_masked, HV(grads), sizeof(float) * n);
     for (int i = 3 * DF * DD; i < DB * DF * DD; i++)
         assert_true(dp[i] == 0.0f);
-    sr_dlrm_forward(m, dense, pooled, 3, logits);
+    sr_dlrm_forward(m, NULL, dense, pooled, 3, logits);
     host_wait();
-    assert_ptr_equal(sr_dlrm_backward(m, labels, NULL, 3, 0.125f, dp), loss_dev);
+    assert_ptr_equal(sr_dlrm_backward(m, NULL, labels, NULL, 3, 0.125f, dp), loss_dev);
     host_wait();
     double dropped = *HV(loss_dev);
     assert_true(fabs(masked - dropped) < 1e-9);
@@ -621,7 +621,7 @@ struct hook_log {
     unsigned char seen[4096];
 };
 
-static void on_grad_ready(void *ctx, size_t offset, size_t count)
+static void on_grad_ready(void *ctx, size_t offset, size_t count, sr_stream_t s)
 {
     struct hook_log *h = ctx;
     h->calls++;
@@ -646,9 +646,9 @@ static void test_dlrm_grad_hook_and_split(void **state)
     const float labels[DB] = {0, 1, 0, 1, 0};
     fill(dense, DB * DN, 80, 1.0);
     fill(pooled, DB * DF * DD, 81, 1.0);
-    sr_dlrm_forward(m, dense, pooled, DB, la);
+    sr_dlrm_forward(m, NULL, dense, pooled, DB, la);
     host_wait();
-    const float *loss_dev = sr_dlrm_backward(m, labels, NULL, DB, 0.2f, da);
+    const float *loss_dev = sr_dlrm_backward(m, NULL, labels, NULL, DB, 0.2f, da);
     host_wait();
     float loss_a = *HV(loss_dev);
     assert_int_equal(h.calls, 5);
@@ -659,13 +659,13 @@ static void test_dlrm_grad_hook_and_split(void **state)
     memcpy(ga, HV(grads), sizeof(float) * n);
     sr_dlrm_set_grad_ready(m, NULL, NULL);
     /* Split halves give bit-identical results (and reruns are bit-exact). */
-    sr_dlrm_forward_bottom(m, dense, DB);
+    sr_dlrm_forward_bottom(m, NULL, dense, DB);
     host_wait();
-    sr_dlrm_forward_top(m, pooled, DB, lb);
+    sr_dlrm_forward_top(m, NULL, pooled, DB, lb);
     host_wait();
-    const float *loss_b = sr_dlrm_backward_top(m, labels, NULL, DB, 0.2f, db);
+    const float *loss_b = sr_dlrm_backward_top(m, NULL, labels, NULL, DB, 0.2f, db);
     host_wait();
-    sr_dlrm_backward_bottom(m, DB);
+    sr_dlrm_backward_bottom(m, NULL, DB);
     host_wait();
     assert_memory_equal(la, lb, sizeof(la));
     assert_memory_equal(da, db, sizeof(da));
@@ -701,9 +701,9 @@ static void test_dlrm_k_bitexact(void **state)
         labels[b] = (float)(b % 3 == 0);
     float loss[2];
     for (int run = 0; run < 2; run++) {
-        sr_dlrm_forward(m, dense, pooled, B, logits[run]);
+        sr_dlrm_forward(m, NULL, dense, pooled, B, logits[run]);
         host_wait();
-        const float *loss_dev = sr_dlrm_backward(m, labels, NULL, B, 1.0f / B, dp[run]);
+        const float *loss_dev = sr_dlrm_backward(m, NULL, labels, NULL, B, 1.0f / B, dp[run]);
         host_wait();
         loss[run] = *HV(loss_dev);
         if (run == 0)

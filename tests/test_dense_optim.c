@@ -97,7 +97,7 @@ static void run_scaled(struct sr_optim_config c, float lr, double scale, float w
         for (int i = 0; i < N; i++)
             g[i] = grad(t, i, scale);
         const struct sr_step_scalars sc = {.dense_lr = lr, .step = t}; /* host-visible device */
-        sr_dense_optim_step(o, w, g, &sc);
+        sr_dense_optim_step(o, NULL, w, g, &sc);
         host_wait();
         if (t == 1)
             memcpy(w1, w, sizeof(float) * N);
@@ -199,12 +199,12 @@ static void test_scalars_from_device(void **state)
     for (int t = 1; t <= STEPS; t++) {
         host[t - 1] = (struct sr_step_scalars){.dense_lr = 0.01f * (float)t, .step = t};
         sr_dev_copy(dev, block, &host[t - 1], sizeof *block, NULL);
-        sr_dense_optim_step(o, w, g + (t - 1) * N, block);
+        sr_dense_optim_step(o, NULL, w, g + (t - 1) * N, block);
     }
     host_wait();
     for (int t = 1; t <= STEPS; t++) {
         const struct sr_step_scalars sc = {.dense_lr = 0.01f * (float)t, .step = t};
-        sr_dense_optim_step(ref, want, grads[t - 1], &sc);
+        sr_dense_optim_step(ref, NULL, want, grads[t - 1], &sc);
         host_wait();
     }
     assert_memory_equal(HV(w), want, sizeof want);

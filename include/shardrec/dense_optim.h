@@ -34,11 +34,11 @@ void sr_dense_optim_init(struct sr_dense_optim **out, struct sr_device *dev,
  * Adam's bias correction). scalars is DEVICE memory (the twin of the step's
  * block, shardrec/step_scalars.h), read when the update runs: the host never
  * passes lr or step by value, so it need not wait for the device to change
- * them. Stream-ordered on the device's default stream: scalars must have
- * been written (or copied) earlier on that stream. Allocates nothing; a step
- * < 1 aborts when the update runs. */
-void sr_dense_optim_step(struct sr_dense_optim *o, float *params, const float *grads,
-                         const struct sr_step_scalars *scalars);
+ * them. Stream-ordered on s: scalars, params and grads must be ready there
+ * (written earlier on s, or s made to wait for their writers). Allocates
+ * nothing; a step < 1 aborts when the update runs. */
+void sr_dense_optim_step(struct sr_dense_optim *o, sr_stream_t s, float *params,
+                         const float *grads, const struct sr_step_scalars *scalars);
 
 /* Number of fp32 state values (0 for SGD, n for Adagrad, 2n for Adam) and a
  * pointer to them (device), for checkpoints. */

@@ -77,15 +77,19 @@ int sr_dlrm_init(struct sr_dlrm **out, struct sr_device *dev, const struct sr_dl
 void sr_dlrm_free(struct sr_dlrm *m);
 
 /* dense (B, num_dense), pooled (B, F*D) -> logits (B). Keeps activations for
- * backward. Same as sr_dlrm_forward_bottom then sr_dlrm_forward_top. */
-void sr_dlrm_forward(struct sr_dlrm *m, const float *dense, const float *pooled, int B,
-                     float *logits);
+ * backward. Same as sr_dlrm_forward_bottom then sr_dlrm_forward_top.
+ * Forward and backward issue their ops on stream s (stream-ordered: the
+ * caller orders s after the producers of dense, pooled and labels, and
+ * reads the outputs after s). */
+void sr_dlrm_forward(struct sr_dlrm *m, sr_stream_t s, const float *dense, const float *pooled,
+                     int B, float *logits);
 
 /* The two halves of forward, so the bottom MLP can run while the pooled
  * embeddings are still being exchanged: bottom MLP of dense (B, num_dense);
  * then interaction and top MLP with pooled (B, F*D) -> logits (B). */
-void sr_dlrm_forward_bottom(struct sr_dlrm *m, const float *dense, int B);
-void sr_dlrm_forward_top(struct sr_dlrm *m, const float *pooled, int B, float *logits);
+void sr_dlrm_forward_bottom(struct sr_dlrm *m, sr_stream_t s, const float *dense, int B);
+void sr_dlrm_forward_top(struct sr_dlrm *m, sr_stream_t s, const float *pooled, int B,
+                         float *logits);
 
 /* After forward of the same B samples: given labels (B) (0/1), optional
  * mask (B) of 1/0 (NULL = all 1; masked samples contribute no loss and no
@@ -99,23 +103,25 @@ void sr_dlrm_forward_top(struct sr_dlrm *m, const float *pooled, int B, float *l
  * all-reduces it with the last gradient bucket instead, shardrec's
  * "the loss stays on the device"). Same as sr_dlrm_backward_top then
  * sr_dlrm_backward_bottom. */
-const float *sr_dlrm_backward(struct sr_dlrm *m, const float *labels, const float *mask, int B,
-                              float loss_scale, float *dpooled);
+const float *sr_dlrm_backward(struct sr_dlrm *m, sr_stream_t s, const float *labels,
+                              const float *mask, int B, float loss_scale, float *dpooled);
 
 /* The two halves of backward: loss, top MLP and interaction (writes dpooled
  * and the top MLP's gradients, returns the loss sum's device pointer as
  * sr_dlrm_backward), so the pooled gradients can leave while the bottom
  * MLP's backward runs; then the bottom MLP (writes its gradients). */
-const float *sr_dlrm_backward_top(struct sr_dlrm *m, const float *labels, const float *mask, int B,
-                                  float loss_scale, float *dpooled);
-void sr_dlrm_backward_bottom(struct sr_dlrm *m, int B);
+const float *sr_dlrm_backward_top(struct sr_dlrm *m, sr_stream_t s, const float *labels,
+                                  const float *mask, int B, float loss_scale, float *dpooled);
+void sr_dlrm_backward_bottom(struct sr_dlrm *m, sr_stream_t s, int B);
 
-/* Called by backward each time a Linear layer's gradients are final, with
+/* Called by backward each time a Linear layer's gradients are issued, with
  * their range [offset, offset + count) in the flat gradient block (layers
- * complete from the last top layer down to bottom layer 0), so a caller can
- * start all-reducing a bucket early. NULL fn disables. */
-void sr_dlrm_set_grad_ready(struct sr_dlrm *m, void (*fn)(void *ctx, size_t offset, size_t count),
-                            void *ctx);
+ * complete from the last top layer down to bottom layer 0) and the stream
+ * backward runs on (the gradients are final once that stream reaches this
+ * point), so a caller can start all-reducing a bucket early. NULL fn
+ * disables. */
+typedef void (*sr_dlrm_grad_ready_fn)(void *ctx, size_t offset, size_t count, sr_stream_t s);
+void sr_dlrm_set_grad_ready(struct sr_dlrm *m, sr_dlrm_grad_ready_fn fn, void *ctx);
 
 /* The device the model lives on. */
 struct sr_device *sr_dlrm_device(const struct sr_dlrm *m);

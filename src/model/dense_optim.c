@@ -71,19 +71,19 @@ void sr_dense_optim_init(struct sr_dense_optim **out, struct sr_device *dev,
     *out = o;
 }
 
-void sr_dense_optim_step(struct sr_dense_optim *o, float *params, const float *grads,
-                         const struct sr_step_scalars *scalars)
+void sr_dense_optim_step(struct sr_dense_optim *o, sr_stream_t s, float *params,
+                         const float *grads, const struct sr_step_scalars *scalars)
 {
     const float *lr = &scalars->dense_lr;
     switch (o->cfg.kind) {
     case SR_OPTIM_SGD:
-        sr_op_optim_sgd_step(o->dev, NULL, params, grads, o->n, lr);
+        sr_op_optim_sgd_step(o->dev, s, params, grads, o->n, lr);
         break;
     case SR_OPTIM_ADAGRAD:
-        sr_op_optim_adagrad_step(o->dev, NULL, params, o->state, grads, o->n, lr, o->cfg.eps);
+        sr_op_optim_adagrad_step(o->dev, s, params, o->state, grads, o->n, lr, o->cfg.eps);
         break;
     case SR_OPTIM_ADAM:
-        sr_op_optim_adam_step(o->dev, NULL, params, o->state, o->state + o->n, grads, o->n, lr,
+        sr_op_optim_adam_step(o->dev, s, params, o->state, o->state + o->n, grads, o->n, lr,
                               o->cfg.beta1, o->cfg.beta2, o->cfg.eps, &scalars->step);
         break;
     case SR_OPTIM_ROWWISE_ADAGRAD:

@@ -58,7 +58,7 @@ struct sr_dlrm {
     int bottom_batch, top_batch; /* B of the last forward halves; -1 when consumed */
     int dz_buf;                  /* which grad_buf holds dz after backward_top */
 
-    void (*grad_ready)(void *ctx, size_t offset, size_t count);
+    sr_dlrm_grad_ready_fn grad_ready;
     void *grad_ready_ctx;
 };
 
@@ -198,13 +198,13 @@ void sr_dlrm_free(struct sr_dlrm *m)
     sr_free(m);
 }
 
-void sr_dlrm_forward_bottom(struct sr_dlrm *m, const float *dense, int B)
+void sr_dlrm_forward_bottom(struct sr_dlrm *m, sr_stream_t s, const float *dense, int B)
 {
     SR_ASSERT(B >= 1 && B <= m->max_batch);
     const float *x = dense;
     sr_trace_begin(SR_SPAN_BOTTOM_MLP, -1);
     for (int l = 0; l < m->n_bot; l++) {
-        sr_linear_forward(m->dev, NULL, &m->bot[l], x, B, m->bot_act[l]);
+        sr_linear_forward(m->dev, s, &m->bot[l], x, B, m->bot_act[l]);
         x = m->bot_act[l];
     }
     sr_trace_end();
@@ -212,56 +212,57 @@ void sr_dlrm_forward_bottom(struct sr_dlrm *m, const float *dense, int B)
     m->bottom_batch = B;
 }
 
-void sr_dlrm_forward_top(struct sr_dlrm *m, const float *pooled, int B, float *logits)
+void sr_dlrm_forward_top(struct sr_dlrm *m, sr_stream_t s, const float *pooled, int B,
+                         float *logits)
 {
     SR_ASSERT(B == m->bottom_batch);
     sr_trace_begin(SR_SPAN_INTERACTION, -1);
-    sr_interaction_forward(m->dev, NULL, m->bot_act[m->n_bot - 1], pooled, B, m->cfg.num_sparse,
+    sr_interaction_forward(m->dev, s, m->bot_act[m->n_bot - 1], pooled, B, m->cfg.num_sparse,
                            m->cfg.embedding_dim, m->inter);
     sr_trace_end();
     const float *x = m->inter;
     sr_trace_begin(SR_SPAN_TOP_MLP, -1);
     for (int l = 0; l < m->n_top; l++) {
-        sr_linear_forward(m->dev, NULL, &m->top[l], x, B, m->top_act[l]);
+        sr_linear_forward(m->dev, s, &m->top[l], x, B, m->top_act[l]);
         x = m->top_act[l];
     }
-    sr_dev_copy(m->dev, logits, x, (size_t)B * sizeof(float), NULL);
+    sr_dev_copy(m->dev, logits, x, (size_t)B * sizeof(float), s);
     sr_trace_end();
     m->pooled = pooled;
     m->top_batch = B;
 }
 
-void sr_dlrm_forward(struct sr_dlrm *m, const float *dense, const float *pooled, int B,
-                     float *logits)
+void sr_dlrm_forward(struct sr_dlrm *m, sr_stream_t s, const float *dense, const float *pooled,
+                     int B, float *logits)
 {
-    sr_dlrm_forward_bottom(m, dense, B);
-    sr_dlrm_forward_top(m, pooled, B, logits);
+    sr_dlrm_forward_bottom(m, s, dense, B);
+    sr_dlrm_forward_top(m, s, pooled, B, logits);
 }
 
-static void notify_layer_ready(struct sr_dlrm *m, int k)
+static void notify_layer_ready(struct sr_dlrm *m, sr_stream_t s, int k)
 {
     if (!m->grad_ready)
         return;
     struct sr_linear *l = layer(m, k);
-    m->grad_ready(m->grad_ready_ctx, m->tensor_offset[2 * k], (size_t)l->out * (l->in + 1));
+    m->grad_ready(m->grad_ready_ctx, m->tensor_offset[2 * k], (size_t)l->out * (l->in + 1), s);
 }
 
-const float *sr_dlrm_backward_top(struct sr_dlrm *m, const float *labels, const float *mask, int B,
-                                  float loss_scale, float *dpooled)
+const float *sr_dlrm_backward_top(struct sr_dlrm *m, sr_stream_t s, const float *labels,
+                                  const float *mask, int B, float loss_scale, float *dpooled)
 {
     SR_ASSERT(B == m->top_batch && B == m->bottom_batch);
     sr_trace_begin(SR_SPAN_BACKWARD, -1);
     int cur = 0; /* grad_buf[cur] holds the gradient of the current layer's output */
-    sr_bce_loss(m->dev, NULL, m->top_act[m->n_top - 1], labels, mask, B, loss_scale,
+    sr_bce_loss(m->dev, s, m->top_act[m->n_top - 1], labels, mask, B, loss_scale,
                 m->grad_buf[cur], m->loss_sum);
     for (int l = m->n_top - 1; l >= 0; l--) {
         const float *x = l > 0 ? m->top_act[l - 1] : m->inter;
-        sr_linear_backward(m->dev, NULL, &m->top[l], x, m->top_act[l], m->grad_buf[cur], B,
+        sr_linear_backward(m->dev, s, &m->top[l], x, m->top_act[l], m->grad_buf[cur], B,
                            m->grad_buf[1 - cur]);
         cur = 1 - cur;
-        notify_layer_ready(m, m->n_bot + l);
+        notify_layer_ready(m, s, m->n_bot + l);
     }
-    sr_interaction_backward(m->dev, NULL, m->bot_act[m->n_bot - 1], m->pooled, m->grad_buf[cur], B,
+    sr_interaction_backward(m->dev, s, m->bot_act[m->n_bot - 1], m->pooled, m->grad_buf[cur], B,
                             m->cfg.num_sparse, m->cfg.embedding_dim, m->grad_buf[1 - cur], dpooled);
     m->dz_buf = 1 - cur;
     m->top_batch = -1;
@@ -269,7 +270,7 @@ const float *sr_dlrm_backward_top(struct sr_dlrm *m, const float *labels, const 
     return m->loss_sum;
 }
 
-void sr_dlrm_backward_bottom(struct sr_dlrm *m, int B)
+void sr_dlrm_backward_bottom(struct sr_dlrm *m, sr_stream_t s, int B)
 {
     SR_ASSERT(B == m->bottom_batch && m->top_batch == -1);
     sr_trace_begin(SR_SPAN_BACKWARD, -1);
@@ -277,23 +278,23 @@ void sr_dlrm_backward_bottom(struct sr_dlrm *m, int B)
     for (int l = m->n_bot - 1; l >= 0; l--) {
         const float *x = l > 0 ? m->bot_act[l - 1] : m->dense;
         float *dx = l > 0 ? m->grad_buf[1 - cur] : NULL; /* no gradient for the input */
-        sr_linear_backward(m->dev, NULL, &m->bot[l], x, m->bot_act[l], m->grad_buf[cur], B, dx);
+        sr_linear_backward(m->dev, s, &m->bot[l], x, m->bot_act[l], m->grad_buf[cur], B, dx);
         cur = 1 - cur;
-        notify_layer_ready(m, l);
+        notify_layer_ready(m, s, l);
     }
     m->bottom_batch = -1;
     sr_trace_end();
 }
 
-const float *sr_dlrm_backward(struct sr_dlrm *m, const float *labels, const float *mask, int B,
-                              float loss_scale, float *dpooled)
+const float *sr_dlrm_backward(struct sr_dlrm *m, sr_stream_t s, const float *labels,
+                              const float *mask, int B, float loss_scale, float *dpooled)
 {
-    const float *loss_sum = sr_dlrm_backward_top(m, labels, mask, B, loss_scale, dpooled);
-    sr_dlrm_backward_bottom(m, B);
+    const float *loss_sum = sr_dlrm_backward_top(m, s, labels, mask, B, loss_scale, dpooled);
+    sr_dlrm_backward_bottom(m, s, B);
     return loss_sum;
 }
 
-void sr_dlrm_set_grad_ready(struct sr_dlrm *m, void (*fn)(void *ctx, size_t offset, size_t count),
+void sr_dlrm_set_grad_ready(struct sr_dlrm *m, sr_dlrm_grad_ready_fn fn,
                             void *ctx)
 {
     m->grad_ready = fn;

@@ -53,7 +53,9 @@ struct wire_bucket {
 struct sr_grad_buckets {
     sr_comm_t comm;
     struct sr_device *dev; /* the comm's bound device (the CPU device when none) */
-    sr_stream_t stream;    /* where backward produces grads: the default stream */
+    sr_stream_t stream;    /* the dense stream: every bucket's copies, casts and collectives */
+    sr_event_t produced;   /* recorded on backward's stream when a bucket is ready */
+    sr_event_t done;       /* recorded on the dense stream after the step's last copy */
     enum sr_dtype dtype;   /* on the wire: F32 (plain all-reduce), F16, BF16 */
     int W, me;
     float *grads; /* (n) device */
@@ -113,16 +115,19 @@ static void init_wire(struct sr_grad_buckets *b)
     b->exact_sum = b->exact + t;
 }
 
-void sr_grad_buckets_init(struct sr_grad_buckets **out, sr_comm_t comm, float *grads, size_t n,
-                          float *tail, size_t n_tail, const size_t *layer_sizes, int n_layers,
-                          size_t bucket_bytes, enum sr_dtype dtype)
+void sr_grad_buckets_init(struct sr_grad_buckets **out, sr_comm_t comm, sr_stream_t stream,
+                          float *grads, size_t n, float *tail, size_t n_tail,
+                          const size_t *layer_sizes, int n_layers, size_t bucket_bytes,
+                          enum sr_dtype dtype)
 {
     struct sr_grad_buckets *b = sr_calloc(1, sizeof *b);
     size_t bucket_floats = bucket_bytes / sizeof(float);
     SR_ASSERT(sr_dtype_is_wire(dtype));
     b->comm = comm;
     b->dev = sr_comm_device(comm) ? sr_comm_device(comm) : sr_device_cpu();
-    b->stream = NULL;
+    b->stream = stream;
+    b->produced = sr_dev_event_create(b->dev);
+    b->done = sr_dev_event_create(b->dev);
     b->W = sr_comm_size(comm);
     b->me = sr_comm_rank(comm);
     b->dtype = b->W > 1 ? dtype : SR_DTYPE_F32; /* one rank: nothing travels */
@@ -150,6 +155,8 @@ void sr_grad_buckets_free(struct sr_grad_buckets *b)
         sr_compressed_free(&b->wb[k].ag);
     }
     sr_dev_free(b->dev, b->staging);
+    sr_dev_event_destroy(b->dev, b->produced);
+    sr_dev_event_destroy(b->dev, b->done);
     sr_free(b->wb);
     sr_free(b);
 }
@@ -235,10 +242,21 @@ static void finish_wire(struct sr_grad_buckets *b, const float *loss_sum, float 
 
 /* ---- both ------------------------------------------------------------------------ */
 
-void sr_grad_buckets_ready(struct sr_grad_buckets *b, size_t offset, size_t count)
+/* The dense stream waits for what backward has issued on s so far. */
+static void follow(struct sr_grad_buckets *b, sr_stream_t s)
+{
+    if (s == b->stream)
+        return;
+    sr_dev_event_record(b->dev, b->produced, s);
+    sr_dev_stream_wait_event(b->dev, b->stream, b->produced);
+}
+
+void sr_grad_buckets_ready(struct sr_grad_buckets *b, size_t offset, size_t count, sr_stream_t s)
 {
     SR_ASSERT(offset + count == b->lo);
     b->lo = offset;
+    if (b->next < b->n_buckets - 1 && b->lo <= b->cut[b->next + 1])
+        follow(b, s); /* a bucket starts: its gradients are on s */
     /* issue every full bucket but the last, which waits for the tail */
     while (b->next < b->n_buckets - 1 && b->lo <= b->cut[b->next + 1]) {
         size_t hi = b->cut[b->next], lo = b->cut[b->next + 1];
@@ -253,15 +271,32 @@ void sr_grad_buckets_ready(struct sr_grad_buckets *b, size_t offset, size_t coun
     }
 }
 
+/* s waits for the dense stream's last copy of the step. */
+static void join(struct sr_grad_buckets *b, sr_stream_t s)
+{
+    if (s == b->stream)
+        return;
+    sr_dev_event_record(b->dev, b->done, b->stream);
+    sr_dev_stream_wait_event(b->dev, s, b->done);
+}
+
+static void finish_f32(struct sr_grad_buckets *b, const float *loss_sum, float *global_loss_sum);
+
 void sr_grad_buckets_finish(struct sr_grad_buckets *b, const float *loss_sum,
-                            float *global_loss_sum)
+                            float *global_loss_sum, sr_stream_t s)
+{
+    SR_ASSERT(b->lo == 0 && b->next == b->n_buckets - 1);
+    follow(b, s); /* the last layers, the tail and the loss are on s */
+    if (b->dtype != SR_DTYPE_F32)
+        finish_wire(b, loss_sum, global_loss_sum);
+    else
+        finish_f32(b, loss_sum, global_loss_sum);
+    join(b, s);
+}
+
+static void finish_f32(struct sr_grad_buckets *b, const float *loss_sum, float *global_loss_sum)
 {
     const size_t rest = b->cut[b->n_buckets - 1];
-    SR_ASSERT(b->lo == 0 && b->next == b->n_buckets - 1);
-    if (b->dtype != SR_DTYPE_F32) {
-        finish_wire(b, loss_sum, global_loss_sum);
-        return;
-    }
     sr_dev_copy(b->dev, b->staging, b->grads, sizeof(float) * rest, b->stream);
     stage_tail(b, b->staging + rest, loss_sum);
     sr_trace_begin(SR_SPAN_ALLREDUCE_BUCKET, b->next);

@@ -27,16 +27,15 @@
  * and the dtype is ignored (fp32). The exchanges are those of
  * shardrec/comm_compressed.h; see grad_buckets.c for the layout.
  *
- * Device and stream: grads and tail are device memory of the communicator's
- * bound device (the CPU device when none is bound). Every copy and cast of a
- * step is a device op on its default stream, after the work that produced
- * the gradients there; the host does not wait for the device before issuing
- * a bucket, and finish does not wait either: the loss sum goes in and comes
- * out as device values, so grads, tail and the global loss sum hold the
- * reduced values in stream order (the dense optimizer, issued next on the
- * same stream, reads them; the host reads them only after a sync). The one
- * host wait left is the communicator's: a host-memory communicator (single,
- * MPI) waits for the stream before a collective reads its send buffer.
+ * Device and streams: grads and tail are device memory of the communicator's
+ * bound device (the CPU device when none is bound). Every copy, cast and
+ * collective of a step goes on the buckets' own stream (the trainer's dense
+ * stream), which waits (an event) for the stream backward runs on each time
+ * a bucket starts; finish makes backward's stream wait for the dense
+ * stream's last copy. Nothing waits on the host: the loss sum goes in and
+ * comes out as device values, so grads, tail and the global loss sum hold
+ * the reduced values in the caller's stream order (the dense optimizer,
+ * issued next on it, reads them; the host reads them only after a sync).
  */
 #ifndef SHARDREC_GRAD_BUCKETS_H
 #define SHARDREC_GRAD_BUCKETS_H
@@ -48,26 +47,30 @@
 
 struct sr_grad_buckets;
 
-/* grads: (n) the flat gradient block; tail: (n_tail) extra values summed with
- * the last bucket (may be NULL when n_tail is 0); layer_sizes: (n_layers)
- * sizes of the ranges backward reports, in the order it reports them; dtype:
- * the gradients' wire dtype, SR_DTYPE_F32, F16 or BF16 (else abort). Every
- * buffer is allocated here; steps allocate nothing. */
-void sr_grad_buckets_init(struct sr_grad_buckets **out, sr_comm_t comm, float *grads, size_t n,
-                          float *tail, size_t n_tail, const size_t *layer_sizes, int n_layers,
-                          size_t bucket_bytes, enum sr_dtype dtype);
+/* stream: the buckets' own (dense) stream, the caller's to create and
+ * destroy; grads: (n) the flat gradient block; tail: (n_tail) extra values
+ * summed with the last bucket (may be NULL when n_tail is 0); layer_sizes:
+ * (n_layers) sizes of the ranges backward reports, in the order it reports
+ * them; dtype: the gradients' wire dtype, SR_DTYPE_F32, F16 or BF16 (else
+ * abort). Every buffer is allocated here; steps allocate nothing. */
+void sr_grad_buckets_init(struct sr_grad_buckets **out, sr_comm_t comm, sr_stream_t stream,
+                          float *grads, size_t n, float *tail, size_t n_tail,
+                          const size_t *layer_sizes, int n_layers, size_t bucket_bytes,
+                          enum sr_dtype dtype);
 void sr_grad_buckets_free(struct sr_grad_buckets *b);
 /* Start of a step: nothing is finished. */
 void sr_grad_buckets_begin(struct sr_grad_buckets *b);
-/* The range [offset, offset+count) of grads is final (backward order). */
-void sr_grad_buckets_ready(struct sr_grad_buckets *b, size_t offset, size_t count);
-/* After backward: reduce the rest with the tail and this rank's loss sum
- * (loss_sum: 1 float, device), make the stream wait for every bucket, write
- * the reduced values back, and the global loss sum (the sum over ranks, 1
- * float) to global_loss_sum (device; may be loss_sum). Stream-ordered: the
+/* The range [offset, offset+count) of grads is final once stream s reaches
+ * this point (backward order). */
+void sr_grad_buckets_ready(struct sr_grad_buckets *b, size_t offset, size_t count, sr_stream_t s);
+/* After backward (issued on s, as the tail and loss_sum): reduce the rest
+ * with the tail and this rank's loss sum (loss_sum: 1 float, device), wait
+ * on the dense stream for every bucket, write the reduced values back, and
+ * the global loss sum (the sum over ranks, 1 float) to global_loss_sum
+ * (device; may be loss_sum); then s waits for all of it. Stream-ordered: the
  * host does not wait for the result. */
 void sr_grad_buckets_finish(struct sr_grad_buckets *b, const float *loss_sum,
-                            float *global_loss_sum);
+                            float *global_loss_sum, sr_stream_t s);
 /* Buckets per step. */
 int sr_grad_buckets_count(const struct sr_grad_buckets *b);
 /* Collective calls per step: one per bucket (fp32 all-reduce), two when

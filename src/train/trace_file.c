@@ -142,7 +142,7 @@ int sr_trainer_trace_init(struct sr_trainer *t)
     if (!t->dev->host_immediate) { /* when the device ran each stage (device_spans.h) */
         const struct sr_pipe *p = &t->pipe;
         int piped = t->cfg->pipeline == SR_PIPELINE_SPARSE_DIST;
-        t->trace.dspans = sr_device_spans_create(t->dev, piped, p->copy_stream,
+        t->trace.dspans = sr_device_spans_create(t->dev, piped, t->streams.copy,
                                            piped && p->emb_stream, p->emb_stream);
         sr_trace_set_marker(sr_device_spans_mark, t->trace.dspans);
     }

@@ -145,9 +145,9 @@ static int init_model(struct sr_trainer *t)
     return SR_OK;
 }
 
-static void on_grad_ready(void *ctx, size_t offset, size_t count)
+static void on_grad_ready(void *ctx, size_t offset, size_t count, sr_stream_t s)
 {
-    sr_grad_buckets_ready(ctx, offset, count);
+    sr_grad_buckets_ready(ctx, offset, count, s);
 }
 
 /* Linear layers' gradient ranges in the order backward finishes them (the
@@ -168,7 +168,7 @@ static void init_buckets(struct sr_trainer *t)
         sr_dlrm_tensor(t->dlrm, 2 * l + 1, &name, &ndim, b, &data);
         sizes[n_layers - 1 - l] = (size_t)(w[0] * w[1] + b[0]);
     }
-    sr_grad_buckets_init(&t->buckets, t->dense, grads, n, dp, n_dp, sizes, n_layers,
+    sr_grad_buckets_init(&t->buckets, t->dense, t->streams.dense, grads, n, dp, n_dp, sizes, n_layers,
                          (size_t)t->cfg->bucket_kib << 10, t->cfg->dense_comm_dtype);
     sr_dlrm_set_grad_ready(t->dlrm, on_grad_ready, t->buckets);
 }
@@ -294,6 +294,7 @@ void sr_trainer_free(struct sr_trainer *t)
     if (!t)
         return;
     sr_trainer_pipeline_stop(t); /* before the trace and the contexts go */
+    sr_trainer_streams_drain(t);  /* before the buffers the streams use */
     if (t->metrics)
         fclose(t->metrics);
     sr_trainer_trace_free(t);

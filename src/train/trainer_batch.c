@@ -103,10 +103,10 @@ void sr_trainer_batch_free(struct sr_trainer *t)
         sr_batch_free(&t->pool[k]);
     sr_free(t->pool);
     sr_loader_free(&t->pipe.loader);
-    if (t->pipe.copy_stream) { /* after the slots' events, last recorded on it */
-        sr_dev_sync(t->dev, t->pipe.copy_stream);
-        sr_dev_stream_destroy(t->dev, t->pipe.copy_stream);
-        t->pipe.copy_stream = NULL;
+    if (t->streams.copy) { /* after the slots' events, last recorded on it */
+        sr_dev_sync(t->dev, t->streams.copy);
+        sr_dev_stream_destroy(t->dev, t->streams.copy);
+        t->streams.copy = NULL;
     }
     if (t->batch_copied)
         sr_dev_event_destroy(t->dev, t->batch_copied);

@@ -71,7 +71,8 @@ struct sr_trainer {
     int pool_n;
     int pool_ready; /* the pool is made: loads take from it */
     const struct sr_batch *copy_src; /* what sr_trainer_copy_batch copies */
-    struct sr_pipe pipe; /* --pipeline sparse-dist */
+    struct sr_step_streams streams; /* trainer_step.c */
+    struct sr_pipe pipe;            /* the ring, contexts, batch i+1's state */
     /* the loader's id policy: E and policy of each feature's table (F), set by init_data */
     int64_t feature_rows[SR_MAX_FEATURES];
     enum sr_id_policy feature_policy[SR_MAX_FEATURES];

@@ -65,7 +65,10 @@ int sr_trainer_pipeline_init(struct sr_trainer *t)
 {
     struct sr_pipe *p = &t->pipe;
     p->depth = t->cfg->pipeline == SR_PIPELINE_SPARSE_DIST ? 1 : 0;
-    p->copy_stream = sr_dev_stream_create(t->dev);
+    t->streams.copy = sr_dev_stream_create(t->dev);
+    t->streams.sparse = sr_dev_stream_create(t->dev);
+    t->streams.dense = sr_dev_stream_create(t->dev);
+    t->streams.compute = NULL;
     if (t->cfg->cuda_graphs > 0 && t->sebc)
         return sr_error_set(SR_ERR_UNSUPPORTED,
                             "--cuda-graphs covers one rank with unsharded tables; the sharded "
@@ -111,9 +114,9 @@ static void ahead_start(struct sr_trainer *t, int64_t s)
         /* not waited for: the stages after it wait for its event on their
          * streams; the loader waits for it before it refills the slot */
         const struct sr_batch *pooled = sr_trainer_pool_batch(t, s);
-        sr_dev_stream_wait_event(t->dev, p->copy_stream, slot->consumed);
-        sr_batch_copy(&slot->twin, pooled ? pooled : &slot->host, p->copy_stream);
-        sr_dev_event_record(t->dev, slot->copied, p->copy_stream);
+        sr_dev_stream_wait_event(t->dev, t->streams.copy, slot->consumed);
+        sr_batch_copy(&slot->twin, pooled ? pooled : &slot->host, t->streams.copy);
+        sr_dev_event_record(t->dev, slot->copied, t->streams.copy);
         sr_trace_end();
     }
     if (!t->sebc)
@@ -191,10 +194,10 @@ static void optimizer_step(struct sr_trainer *t, int64_t step, const float *loss
     float emb_lr = sr_lr_at(&t->lr_emb, step); /* also in the device block the updates read */
     size_t n_params;
     sr_trace_begin(SR_SPAN_OPTIMIZER, -1);
-    sr_grad_buckets_finish(t->buckets, loss_sum, loss_dst);
+    sr_grad_buckets_finish(t->buckets, loss_sum, loss_dst, t->streams.compute);
     sr_trainer_emb_dp_update(t, emb_lr, step);
     float *params = sr_dlrm_params(t->dlrm, &n_params);
-    sr_dense_optim_step(t->dense_optim, params, sr_dlrm_grads(t->dlrm, &n_params), scalars);
+    sr_dense_optim_step(t->dense_optim, NULL, params, sr_dlrm_grads(t->dlrm, &n_params), scalars);
     /* No wait at the end of the step: the next load waits for this step's
      * copy out of the host batch (trainer_batch.c; the pipeline: its ring
      * slot), the loss ring for the losses it reads. */
@@ -321,18 +324,18 @@ static int step_body(struct sr_trainer *t, const struct step_run *r)
     if ((rc = emb_forward_start(t, r->twin, r->b)))
         return rc;
     ahead_at(t, step, r, AHEAD_TAKE);
-    sr_dlrm_forward_bottom(t->dlrm, r->twin->dense, B);
+    sr_dlrm_forward_bottom(t->dlrm, NULL, r->twin->dense, B);
     if (t->sebc)
         sr_sharded_ebc_output_dist_wait(t->sebc, r->b, t->pooled);
-    sr_dlrm_forward_top(t->dlrm, t->pooled, B, t->logits);
+    sr_dlrm_forward_top(t->dlrm, NULL, t->pooled, B, t->logits);
     ahead_at(t, step, r, AHEAD_COUNTS);
 
     sr_grad_buckets_begin(t->buckets);
-    const float *loss_sum = sr_dlrm_backward_top(t->dlrm, r->twin->labels, NULL, B,
+    const float *loss_sum = sr_dlrm_backward_top(t->dlrm, NULL, r->twin->labels, NULL, B,
                                                  1.0f / (float)t->global_batch, t->dpooled);
     emb_grad_start(t, r->b);
     ahead_at(t, step, r, AHEAD_DATA);
-    sr_dlrm_backward_bottom(t->dlrm, B);
+    sr_dlrm_backward_bottom(t->dlrm, NULL, B);
     emb_update(t, r->b, sr_lr_at(&t->lr_emb, step), step);
     float *loss_dst = r->loss_dst ? r->loss_dst : sr_loss_ring_push(&t->losses, step);
     optimizer_step(t, step, loss_sum, r->scalars, loss_dst);
@@ -464,8 +467,26 @@ void sr_trainer_pipeline_stop(struct sr_trainer *t)
     p->started = p->ahead = 0;
 }
 
+void sr_trainer_streams_drain(struct sr_trainer *t)
+{
+    struct sr_step_streams *st = &t->streams;
+    if (!t->dev)
+        return;
+    sr_dev_sync(t->dev, st->compute);
+    if (st->sparse)
+        sr_dev_sync(t->dev, st->sparse);
+    if (st->dense)
+        sr_dev_sync(t->dev, st->dense);
+}
+
 void sr_trainer_pipeline_free(struct sr_trainer *t)
 {
+    sr_trainer_streams_drain(t);
+    if (t->streams.sparse)
+        sr_dev_stream_destroy(t->dev, t->streams.sparse);
+    if (t->streams.dense)
+        sr_dev_stream_destroy(t->dev, t->streams.dense);
+    t->streams.sparse = t->streams.dense = NULL;
     for (int k = 0; k < SR_LOADER_SLOTS; k++)
         if (t->pipe.graphs[k].graph) {
             t->dev->mem->graph_destroy(t->dev, t->pipe.graphs[k].graph);

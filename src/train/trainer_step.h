@@ -14,6 +14,15 @@
 
 struct sr_trainer;
 
+/* The streams of a rank's step (DESIGN.md, "Execution model"): copy (host
+ * to device), sparse (the embedding exchanges), compute (lookup, dense,
+ * update: the device's own stream, NULL, which a graph captures) and dense
+ * (the gradient buckets). Events order them; on the immediate CPU device
+ * they are ordering no-ops. */
+struct sr_step_streams {
+    sr_stream_t copy, sparse, compute, dense;
+};
+
 /* The pipeline's state between steps (trainer_step.c). Batch i uses
  * batch context ctx[i % 2] and the ring slot the loader filled for it. */
 struct sr_pipe {
@@ -28,7 +37,6 @@ struct sr_pipe {
     struct sr_sharded_ebc_batch *in_flight;    /* a context with its data exchange in flight */
     struct sr_sharded_ebc_stats end_stats;     /* at the counts exchange that found an end */
     struct sr_comm_counters counts, uncounted; /* next's counts exchange; an end's, no step's */
-    sr_stream_t copy_stream; /* the batches' host-to-device copies */
     /* --cuda-graphs (one rank, the plain EBC): a graph of the step's compute
      * per ring slot, for the batch shape it was captured with */
     struct sr_step_graph {
@@ -42,7 +50,10 @@ struct sr_pipe {
     int64_t graph_steps; /* steps replayed from a graph */
 };
 
+/* The streams, the ring of batches, the batch contexts and graphs' state. */
 int sr_trainer_pipeline_init(struct sr_trainer *t);
+/* Wait for everything issued on the step's streams (before freeing). */
+void sr_trainer_streams_drain(struct sr_trainer *t);
 /* One training step; SR_OK, SR_TRAINER_END_OF_DATA or an error status. */
 int sr_trainer_step(struct sr_trainer *t, int64_t step);
 /* Complete a data exchange in flight (before an evaluation); collective. */

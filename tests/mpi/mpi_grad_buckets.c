@@ -163,7 +163,9 @@ static uint64_t run_dtype(sr_comm_t comm, enum sr_dtype dt)
     struct sr_grad_buckets *b;
     uint64_t grad_bytes = 0;
     snprintf(where, sizeof where, "W=%d %s", W, sr_dtype_name(dt));
-    sr_grad_buckets_init(&b, comm, g, n, tail, N_TAIL, sizes, N_LAYERS, BUCKET, dt);
+    /* the buckets on a dense stream of their own; "backward" on the default one */
+    sr_stream_t dense = sr_dev_stream_create(sr_device_cpu());
+    sr_grad_buckets_init(&b, comm, dense, g, n, tail, N_TAIL, sizes, N_LAYERS, BUCKET, dt);
     for (int step = 1; step <= 2; step++) {
         for (size_t i = 0; i < n; i++)
             g[i] = grad_of(step, rank, i);
@@ -175,11 +177,11 @@ static uint64_t run_dtype(sr_comm_t comm, enum sr_dtype dt)
         size_t lo = n;
         for (int l = 0; l < N_LAYERS; l++) {
             lo -= sizes[l];
-            sr_grad_buckets_ready(b, lo, sizes[l]);
+            sr_grad_buckets_ready(b, lo, sizes[l], NULL);
         }
         /* the loss goes in and comes out as device values; nothing waits */
         loss_io[0] = (float)(rank + 0.25);
-        sr_grad_buckets_finish(b, &loss_io[0], &loss_io[1]);
+        sr_grad_buckets_finish(b, &loss_io[0], &loss_io[1], NULL);
         CHECK(step == 1 || sr_alloc_count() == allocs, "step %d allocated", step);
         sr_dev_sync(sr_device_cpu(), NULL); /* the host reads g, tail and the loss */
         const float loss = loss_io[1];
@@ -187,6 +189,7 @@ static uint64_t run_dtype(sr_comm_t comm, enum sr_dtype dt)
         check_values(comm, dt, g, tail, loss, step);
     }
     sr_grad_buckets_free(b);
+    sr_dev_stream_destroy(sr_device_cpu(), dense);
     sr_free(g);
     return grad_bytes;
 }
