@@ -4,9 +4,10 @@
 # read or write): the harness must reach device memory only through
 # sr_dev_copy, as it must on a GPU, and every op still matches the reference.
 # (The suite's own test_backend_ops run uses the deferred device.)
-BUILD=${BUILD:-build}
-bin="$BUILD/tests/test_backend_ops"
-[ -x "$bin" ] || { echo "FAIL: no $bin; HINT: make BUILD=$BUILD tests"; exit 1; }
+sr_threads=keep
+. "$(dirname "$0")/lib.sh"
+bin="$sr_build/tests/test_backend_ops"
+sr_need_built "$bin"
 out=$(SR_TEST_DEVICE=opaque SR_TEST_BIG=0 "$bin" 2>&1)
 rc=$?
 echo "$out" | grep -v ' PASS ' | tail -40

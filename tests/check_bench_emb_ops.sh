@@ -4,9 +4,10 @@
 # forward (keep_ids), backward+sgd, backward+rowwise_adagrad for D 128 and 16,
 # each with a positive time. (Its numbers at full size are for the GPU: make
 # bench, then build/bench/emb_ops --device cuda.)
-BUILD=${BUILD:-build}
-bin="$BUILD/bench/emb_ops"
-[ -x "$bin" ] || { echo "FAIL: no $bin; HINT: make BUILD=$BUILD tests"; exit 1; }
+sr_threads=keep
+. "$(dirname "$0")/lib.sh"
+bin="$sr_build/bench/emb_ops"
+sr_need_built "$bin"
 out=$("$bin" --device cpu --rows 65536 --batch 64 --reps 3 --warmup 1 --copy-mb 16 2>&1) ||
     { echo "$out"; echo "FAIL: emb_ops exited with status $?"; exit 1; }
 echo "$out"

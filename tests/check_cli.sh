@@ -1,11 +1,11 @@
 #!/bin/sh
 # The command line: --help works and is complete, bad flags, inconsistent
 # shapes and missing files give a one-line error and exit status 2.
-BUILD=${BUILD:-build}
-bin="$BUILD/shardrec"
+sr_threads=keep
+. "$(dirname "$0")/lib.sh"
+bin=$sr_shardrec
+sr_need_built "$bin"
 fail=0
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
 
 expect() { # expect STATUS PATTERN -- ARGS...
     want=$1; pat=$2; shift 3

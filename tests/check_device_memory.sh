@@ -6,21 +6,14 @@
 # "out of device memory on cpu (...) allocating <what>: <n> bytes", where
 # <what> names the table (or the shard, under a plan), or the batch's device
 # copy for a batch too large; the same jobs without the limit must succeed.
-BUILD=${BUILD:-build}
-here=$(cd "$(dirname "$0")" && pwd)
-root=$(cd "$here/.." && pwd)
-bin="$root/$BUILD/shardrec"
-[ -x "$bin" ] || { echo "check_device_memory: $bin is missing; build it with: make"; exit 1; }
-export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
-export LSAN_OPTIONS="suppressions=$here/lsan_openmpi.supp:print_suppressions=0:fast_unwind_on_malloc=0"
-as_root=""
-[ "$(id -u)" = 0 ] && as_root="--allow-run-as-root"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+. "$(dirname "$0")/lib.sh"
+bin=$sr_shardrec
+sr_need_built "$bin"
 fail=0
 BASE="--steps 2 --embedding-dim 16 --eval-samples 0 --no-progress"
 
-# case NAME DEVICE LIMIT WANT LAUNCH ARGS...: WANT a pattern of the message
+# case NAME DEVICE LIMIT WANT LAUNCH ARGS...: WANT a pattern of the message;
+# LAUNCH runs the binary (empty: directly)
 case_() {
     name=$1 dev=$2 limit=$3 want=$4 launch=$5
     shift 5
@@ -49,7 +42,7 @@ case_ batch opaque 3000000 "the batch's device copy (grows with the batch size a
     --table-rows 1000,20000,50 --batch-size 65536
 if command -v mpirun >/dev/null 2>&1; then
     case_ shard 1 50000000 "table 't1' shard (2000000 rows x 16 from row [0-9]*, weights and optimizer state)" \
-        "mpirun $as_root --oversubscribe --bind-to none -x SR_CPU_DEFERRED -x SR_TEST_DEVICE_MEMORY -np 2" \
+        "sr_mpirun 2 -x SR_CPU_DEFERRED -x SR_TEST_DEVICE_MEMORY" \
         --table-rows 1000,4000000,50 --sharding rw
 fi
 exit $fail

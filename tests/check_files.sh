@@ -8,11 +8,12 @@
 #   permission each give a one-line error with exit status 2, at once;
 # - a failed convert leaves the old output and no temporary file; a symbolic
 #   link at an output is replaced, the file it points to untouched.
-BUILD=${BUILD:-build}
-bin="$(pwd)/$BUILD/shardrec"
+sr_threads=keep
+. "$(dirname "$0")/lib.sh"
+sr_on_exit='chmod -R u+w "$tmp" 2>/dev/null'
+bin=$sr_shardrec
+sr_need_built "$bin"
 fail=0
-tmp=$(mktemp -d)
-trap 'chmod -R u+w "$tmp" 2>/dev/null; rm -rf "$tmp"' EXIT
 
 expect() { # expect STATUS PATTERN -- ARGS...
     want=$1; pat=$2; shift 3

@@ -8,34 +8,17 @@
 #
 # Under ASan (make SANITIZE=1 tests; BUILD=build-asan sh tests/check_mpi_comm.sh,
 # which `make SANITIZE=1 test` does) the same runs use Open MPI's leak
-# suppressions; by hand:
+# suppressions (tests/lib.sh); by hand:
 #   make SANITIZE=1 build-asan/tests/mpi_comm
 #   LSAN_OPTIONS=suppressions=$PWD/tests/lsan_openmpi.supp:print_suppressions=0:fast_unwind_on_malloc=0 \
 #   OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 \
 #   mpirun --allow-run-as-root --oversubscribe --bind-to none -np 4 build-asan/tests/mpi_comm
-BUILD=${BUILD:-build}
-here=$(cd "$(dirname "$0")" && pwd)
-root=$(cd "$here/.." && pwd)
-bin="$root/$BUILD/tests/mpi_comm"
-
-if ! command -v mpirun >/dev/null 2>&1 || ! command -v mpicc >/dev/null 2>&1; then
-    echo "check_mpi_comm: skipped (no MPI)"
-    exit 77
-fi
-if [ ! -x "$bin" ]; then
-    echo "check_mpi_comm: $bin is missing; build it with: make tests"
-    exit 1
-fi
-
-as_root=""
-[ "$(id -u)" = 0 ] && as_root="--allow-run-as-root"
-export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
-# the slow unwinder reaches the Open MPI frames that the suppressions name
-export LSAN_OPTIONS="suppressions=$here/lsan_openmpi.supp:print_suppressions=0:fast_unwind_on_malloc=0"
-unset SR_RANKS_PER_NODE
-MPIRUN="mpirun $as_root --oversubscribe --bind-to none"
-out=$(mktemp)
-trap 'rm -f "$out"' EXIT
+. "$(dirname "$0")/lib.sh"
+bin="$sr_build/tests/mpi_comm"
+sr_need_mpi
+sr_need_built "$bin"
+sr_timeout=120
+out="$tmp/out"
 failed=0
 
 for np in 1 2 3 4; do
@@ -43,7 +26,7 @@ for np in 1 2 3 4; do
         mca=""
         [ "$transport" = tcp ] && mca="--mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include lo"
         # shellcheck disable=SC2086
-        timeout 120 $MPIRUN $mca -np "$np" "$bin" >"$out" 2>&1
+        sr_mpirun "$np" $mca "$bin" >"$out" 2>&1
         rc=$?
         if [ "$rc" -eq 0 ] && grep -q " 0 failed" "$out"; then
             echo "np $np $transport: $(grep '^mpi_comm:' "$out")"
@@ -55,7 +38,7 @@ for np in 1 2 3 4; do
     done
 done
 
-timeout 120 $MPIRUN -np 1 "$bin" --abort-large >"$out" 2>&1
+sr_mpirun 1 "$bin" --abort-large >"$out" 2>&1
 rc=$?
 if [ "$rc" -ne 0 ] && grep -q "exceed INT_MAX" "$out"; then
     echo "count above INT_MAX: aborts with a message"

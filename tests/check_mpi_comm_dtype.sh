@@ -19,21 +19,10 @@
 #     check_mpi_train_equiv.sh with rw's and twrw's reduce-scatters as
 #     all-to-alls and the one dense bucket as all-to-all + all-gather.
 # The pooled bytes of each sharding type are checked in mpi_sharded_ebc.c.
-BUILD=${BUILD:-build}
-bin="$BUILD/shardrec"
-here=$(cd "$(dirname "$0")" && pwd)
-if ! command -v mpirun >/dev/null 2>&1; then
-    echo "check_mpi_comm_dtype: skipped (no MPI)"
-    exit 77
-fi
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
-export LSAN_OPTIONS="suppressions=$here/lsan_openmpi.supp:print_suppressions=0:fast_unwind_on_malloc=0"
-unset SR_RANKS_PER_NODE
-root=""
-[ "$(id -u)" -eq 0 ] && root="--allow-run-as-root"
-MPIRUN="timeout 300 mpirun $root --oversubscribe --bind-to none"
+. "$(dirname "$0")/lib.sh"
+bin=$sr_shardrec
+sr_need_mpirun
+sr_need_built "$bin" "$sr_build/tests/mpi_grad_buckets"
 JOB="--table-rows 1,7,50,333,1000,5 --embedding-dim 8 --bot-mlp 13-16-8 --top-mlp 16-1
      --ids-per-feature 0-3 --id-dist zipf:1.05 --global-batch-size 48 --steps 12
      --optimizer sgd --lr 0.05 --emb-optimizer adagrad --eval-samples 200 --eval-every 6
@@ -41,7 +30,7 @@ JOB="--table-rows 1,7,50,333,1000,5 --embedding-dim 8 --bot-mlp 13-16-8 --top-ml
 fail=0
 
 for np in 1 2 3 4; do
-    if $MPIRUN -np "$np" "$BUILD/tests/mpi_grad_buckets" >"$tmp/gb.out" 2>&1 &&
+    if sr_mpirun "$np" "$sr_build/tests/mpi_grad_buckets" >"$tmp/gb.out" 2>&1 &&
         grep -q " 0 failed" "$tmp/gb.out"; then
         grep '^mpi_grad_buckets' "$tmp/gb.out"
     else
@@ -71,7 +60,7 @@ PY
 run_case() { # name np dtype extra-args...
     name=$1 np=$2 dt=$3
     shift 3
-    if ! $MPIRUN -np "$np" "$bin" train $JOB --comm-dtype "$dt" --dense-comm-dtype "$dt" "$@" \
+    if ! sr_mpirun "$np" "$bin" train $JOB --comm-dtype "$dt" --dense-comm-dtype "$dt" "$@" \
         --metrics "$tmp/$name.jsonl" >"$tmp/$name.err" 2>&1; then
         echo "FAIL $name: run failed"; tail -20 "$tmp/$name.err"; fail=1; return
     fi

@@ -5,20 +5,11 @@
 # divide, which one rank alone would have refused), --lr, the tables of a
 # --config file, and the environment's SR_RANKS_PER_NODE. Every run has a hard
 # timeout.
-BUILD=${BUILD:-build}
-bin="$BUILD/shardrec"
-if ! command -v mpirun >/dev/null 2>&1; then
-    echo "check_mpi_config_mismatch: skipped (no MPI)"
-    exit 77
-fi
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
-here=$(cd "$(dirname "$0")" && pwd)
-export LSAN_OPTIONS="suppressions=$here/lsan_openmpi.supp:print_suppressions=0:fast_unwind_on_malloc=0"
-root=""
-[ "$(id -u)" -eq 0 ] && root="--allow-run-as-root"
-MPIRUN="mpirun $root --oversubscribe --bind-to none --mca btl tcp,self,vader"
+. "$(dirname "$0")/lib.sh"
+bin=$sr_shardrec
+sr_need_mpirun
+sr_need_built "$bin"
+sr_timeout=60 sr_timeout_opts="-k 5" sr_btl=tcp,self,vader
 SHAPE="--embedding-dim 8 --bot-mlp 13-8 --top-mlp 8-1 --steps 2 --eval-samples 0 --no-progress"
 JOB="--table-rows 10,20 $SHAPE"
 fail=0
@@ -32,13 +23,13 @@ echo $? >"$DIR/rc.$r"
 SH
 export DIR="$tmp"
 
-# check NAME PATTERN -- MPMD-ARGS...: both ranks exit 2 with PATTERN in their
-# message, within 60 s, without an assertion or a signal.
+# check NAME PATTERN -- NP MPMD-ARGS...: both ranks exit 2 with PATTERN in
+# their message, within 60 s, without an assertion or a signal.
 check() {
     name=$1 pat=$2
     shift 3
     rm -f "$tmp"/err.* "$tmp"/rc.*
-    timeout -k 5 60 $MPIRUN "$@" >"$tmp/mpirun.out" 2>&1
+    sr_mpirun "$@" >"$tmp/mpirun.out" 2>&1
     got=$?
     if [ "$got" -eq 124 ] || [ "$got" -eq 137 ]; then
         echo "FAIL $name: timed out"; fail=1; return
@@ -58,18 +49,18 @@ check() {
 
 R="sh $tmp/rank.sh $bin train"
 check ranks-per-node "ranks run different jobs: --ranks-per-node differs between rank 0 and rank 1" -- \
-    -np 1 $R $JOB --ranks-per-node 1 : -np 1 $R $JOB --ranks-per-node 2
+    1 $R $JOB --ranks-per-node 1 : -np 1 $R $JOB --ranks-per-node 2
 check ranks-per-node-3 "--ranks-per-node differs" -- \
-    -np 1 $R $JOB --ranks-per-node 1 : -np 1 $R $JOB --ranks-per-node 3
+    1 $R $JOB --ranks-per-node 1 : -np 1 $R $JOB --ranks-per-node 3
 check lr "--lr differs between rank 0 and rank 1" -- \
-    -np 1 $R $JOB --lr 0.1 : -np 1 $R $JOB --lr 0.2
+    1 $R $JOB --lr 0.1 : -np 1 $R $JOB --lr 0.2
 check comm-timeout "--comm-timeout differs between rank 0 and rank 1" -- \
-    -np 1 $R $JOB --comm-timeout 30 : -np 1 $R $JOB --comm-timeout 31
+    1 $R $JOB --comm-timeout 30 : -np 1 $R $JOB --comm-timeout 31
 printf '{"tables": [{"name": "a", "rows": 10}, {"name": "b", "rows": 20}]}' >"$tmp/c0.json"
 printf '{"tables": [{"name": "a", "rows": 10}, {"name": "b", "rows": 21}]}' >"$tmp/c1.json"
 check config-tables "the tables (--table-rows, --pooling, the config's \"tables\") differ" -- \
-    -np 1 $R $SHAPE --config "$tmp/c0.json" : -np 1 $R $SHAPE --config "$tmp/c1.json"
+    1 $R $SHAPE --config "$tmp/c0.json" : -np 1 $R $SHAPE --config "$tmp/c1.json"
 check env "SR_RANKS_PER_NODE differs" -- \
-    -np 1 env SR_RANKS_PER_NODE=1 $R $JOB : -np 1 env SR_RANKS_PER_NODE=2 $R $JOB
+    1 env SR_RANKS_PER_NODE=1 $R $JOB : -np 1 env SR_RANKS_PER_NODE=2 $R $JOB
 [ "$fail" -eq 0 ] && [ -n "$VERBOSE" ] && cat "$tmp"/err.*
 exit $fail

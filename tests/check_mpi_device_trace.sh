@@ -22,24 +22,11 @@
 # host spans are the device's) the trace has no device track and the summary
 # no device column. One case records a window over a second into the run,
 # where the clock is anchored again. The 2-rank cases skip without MPI.
-BUILD=${BUILD:-build}
-here=$(cd "$(dirname "$0")" && pwd)
-root=$(cd "$here/.." && pwd)
-bin="$root/$BUILD/shardrec"
-
-if ! command -v python3 >/dev/null 2>&1; then
-    echo "check_mpi_device_trace: skipped (no python3 to read the JSON)"
-    exit 77
-fi
-[ -x "$bin" ] || { echo "check_mpi_device_trace: $bin is missing; build it with: make"; exit 1; }
-
-as_root=""
-[ "$(id -u)" = 0 ] && as_root="--allow-run-as-root"
-export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
-export LSAN_OPTIONS="suppressions=$here/lsan_openmpi.supp:print_suppressions=0:fast_unwind_on_malloc=0"
-unset SR_RANKS_PER_NODE SR_TRACE_TEST_SKEW_NS
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+. "$(dirname "$0")/lib.sh"
+bin=$sr_shardrec
+sr_need_python3
+sr_need_built "$bin"
+unset SR_TRACE_TEST_SKEW_NS
 fail=0
 JOB="--steps 8 --batch-size 128 --eval-samples 0 --table-rows 1000,20000,300,5000 --log-every 100
      --trace-steps 3:6"
@@ -135,7 +122,7 @@ run() {
     name=$1 np=$2 pipe=$3 deferred=$4
     shift 4
     if [ "$np" -gt 1 ]; then
-        launch="mpirun $as_root --oversubscribe --bind-to none -x SR_CPU_DEFERRED -np $np"
+        launch="sr_mpirun $np -x SR_CPU_DEFERRED"
     else
         launch=""
     fi

@@ -15,32 +15,13 @@
 # Prints one line per check; exit 0 only if all passed; 77 without MPI.
 #
 # Under ASan: make SANITIZE=1 tests; BUILD=build-asan sh tests/check_mpi_link.sh
-# (Open MPI's leaks suppressed as in check_mpi_comm.sh).
-BUILD=${BUILD:-build}
-here=$(cd "$(dirname "$0")" && pwd)
-root=$(cd "$here/.." && pwd)
-bin="$root/$BUILD/tests/mpi_link"
-shardrec="$root/$BUILD/shardrec"
-
-if ! command -v mpirun >/dev/null 2>&1 || ! command -v mpicc >/dev/null 2>&1; then
-    echo "check_mpi_link: skipped (no MPI)"
-    exit 77
-fi
-for f in "$bin" "$shardrec"; do
-    if [ ! -x "$f" ]; then
-        echo "check_mpi_link: $f is missing; build it with: make all tests"
-        exit 1
-    fi
-done
-
-as_root=""
-[ "$(id -u)" = 0 ] && as_root="--allow-run-as-root"
-export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
-export LSAN_OPTIONS="suppressions=$here/lsan_openmpi.supp:print_suppressions=0:fast_unwind_on_malloc=0"
-unset SR_RANKS_PER_NODE SR_EMULATE_LINK
-MPIRUN="timeout 300 mpirun $as_root --oversubscribe --bind-to none"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+# (Open MPI's leaks suppressed by tests/lib.sh).
+. "$(dirname "$0")/lib.sh"
+bin="$sr_build/tests/mpi_link"
+shardrec=$sr_shardrec
+sr_need_mpi
+sr_need_built "$bin" "$shardrec"
+unset SR_EMULATE_LINK
 failed=0
 
 fail() {
@@ -53,7 +34,7 @@ for transport in shm tcp; do
     mca=""
     [ "$transport" = tcp ] && mca="--mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include lo"
     # shellcheck disable=SC2086
-    $MPIRUN $mca -np 2 "$bin" >"$tmp/out" 2>&1
+    sr_mpirun 2 $mca "$bin" >"$tmp/out" 2>&1
     rc=$?
     if [ "$rc" -eq 0 ] && grep -q " 0 failed" "$tmp/out"; then
         echo "mpi_link $transport:"
@@ -66,6 +47,7 @@ for transport in shm tcp; do
 done
 
 # 2. training: bit-identical with and without the link
+sr_btl=tcp,self,vader
 JOB="--table-rows 7,50,333,1000,5000,20 --embedding-dim 8 --bot-mlp 13-16-8 --top-mlp 16-1
      --ids-per-feature 1-3 --global-batch-size 64 --steps 10 --optimizer sgd --lr 0.05
      --eval-samples 256 --eval-every 5 --log-every 1 --no-progress"
@@ -73,7 +55,7 @@ train() { # name np extra-args...
     name=$1 np=$2
     shift 2
     # shellcheck disable=SC2086
-    $MPIRUN --mca btl tcp,self,vader -np "$np" "$shardrec" train $JOB "$@" \
+    sr_mpirun "$np" "$shardrec" train $JOB "$@" \
         --metrics "$tmp/$name.jsonl" --save-weights "$tmp/$name.st" >"$tmp/$name.err" 2>&1
 }
 # the fields that do not depend on time

@@ -14,42 +14,17 @@
 #     the same exit status and the same error lines as none, after the same
 #     logged steps.
 # Exit 0 pass, 77 skipped (no MPI), else fail.
-BUILD=${BUILD:-build}
-here=$(cd "$(dirname "$0")" && pwd)
-root=$(cd "$here/.." && pwd)
-bin="$root/$BUILD/shardrec"
-if ! command -v mpirun >/dev/null 2>&1; then
-    echo "check_mpi_pipeline: skipped (no MPI)"
-    exit 77
-fi
-[ -x "$bin" ] || { echo "check_mpi_pipeline: $bin is missing; build it with: make"; exit 1; }
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
-# under ASan (BUILD=build-asan): Open MPI's own leaks are suppressed
-export LSAN_OPTIONS="suppressions=$here/lsan_openmpi.supp:print_suppressions=0:fast_unwind_on_malloc=0"
-unset SR_RANKS_PER_NODE SR_CPU_DEFERRED
-as_root=""
-[ "$(id -u)" -eq 0 ] && as_root="--allow-run-as-root"
-MPIRUN="timeout -s KILL 300 mpirun $as_root --oversubscribe --bind-to none"
+. "$(dirname "$0")/lib.sh"
+bin=$sr_shardrec
+sr_need_mpirun
+sr_need_built "$bin"
+unset SR_CPU_DEFERRED
+sr_timeout_opts="-s KILL"
 JOB="--table-rows 1,7,50,333,1000,5 --embedding-dim 8 --bot-mlp 13-16-8 --top-mlp 16-1
      --ids-per-feature 0-3 --id-dist zipf:1.05 --global-batch-size 48 --steps 12
      --optimizer sgd --lr 0.05 --emb-optimizer adagrad --eval-samples 200 --eval-every 6
      --log-every 1 --no-progress"
 fail=0
-
-mixed_plan() { # W L -> a plan using every type (check_mpi_train_equiv's)
-    W=$1 L=$2 last=$(($1 - 1)) nodes=$(($1 / $2))
-    cat <<JSON
-{"world_size": $W, "local_size": $L, "tables": [
- {"name": "t0", "sharding": "dp"},
- {"name": "t1", "sharding": "tw", "rank": $last},
- {"name": "t2", "sharding": "rw"},
- {"name": "t3", "sharding": "cw", "ranks": [$last, 0]},
- {"name": "t4", "sharding": "twrw", "node": $((nodes - 1))},
- {"name": "t5", "sharding": "tw", "rank": 0}]}
-JSON
-}
 
 # The step, loss and eval fields of a metrics file, as written.
 fields() {
@@ -65,7 +40,7 @@ run() {
         "$bin" train $JOB --pipeline "$pipe" "$@" --metrics "$out.jsonl" \
             --save-weights "$out.st" >"$out.out" 2>&1
     else
-        $MPIRUN -np "$np" "$bin" train $JOB --pipeline "$pipe" "$@" --metrics "$out.jsonl" \
+        sr_mpirun "$np" "$bin" train $JOB --pipeline "$pipe" "$@" --metrics "$out.jsonl" \
             --save-weights "$out.st" >"$out.out" 2>&1
     fi
     rc=$?
@@ -103,11 +78,11 @@ for np in 2 3 4; do
     for type in dp tw rw cw twrw; do
         same_case "$type-np$np" "$np" --sharding "$type" --ranks-per-node "$rpn"
     done
-    mixed_plan "$np" "$rpn" >"$tmp/plan$np.json"
+    sr_mixed_plan "$np" "$rpn" >"$tmp/plan$np.json"
     same_case "mixed-np$np" "$np" --plan "$tmp/plan$np.json" --ranks-per-node "$rpn"
 done
 same_case twrw-np2-rpn1 2 --sharding twrw --ranks-per-node 1
-mixed_plan 2 1 >"$tmp/plan2n.json"
+sr_mixed_plan 2 1 >"$tmp/plan2n.json"
 same_case mixed-np2-rpn1 2 --plan "$tmp/plan2n.json" --ranks-per-node 1
 export SR_CPU_DEFERRED=1
 same_case deferred-mixed-np2 2 --plan "$tmp/plan2.json" --ranks-per-node 2
@@ -133,7 +108,7 @@ files_run() { # NAME PIPELINE VARIANT EXTRA...: rank 1 reads VARIANT
     mkdir -p "$d/r0" "$d/r1"
     cp "$tmp/full.tsv" "$d/r0/d.tsv"
     cp "$tmp/$variant.tsv" "$d/r1/d.tsv"
-    $MPIRUN -np 2 sh -c 'cd "$0/r$OMPI_COMM_WORLD_RANK" && exec "$@"' "$d" \
+    sr_mpirun 2 sh -c 'cd "$0/r$OMPI_COMM_WORLD_RANK" && exec "$@"' "$d" \
         "$bin" train $FJOB --pipeline "$pipe" --data d.tsv --metrics "$tmp/$name-$pipe.jsonl" \
         "$@" >"$tmp/$name-$pipe.out" 2>&1
     echo $? >"$tmp/$name-$pipe.rc"

@@ -10,31 +10,22 @@
 # timeout of 0 waits forever.
 # Every run has its own hard timeout, so a hang fails the test instead of CI.
 # Skips (exit 77) without MPI.
-BUILD=${BUILD:-build}
-here=$(cd "$(dirname "$0")" && pwd)
-root=$(cd "$here/.." && pwd)
-bin="$root/$BUILD/shardrec"
-
-if ! command -v mpirun >/dev/null 2>&1; then
-    echo "check_mpi_stuck: skipped (no mpirun)"
-    exit 77
-fi
-[ -x "$bin" ] || { echo "check_mpi_stuck: $bin is missing; build it with: make"; exit 1; }
-
-tmp=$(mktemp -d)
+#
+# The training runs start mpirun by hand, in the background: the test needs
+# the pid of what it waits for (sr_mpirun is a shell function), finds each
+# rank's pid and kills any left at exit.
+. "$(dirname "$0")/lib.sh"
+bin=$sr_shardrec
+sr_need_mpirun
+sr_need_built "$bin" "$sr_build/tests/mpi_stuck"
 pids_left=""
-cleanup() {
+kill_left() {
     for p in $pids_left; do alive "$p" && kill -KILL "$p" 2>/dev/null; done
-    rm -rf "$tmp"
 }
-trap cleanup EXIT
-export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
-export LSAN_OPTIONS="suppressions=$here/lsan_openmpi.supp:print_suppressions=0:fast_unwind_on_malloc=0"
-unset SR_RANKS_PER_NODE
-as_root=""
-[ "$(id -u)" -eq 0 ] && as_root="--allow-run-as-root"
+sr_on_exit=kill_left
 TIMEOUT=3 # --comm-timeout under test
 HARD=120  # seconds a run may take at all
+sr_timeout=$HARD sr_timeout_opts="-s KILL"
 JOB="--table-rows 1000,2000,50,7 --embedding-dim 8 --bot-mlp 13-16-8 --top-mlp 16-1
      --global-batch-size 48 --steps 100000000 --eval-samples 0 --log-every 1 --no-progress
      --comm-timeout $TIMEOUT"
@@ -62,7 +53,8 @@ rank_pid() {
 run_case() {
     name=$1 np=$2 victim=$3 sig=$4 limit=$5
     metrics="$tmp/$name.jsonl"
-    timeout -s KILL "$HARD" mpirun $as_root --oversubscribe --bind-to none -np "$np" \
+    OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 timeout -s KILL "$HARD" \
+        mpirun $sr_as_root --oversubscribe --bind-to none -np "$np" \
         "$bin" train $JOB --metrics "$metrics" >"$tmp/$name.out" 2>&1 &
     job=$!
     i=0 # wait for 5 logged steps (rank 0 writes the metrics)
@@ -125,8 +117,7 @@ run_case() {
 comm_case() {
     np=$1 mode=$2 want=$3
     t0=$(now)
-    timeout -s KILL "$HARD" mpirun $as_root --oversubscribe --bind-to none -np "$np" \
-        "$root/$BUILD/tests/mpi_stuck" "$mode" >"$tmp/comm_$mode.out" 2>&1
+    sr_mpirun "$np" "$sr_build/tests/mpi_stuck" "$mode" >"$tmp/comm_$mode.out" 2>&1
     rc=$?
     secs=$(awk -v a="$t0" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }')
     if [ "$want" = ok ] && [ "$rc" -eq 0 ]; then

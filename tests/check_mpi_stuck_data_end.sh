@@ -6,24 +6,11 @@
 # under --skip-bad-lines that rank runs out two global batches early. Every
 # rank must stop at that step: exit 0, the same number of steps logged, and
 # rank 0 warns which rank ran out. Hard timeout per run. Skips without MPI.
-BUILD=${BUILD:-build}
-here=$(cd "$(dirname "$0")" && pwd)
-root=$(cd "$here/.." && pwd)
-bin="$root/$BUILD/shardrec"
-
-if ! command -v mpirun >/dev/null 2>&1; then
-    echo "check_mpi_stuck_data_end: skipped (no mpirun)"
-    exit 77
-fi
-[ -x "$bin" ] || { echo "check_mpi_stuck_data_end: $bin is missing; build it with: make"; exit 1; }
-
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
-export LSAN_OPTIONS="suppressions=$here/lsan_openmpi.supp:print_suppressions=0:fast_unwind_on_malloc=0"
-unset SR_RANKS_PER_NODE
-as_root=""
-[ "$(id -u)" -eq 0 ] && as_root="--allow-run-as-root"
+. "$(dirname "$0")/lib.sh"
+bin=$sr_shardrec
+sr_need_mpirun
+sr_need_built "$bin"
+sr_timeout=120 sr_timeout_opts="-s KILL"
 ROWS=1000,2000,50
 JOB="--table-rows $ROWS --embedding-dim 8 --bot-mlp 13-16-8 --top-mlp 16-1 --eval-samples 0
      --log-every 1 --no-progress --skip-bad-lines --comm-timeout 5"
@@ -50,8 +37,7 @@ run_case() {
         fi
     done
     # shellcheck disable=SC2016
-    timeout -s KILL 120 mpirun $as_root --oversubscribe --bind-to none -np "$np" \
-        sh -c 'cd "$0/r$OMPI_COMM_WORLD_RANK" && exec "$@"' "$tmp/$name" \
+    sr_mpirun "$np" sh -c 'cd "$0/r$OMPI_COMM_WORLD_RANK" && exec "$@"' "$tmp/$name" \
         "$bin" train $JOB --global-batch-size "$G" --data d.tsv --metrics "$tmp/$name.jsonl" \
         >"$tmp/$name.out" 2>&1
     rc=$?

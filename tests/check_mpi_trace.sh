@@ -24,29 +24,13 @@
 # per step must equal the comm.wait spans of rank 0's compute track per step.
 # Also: the summary states the span cost and its share of a step. Exit 0 pass,
 # 77 skipped (no MPI), else fail.
-BUILD=${BUILD:-build}
-here=$(cd "$(dirname "$0")" && pwd)
-root=$(cd "$here/.." && pwd)
-bin="$root/$BUILD/shardrec"
-
-if ! command -v mpirun >/dev/null 2>&1 || ! command -v mpicc >/dev/null 2>&1; then
-    echo "check_mpi_trace: skipped (no MPI)"
-    exit 77
-fi
-if ! command -v python3 >/dev/null 2>&1; then
-    echo "check_mpi_trace: skipped (no python3 to read the JSON)"
-    exit 77
-fi
-[ -x "$bin" ] || { echo "check_mpi_trace: $bin is missing; build it with: make"; exit 1; }
-
-as_root=""
-[ "$(id -u)" = 0 ] && as_root="--allow-run-as-root"
-export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
-export LSAN_OPTIONS="suppressions=$here/lsan_openmpi.supp:print_suppressions=0:fast_unwind_on_malloc=0"
-unset SR_RANKS_PER_NODE SR_TRACE_TEST_SKEW_NS
-MPIRUN="mpirun $as_root --oversubscribe --bind-to none"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+. "$(dirname "$0")/lib.sh"
+bin=$sr_shardrec
+sr_need_mpi
+sr_need_python3
+sr_need_built "$bin"
+unset SR_TRACE_TEST_SKEW_NS
+sr_timeout=180
 fail=0
 JOB="--steps 9 --batch-size 128 --eval-samples 0 --table-rows 1000,20000,300,5000 --log-every 100"
 
@@ -193,7 +177,7 @@ run() { # NAME NP [SKEW_1 [SKEW_2]]
         timeout 120 "$bin" train $JOB --trace "$tmp/$name.json" --trace-steps ${STEPS_TRACED:-2:5} \
             >"$tmp/$name.out" 2>"$tmp/$name.err"
     else
-        SKEW_1=${3:-} SKEW_2=${4:-} timeout 180 $MPIRUN -x SKEW_1 -x SKEW_2 -np "$np" \
+        SKEW_1=${3:-} SKEW_2=${4:-} sr_mpirun "$np" -x SKEW_1 -x SKEW_2 \
             "$tmp/skewed.sh" "$bin" train $JOB --trace "$tmp/$name.json" --trace-steps ${STEPS_TRACED:-2:5} \
             >"$tmp/$name.out" 2>"$tmp/$name.err"
     fi

@@ -6,21 +6,11 @@
 # emulated nodes of 2). The cases hold a one-row table, tables not divisible
 # by W, empty bags (0-3 ids per feature) and ranks that receive no ids.
 # Also: the collectives per step are the documented counts.
-BUILD=${BUILD:-build}
-bin="$BUILD/shardrec"
-if ! command -v mpirun >/dev/null 2>&1; then
-    echo "check_mpi_train_equiv: skipped (no MPI)"
-    exit 77
-fi
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
-here=$(cd "$(dirname "$0")" && pwd)
-# under ASan (BUILD=build-asan): Open MPI's own leaks are suppressed
-export LSAN_OPTIONS="suppressions=$here/lsan_openmpi.supp:print_suppressions=0:fast_unwind_on_malloc=0"
-root=""
-[ "$(id -u)" -eq 0 ] && root="--allow-run-as-root"
-MPIRUN="timeout 300 mpirun $root --oversubscribe --bind-to none --mca btl tcp,self,vader"
+. "$(dirname "$0")/lib.sh"
+bin=$sr_shardrec
+sr_need_mpirun
+sr_need_built "$bin"
+sr_btl=tcp,self,vader
 JOB="--table-rows 1,7,50,333,1000,5 --embedding-dim 8 --bot-mlp 13-16-8 --top-mlp 16-1
      --ids-per-feature 0-3 --id-dist zipf:1.05 --global-batch-size 48 --steps 12
      --optimizer sgd --lr 0.05 --emb-optimizer adagrad --eval-samples 200 --eval-every 6
@@ -29,19 +19,6 @@ fail=0
 
 "$bin" train $JOB --metrics "$tmp/ref.jsonl" --save-weights "$tmp/ref.st" 2>"$tmp/ref.err" ||
     { cat "$tmp/ref.err"; exit 1; }
-
-mixed_plan() { # W L -> a plan using every type
-    W=$1 L=$2 last=$(($1 - 1)) nodes=$(($1 / $2))
-    cat <<JSON
-{"world_size": $W, "local_size": $L, "tables": [
- {"name": "t0", "sharding": "dp"},
- {"name": "t1", "sharding": "tw", "rank": $last},
- {"name": "t2", "sharding": "rw"},
- {"name": "t3", "sharding": "cw", "ranks": [$last, 0]},
- {"name": "t4", "sharding": "twrw", "node": $((nodes - 1))},
- {"name": "t5", "sharding": "tw", "rank": 0}]}
-JSON
-}
 
 compare() { # name
     /usr/bin/python3 - "$tmp/ref.jsonl" "$tmp/$1.jsonl" "$tmp/ref.st" "$tmp/$1.st" <<'PY'
@@ -76,7 +53,7 @@ PY
 run_case() { # name np extra-args...
     name=$1 np=$2
     shift 2
-    if ! $MPIRUN -np "$np" "$bin" train $JOB "$@" --metrics "$tmp/$name.jsonl" \
+    if ! sr_mpirun "$np" "$bin" train $JOB "$@" --metrics "$tmp/$name.jsonl" \
         --save-weights "$tmp/$name.st" >"$tmp/$name.err" 2>&1; then
         echo "FAIL $name: run failed"; tail -20 "$tmp/$name.err"; fail=1; return
     fi
@@ -93,7 +70,7 @@ for np in 2 3 4; do
     for type in dp tw rw cw twrw; do
         run_case "$type-np$np" "$np" --sharding "$type" --ranks-per-node "$rpn"
     done
-    mixed_plan "$np" "$rpn" >"$tmp/plan$np.json"
+    sr_mixed_plan "$np" "$rpn" >"$tmp/plan$np.json"
     run_case "mixed-np$np" "$np" --plan "$tmp/plan$np.json" --ranks-per-node "$rpn"
 done
 # one rank through the sharded path (a plan on a world of one)

@@ -9,11 +9,10 @@
 #   - --log-every 1000 (read every 50 steps) and --eval-every (read before
 #     each evaluation) name the same N;
 #   - on 2 ranks every rank stops at the same read (no hang), same message.
-BUILD=${BUILD:-build}
-bin="$BUILD/shardrec"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
+. "$(dirname "$0")/lib.sh"
+bin=$sr_shardrec
+sr_need_built "$bin"
+sr_btl=tcp,self,vader
 JOB="--steps 120 --lr 10 --table-rows 1000,1000,100 --embedding-dim 8 --bot-mlp 13-16-8
      --top-mlp 16-1 --global-batch-size 64 --no-progress --eval-samples 0"
 fail=0
@@ -68,13 +67,9 @@ run eval --log-every 1000 --eval-samples 128 --eval-every $((N + 1))
 expect_step eval "$N"
 
 if command -v mpirun >/dev/null 2>&1; then
-    root=""
-    [ "$(id -u)" -eq 0 ] && root="--allow-run-as-root"
-    timeout 300 mpirun $root --oversubscribe --bind-to none --mca btl tcp,self,vader -np 2 \
-        "$bin" train $JOB --log-every 1 --sharding tw >"$tmp/np2a.out" 2>&1
+    sr_mpirun 2 "$bin" train $JOB --log-every 1 --sharding tw >"$tmp/np2a.out" 2>&1
     N2=$(bad_step np2a)
-    timeout 300 mpirun $root --oversubscribe --bind-to none --mca btl tcp,self,vader -np 2 \
-        "$bin" train $JOB --log-every 50 --sharding tw >"$tmp/np2.out" 2>&1
+    sr_mpirun 2 "$bin" train $JOB --log-every 50 --sharding tw >"$tmp/np2.out" 2>&1
     rc=$?
     [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] ||
         { echo "FAIL np2: exit status $rc"; tail -5 "$tmp/np2.out"; fail=1; }

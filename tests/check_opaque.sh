@@ -12,18 +12,11 @@
 #     pipelines, and rw with fp16 pooled and bf16 dense payloads;
 # and the pipelined loop allocates nothing after step 1 on the opaque device.
 # Exit 0 pass, 77 skipped (the MPI part, without mpirun), else fail.
-BUILD=${BUILD:-build}
-here=$(cd "$(dirname "$0")" && pwd)
-root=$(cd "$here/.." && pwd)
-bin="$root/$BUILD/shardrec"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
-export LSAN_OPTIONS="suppressions=$here/lsan_openmpi.supp:print_suppressions=0:fast_unwind_on_malloc=0"
-unset SR_RANKS_PER_NODE SR_CPU_DEFERRED
-as_root=""
-[ "$(id -u)" -eq 0 ] && as_root="--allow-run-as-root"
-MPIRUN="timeout -s KILL 300 mpirun $as_root --oversubscribe --bind-to none"
+. "$(dirname "$0")/lib.sh"
+bin=$sr_shardrec
+sr_need_built "$bin"
+unset SR_CPU_DEFERRED
+sr_timeout_opts="-s KILL"
 JOB="--table-rows 1,7,50,333,1000,5 --embedding-dim 8 --bot-mlp 13-16-8 --top-mlp 16-1
      --ids-per-feature 0-3 --id-dist zipf:1.05 --global-batch-size 48 --steps 8
      --optimizer adam --emb-optimizer adagrad --lr 0.05 --eval-samples 200 --eval-every 4
@@ -44,7 +37,7 @@ run() {
         SR_CPU_DEFERRED=$dev "$bin" train $JOB "$@" --metrics "$out.jsonl" \
             --save-weights "$out.st" >"$out.out" 2>&1
     else
-        $MPIRUN -np "$np" -x SR_CPU_DEFERRED="$dev" "$bin" train $JOB "$@" \
+        sr_mpirun "$np" -x SR_CPU_DEFERRED="$dev" "$bin" train $JOB "$@" \
             --metrics "$out.jsonl" --save-weights "$out.st" >"$out.out" 2>&1
     fi
     rc=$?

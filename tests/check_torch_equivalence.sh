@@ -61,10 +61,10 @@
 # KEEP_TMP=1 keeps (and names) the folder of data, weights and losses.
 # SHARDREC_TRAIN_FLAGS are added to every `shardrec train` (the GPU suite's
 # tests/gpu/check_gpu_torch.sh passes --device cuda --math fp32).
-BUILD=${BUILD:-build}
-root=$(cd "$(dirname "$0")/.." && pwd)
-bin=${SHARDREC:-$root/$BUILD/shardrec}
-tool="$root/tools/torch_dlrm.py"
+sr_threads=keep
+. "$(dirname "$0")/lib.sh"
+bin=${SHARDREC:-$sr_shardrec}
+tool="$sr_root/tools/torch_dlrm.py"
 steps=${STEPS:-100}
 batch=${BATCH:-128}
 cases=${CASES:-sgd adagrad rowwise adam}
@@ -73,26 +73,14 @@ ref_factor=${REF_FACTOR:-3}
 ref_floor=${REF_FLOOR:-1e-6}
 train_flags=${SHARDREC_TRAIN_FLAGS:-}
 start=$(date +%s)
-tmp=$(mktemp -d)
-[ -n "${KEEP_TMP:-}" ] && echo "tmp: $tmp" || trap 'rm -rf "$tmp"' EXIT
 
 die() {
     echo "FAIL: $*"
     exit 1
 }
 
-py=""
-for p in ${TORCH_PYTHON:-} /usr/bin/python3 python3; do
-    if "$p" -c "import torch, numpy" >/dev/null 2>&1; then
-        py=$p
-        break
-    fi
-done
-if [ -z "$py" ]; then
-    echo "skipped: no Python 3 with torch and numpy; HINT: apt-get install python3-torch \
-(tools/install-deps.sh), or set TORCH_PYTHON"
-    exit 77
-fi
+sr_need_torch
+py=$sr_python
 for flag in --data --init-weights --save-weights --optimizer --emb-optimizer --emb-lr; do
     "$bin" train --help 2>&1 | grep -q -- "$flag" || die "shardrec train has no $flag flag"
 done

@@ -4,10 +4,10 @@
 # floor; the loop allocated nothing after step 1; the summary's memory
 # estimate adds up and its tables fit in the measured peak resident memory;
 # the metrics file has one JSON line per interval with the documented fields.
-BUILD=${BUILD:-build}
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-OMP_NUM_THREADS=${OMP_NUM_THREADS:-2} OPENBLAS_NUM_THREADS=1 "$BUILD/shardrec" train \
+sr_threads=keep
+. "$(dirname "$0")/lib.sh"
+sr_need_built "$sr_shardrec"
+OMP_NUM_THREADS=${OMP_NUM_THREADS:-2} OPENBLAS_NUM_THREADS=1 "$sr_shardrec" train \
     --steps 300 --eval-every 150 --eval-samples 65536 --log-every 25 \
     --metrics "$tmp/m.jsonl" 2>"$tmp/err" || { cat "$tmp/err"; exit 1; }
 cat "$tmp/err"

@@ -18,30 +18,14 @@
 # (ranks share the GPU). quick: a shorter list (1 and 2 ranks).
 set -u
 old=$1 new=$2 dev=${3:-cpu} quick=${4:-}
-here=$(cd "$(dirname "$0")" && pwd)
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+sr_threads=keep
+. "$(dirname "$0")/../tests/lib.sh"
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} OPENBLAS_NUM_THREADS=1
-root=""
-[ "$(id -u)" -eq 0 ] && root="--allow-run-as-root"
-MPIRUN="timeout 300 mpirun $root --oversubscribe --bind-to none --mca btl tcp,self,vader"
+sr_btl=tcp,self,vader
 JOB="--table-rows 1,7,50,333,1000,5 --embedding-dim 8 --bot-mlp 13-16-8 --top-mlp 16-1
      --ids-per-feature 0-3 --id-dist zipf:1.05 --global-batch-size 48 --steps 12
      --lr 0.05 --eval-samples 200 --eval-every 6 --log-every 1 --no-progress --device $dev"
 same=0 differ=0
-
-mixed_plan() { # W L -> a plan using every type
-    W=$1 L=$2 last=$(($1 - 1)) nodes=$(($1 / $2))
-    cat <<JSON
-{"world_size": $W, "local_size": $L, "tables": [
- {"name": "t0", "sharding": "dp"},
- {"name": "t1", "sharding": "tw", "rank": $last},
- {"name": "t2", "sharding": "rw"},
- {"name": "t3", "sharding": "cw", "ranks": [$last, 0]},
- {"name": "t4", "sharding": "twrw", "node": $((nodes - 1))},
- {"name": "t5", "sharding": "tw", "rank": 0}]}
-JSON
-}
 
 run_one() { # bin tag np args...
     bin=$1 tag=$2 np=$3
@@ -50,7 +34,7 @@ run_one() { # bin tag np args...
         "$bin" train $JOB "$@" --metrics "$tmp/$tag.jsonl" --save-weights "$tmp/$tag.st" \
             >"$tmp/$tag.err" 2>&1
     else
-        $MPIRUN -np "$np" "$bin" train $JOB "$@" --metrics "$tmp/$tag.jsonl" \
+        sr_mpirun "$np" "$bin" train $JOB "$@" --metrics "$tmp/$tag.jsonl" \
             --save-weights "$tmp/$tag.st" >"$tmp/$tag.err" 2>&1
     fi
 }
@@ -112,7 +96,7 @@ else
     for W in $ranks; do
         L=$W extra=""
         [ "$W" -eq 4 ] && L=2 extra="--ranks-per-node 2"
-        mixed_plan "$W" "$L" >"$tmp/mixed$W.json"
+        sr_mixed_plan "$W" "$L" >"$tmp/mixed$W.json"
         for p in $pipes; do
             for s in dp tw rw cw twrw; do
                 case_ "${W}r-$p-$s" "$W" --pipeline $p --sharding $s --emb-optimizer adagrad $extra

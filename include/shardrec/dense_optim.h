@@ -16,7 +16,6 @@
 
 #include "shardrec/device.h"
 #include "shardrec/optim.h"
-#include "shardrec/step_scalars.h"
 
 struct sr_dense_optim;
 
@@ -32,7 +31,7 @@ void sr_dense_optim_init(struct sr_dense_optim **out, struct sr_device *dev,
 /* One update of params (n, device) in place from grads (n, device) with
  * the learning rate scalars->dense_lr at step scalars->step (counted from 1;
  * Adam's bias correction). scalars is DEVICE memory (the twin of the step's
- * block, shardrec/step_scalars.h), read when the update runs: the host never
+ * block, struct sr_step_scalars in optim.h), read when the update runs: the host never
  * passes lr or step by value, so it need not wait for the device to change
  * them. Stream-ordered on s: scalars, params and grads must be ready there
  * (written earlier on s, or s made to wait for their writers). Allocates

@@ -86,7 +86,7 @@ void sr_ebc_backward(struct sr_ebc *ebc, const float *dpooled, float lr, int64_t
  * locations in the ebc's device memory when they run, not when they are
  * issued, ignoring the lr and step arguments (a stream-ordered or captured
  * step then never holds a stale value; the trainer points them at its
- * shardrec/step_scalars.h block). NULL, NULL: back to the arguments. */
+ * struct sr_step_scalars block, optim.h). NULL, NULL: back to the arguments. */
 void sr_ebc_set_update_scalars(struct sr_ebc *ebc, const float *lr, const int64_t *step);
 
 /* Issue sr_ebc_backward on stream s (NULL: the default stream, as before).

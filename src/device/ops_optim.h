@@ -10,9 +10,9 @@
  *
  * The learning rate `lr` (1 float) and Adam's `step` (1 int64) are device
  * pointers too, read when the op runs, not when it is issued: the host
- * writes them per step into a block of shardrec/step_scalars.h and copies it
- * to the device on the same stream before the op, so a queued or captured
- * step never carries a stale learning rate.
+ * writes them per step into a struct sr_step_scalars (shardrec/optim.h) and
+ * copies it to the device on the same stream before the op, so a queued or
+ * captured step never carries a stale learning rate.
  */
 #ifndef SHARDREC_OPS_OPTIM_H
 #define SHARDREC_OPS_OPTIM_H

@@ -1,10 +1,11 @@
 /*
  * Sharded EBC: builds this rank's part of a plan (slots, local shard tables,
  * one local lookup per output-dist group, the sizes of every buffer at their
- * worst case) and its own batch context. dp tables and gathering a table
- * onto rank 0 live here too. The stages of a step and forward / backward are
- * in sharded_stages.c, batch contexts in sharded_batch.c, the exchanges in
- * input_dist.c and output_dist.c; the layouts in sharded_internal.h.
+ * worst case) and its own batch context. dp tables live here too. The
+ * stages of a step and forward / backward are in sharded_stages.c, batch
+ * contexts in sharded_batch.c, gathering a table onto rank 0 in
+ * sharded_gather.c, the exchanges in input_dist.c and output_dist.c; the
+ * layouts in sharded_internal.h.
  *
  * Sizes of each batch context's buffers, per rank (S slots in all, n_me of
  * them mine, k = most slots of one feature on me, c = most owners one id is
@@ -109,7 +110,7 @@ static struct sr_plan *plan_copy(const struct sr_plan *p)
 
 /* ---- slots --------------------------------------------------------------- */
 
-static enum group_kind group_of(enum sr_sharding_type type)
+enum group_kind sr_sharded_group_of(enum sr_sharding_type type)
 {
     switch (type) {
     case SR_SHARDING_TYPE_DATA_PARALLEL:
@@ -160,7 +161,7 @@ static void build_slots(struct sr_sharded_ebc *s)
                                 .table = t,
                                 .shard = j,
                                 .rank = sh->rank,
-                                .group = group_of(tp->type),
+                                .group = sr_sharded_group_of(tp->type),
                                 .row_offset = sh->row_offset,
                                 .rows = sh->rows,
                                 .col_offset = sh->col_offset,
@@ -273,7 +274,7 @@ static void group_tables(struct sr_sharded_ebc *s, struct group *g, uint64_t see
         }
         for (int t = 0; t < T; t++) {
             const struct sr_table_plan *tp = &s->plan->tables[t];
-            if (group_of(tp->type) != g->kind)
+            if (sr_sharded_group_of(tp->type) != g->kind)
                 continue;
             for (int j = 0; j < tp->num_shards; j++) {
                 if (tp->shards[j].rank != s->rank)
@@ -290,7 +291,7 @@ static void group_tables(struct sr_sharded_ebc *s, struct group *g, uint64_t see
     }
 }
 
-static int local_table(const struct group *g, int t, int shard)
+int sr_sharded_local_table(const struct group *g, int t, int shard)
 {
     for (int i = 0; i < g->num_tables; i++)
         if (g->table_of[i] == t && g->shard_of[i] == shard)
@@ -311,7 +312,7 @@ static void group_features(struct sr_sharded_ebc *s, struct group *g)
                 continue;
             g->slot_of[n] = f;
             g->features[n] = (struct sr_emb_feature){
-                .table = local_table(g, t, s->rank), .col = g->out_dim, .mean = 0};
+                .table = sr_sharded_local_table(g, t, s->rank), .col = g->out_dim, .mean = 0};
             g->out_dim += s->cfg.tables[t].embedding_dim;
             n++;
         }
@@ -321,8 +322,10 @@ static void group_features(struct sr_sharded_ebc *s, struct group *g)
             if (sl->group != g->kind)
                 continue;
             g->slot_of[n] = s->slot_at[s->rank * s->max_nslots + p];
-            g->features[n] = (struct sr_emb_feature){
-                .table = local_table(g, sl->table, sl->shard), .col = sl->gcol, .mean = 0};
+            g->features[n] =
+                (struct sr_emb_feature){.table = sr_sharded_local_table(g, sl->table, sl->shard),
+                                        .col = sl->gcol,
+                                        .mean = 0};
             n++;
         }
         g->out_dim = s->group_out[g->kind * s->W + s->rank];
@@ -352,7 +355,7 @@ static int build_group(struct sr_sharded_ebc *s, enum group_kind kind, uint64_t 
     struct group *g = &s->groups[kind];
     g->kind = kind;
     for (int t = 0; t < s->cfg.num_tables; t++)
-        g->active |= group_of(s->plan->tables[t].type) == kind;
+        g->active |= sr_sharded_group_of(s->plan->tables[t].type) == kind;
     g->batch = kind == GROUP_DP ? s->B : s->W * s->B;
     int64_t maxv =
         kind == GROUP_DP ? s->max_values : (int64_t)s->W * s->max_values * max_copies_here(s, kind);
@@ -726,90 +729,4 @@ void sr_sharded_ebc_dp_update(struct sr_sharded_ebc *s, float lr, int64_t step)
     struct sr_emb_update u = sr_sharded_update_of(s, lr, step);
     for (int i = 0; i < dp->num_tables; i++)
         sr_op_emb_dp_apply(s->dev, &dp->tables[i], s->dp_grad[i], s->dp_counts[i], &u, NULL);
-}
-
-/* ---- gather ----------------------------------------------------------------- */
-
-/* Copy table t's shards that `rank` owns, in shard order, to or from buf. */
-static size_t shard_floats_at(const struct sr_table_plan *tp, int rank)
-{
-    size_t n = 0;
-    for (int j = 0; j < tp->num_shards; j++)
-        if (tp->shards[j].rank == rank)
-            n += (size_t)tp->shards[j].rows * tp->shards[j].cols;
-    return n;
-}
-
-static void pack_my_shards(struct sr_sharded_ebc *s, int t, float *buf)
-{
-    const struct sr_table_plan *tp = &s->plan->tables[t];
-    const struct group *g = &s->groups[group_of(tp->type)];
-    size_t off = 0;
-    for (int j = 0; j < tp->num_shards; j++) {
-        if (tp->shards[j].rank != s->rank)
-            continue;
-        const struct sr_emb_table *tab = &g->tables[local_table(g, t, j)];
-        size_t n = (size_t)tab->rows * tab->dim;
-        sr_dev_copy(s->dev, buf + off, tab->weight, sizeof(float) * n, NULL);
-        off += n;
-    }
-}
-
-static void unpack_shards(const struct sr_sharded_ebc *s, int t, const float *recv, float *full)
-{
-    const struct sr_table_plan *tp = &s->plan->tables[t];
-    const int D = s->cfg.tables[t].embedding_dim;
-    for (int r = 0; r < s->W; r++)
-        for (int j = 0; j < tp->num_shards; j++) {
-            const struct sr_shard *sh = &tp->shards[j];
-            if (sh->rank != r)
-                continue;
-            for (int64_t i = 0; i < sh->rows; i++)
-                memcpy(full + (sh->row_offset + i) * D + sh->col_offset, recv + i * sh->cols,
-                       sizeof(float) * sh->cols);
-            recv += (size_t)sh->rows * sh->cols;
-        }
-}
-
-int sr_sharded_ebc_gather_table(struct sr_sharded_ebc *s, int t, float *full)
-{
-    if (t < 0 || t >= s->cfg.num_tables)
-        return sr_error_set(SR_ERR_INVALID_ARG, "sharded EBC: no table %d", t);
-    const struct sr_table_plan *tp = &s->plan->tables[t];
-    const struct sr_table_config *tc = &s->cfg.tables[t];
-    if (s->rank == 0 && !full)
-        return sr_error_set(SR_ERR_INVALID_ARG,
-                            "sharded EBC: gather of '%s' needs a buffer on "
-                            "rank 0",
-                            tc->name);
-    if (tp->type == SR_SHARDING_TYPE_DATA_PARALLEL) {
-        if (s->rank == 0)
-            pack_my_shards(s, t, full);
-        sr_dev_sync(s->dev, NULL); /* full is the caller's host buffer */
-        return SR_OK;
-    }
-    size_t mine = shard_floats_at(tp, s->rank);
-    float *send = sr_malloc(sizeof(float) * (mine + 1));
-    float *recv =
-        s->rank == 0
-            ? sr_malloc(sizeof(float) * ((size_t)tc->num_embeddings * tc->embedding_dim + 1))
-            : NULL;
-    size_t *c = sr_calloc((size_t)4 * s->W, sizeof(size_t));
-    size_t off = 0;
-    for (int r = 0; s->rank == 0 && r < s->W; r++) {
-        c[2 * s->W + r] = shard_floats_at(tp, r);
-        c[3 * s->W + r] = off;
-        off += c[2 * s->W + r];
-    }
-    c[0] = mine;
-    pack_my_shards(s, t, send);
-    sr_sharded_before_collective(s, s->comms.sparse); /* the copies into send have run */
-    sr_comm_all_to_allv(s->comms.sparse, send, c, c + s->W, recv, c + 2 * s->W, c + 3 * s->W,
-                        SR_DTYPE_F32, NULL, NULL);
-    if (s->rank == 0)
-        unpack_shards(s, t, recv, full);
-    sr_free(c);
-    sr_free(recv);
-    sr_free(send);
-    return SR_OK;
 }

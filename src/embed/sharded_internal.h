@@ -1,7 +1,8 @@
 /*
- * Private state of the sharded EBC, shared by its three files:
- * sharded_ebc.c (init, dp tables, gather), sharded_batch.c (a batch
- * context's buffers), sharded_stages.c (the stages and forward / backward),
+ * Private state of the sharded EBC, shared by its files:
+ * sharded_ebc.c (init, dp tables), sharded_gather.c (a table onto rank 0),
+ * sharded_batch.c (a batch context's buffers), sharded_stages.c (the stages
+ * and forward / backward),
  * input_dist.c (ids to owners) and output_dist.c (pooled results back,
  * gradients out). Shared state (tables, optimizer state, plan, comms, wire
  * staging) is in struct sr_sharded_ebc; everything one step writes between
@@ -144,8 +145,8 @@ struct sr_sharded_ebc {
     const int64_t *step_dev;
     int W, L, nodes, rank, node, local_rank, B;
     int64_t max_values;
-    int out_dim;                       /* Σ D */
-    int *feature_col;                  /* (F) first pooled column */
+    int out_dim;      /* Σ D */
+    int *feature_col; /* (F) first pooled column */
 
     int num_slots;
     struct slot *slots; /* (S) */
@@ -255,6 +256,11 @@ void sr_wire_reduce_scatter(struct sr_sharded_ebc *s, sr_comm_t comm, const floa
                             float *recv, size_t count, sr_comm_work_t *work);
 void sr_wire_all_gather(struct sr_sharded_ebc *s, sr_comm_t comm, const float *send, float *recv,
                         size_t count, sr_comm_work_t *work);
+
+/* sharded_ebc.c: the output-dist group of a sharding type; the index in g's
+ * tables of table t's shard `shard` (aborts when this rank holds none). */
+enum group_kind sr_sharded_group_of(enum sr_sharding_type type);
+int sr_sharded_local_table(const struct group *g, int t, int shard);
 
 /* sharded_ebc.c: the fused optimizer's settings for an update at (lr, step),
  * or at the device scalars when they are set. */

@@ -1,6 +1,6 @@
 /*
  * The per-step scalars' way to the device (layout and rules in
- * step_scalars.h): a pinned slot written by the host, one stream-ordered
+ * step_scalars.h and shardrec/optim.h): a pinned slot written by the host, one stream-ordered
  * copy into the device block, an event after it so that the slot is not
  * rewritten before the copy has read it.
  */

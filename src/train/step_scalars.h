@@ -1,7 +1,8 @@
 /*
- * Writing the per-step scalars (shardrec/step_scalars.h) to the device: the
- * host fills a slot of pinned host memory and copies it, on the step's
- * stream, into the one device block the step's optimizer ops read.
+ * Writing the per-step scalars (struct sr_step_scalars, shardrec/optim.h) to
+ * the device: the host fills a slot of pinned host memory and copies it, on
+ * the step's stream, into the one device block the step's optimizer ops
+ * read.
  *
  *   host (pinned)  slot 0 [dense_lr | emb_lr | step]   slot 1 [...]
  *                        \ sr_dev_copy, stream-ordered /
@@ -18,7 +19,7 @@
 #define SHARDREC_TRAIN_STEP_SCALARS_H
 
 #include "shardrec/device.h"
-#include "shardrec/step_scalars.h"
+#include "shardrec/optim.h"
 
 #define SR_STEP_SCALARS_SLOTS 2
 

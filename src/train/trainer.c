@@ -27,8 +27,8 @@
  * end of the run or a full ring asks. A NaN or infinite loss is found there:
  * the error names the first bad step, up to min(--log-every, 50) steps after
  * it happened. The learning rates and the step reach the dense optimizer as
- * device values: one block per step (shardrec/step_scalars.h) copied to the
- * device before the step's ops.
+ * device values: one block per step (struct sr_step_scalars, optim.h)
+ * copied to the device before the step's ops.
  *
  * Each stage is a span (shardrec/trace.h): the same clock reads time the
  * stages for the summary (per-step rows in step_ns) and, under --trace,

@@ -10,11 +10,11 @@
 # Stops with a message and exit status 1 when no GPU is visible; exit status
 # 77 (from the CPU script) when PyTorch is missing, which make test-gpu also
 # treats as a failure.
-BUILD=${BUILD:-build}
-here=$(cd "$(dirname "$0")" && pwd)
-sh "$here/require_gpu.sh" check_gpu_torch || exit 1
+sr_threads=keep
+. "$(dirname "$0")/../lib.sh"
+sh "$sr_tests/gpu/require_gpu.sh" check_gpu_torch || exit 1
 SHARDREC_TRAIN_FLAGS="--device cuda --math fp32 ${SHARDREC_TRAIN_FLAGS:-}" BUILD="$BUILD" \
-    sh "$here/../check_torch_equivalence.sh"
+    sh "$sr_tests/check_torch_equivalence.sh"
 rc=$?
 [ $rc -eq 77 ] && echo "check_gpu_torch: FAIL: the PyTorch check could not run (see above)"
 exit $rc

@@ -18,18 +18,16 @@
 # Stops with a message and exit status 1 when no GPU is visible (or the build
 # lacks CUDA). Needs python3 (standard library only) and, for part 2, mpirun.
 # PARTS="1 2" picks the parts; KEEP_TMP=1 keeps the folder of logs.
-BUILD=${BUILD:-build}
-here=$(cd "$(dirname "$0")" && pwd)
-root=$(cd "$here/../.." && pwd)
-bin=${SHARDREC:-$root/$BUILD/shardrec}
+sr_threads=keep
+. "$(dirname "$0")/../lib.sh"
+bin=${SHARDREC:-$sr_shardrec}
 rtol=${RTOL:-1e-4}
 equiv_rtol=${EQUIV_RTOL:-1e-5}
 parts=${PARTS:-1 2 3}
-sh "$here/require_gpu.sh" check_gpu_train || exit 1
-[ -x "$bin" ] || { echo "check_gpu_train: FAIL: no $bin; HINT: make BUILD=$BUILD"; exit 1; }
+sh "$sr_tests/gpu/require_gpu.sh" check_gpu_train || exit 1
+sr_need_built "$bin"
 command -v python3 >/dev/null 2>&1 || { echo "check_gpu_train: FAIL: python3 is needed"; exit 1; }
-tmp=$(mktemp -d)
-[ -n "${KEEP_TMP:-}" ] && echo "tmp: $tmp" || trap 'rm -rf "$tmp"' EXIT
+sr_timeout=600 sr_btl=tcp,self,vader
 fail=0
 
 # compare A.jsonl B.jsonl RTOL STEPS [A.st B.st]: per-step losses and eval_*
@@ -145,48 +143,33 @@ PY
 }
 
 # ---- 2. 2 ranks vs 1 rank on CUDA ----------------------------------------------
-mixed_plan() { # the plan of check_mpi_train_equiv.sh on 2 ranks of one node
-    cat <<JSON
-{"world_size": 2, "local_size": 2, "tables": [
- {"name": "t0", "sharding": "dp"},
- {"name": "t1", "sharding": "tw", "rank": 1},
- {"name": "t2", "sharding": "rw"},
- {"name": "t3", "sharding": "cw", "ranks": [1, 0]},
- {"name": "t4", "sharding": "twrw", "node": 0},
- {"name": "t5", "sharding": "tw", "rank": 0}]}
-JSON
-}
-
 part2() {
     if ! command -v mpirun >/dev/null 2>&1; then
         echo "FAIL 2-vs-1 ranks: mpirun not found (HINT: tools/install-deps.sh)"
         fail=1
         return
     fi
-    as_root=""
-    [ "$(id -u)" -eq 0 ] && as_root="--allow-run-as-root"
-    mpi="timeout 600 mpirun $as_root --oversubscribe --bind-to none --mca btl tcp,self,vader"
     job="--device cuda --math fp32 --table-rows 1,7,50,333,1000,5 --embedding-dim 8
          --bot-mlp 13-16-8 --top-mlp 16-1 --ids-per-feature 0-3 --id-dist zipf:1.05
          --global-batch-size 48 --steps 12 --optimizer sgd --lr 0.05 --emb-optimizer adagrad
          --eval-samples 200 --eval-every 6 --log-every 1 --no-progress"
     gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')
     [ "${gpus:-0}" -lt 2 ] && echo "     ($gpus GPU visible: both ranks share it)"
-    if ! $mpi -np 1 "$bin" train $job --metrics "$tmp/np1.jsonl" --save-weights "$tmp/np1.st" \
+    if ! sr_mpirun 1 "$bin" train $job --metrics "$tmp/np1.jsonl" --save-weights "$tmp/np1.st" \
         >"$tmp/np1.log" 2>&1; then
         tail -20 "$tmp/np1.log"
         echo "FAIL 2-vs-1 ranks: the 1-rank CUDA run failed"
         fail=1
         return
     fi
-    mixed_plan >"$tmp/plan.json"
+    sr_mixed_plan 2 2 >"$tmp/plan.json" # check_mpi_train_equiv.sh's, 2 ranks of one node
     for c in dp tw rw cw twrw mixed; do
         if [ "$c" = mixed ]; then
             set -- --plan "$tmp/plan.json"
         else
             set -- --sharding "$c"
         fi
-        if ! $mpi -np 2 "$bin" train $job "$@" --ranks-per-node 2 --metrics "$tmp/$c.jsonl" \
+        if ! sr_mpirun 2 "$bin" train $job "$@" --ranks-per-node 2 --metrics "$tmp/$c.jsonl" \
             --save-weights "$tmp/$c.st" >"$tmp/$c.log" 2>&1; then
             tail -20 "$tmp/$c.log"
             echo "FAIL 2-vs-1 ranks ($c): the 2-rank CUDA run failed"

@@ -2,7 +2,7 @@
  * CUDA dense optimizer ops (the table of device/ops_optim.h): elementwise
  * SGD, Adagrad and Adam over the flat parameter block, one grid-stride
  * kernel each. The learning rate and Adam's step are device scalars read by
- * the kernel (step_scalars.h), so a queued or captured step is never stale.
+ * the kernel (struct sr_step_scalars, optim.h), so a queued or captured step is never stale.
  * Element i depends only on element i, and the build turns off FMA
  * contraction (-fmad=false), so each update is the CPU's bit for bit.
  */
