@@ -164,6 +164,16 @@ $(BUILD)/tests/mpi_%: tests/mpi/mpi_%.c $(BUILD)/obj/tests/helpers/host_view.o $
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Itests -o $@ $< $(BUILD)/obj/tests/helpers/host_view.o $(BUILD)/libshardrec.a $(LDFLAGS) $(LDLIBS)
 
+# mpi_sharded_ebc is one program from tests/mpi/mpi_sharded_ebc.c and the files
+# of tests/mpi/sharded_ebc/ (its harness and the stage cases).
+SHARDED_EBC_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard tests/mpi/sharded_ebc/*.c))
+$(BUILD)/tests/mpi_sharded_ebc: tests/mpi/mpi_sharded_ebc.c tests/mpi/sharded_ebc/harness.h \
+                                $(SHARDED_EBC_OBJS) $(BUILD)/obj/tests/helpers/host_view.o \
+                                $(BUILD)/libshardrec.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Itests -o $@ $< $(SHARDED_EBC_OBJS) $(BUILD)/obj/tests/helpers/host_view.o \
+	    $(BUILD)/libshardrec.a $(LDFLAGS) $(LDLIBS)
+
 # Benchmark programs (bench/*.c), built with the tests so that CI compiles them
 BENCH_BINS := $(patsubst bench/%.c,$(BUILD)/bench/%,$(wildcard bench/*.c))
 .PHONY: bench
@@ -199,4 +209,4 @@ install: lib
 clean:
 	rm -rf build build-asan
 
--include $(LIB_OBJS:.o=.d) $(CLI_OBJS:.o=.d) $(BACKEND_OPS_OBJS:.o=.d)
+-include $(LIB_OBJS:.o=.d) $(CLI_OBJS:.o=.d) $(BACKEND_OPS_OBJS:.o=.d) $(SHARDED_EBC_OBJS:.o=.d)
