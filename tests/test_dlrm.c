@@ -52,6 +52,18 @@ static struct sr_dlrm_config small_config(void)
                                    .embedding_dim = DD};
 }
 
+/* The K model (Criteo Kaggle's DLRM): 13 dense, bottom 13-512-256-64-16, F 26 of D 16. */
+static struct sr_dlrm_config k_config(void)
+{
+    return (struct sr_dlrm_config){.num_dense = 13,
+                                   .bot_mlp = {13, 512, 256, 64, 16},
+                                   .n_bot = 5,
+                                   .top_mlp = {512, 256, 1},
+                                   .n_top = 3,
+                                   .num_sparse = 26,
+                                   .embedding_dim = 16};
+}
+
 /* The float64 reference model: params in the documented flat layout
  * (bottom layers then top layers, each W [out,in] then b [out]). */
 struct ref_model {
@@ -321,13 +333,7 @@ static void test_dlrm_grad_hook_and_split(void **state)
  * from the same state give bit-identical logits, gradients and dpooled. */
 static void test_dlrm_k_bitexact(void **state)
 {
-    struct sr_dlrm_config cfg = {.num_dense = 13,
-                                 .bot_mlp = {13, 512, 256, 64, 16},
-                                 .n_bot = 5,
-                                 .top_mlp = {512, 256, 1},
-                                 .n_top = 3,
-                                 .num_sparse = 26,
-                                 .embedding_dim = 16};
+    struct sr_dlrm_config cfg = k_config();
     enum { B = 256 };
     struct sr_dlrm *m;
     assert_int_equal(sr_dlrm_init(&m, cpu(), &cfg, B, 1), SR_OK);
@@ -382,13 +388,7 @@ static void expect_config_error(struct sr_dlrm_config cfg, const char *needle)
 
 static void test_config_errors(void **state)
 {
-    struct sr_dlrm_config ok = {.num_dense = 13,
-                                .bot_mlp = {13, 512, 256, 64, 16},
-                                .n_bot = 5,
-                                .top_mlp = {512, 256, 1},
-                                .n_top = 3,
-                                .num_sparse = 26,
-                                .embedding_dim = 16};
+    struct sr_dlrm_config ok = k_config();
     assert_int_equal(sr_dlrm_config_check(&ok), SR_OK);
     struct sr_dlrm_config c = ok;
     c.bot_mlp[0] = 12;
