@@ -66,13 +66,22 @@
  *   update                     none: fused optimizer on the   (the caller's)
  *                              owners; dp: its gradient
  *
+ * Streams: every stage takes the stream it runs on, and issues its device
+ * work and its collectives there. A batch's stages follow each other
+ * whatever streams they run on: each stage's stream waits (an event of the
+ * context) for the batch's previous stage when that ran on another. What
+ * comes from outside the batch is the caller's to order: the stream of
+ * counts_start must be after the KJT's producer, grad_dist_start's after
+ * dpooled's; and a stream other than output_dist_wait's that reads pooled
+ * waits for it first (sr_sharded_ebc_batch_wait). A trainer runs the
+ * exchanges on a sparse stream and lookup and update on its compute stream.
  * A start issues its collectives non-blocking; its wait completes them on
- * the device's stream (sr_comm_stream_wait when the communicator is bound to
- * the device, else a host wait). Results are stream-ordered: read pooled on
- * the host only after sr_dev_sync. With a compressed wire (fp16/bf16) the
- * output and gradient dists run each exchange whole on the stream (the wire
- * staging is shared), so their start may block the host while the previous
- * exchange arrives.
+ * its stream (sr_comm_stream_wait when the communicator is bound to the
+ * device, else a host wait). Results are stream-ordered: read pooled on the
+ * host only after a sync. With a compressed wire (fp16/bf16) the output and
+ * gradient dists run each exchange whole on the stream (the wire staging is
+ * shared), so their start may block the host while the previous exchange
+ * arrives.
  *
  * Ordering rules (every rank):
  *  1. Each batch's stages run in the table's order, each once (asserted:
@@ -177,7 +186,8 @@ const struct sr_ebc_config *sr_sharded_ebc_config(const struct sr_sharded_ebc *s
  * others naming it) and none hangs; pooled is then undefined. On success
  * pooled (B, Σ D) holds this rank's samples and the ids are kept for
  * backward. No allocation. */
-int sr_sharded_ebc_forward(struct sr_sharded_ebc *s, struct sr_kjt *kjt, float *pooled);
+int sr_sharded_ebc_forward(struct sr_sharded_ebc *s, struct sr_kjt *kjt, float *pooled,
+                           sr_stream_t stream);
 
 /* Collective: what a rank without a batch this step calls in place of
  * sr_sharded_ebc_forward, so that the others stop with it instead of waiting
@@ -187,7 +197,7 @@ int sr_sharded_ebc_forward(struct sr_sharded_ebc *s, struct sr_kjt *kjt, float *
  * return: if any rank failed, SR_ERR_DATA naming it (the failing rank its own
  * status); otherwise SR_SHARDED_EBC_END_OF_DATA, the stats saying which ranks
  * ran out (ranks_ended, first_ended). The ranks that had a batch drop it. */
-int sr_sharded_ebc_forward_none(struct sr_sharded_ebc *s, int why);
+int sr_sharded_ebc_forward_none(struct sr_sharded_ebc *s, int why, sr_stream_t stream);
 
 /* Collective: grad_dist_start, grad_dist_wait and update on the EBC's own
  * context. dpooled (B, Σ D): d loss / d pooled of the last forward's
@@ -195,8 +205,8 @@ int sr_sharded_ebc_forward_none(struct sr_sharded_ebc *s, int why);
  * Sends the gradients to the owners, which apply the fused optimizer (lr, step
  * from 1) to their touched rows; dp tables only form their gradient (see
  * below). Calling it without a successful forward aborts. No allocation. */
-void sr_sharded_ebc_backward(struct sr_sharded_ebc *s, const float *dpooled, float lr,
-                             int64_t step);
+void sr_sharded_ebc_backward(struct sr_sharded_ebc *s, const float *dpooled, float lr, int64_t step,
+                             sr_stream_t stream);
 
 /* ---- stages (see "Stages" above) ----------------------------------------------- */
 
@@ -214,38 +224,50 @@ void sr_sharded_ebc_batch_free(struct sr_sharded_ebc_batch *b);
  * the counts exchange. A rejected KJT still takes part, flagged (the error
  * message is set now, the status returned by counts_wait). */
 void sr_sharded_ebc_input_dist_counts_start(struct sr_sharded_ebc *s,
-                                            struct sr_sharded_ebc_batch *b, struct sr_kjt *kjt);
+                                            struct sr_sharded_ebc_batch *b, struct sr_kjt *kjt,
+                                            sr_stream_t stream);
 /* The same for a rank without a batch (sr_sharded_ebc_forward_none's `why`). */
 void sr_sharded_ebc_input_dist_counts_start_none(struct sr_sharded_ebc *s,
-                                                 struct sr_sharded_ebc_batch *b, int why);
+                                                 struct sr_sharded_ebc_batch *b, int why,
+                                                 sr_stream_t stream);
 /* Blocks until the counts are in. Returns SR_OK (b goes on to data_start),
  * or, on every rank at once, what sr_sharded_ebc_forward returns when a rank
  * flagged its batch (SR_ERR_DATA; the flagging rank its own status) or its
  * data ended (SR_SHARDED_EBC_END_OF_DATA); b is then free again. */
-int sr_sharded_ebc_input_dist_counts_wait(struct sr_sharded_ebc *s, struct sr_sharded_ebc_batch *b);
+int sr_sharded_ebc_input_dist_counts_wait(struct sr_sharded_ebc *s, struct sr_sharded_ebc_batch *b,
+                                          sr_stream_t stream);
 /* Collective (sparse): packs the ids and starts the data exchange. */
-void sr_sharded_ebc_input_dist_data_start(struct sr_sharded_ebc *s, struct sr_sharded_ebc_batch *b);
+void sr_sharded_ebc_input_dist_data_start(struct sr_sharded_ebc *s, struct sr_sharded_ebc_batch *b,
+                                          sr_stream_t stream);
 /* Completes it and lays out the owners' local batches (stream-ordered). */
-void sr_sharded_ebc_input_dist_data_wait(struct sr_sharded_ebc *s, struct sr_sharded_ebc_batch *b);
+void sr_sharded_ebc_input_dist_data_wait(struct sr_sharded_ebc *s, struct sr_sharded_ebc_batch *b,
+                                         sr_stream_t stream);
 /* Not collective: the owners pool b's ids with the current tables and keep
  * the ids for the update (stream-ordered). */
-void sr_sharded_ebc_lookup(struct sr_sharded_ebc *s, struct sr_sharded_ebc_batch *b);
+void sr_sharded_ebc_lookup(struct sr_sharded_ebc *s, struct sr_sharded_ebc_batch *b,
+                           sr_stream_t stream);
 /* Collective: starts sending the pooled blocks to the samples' ranks. */
-void sr_sharded_ebc_output_dist_start(struct sr_sharded_ebc *s, struct sr_sharded_ebc_batch *b);
+void sr_sharded_ebc_output_dist_start(struct sr_sharded_ebc *s, struct sr_sharded_ebc_batch *b,
+                                      sr_stream_t stream);
 /* Collective (twrw's second level): completes the output dist; pooled (B,
  * Σ D) gets b's samples, as sr_sharded_ebc_forward's (stream-ordered). */
 void sr_sharded_ebc_output_dist_wait(struct sr_sharded_ebc *s, struct sr_sharded_ebc_batch *b,
-                                     float *pooled);
+                                     float *pooled, sr_stream_t stream);
 /* Collective: dpooled (B, Σ D), as sr_sharded_ebc_backward's, starts to the
  * owners. */
 void sr_sharded_ebc_grad_dist_start(struct sr_sharded_ebc *s, struct sr_sharded_ebc_batch *b,
-                                    const float *dpooled);
+                                    const float *dpooled, sr_stream_t stream);
 /* Collective (twrw's second level): completes the gradient dist. */
-void sr_sharded_ebc_grad_dist_wait(struct sr_sharded_ebc *s, struct sr_sharded_ebc_batch *b);
+void sr_sharded_ebc_grad_dist_wait(struct sr_sharded_ebc *s, struct sr_sharded_ebc_batch *b,
+                                   sr_stream_t stream);
 /* Not collective: the fused optimizer (lr, step from 1) on the owners'
  * touched rows; dp tables only form their gradient (below). b is free again. */
 void sr_sharded_ebc_update(struct sr_sharded_ebc *s, struct sr_sharded_ebc_batch *b, float lr,
-                           int64_t step);
+                           int64_t step, sr_stream_t stream);
+/* Make `stream` wait for b's last stage issued so far (its outputs, such as
+ * output_dist_wait's pooled, are then ready there). Not collective. */
+void sr_sharded_ebc_batch_wait(struct sr_sharded_ebc *s, struct sr_sharded_ebc_batch *b,
+                               sr_stream_t stream);
 
 /* The dp tables' gradient of the last backward, in one flat fp32 buffer on
  * the device, owned by s: per dp table in table order [ grad (E, D) | touch
@@ -256,7 +278,8 @@ float *sr_sharded_ebc_dp_grad_buffer(struct sr_sharded_ebc *s, size_t *n);
 /* Apply the fused optimizer to the rows of every dp table touched anywhere
  * (count > 0), with the reduced gradient. Not collective; a no-op without dp
  * tables. */
-void sr_sharded_ebc_dp_update(struct sr_sharded_ebc *s, float lr, int64_t step);
+void sr_sharded_ebc_dp_update(struct sr_sharded_ebc *s, float lr, int64_t step,
+                              sr_stream_t stream);
 
 /* From now on, every update (sr_sharded_ebc_update, _backward, _dp_update)
  * reads the learning rate and the step from these locations in the device

@@ -129,9 +129,9 @@ void sr_input_dist_counts_start(struct sr_sharded_ebc *s, struct sr_sharded_ebc_
     if (!local_rc)
         k = kjt_view(kjt);
     sr_op_sparse_dist_bucketize(s->dev, &s->sd_layout, local_rc ? NULL : &k, flags, b->lens,
-                                b->count_send, NULL);
+                                b->count_send, b->stream);
     if (!local_rc)
-        sr_op_sparse_dist_mean_scales(s->dev, &s->sd_layout, kjt->lengths, b->scale, NULL);
+        sr_op_sparse_dist_mean_scales(s->dev, &s->sd_layout, kjt->lengths, b->scale, b->stream);
     for (int r = 0; r < s->W; r++) {
         b->send_counts[r] = (size_t)(s->count_displ[r + 1] - s->count_displ[r]);
         b->send_displs[r] = (size_t)s->count_displ[r];
@@ -140,10 +140,10 @@ void sr_input_dist_counts_start(struct sr_sharded_ebc *s, struct sr_sharded_ebc_
     }
     if (b->count_send_host != b->count_send)
         sr_dev_copy(s->dev, b->count_send_host, b->count_send,
-                    sizeof(int64_t) * (size_t)s->sd_layout.count_words, NULL);
-    sr_sharded_before_collective(s, s->comms.sparse);
+                    sizeof(int64_t) * (size_t)s->sd_layout.count_words, b->stream);
+    sr_sharded_before_collective(s, s->comms.sparse, b->stream);
     sr_comm_all_to_allv(s->comms.sparse, b->count_send_host, b->send_counts, b->send_displs,
-                        b->count_recv_host, b->recv_counts, b->recv_displs, SR_DTYPE_I64, NULL,
+                        b->count_recv_host, b->recv_counts, b->recv_displs, SR_DTYPE_I64, b->stream,
                         &b->counts_work);
 }
 
@@ -250,7 +250,7 @@ int sr_input_dist_counts_wait(struct sr_sharded_ebc *s, struct sr_sharded_ebc_ba
     b->counts_work = NULL;
     if (b->count_recv_host != b->count_recv) /* for unpack, in stream order */
         sr_dev_copy(s->dev, b->count_recv, b->count_recv_host,
-                    sizeof(int64_t) * (size_t)s->W * (s->sd_layout.nslots_here + 1), NULL);
+                    sizeof(int64_t) * (size_t)s->W * (s->sd_layout.nslots_here + 1), b->stream);
     s->stats.ids_sent = s->stats.ids_received = 0;
     if (b->local_rc < 0)
         return b->local_rc;
@@ -285,21 +285,21 @@ void sr_input_dist_data_start(struct sr_sharded_ebc *s, struct sr_sharded_ebc_ba
     const struct sr_sparse_dist_kjt k = kjt_view(b->kjt);
     const struct sr_sparse_dist_batch dpb = batch_of(&s->groups[GROUP_DP], &b->gb[GROUP_DP]);
     sr_op_sparse_dist_pack(s->dev, &s->sd_layout, &k, b->lens, b->count_send, b->send_buf,
-                           (int64_t)b->send_words, &dpb, NULL);
+                           (int64_t)b->send_words, &dpb, b->stream);
     b->kjt = NULL; /* pack has read it once the collective below reads send_buf */
-    sr_sharded_before_collective(s, s->comms.sparse);
+    sr_sharded_before_collective(s, s->comms.sparse, b->stream);
     sr_comm_all_to_allv(s->comms.sparse, b->send_buf, b->send_counts, b->send_displs, b->recv_buf,
-                        b->recv_counts, b->recv_displs, SR_DTYPE_I32, NULL, &b->data_work);
+                        b->recv_counts, b->recv_displs, SR_DTYPE_I32, b->stream, &b->data_work);
 }
 
 void sr_input_dist_data_wait(struct sr_sharded_ebc *s, struct sr_sharded_ebc_batch *b)
 {
-    sr_sharded_complete(s, s->comms.sparse, &b->data_work);
+    sr_sharded_complete(s, s->comms.sparse, &b->data_work, b->stream);
     struct sr_sparse_dist_batch bs[GROUP_COUNT];
     int nb = 0;
     for (int g = GROUP_A2A; g < GROUP_COUNT; g++)
         if (s->groups[g].active)
             bs[nb++] = batch_of(&s->groups[g], &b->gb[g]);
     sr_op_sparse_dist_unpack(s->dev, &s->sd_layout, b->recv_buf, (int64_t)b->recv_words,
-                             b->count_recv, bs, nb, NULL);
+                             b->count_recv, bs, nb, b->stream);
 }

@@ -49,12 +49,12 @@
  * be done. A bound communicator waits for the stream itself; compressed
  * payloads are also cast before the communicator sees them, so wait here
  * (output_wire.c). */
-static void before_wire(struct sr_sharded_ebc *s, sr_comm_t comm)
+static void before_wire(struct sr_sharded_ebc *s, sr_comm_t comm, sr_stream_t stream)
 {
     if (s->wire != SR_DTYPE_F32)
-        sr_dev_sync(s->dev, NULL);
+        sr_dev_sync(s->dev, stream);
     else
-        sr_sharded_before_collective(s, comm);
+        sr_sharded_before_collective(s, comm, stream);
 }
 
 /* Per-peer element counts of a group's exchange: mine (a) and theirs (b).
@@ -83,20 +83,20 @@ void sr_output_dist_start(struct sr_sharded_ebc *s, struct sr_sharded_ebc_batch 
 {
     if (active(s, GROUP_A2A)) {
         a2a_counts(s, GROUP_A2A, s->W, 1);
-        before_wire(s, s->comms.sparse);
+        before_wire(s, s->comms.sparse, b->stream);
         sr_wire_all_to_allv(s, s->comms.sparse, b->gb[GROUP_A2A].pooled, s->a_counts, s->a_displs,
-                            b->a2a_buf, s->b_counts, s->b_displs, &b->a2a_work);
+                            b->a2a_buf, s->b_counts, s->b_displs, b->stream, &b->a2a_work);
     }
     if (active(s, GROUP_RW)) {
-        before_wire(s, s->comms.sparse);
+        before_wire(s, s->comms.sparse, b->stream);
         sr_wire_reduce_scatter(s, s->comms.sparse, b->gb[GROUP_RW].pooled, b->rw_buf,
-                               (size_t)s->B * s->groups[GROUP_RW].out_dim, &b->rw_work);
+                               (size_t)s->B * s->groups[GROUP_RW].out_dim, b->stream, &b->rw_work);
     }
     if (active(s, GROUP_TWRW)) {
-        before_wire(s, s->comms.node);
+        before_wire(s, s->comms.node, b->stream);
         sr_wire_reduce_scatter(s, s->comms.node, b->gb[GROUP_TWRW].pooled, b->twrw_mid,
                                (size_t)s->nodes * s->B * s->groups[GROUP_TWRW].out_dim,
-                               &b->twrw_work);
+                               b->stream, &b->twrw_work);
     }
 }
 
@@ -105,21 +105,21 @@ static void twrw_cross_forward(struct sr_sharded_ebc *s, struct sr_sharded_ebc_b
 {
     sr_comm_work_t work = NULL;
     a2a_counts(s, GROUP_TWRW, s->nodes, s->L);
-    before_wire(s, s->comms.cross);
+    before_wire(s, s->comms.cross, b->stream);
     sr_wire_all_to_allv(s, s->comms.cross, b->twrw_mid, s->a_counts, s->a_displs, b->twrw_buf,
-                        s->b_counts, s->b_displs, &work);
-    sr_sharded_complete(s, s->comms.cross, &work);
+                        s->b_counts, s->b_displs, b->stream, &work);
+    sr_sharded_complete(s, s->comms.cross, &work, b->stream);
 }
 
 void sr_output_dist_wait(struct sr_sharded_ebc *s, struct sr_sharded_ebc_batch *b, float *pooled)
 {
-    sr_sharded_complete(s, s->comms.sparse, &b->a2a_work);
-    sr_sharded_complete(s, s->comms.sparse, &b->rw_work);
+    sr_sharded_complete(s, s->comms.sparse, &b->a2a_work, b->stream);
+    sr_sharded_complete(s, s->comms.sparse, &b->rw_work, b->stream);
     if (active(s, GROUP_TWRW)) {
-        sr_sharded_complete(s, s->comms.node, &b->twrw_work);
+        sr_sharded_complete(s, s->comms.node, &b->twrw_work, b->stream);
         twrw_cross_forward(s, b);
     }
-    sr_op_sparse_dist_pooled_scatter(s->dev, &s->sd_cols, b->od_buf, b->scale, pooled, NULL);
+    sr_op_sparse_dist_pooled_scatter(s->dev, &s->sd_cols, b->od_buf, b->scale, pooled, b->stream);
 }
 
 /* ---- backward ----------------------------------------------------------------- */
@@ -127,23 +127,23 @@ void sr_output_dist_wait(struct sr_sharded_ebc *s, struct sr_sharded_ebc_batch *
 void sr_grad_dist_start(struct sr_sharded_ebc *s, struct sr_sharded_ebc_batch *b,
                         const float *dpooled)
 {
-    sr_op_sparse_dist_pooled_gather(s->dev, &s->sd_cols, dpooled, b->scale, b->od_buf, NULL);
+    sr_op_sparse_dist_pooled_gather(s->dev, &s->sd_cols, dpooled, b->scale, b->od_buf, b->stream);
     if (active(s, GROUP_A2A)) {
         a2a_counts(s, GROUP_A2A, s->W, 1);
-        before_wire(s, s->comms.sparse);
+        before_wire(s, s->comms.sparse, b->stream);
         sr_wire_all_to_allv(s, s->comms.sparse, b->a2a_buf, s->b_counts, s->b_displs,
-                            b->gb[GROUP_A2A].dpooled, s->a_counts, s->a_displs, &b->a2a_work);
+                            b->gb[GROUP_A2A].dpooled, s->a_counts, s->a_displs, b->stream, &b->a2a_work);
     }
     if (active(s, GROUP_RW)) {
-        before_wire(s, s->comms.sparse);
+        before_wire(s, s->comms.sparse, b->stream);
         sr_wire_all_gather(s, s->comms.sparse, b->rw_buf, b->gb[GROUP_RW].dpooled,
-                           (size_t)s->B * s->groups[GROUP_RW].out_dim, &b->rw_work);
+                           (size_t)s->B * s->groups[GROUP_RW].out_dim, b->stream, &b->rw_work);
     }
     if (active(s, GROUP_TWRW)) {
         a2a_counts(s, GROUP_TWRW, s->nodes, s->L);
-        before_wire(s, s->comms.cross);
+        before_wire(s, s->comms.cross, b->stream);
         sr_wire_all_to_allv(s, s->comms.cross, b->twrw_buf, s->b_counts, s->b_displs, b->twrw_mid,
-                            s->a_counts, s->a_displs, &b->twrw_work);
+                            s->a_counts, s->a_displs, b->stream, &b->twrw_work);
     }
 }
 
@@ -151,18 +151,18 @@ void sr_grad_dist_start(struct sr_sharded_ebc *s, struct sr_sharded_ebc_batch *b
 static void twrw_node_backward(struct sr_sharded_ebc *s, struct sr_sharded_ebc_batch *b)
 {
     sr_comm_work_t work = NULL;
-    before_wire(s, s->comms.node);
+    before_wire(s, s->comms.node, b->stream);
     sr_wire_all_gather(s, s->comms.node, b->twrw_mid, b->gb[GROUP_TWRW].dpooled,
-                       (size_t)s->nodes * s->B * s->groups[GROUP_TWRW].out_dim, &work);
-    sr_sharded_complete(s, s->comms.node, &work);
+                       (size_t)s->nodes * s->B * s->groups[GROUP_TWRW].out_dim, b->stream, &work);
+    sr_sharded_complete(s, s->comms.node, &work, b->stream);
 }
 
 void sr_grad_dist_wait(struct sr_sharded_ebc *s, struct sr_sharded_ebc_batch *b)
 {
-    sr_sharded_complete(s, s->comms.sparse, &b->a2a_work);
-    sr_sharded_complete(s, s->comms.sparse, &b->rw_work);
+    sr_sharded_complete(s, s->comms.sparse, &b->a2a_work, b->stream);
+    sr_sharded_complete(s, s->comms.sparse, &b->rw_work, b->stream);
     if (active(s, GROUP_TWRW)) {
-        sr_sharded_complete(s, s->comms.cross, &b->twrw_work);
+        sr_sharded_complete(s, s->comms.cross, &b->twrw_work, b->stream);
         twrw_node_backward(s, b);
     }
 }

@@ -42,50 +42,51 @@ static struct sr_compressed wire_of(struct sr_sharded_ebc *s)
 }
 
 /* The shared wire buffers are free again (see above). */
-static void wire_free(struct sr_sharded_ebc *s)
+static void wire_free(struct sr_sharded_ebc *s, sr_stream_t stream)
 {
     if (s->wire != SR_DTYPE_F32)
-        sr_dev_sync(s->dev, NULL);
+        sr_dev_sync(s->dev, stream);
 }
 
 void sr_wire_all_to_allv(struct sr_sharded_ebc *s, sr_comm_t comm, const float *send,
                          const size_t *send_counts, const size_t *send_displs, float *recv,
-                         const size_t *recv_counts, const size_t *recv_displs, sr_comm_work_t *work)
+                         const size_t *recv_counts, const size_t *recv_displs, sr_stream_t stream,
+                         sr_comm_work_t *work)
 {
     *work = NULL;
     if (s->wire == SR_DTYPE_F32) {
         sr_comm_all_to_allv(comm, send, send_counts, send_displs, recv, recv_counts, recv_displs,
-                            SR_DTYPE_F32, NULL, work);
+                            SR_DTYPE_F32, stream, work);
         return;
     }
     struct sr_compressed x = wire_of(s);
-    wire_free(s);
+    wire_free(s, stream);
     sr_compressed_all_to_allv(&x, comm, send, send_counts, send_displs, recv, recv_counts,
-                              recv_displs, NULL);
+                              recv_displs, stream);
 }
 
 void sr_wire_reduce_scatter(struct sr_sharded_ebc *s, sr_comm_t comm, const float *send,
-                            float *recv, size_t count, sr_comm_work_t *work)
+                            float *recv, size_t count, sr_stream_t stream, sr_comm_work_t *work)
 {
     *work = NULL;
     if (s->wire == SR_DTYPE_F32) {
-        sr_comm_reduce_scatter(comm, send, recv, count, SR_DTYPE_F32, SR_REDUCE_SUM, NULL, work);
+        sr_comm_reduce_scatter(comm, send, recv, count, SR_DTYPE_F32, SR_REDUCE_SUM, stream, work);
         return;
     }
     struct sr_compressed x = wire_of(s);
-    wire_free(s);
-    sr_compressed_reduce_scatter(&x, comm, send, recv, count, NULL);
+    wire_free(s, stream);
+    sr_compressed_reduce_scatter(&x, comm, send, recv, count, stream);
 }
 
 void sr_wire_all_gather(struct sr_sharded_ebc *s, sr_comm_t comm, const float *send, float *recv,
-                        size_t count, sr_comm_work_t *work)
+                        size_t count, sr_stream_t stream, sr_comm_work_t *work)
 {
     *work = NULL;
     if (s->wire == SR_DTYPE_F32) {
-        sr_comm_all_gather(comm, send, recv, count, SR_DTYPE_F32, NULL, work);
+        sr_comm_all_gather(comm, send, recv, count, SR_DTYPE_F32, stream, work);
         return;
     }
     struct sr_compressed x = wire_of(s);
-    wire_free(s);
-    sr_compressed_all_gather(&x, comm, send, recv, count, NULL);
+    wire_free(s, stream);
+    sr_compressed_all_gather(&x, comm, send, recv, count, stream);
 }

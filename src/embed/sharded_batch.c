@@ -123,6 +123,7 @@ struct sr_sharded_ebc_batch *sr_sharded_batch_alloc(struct sr_sharded_ebc *s)
         alloc_group_batch(s, &s->groups[k], &b->gb[k]);
     alloc_output_dist(s, b);
     register_buffers(s, b);
+    b->staged = sr_dev_event_create(s->dev);
     sr_dev_sync(s->dev, NULL);
     return b;
 }
@@ -137,7 +138,10 @@ void sr_sharded_batch_release(struct sr_sharded_ebc_batch *b)
     if (b->counts_work || b->data_work || b->a2a_work || b->rw_work || b->twrw_work)
         SR_ABORT("sharded EBC: a batch context freed with a collective in flight; "
                  "wait for each stage it started first");
-    sr_dev_sync(s->dev, NULL); /* queued ops may still use its buffers */
+    if (b->staged_any) /* queued ops of its last stage may still use its buffers */
+        sr_dev_event_sync(s->dev, b->staged);
+    sr_dev_sync(s->dev, NULL);
+    sr_dev_event_destroy(s->dev, b->staged);
     for (int k = 0; k < GROUP_COUNT; k++)
         free_group_batch(s->dev, &s->groups[k], &b->gb[k]);
     void *device[] = {b->lens,     b->count_send, b->count_recv, b->send_buf,

@@ -723,10 +723,11 @@ float *sr_sharded_ebc_dp_grad_buffer(struct sr_sharded_ebc *s, size_t *n)
     return s->dp_len ? s->dp_buf : NULL;
 }
 
-void sr_sharded_ebc_dp_update(struct sr_sharded_ebc *s, float lr, int64_t step)
+void sr_sharded_ebc_dp_update(struct sr_sharded_ebc *s, float lr, int64_t step,
+                              sr_stream_t stream)
 {
     struct group *dp = &s->groups[GROUP_DP];
     struct sr_emb_update u = sr_sharded_update_of(s, lr, step);
     for (int i = 0; i < dp->num_tables; i++)
-        sr_op_emb_dp_apply(s->dev, &dp->tables[i], s->dp_grad[i], s->dp_counts[i], &u, NULL);
+        sr_op_emb_dp_apply(s->dev, &dp->tables[i], s->dp_grad[i], s->dp_counts[i], &u, stream);
 }

@@ -85,7 +85,7 @@ int sr_sharded_ebc_gather_table(struct sr_sharded_ebc *s, int t, float *full)
     }
     c[0] = mine;
     pack_my_shards(s, t, send);
-    sr_sharded_before_collective(s, s->comms.sparse); /* the copies into send have run */
+    sr_sharded_before_collective(s, s->comms.sparse, NULL); /* the copies into send have run */
     sr_comm_all_to_allv(s->comms.sparse, send, c, c + s->W, recv, c + 2 * s->W, c + 3 * s->W,
                         SR_DTYPE_F32, NULL, NULL);
     if (s->rank == 0)

@@ -133,6 +133,14 @@ struct sr_sharded_ebc_batch {
 
     /* collectives in flight between a start and its wait */
     sr_comm_work_t counts_work, data_work, a2a_work, rw_work, twrw_work;
+
+    /* streams: the stage running now issues its work on `stream`; `staged`
+     * is recorded on `staged_on` after each stage, and the next stage's
+     * stream waits for it when it is another (sharded_stages.c) */
+    sr_stream_t stream;
+    sr_event_t staged;
+    sr_stream_t staged_on;
+    int staged_any; /* staged has been recorded */
 };
 
 struct sr_sharded_ebc {
@@ -200,20 +208,21 @@ static inline int sr_sharded_perm(const struct sr_sharded_ebc *s, enum group_kin
 /* A collective reads its send buffer once the device's work before it is
  * done: a communicator bound to this device waits for the stream itself
  * (comm.h); for any other, wait here. */
-static inline void sr_sharded_before_collective(struct sr_sharded_ebc *s, sr_comm_t comm)
+static inline void sr_sharded_before_collective(struct sr_sharded_ebc *s, sr_comm_t comm,
+                                                sr_stream_t stream)
 {
     if (sr_comm_device(comm) != s->dev)
-        sr_dev_sync(s->dev, NULL);
+        sr_dev_sync(s->dev, stream);
 }
 
 /* A non-blocking collective of this EBC's stages is complete for what
- * follows on the device's stream: a communicator bound to the device makes
- * the stream wait (no host block); any other is waited for here. NULL: no-op. */
+ * follows on `stream`: a communicator bound to the device makes the stream
+ * wait (no host block); any other is waited for here. NULL: no-op. */
 static inline void sr_sharded_complete(struct sr_sharded_ebc *s, sr_comm_t comm,
-                                       sr_comm_work_t *work)
+                                       sr_comm_work_t *work, sr_stream_t stream)
 {
     if (sr_comm_device(comm) == s->dev)
-        sr_comm_stream_wait(comm, *work, NULL);
+        sr_comm_stream_wait(comm, *work, stream);
     else
         sr_comm_wait(comm, *work);
     *work = NULL;
@@ -251,11 +260,11 @@ void sr_grad_dist_wait(struct sr_sharded_ebc *s, struct sr_sharded_ebc_batch *b)
 void sr_wire_all_to_allv(struct sr_sharded_ebc *s, sr_comm_t comm, const float *send,
                          const size_t *send_counts, const size_t *send_displs, float *recv,
                          const size_t *recv_counts, const size_t *recv_displs,
-                         sr_comm_work_t *work);
+                         sr_stream_t stream, sr_comm_work_t *work);
 void sr_wire_reduce_scatter(struct sr_sharded_ebc *s, sr_comm_t comm, const float *send,
-                            float *recv, size_t count, sr_comm_work_t *work);
+                            float *recv, size_t count, sr_stream_t stream, sr_comm_work_t *work);
 void sr_wire_all_gather(struct sr_sharded_ebc *s, sr_comm_t comm, const float *send, float *recv,
-                        size_t count, sr_comm_work_t *work);
+                        size_t count, sr_stream_t stream, sr_comm_work_t *work);
 
 /* sharded_ebc.c: the output-dist group of a sharding type; the index in g's
  * tables of table t's shard `shard` (aborts when this rank holds none). */

@@ -42,6 +42,33 @@ static void expect_state(const struct sr_sharded_ebc *s, const struct sr_sharded
                  stage, state_name(b->state), state_name(want));
 }
 
+/* A stage runs on `stream`, after the batch's previous stage wherever that
+ * ran (its stream waits for the batch's event when it is another). */
+static void stage_enter(struct sr_sharded_ebc *s, struct sr_sharded_ebc_batch *b,
+                        sr_stream_t stream)
+{
+    if (b->staged_any && b->staged_on != stream)
+        sr_dev_stream_wait_event(s->dev, stream, b->staged);
+    b->stream = stream;
+}
+
+/* The stage's work is issued: the batch's event marks where it ends. */
+static void stage_leave(struct sr_sharded_ebc *s, struct sr_sharded_ebc_batch *b)
+{
+    sr_dev_event_record(s->dev, b->staged, b->stream);
+    b->staged_on = b->stream;
+    b->staged_any = 1;
+}
+
+void sr_sharded_ebc_batch_wait(struct sr_sharded_ebc *s, struct sr_sharded_ebc_batch *b,
+                               sr_stream_t stream)
+{
+    if (b->s != s)
+        SR_ABORT("sharded EBC: batch_wait on a batch context of another EBC");
+    if (b->staged_any && b->staged_on != stream)
+        sr_dev_stream_wait_event(s->dev, stream, b->staged);
+}
+
 static int in_flight(enum batch_state st)
 {
     return st == BATCH_COUNTS || st == BATCH_DATA || st == BATCH_OUTPUT || st == BATCH_GRADS;
@@ -78,55 +105,67 @@ static int check_kjt(const struct sr_sharded_ebc *s, struct sr_kjt *kjt)
 /* ---- input dist --------------------------------------------------------------- */
 
 static void counts_start(struct sr_sharded_ebc *s, struct sr_sharded_ebc_batch *b,
-                         struct sr_kjt *kjt, int local_rc)
+                         struct sr_kjt *kjt, int local_rc, sr_stream_t stream)
 {
     if (b->s != s || in_flight(b->state))
         SR_ABORT("sharded EBC: input dist started on a batch %s",
                  b->s != s ? "of another EBC" : state_name(b->state));
     sr_trace_begin(SR_SPAN_INPUT_DIST_COUNTS, -1);
+    stage_enter(s, b, stream);
     sr_input_dist_counts_start(s, b, kjt, local_rc);
+    stage_leave(s, b);
     sr_trace_end();
     b->state = BATCH_COUNTS;
 }
 
 void sr_sharded_ebc_input_dist_counts_start(struct sr_sharded_ebc *s,
-                                            struct sr_sharded_ebc_batch *b, struct sr_kjt *kjt)
+                                            struct sr_sharded_ebc_batch *b, struct sr_kjt *kjt,
+                                            sr_stream_t stream)
 {
-    counts_start(s, b, kjt, check_kjt(s, kjt));
+    counts_start(s, b, kjt, check_kjt(s, kjt), stream);
 }
 
 void sr_sharded_ebc_input_dist_counts_start_none(struct sr_sharded_ebc *s,
-                                                 struct sr_sharded_ebc_batch *b, int why)
+                                                 struct sr_sharded_ebc_batch *b, int why,
+                                                 sr_stream_t stream)
 {
     SR_ASSERT(why == SR_SHARDED_EBC_END_OF_DATA || why < 0);
-    counts_start(s, b, NULL, why);
+    counts_start(s, b, NULL, why, stream);
 }
 
-int sr_sharded_ebc_input_dist_counts_wait(struct sr_sharded_ebc *s, struct sr_sharded_ebc_batch *b)
+/* A stage's body between its entry and its end, in its trace span. */
+#define STAGE(span, stream, body)                                                                 \
+    do {                                                                                          \
+        sr_trace_begin((span), -1);                                                               \
+        stage_enter(s, b, (stream));                                                              \
+        body;                                                                                     \
+        stage_leave(s, b);                                                                        \
+        sr_trace_end();                                                                           \
+    } while (0)
+
+int sr_sharded_ebc_input_dist_counts_wait(struct sr_sharded_ebc *s, struct sr_sharded_ebc_batch *b,
+                                          sr_stream_t stream)
 {
+    int rc;
     expect_state(s, b, BATCH_COUNTS, "input_dist_counts_wait");
-    sr_trace_begin(SR_SPAN_INPUT_DIST_COUNTS, -1);
-    int rc = sr_input_dist_counts_wait(s, b);
-    sr_trace_end();
+    STAGE(SR_SPAN_INPUT_DIST_COUNTS, stream, rc = sr_input_dist_counts_wait(s, b));
     b->state = rc ? BATCH_IDLE : BATCH_COUNTED;
     return rc;
 }
 
-void sr_sharded_ebc_input_dist_data_start(struct sr_sharded_ebc *s, struct sr_sharded_ebc_batch *b)
+void sr_sharded_ebc_input_dist_data_start(struct sr_sharded_ebc *s, struct sr_sharded_ebc_batch *b,
+                                          sr_stream_t stream)
 {
     expect_state(s, b, BATCH_COUNTED, "input_dist_data_start");
-    sr_trace_begin(SR_SPAN_INPUT_DIST_DATA, -1);
-    sr_input_dist_data_start(s, b);
-    sr_trace_end();
+    STAGE(SR_SPAN_INPUT_DIST_DATA, stream, sr_input_dist_data_start(s, b));
     b->state = BATCH_DATA;
 }
 
-void sr_sharded_ebc_input_dist_data_wait(struct sr_sharded_ebc *s, struct sr_sharded_ebc_batch *b)
+void sr_sharded_ebc_input_dist_data_wait(struct sr_sharded_ebc *s, struct sr_sharded_ebc_batch *b,
+                                         sr_stream_t stream)
 {
     expect_state(s, b, BATCH_DATA, "input_dist_data_wait");
-    sr_trace_begin(SR_SPAN_INPUT_DIST_DATA, -1);
-    sr_input_dist_data_wait(s, b);
-    sr_trace_end();
+    STAGE(SR_SPAN_INPUT_DIST_DATA, stream, sr_input_dist_data_wait(s, b));
     b->state = BATCH_RECEIVED;
 }
 
@@ -148,69 +187,67 @@ static int has_lookup(const struct group *g)
     return g->active && g->layout.num_features > 0;
 }
 
-void sr_sharded_ebc_lookup(struct sr_sharded_ebc *s, struct sr_sharded_ebc_batch *b)
+static void lookup_groups(struct sr_sharded_ebc *s, struct sr_sharded_ebc_batch *b)
 {
-    expect_state(s, b, BATCH_RECEIVED, "lookup");
-    sr_trace_begin(SR_SPAN_LOOKUP, -1);
     s->stats.lookup_ids = 0;
     for (int k = 0; k < GROUP_COUNT; k++) {
         const struct group *g = &s->groups[k];
         if (!has_lookup(g))
             continue;
         struct sr_emb_batch eb = emb_batch(g, &b->gb[k]);
-        sr_op_emb_forward(s->dev, &g->layout, &eb, 1, b->gb[k].pooled, b->gb[k].workspace, NULL);
+        sr_op_emb_forward(s->dev, &g->layout, &eb, 1, b->gb[k].pooled, b->gb[k].workspace,
+                          b->stream);
         s->stats.lookup_ids += b->gb[k].num_values;
     }
-    sr_trace_end();
+}
+
+void sr_sharded_ebc_lookup(struct sr_sharded_ebc *s, struct sr_sharded_ebc_batch *b,
+                           sr_stream_t stream)
+{
+    expect_state(s, b, BATCH_RECEIVED, "lookup");
+    STAGE(SR_SPAN_LOOKUP, stream, lookup_groups(s, b));
     b->state = BATCH_LOOKED_UP;
 }
 
 /* ---- output dist and gradient dist -------------------------------------------- */
 
-void sr_sharded_ebc_output_dist_start(struct sr_sharded_ebc *s, struct sr_sharded_ebc_batch *b)
+void sr_sharded_ebc_output_dist_start(struct sr_sharded_ebc *s, struct sr_sharded_ebc_batch *b,
+                                      sr_stream_t stream)
 {
     expect_state(s, b, BATCH_LOOKED_UP, "output_dist_start");
-    sr_trace_begin(SR_SPAN_OUTPUT_DIST, -1);
-    sr_output_dist_start(s, b);
-    sr_trace_end();
+    STAGE(SR_SPAN_OUTPUT_DIST, stream, sr_output_dist_start(s, b));
     b->state = BATCH_OUTPUT;
 }
 
 void sr_sharded_ebc_output_dist_wait(struct sr_sharded_ebc *s, struct sr_sharded_ebc_batch *b,
-                                     float *pooled)
+                                     float *pooled, sr_stream_t stream)
 {
     expect_state(s, b, BATCH_OUTPUT, "output_dist_wait");
-    sr_trace_begin(SR_SPAN_OUTPUT_DIST, -1);
-    sr_output_dist_wait(s, b, pooled);
-    sr_trace_end();
+    STAGE(SR_SPAN_OUTPUT_DIST, stream, sr_output_dist_wait(s, b, pooled));
     b->state = BATCH_POOLED;
 }
 
 void sr_sharded_ebc_grad_dist_start(struct sr_sharded_ebc *s, struct sr_sharded_ebc_batch *b,
-                                    const float *dpooled)
+                                    const float *dpooled, sr_stream_t stream)
 {
     expect_state(s, b, BATCH_POOLED, "grad_dist_start");
-    sr_trace_begin(SR_SPAN_EMB_GRAD_DIST, -1);
-    sr_grad_dist_start(s, b, dpooled);
-    sr_trace_end();
+    STAGE(SR_SPAN_EMB_GRAD_DIST, stream, sr_grad_dist_start(s, b, dpooled));
     b->state = BATCH_GRADS;
 }
 
-void sr_sharded_ebc_grad_dist_wait(struct sr_sharded_ebc *s, struct sr_sharded_ebc_batch *b)
+void sr_sharded_ebc_grad_dist_wait(struct sr_sharded_ebc *s, struct sr_sharded_ebc_batch *b,
+                                   sr_stream_t stream)
 {
     expect_state(s, b, BATCH_GRADS, "grad_dist_wait");
-    sr_trace_begin(SR_SPAN_EMB_GRAD_DIST, -1);
-    sr_grad_dist_wait(s, b);
-    sr_trace_end();
+    STAGE(SR_SPAN_EMB_GRAD_DIST, stream, sr_grad_dist_wait(s, b));
     b->state = BATCH_GRADS_IN;
 }
 
 /* ---- update ----------------------------------------------------------------------- */
 
-void sr_sharded_ebc_update(struct sr_sharded_ebc *s, struct sr_sharded_ebc_batch *b, float lr,
-                           int64_t step)
+static void update_groups(struct sr_sharded_ebc *s, struct sr_sharded_ebc_batch *b, float lr,
+                          int64_t step)
 {
-    expect_state(s, b, BATCH_GRADS_IN, "update");
     struct sr_emb_update u = sr_sharded_update_of(s, lr, step);
     for (int k = GROUP_A2A; k < GROUP_COUNT; k++) {
         const struct group *g = &s->groups[k];
@@ -218,46 +255,57 @@ void sr_sharded_ebc_update(struct sr_sharded_ebc *s, struct sr_sharded_ebc_batch
             continue;
         struct sr_emb_batch eb = emb_batch(g, &b->gb[k]);
         sr_op_emb_backward(s->dev, &g->layout, &eb, b->gb[k].dpooled, &u, b->gb[k].workspace,
-                           NULL);
+                           b->stream);
     }
     const struct group *dp = &s->groups[GROUP_DP];
     if (dp->num_tables > 0) {
-        sr_dev_memset(s->dev, s->dp_buf, 0, sizeof(float) * s->dp_len, NULL);
+        sr_dev_memset(s->dev, s->dp_buf, 0, sizeof(float) * s->dp_len, b->stream);
         struct sr_emb_batch eb = emb_batch(dp, &b->gb[GROUP_DP]);
         sr_op_emb_dp_accumulate(s->dev, &dp->layout, &eb, b->gb[GROUP_DP].dpooled, s->dp_grad,
-                                s->dp_counts, NULL);
+                                s->dp_counts, b->stream);
     }
+}
+
+void sr_sharded_ebc_update(struct sr_sharded_ebc *s, struct sr_sharded_ebc_batch *b, float lr,
+                           int64_t step, sr_stream_t stream)
+{
+    expect_state(s, b, BATCH_GRADS_IN, "update");
+    stage_enter(s, b, stream);
+    update_groups(s, b, lr, step);
+    stage_leave(s, b);
     b->state = BATCH_IDLE;
 }
 
 /* ---- forward and backward: the stages in a row, on the EBC's own context -------- */
 
-int sr_sharded_ebc_forward(struct sr_sharded_ebc *s, struct sr_kjt *kjt, float *pooled)
+int sr_sharded_ebc_forward(struct sr_sharded_ebc *s, struct sr_kjt *kjt, float *pooled,
+                           sr_stream_t stream)
 {
     struct sr_sharded_ebc_batch *b = s->batch0;
-    sr_sharded_ebc_input_dist_counts_start(s, b, kjt);
-    int rc = sr_sharded_ebc_input_dist_counts_wait(s, b);
+    sr_sharded_ebc_input_dist_counts_start(s, b, kjt, stream);
+    int rc = sr_sharded_ebc_input_dist_counts_wait(s, b, stream);
     if (rc)
         return rc;
-    sr_sharded_ebc_input_dist_data_start(s, b);
-    sr_sharded_ebc_input_dist_data_wait(s, b);
-    sr_sharded_ebc_lookup(s, b);
-    sr_sharded_ebc_output_dist_start(s, b);
-    sr_sharded_ebc_output_dist_wait(s, b, pooled);
+    sr_sharded_ebc_input_dist_data_start(s, b, stream);
+    sr_sharded_ebc_input_dist_data_wait(s, b, stream);
+    sr_sharded_ebc_lookup(s, b, stream);
+    sr_sharded_ebc_output_dist_start(s, b, stream);
+    sr_sharded_ebc_output_dist_wait(s, b, pooled, stream);
     return SR_OK;
 }
 
-int sr_sharded_ebc_forward_none(struct sr_sharded_ebc *s, int why)
+int sr_sharded_ebc_forward_none(struct sr_sharded_ebc *s, int why, sr_stream_t stream)
 {
-    sr_sharded_ebc_input_dist_counts_start_none(s, s->batch0, why);
-    return sr_sharded_ebc_input_dist_counts_wait(s, s->batch0);
+    sr_sharded_ebc_input_dist_counts_start_none(s, s->batch0, why, stream);
+    return sr_sharded_ebc_input_dist_counts_wait(s, s->batch0, stream);
 }
 
-void sr_sharded_ebc_backward(struct sr_sharded_ebc *s, const float *dpooled, float lr, int64_t step)
+void sr_sharded_ebc_backward(struct sr_sharded_ebc *s, const float *dpooled, float lr, int64_t step,
+                             sr_stream_t stream)
 {
     struct sr_sharded_ebc_batch *b = s->batch0;
     expect_state(s, b, BATCH_POOLED, "backward (after a successful forward)");
-    sr_sharded_ebc_grad_dist_start(s, b, dpooled);
-    sr_sharded_ebc_grad_dist_wait(s, b);
-    sr_sharded_ebc_update(s, b, lr, step);
+    sr_sharded_ebc_grad_dist_start(s, b, dpooled, stream);
+    sr_sharded_ebc_grad_dist_wait(s, b, stream);
+    sr_sharded_ebc_update(s, b, lr, step, stream);
 }

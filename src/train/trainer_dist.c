@@ -348,7 +348,7 @@ void sr_trainer_emb_free(struct sr_trainer *t)
 int sr_trainer_emb_forward(struct sr_trainer *t)
 {
     if (t->sebc)
-        return sr_sharded_ebc_forward(t->sebc, &t->batch.kjt, t->pooled);
+        return sr_sharded_ebc_forward(t->sebc, &t->batch.kjt, t->pooled, t->streams.compute);
     sr_trace_begin(SR_SPAN_LOOKUP, -1);
     int rc = sr_ebc_forward(t->ebc, &t->batch.kjt, t->pooled);
     sr_trace_end();
@@ -361,10 +361,10 @@ float *sr_trainer_emb_dp_grads(struct sr_trainer *t, size_t *n)
     return t->sebc ? sr_sharded_ebc_dp_grad_buffer(t->sebc, n) : NULL;
 }
 
-void sr_trainer_emb_dp_update(struct sr_trainer *t, float lr, int64_t step)
+void sr_trainer_emb_dp_update(struct sr_trainer *t, float lr, int64_t step, sr_stream_t stream)
 {
     if (t->sebc)
-        sr_sharded_ebc_dp_update(t->sebc, lr, step);
+        sr_sharded_ebc_dp_update(t->sebc, lr, step, stream);
 }
 
 /* ---- weights of a sharded model ------------------------------------------------ */

@@ -22,7 +22,7 @@ void sr_trainer_comm_snapshot(const struct sr_trainer *t, struct sr_comm_counter
 int sr_trainer_emb_init(struct sr_trainer *t, const struct sr_optim_config *opt);
 int sr_trainer_emb_forward(struct sr_trainer *t);
 float *sr_trainer_emb_dp_grads(struct sr_trainer *t, size_t *n);
-void sr_trainer_emb_dp_update(struct sr_trainer *t, float lr, int64_t step);
+void sr_trainer_emb_dp_update(struct sr_trainer *t, float lr, int64_t step, sr_stream_t stream);
 void sr_trainer_emb_free(struct sr_trainer *t);
 int sr_trainer_save_sharded_weights(struct sr_trainer *t, const char *path);
 

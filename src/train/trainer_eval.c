@@ -78,7 +78,7 @@ static int load_eval_batch(struct sr_trainer *t, int64_t g)
 {
     int rc = sr_trainer_load_eval_batch(t, g);
     if (rc && t->sebc)
-        rc = sr_sharded_ebc_forward_none(t->sebc, rc);
+        rc = sr_sharded_ebc_forward_none(t->sebc, rc, t->streams.compute);
     if (rc)
         return rc;
     sr_trainer_copy_batch(t);
@@ -91,7 +91,7 @@ static int eval_batch(struct sr_trainer *t, float *pred, float *labels)
     int rc = sr_trainer_emb_forward(t);
     if (rc)
         return rc;
-    sr_dlrm_forward(t->dlrm, NULL, t->batch.dense, t->pooled, B, t->logits);
+    sr_dlrm_forward(t->dlrm, t->streams.compute, t->batch.dense, t->pooled, B, t->logits);
     sr_dev_copy(t->dev, pred, t->logits, sizeof(float) * (size_t)B, NULL);
     sr_dev_sync(t->dev, NULL);
     for (int i = 0; i < B; i++)

@@ -80,6 +80,7 @@ int sr_trainer_pipeline_init(struct sr_trainer *t)
         p->emb_join = sr_dev_event_create(t->dev);
         sr_ebc_set_backward_stream(t->ebc, p->emb_stream);
     }
+    p->dpooled_ready = sr_dev_event_create(t->dev);
     for (int k = 0; t->sebc && k < 2; k++) {
         int rc = sr_sharded_ebc_batch_init(&p->ctx[k], t->sebc);
         if (rc)
@@ -125,10 +126,11 @@ static void ahead_start(struct sr_trainer *t, int64_t s)
     struct sr_sharded_ebc_batch *b = p->ctx[s & 1];
     if (slot->rc)
         sr_sharded_ebc_input_dist_counts_start_none(
-            t->sebc, b, slot->rc == END_OF_DATA ? SR_SHARDED_EBC_END_OF_DATA : slot->rc);
+            t->sebc, b, slot->rc == END_OF_DATA ? SR_SHARDED_EBC_END_OF_DATA : slot->rc,
+            t->streams.sparse);
     else {
-        sr_dev_stream_wait_event(t->dev, NULL, slot->copied);
-        sr_sharded_ebc_input_dist_counts_start(t->sebc, b, &slot->twin.kjt);
+        sr_dev_stream_wait_event(t->dev, t->streams.sparse, slot->copied);
+        sr_sharded_ebc_input_dist_counts_start(t->sebc, b, &slot->twin.kjt, t->streams.sparse);
     }
     sr_trainer_comm_snapshot(t, &after);
     memset(&p->counts, 0, sizeof p->counts);
@@ -144,7 +146,7 @@ static void ahead_counts(struct sr_trainer *t, int64_t s)
     struct sr_comm_counters before, after;
     if (t->sebc) {
         sr_trainer_comm_snapshot(t, &before);
-        int rc = sr_sharded_ebc_input_dist_counts_wait(t->sebc, p->ctx[s & 1]);
+        int rc = sr_sharded_ebc_input_dist_counts_wait(t->sebc, p->ctx[s & 1], t->streams.sparse);
         sr_trainer_comm_snapshot(t, &after);
         p->next_rc = rc == SR_SHARDED_EBC_END_OF_DATA ? END_OF_DATA : rc;
         if (rc == SR_SHARDED_EBC_END_OF_DATA) {
@@ -163,7 +165,7 @@ static void ahead_data(struct sr_trainer *t, int64_t s)
     struct sr_pipe *p = &t->pipe;
     if (!t->sebc || p->next_rc)
         return;
-    sr_sharded_ebc_input_dist_data_start(t->sebc, p->ctx[s & 1]);
+    sr_sharded_ebc_input_dist_data_start(t->sebc, p->ctx[s & 1], t->streams.sparse);
     p->in_flight = p->ctx[s & 1];
 }
 
@@ -195,9 +197,9 @@ static void optimizer_step(struct sr_trainer *t, int64_t step, const float *loss
     size_t n_params;
     sr_trace_begin(SR_SPAN_OPTIMIZER, -1);
     sr_grad_buckets_finish(t->buckets, loss_sum, loss_dst, t->streams.compute);
-    sr_trainer_emb_dp_update(t, emb_lr, step);
+    sr_trainer_emb_dp_update(t, emb_lr, step, t->streams.compute);
     float *params = sr_dlrm_params(t->dlrm, &n_params);
-    sr_dense_optim_step(t->dense_optim, NULL, params, sr_dlrm_grads(t->dlrm, &n_params), scalars);
+    sr_dense_optim_step(t->dense_optim, t->streams.compute, params, sr_dlrm_grads(t->dlrm, &n_params), scalars);
     /* No wait at the end of the step: the next load waits for this step's
      * copy out of the host batch (trainer_batch.c; the pipeline: its ring
      * slot), the loss ring for the losses it reads. */
@@ -215,10 +217,10 @@ static int emb_forward_start(struct sr_trainer *t, struct sr_batch *twin,
     sr_trace_begin(SR_SPAN_EMB_FORWARD, -1);
     if (t->sebc) {
         if (t->pipe.in_flight == b) /* else done by sr_trainer_pipeline_pause */
-            sr_sharded_ebc_input_dist_data_wait(t->sebc, b);
+            sr_sharded_ebc_input_dist_data_wait(t->sebc, b, t->streams.sparse);
         t->pipe.in_flight = NULL;
-        sr_sharded_ebc_lookup(t->sebc, b);
-        sr_sharded_ebc_output_dist_start(t->sebc, b);
+        sr_sharded_ebc_lookup(t->sebc, b, t->streams.compute);
+        sr_sharded_ebc_output_dist_start(t->sebc, b, t->streams.sparse);
     } else {
         sr_trace_begin(SR_SPAN_LOOKUP, -1);
         rc = sr_ebc_forward(t->ebc, &twin->kjt, t->pooled);
@@ -241,7 +243,10 @@ static void emb_grad_start(struct sr_trainer *t, struct sr_sharded_ebc_batch *b)
         return;
     }
     sr_trace_begin(SR_SPAN_EMB_BACKWARD, -1);
-    sr_sharded_ebc_grad_dist_start(t->sebc, b, t->dpooled);
+    /* dpooled is backward's, on the compute stream */
+    sr_dev_event_record(t->dev, p->dpooled_ready, t->streams.compute);
+    sr_dev_stream_wait_event(t->dev, t->streams.sparse, p->dpooled_ready);
+    sr_sharded_ebc_grad_dist_start(t->sebc, b, t->dpooled, t->streams.sparse);
     sr_trace_end();
 }
 
@@ -249,8 +254,8 @@ static void emb_update(struct sr_trainer *t, struct sr_sharded_ebc_batch *b, flo
 {
     sr_trace_begin(SR_SPAN_EMB_BACKWARD, -1);
     if (t->sebc) {
-        sr_sharded_ebc_grad_dist_wait(t->sebc, b);
-        sr_sharded_ebc_update(t->sebc, b, lr, step);
+        sr_sharded_ebc_grad_dist_wait(t->sebc, b, t->streams.sparse);
+        sr_sharded_ebc_update(t->sebc, b, lr, step, t->streams.compute);
     } else {
         sr_ebc_backward(t->ebc, t->dpooled, lr, step);
         if (t->pipe.emb_stream)
@@ -324,18 +329,20 @@ static int step_body(struct sr_trainer *t, const struct step_run *r)
     if ((rc = emb_forward_start(t, r->twin, r->b)))
         return rc;
     ahead_at(t, step, r, AHEAD_TAKE);
-    sr_dlrm_forward_bottom(t->dlrm, NULL, r->twin->dense, B);
-    if (t->sebc)
-        sr_sharded_ebc_output_dist_wait(t->sebc, r->b, t->pooled);
-    sr_dlrm_forward_top(t->dlrm, NULL, t->pooled, B, t->logits);
+    sr_dlrm_forward_bottom(t->dlrm, t->streams.compute, r->twin->dense, B);
+    if (t->sebc) {
+        sr_sharded_ebc_output_dist_wait(t->sebc, r->b, t->pooled, t->streams.sparse);
+        sr_sharded_ebc_batch_wait(t->sebc, r->b, t->streams.compute);
+    }
+    sr_dlrm_forward_top(t->dlrm, t->streams.compute, t->pooled, B, t->logits);
     ahead_at(t, step, r, AHEAD_COUNTS);
 
     sr_grad_buckets_begin(t->buckets);
-    const float *loss_sum = sr_dlrm_backward_top(t->dlrm, NULL, r->twin->labels, NULL, B,
+    const float *loss_sum = sr_dlrm_backward_top(t->dlrm, t->streams.compute, r->twin->labels, NULL, B,
                                                  1.0f / (float)t->global_batch, t->dpooled);
     emb_grad_start(t, r->b);
     ahead_at(t, step, r, AHEAD_DATA);
-    sr_dlrm_backward_bottom(t->dlrm, NULL, B);
+    sr_dlrm_backward_bottom(t->dlrm, t->streams.compute, B);
     emb_update(t, r->b, sr_lr_at(&t->lr_emb, step), step);
     float *loss_dst = r->loss_dst ? r->loss_dst : sr_loss_ring_push(&t->losses, step);
     optimizer_step(t, step, loss_sum, r->scalars, loss_dst);
@@ -451,7 +458,7 @@ void sr_trainer_pipeline_pause(struct sr_trainer *t)
     if (!p->in_flight)
         return;
     sr_trace_set_thread_step(p->next->step);
-    sr_sharded_ebc_input_dist_data_wait(t->sebc, p->in_flight);
+    sr_sharded_ebc_input_dist_data_wait(t->sebc, p->in_flight, t->streams.sparse);
     sr_trace_set_thread_step(0);
     p->in_flight = NULL;
 }
@@ -487,6 +494,9 @@ void sr_trainer_pipeline_free(struct sr_trainer *t)
     if (t->streams.dense)
         sr_dev_stream_destroy(t->dev, t->streams.dense);
     t->streams.sparse = t->streams.dense = NULL;
+    if (t->pipe.dpooled_ready)
+        sr_dev_event_destroy(t->dev, t->pipe.dpooled_ready);
+    t->pipe.dpooled_ready = NULL;
     for (int k = 0; k < SR_LOADER_SLOTS; k++)
         if (t->pipe.graphs[k].graph) {
             t->dev->mem->graph_destroy(t->dev, t->pipe.graphs[k].graph);

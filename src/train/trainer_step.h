@@ -48,6 +48,7 @@ struct sr_pipe {
     sr_stream_t emb_stream;      /* the graphed step's embedding backward ... */
     sr_event_t emb_fork, emb_join; /* ... forked after dpooled, joined at the step's end */
     int64_t graph_steps; /* steps replayed from a graph */
+    sr_event_t dpooled_ready; /* backward's dpooled, for the sparse stream's gradient dist */
 };
 
 /* The streams, the ring of batches, the batch contexts and graphs' state. */

@@ -247,9 +247,9 @@ static void step_once(struct sr_sharded_ebc *s, struct sr_ebc *ref, const struct
 
     reset_counters(w);
     uint64_t allocs = sr_alloc_count();
-    int rc = sr_sharded_ebc_forward(s, &mine.kjt, pooled);
+    int rc = sr_sharded_ebc_forward(s, &mine.kjt, pooled, NULL);
     CHECK(rc == SR_OK, "step %d forward: %s", step, sr_error_message());
-    sr_sharded_ebc_backward(s, dp, lr, step);
+    sr_sharded_ebc_backward(s, dp, lr, step, NULL);
     /* step 1 may be the first use of a communicator (its worker starts) */
     CHECK(step == 1 || sr_alloc_count() == allocs, "step %d: forward/backward allocated", step);
     check_counters(&e, w, step);
@@ -258,7 +258,7 @@ static void step_once(struct sr_sharded_ebc *s, struct sr_ebc *ref, const struct
     float *g = sr_sharded_ebc_dp_grad_buffer(s, &n);
     if (n)
         sr_comm_all_reduce(w->world, g, g, n, SR_DTYPE_F32, SR_REDUCE_SUM, NULL, NULL);
-    sr_sharded_ebc_dp_update(s, lr, step);
+    sr_sharded_ebc_dp_update(s, lr, step, NULL);
 
     CHECK(sr_ebc_forward(ref, &all.kjt, ref_pooled) == SR_OK, "ref: %s", sr_error_message());
     sr_dev_sync(sr_device_cpu(), NULL); /* the test reads pooled values on the host */
@@ -444,9 +444,9 @@ static void run_rejected(struct world *w)
     /* as the trainer does: the loader rejects the batch, the rank tells the others */
     int rc = loader_check(&c, &bt.kjt);
     if (rc)
-        rc = sr_sharded_ebc_forward_none(s, rc);
+        rc = sr_sharded_ebc_forward_none(s, rc, NULL);
     else
-        rc = sr_sharded_ebc_forward(s, &bt.kjt, pooled);
+        rc = sr_sharded_ebc_forward(s, &bt.kjt, pooled, NULL);
     CHECK(rc == SR_ERR_DATA, "forward returned %d, not SR_ERR_DATA", rc);
     free_batch(&bt);
     sr_free(pooled);

@@ -61,6 +61,7 @@ static pthread_mutex_t lock;
 static pthread_once_t lock_once = PTHREAD_ONCE_INIT;
 static struct sr_stream default_stream;
 static struct sr_stream *streams = &default_stream; /* every live stream */
+static struct sr_stream *retired; /* destroyed streams: events may still name them */
 
 static void lock_init(void)
 {
@@ -386,8 +387,11 @@ static void d_stream_destroy(struct sr_device *dev, sr_stream_t s)
             *pp = s->next_stream;
             break;
         }
+    /* kept, empty and complete, for the events last recorded on it (as on
+     * CUDA, they outlive their stream) */
+    s->next_stream = retired;
+    retired = s;
     leave();
-    free(s);
 }
 
 static void d_stream_sync(struct sr_device *dev, sr_stream_t s)

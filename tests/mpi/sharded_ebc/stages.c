@@ -5,7 +5,10 @@
  * interleaved with batch i (wholly between its output dist and gradient
  * dist, or overlapping both), and give pooled outputs and final weights
  * bit-identical to the same steps through forward/backward, allocating
- * nothing.
+ * nothing. The staged steps run their exchanges on a sparse stream and the
+ * lookup and update on the default one, as the trainer does: on the
+ * deferred CPU device a stage that did not wait for the batch's previous
+ * one reads poisoned memory.
  */
 #include <stdio.h>
 #include <string.h>
@@ -26,6 +29,7 @@ enum pattern { PATTERN_A, PATTERN_B };
 
 struct staged {
     struct sr_sharded_ebc *s;
+    sr_stream_t sp; /* the exchanges' stream */
     struct sr_sharded_ebc_batch *ctx[2];
     struct batch bt[ISTEPS + 1];
     float *pooled[ISTEPS + 1];
@@ -37,16 +41,16 @@ static void dp_all_reduce(struct sr_sharded_ebc *s, const struct world *w, float
     float *g = sr_sharded_ebc_dp_grad_buffer(s, &n);
     if (n)
         sr_comm_all_reduce(w->world, g, g, n, SR_DTYPE_F32, SR_REDUCE_SUM, NULL, NULL);
-    sr_sharded_ebc_dp_update(s, lr, step);
+    sr_sharded_ebc_dp_update(s, lr, step, NULL);
 }
 
 static void input_dist(struct staged *x, struct sr_sharded_ebc_batch *b, int step)
 {
-    sr_sharded_ebc_input_dist_counts_start(x->s, b, &x->bt[step].kjt);
-    CHECK(sr_sharded_ebc_input_dist_counts_wait(x->s, b) == SR_OK, "step %d counts: %s", step,
-          sr_error_message());
-    sr_sharded_ebc_input_dist_data_start(x->s, b);
-    sr_sharded_ebc_input_dist_data_wait(x->s, b);
+    sr_sharded_ebc_input_dist_counts_start(x->s, b, &x->bt[step].kjt, x->sp);
+    CHECK(sr_sharded_ebc_input_dist_counts_wait(x->s, b, x->sp) == SR_OK, "step %d counts: %s",
+          step, sr_error_message());
+    sr_sharded_ebc_input_dist_data_start(x->s, b, x->sp);
+    sr_sharded_ebc_input_dist_data_wait(x->s, b, x->sp);
 }
 
 /* Batch `step` on cur, with batch step + 1's input dist on nxt (NULL: last). */
@@ -56,23 +60,25 @@ static void staged_step(struct staged *x, enum pattern pt, int step, const float
     struct sr_sharded_ebc *s = x->s;
     struct sr_sharded_ebc_batch *cur = x->ctx[(step - 1) % 2];
     struct sr_sharded_ebc_batch *nxt = step < ISTEPS ? x->ctx[step % 2] : NULL;
-    sr_sharded_ebc_lookup(s, cur);
-    sr_sharded_ebc_output_dist_start(s, cur);
+    sr_stream_t sp = x->sp;
+    sr_sharded_ebc_lookup(s, cur, NULL);
+    sr_sharded_ebc_output_dist_start(s, cur, sp);
     if (nxt && pt == PATTERN_B)
-        sr_sharded_ebc_input_dist_counts_start(s, nxt, &x->bt[step + 1].kjt);
-    sr_sharded_ebc_output_dist_wait(s, cur, x->pooled[step]);
+        sr_sharded_ebc_input_dist_counts_start(s, nxt, &x->bt[step + 1].kjt, sp);
+    sr_sharded_ebc_output_dist_wait(s, cur, x->pooled[step], sp);
+    sr_sharded_ebc_batch_wait(s, cur, NULL); /* pooled, for the default stream's readers */
     if (nxt && pt == PATTERN_A)
         input_dist(x, nxt, step + 1);
     if (nxt && pt == PATTERN_B) {
-        CHECK(sr_sharded_ebc_input_dist_counts_wait(s, nxt) == SR_OK, "step %d counts: %s",
+        CHECK(sr_sharded_ebc_input_dist_counts_wait(s, nxt, sp) == SR_OK, "step %d counts: %s",
               step + 1, sr_error_message());
-        sr_sharded_ebc_input_dist_data_start(s, nxt);
+        sr_sharded_ebc_input_dist_data_start(s, nxt, sp);
     }
-    sr_sharded_ebc_grad_dist_start(s, cur, dp);
+    sr_sharded_ebc_grad_dist_start(s, cur, dp, sp);
     if (nxt && pt == PATTERN_B)
-        sr_sharded_ebc_input_dist_data_wait(s, nxt);
-    sr_sharded_ebc_grad_dist_wait(s, cur);
-    sr_sharded_ebc_update(s, cur, lr, step);
+        sr_sharded_ebc_input_dist_data_wait(s, nxt, sp);
+    sr_sharded_ebc_grad_dist_wait(s, cur, sp);
+    sr_sharded_ebc_update(s, cur, lr, step, NULL);
     dp_all_reduce(s, w, lr, step);
 }
 
@@ -89,10 +95,13 @@ static void staged_init(struct staged *x, const struct tcfg *c, const struct sr_
         x->pooled[step] = sr_calloc((size_t)B * D, sizeof(float));
     }
     x->ctx[0] = x->ctx[1] = NULL;
+    x->sp = sr_dev_stream_create(sr_device_cpu());
 }
 
 static void staged_free(struct staged *x)
 {
+    sr_dev_sync(sr_device_cpu(), x->sp);
+    sr_dev_stream_destroy(sr_device_cpu(), x->sp);
     sr_sharded_ebc_batch_free(x->ctx[0]);
     sr_sharded_ebc_batch_free(x->ctx[1]);
     sr_sharded_ebc_free(x->s);
@@ -141,11 +150,12 @@ static void run_interleaved(const char *name, const struct tcfg *c, const struct
 
     for (int step = 1; step <= ISTEPS; step++) {
         sr_dev_sync(sr_device_cpu(), NULL); /* the last step's queued ops have read dp */
+        sr_dev_sync(sr_device_cpu(), st.sp);
         for (int64_t i = 0; i < (int64_t)B * D; i++)
             dp[i] = dpooled_at(step, (int64_t)w->rank * B + i / D, (int)(i % D));
-        CHECK(sr_sharded_ebc_forward(seq.s, &seq.bt[step].kjt, seq.pooled[step]) == SR_OK,
+        CHECK(sr_sharded_ebc_forward(seq.s, &seq.bt[step].kjt, seq.pooled[step], NULL) == SR_OK,
               "step %d forward: %s", step, sr_error_message());
-        sr_sharded_ebc_backward(seq.s, dp, lr, step);
+        sr_sharded_ebc_backward(seq.s, dp, lr, step, NULL);
         dp_all_reduce(seq.s, w, lr, step);
 
         uint64_t allocs = sr_alloc_count();
@@ -155,6 +165,7 @@ static void run_interleaved(const char *name, const struct tcfg *c, const struct
         CHECK(step == 1 || sr_alloc_count() == allocs, "step %d: the stages allocated", step);
     }
     sr_dev_sync(sr_device_cpu(), NULL); /* pooled is read on the host */
+    sr_dev_sync(sr_device_cpu(), st.sp);
     for (int step = 1; step <= ISTEPS; step++)
         CHECK(memcmp(seq.pooled[step], st.pooled[step], sizeof(float) * B * D) == 0,
               "step %d: pooled differs from the sequential step", step);
