@@ -93,7 +93,7 @@ static void model_free(struct model *m)
 /* Forward on batch b (the twin): pooled and logits on the host after a sync. */
 static int forward(struct model *m, struct sr_batch *b, float *pooled, float *logits)
 {
-    int rc = sr_ebc_forward(m->ebc, &b->kjt, m->pooled);
+    int rc = sr_ebc_forward(m->ebc, &b->kjt, m->pooled, NULL);
     if (rc)
         return rc;
     sr_dlrm_forward(m->dlrm, NULL, b->dense, m->pooled, B, m->logits);

@@ -209,13 +209,13 @@ static int loader_check(const struct sr_ebc_config *c, struct sr_kjt *kjt)
 static int loaded_forward(struct sr_ebc *e, struct sr_kjt *kjt, float *pooled)
 {
     int rc = loader_check(sr_ebc_config(e), kjt);
-    return rc ? rc : sr_ebc_forward(e, kjt, pooled);
+    return rc ? rc : sr_ebc_forward(e, kjt, pooled, NULL);
 }
 
 static int loaded_forward_eval(struct sr_ebc *e, struct sr_kjt *kjt, float *pooled)
 {
     int rc = loader_check(sr_ebc_config(e), kjt);
-    return rc ? rc : sr_ebc_forward_eval(e, kjt, pooled);
+    return rc ? rc : sr_ebc_forward_eval(e, kjt, pooled, NULL);
 }
 
 static void assert_close(double got, double want, double tol, const char *what, int64_t i)
@@ -337,7 +337,7 @@ static void test_forward_backward_mixed(void **state)
         assert_true(pooled[2 * D + 4 + j] == 0.0f);
 
     float *dpooled = random_floats(4 * (size_t)D, 5, -1.0, 1.0);
-    sr_ebc_backward(ebc, dpooled, 0.5f, 1);
+    sr_ebc_backward(ebc, dpooled, 0.5f, 1, NULL);
     host_wait();
     check_sgd_step(ebc, before, &k->kjt, dpooled, 0.5f);
     /* t0 row 3 collects 6 ids from f0 and f2 in one update; row 2 none */
@@ -353,7 +353,7 @@ static void test_forward_backward_mixed(void **state)
     assert_int_equal(loaded_forward(ebc, &k2->kjt, pooled), SR_OK);
     host_wait();
     check_forward(ebc, &k2->kjt, pooled);
-    sr_ebc_backward(ebc, dpooled, 0.25f, 2);
+    sr_ebc_backward(ebc, dpooled, 0.25f, 2, NULL);
     host_wait();
     check_sgd_step(ebc, before, &k2->kjt, dpooled, 0.25f);
 
@@ -386,7 +386,7 @@ static void test_weighted_sum(void **state)
     host_wait();
     check_forward(ebc, &k->kjt, pooled);
     float *dpooled = random_floats(3 * (size_t)D, 11, -1.0, 1.0);
-    sr_ebc_backward(ebc, dpooled, 0.1f, 1);
+    sr_ebc_backward(ebc, dpooled, 0.1f, 1, NULL);
     host_wait();
     check_sgd_step(ebc, before, &k->kjt, dpooled, 0.1f);
     snapshot_free(before);
@@ -599,7 +599,7 @@ static void test_large_batch_parallel(void **state)
         host_wait();
         check_forward(ebc, &k->kjt, pooled);
         float *dpooled = random_floats(128 * (size_t)D, 8, -1.0, 1.0);
-        sr_ebc_backward(ebc, dpooled, 0.01f, 1);
+        sr_ebc_backward(ebc, dpooled, 0.01f, 1, NULL);
         host_wait();
         check_sgd_step(ebc, before, &k->kjt, dpooled, 0.01f);
         snapshot_free(before);
@@ -625,7 +625,7 @@ static float **run_adam(int threads)
         struct tkjt *k = random_batch(&c, 96, 40 + step, 0);
         assert_int_equal(loaded_forward(ebc, &k->kjt, pooled), SR_OK);
         host_wait();
-        sr_ebc_backward(ebc, dpooled, 0.01f, step);
+        sr_ebc_backward(ebc, dpooled, 0.01f, step, NULL);
         host_wait();
         free(k);
     }
@@ -669,14 +669,14 @@ static void test_eval_forward_keeps_training_ids(void **state)
 
     assert_int_equal(loaded_forward(plain, &k->kjt, pooled), SR_OK);
     host_wait();
-    sr_ebc_backward(plain, dpooled, 0.5f, 1);
+    sr_ebc_backward(plain, dpooled, 0.5f, 1, NULL);
     host_wait();
     assert_int_equal(loaded_forward(mixed, &k2->kjt, pooled), SR_OK);
     host_wait();
     assert_int_equal(loaded_forward_eval(mixed, &ke->kjt, pooled_eval), SR_OK);
     host_wait();
     check_forward(mixed, &ke->kjt, pooled_eval);
-    sr_ebc_backward(mixed, dpooled, 0.5f, 1);
+    sr_ebc_backward(mixed, dpooled, 0.5f, 1, NULL);
     host_wait();
     for (int t = 0; t < 3; t++) {
         size_t n = (size_t)c.tables[t].num_embeddings * c.tables[t].embedding_dim;
@@ -718,8 +718,8 @@ static void test_update_reads_device_scalars(void **state)
     static const float lrs[3] = {0.5f, 0.125f, 0.03125f};
 
     for (int step = 1; step <= 3; step++) {
-        assert_int_equal(sr_ebc_forward(want, &k->kjt, pooled), SR_OK);
-        sr_ebc_backward(want, dpooled, lrs[step - 1], step);
+        assert_int_equal(sr_ebc_forward(want, &k->kjt, pooled, NULL), SR_OK);
+        sr_ebc_backward(want, dpooled, lrs[step - 1], step, NULL);
     }
 
     struct scalars {
@@ -731,8 +731,8 @@ static void test_update_reads_device_scalars(void **state)
     for (int step = 1; step <= 3; step++) {
         slots[step - 1] = (struct scalars){lrs[step - 1], step};
         sr_dev_copy(dev, block, &slots[step - 1], sizeof *block, NULL);
-        assert_int_equal(sr_ebc_forward(got, &k->kjt, pooled), SR_OK);
-        sr_ebc_backward(got, dpooled, 1e9f, 1000); /* ignored: the block is read */
+        assert_int_equal(sr_ebc_forward(got, &k->kjt, pooled, NULL), SR_OK);
+        sr_ebc_backward(got, dpooled, 1e9f, 1000, NULL); /* ignored: the block is read */
     }
     host_wait();
 

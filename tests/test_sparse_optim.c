@@ -251,9 +251,9 @@ static void run_optimizer(struct sr_optim_config o, struct doc_hparams hp, doubl
         if (ns)
             memcpy(s_prev, s, sizeof(float) * (size_t)ns);
 
-        assert_int_equal(sr_ebc_forward(ebc, &k.kjt, pooled), SR_OK);
+        assert_int_equal(sr_ebc_forward(ebc, &k.kjt, pooled, NULL), SR_OK);
         host_wait();
-        sr_ebc_backward(ebc, dpooled, (float)lr, step + 1);
+        sr_ebc_backward(ebc, dpooled, (float)lr, step + 1, NULL);
         host_wait();
         w = HV(wd), s = HV(sd);
         ref_grads(step, scale, g, touched);
@@ -324,9 +324,9 @@ static void test_eps_moves_first_update(void **state)
             dpooled[i] = (float)eps; /* every g of row 5 (bag (b, 0), once) is eps */
         struct step_kjt kk;
         make_step(&kk, 0);
-        assert_int_equal(sr_ebc_forward(ebc, &kk.kjt, pooled), SR_OK);
+        assert_int_equal(sr_ebc_forward(ebc, &kk.kjt, pooled, NULL), SR_OK);
         host_wait();
-        sr_ebc_backward(ebc, dpooled, (float)lr, 1);
+        sr_ebc_backward(ebc, dpooled, (float)lr, 1, NULL);
         host_wait();
         w = HV(wd);
         /* adagrad: s = g^2; rowwise: s_r = mean(g^2) = g^2; adam: m^ = g, v^ = g^2.
@@ -363,13 +363,13 @@ static void test_sgd_first_step_by_hand(void **state)
         dpooled[i] = (float)(i + 1);
     struct step_kjt k;
     make_step(&k, 0);
-    assert_int_equal(sr_ebc_forward(ebc, &k.kjt, pooled), SR_OK);
+    assert_int_equal(sr_ebc_forward(ebc, &k.kjt, pooled, NULL), SR_OK);
     host_wait();
     for (int cc = 0; cc < D; cc++) {
         assert_true(pooled[cc] == w0[1 * D + cc] + w0[1 * D + cc]);
         assert_true(pooled[D + cc] == w0[5 * D + cc]);
     }
-    sr_ebc_backward(ebc, dpooled, 0.5f, 1);
+    sr_ebc_backward(ebc, dpooled, 0.5f, 1, NULL);
     host_wait();
     w = HV(wd);
     for (int cc = 0; cc < D; cc++) {
@@ -422,9 +422,9 @@ static void test_adam_leaves_untouched_rows_state(void **state)
         make_step(&k, step);
         for (int i = 0; i < B * F * D; i++)
             dpooled[i] = 0.1f * (float)(i + 1);
-        assert_int_equal(sr_ebc_forward(ebc, &k.kjt, pooled), SR_OK);
+        assert_int_equal(sr_ebc_forward(ebc, &k.kjt, pooled, NULL), SR_OK);
         host_wait();
-        sr_ebc_backward(ebc, dpooled, 0.01f, step + 1);
+        sr_ebc_backward(ebc, dpooled, 0.01f, step + 1, NULL);
         host_wait();
         w = HV(wd), m = HV(md), v = m + E * D;
         if (step == 0) {
@@ -485,11 +485,11 @@ static void test_no_allocation_in_steps(void **state)
     for (int step = 1; step <= 4; step++) {
         for (int i = 0; i < F * BB * IDS; i++)
             values[i] = (int64_t)(sr_rng_u64(5, (uint64_t)step, (uint64_t)i) % 1000);
-        assert_int_equal(sr_ebc_forward(ebc, &k, pooled), SR_OK);
+        assert_int_equal(sr_ebc_forward(ebc, &k, pooled, NULL), SR_OK);
         host_wait();
-        assert_int_equal(sr_ebc_forward_eval(ebc, &k, pooled), SR_OK);
+        assert_int_equal(sr_ebc_forward_eval(ebc, &k, pooled, NULL), SR_OK);
         host_wait();
-        sr_ebc_backward(ebc, dpooled, 0.01f, step);
+        sr_ebc_backward(ebc, dpooled, 0.01f, step, NULL);
         host_wait();
         assert_int_equal(sr_alloc_count(), before);
     }

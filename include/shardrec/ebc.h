@@ -68,19 +68,25 @@ int sr_ebc_out_dim(const struct sr_ebc *ebc);
  * num_keys == F and keys (when present) equal to the config's feature names
  * in order, B <= max_batch, N <= max_values, arrays present, weights present
  * while a feature's table pools by mean (naming the table). After forward
- * returns the caller may reuse the KJT. No allocation. */
-int sr_ebc_forward(struct sr_ebc *ebc, struct sr_kjt *kjt, float *pooled);
+ * returns the caller may reuse the KJT. No allocation. Stream-ordered on
+ * `stream`: the caller orders it after the KJT's device arrays are written
+ * and reads pooled after it. */
+int sr_ebc_forward(struct sr_ebc *ebc, struct sr_kjt *kjt, float *pooled, sr_stream_t stream);
 
 /* As sr_ebc_forward, without keeping the ids (evaluation): the ids kept by
  * the last sr_ebc_forward stay valid for its backward. */
-int sr_ebc_forward_eval(struct sr_ebc *ebc, struct sr_kjt *kjt, float *pooled);
+int sr_ebc_forward_eval(struct sr_ebc *ebc, struct sr_kjt *kjt, float *pooled,
+                        sr_stream_t stream);
 
 /* dpooled (B, Σ D), B of the last sr_ebc_forward: the gradient of the loss
  * w.r.t. pooled. Merges duplicate ids per table and applies the fused
  * optimizer with learning rate lr at global step `step` (from 1; adam's bias
  * correction) to the touched rows. Consumes the kept ids: calling it without
- * a preceding successful sr_ebc_forward aborts. No allocation. */
-void sr_ebc_backward(struct sr_ebc *ebc, const float *dpooled, float lr, int64_t step);
+ * a preceding successful sr_ebc_forward aborts. No allocation. Issued on
+ * `stream`, which the caller orders after dpooled's producer and the
+ * forward; the next forward's stream must wait for it. */
+void sr_ebc_backward(struct sr_ebc *ebc, const float *dpooled, float lr, int64_t step,
+                     sr_stream_t stream);
 
 /* From now on, updates read the learning rate and the step from these
  * locations in the ebc's device memory when they run, not when they are
@@ -88,11 +94,6 @@ void sr_ebc_backward(struct sr_ebc *ebc, const float *dpooled, float lr, int64_t
  * step then never holds a stale value; the trainer points them at its
  * struct sr_step_scalars block, optim.h). NULL, NULL: back to the arguments. */
 void sr_ebc_set_update_scalars(struct sr_ebc *ebc, const float *lr, const int64_t *step);
-
-/* Issue sr_ebc_backward on stream s (NULL: the default stream, as before).
- * The caller orders it: s must wait for dpooled and the forward, and the
- * next forward must wait for s. */
-void sr_ebc_set_backward_stream(struct sr_ebc *ebc, sr_stream_t s);
 
 /* Table t's weights (E, D) row-major on the ebc's device; t in [0, T). */
 float *sr_ebc_weights(struct sr_ebc *ebc, int table);

@@ -45,7 +45,6 @@ struct sr_ebc {
     int64_t *cursor;                   /* (T) scratch for step_meta */
     const float *lr_dev;               /* sr_ebc_set_update_scalars, or NULL */
     const int64_t *step_dev;
-    sr_stream_t bwd_stream;            /* sr_ebc_set_backward_stream, or NULL */
     struct step_meta kept, scratch;    /* training forward; evaluation forward */
     int have_ids;                      /* kept holds ids not yet consumed by backward */
     void *workspace;                   /* device */
@@ -289,7 +288,7 @@ static struct sr_emb_batch device_batch(const struct sr_kjt *kjt, const struct s
                                  .table_pos = m->table_pos};
 }
 
-static int pool(struct sr_ebc *e, struct sr_kjt *kjt, float *pooled, int keep)
+static int pool(struct sr_ebc *e, struct sr_kjt *kjt, float *pooled, int keep, sr_stream_t stream)
 {
     int rc = check_kjt_shape(e, kjt);
     if (!rc)
@@ -299,26 +298,27 @@ static int pool(struct sr_ebc *e, struct sr_kjt *kjt, float *pooled, int keep)
     struct step_meta *m = keep ? &e->kept : &e->scratch;
     compute_meta(e, kjt, m);
     struct sr_emb_batch b = device_batch(kjt, m);
-    sr_op_emb_forward(e->dev, &e->layout, &b, keep, pooled, e->workspace, NULL);
+    sr_op_emb_forward(e->dev, &e->layout, &b, keep, pooled, e->workspace, stream);
     if (keep)
         e->have_ids = 1;
     return SR_OK;
 }
 
-int sr_ebc_forward(struct sr_ebc *e, struct sr_kjt *kjt, float *pooled)
+int sr_ebc_forward(struct sr_ebc *e, struct sr_kjt *kjt, float *pooled, sr_stream_t stream)
 {
     e->have_ids = 0;
-    return pool(e, kjt, pooled, 1);
+    return pool(e, kjt, pooled, 1, stream);
 }
 
-int sr_ebc_forward_eval(struct sr_ebc *e, struct sr_kjt *kjt, float *pooled)
+int sr_ebc_forward_eval(struct sr_ebc *e, struct sr_kjt *kjt, float *pooled, sr_stream_t stream)
 {
-    return pool(e, kjt, pooled, 0);
+    return pool(e, kjt, pooled, 0, stream);
 }
 
 /* ---- backward ----------------------------------------------------------- */
 
-void sr_ebc_backward(struct sr_ebc *e, const float *dpooled, float lr, int64_t step)
+void sr_ebc_backward(struct sr_ebc *e, const float *dpooled, float lr, int64_t step,
+                     sr_stream_t stream)
 {
     SR_ASSERT(e->have_ids);
     struct sr_emb_batch b = {.batch = e->kept.batch,
@@ -327,7 +327,7 @@ void sr_ebc_backward(struct sr_ebc *e, const float *dpooled, float lr, int64_t s
                              .table_pos = e->kept.table_pos};
     struct sr_emb_update u = {
         .optim = e->optim, .lr = lr, .step = step, .lr_dev = e->lr_dev, .step_dev = e->step_dev};
-    sr_op_emb_backward(e->dev, &e->layout, &b, dpooled, &u, e->workspace, e->bwd_stream);
+    sr_op_emb_backward(e->dev, &e->layout, &b, dpooled, &u, e->workspace, stream);
     e->have_ids = 0;
 }
 
@@ -338,11 +338,6 @@ void sr_ebc_set_update_scalars(struct sr_ebc *e, const float *lr, const int64_t 
 }
 
 /* ---- accessors ---------------------------------------------------------- */
-
-void sr_ebc_set_backward_stream(struct sr_ebc *e, sr_stream_t s)
-{
-    e->bwd_stream = s;
-}
 
 float *sr_ebc_weights(struct sr_ebc *e, int table)
 {

@@ -350,7 +350,7 @@ int sr_trainer_emb_forward(struct sr_trainer *t)
     if (t->sebc)
         return sr_sharded_ebc_forward(t->sebc, &t->batch.kjt, t->pooled, t->streams.compute);
     sr_trace_begin(SR_SPAN_LOOKUP, -1);
-    int rc = sr_ebc_forward(t->ebc, &t->batch.kjt, t->pooled);
+    int rc = sr_ebc_forward(t->ebc, &t->batch.kjt, t->pooled, t->streams.compute);
     sr_trace_end();
     return rc;
 }

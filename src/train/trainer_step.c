@@ -78,7 +78,6 @@ int sr_trainer_pipeline_init(struct sr_trainer *t)
         p->emb_stream = sr_dev_stream_create(t->dev);
         p->emb_fork = sr_dev_event_create(t->dev);
         p->emb_join = sr_dev_event_create(t->dev);
-        sr_ebc_set_backward_stream(t->ebc, p->emb_stream);
     }
     p->dpooled_ready = sr_dev_event_create(t->dev);
     for (int k = 0; t->sebc && k < 2; k++) {
@@ -223,7 +222,7 @@ static int emb_forward_start(struct sr_trainer *t, struct sr_batch *twin,
         sr_sharded_ebc_output_dist_start(t->sebc, b, t->streams.sparse);
     } else {
         sr_trace_begin(SR_SPAN_LOOKUP, -1);
-        rc = sr_ebc_forward(t->ebc, &twin->kjt, t->pooled);
+        rc = sr_ebc_forward(t->ebc, &twin->kjt, t->pooled, t->streams.compute);
         sr_trace_end();
     }
     sr_trace_end();
@@ -257,7 +256,8 @@ static void emb_update(struct sr_trainer *t, struct sr_sharded_ebc_batch *b, flo
         sr_sharded_ebc_grad_dist_wait(t->sebc, b, t->streams.sparse);
         sr_sharded_ebc_update(t->sebc, b, lr, step, t->streams.compute);
     } else {
-        sr_ebc_backward(t->ebc, t->dpooled, lr, step);
+        sr_ebc_backward(t->ebc, t->dpooled, lr, step,
+                        t->pipe.emb_stream ? t->pipe.emb_stream : t->streams.compute);
         if (t->pipe.emb_stream)
             sr_dev_event_record(t->dev, t->pipe.emb_join, t->pipe.emb_stream);
     }
@@ -506,7 +506,6 @@ void sr_trainer_pipeline_free(struct sr_trainer *t)
     t->pipe.loss_stage = NULL;
     if (t->pipe.emb_stream) {
         sr_dev_sync(t->dev, t->pipe.emb_stream);
-        sr_ebc_set_backward_stream(t->ebc, NULL);
         sr_dev_event_destroy(t->dev, t->pipe.emb_fork);
         sr_dev_event_destroy(t->dev, t->pipe.emb_join);
         sr_dev_stream_destroy(t->dev, t->pipe.emb_stream);

@@ -260,9 +260,9 @@ static void step_once(struct sr_sharded_ebc *s, struct sr_ebc *ref, const struct
         sr_comm_all_reduce(w->world, g, g, n, SR_DTYPE_F32, SR_REDUCE_SUM, NULL, NULL);
     sr_sharded_ebc_dp_update(s, lr, step, NULL);
 
-    CHECK(sr_ebc_forward(ref, &all.kjt, ref_pooled) == SR_OK, "ref: %s", sr_error_message());
+    CHECK(sr_ebc_forward(ref, &all.kjt, ref_pooled, NULL) == SR_OK, "ref: %s", sr_error_message());
     sr_dev_sync(sr_device_cpu(), NULL); /* the test reads pooled values on the host */
-    sr_ebc_backward(ref, ref_dp, lr, step);
+    sr_ebc_backward(ref, ref_dp, lr, step, NULL);
     sr_dev_sync(sr_device_cpu(), NULL);
     int64_t bad = 0;
     for (int64_t i = 0; i < (int64_t)B * D; i++)
