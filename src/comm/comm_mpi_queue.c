@@ -42,7 +42,13 @@
  * without the device's lock (cpu_deferred.c), so a worker that meets such
  * a host function while it runs a stream up to its own event, or a thread
  * that runs the function while a worker needs the device, cannot stall the
- * collective the function waits for.
+ * collective the function waits for. CUDA may run host functions of
+ * independent streams one at a time: a stream wait's host function that
+ * blocks there while another stream's earlier host function (a stream wait
+ * issued before this collective) still stands before this collective's
+ * event could stall both. The trainer waits on one stream today; before
+ * MPI stream waits span streams on a GPU, a device wait on a host flag
+ * (cuStreamWaitValue32) should replace the blocking host function.
  *
  * Emulated link (comm_link.c; tests and benchmarks): when the worker starts a
  * collective whose call recorded shaped messages, it queues them on the

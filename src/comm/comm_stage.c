@@ -1,8 +1,8 @@
 /*
- * Staging of device buffers for the host-memory communicators (single, MPI)
- * whose bound device's memory the host cannot address (a GPU; the opaque CPU
- * device): the transport only ever sees host memory (comm.h, "streams and
- * memory").
+ * Staging of device buffers for a host-memory backend (MPI; single copies
+ * on the stream instead) whose bound device's memory the host cannot
+ * address (a GPU; the opaque CPU device): the transport only ever sees host
+ * memory (comm.h, "streams and memory").
  *
  * Every device allocation that a collective of this communicator touches
  * gets a mirror: pinned host memory of the device (sr_dev_alloc_host) of the
