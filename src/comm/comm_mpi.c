@@ -105,6 +105,7 @@ static void attach(sr_comm_t c, MPI_Comm comm)
     pthread_setname_np(s->thread, "sr_comm");
     c->backend = &mpi_backend;
     c->state = s;
+    sr_mpi_items_reserve(s, SR_MPI_ITEMS);
     sr_mpi_registry_add(s);
     atomic_fetch_add(&live_comms, 1);
 }

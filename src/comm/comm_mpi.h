@@ -82,6 +82,10 @@ struct mpi_state {
 
 /* ---- comm_mpi_queue.c ---------------------------------------------------------- */
 
+#define SR_MPI_ITEMS 32 /* work items a communicator makes up front */
+
+/* Put n new items in s's free list. */
+void sr_mpi_items_reserve(struct mpi_state *s, int n);
 /* A free item of s (the free list, else a new one), marked in use. */
 struct sr_comm_work *sr_mpi_get_item(struct mpi_state *s);
 /* Stream order for a collective of c on `stream`: staging of its buffers

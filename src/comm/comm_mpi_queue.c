@@ -56,7 +56,10 @@
  * the last emulated arrival before marking it done, so busy time includes it.
  *
  * Work items are recycled through a free list, so the steady state allocates
- * nothing. Each holds (4W) int counts for all_to_allv, copied at submission.
+ * nothing; a communicator starts with SR_MPI_ITEMS of them, since on a device
+ * that runs ops later a stream-waited item is released only when its stream
+ * runs the host function, so more are in flight in a later step than in the
+ * first. Each holds (4W) int counts for all_to_allv, copied at submission.
  */
 #ifdef SR_USE_MPI
 
@@ -79,19 +82,35 @@ static _Thread_local int on_worker;
 
 /* ---- the queue ------------------------------------------------------------------ */
 
+static struct sr_comm_work *new_item(struct mpi_state *s)
+{
+    struct sr_comm_work *w = sr_calloc(1, sizeof *w);
+    w->ints = sr_calloc(4 * (size_t)s->size, sizeof(int));
+    w->owner = s;
+    if (s->c->link) /* sized once: the loop copies into it without allocating */
+        sr_link_msgs_init(&w->link, sr_link_nodes(s->c->link));
+    return w;
+}
+
+void sr_mpi_items_reserve(struct mpi_state *s, int n)
+{
+    pthread_mutex_lock(&s->mu);
+    for (int i = 0; i < n; i++) {
+        struct sr_comm_work *w = new_item(s);
+        w->next = s->free_list;
+        s->free_list = w;
+    }
+    pthread_mutex_unlock(&s->mu);
+}
+
 struct sr_comm_work *sr_mpi_get_item(struct mpi_state *s)
 {
     pthread_mutex_lock(&s->mu);
     struct sr_comm_work *w = s->free_list;
-    if (w) {
+    if (w)
         s->free_list = w->next;
-    } else {
-        w = sr_calloc(1, sizeof *w);
-        w->ints = sr_calloc(4 * (size_t)s->size, sizeof(int));
-        w->owner = s;
-        if (s->c->link) /* sized once: the loop copies into it without allocating */
-            sr_link_msgs_init(&w->link, sr_link_nodes(s->c->link));
-    }
+    else
+        w = new_item(s);
     s->outstanding++;
     pthread_mutex_unlock(&s->mu);
     w->next = NULL;

@@ -43,7 +43,8 @@
 #include "shardrec/error.h"
 #include "comm/comm_internal.h"
 
-#define MIRRORS_MAX 64
+#define MIRRORS_MAX    64
+#define CALLS_RESERVED 32 /* call records made up front */
 
 struct mirror {
     char *base;         /* the device allocation; NULL: slot unused */
@@ -78,10 +79,27 @@ int sr_stage_on(sr_comm_t c)
     return c->dev && c->memory == SR_COMM_MEMORY_HOST && !c->dev->host_visible;
 }
 
+static struct sr_stage_call *new_call(sr_comm_t c)
+{
+    struct sr_stage_call *k = sr_calloc(1, sizeof *k);
+    k->cap_runs = c->size;
+    k->runs = sr_calloc((size_t)c->size, sizeof *k->runs);
+    return k;
+}
+
+/* The communicator's staging state, made with CALLS_RESERVED call records:
+ * stream-waited calls are released only when their waits are issued, and
+ * more of them are in flight in a later step than in the first. */
 static struct sr_comm_stage *stage_of(sr_comm_t c)
 {
-    if (!c->stage)
-        c->stage = sr_calloc(1, sizeof *c->stage);
+    if (c->stage)
+        return c->stage;
+    c->stage = sr_calloc(1, sizeof *c->stage);
+    for (int i = 0; i < CALLS_RESERVED; i++) {
+        struct sr_stage_call *k = new_call(c);
+        k->next = c->stage->free_calls;
+        c->stage->free_calls = k;
+    }
     return c->stage;
 }
 
@@ -148,13 +166,10 @@ struct sr_stage_call *sr_stage_begin(sr_comm_t c, sr_stream_t stream)
 {
     struct sr_comm_stage *st = stage_of(c);
     struct sr_stage_call *k = st->free_calls;
-    if (k) {
+    if (k)
         st->free_calls = k->next;
-    } else {
-        k = sr_calloc(1, sizeof *k);
-        k->cap_runs = c->size;
-        k->runs = sr_calloc((size_t)c->size, sizeof *k->runs);
-    }
+    else
+        k = new_call(c);
     k->next = NULL;
     k->stream = stream;
     k->in = k->out = NULL;
