@@ -480,8 +480,11 @@ struct marker_args {
 static void run_marker(struct item *it)
 {
     struct marker_args *a = (void *)it->args;
-    if (a->e->generation == a->generation)
-        a->e->time_ns = sr_clock_ns();
+    if (a->e->generation != a->generation)
+        return;
+    a->e->time_ns = sr_clock_ns();
+    a->e->stream = NULL; /* complete: it no longer names its stream, which may be destroyed
+                            before the event (a comm work item's event outlives streams) */
 }
 
 static void d_event_record(struct sr_device *dev, sr_event_t e, sr_stream_t s)
