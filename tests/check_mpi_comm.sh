@@ -2,7 +2,8 @@
 # Multi-rank tests of the comm layer: $BUILD/tests/mpi_comm (tests/mpi/mpi_comm.c)
 # under mpirun on 1, 2, 3 and 4 ranks, over shared memory (Open MPI's default
 # transports) and over TCP on loopback (--mca btl tcp,self), each run bounded
-# by `timeout 120` so a hang fails instead of blocking CI. Then checks that a
+# by `timeout 120` so a hang fails instead of blocking CI; then
+# $BUILD/tests/mpi_comm_stream (streams and host waits) on 1 to 4 ranks. Then checks that a
 # count above INT_MAX aborts with a message. Prints one line per run; exit 0
 # only if all passed. Skips (exit 77) when there is no mpirun or no MPI build.
 #
@@ -36,6 +37,19 @@ for np in 1 2 3 4; do
             echo "np $np $transport: FAILED (exit $rc)"
         fi
     done
+done
+
+# streams through the comm layer (tests/mpi/mpi_comm_stream.c)
+for np in 1 2 3 4; do
+    sr_mpirun "$np" "$bin"_stream >"$out" 2>&1
+    rc=$?
+    if [ "$rc" -eq 0 ] && grep -q " 0 failed" "$out"; then
+        echo "np $np streams: $(grep '^mpi_comm_stream:' "$out")"
+    else
+        failed=$((failed + 1))
+        tail -30 "$out"
+        echo "np $np streams: FAILED (exit $rc)"
+    fi
 done
 
 sr_mpirun 1 "$bin" --abort-large >"$out" 2>&1

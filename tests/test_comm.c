@@ -2,7 +2,10 @@
  * The single-rank communicator: every collective returns the local data (the
  * reduction over a world of one), non-blocking calls complete, derived
  * communicators are worlds of one with their own counters, and every call
- * is counted with zero bytes (nothing leaves the rank).
+ * is counted with zero bytes (nothing leaves the rank). Bound to the
+ * deferred CPU device, a collective is a copy on the caller's stream: it
+ * reads the stream's pending output without a host wait, a stream wait
+ * orders what follows, sr_comm_wait and a blocking call deliver to the host.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -13,7 +16,10 @@
 #include <cmocka.h>
 
 #include "shardrec/comm.h"
+#include "shardrec/device.h"
 #include "shardrec/error.h"
+#include "device/cpu/cpu_device.h"
+#include "device/ops_dense.h"
 
 static void test_single_collectives(void **state)
 {
@@ -82,9 +88,59 @@ static void test_single_derived(void **state)
     sr_comm_free(c);
 }
 
+/* Host waits so far: stream syncs plus event waits. */
+static uint64_t waits(void)
+{
+    uint64_t events = 0, syncs = sr_dev_sync_count(&events);
+    return syncs + events;
+}
+
+static void test_single_stream(void **state)
+{
+    struct sr_device *dev = sr_cpu_deferred_device();
+    sr_comm_t c = sr_comm_init_single();
+    sr_comm_bind_device(c, dev);
+    sr_stream_t s = sr_dev_stream_create(dev);
+    enum { N = 16 };
+    float x[N], send[N], recv[N], out[N], host[N];
+    for (int i = 0; i < N; i++)
+        x[i] = (float)(i + 1);
+    /* non-blocking, stream-waited: no host wait until the sync */
+    dev->dense->relu_forward(dev, s, x, send, N);
+    uint64_t before = waits();
+    sr_comm_work_t w = NULL;
+    sr_comm_all_reduce(c, send, recv, N, SR_DTYPE_F32, SR_REDUCE_SUM, s, &w);
+    sr_comm_stream_wait(c, w, s);
+    dev->dense->relu_forward(dev, s, recv, out, N);
+    assert_true(waits() == before);
+    sr_dev_sync(dev, s);
+    assert_true(waits() == before + 1);
+    assert_memory_equal(out, x, sizeof x);
+    /* non-blocking, waited on the host: recv is there after sr_comm_wait */
+    dev->dense->relu_forward(dev, s, x, send, N);
+    sr_comm_all_gather(c, send, host, N, SR_DTYPE_F32, s, &w);
+    assert_non_null(w);
+    sr_comm_wait(c, w);
+    assert_memory_equal(host, x, sizeof x);
+    /* blocking: recv is there when it returns */
+    dev->dense->relu_forward(dev, s, x, send, N);
+    memset(host, 0, sizeof host);
+    sr_comm_broadcast(c, send, host, N, SR_DTYPE_F32, 0, s, NULL);
+    assert_memory_equal(host, x, sizeof x);
+    /* in place: nothing to do, no wait */
+    before = waits();
+    sr_comm_all_reduce(c, host, host, N, SR_DTYPE_F32, SR_REDUCE_SUM, s, &w);
+    assert_null(w);
+    assert_true(waits() == before);
+    sr_dev_sync(dev, s);
+    sr_dev_stream_destroy(dev, s);
+    sr_comm_free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_single_collectives),
-                                       cmocka_unit_test(test_single_derived)};
+                                       cmocka_unit_test(test_single_derived),
+                                       cmocka_unit_test(test_single_stream)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

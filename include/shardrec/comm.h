@@ -4,10 +4,10 @@
  * split intra-node / inter-node) and timed. Nothing above this layer touches
  * MPI or NCCL.
  *
- * Backends are tables of functions, one file each: comm_single.c (a world of
- * one rank, always built), comm_mpi.c (CPU transport and bootstrap; a stub
- * that returns SR_ERR_UNSUPPORTED when the build has no MPI), and later
- * comm_nccl.c (GPUs, bootstrapped over MPI).
+ * Backends are tables of functions (src/comm/comm_internal.h): comm_single.c
+ * (a world of one rank, always built), comm_mpi*.c (CPU transport and
+ * bootstrap; a stub that returns SR_ERR_UNSUPPORTED when the build has no
+ * MPI), and later comm_nccl.c (GPUs, bootstrapped over MPI).
  *
  * Arguments follow NCCL's order after the handle:
  *   (comm, send, recv, count, dtype, op, stream)
@@ -39,7 +39,9 @@
  *   runs its queue of collectives in order; a non-blocking collective
  *   progresses while the caller computes, without any call into this layer,
  *   and the worker sleeps (no busy loop) between polls of an in-flight
- *   collective. Waiting blocks on a condition variable.
+ *   collective. Waiting blocks on a condition variable. On a bound device
+ *   the worker, not the caller, waits for the call's stream to reach the
+ *   call before it starts a collective (sr_comm_bind_device).
  * - In place: all_reduce with send == recv; reduce_scatter with send == recv
  *   (the result lands in the first recv_count elements); all_gather with
  *   send == recv + rank * send_count; broadcast with send == recv on the
@@ -286,11 +288,12 @@ int sr_comm_link(sr_comm_t comm, struct sr_comm_link *link);
  * bound to a device whose memory the host cannot address (not host_visible:
  * a GPU, the opaque CPU device) also takes buffers in that device's memory
  * (sr_dev_hidden) and stages them through pinned host mirrors of their
- * allocations: send regions are copied out on the call's stream before the
- * stream wait below, and receive regions copied back in stream order once
- * the collective is complete (a blocking call: on its stream before it
- * returns; a non-blocking one: at sr_comm_wait or a successful sr_comm_test
- * on its stream, or on the waiting stream after sr_comm_stream_wait). Device
+ * allocations: send regions are copied out on the call's stream (the
+ * transport reads them once the stream has run those copies), and receive
+ * regions copied back in stream order once the collective is complete (a
+ * blocking call: on its stream before it returns; a non-blocking one: at
+ * sr_comm_wait or a successful sr_comm_test on its stream, or on the
+ * waiting stream after sr_comm_stream_wait). Device
  * results are therefore stream-ordered, as on NCCL: the host reads them only
  * through sr_dev_copy and a wait. Host buffers are used as they are, and
  * every call is counted and timed as any other. A world of one copies device
@@ -309,17 +312,24 @@ void sr_comm_register(sr_comm_t comm, const void *buf);
 /* The device whose streams this communicator's collectives are ordered on
  * (communicators derived afterwards inherit it). Once bound, a collective
  * given a stream reads its send buffer only after the work issued on that
- * stream before the call: a host-memory communicator waits for the stream on
- * the host when the call is made; a device-memory one enqueues on it. Without
- * a device (the default) streams are ignored. Not collective. */
+ * stream before the call, and the calling thread does not wait for that
+ * work: a device-memory communicator enqueues on the stream; a host-memory
+ * one records an event there and its worker waits for it (MPI), or copies
+ * on the stream (single). A blocking call still returns with a host recv
+ * filled (it waits for the collective, and so for that work); a device recv
+ * is filled in stream order. Without a device (the default) streams are
+ * ignored. Not collective. */
 void sr_comm_bind_device(sr_comm_t comm, struct sr_device *dev);
 struct sr_device *sr_comm_device(sr_comm_t comm); /* NULL when none is bound */
 
 /* Make `stream` wait for a non-blocking collective without blocking the host:
  * work issued on the stream afterwards starts once the collective's result is
  * in recv. The handle is consumed (do not also sr_comm_wait it); waiting
- * counts as exposed time when the stream reaches it. Without a bound device
- * this is sr_comm_wait. */
+ * counts as exposed time when the stream reaches it on a thread that is not
+ * a comm worker (a host-memory backend puts a host function on the stream
+ * that blocks until the collective is done: on the immediate CPU device,
+ * where ops run at their call, that is at once, on the caller). Without a
+ * bound device this is sr_comm_wait. */
 void sr_comm_stream_wait(sr_comm_t comm, sr_comm_work_t work, sr_stream_t stream);
 
 /* ---- collectives (see the contract above) ---------------------------------- */

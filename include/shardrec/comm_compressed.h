@@ -48,8 +48,10 @@
  * its end, with no other exchange on the same struct in between, and every
  * rank must issue the same calls in the same order (comm.h). A struct's
  * buffers are reused by its next exchange only after the previous one's
- * arrival has run: on a host-memory communicator the next start
- * synchronises the stream first (a no-op on the immediate CPU device).
+ * arrival has run: stream order gives it when both use the same stream
+ * (the communicator touches the buffers only once the stream reaches its
+ * call); a start on another stream first synchronises the stream of the
+ * previous arrival on the host.
  *
  * One thread drives a struct (the one that drives its communicator).
  * Misuse (a dtype other than F32, F16, BF16; a split call in F32; a block

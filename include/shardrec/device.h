@@ -178,9 +178,13 @@ void sr_dev_launch_host_fn(struct sr_device *dev, sr_stream_t s, sr_host_fn fn, 
 
 /* Host waits on any device since the process started: the number of
  * sr_dev_sync calls (returned) and of sr_dev_event_sync calls (in
- * *event_syncs unless NULL). A statistic for the run summary and tests: a
- * training step should wait on the host as little as possible (DESIGN.md,
- * "Execution model"). Thread-safe. */
+ * *event_syncs unless NULL), by every thread that counts its waits. A
+ * statistic for the run summary and tests: a training step should wait on
+ * the host as little as possible (DESIGN.md, "Execution model"). Thread-safe. */
 uint64_t sr_dev_sync_count(uint64_t *event_syncs);
+/* Whether the calling thread's host waits count in sr_dev_sync_count: 1 (the
+ * default) or 0, for a thread whose waits block no compute thread (a comm
+ * backend's worker waiting for a collective's send buffer on a stream). */
+void sr_dev_count_host_waits(int counted);
 
 #endif

@@ -12,6 +12,11 @@
  * worker, which records its own span per collective while tracing.
  * All counter updates happen on the thread that drives the communicator.
  *
+ * Streams: the dispatcher hands the caller's stream to the backend and never
+ * waits for it; each backend keeps the stream contract of comm_internal.h
+ * (a host backend with waits on its own worker thread, a stream-native one
+ * by enqueueing on the stream).
+ *
  *   call_start: c->call = {label: caller's open stage, coll, comm, zero bytes}
  *               [blocking: sr_trace_begin(comm.wait)]
  *   count_to:   c->call.bytes, peers (+ _inter) and the counters; with an
@@ -32,39 +37,8 @@
 #include "shardrec/trace.h"
 #include "comm/comm_internal.h"
 
-/* Stream order on the way in: the collective reads `send` only after the work
- * issued on `stream` before the call. Host-memory communicators (single, MPI)
- * hand host pointers to the transport at once, so the host waits for the
- * stream here; a device-memory backend (NCCL) enqueues on the stream instead. */
-static void wait_for_stream(sr_comm_t c, sr_stream_t stream)
-{
-    if (c->dev && c->memory == SR_COMM_MEMORY_HOST)
-        sr_dev_sync(c->dev, stream);
-}
-
-/* The contiguous region of `count` elements at a buffer's start. */
-static const size_t zero_displ = 0;
-
 static void call_start(sr_comm_t c, enum sr_coll k, sr_comm_work_t *work);
 static void call_end(sr_comm_t c, enum sr_coll k, sr_comm_work_t *work);
-
-/* A world of one on the hidden memory of its device (comm_stage.c): the
- * collective is one copy on the stream (none in place), without staging or
- * a wait. 0 when that does not apply. */
-static int local_copy(sr_comm_t c, enum sr_coll k, const void *send, void *recv, size_t bytes,
-                      sr_stream_t stream, sr_comm_work_t *work)
-{
-    if (c->size != 1 || !sr_dev_hidden(c->dev, send, NULL, NULL) ||
-        !sr_dev_hidden(c->dev, recv, NULL, NULL))
-        return 0;
-    call_start(c, k, work);
-    if (send != recv)
-        sr_dev_copy(c->dev, recv, send, bytes, stream);
-    if (work)
-        *work = NULL;
-    call_end(c, k, work);
-    return 1;
-}
 
 static void count_to(sr_comm_t c, enum sr_coll k, int peer, uint64_t bytes)
 {
@@ -210,23 +184,10 @@ void sr_comm_all_reduce(sr_comm_t c, const void *send, void *recv, size_t count,
                         sr_comm_work_t *work)
 {
     const size_t es = sr_dtype_size(dtype);
-    struct sr_stage_call *st = NULL;
-    if (sr_stage_on(c)) {
-        if (local_copy(c, SR_COLL_ALL_REDUCE, send, recv, count * es, stream, work))
-            return;
-        st = sr_stage_begin(c, stream);
-        send = sr_stage_in(c, st, send, &count, &zero_displ, 1, es);
-        recv = sr_stage_out(c, st, recv, &count, &zero_displ, 1, es);
-    }
-    wait_for_stream(c, stream);
-    if (st)
-        sr_stage_ready(c, st);
     call_start(c, SR_COLL_ALL_REDUCE, work);
     count_each(c, SR_COLL_ALL_REDUCE, count * es);
-    c->backend->all_reduce(c, send, recv, count, dtype, op, work);
+    c->backend->all_reduce(c, send, recv, count, dtype, op, stream, work);
     call_end(c, SR_COLL_ALL_REDUCE, work);
-    if (st)
-        sr_stage_end(c, st, work);
 }
 
 void sr_comm_all_to_allv(sr_comm_t c, const void *send, const size_t *send_counts,
@@ -235,105 +196,50 @@ void sr_comm_all_to_allv(sr_comm_t c, const void *send, const size_t *send_count
                          sr_comm_work_t *work)
 {
     const size_t es = sr_dtype_size(dtype);
-    struct sr_stage_call *st = NULL;
-    if (sr_stage_on(c)) {
-        size_t n = send_counts[0] < recv_counts[0] ? send_counts[0] : recv_counts[0];
-        if (local_copy(c, SR_COLL_ALL_TO_ALLV, (const char *)send + send_displs[0] * es,
-                       (char *)recv + recv_displs[0] * es, n * es, stream, work))
-            return;
-        st = sr_stage_begin(c, stream);
-        send = sr_stage_in(c, st, send, send_counts, send_displs, c->size, es);
-        recv = sr_stage_out(c, st, recv, recv_counts, recv_displs, c->size, es);
-    }
-    wait_for_stream(c, stream);
-    if (st)
-        sr_stage_ready(c, st);
     call_start(c, SR_COLL_ALL_TO_ALLV, work);
     for (int p = 0; p < c->size; p++) {
         count_to(c, SR_COLL_ALL_TO_ALLV, p, send_counts[p] * es);
         count_from(c, p, recv_counts[p] * es);
     }
     c->backend->all_to_allv(c, send, send_counts, send_displs, recv, recv_counts, recv_displs,
-                            dtype, work);
+                            dtype, stream, work);
     call_end(c, SR_COLL_ALL_TO_ALLV, work);
-    if (st)
-        sr_stage_end(c, st, work);
 }
 
 void sr_comm_reduce_scatter(sr_comm_t c, const void *send, void *recv, size_t recv_count,
                             enum sr_dtype dtype, enum sr_reduce_op op, sr_stream_t stream,
                             sr_comm_work_t *work)
 {
-    const size_t es = sr_dtype_size(dtype), all = (size_t)c->size * recv_count;
-    struct sr_stage_call *st = NULL;
-    if (sr_stage_on(c)) {
-        if (local_copy(c, SR_COLL_REDUCE_SCATTER, send, recv, recv_count * es, stream, work))
-            return;
-        st = sr_stage_begin(c, stream);
-        send = sr_stage_in(c, st, send, &all, &zero_displ, 1, es);
-        recv = sr_stage_out(c, st, recv, &recv_count, &zero_displ, 1, es);
-    }
-    wait_for_stream(c, stream);
-    if (st)
-        sr_stage_ready(c, st);
+    const size_t es = sr_dtype_size(dtype);
     call_start(c, SR_COLL_REDUCE_SCATTER, work);
     count_each(c, SR_COLL_REDUCE_SCATTER, recv_count * es);
-    c->backend->reduce_scatter(c, send, recv, recv_count, dtype, op, work);
+    c->backend->reduce_scatter(c, send, recv, recv_count, dtype, op, stream, work);
     call_end(c, SR_COLL_REDUCE_SCATTER, work);
-    if (st)
-        sr_stage_end(c, st, work);
 }
 
 void sr_comm_all_gather(sr_comm_t c, const void *send, void *recv, size_t send_count,
                         enum sr_dtype dtype, sr_stream_t stream, sr_comm_work_t *work)
 {
-    const size_t es = sr_dtype_size(dtype), all = (size_t)c->size * send_count;
-    struct sr_stage_call *st = NULL;
-    if (sr_stage_on(c)) {
-        if (local_copy(c, SR_COLL_ALL_GATHER, send, recv, send_count * es, stream, work))
-            return;
-        st = sr_stage_begin(c, stream);
-        send = sr_stage_in(c, st, send, &send_count, &zero_displ, 1, es);
-        recv = sr_stage_out(c, st, recv, &all, &zero_displ, 1, es);
-    }
-    wait_for_stream(c, stream);
-    if (st)
-        sr_stage_ready(c, st);
+    const size_t es = sr_dtype_size(dtype);
     call_start(c, SR_COLL_ALL_GATHER, work);
     count_each(c, SR_COLL_ALL_GATHER, send_count * es);
-    c->backend->all_gather(c, send, recv, send_count, dtype, work);
+    c->backend->all_gather(c, send, recv, send_count, dtype, stream, work);
     call_end(c, SR_COLL_ALL_GATHER, work);
-    if (st)
-        sr_stage_end(c, st, work);
 }
 
 void sr_comm_broadcast(sr_comm_t c, const void *send, void *recv, size_t count, enum sr_dtype dtype,
                        int root, sr_stream_t stream, sr_comm_work_t *work)
 {
     const size_t es = sr_dtype_size(dtype);
-    struct sr_stage_call *st = NULL;
     SR_ASSERT(root >= 0 && root < c->size);
-    if (sr_stage_on(c)) {
-        if (local_copy(c, SR_COLL_BROADCAST, send, recv, count * es, stream, work))
-            return;
-        st = sr_stage_begin(c, stream);
-        if (c->rank == root) /* the others' send is ignored */
-            send = sr_stage_in(c, st, send, &count, &zero_displ, 1, es);
-        recv = sr_stage_out(c, st, recv, &count, &zero_displ, 1, es);
-    }
-    wait_for_stream(c, stream);
-    if (st)
-        sr_stage_ready(c, st);
     call_start(c, SR_COLL_BROADCAST, work);
     if (c->rank == root)
         for (int p = 0; p < c->size; p++)
             count_to(c, SR_COLL_BROADCAST, p, count * es);
     else
         count_from(c, root, count * es);
-    c->backend->broadcast(c, send, recv, count, dtype, root, work);
+    c->backend->broadcast(c, send, recv, count, dtype, root, stream, work);
     call_end(c, SR_COLL_BROADCAST, work);
-    if (st)
-        sr_stage_end(c, st, work);
 }
 
 void sr_comm_barrier(sr_comm_t c)
@@ -363,52 +269,30 @@ enum sr_comm_memory sr_comm_memory(sr_comm_t c)
     return c->memory;
 }
 
-static void wait_backend(sr_comm_t c, sr_comm_work_t work);
-
-/* The host function a stream runs to wait for a collective: its argument is
- * one of the communicator's SR_COMM_STREAM_WAITS slots, free again once run
- * (no allocation per call). It may run on any thread, so it leaves staging
- * alone: sr_comm_stream_wait issued the copies back already. */
-static void stream_wait_fn(void *arg)
+void sr_comm_register(sr_comm_t c, const void *buf)
 {
-    struct sr_comm_stream_wait *w = arg;
-    wait_backend(w->comm, w->work);
-    atomic_store(&w->busy, 0);
+    if (c && buf && c->backend->register_buffer)
+        c->backend->register_buffer(c, buf);
 }
 
 void sr_comm_stream_wait(sr_comm_t c, sr_comm_work_t work, sr_stream_t stream)
 {
     if (!work)
         return;
-    if (!c->dev) {
+    if (!c->dev)
         sr_comm_wait(c, work);
-        return;
-    }
-    for (int i = 0; i < SR_COMM_STREAM_WAITS; i++) {
-        struct sr_comm_stream_wait *w = &c->stream_waits[i];
-        int idle = 0;
-        if (atomic_compare_exchange_strong(&w->busy, &idle, 1)) {
-            w->comm = c;
-            w->work = work;
-            sr_dev_launch_host_fn(c->dev, stream, stream_wait_fn, w);
-            sr_stage_complete(c, work, 1, stream); /* staged results back, after it */
-            return;
-        }
-    }
-    SR_ABORT("communicator '%s': more than %d stream waits in flight", c->name,
-             SR_COMM_STREAM_WAITS);
+    else
+        c->backend->stream_wait(c, work, stream);
 }
 
 void sr_comm_wait(sr_comm_t c, sr_comm_work_t work)
 {
-    if (!work)
-        return;
-    wait_backend(c, work);
-    sr_stage_complete(c, work, 0, NULL);
+    if (work)
+        sr_comm_wait_exposed(c, c->backend->wait, work);
 }
 
-/* sr_comm_wait without staging: the backend's wait, timed as exposed. */
-static void wait_backend(sr_comm_t c, sr_comm_work_t work)
+void sr_comm_wait_exposed(sr_comm_t c, int (*wait)(sr_comm_t c, sr_comm_work_t work),
+                          sr_comm_work_t work)
 {
     struct sr_trace_args a = {.coll = "?"};
     int traced = sr_trace_recording();
@@ -417,7 +301,7 @@ static void wait_backend(sr_comm_t c, sr_comm_work_t work)
         memcpy(a.comm, c->name, sizeof a.comm);
     }
     sr_trace_begin(SR_SPAN_COMM_WAIT, -1);
-    int k = c->backend->wait(c, work);
+    int k = wait(c, work);
     if (k >= 0 && k < SR_COLL_COUNT)
         a.coll = sr_coll_name(k);
     double dt = 1e-9 * (double)sr_trace_end_args(traced ? &a : NULL);
@@ -429,10 +313,7 @@ int sr_comm_test(sr_comm_t c, sr_comm_work_t work)
 {
     if (!work)
         return 1;
-    if (c->backend->test(c, work) < 0)
-        return 0;
-    sr_stage_complete(c, work, 0, NULL);
-    return 1;
+    return c->backend->test(c, work) >= 0;
 }
 
 const struct sr_comm_counters *sr_comm_counters(sr_comm_t c)
@@ -555,7 +436,10 @@ sr_comm_t sr_comm_split_cross(sr_comm_t c)
 int sr_comm_check_same(sr_comm_t c, uint64_t hash, const char *what)
 {
     uint64_t *all = sr_calloc((size_t)c->size, sizeof *all);
-    c->backend->all_gather(c, &hash, all, 1, SR_DTYPE_I64, NULL);
+    struct sr_device *dev = c->dev; /* host values: no stream to wait for */
+    c->dev = NULL;
+    c->backend->all_gather(c, &hash, all, 1, SR_DTYPE_I64, NULL, NULL);
+    c->dev = dev;
     int bad = -1;
     for (int p = 1; p < c->size && bad < 0; p++)
         if (all[p] != all[0])

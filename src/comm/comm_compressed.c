@@ -80,11 +80,15 @@ static size_t block_len(size_t n, size_t c, int p)
     return off < n ? (n - off < c ? n - off : c) : 0;
 }
 
-/* The struct's buffers are about to be rewritten: a host-memory communicator
- * may still have an arrival of the last exchange queued on a stream. */
-static void before_reuse(struct sr_compressed *x)
+/* The struct's buffers are about to be rewritten by an exchange on `stream`
+ * while the last one's arrival (the stream wait, then the casts reading
+ * recv) may still be queued on armed_stream. On the same stream, order
+ * suffices: the pack runs after that arrival, and a bound communicator
+ * touches the buffers only once the stream reaches the call (comm.h); on
+ * another stream the host waits for it. */
+static void before_reuse(struct sr_compressed *x, sr_stream_t stream)
 {
-    if (x->armed)
+    if (x->armed && x->armed_stream != stream)
         sr_dev_sync(x->dev, x->armed_stream);
     x->armed = 0;
 }
@@ -146,7 +150,8 @@ void sr_compressed_free(struct sr_compressed *x)
     if (!x || !x->owned)
         return;
     SR_ASSERT(!x->work);
-    before_reuse(x);
+    if (x->armed) /* nothing queued may read them once freed */
+        sr_dev_sync(x->dev, x->armed_stream);
     if (x->device_memory) {
         sr_dev_free(x->dev, x->send);
         sr_dev_free(x->dev, x->recv);
@@ -190,7 +195,7 @@ void sr_compressed_all_to_allv(struct sr_compressed *x, sr_comm_t comm, const fl
     check_split(x);
     const int W = sr_comm_size(comm), me = sr_comm_rank(comm);
     SR_ASSERT(!x->work && send_counts[me] == recv_counts[me]);
-    before_reuse(x);
+    before_reuse(x, stream);
     struct seg_list l = segs_of(x, sr_op_cast_pack, stream);
     for (int p = 0; p < W; p++) {
         x->counts[p] = p == me ? 0 : send_counts[p];
@@ -227,7 +232,7 @@ void sr_compressed_reduce_scatter_start(struct sr_compressed *x, sr_comm_t comm,
     const size_t msg = count + 2 * n_exact;
     SR_ASSERT(n <= (size_t)W * count);
     check_fits(x, (size_t)W * msg, "reduce-scatter");
-    before_reuse(x);
+    before_reuse(x, stream);
     struct seg_list l = segs_of(x, sr_op_cast_pack, stream);
     for (int p = 0; p < W; p++) {
         x->counts[p] = p == me ? 0 : msg;
@@ -291,7 +296,7 @@ void sr_compressed_all_gather_start(struct sr_compressed *x, sr_comm_t comm, con
     check_split(x);
     SR_ASSERT(!x->work);
     check_fits(x, (size_t)sr_comm_size(comm) * count, "all-gather");
-    before_reuse(x);
+    before_reuse(x, stream);
     struct seg_list l = segs_of(x, sr_op_cast_pack, stream);
     segs_add(&l, send, x->send, count, x->dtype);
     segs_flush(&l);

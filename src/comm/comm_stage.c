@@ -1,8 +1,8 @@
 /*
- * Staging of device buffers for the host-memory communicators (single, MPI)
- * whose bound device's memory the host cannot address (a GPU; the opaque CPU
- * device): the transport only ever sees host memory (comm.h, "streams and
- * memory").
+ * Staging of device buffers for a host-memory backend (MPI; single copies
+ * on the stream instead) whose bound device's memory the host cannot
+ * address (a GPU; the opaque CPU device): the transport only ever sees host
+ * memory (comm.h, "streams and memory").
  *
  * Every device allocation that a collective of this communicator touches
  * gets a mirror: pinned host memory of the device (sr_dev_alloc_host) of the
@@ -11,15 +11,17 @@
  *   device allocation  [ ..... | region of the call | ..... ]
  *   its mirror         [ ..... | region of the call | ..... ]   host
  *
- * A call copies its send regions device -> mirror on the call's stream, the
- * dispatcher synchronises that stream (as for any host-memory communicator),
- * the transport runs on the mirrors, and the receive regions go back mirror
- * -> device on a stream once the collective is complete: at once for a
- * blocking call (stream-ordered: work issued on the stream afterwards sees
- * the result), at sr_comm_wait or a successful sr_comm_test (on the call's
- * stream), or, for sr_comm_stream_wait, on the waiting stream right after its
- * host function. An event after each copy back tells the next call that
- * writes the mirror when that copy has read it.
+ * A call copies its send regions device -> mirror on the call's stream and
+ * makes that stream wait for the last copy back out of its receive mirror;
+ * the backend records an event after that and its worker waits for the
+ * event (not the calling thread) before the transport runs on the mirrors.
+ * The receive regions go back mirror -> device on a stream once the
+ * collective is complete: at once for a blocking call (stream-ordered: work
+ * issued on the stream afterwards sees the result), at sr_comm_wait or a
+ * successful sr_comm_test (on the call's stream), or, for
+ * sr_comm_stream_wait, on the waiting stream right after the host function
+ * that waits for the collective. An event after each copy back tells the
+ * next call that writes the mirror when that copy has read it.
  *
  * Concurrent calls on one allocation use disjoint regions of its mirror (a
  * correct program never has two collectives in flight writing one region),
@@ -29,8 +31,9 @@
  * MIRRORS_MAX the least recently used idle one is dropped. Records of calls
  * in flight are recycled through a free list.
  *
- * All of it runs on the thread that drives the communicator: a stream's host
- * function that waits for a collective (comm.c) never touches it.
+ * All of it runs on the thread that drives the communicator: a backend's
+ * worker and a stream's host function that waits for a collective never
+ * touch it.
  */
 #include <stdint.h>
 #include <string.h>
@@ -40,7 +43,8 @@
 #include "shardrec/error.h"
 #include "comm/comm_internal.h"
 
-#define MIRRORS_MAX 64
+#define MIRRORS_MAX    64
+#define CALLS_RESERVED 32 /* call records made up front */
 
 struct mirror {
     char *base;         /* the device allocation; NULL: slot unused */
@@ -57,9 +61,8 @@ struct run {
 };
 
 struct sr_stage_call {
-    struct sr_stage_call *next;
-    sr_comm_work_t work; /* the backend's handle while in flight */
-    sr_stream_t stream;  /* the call's */
+    struct sr_stage_call *next; /* free list */
+    sr_stream_t stream;         /* the call's */
     struct mirror *in, *out;
     int num_runs, cap_runs;
     struct run *runs; /* receive regions to copy back */
@@ -68,7 +71,7 @@ struct sr_stage_call {
 struct sr_comm_stage {
     struct mirror mirrors[MIRRORS_MAX];
     uint64_t clock;
-    struct sr_stage_call *pending, *free_calls;
+    struct sr_stage_call *free_calls;
 };
 
 int sr_stage_on(sr_comm_t c)
@@ -76,10 +79,27 @@ int sr_stage_on(sr_comm_t c)
     return c->dev && c->memory == SR_COMM_MEMORY_HOST && !c->dev->host_visible;
 }
 
+static struct sr_stage_call *new_call(sr_comm_t c)
+{
+    struct sr_stage_call *k = sr_calloc(1, sizeof *k);
+    k->cap_runs = c->size;
+    k->runs = sr_calloc((size_t)c->size, sizeof *k->runs);
+    return k;
+}
+
+/* The communicator's staging state, made with CALLS_RESERVED call records:
+ * stream-waited calls are released only when their waits are issued, and
+ * more of them are in flight in a later step than in the first. */
 static struct sr_comm_stage *stage_of(sr_comm_t c)
 {
-    if (!c->stage)
-        c->stage = sr_calloc(1, sizeof *c->stage);
+    if (c->stage)
+        return c->stage;
+    c->stage = sr_calloc(1, sizeof *c->stage);
+    for (int i = 0; i < CALLS_RESERVED; i++) {
+        struct sr_stage_call *k = new_call(c);
+        k->next = c->stage->free_calls;
+        c->stage->free_calls = k;
+    }
     return c->stage;
 }
 
@@ -124,27 +144,33 @@ static struct mirror *mirror_of(sr_comm_t c, char *base, size_t bytes)
     return slot;
 }
 
-void sr_comm_register(sr_comm_t c, const void *buf)
+void sr_stage_register(sr_comm_t c, const void *buf)
 {
     void *base;
     size_t bytes;
-    if (c && c->size > 1 && sr_stage_on(c) && sr_dev_hidden(c->dev, buf, &base, &bytes))
+    if (c->size > 1 && sr_stage_on(c) && sr_dev_hidden(c->dev, buf, &base, &bytes))
         mirror_of(c, base, bytes);
+}
+
+int sr_stage_local_copy(sr_comm_t c, const void *send, void *recv, size_t bytes,
+                        sr_stream_t stream)
+{
+    if (c->size != 1 || !sr_stage_on(c) || !sr_dev_hidden(c->dev, recv, NULL, NULL))
+        return 0; /* a host recv must hold the result when a blocking call returns */
+    if (send != recv)
+        sr_dev_copy(c->dev, recv, send, bytes, stream);
+    return 1;
 }
 
 struct sr_stage_call *sr_stage_begin(sr_comm_t c, sr_stream_t stream)
 {
     struct sr_comm_stage *st = stage_of(c);
     struct sr_stage_call *k = st->free_calls;
-    if (k) {
+    if (k)
         st->free_calls = k->next;
-    } else {
-        k = sr_calloc(1, sizeof *k);
-        k->cap_runs = c->size;
-        k->runs = sr_calloc((size_t)c->size, sizeof *k->runs);
-    }
+    else
+        k = new_call(c);
     k->next = NULL;
-    k->work = NULL;
     k->stream = stream;
     k->in = k->out = NULL;
     k->num_runs = 0;
@@ -224,16 +250,15 @@ void *sr_stage_out(sr_comm_t c, struct sr_stage_call *k, void *buf, const size_t
     struct mirror *m = regions(c, buf, counts, displs, n, es, k->runs, &k->num_runs, &off);
     if (!m)
         return buf;
+    after_copy_back(c->dev, m, k->stream); /* a copy back may still read it */
     m->busy++;
     k->out = m;
     return m->host + off;
 }
 
-void sr_stage_ready(sr_comm_t c, struct sr_stage_call *k)
+sr_stream_t sr_stage_stream(const struct sr_stage_call *k)
 {
-    struct mirror *m = k->out;
-    if (m && !sr_dev_event_query(c->dev, m->copied)) /* a copy back may still read it */
-        sr_dev_event_sync(c->dev, m->copied);
+    return k->stream;
 }
 
 /* The receive regions back to the device, on `stream`. */
@@ -250,31 +275,10 @@ static void copy_back(sr_comm_t c, struct sr_stage_call *k, sr_stream_t stream)
     m->stream = stream;
 }
 
-void sr_stage_end(sr_comm_t c, struct sr_stage_call *k, sr_comm_work_t *work)
+void sr_stage_end(sr_comm_t c, struct sr_stage_call *k, sr_stream_t stream)
 {
-    if (!work || !*work) {
-        copy_back(c, k, k->stream);
-        release(c, k);
-        return;
-    }
-    k->work = *work;
-    k->next = c->stage->pending;
-    c->stage->pending = k;
-}
-
-void sr_stage_complete(sr_comm_t c, sr_comm_work_t work, int on_stream, sr_stream_t stream)
-{
-    if (!c->stage || !work)
-        return;
-    for (struct sr_stage_call **pp = &c->stage->pending; *pp; pp = &(*pp)->next) {
-        struct sr_stage_call *k = *pp;
-        if (k->work != work)
-            continue;
-        *pp = k->next;
-        copy_back(c, k, on_stream ? stream : k->stream);
-        release(c, k);
-        return;
-    }
+    copy_back(c, k, stream);
+    release(c, k);
 }
 
 void sr_stage_free(sr_comm_t c)
@@ -282,7 +286,6 @@ void sr_stage_free(sr_comm_t c)
     struct sr_comm_stage *st = c->stage;
     if (!st)
         return;
-    SR_ASSERT(!st->pending); /* the backend aborts first on an unwaited handle */
     for (int i = 0; i < MIRRORS_MAX; i++)
         if (st->mirrors[i].base)
             mirror_drop(c->dev, &st->mirrors[i]);

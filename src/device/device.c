@@ -129,12 +129,20 @@ void sr_dev_memset(struct sr_device *dev, void *p, int value, size_t bytes, sr_s
         dev->mem->memset(dev, p, value, bytes, s);
 }
 
-/* Host waits so far (sr_dev_sync_count): relaxed, a statistic only. */
+/* Host waits so far (sr_dev_sync_count): relaxed, a statistic only. A
+ * thread that said so (sr_dev_count_host_waits(0)) is left out. */
 static atomic_uint_least64_t stream_syncs, event_syncs;
+static _Thread_local int uncounted;
+
+void sr_dev_count_host_waits(int counted)
+{
+    uncounted = !counted;
+}
 
 void sr_dev_sync(struct sr_device *dev, sr_stream_t s)
 {
-    atomic_fetch_add_explicit(&stream_syncs, 1, memory_order_relaxed);
+    if (!uncounted)
+        atomic_fetch_add_explicit(&stream_syncs, 1, memory_order_relaxed);
     dev->mem->stream_sync(dev, s);
 }
 
@@ -205,7 +213,8 @@ void sr_dev_stream_wait_event(struct sr_device *dev, sr_stream_t s, sr_event_t e
 
 void sr_dev_event_sync(struct sr_device *dev, sr_event_t e)
 {
-    atomic_fetch_add_explicit(&event_syncs, 1, memory_order_relaxed);
+    if (!uncounted)
+        atomic_fetch_add_explicit(&event_syncs, 1, memory_order_relaxed);
     dev->mem->event_sync(dev, e);
 }
 

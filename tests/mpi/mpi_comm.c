@@ -9,6 +9,7 @@
  * under emulated and detected nodes with exact intra/inter byte counters,
  * sr_comm_check_same, ranks-per-node errors, and every collective on device
  * memory that the host cannot touch (the opaque CPU device: comm.h's staging).
+ * Stream order and host waits are tests/mpi/mpi_comm_stream.c's.
  *
  * Rank 0 prints one summary line; the exit status is 1 on every rank if any
  * check failed on any rank. `mpi_comm --abort-large` must die with a message
@@ -552,49 +553,6 @@ static int abort_large(sr_comm_t world)
     return 0; /* the script expects a non-zero status */
 }
 
-/* Stream order, on the deferred CPU device (ops run only when waited for):
- * a collective reads its send buffer only after the stream's earlier work
- * (here: a queued op that produces it), and sr_comm_stream_wait holds the
- * stream's later work until the collective's result is in recv. Without the
- * binding the same program sends the poisoned bytes: checked too, so the
- * test proves the ordering is what makes the result right. */
-static void test_stream_order(sr_comm_t world)
-{
-    struct sr_device *dev = sr_cpu_deferred_device();
-    const int W = sr_comm_size(world), me = sr_comm_rank(world);
-    enum { N = 64 };
-    float x[N], send[N], recv[N], out[N];
-    for (int bound = 0; bound < 2; bound++) {
-        sr_comm_t c = sr_comm_dup(world);
-        if (bound)
-            sr_comm_bind_device(c, dev);
-        sr_stream_t s = sr_dev_stream_create(dev);
-        for (int i = 0; i < N; i++)
-            x[i] = (float)(me + 1) * (float)(i + 1);
-        dev->dense->relu_forward(dev, s, x, send, N); /* send = x, queued */
-        sr_comm_work_t work;
-        sr_comm_all_reduce(c, send, recv, N, SR_DTYPE_F32, SR_REDUCE_SUM, s, &work);
-        if (bound) {
-            sr_comm_stream_wait(c, work, s);
-            sr_dev_copy(dev, out, recv, sizeof out, s); /* after the collective */
-            sr_dev_sync(dev, s);
-        } else {
-            sr_comm_wait(c, work);
-            sr_dev_sync(dev, s);
-            memcpy(out, recv, sizeof out);
-        }
-        int wrong = 0;
-        for (int i = 0; i < N; i++)
-            wrong += out[i] != (float)(W * (W + 1) / 2) * (float)(i + 1);
-        if (bound)
-            CHECK(wrong == 0, "stream-ordered all_reduce: %d of %d values wrong", wrong, N);
-        else
-            CHECK(wrong == N, "unbound: the poisoned send should have travelled (%d wrong)", wrong);
-        sr_dev_stream_destroy(dev, s);
-        sr_comm_free(c);
-    }
-}
-
 /* ---- device buffers the host cannot touch (comm.h's staging) ------------------------ */
 
 /* n floats host <-> device of the opaque CPU device, waited for. */
@@ -751,7 +709,6 @@ int main(int argc, char **argv)
     test_outstanding(world);
     test_progress(world);
     test_dup(world);
-    test_stream_order(world);
     test_staged(world);
     test_check_same(world);
     test_bad_ranks_per_node(W);

@@ -24,6 +24,17 @@
  * when the op is queued, as a kernel launch copies its parameters.
  *
  * One recursive lock guards all queues; ops run on the thread that waits.
+ * A host function runs without it (every level this thread holds is let go
+ * and taken back after), as on a GPU, where a host function that blocks
+ * holds up its stream but not the device: a communication worker blocked in
+ * one (waiting for a collective) must not stop another thread, say the
+ * collective's own worker, from running the ops its start waits for. While
+ * an item of a stream is in progress (a host function, or a wait whose
+ * flush reached one), that stream is marked running by its thread; any
+ * other thread that needs the stream's later items waits, lock let go,
+ * until the item is done, so a stream's items still run one at a time and
+ * in order. A wait is needed only for items not yet done, so a thread never
+ * waits for the item in progress that it is itself inside.
  * The device allocates with libc (not the counting allocator), so its
  * bookkeeping does not show up as allocations in the training loop.
  */
@@ -31,6 +42,7 @@
 #include <stdatomic.h>
 #include <stdalign.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -47,6 +59,7 @@
 struct sr_stream {
     struct item *head, *tail;
     int64_t issued, done; /* items queued and run, ever */
+    const void *runner;   /* the thread (its `self` token) running an item of it, or NULL */
     struct sr_stream *next_stream;
 };
 
@@ -72,15 +85,69 @@ static void lock_init(void)
     pthread_mutexattr_destroy(&a);
 }
 
+static _Thread_local int depth; /* levels of `lock` this thread holds */
+static _Thread_local char self;  /* its address names this thread (sr_stream.runner) */
+
+/* A thread waiting for a running stream sleeps on idle_cv until idle_gen
+ * moves: each item done while someone waits moves it. */
+static pthread_mutex_t idle_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t idle_cv = PTHREAD_COND_INITIALIZER;
+static uint64_t idle_gen;
+static atomic_int idle_waiters;
+
 static void enter(void)
 {
     pthread_once(&lock_once, lock_init);
     pthread_mutex_lock(&lock);
+    depth++;
 }
 
 static void leave(void)
 {
+    depth--;
     pthread_mutex_unlock(&lock);
+}
+
+/* Let go of every level of the lock this thread holds; returns how many. */
+static int release_all(void)
+{
+    int d = depth;
+    depth = 0;
+    for (int i = 0; i < d; i++)
+        pthread_mutex_unlock(&lock);
+    return d;
+}
+
+static void reacquire(int d)
+{
+    for (int i = 0; i < d; i++)
+        pthread_mutex_lock(&lock);
+    depth = d;
+}
+
+/* Under the lock: sleep, lock let go, until another thread finishes an item. */
+static void wait_idle(void)
+{
+    pthread_mutex_lock(&idle_mu);
+    uint64_t gen = idle_gen;
+    atomic_fetch_add(&idle_waiters, 1);
+    int d = release_all();
+    while (gen == idle_gen)
+        pthread_cond_wait(&idle_cv, &idle_mu);
+    atomic_fetch_sub(&idle_waiters, 1);
+    pthread_mutex_unlock(&idle_mu);
+    reacquire(d);
+}
+
+/* Under the lock, after an item is done: wake the threads wait_idle holds. */
+static void notify_idle(void)
+{
+    if (!atomic_load(&idle_waiters))
+        return;
+    pthread_mutex_lock(&idle_mu);
+    idle_gen++;
+    pthread_cond_broadcast(&idle_cv);
+    pthread_mutex_unlock(&idle_mu);
 }
 
 void *sr_deferred_xmalloc(size_t bytes)
@@ -208,7 +275,8 @@ void sr_deferred_enqueue(sr_stream_t s, struct item *it)
 static void run_host_fn(struct item *it);
 
 /* Run one item; device memory is open (flush), except for a host function,
- * which may no more touch device memory than it may on a GPU. */
+ * which may no more touch device memory than it may on a GPU, and runs
+ * without the lock (see the top of this file). */
 static void run_item(struct item *it)
 {
     /* Last first: where in-place regions of one op overlap, the first one
@@ -220,7 +288,9 @@ static void run_item(struct item *it)
         }
     if (it->run == run_host_fn) {
         int was_open = sr_opaque_set_access(0);
+        int d = release_all();
         it->run(it);
+        reacquire(d);
         sr_opaque_set_access(was_open);
     } else {
         it->run(it);
@@ -234,18 +304,30 @@ static void run_item(struct item *it)
 }
 
 /* Run st's queued items until `upto` of them have run in all, with the
- * opaque device's memory open for them. */
+ * opaque device's memory open for them. When another thread is running one
+ * of st's items (its lock let go in a host function), wait for it first. */
 static void flush(struct sr_stream *st, int64_t upto)
 {
     enter();
-    int was_open = st->done < upto && st->head ? sr_opaque_set_access(1) : -1;
-    while (st->done < upto && st->head) {
+    int was_open = -1;
+    while (st->done < upto && (st->head || (st->runner && st->runner != &self))) {
+        if (st->runner && st->runner != &self) {
+            wait_idle();
+            continue;
+        }
+        int prev = sr_opaque_set_access(1); /* another thread may have shut it meanwhile */
+        if (was_open < 0)
+            was_open = prev;
         struct item *it = st->head;
         st->head = it->next;
         if (!st->head)
             st->tail = NULL;
+        const void *outer = st->runner; /* this thread's, or NULL */
+        st->runner = &self;
         run_item(it); /* may flush other streams (a wait), never st itself */
+        st->runner = outer;
         st->done++;
+        notify_idle();
     }
     if (was_open >= 0)
         sr_opaque_set_access(was_open);
@@ -431,8 +513,11 @@ struct marker_args {
 static void run_marker(struct item *it)
 {
     struct marker_args *a = (void *)it->args;
-    if (a->e->generation == a->generation)
-        a->e->time_ns = sr_clock_ns();
+    if (a->e->generation != a->generation)
+        return;
+    a->e->time_ns = sr_clock_ns();
+    a->e->stream = NULL; /* complete: it no longer names its stream, which may be destroyed
+                            before the event (a comm work item's event outlives streams) */
 }
 
 static void d_event_record(struct sr_device *dev, sr_event_t e, sr_stream_t s)
