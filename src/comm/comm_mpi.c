@@ -5,7 +5,7 @@
  * communicators (each owns an MPI communicator, a queue and a worker
  * thread; dup and splits run through the parent's queue, since
  * MPI_Comm_split is collective on it), the backend table and finalize. The
- * other parts (comm_mpi.h lists them): the queue and worker with the stream
+ * other parts (comm_mpi_internal.h lists them): the queue and worker with the stream
  * order (comm_mpi_queue.c), the collectives (comm_mpi_coll.c) and the
  * deadline's probe (comm_mpi_probe.c).
  *
@@ -38,19 +38,10 @@ int sr_comm_is_mpi_launch(void)
 
 #include "shardrec/alloc.h"
 #include "shardrec/log.h"
-#include "comm/comm_mpi.h"
+#include "comm/comm_mpi_internal.h"
 
 static int mpi_started_here;
 static atomic_int live_comms;
-
-const char *sr_mpi_error_string(int rc)
-{
-    static _Thread_local char buf[MPI_MAX_ERROR_STRING];
-    int len = 0;
-    if (MPI_Error_string(rc, buf, &len) != MPI_SUCCESS)
-        snprintf(buf, sizeof buf, "MPI error %d", rc);
-    return buf;
-}
 
 static void mpi_busy(sr_comm_t c, double seconds[SR_COLL_COUNT])
 {

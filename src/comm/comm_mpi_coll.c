@@ -21,7 +21,7 @@
 #include <string.h>
 
 #include "shardrec/alloc.h"
-#include "comm/comm_mpi.h"
+#include "comm/comm_mpi_internal.h"
 
 /* The contiguous region of `count` elements at a buffer's start. */
 static const size_t zero_displ = 0;

@@ -40,7 +40,17 @@
 #include "shardrec/alloc.h"
 #include "shardrec/clock.h"
 #include "shardrec/log.h"
-#include "comm/comm_mpi.h"
+#include "comm/comm_mpi_internal.h"
+
+/* MPI's message for a status (SR_MPI_CHECK's). */
+const char *sr_mpi_error_string(int rc)
+{
+    static _Thread_local char buf[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    if (MPI_Error_string(rc, buf, &len) != MPI_SUCCESS)
+        snprintf(buf, sizeof buf, "MPI error %d", rc);
+    return buf;
+}
 
 #define RESPOND_NS 10000000L /* the responder polls for probes this often */
 #define TAG_QUERY  1         /* probe_comm tags: {id, seq} to a peer, */

@@ -72,7 +72,7 @@
 #include "shardrec/clock.h"
 #include "shardrec/device.h"
 #include "shardrec/trace.h"
-#include "comm/comm_mpi.h"
+#include "comm/comm_mpi_internal.h"
 
 #define SPIN_NS     50000L  /* poll without sleeping this long after a collective starts */
 #define POLL_MAX_NS 100000L /* then sleep at most this long between two polls */

@@ -13,8 +13,8 @@
  * split): the caller fills it and submits it; the communicator's worker runs
  * it; the caller (or a stream's host function) waits for it and releases it.
  */
-#ifndef SHARDREC_COMM_MPI_H
-#define SHARDREC_COMM_MPI_H
+#ifndef SHARDREC_COMM_MPI_INTERNAL_H
+#define SHARDREC_COMM_MPI_INTERNAL_H
 
 #include <mpi.h>
 #include <pthread.h>
