@@ -35,23 +35,7 @@
 #include "device/cpu/cpu_device.h"
 #include "device/ops_dense.h"
 
-static long long checks, failures;
-
-#define CHECK(cond, ...) check_at(!!(cond), __LINE__, __VA_ARGS__)
-
-static void check_at(int ok, int line, const char *fmt, ...)
-{
-    checks++;
-    if (ok)
-        return;
-    failures++;
-    va_list ap;
-    va_start(ap, fmt);
-    fprintf(stderr, "[rank %d] mpi_comm_stream.c:%d: FAIL: ", sr_get_rank(), line);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
-    va_end(ap);
-}
+#include "mpi_check.h"
 
 enum { N = 64 };
 

@@ -36,23 +36,7 @@
 #define SLACK(t)   (5 * (t) + 0.5) /* generous upper bound on a shared machine */
 #define FLOATS(by) ((size_t)(by) / sizeof(float))
 
-static long long checks, failures;
-
-#define CHECK(cond, ...) check_at(!!(cond), __LINE__, __VA_ARGS__)
-
-static void check_at(int ok, int line, const char *fmt, ...)
-{
-    checks++;
-    if (ok)
-        return;
-    failures++;
-    va_list ap;
-    va_start(ap, fmt);
-    fprintf(stderr, "[rank %d] mpi_link.c:%d: FAIL: ", sr_get_rank(), line);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
-    va_end(ap);
-}
+#include "mpi_check.h"
 
 static void say(sr_comm_t c, const char *fmt, ...)
 {
