@@ -3,14 +3,17 @@
 # run after their call returns (here the deferred CPU device, SR_CPU_DEFERRED=1,
 # which runs a stream's ops only when something waits for them, as a GPU runs
 # them later than the host issues them), the trace has, beside the host's
-# "compute" track, "device compute" and "device copy" tracks that say when the
-# device ran each stage. For 1 rank (the plain EBC) and 2 ranks (the sharded
+# "compute" track, a device track per stream ("device compute", "device
+# copy", "device sparse", "device dense") that says when the device ran each
+# stage. For 1 rank (the plain EBC) and 2 ranks (the sharded
 # EBC: input dist, output dist, gradient dist), with --pipeline sparse-dist
 # and none, it checks on every rank that:
 #   - every host stage span of the window's steps has exactly one device span
-#     of the same name and step, on "device copy" for the pipeline's copies
-#     and on "device compute" for the rest, and host-only stages (load,
-#     data.wait, comm.wait) have none;
+#     of the same name and step, on the track of the stream the stage runs
+#     on: "device copy" for the batches' copies, "device sparse" for the
+#     embedding exchanges (2 ranks), "device dense" for the gradient buckets,
+#     "device compute" for the rest; host-only stages (load, data.wait,
+#     comm.wait) have none;
 #   - no device span starts before its host span started (the device cannot
 #     run what the host has not issued yet), within 50 us plus twice the
 #     clock anchor's uncertainty that the summary reports (an anchor 1 ms off
@@ -64,24 +67,34 @@ for r in range(W):
             bad.append("rank %d: device tracks %s on the immediate CPU device" % (r, dev_tracks))
         continue
     host = [e for e in on(r, "compute") if e["name"] not in HOST_ONLY]
-    dcomp, dcopy = on(r, "device compute"), on(r, "device copy")
-    n_dev += len(dcomp) + len(dcopy)
+    SPARSE = ("input_dist.counts", "input_dist.data", "output_dist", "emb_grad_dist")
+    def lane(e):
+        n = e["name"]
+        if n == "copy":
+            return "device copy"
+        if n.startswith("allreduce.bucket"):
+            return "device dense"
+        if W > 1 and n in SPARSE:
+            return "device sparse"
+        return "device compute"
+    LANES = ("device compute", "device copy", "device sparse", "device dense")
     key = lambda e: (e["name"], e["args"]["step"])
-    want_comp = Counter(key(e) for e in host if not (piped and e["name"] == "copy"))
-    want_copy = Counter(key(e) for e in host if piped and e["name"] == "copy")
-    if Counter(map(key, dcomp)) != want_comp:
-        bad.append("rank %d: device compute spans %s differ from the host's %s" %
-                   (r, sorted((Counter(map(key, dcomp)) - want_comp).items())[:5],
-                    sorted((want_comp - Counter(map(key, dcomp))).items())[:5]))
-    if Counter(map(key, dcopy)) != want_copy:
-        bad.append("rank %d: device copy spans %s, host copies %s" %
-                   (r, sorted(Counter(map(key, dcopy)).items()), sorted(want_copy.items())))
+    dev = {l: on(r, l) for l in LANES}
+    dcomp = dev["device compute"]
+    n_dev += sum(len(v) for v in dev.values())
+    for l in LANES:
+        want_l = Counter(key(e) for e in host if lane(e) == l)
+        got_l = Counter(map(key, dev[l]))
+        if got_l != want_l:
+            bad.append("rank %d: %s spans: extra %s, missing %s" %
+                       (r, l, sorted((got_l - want_l).items())[:5],
+                        sorted((want_l - got_l).items())[:5]))
     # causality: the k-th device span of (name, step) starts after the k-th host one
     hosts = defaultdict(list)
     for e in sorted(host, key=lambda e: float(e["ts"])):
         hosts[key(e)].append(float(e["ts"]))
     seen = Counter()
-    for e in sorted(dcomp + dcopy, key=lambda e: float(e["ts"])):
+    for e in sorted(sum(dev.values(), []), key=lambda e: float(e["ts"])):
         k = key(e)
         i = seen[k]
         seen[k] += 1

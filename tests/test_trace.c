@@ -163,7 +163,7 @@ static void test_device_spans_time_the_device(void **state)
     struct sr_device *dev = sr_cpu_deferred_device();
     sr_trace_init(4, 256);
     sr_trace_thread_name("compute");
-    struct sr_device_spans *ds = sr_device_spans_create(dev, 0, NULL, 0, NULL);
+    struct sr_device_spans *ds = sr_device_spans_create(dev, &(struct sr_device_span_streams){0});
     sr_trace_set_marker(sr_device_spans_mark, ds);
     sr_trace_set_recording(1);
     for (int64_t step = 1; step <= 3; step++) {
@@ -216,7 +216,7 @@ static void test_device_spans_pool_and_pause(void **state)
 {
     struct sr_device *dev = sr_cpu_deferred_device();
     sr_trace_init(4, 4096);
-    struct sr_device_spans *ds = sr_device_spans_create(dev, 0, NULL, 0, NULL);
+    struct sr_device_spans *ds = sr_device_spans_create(dev, &(struct sr_device_span_streams){0});
     sr_trace_set_marker(sr_device_spans_mark, ds);
     sr_trace_set_recording(1);
     for (int i = 0; i < 1500; i++) { /* 3000 events, more than the pool's 2048 */

@@ -17,10 +17,11 @@
 #define REANCHOR_MS 1000.0f
 #define REANCHOR_HOST_NS 1000000000LL /* re-read the host clock when recording starts later */
 
-enum { LANE_NONE = -1, LANE_COMPUTE = 0, LANE_COPY, LANE_EMB, LANE_COUNT };
+enum { LANE_NONE = -1, LANE_COMPUTE = 0, LANE_COPY, LANE_EMB, LANE_SPARSE, LANE_DENSE, LANE_COUNT };
 
 static const char *const lane_names[LANE_COUNT] = {"device compute", "device copy",
-                                                   "device embedding backward"};
+                                                   "device embedding backward", "device sparse",
+                                                   "device dense"};
 
 struct mark {
     int lane, span, index;
@@ -61,6 +62,13 @@ static int lane_of(const struct sr_device_spans *ds, enum sr_span s)
         return ds->present[LANE_COPY] ? LANE_COPY : LANE_COMPUTE;
     case SR_SPAN_EMB_BACKWARD:
         return ds->present[LANE_EMB] ? LANE_EMB : LANE_COMPUTE;
+    case SR_SPAN_INPUT_DIST_COUNTS:
+    case SR_SPAN_INPUT_DIST_DATA:
+    case SR_SPAN_OUTPUT_DIST:
+    case SR_SPAN_EMB_GRAD_DIST:
+        return ds->present[LANE_SPARSE] ? LANE_SPARSE : LANE_COMPUTE;
+    case SR_SPAN_ALLREDUCE_BUCKET:
+        return ds->present[LANE_DENSE] ? LANE_DENSE : LANE_COMPUTE;
     default:
         return LANE_COMPUTE;
     }
@@ -77,17 +85,18 @@ static void anchor_clock(struct sr_device_spans *ds)
     ds->anchor_err_ns = (b - a + 1) / 2;
 }
 
-struct sr_device_spans *sr_device_spans_create(struct sr_device *dev, int has_copy,
-                                               sr_stream_t copy, int has_emb_backward,
-                                               sr_stream_t emb_backward)
+struct sr_device_spans *sr_device_spans_create(struct sr_device *dev,
+                                               const struct sr_device_span_streams *st)
 {
     struct sr_device_spans *ds = sr_calloc(1, sizeof *ds);
     ds->dev = dev;
     ds->present[LANE_COMPUTE] = 1;
-    ds->present[LANE_COPY] = has_copy;
-    ds->stream[LANE_COPY] = copy;
-    ds->present[LANE_EMB] = has_emb_backward;
-    ds->stream[LANE_EMB] = emb_backward;
+    const sr_stream_t streams[LANE_COUNT] = {NULL, st->copy, st->emb_backward, st->sparse,
+                                             st->dense};
+    for (int l = LANE_COPY; l < LANE_COUNT; l++) {
+        ds->present[l] = streams[l] != NULL;
+        ds->stream[l] = streams[l];
+    }
     for (int l = 0; l < LANE_COUNT; l++)
         ds->track[l] = -2;
     for (int k = 0; k < POOL_EVENTS; k++)

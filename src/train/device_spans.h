@@ -14,7 +14,10 @@
  * Lanes: a stage's events go to the stream its work goes to: the copy of
  * the pipeline's next batch to the copy stream ("device copy"), the plain
  * EBC's forked embedding backward to its stream ("device embedding
- * backward"), the rest to the compute stream ("device compute"). Host-only
+ * backward"), the embedding exchanges (input dist, output dist, gradient
+ * dist) to the sparse stream ("device sparse"), the gradient buckets to the
+ * dense stream ("device dense"), the rest to the compute stream ("device
+ * compute"). Host-only
  * stages (load, data.wait, comm.wait) get no device span. While paused (a
  * CUDA graph being captured) spans get no events; a replayed step shows as
  * one device "step" span.
@@ -42,12 +45,16 @@
 
 struct sr_device_spans;
 
-/* copy, emb_backward: the streams of those lanes; has_*: 0 when that work
- * runs on the compute stream (NULL). Syncs the compute stream (start-up
- * only) to anchor the clock. */
-struct sr_device_spans *sr_device_spans_create(struct sr_device *dev, int has_copy,
-                                               sr_stream_t copy, int has_emb_backward,
-                                               sr_stream_t emb_backward);
+/* The streams stages run on besides the compute stream (NULL): each
+ * present one gets a track of its own ("device copy", "device embedding
+ * backward", "device sparse" for the embedding exchanges, "device dense"
+ * for the gradient buckets); NULL: that work runs on the compute stream. */
+struct sr_device_span_streams {
+    sr_stream_t copy, emb_backward, sparse, dense;
+};
+/* Syncs the compute stream (start-up only) to anchor the clock. */
+struct sr_device_spans *sr_device_spans_create(struct sr_device *dev,
+                                               const struct sr_device_span_streams *st);
 /* The marker for sr_trace_set_marker (ctx: the sr_device_spans). */
 void sr_device_spans_mark(void *ctx, enum sr_span s, int index, int64_t step, int end);
 /* Spans begun while paused get no events (NULL ds: no-op). */

@@ -140,10 +140,11 @@ int sr_trainer_trace_init(struct sr_trainer *t)
     sr_trace_set_window(t->trace.first, t->trace.last); /* the pipeline records ahead */
     align_clocks(t);
     if (!t->dev->host_immediate) { /* when the device ran each stage (device_spans.h) */
-        const struct sr_pipe *p = &t->pipe;
-        int piped = t->cfg->pipeline == SR_PIPELINE_SPARSE_DIST;
-        t->trace.dspans = sr_device_spans_create(t->dev, piped, t->streams.copy,
-                                           piped && p->emb_stream, p->emb_stream);
+        const struct sr_device_span_streams st = {.copy = t->streams.copy,
+                                                  .emb_backward = t->pipe.emb_stream,
+                                                  .sparse = t->sebc ? t->streams.sparse : NULL,
+                                                  .dense = t->streams.dense};
+        t->trace.dspans = sr_device_spans_create(t->dev, &st);
         sr_trace_set_marker(sr_device_spans_mark, t->trace.dspans);
     }
     return SR_OK;
