@@ -278,12 +278,26 @@ static void stream_wait_fn(void *arg)
         sr_comm_wait_exposed(s->c, host_wait, w);
 }
 
+/* On CUDA the caller waits on the host instead of a host function on the
+ * stream: CUDA may run the host functions of all streams one at a time, so
+ * one blocked on a collective would hold up another stream's (the sparse and
+ * dense communicators' waits, whose collectives may wait on those streams),
+ * and the step could deadlock. The NCCL backend, which waits on the device,
+ * needs none of this. */
+static int host_waits_instead(sr_comm_t c)
+{
+    return c->dev && c->dev->kind == SR_DEVICE_CUDA;
+}
+
 void sr_mpi_stream_wait(sr_comm_t c, sr_comm_work_t w, sr_stream_t stream)
 {
     SR_ASSERT(w->owner == c->state && w->in_use);
     struct sr_stage_call *k = w->stage; /* the function may release w at once */
     w->stage = NULL;
-    sr_dev_launch_host_fn(c->dev, stream, stream_wait_fn, w);
+    if (host_waits_instead(c))
+        sr_comm_wait_exposed(c, host_wait, w);
+    else
+        sr_dev_launch_host_fn(c->dev, stream, stream_wait_fn, w);
     stage_end(c, k, 0, stream); /* staged results back, after it */
 }
 
