@@ -40,7 +40,8 @@ if [ -f tests/fuzz/fuzz_config.c ]; then
     build fuzz_config tests/fuzz/fuzz_config.c src/train/train_config.c src/train/train_memory.c \
         src/plan/plan.c src/core/table_config.c src/core/rng.c src/core/optim_config.c src/core/half.c \
         src/core/tensor.c src/data/zipf.c src/data/synthetic.c src/data/teacher.c \
-        src/model/dlrm_config.c src/model/interaction.c src/train/metrics.c -lcjson
+        src/model/dlrm_config.c src/model/interaction.c src/train/metrics.c \
+        src/device/ops.c src/device/device.c -lcjson
     targets="$targets fuzz_config"
 fi
 if [ -f tests/fuzz/fuzz_plan.c ]; then
