@@ -635,6 +635,7 @@ int sr_sharded_ebc_init(struct sr_sharded_ebc **out, struct sr_device *dev,
         sr_sharded_ebc_free(s);
         return rc;
     }
+    sr_sharded_local_init(s);
     s->sd = dev->sparse_dist;
     size_input_dist(s);
     build_sd_layout(s);
@@ -675,7 +676,7 @@ void sr_sharded_ebc_free(struct sr_sharded_ebc *s)
     void *host[] = {s->feature_col,  s->slots,      s->first_slot,  s->block,     s->nslots_at,
                     s->slot_at,      s->group_out,  s->count_displ, s->a_counts,  s->a_displs,
                     s->b_counts,     s->b_displs,   s->dp_grad,     s->dp_counts, s->wire_scounts,
-                    s->wire_rcounts, s->wire_displs};
+                    s->wire_rcounts, s->wire_displs, s->local_features};
     for (size_t i = 0; i < sizeof host / sizeof host[0]; i++)
         sr_free(host[i]);
     sr_dev_free_host(s->dev, s->wire_send);

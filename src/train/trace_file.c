@@ -142,7 +142,7 @@ int sr_trainer_trace_init(struct sr_trainer *t)
     if (!t->dev->host_immediate) { /* when the device ran each stage (device_spans.h) */
         const struct sr_device_span_streams st = {.copy = t->streams.copy,
                                                   .emb_backward = t->pipe.emb_stream,
-                                                  .sparse = t->sebc ? t->streams.sparse : NULL,
+                                                  .sparse = t->streams.sparse,
                                                   .dense = t->streams.dense};
         t->trace.dspans = sr_device_spans_create(t->dev, &st);
         sr_trace_set_marker(sr_device_spans_mark, t->trace.dspans);
