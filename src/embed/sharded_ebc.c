@@ -230,9 +230,13 @@ static void init_shard(struct sr_sharded_ebc *s, struct sr_emb_table *tab, int t
     tab->rows = sh->rows;
     tab->dim = sh->cols;
     char what[SR_NAME_MAX + 128];
-    snprintf(what, sizeof what,
-             "table '%s' shard (%lld rows x %d from row %lld, weights and optimizer state)",
-             tc->name, (long long)sh->rows, sh->cols, (long long)sh->row_offset);
+    if (sh->rows == tc->num_embeddings && sh->cols == tc->embedding_dim) /* whole, as ebc.c */
+        snprintf(what, sizeof what, "table '%s' (%lld rows x %d, weights and optimizer state)",
+                 tc->name, (long long)sh->rows, sh->cols);
+    else
+        snprintf(what, sizeof what,
+                 "table '%s' shard (%lld rows x %d from row %lld, weights and optimizer state)",
+                 tc->name, (long long)sh->rows, sh->cols, (long long)sh->row_offset);
     tab->weight = sr_dev_alloc_named(s->dev, sizeof(float) * (wf + sf + 16), what);
     tab->state = sf ? tab->weight + wf : NULL;
 
