@@ -142,7 +142,10 @@ int sr_trainer_trace_init(struct sr_trainer *t)
     if (!t->dev->host_immediate) { /* when the device ran each stage (device_spans.h) */
         const struct sr_device_span_streams st = {.copy = t->streams.copy,
                                                   .emb_backward = t->pipe.emb_stream,
-                                                  .sparse = t->streams.sparse,
+                                                  /* local mode: nothing runs on it */
+                                                  .sparse = sr_sharded_ebc_is_local(t->sebc)
+                                                                ? NULL
+                                                                : t->streams.sparse,
                                                   .dense = t->streams.dense};
         t->trace.dspans = sr_device_spans_create(t->dev, &st);
         sr_trace_set_marker(sr_device_spans_mark, t->trace.dspans);
