@@ -300,8 +300,9 @@ void sr_sharded_ebc_update(struct sr_sharded_ebc *s, struct sr_sharded_ebc_batch
  * Σ D), device, from now on (NULL, NULL: none). output_dist_wait and
  * grad_dist_start must then be given these very pointers (aborts
  * otherwise); in local mode the lookup writes pooled and the update reads
- * dpooled, with no copy of the pooled block. Elsewhere it changes nothing.
- * Not collective. */
+ * dpooled, with no copy of the pooled block, and a context bound to both
+ * frees its own two blocks (unbinding allocates them again: bind before
+ * the training loop). Elsewhere it changes nothing. Not collective. */
 void sr_sharded_ebc_batch_bind(struct sr_sharded_ebc *s, struct sr_sharded_ebc_batch *b,
                                float *pooled, const float *dpooled);
 /* 1 when s runs in local mode (above). */

@@ -647,6 +647,8 @@ int sr_sharded_ebc_init(struct sr_sharded_ebc **out, struct sr_device *dev,
     s->stats.id_words = s->id_words;
     s->batch0 = sr_sharded_batch_alloc(s);
     s->batch0->internal = 1;
+    if (s->local) /* forward and backward bind the caller's buffers */
+        sr_sharded_batch_local_blocks(s->batch0, 0);
     sr_dev_sync(dev, NULL);
     *out = s;
     return SR_OK;

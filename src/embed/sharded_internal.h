@@ -244,6 +244,9 @@ static inline void sr_sharded_complete(struct sr_sharded_ebc *s, sr_comm_t comm,
 /* sharded_batch.c: a batch context's buffers (sizes from s). */
 struct sr_sharded_ebc_batch *sr_sharded_batch_alloc(struct sr_sharded_ebc *s);
 void sr_sharded_batch_release(struct sr_sharded_ebc_batch *b);
+/* Local mode: allocate (want 1) or free (0) b's own pooled and dpooled
+ * blocks, which only an unbound context uses. */
+void sr_sharded_batch_local_blocks(struct sr_sharded_ebc_batch *b, int want);
 
 /* input_dist.c. counts_start: bucketize and start the counts exchange (kjt
  * may be NULL when local_rc is not SR_OK: END_OF_DATA or an error).

@@ -383,6 +383,8 @@ void sr_sharded_ebc_batch_bind(struct sr_sharded_ebc *s, struct sr_sharded_ebc_b
         SR_ABORT("sharded EBC: batch_bind on a batch context of another EBC");
     b->bound_pooled = pooled;
     b->bound_dpooled = dpooled;
+    if (s->local)
+        sr_sharded_batch_local_blocks(b, !(pooled && dpooled));
 }
 
 int sr_sharded_ebc_is_local(const struct sr_sharded_ebc *s)

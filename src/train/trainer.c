@@ -248,6 +248,7 @@ static int init_parts(struct sr_trainer *t, FILE *log)
     if ((rc = sr_trainer_pipeline_init(t)))
         return rc;
     init_buffers(t);
+    sr_trainer_pipeline_bind(t);
     init_buckets(t);
     if ((rc = sr_trainer_pool_init(t)))
         return rc;

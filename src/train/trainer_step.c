@@ -91,6 +91,12 @@ int sr_trainer_pipeline_init(struct sr_trainer *t)
     return SR_OK;
 }
 
+void sr_trainer_pipeline_bind(struct sr_trainer *t)
+{
+    for (int k = 0; k < 2; k++)
+        sr_sharded_ebc_batch_bind(t->sebc, t->pipe.ctx[k], t->pooled, t->dpooled);
+}
+
 /* The loader's producer, on the loader thread: it alone touches the reader
  * and the epoch count while the pipeline runs. */
 static int load_step(void *ctx, int64_t step, struct sr_batch *b)
@@ -217,11 +223,11 @@ static void emb_data_wait(struct sr_trainer *t, struct sr_sharded_ebc_batch *b)
 }
 
 /* Batch i's embeddings up to the start of its output dist. In local mode
- * the lookup pools into t->pooled (bound here) and the rest is host only. */
+ * the lookup pools into t->pooled (bound: sr_trainer_pipeline_bind) and the
+ * rest is host only. */
 static int emb_forward_start(struct sr_trainer *t, struct sr_sharded_ebc_batch *b)
 {
     sr_trace_begin(SR_SPAN_EMB_FORWARD, -1);
-    sr_sharded_ebc_batch_bind(t->sebc, b, t->pooled, t->dpooled);
     emb_data_wait(t, b);
     sr_sharded_ebc_lookup(t->sebc, b, t->streams.compute);
     sr_sharded_ebc_output_dist_start(t->sebc, b, t->streams.sparse);

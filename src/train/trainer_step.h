@@ -53,6 +53,9 @@ struct sr_pipe {
 
 /* The streams, the ring of batches, the batch contexts and graphs' state. */
 int sr_trainer_pipeline_init(struct sr_trainer *t);
+/* The batch contexts write t->pooled and read t->dpooled (sharded_ebc.h's
+ * sr_sharded_ebc_batch_bind); after both are allocated, before the loop. */
+void sr_trainer_pipeline_bind(struct sr_trainer *t);
 /* Wait for everything issued on the step's streams (before freeing). */
 void sr_trainer_streams_drain(struct sr_trainer *t);
 /* One training step; SR_OK, SR_TRAINER_END_OF_DATA or an error status. */
