@@ -2,8 +2,9 @@
  * The trainer's distributed parts: the communicators (world; sparse, dense,
  * node and cross of their own so sparse and dense traffic never share a
  * queue), the plan (--plan, --sharding, or the default), the start-up check
- * that every rank runs the same job, and the embedding stage, which is the
- * plain EBC on one rank without a plan and the sharded EBC otherwise.
+ * that every rank runs the same job, and the embedding stage: the sharded
+ * EBC, one rank without a plan getting a one-rank table-wise plan (the
+ * EBC's local mode, sharded_ebc.h).
  * After the plan, and before anything large is allocated, the check that this
  * rank's share of the job fits in the machine's memory.
  */

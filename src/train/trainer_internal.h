@@ -54,7 +54,7 @@ struct sr_trainer {
     sr_comm_t dense;  /* dense gradient buckets */
     int rank, world_size;
     int64_t global_batch; /* G = W * B */
-    struct sr_plan *plan; /* NULL: one rank, unsharded EBC */
+    struct sr_plan *plan; /* --plan, --sharding, the default; one rank: tw */
     /* data */
     struct sr_synth *synth;
     struct sr_reader *reader;      /* --data, or NULL */

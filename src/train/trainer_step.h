@@ -37,7 +37,7 @@ struct sr_pipe {
     struct sr_sharded_ebc_batch *in_flight;    /* a context with its data exchange in flight */
     struct sr_sharded_ebc_stats end_stats;     /* at the counts exchange that found an end */
     struct sr_comm_counters counts, uncounted; /* next's counts exchange; an end's, no step's */
-    /* --cuda-graphs (one rank, the plain EBC): a graph of the step's compute
+    /* --cuda-graphs (one rank, the EBC in local mode): a graph of the step's compute
      * per ring slot, for the batch shape it was captured with */
     struct sr_step_graph {
         const struct sr_batch *twin; /* the slot's twin it reads */
