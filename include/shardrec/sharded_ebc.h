@@ -145,6 +145,8 @@
  * runs on another stream joins that stream back first). No collective is
  * ever in flight, so counts_start may begin a batch in a context at any
  * stage (a graph replay leaves the host's record of its stages behind).
+ * Free a context (and bind or unbind one) only when the streams its stages
+ * ran on are done: its event may have been recorded inside a capture.
  */
 #ifndef SHARDREC_SHARDED_EBC_H
 #define SHARDREC_SHARDED_EBC_H

@@ -183,7 +183,10 @@ void sr_sharded_batch_release(struct sr_sharded_ebc_batch *b)
     if (b->counts_work || b->data_work || b->a2a_work || b->rw_work || b->twrw_work)
         SR_ABORT("sharded EBC: a batch context freed with a collective in flight; "
                  "wait for each stage it started first");
-    if (b->staged_any) /* queued ops of its last stage may still use its buffers */
+    /* queued ops of its last stage may still use its buffers; in local mode
+     * that event may have been recorded in a CUDA graph's capture, so the
+     * caller has drained the streams (sharded_ebc.h, rule 5) */
+    if (b->staged_any && !s->local)
         sr_dev_event_sync(s->dev, b->staged);
     sr_dev_sync(s->dev, NULL);
     sr_dev_event_destroy(s->dev, b->staged);

@@ -679,10 +679,11 @@ void sr_sharded_ebc_free(struct sr_sharded_ebc *s)
     sr_dev_free(s->dev, s->dp_buf);
     for (int i = 0; i < s->num_dev_meta; i++)
         sr_dev_free(s->dev, s->dev_meta[i]);
-    void *host[] = {s->feature_col,  s->slots,      s->first_slot,  s->block,     s->nslots_at,
-                    s->slot_at,      s->group_out,  s->count_displ, s->a_counts,  s->a_displs,
-                    s->b_counts,     s->b_displs,   s->dp_grad,     s->dp_counts, s->wire_scounts,
-                    s->wire_rcounts, s->wire_displs, s->local_features};
+    void *host[] = {s->feature_col, s->slots,         s->first_slot,   s->block,
+                    s->nslots_at,   s->slot_at,       s->group_out,    s->count_displ,
+                    s->a_counts,    s->a_displs,      s->b_counts,     s->b_displs,
+                    s->dp_grad,     s->dp_counts,     s->wire_scounts, s->wire_rcounts,
+                    s->wire_displs, s->local_features};
     for (size_t i = 0; i < sizeof host / sizeof host[0]; i++)
         sr_free(host[i]);
     sr_dev_free_host(s->dev, s->wire_send);

@@ -245,8 +245,8 @@ static void step_once(struct sr_sharded_ebc *s, struct sr_ebc *ref, const struct
     struct expect e;
     expect_step(&e, c, p, &mine, w);
     /* local mode (sharded_ebc.h): one rank, every table whole in tw/cw; nothing is exchanged */
-    CHECK(sr_sharded_ebc_is_local(s) == (W == 1 && whole_tables(p)),
-          "local mode %d on %d ranks", sr_sharded_ebc_is_local(s), W);
+    CHECK(sr_sharded_ebc_is_local(s) == (W == 1 && whole_tables(p)), "local mode %d on %d ranks",
+          sr_sharded_ebc_is_local(s), W);
     if (sr_sharded_ebc_is_local(s))
         memset(&e, 0, sizeof e);
 
