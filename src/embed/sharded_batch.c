@@ -33,7 +33,11 @@ static void alloc_group_batch(struct sr_sharded_ebc *s, const struct group *g,
     const size_t maxv = (size_t)g->layout.max_values;
     gb->workspace = sr_dev_alloc_named(s->dev, g->workspace_bytes,
                                        "a shard group's embedding workspace");
-    sr_op_emb_workspace_init(s->dev, &g->layout, gb->workspace);
+    /* a backend may bake the layout into the workspace (CUDA does: the
+     * features' mean flags among it), so local mode's ops get the workspace
+     * of the layout they run with */
+    const int local = s->local && g == &s->groups[GROUP_A2A];
+    sr_op_emb_workspace_init(s->dev, local ? &s->local_layout : &g->layout, gb->workspace);
     if (s->local) { /* host positions only; the blocks: sr_sharded_batch_local_blocks */
         gb->feature_n = sr_calloc((size_t)F + 1, sizeof *gb->feature_n);
         gb->feature_pos = sr_calloc((size_t)F + 1, sizeof *gb->feature_pos);
