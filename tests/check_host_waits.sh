@@ -4,7 +4,7 @@
 # exchange (a collective wait, not a device wait) and the periodic loss read.
 # The summary's "host waits per step (rank 0): S stream syncs, E event
 # waits" must then be exactly the loss reads: ceil(steps / log interval)
-# stream syncs and no event wait, on one rank (the plain EBC) and on 2 and 3
+# stream syncs and no event wait, on one rank (the EBC in local mode) and on 2 and 3
 # ranks (row-wise and a mixed plan; fp32 wires), at pipeline depth 0 and 1.
 # A host backend's own waits (the MPI worker's) are not the compute
 # thread's. Runs on whichever CPU device the suite runs on

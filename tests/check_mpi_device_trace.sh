@@ -5,7 +5,7 @@
 # them later than the host issues them), the trace has, beside the host's
 # "compute" track, a device track per stream ("device compute", "device
 # copy", "device sparse", "device dense") that says when the device ran each
-# stage. For 1 rank (the plain EBC) and 2 ranks (the sharded
+# stage. For 1 rank (the EBC in local mode) and 2 ranks (the sharded
 # EBC: input dist, output dist, gradient dist), with --pipeline sparse-dist
 # and none, it checks on every rank that:
 #   - every host stage span of the window's steps has exactly one device span

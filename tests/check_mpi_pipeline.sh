@@ -4,7 +4,7 @@
 # text of the loss and eval fields, compared as strings) and the final
 # weights (--save-weights, cmp) are the same bits. check_mpi_train_equiv's
 # job (a one-row table, tables not divisible by W, empty bags, evaluation
-# every 6 steps), on 1 rank (plain EBC, and a plan), 2, 3 and 4 ranks for
+# every 6 steps), on 1 rank (no plan: local mode, and a plan), 2, 3 and 4 ranks for
 # dp, tw, rw, cw, twrw and a mixed plan (4 ranks as 2 nodes of 2; 2 ranks as
 # 2 nodes of 1 for twrw), and on the deferred CPU device (SR_CPU_DEFERRED=1)
 # at 2 and 4 ranks. Then the ends that the pipeline sees a step early:

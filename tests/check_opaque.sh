@@ -5,7 +5,7 @@
 # memory on the host (that would crash with the device's message), and the
 # paths a GPU takes (staged collectives, pinned copies of the counts, the
 # weights and the losses) compute what the CPU's zero-copy paths do:
-#   - one rank, plain EBC, --pipeline none and sparse-dist: every step's loss,
+#   - one rank, the EBC in local mode, --pipeline none and sparse-dist: every step's loss,
 #     two evaluations and the saved weights; then --init-weights from that
 #     file, and its saved weights again;
 #   - 2 ranks (MPI): a plan with every sharding type (2 nodes of 1) under both

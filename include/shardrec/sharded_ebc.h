@@ -113,6 +113,40 @@
  *     data_wait returns; dpooled from grad_dist_start until grad_dist_wait.
  *  5. Free every context (sr_sharded_ebc_batch_free) before the EBC, with no
  *     collective of it in flight (aborts otherwise).
+ *
+ * Local mode (sr_sharded_ebc_is_local). A one-rank world (W = 1) whose plan
+ * puts every table whole in the tw/cw group, the group listing every
+ * feature in the config's order (what sr_plan_uniform(tw, 1, 1) gives: a
+ * one-rank trainer's plan without --plan or --sharding) has nothing to
+ * exchange, and the EBC then computes what sr_ebc computes, bit for bit,
+ * with sr_ebc's device work and nothing more:
+ *
+ *   counts_start .. data_wait   host only: no device work, no host sync,
+ *                               no event; the ids per feature come from the
+ *                               KJT's length_per_key (host metadata), as
+ *                               sr_ebc_forward's; a flagged batch returns
+ *                               from counts_wait as above
+ *   lookup                      pools the KJT's own device arrays into the
+ *                               bound pooled (below), mean bags divided as
+ *                               sr_ebc does; else into the context's block
+ *   output_dist_start / wait    host only with a bound pooled; else wait
+ *                               copies the block into pooled
+ *   grad_dist_start / wait      host only with a bound dpooled; else start
+ *                               copies dpooled into the context
+ *   update                      the fused optimizer from dpooled
+ *
+ * The stages without device work record and wait for no event, and a
+ * batch's counts_start starts a fresh chain of events, so the stages from
+ * lookup to update can be captured in a CUDA graph (no wait on an event
+ * recorded outside it). What that leaves to the caller: the KJT stays
+ * unchanged until lookup (not only data_wait), a bound dpooled until
+ * update, and a batch's lookup comes after the context's previous update
+ * on the device (rule 3's order already gives it; a caller whose update
+ * runs on another stream joins that stream back first). No collective is
+ * ever in flight, so counts_start may begin a batch in a context at any
+ * stage (a graph replay leaves the host's record of its stages behind).
+ * Free a context (and bind or unbind one) only when the streams its stages
+ * ran on are done: its event may have been recorded inside a capture.
  */
 #ifndef SHARDREC_SHARDED_EBC_H
 #define SHARDREC_SHARDED_EBC_H
@@ -264,6 +298,20 @@ void sr_sharded_ebc_grad_dist_wait(struct sr_sharded_ebc *s, struct sr_sharded_e
  * touched rows; dp tables only form their gradient (below). b is free again. */
 void sr_sharded_ebc_update(struct sr_sharded_ebc *s, struct sr_sharded_ebc_batch *b, float lr,
                            int64_t step, sr_stream_t stream);
+/* Local mode (above): b's batches use the caller's pooled and dpooled (B,
+ * Σ D), device, from now on (NULL, NULL: none). output_dist_wait and
+ * grad_dist_start must then be given these very pointers (aborts
+ * otherwise); in local mode the lookup writes pooled and the update reads
+ * dpooled, with no copy of the pooled block, and a context bound to both
+ * frees its own two blocks (unbinding allocates them again: bind before
+ * the training loop). Elsewhere it changes nothing. Not collective. */
+void sr_sharded_ebc_batch_bind(struct sr_sharded_ebc *s, struct sr_sharded_ebc_batch *b,
+                               float *pooled, const float *dpooled);
+/* 1 when s runs in local mode (above). */
+int sr_sharded_ebc_is_local(const struct sr_sharded_ebc *s);
+/* Local mode: table t's weights (E, D) on the device, whole, as
+ * sr_ebc_weights (aborts in any other mode: sr_sharded_ebc_gather_table). */
+float *sr_sharded_ebc_local_weights(struct sr_sharded_ebc *s, int table);
 /* Make `stream` wait for b's last stage issued so far (its outputs, such as
  * output_dist_wait's pooled, are then ready there). Not collective. */
 void sr_sharded_ebc_batch_wait(struct sr_sharded_ebc *s, struct sr_sharded_ebc_batch *b,

@@ -74,7 +74,7 @@ struct sr_train_config {
     enum sr_device_choice device;     /* --device auto|cpu|cuda */
     int math;                         /* --math: enum sr_math (device.h), dense GEMMs */
     int cuda_graphs;                  /* replay the step as a CUDA graph (one rank, the
-                                         plain EBC, --pipeline sparse-dist): 0 where it
+                                         EBC in local mode, --pipeline sparse-dist): 0 where it
                                          applies (default), 1 --cuda-graphs (required),
                                          -1 --no-cuda-graphs */
     int batch_pool;                   /* --batch-pool N: cycle N batches made before step 1

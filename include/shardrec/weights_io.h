@@ -19,6 +19,7 @@
 
 struct sr_dlrm;
 struct sr_ebc;
+struct sr_ebc_config;
 
 /* Write every parameter of m and ebc to `path` atomically (sr_st_write).
  * Errors: SR_ERR_IO naming the path, SR_ERR_INVALID_ARG for a table name that
@@ -35,5 +36,13 @@ int sr_weights_save(const char *path, const struct sr_dlrm *m, struct sr_ebc *eb
  * a NaN or infinite value (SR_ERR_NUMERIC, with its index). Optimizer state
  * is left as it is. */
 int sr_weights_load(const char *path, struct sr_dlrm *m, struct sr_ebc *ebc);
+
+/* The same for tables that are not an sr_ebc's: ec's tables, table t's (E,
+ * D) weights at tables[t] on m's device (a one-rank sharded EBC in local
+ * mode: sr_sharded_ebc_local_weights). */
+int sr_weights_save_tables(const char *path, const struct sr_dlrm *m,
+                           const struct sr_ebc_config *ec, float *const *tables);
+int sr_weights_load_tables(const char *path, struct sr_dlrm *m, const struct sr_ebc_config *ec,
+                           float *const *tables);
 
 #endif

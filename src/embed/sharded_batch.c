@@ -16,6 +16,11 @@
  *
  * The tables, optimizer state, plan, communicators and the compressed wire
  * staging stay in struct sr_sharded_ebc, shared by every context.
+ *
+ * Local mode (sharded_ebc.h) exchanges nothing: a context holds only the
+ * tw/cw group's workspace and host positions, and its pooled and dpooled
+ * blocks while no caller's buffers are bound (the EBC's own context never
+ * has them: forward and backward bind theirs).
  */
 #include "shardrec/alloc.h"
 #include "shardrec/error.h"
@@ -28,7 +33,18 @@ static void alloc_group_batch(struct sr_sharded_ebc *s, const struct group *g,
     const size_t maxv = (size_t)g->layout.max_values;
     gb->workspace = sr_dev_alloc_named(s->dev, g->workspace_bytes,
                                        "a shard group's embedding workspace");
-    sr_op_emb_workspace_init(s->dev, &g->layout, gb->workspace);
+    /* a backend may bake the layout into the workspace (CUDA does: the
+     * features' mean flags among it), so local mode's ops get the workspace
+     * of the layout they run with */
+    const int local = s->local && g == &s->groups[GROUP_A2A];
+    sr_op_emb_workspace_init(s->dev, local ? &s->local_layout : &g->layout, gb->workspace);
+    if (s->local) { /* host positions only; the blocks: sr_sharded_batch_local_blocks */
+        gb->feature_n = sr_calloc((size_t)F + 1, sizeof *gb->feature_n);
+        gb->feature_pos = sr_calloc((size_t)F + 1, sizeof *gb->feature_pos);
+        gb->table_pos = sr_calloc((size_t)g->num_tables + 1, sizeof *gb->table_pos);
+        gb->cursor = sr_calloc((size_t)g->num_tables + 1, sizeof *gb->cursor);
+        return;
+    }
     gb->offsets = sr_dev_alloc_zero(s->dev, sizeof *gb->offsets * ((size_t)F * g->batch + 1));
     gb->values = sr_dev_alloc(s->dev, sizeof *gb->values * (maxv + 1));
     gb->weights = sr_dev_alloc(s->dev, sizeof *gb->weights * (maxv + 1));
@@ -114,10 +130,43 @@ static void register_buffers(struct sr_sharded_ebc *s, struct sr_sharded_ebc_bat
     sr_comm_register(c->cross, b->od_buf);
 }
 
+void sr_sharded_batch_local_blocks(struct sr_sharded_ebc_batch *b, int want)
+{
+    struct sr_sharded_ebc *s = b->s;
+    struct group_batch *gb = &b->gb[GROUP_A2A];
+    const size_t bytes = sizeof(float) * ((size_t)s->B * s->out_dim + 1);
+    SR_ASSERT(s->local);
+    if (want && !gb->pooled) {
+        gb->pooled = sr_dev_alloc_zero(s->dev, bytes);
+        gb->dpooled = sr_dev_alloc_zero(s->dev, bytes);
+    } else if (!want && gb->pooled) {
+        if (b->staged_any) /* its last stage may still use them */
+            sr_dev_event_sync(s->dev, b->staged);
+        sr_dev_free(s->dev, gb->pooled);
+        sr_dev_free(s->dev, gb->dpooled);
+        gb->pooled = gb->dpooled = NULL;
+    }
+}
+
+/* Local mode: the group's workspace and positions, and the blocks. */
+static struct sr_sharded_ebc_batch *alloc_local(struct sr_sharded_ebc *s,
+                                                struct sr_sharded_ebc_batch *b)
+{
+    for (int k = 0; k < GROUP_COUNT; k++)
+        if (s->groups[k].active)
+            alloc_group_batch(s, &s->groups[k], &b->gb[k]);
+    b->staged = sr_dev_event_create(s->dev);
+    sr_sharded_batch_local_blocks(b, 1);
+    sr_dev_sync(s->dev, NULL);
+    return b;
+}
+
 struct sr_sharded_ebc_batch *sr_sharded_batch_alloc(struct sr_sharded_ebc *s)
 {
     struct sr_sharded_ebc_batch *b = sr_calloc(1, sizeof *b);
     b->s = s;
+    if (s->local)
+        return alloc_local(s, b);
     alloc_input_dist(s, b);
     for (int k = 0; k < GROUP_COUNT; k++)
         alloc_group_batch(s, &s->groups[k], &b->gb[k]);
@@ -138,7 +187,10 @@ void sr_sharded_batch_release(struct sr_sharded_ebc_batch *b)
     if (b->counts_work || b->data_work || b->a2a_work || b->rw_work || b->twrw_work)
         SR_ABORT("sharded EBC: a batch context freed with a collective in flight; "
                  "wait for each stage it started first");
-    if (b->staged_any) /* queued ops of its last stage may still use its buffers */
+    /* queued ops of its last stage may still use its buffers; in local mode
+     * that event may have been recorded in a CUDA graph's capture, so the
+     * caller has drained the streams (sharded_ebc.h, rule 5) */
+    if (b->staged_any && !s->local)
         sr_dev_event_sync(s->dev, b->staged);
     sr_dev_sync(s->dev, NULL);
     sr_dev_event_destroy(s->dev, b->staged);
@@ -151,7 +203,7 @@ void sr_sharded_batch_release(struct sr_sharded_ebc_batch *b)
     void *host[] = {b->send_counts, b->send_displs, b->recv_counts, b->recv_displs};
     for (size_t i = 0; i < sizeof host / sizeof host[0]; i++)
         sr_free(host[i]);
-    if (b->count_send_host != b->count_send) {
+    if (b->count_send_host && b->count_send_host != b->count_send) {
         sr_dev_free_host(s->dev, b->count_send_host);
         sr_dev_free_host(s->dev, b->count_recv_host);
     }

@@ -230,9 +230,13 @@ static void init_shard(struct sr_sharded_ebc *s, struct sr_emb_table *tab, int t
     tab->rows = sh->rows;
     tab->dim = sh->cols;
     char what[SR_NAME_MAX + 128];
-    snprintf(what, sizeof what,
-             "table '%s' shard (%lld rows x %d from row %lld, weights and optimizer state)",
-             tc->name, (long long)sh->rows, sh->cols, (long long)sh->row_offset);
+    if (sh->rows == tc->num_embeddings && sh->cols == tc->embedding_dim) /* whole, as ebc.c */
+        snprintf(what, sizeof what, "table '%s' (%lld rows x %d, weights and optimizer state)",
+                 tc->name, (long long)sh->rows, sh->cols);
+    else
+        snprintf(what, sizeof what,
+                 "table '%s' shard (%lld rows x %d from row %lld, weights and optimizer state)",
+                 tc->name, (long long)sh->rows, sh->cols, (long long)sh->row_offset);
     tab->weight = sr_dev_alloc_named(s->dev, sizeof(float) * (wf + sf + 16), what);
     tab->state = sf ? tab->weight + wf : NULL;
 
@@ -635,6 +639,7 @@ int sr_sharded_ebc_init(struct sr_sharded_ebc **out, struct sr_device *dev,
         sr_sharded_ebc_free(s);
         return rc;
     }
+    sr_sharded_local_init(s);
     s->sd = dev->sparse_dist;
     size_input_dist(s);
     build_sd_layout(s);
@@ -642,6 +647,8 @@ int sr_sharded_ebc_init(struct sr_sharded_ebc **out, struct sr_device *dev,
     s->stats.id_words = s->id_words;
     s->batch0 = sr_sharded_batch_alloc(s);
     s->batch0->internal = 1;
+    if (s->local) /* forward and backward bind the caller's buffers */
+        sr_sharded_batch_local_blocks(s->batch0, 0);
     sr_dev_sync(dev, NULL);
     *out = s;
     return SR_OK;
@@ -672,10 +679,11 @@ void sr_sharded_ebc_free(struct sr_sharded_ebc *s)
     sr_dev_free(s->dev, s->dp_buf);
     for (int i = 0; i < s->num_dev_meta; i++)
         sr_dev_free(s->dev, s->dev_meta[i]);
-    void *host[] = {s->feature_col,  s->slots,      s->first_slot,  s->block,     s->nslots_at,
-                    s->slot_at,      s->group_out,  s->count_displ, s->a_counts,  s->a_displs,
-                    s->b_counts,     s->b_displs,   s->dp_grad,     s->dp_counts, s->wire_scounts,
-                    s->wire_rcounts, s->wire_displs};
+    void *host[] = {s->feature_col, s->slots,         s->first_slot,   s->block,
+                    s->nslots_at,   s->slot_at,       s->group_out,    s->count_displ,
+                    s->a_counts,    s->a_displs,      s->b_counts,     s->b_displs,
+                    s->dp_grad,     s->dp_counts,     s->wire_scounts, s->wire_rcounts,
+                    s->wire_displs, s->local_features};
     for (size_t i = 0; i < sizeof host / sizeof host[0]; i++)
         sr_free(host[i]);
     sr_dev_free_host(s->dev, s->wire_send);

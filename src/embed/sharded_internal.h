@@ -141,6 +141,13 @@ struct sr_sharded_ebc_batch {
     sr_event_t staged;
     sr_stream_t staged_on;
     int staged_any; /* staged has been recorded */
+
+    /* local mode (sharded_local.c): the caller's buffers of
+     * sr_sharded_ebc_batch_bind (NULL: none), and the dpooled the update
+     * reads (the bound one, or gb[GROUP_A2A].dpooled holding a copy) */
+    float *bound_pooled;
+    const float *bound_dpooled;
+    const float *update_dpooled;
 };
 
 struct sr_sharded_ebc {
@@ -195,6 +202,12 @@ struct sr_sharded_ebc {
     size_t dp_len;
     float **dp_grad, **dp_counts; /* (T_dp) views into dp_buf */
 
+    /* local mode: one rank whose only group is one A2A group holding every
+     * table whole and every feature in config order (sharded_local.c) */
+    int local;
+    struct sr_emb_feature *local_features; /* (F) the A2A group's, mean flags set */
+    struct sr_emb_layout local_layout;     /* the A2A group's layout over them */
+
     struct sr_sharded_ebc_batch *batch0; /* the one forward and backward use */
     int num_batches;                     /* live contexts of sr_sharded_ebc_batch_init */
     struct sr_sharded_ebc_stats stats;
@@ -231,6 +244,9 @@ static inline void sr_sharded_complete(struct sr_sharded_ebc *s, sr_comm_t comm,
 /* sharded_batch.c: a batch context's buffers (sizes from s). */
 struct sr_sharded_ebc_batch *sr_sharded_batch_alloc(struct sr_sharded_ebc *s);
 void sr_sharded_batch_release(struct sr_sharded_ebc_batch *b);
+/* Local mode: allocate (want 1) or free (0) b's own pooled and dpooled
+ * blocks, which only an unbound context uses. */
+void sr_sharded_batch_local_blocks(struct sr_sharded_ebc_batch *b, int want);
 
 /* input_dist.c. counts_start: bucketize and start the counts exchange (kjt
  * may be NULL when local_rc is not SR_OK: END_OF_DATA or an error).
@@ -265,6 +281,18 @@ void sr_wire_reduce_scatter(struct sr_sharded_ebc *s, sr_comm_t comm, const floa
                             float *recv, size_t count, sr_stream_t stream, sr_comm_work_t *work);
 void sr_wire_all_gather(struct sr_sharded_ebc *s, sr_comm_t comm, const float *send, float *recv,
                         size_t count, sr_stream_t stream, sr_comm_work_t *work);
+
+/* sharded_local.c: local mode (sharded_ebc.h, "Local mode"). local_init
+ * decides it at init (after the groups are built) and builds its layout;
+ * the stages: counts (host metadata from the KJT's length_per_key; returns
+ * as sr_input_dist_counts_wait does), lookup (pools b's KJT into the bound
+ * pooled or gb[GROUP_A2A].pooled), update (the fused optimizer from
+ * update_dpooled). */
+void sr_sharded_local_init(struct sr_sharded_ebc *s);
+int sr_local_counts(struct sr_sharded_ebc *s, struct sr_sharded_ebc_batch *b);
+void sr_local_lookup(struct sr_sharded_ebc *s, struct sr_sharded_ebc_batch *b);
+void sr_local_update(struct sr_sharded_ebc *s, struct sr_sharded_ebc_batch *b, float lr,
+                     int64_t step);
 
 /* sharded_ebc.c: the output-dist group of a sharding type; the index in g's
  * tables of table t's shard `shard` (aborts when this rank holds none). */

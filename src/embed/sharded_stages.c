@@ -69,9 +69,11 @@ void sr_sharded_ebc_batch_wait(struct sr_sharded_ebc *s, struct sr_sharded_ebc_b
         sr_dev_stream_wait_event(s->dev, stream, b->staged);
 }
 
-static int in_flight(enum batch_state st)
+/* Local mode has no collectives: nothing of it is ever in flight. */
+static int in_flight(const struct sr_sharded_ebc *s, enum batch_state st)
 {
-    return st == BATCH_COUNTS || st == BATCH_DATA || st == BATCH_OUTPUT || st == BATCH_GRADS;
+    return !s->local &&
+           (st == BATCH_COUNTS || st == BATCH_DATA || st == BATCH_OUTPUT || st == BATCH_GRADS);
 }
 
 static int check_kjt(const struct sr_sharded_ebc *s, struct sr_kjt *kjt)
@@ -107,13 +109,20 @@ static int check_kjt(const struct sr_sharded_ebc *s, struct sr_kjt *kjt)
 static void counts_start(struct sr_sharded_ebc *s, struct sr_sharded_ebc_batch *b,
                          struct sr_kjt *kjt, int local_rc, sr_stream_t stream)
 {
-    if (b->s != s || in_flight(b->state))
+    if (b->s != s || in_flight(s, b->state))
         SR_ABORT("sharded EBC: input dist started on a batch %s",
                  b->s != s ? "of another EBC" : state_name(b->state));
     sr_trace_begin(SR_SPAN_INPUT_DIST_COUNTS, -1);
-    stage_enter(s, b, stream);
-    sr_input_dist_counts_start(s, b, kjt, local_rc);
-    stage_leave(s, b);
+    if (s->local) { /* host only; the batch's device work starts a new chain */
+        b->kjt = local_rc ? NULL : kjt;
+        b->local_rc = local_rc;
+        b->stream = stream;
+        b->staged_any = 0;
+    } else {
+        stage_enter(s, b, stream);
+        sr_input_dist_counts_start(s, b, kjt, local_rc);
+        stage_leave(s, b);
+    }
     sr_trace_end();
     b->state = BATCH_COUNTS;
 }
@@ -143,12 +152,26 @@ void sr_sharded_ebc_input_dist_counts_start_none(struct sr_sharded_ebc *s,
         sr_trace_end();                                                                           \
     } while (0)
 
+/* A stage that issues no device work (local mode): no event recorded or
+ * waited for, so a graph of the stages from lookup to update captures no
+ * wait on an event recorded outside it. */
+#define HOST_STAGE(span, stream, body)                                                            \
+    do {                                                                                          \
+        sr_trace_begin((span), -1);                                                               \
+        b->stream = (stream);                                                                     \
+        body;                                                                                     \
+        sr_trace_end();                                                                           \
+    } while (0)
+
 int sr_sharded_ebc_input_dist_counts_wait(struct sr_sharded_ebc *s, struct sr_sharded_ebc_batch *b,
                                           sr_stream_t stream)
 {
     int rc;
     expect_state(s, b, BATCH_COUNTS, "input_dist_counts_wait");
-    STAGE(SR_SPAN_INPUT_DIST_COUNTS, stream, rc = sr_input_dist_counts_wait(s, b));
+    if (s->local)
+        HOST_STAGE(SR_SPAN_INPUT_DIST_COUNTS, stream, rc = sr_local_counts(s, b));
+    else
+        STAGE(SR_SPAN_INPUT_DIST_COUNTS, stream, rc = sr_input_dist_counts_wait(s, b));
     b->state = rc ? BATCH_IDLE : BATCH_COUNTED;
     return rc;
 }
@@ -157,7 +180,10 @@ void sr_sharded_ebc_input_dist_data_start(struct sr_sharded_ebc *s, struct sr_sh
                                           sr_stream_t stream)
 {
     expect_state(s, b, BATCH_COUNTED, "input_dist_data_start");
-    STAGE(SR_SPAN_INPUT_DIST_DATA, stream, sr_input_dist_data_start(s, b));
+    if (s->local)
+        HOST_STAGE(SR_SPAN_INPUT_DIST_DATA, stream, (void)0);
+    else
+        STAGE(SR_SPAN_INPUT_DIST_DATA, stream, sr_input_dist_data_start(s, b));
     b->state = BATCH_DATA;
 }
 
@@ -165,7 +191,10 @@ void sr_sharded_ebc_input_dist_data_wait(struct sr_sharded_ebc *s, struct sr_sha
                                          sr_stream_t stream)
 {
     expect_state(s, b, BATCH_DATA, "input_dist_data_wait");
-    STAGE(SR_SPAN_INPUT_DIST_DATA, stream, sr_input_dist_data_wait(s, b));
+    if (s->local)
+        HOST_STAGE(SR_SPAN_INPUT_DIST_DATA, stream, (void)0);
+    else
+        STAGE(SR_SPAN_INPUT_DIST_DATA, stream, sr_input_dist_data_wait(s, b));
     b->state = BATCH_RECEIVED;
 }
 
@@ -205,7 +234,10 @@ void sr_sharded_ebc_lookup(struct sr_sharded_ebc *s, struct sr_sharded_ebc_batch
                            sr_stream_t stream)
 {
     expect_state(s, b, BATCH_RECEIVED, "lookup");
-    STAGE(SR_SPAN_LOOKUP, stream, lookup_groups(s, b));
+    if (s->local)
+        STAGE(SR_SPAN_LOOKUP, stream, sr_local_lookup(s, b));
+    else
+        STAGE(SR_SPAN_LOOKUP, stream, lookup_groups(s, b));
     b->state = BATCH_LOOKED_UP;
 }
 
@@ -215,7 +247,10 @@ void sr_sharded_ebc_output_dist_start(struct sr_sharded_ebc *s, struct sr_sharde
                                       sr_stream_t stream)
 {
     expect_state(s, b, BATCH_LOOKED_UP, "output_dist_start");
-    STAGE(SR_SPAN_OUTPUT_DIST, stream, sr_output_dist_start(s, b));
+    if (s->local)
+        HOST_STAGE(SR_SPAN_OUTPUT_DIST, stream, (void)0);
+    else
+        STAGE(SR_SPAN_OUTPUT_DIST, stream, sr_output_dist_start(s, b));
     b->state = BATCH_OUTPUT;
 }
 
@@ -223,7 +258,16 @@ void sr_sharded_ebc_output_dist_wait(struct sr_sharded_ebc *s, struct sr_sharded
                                      float *pooled, sr_stream_t stream)
 {
     expect_state(s, b, BATCH_OUTPUT, "output_dist_wait");
-    STAGE(SR_SPAN_OUTPUT_DIST, stream, sr_output_dist_wait(s, b, pooled));
+    if (b->bound_pooled && pooled != b->bound_pooled)
+        SR_ABORT("sharded EBC: output_dist_wait into another pooled than the bound one");
+    if (!s->local)
+        STAGE(SR_SPAN_OUTPUT_DIST, stream, sr_output_dist_wait(s, b, pooled));
+    else if (b->bound_pooled) /* the lookup pooled into it */
+        HOST_STAGE(SR_SPAN_OUTPUT_DIST, stream, (void)0);
+    else
+        STAGE(SR_SPAN_OUTPUT_DIST, stream,
+              sr_dev_copy(s->dev, pooled, b->gb[GROUP_A2A].pooled,
+                          sizeof(float) * (size_t)s->B * s->out_dim, stream));
     b->state = BATCH_POOLED;
 }
 
@@ -231,7 +275,19 @@ void sr_sharded_ebc_grad_dist_start(struct sr_sharded_ebc *s, struct sr_sharded_
                                     const float *dpooled, sr_stream_t stream)
 {
     expect_state(s, b, BATCH_POOLED, "grad_dist_start");
-    STAGE(SR_SPAN_EMB_GRAD_DIST, stream, sr_grad_dist_start(s, b, dpooled));
+    if (b->bound_dpooled && dpooled != b->bound_dpooled)
+        SR_ABORT("sharded EBC: grad_dist_start from another dpooled than the bound one");
+    if (!s->local) {
+        STAGE(SR_SPAN_EMB_GRAD_DIST, stream, sr_grad_dist_start(s, b, dpooled));
+    } else if (b->bound_dpooled) { /* the update reads it */
+        b->update_dpooled = dpooled;
+        HOST_STAGE(SR_SPAN_EMB_GRAD_DIST, stream, (void)0);
+    } else {
+        b->update_dpooled = b->gb[GROUP_A2A].dpooled;
+        STAGE(SR_SPAN_EMB_GRAD_DIST, stream,
+              sr_dev_copy(s->dev, b->gb[GROUP_A2A].dpooled, dpooled,
+                          sizeof(float) * (size_t)s->B * s->out_dim, stream));
+    }
     b->state = BATCH_GRADS;
 }
 
@@ -239,7 +295,10 @@ void sr_sharded_ebc_grad_dist_wait(struct sr_sharded_ebc *s, struct sr_sharded_e
                                    sr_stream_t stream)
 {
     expect_state(s, b, BATCH_GRADS, "grad_dist_wait");
-    STAGE(SR_SPAN_EMB_GRAD_DIST, stream, sr_grad_dist_wait(s, b));
+    if (s->local)
+        HOST_STAGE(SR_SPAN_EMB_GRAD_DIST, stream, (void)0);
+    else
+        STAGE(SR_SPAN_EMB_GRAD_DIST, stream, sr_grad_dist_wait(s, b));
     b->state = BATCH_GRADS_IN;
 }
 
@@ -271,7 +330,10 @@ void sr_sharded_ebc_update(struct sr_sharded_ebc *s, struct sr_sharded_ebc_batch
 {
     expect_state(s, b, BATCH_GRADS_IN, "update");
     stage_enter(s, b, stream);
-    update_groups(s, b, lr, step);
+    if (s->local)
+        sr_local_update(s, b, lr, step);
+    else
+        update_groups(s, b, lr, step);
     stage_leave(s, b);
     b->state = BATCH_IDLE;
 }
@@ -282,6 +344,7 @@ int sr_sharded_ebc_forward(struct sr_sharded_ebc *s, struct sr_kjt *kjt, float *
                            sr_stream_t stream)
 {
     struct sr_sharded_ebc_batch *b = s->batch0;
+    b->bound_pooled = pooled; /* local mode: the lookup pools into it */
     sr_sharded_ebc_input_dist_counts_start(s, b, kjt, stream);
     int rc = sr_sharded_ebc_input_dist_counts_wait(s, b, stream);
     if (rc)
@@ -305,7 +368,26 @@ void sr_sharded_ebc_backward(struct sr_sharded_ebc *s, const float *dpooled, flo
 {
     struct sr_sharded_ebc_batch *b = s->batch0;
     expect_state(s, b, BATCH_POOLED, "backward (after a successful forward)");
+    b->bound_dpooled = dpooled; /* local mode: the update reads it */
     sr_sharded_ebc_grad_dist_start(s, b, dpooled, stream);
     sr_sharded_ebc_grad_dist_wait(s, b, stream);
     sr_sharded_ebc_update(s, b, lr, step, stream);
+}
+
+/* ---- local mode ---------------------------------------------------------------------- */
+
+void sr_sharded_ebc_batch_bind(struct sr_sharded_ebc *s, struct sr_sharded_ebc_batch *b,
+                               float *pooled, const float *dpooled)
+{
+    if (b->s != s)
+        SR_ABORT("sharded EBC: batch_bind on a batch context of another EBC");
+    b->bound_pooled = pooled;
+    b->bound_dpooled = dpooled;
+    if (s->local)
+        sr_sharded_batch_local_blocks(b, !(pooled && dpooled));
+}
+
+int sr_sharded_ebc_is_local(const struct sr_sharded_ebc *s)
+{
+    return s->local;
 }

@@ -140,9 +140,11 @@ int sr_trainer_trace_init(struct sr_trainer *t)
     sr_trace_set_window(t->trace.first, t->trace.last); /* the pipeline records ahead */
     align_clocks(t);
     if (!t->dev->host_immediate) { /* when the device ran each stage (device_spans.h) */
+        /* local mode: nothing runs on the sparse stream */
+        sr_stream_t sparse = sr_sharded_ebc_is_local(t->sebc) ? NULL : t->streams.sparse;
         const struct sr_device_span_streams st = {.copy = t->streams.copy,
                                                   .emb_backward = t->pipe.emb_stream,
-                                                  .sparse = t->sebc ? t->streams.sparse : NULL,
+                                                  .sparse = sparse,
                                                   .dense = t->streams.dense};
         t->trace.dspans = sr_device_spans_create(t->dev, &st);
         sr_trace_set_marker(sr_device_spans_mark, t->trace.dspans);

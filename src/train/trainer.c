@@ -188,16 +188,13 @@ static void init_step_state(struct sr_trainer *t)
     sr_step_scalars_buf_init(&t->scalars, t->dev);
     /* the embedding optimizers read emb_lr and step from the block too */
     const struct sr_step_scalars *block = t->scalars.block;
-    if (t->sebc)
-        sr_sharded_ebc_set_update_scalars(t->sebc, &block->emb_lr, &block->step);
-    else
-        sr_ebc_set_update_scalars(t->ebc, &block->emb_lr, &block->step);
+    sr_sharded_ebc_set_update_scalars(t->sebc, &block->emb_lr, &block->step);
 }
 
 static void init_buffers(struct sr_trainer *t)
 {
     size_t B = (size_t)t->cfg->batch_size;
-    t->pooled_dim = t->sebc ? sr_sharded_ebc_out_dim(t->sebc) : sr_ebc_out_dim(t->ebc);
+    t->pooled_dim = sr_sharded_ebc_out_dim(t->sebc);
     t->pooled = sr_dev_alloc_named(t->dev, sizeof(float) * B * (size_t)t->pooled_dim,
                                    "the pooled embeddings (batch x features x dim)");
     t->dpooled = sr_dev_alloc_named(t->dev, sizeof(float) * B * (size_t)t->pooled_dim,
@@ -251,6 +248,7 @@ static int init_parts(struct sr_trainer *t, FILE *log)
     if ((rc = sr_trainer_pipeline_init(t)))
         return rc;
     init_buffers(t);
+    sr_trainer_pipeline_bind(t);
     init_buckets(t);
     if ((rc = sr_trainer_pool_init(t)))
         return rc;
@@ -331,7 +329,7 @@ void sr_trainer_free(struct sr_trainer *t)
 static void report_uneven_end(struct sr_trainer *t, int64_t step)
 {
     struct sr_sharded_ebc_stats st;
-    if (!t->sebc || !t->log)
+    if (!t->log)
         return;
     sr_trainer_end_stats(t, &st);
     if (st.ranks_ended == 0 || st.ranks_ended == t->world_size)
@@ -541,17 +539,33 @@ int sr_trainer_run(struct sr_trainer *t, struct sr_trainer_result *res)
 
 /* ---- weights files ------------------------------------------------------------------- */
 
+/* The tables of a one-rank sharded EBC in local mode, whole (weights_io.h). */
+static float **local_tables(struct sr_trainer *t)
+{
+    const struct sr_ebc_config *ec = sr_sharded_ebc_config(t->sebc);
+    float **tables = sr_calloc((size_t)ec->num_tables + 1, sizeof *tables);
+    for (int k = 0; k < ec->num_tables; k++)
+        tables[k] = sr_sharded_ebc_local_weights(t->sebc, k);
+    return tables;
+}
+
 int sr_trainer_load_weights(struct sr_trainer *t, const char *path)
 {
-    if (t->sebc)
+    if (!sr_sharded_ebc_is_local(t->sebc))
         return sr_error_set(SR_ERR_UNSUPPORTED, "--init-weights with sharded tables is not built "
                                                 "yet; HINT: load on one rank without a plan");
-    return sr_weights_load(path, t->dlrm, t->ebc);
+    float **tables = local_tables(t);
+    int rc = sr_weights_load_tables(path, t->dlrm, sr_sharded_ebc_config(t->sebc), tables);
+    sr_free(tables);
+    return rc;
 }
 
 int sr_trainer_save_weights(struct sr_trainer *t, const char *path)
 {
-    if (t->sebc)
+    if (!sr_sharded_ebc_is_local(t->sebc))
         return sr_trainer_save_sharded_weights(t, path);
-    return sr_weights_save(path, t->dlrm, t->ebc);
+    float **tables = local_tables(t);
+    int rc = sr_weights_save_tables(path, t->dlrm, sr_sharded_ebc_config(t->sebc), tables);
+    sr_free(tables);
+    return rc;
 }

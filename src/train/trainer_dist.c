@@ -2,8 +2,9 @@
  * The trainer's distributed parts: the communicators (world; sparse, dense,
  * node and cross of their own so sparse and dense traffic never share a
  * queue), the plan (--plan, --sharding, or the default), the start-up check
- * that every rank runs the same job, and the embedding stage, which is the
- * plain EBC on one rank without a plan and the sharded EBC otherwise.
+ * that every rank runs the same job, and the embedding stage: the sharded
+ * EBC, one rank without a plan getting a one-rank table-wise plan (the
+ * EBC's local mode, sharded_ebc.h).
  * After the plan, and before anything large is allocated, the check that this
  * rank's share of the job fits in the machine's memory.
  */
@@ -274,8 +275,8 @@ static int make_plan(struct sr_trainer *t)
         return sr_plan_read(&t->plan, cfg->plan_path, &ec, W, L);
     if (cfg->sharding >= 0)
         return sr_plan_uniform(&t->plan, &ec, (enum sr_sharding_type)cfg->sharding, W, L);
-    if (W == 1)
-        return SR_OK; /* one rank, no plan: the plain EBC */
+    if (W == 1) /* one rank, no plan: every table whole here (the EBC's local mode) */
+        return sr_plan_uniform(&t->plan, &ec, SR_SHARDING_TYPE_TABLE_WISE, 1, 1);
     return sr_plan_default(&t->plan, &ec, W, L);
 }
 
@@ -326,9 +327,6 @@ int sr_trainer_emb_init(struct sr_trainer *t, const struct sr_optim_config *opt)
     struct sr_ebc_config ec;
     struct sr_train_config *cfg = t->cfg;
     sr_train_config_ebc(cfg, &ec);
-    if (!t->plan)
-        return sr_ebc_init(&t->ebc, t->dev, &ec, opt, cfg->batch_size, t->batch.max_values,
-                           cfg->seed);
     struct sr_sharded_ebc_comms comms = {
         .sparse = t->sparse, .node = t->node, .cross = t->cross, .pooled_dtype = cfg->comm_dtype};
     return sr_sharded_ebc_init(&t->sebc, t->dev, &comms, &ec, t->plan, opt, cfg->batch_size,
@@ -337,34 +335,26 @@ int sr_trainer_emb_init(struct sr_trainer *t, const struct sr_optim_config *opt)
 
 void sr_trainer_emb_free(struct sr_trainer *t)
 {
-    sr_ebc_free(t->ebc);
     sr_sharded_ebc_free(t->sebc);
     sr_plan_free(t->plan);
-    t->ebc = NULL;
     t->sebc = NULL;
     t->plan = NULL;
 }
 
 int sr_trainer_emb_forward(struct sr_trainer *t)
 {
-    if (t->sebc)
-        return sr_sharded_ebc_forward(t->sebc, &t->batch.kjt, t->pooled, t->streams.compute);
-    sr_trace_begin(SR_SPAN_LOOKUP, -1);
-    int rc = sr_ebc_forward(t->ebc, &t->batch.kjt, t->pooled, t->streams.compute);
-    sr_trace_end();
-    return rc;
+    return sr_sharded_ebc_forward(t->sebc, &t->batch.kjt, t->pooled, t->streams.compute);
 }
 
 float *sr_trainer_emb_dp_grads(struct sr_trainer *t, size_t *n)
 {
     *n = 0;
-    return t->sebc ? sr_sharded_ebc_dp_grad_buffer(t->sebc, n) : NULL;
+    return sr_sharded_ebc_dp_grad_buffer(t->sebc, n);
 }
 
 void sr_trainer_emb_dp_update(struct sr_trainer *t, float lr, int64_t step, sr_stream_t stream)
 {
-    if (t->sebc)
-        sr_sharded_ebc_dp_update(t->sebc, lr, step, stream);
+    sr_sharded_ebc_dp_update(t->sebc, lr, step, stream);
 }
 
 /* ---- weights of a sharded model ------------------------------------------------ */

@@ -77,7 +77,7 @@ void sr_trainer_free_eval(struct sr_trainer *t)
 static int load_eval_batch(struct sr_trainer *t, int64_t g)
 {
     int rc = sr_trainer_load_eval_batch(t, g);
-    if (rc && t->sebc)
+    if (rc)
         rc = sr_sharded_ebc_forward_none(t->sebc, rc, t->streams.compute);
     if (rc)
         return rc;

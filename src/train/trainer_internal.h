@@ -54,7 +54,7 @@ struct sr_trainer {
     sr_comm_t dense;  /* dense gradient buckets */
     int rank, world_size;
     int64_t global_batch; /* G = W * B */
-    struct sr_plan *plan; /* NULL: one rank, unsharded EBC */
+    struct sr_plan *plan; /* --plan, --sharding, the default; one rank: tw */
     /* data */
     struct sr_synth *synth;
     struct sr_reader *reader;      /* --data, or NULL */
@@ -77,8 +77,7 @@ struct sr_trainer {
     int64_t feature_rows[SR_MAX_FEATURES];
     enum sr_id_policy feature_policy[SR_MAX_FEATURES];
     /* model */
-    struct sr_ebc *ebc;          /* one rank without a plan */
-    struct sr_sharded_ebc *sebc; /* otherwise */
+    struct sr_sharded_ebc *sebc; /* every run; one rank without a plan: tw, local mode */
     struct sr_dlrm *dlrm;
     struct sr_dense_optim *dense_optim;
     struct sr_grad_buckets *buckets;

@@ -107,7 +107,7 @@ static void print_comm(const struct sr_trainer *t, const struct sr_trainer_resul
             1e3 * busy / steps, 1e3 * (busy > exposed ? busy - exposed : 0) / steps,
             1e3 * exposed / steps);
     fprintf(f, "wire dtypes: pooled %s, dense %s (%d buckets, %d dense calls per step)\n",
-            sr_dtype_name(t->sebc ? t->cfg->comm_dtype : SR_DTYPE_F32),
+            sr_dtype_name(sr_sharded_ebc_is_local(t->sebc) ? SR_DTYPE_F32 : t->cfg->comm_dtype),
             sr_dtype_name(sr_grad_buckets_dtype(t->buckets)), sr_grad_buckets_count(t->buckets),
             sr_grad_buckets_calls(t->buckets));
 }

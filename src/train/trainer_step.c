@@ -38,8 +38,9 @@
  * step i+1 (sr_trace_set_thread_step). The last step (--steps) runs nothing
  * ahead. Step 1 first brings its own batch through the "ahead" stages.
  *
- * One rank without a plan (the plain EBC) has no input dist: the ahead
- * stages are the take and the copy.
+ * One rank without a plan runs the sharded EBC in local mode
+ * (sharded_ebc.h): its input dist, output dist and gradient dist are host
+ * only, the lookup pools into t->pooled and the update reads t->dpooled.
  *
  * Streams: the copy of batch i+1 runs on a copy stream of its own, so on a
  * GPU it overlaps batch i's compute. It first waits for the slot's
@@ -69,23 +70,31 @@ int sr_trainer_pipeline_init(struct sr_trainer *t)
     t->streams.sparse = sr_dev_stream_create(t->dev);
     t->streams.dense = sr_dev_stream_create(t->dev);
     t->streams.compute = NULL;
-    if (t->cfg->cuda_graphs > 0 && t->sebc)
+    int local = sr_sharded_ebc_is_local(t->sebc);
+    if (t->cfg->cuda_graphs > 0 && !local)
         return sr_error_set(SR_ERR_UNSUPPORTED,
-                            "--cuda-graphs covers one rank with unsharded tables; the sharded "
-                            "step (several ranks or a plan) runs without graphs: leave it out");
-    if (p->depth > 0 && t->cfg->cuda_graphs >= 0 && !t->sebc && sr_dev_has_graphs(t->dev)) {
+                            "--cuda-graphs covers one rank with every table whole (no plan, or "
+                            "--sharding tw); the sharded step (several ranks or another plan) "
+                            "runs without graphs: leave it out");
+    if (p->depth > 0 && t->cfg->cuda_graphs >= 0 && local && sr_dev_has_graphs(t->dev)) {
         p->loss_stage = sr_dev_alloc(t->dev, sizeof(float));
         p->emb_stream = sr_dev_stream_create(t->dev);
         p->emb_fork = sr_dev_event_create(t->dev);
         p->emb_join = sr_dev_event_create(t->dev);
     }
     p->dpooled_ready = sr_dev_event_create(t->dev);
-    for (int k = 0; t->sebc && k < 2; k++) {
+    for (int k = 0; k < 2; k++) {
         int rc = sr_sharded_ebc_batch_init(&p->ctx[k], t->sebc);
         if (rc)
             return rc;
     }
     return SR_OK;
+}
+
+void sr_trainer_pipeline_bind(struct sr_trainer *t)
+{
+    for (int k = 0; k < 2; k++)
+        sr_sharded_ebc_batch_bind(t->sebc, t->pipe.ctx[k], t->pooled, t->dpooled);
 }
 
 /* The loader's producer, on the loader thread: it alone touches the reader
@@ -119,8 +128,6 @@ static void ahead_start(struct sr_trainer *t, int64_t s)
         sr_dev_event_record(t->dev, slot->copied, t->streams.copy);
         sr_trace_end();
     }
-    if (!t->sebc)
-        return;
     sr_trainer_comm_snapshot(t, &before);
     struct sr_sharded_ebc_batch *b = p->ctx[s & 1];
     if (slot->rc)
@@ -143,16 +150,14 @@ static void ahead_counts(struct sr_trainer *t, int64_t s)
 {
     struct sr_pipe *p = &t->pipe;
     struct sr_comm_counters before, after;
-    if (t->sebc) {
-        sr_trainer_comm_snapshot(t, &before);
-        int rc = sr_sharded_ebc_input_dist_counts_wait(t->sebc, p->ctx[s & 1], t->streams.sparse);
-        sr_trainer_comm_snapshot(t, &after);
-        p->next_rc = rc == SR_SHARDED_EBC_END_OF_DATA ? END_OF_DATA : rc;
-        if (rc == SR_SHARDED_EBC_END_OF_DATA) {
-            sr_trainer_counters_add_diff(&p->counts, &after, &before);
-            p->uncounted = p->counts;
-            sr_sharded_ebc_stats(t->sebc, &p->end_stats);
-        }
+    sr_trainer_comm_snapshot(t, &before);
+    int rc = sr_sharded_ebc_input_dist_counts_wait(t->sebc, p->ctx[s & 1], t->streams.sparse);
+    sr_trainer_comm_snapshot(t, &after);
+    p->next_rc = rc == SR_SHARDED_EBC_END_OF_DATA ? END_OF_DATA : rc;
+    if (rc == SR_SHARDED_EBC_END_OF_DATA) {
+        sr_trainer_counters_add_diff(&p->counts, &after, &before);
+        p->uncounted = p->counts;
+        sr_sharded_ebc_stats(t->sebc, &p->end_stats);
     }
     if (p->next_rc < 0)
         snprintf(p->next_msg, sizeof p->next_msg, "%s", sr_error_message());
@@ -162,7 +167,7 @@ static void ahead_counts(struct sr_trainer *t, int64_t s)
 static void ahead_data(struct sr_trainer *t, int64_t s)
 {
     struct sr_pipe *p = &t->pipe;
-    if (!t->sebc || p->next_rc)
+    if (p->next_rc)
         return;
     sr_sharded_ebc_input_dist_data_start(t->sebc, p->ctx[s & 1], t->streams.sparse);
     p->in_flight = p->ctx[s & 1];
@@ -207,67 +212,64 @@ static void optimizer_step(struct sr_trainer *t, int64_t step, const float *loss
 
 /* ---- the stages of batch i ------------------------------------------------------- */
 
-/* Batch i's embeddings up to the start of its output dist (the plain EBC:
- * all of its forward). */
-static int emb_forward_start(struct sr_trainer *t, struct sr_batch *twin,
-                             struct sr_sharded_ebc_batch *b)
+/* Batch i's data exchange completes, if still in flight (else done by
+ * sr_trainer_pipeline_pause, or before a graphed step). */
+static void emb_data_wait(struct sr_trainer *t, struct sr_sharded_ebc_batch *b)
 {
-    int rc = SR_OK;
-    sr_trace_begin(SR_SPAN_EMB_FORWARD, -1);
-    if (t->sebc) {
-        if (t->pipe.in_flight == b) /* else done by sr_trainer_pipeline_pause */
-            sr_sharded_ebc_input_dist_data_wait(t->sebc, b, t->streams.sparse);
-        t->pipe.in_flight = NULL;
-        sr_sharded_ebc_lookup(t->sebc, b, t->streams.compute);
-        sr_sharded_ebc_output_dist_start(t->sebc, b, t->streams.sparse);
-    } else {
-        sr_trace_begin(SR_SPAN_LOOKUP, -1);
-        rc = sr_ebc_forward(t->ebc, &twin->kjt, t->pooled, t->streams.compute);
-        sr_trace_end();
-    }
-    sr_trace_end();
-    return rc;
+    if (t->pipe.in_flight != b)
+        return;
+    sr_sharded_ebc_input_dist_data_wait(t->sebc, b, t->streams.sparse);
+    t->pipe.in_flight = NULL;
 }
 
-/* The pooled gradients leave for their owners (sharded); the plain EBC's
- * backward forks to its own stream here when it has one (a graphed step). */
+/* Batch i's embeddings up to the start of its output dist. In local mode
+ * the lookup pools into t->pooled (bound: sr_trainer_pipeline_bind) and the
+ * rest is host only. */
+static int emb_forward_start(struct sr_trainer *t, struct sr_sharded_ebc_batch *b)
+{
+    sr_trace_begin(SR_SPAN_EMB_FORWARD, -1);
+    emb_data_wait(t, b);
+    sr_sharded_ebc_lookup(t->sebc, b, t->streams.compute);
+    sr_sharded_ebc_output_dist_start(t->sebc, b, t->streams.sparse);
+    sr_trace_end();
+    return SR_OK;
+}
+
+/* The stream of the embedding backward's exchanges: the sparse stream, or
+ * in a graphed step (local mode: nothing is exchanged) a stream of its own
+ * that the update runs on too, joined back at the step's end (emb_join). */
+static sr_stream_t emb_grad_stream(const struct sr_trainer *t)
+{
+    return t->pipe.emb_stream ? t->pipe.emb_stream : t->streams.sparse;
+}
+
+/* The pooled gradients leave for their owners, after backward made them. */
 static void emb_grad_start(struct sr_trainer *t, struct sr_sharded_ebc_batch *b)
 {
     struct sr_pipe *p = &t->pipe;
-    if (!t->sebc) {
-        if (p->emb_stream) {
-            sr_dev_event_record(t->dev, p->emb_fork, NULL);
-            sr_dev_stream_wait_event(t->dev, p->emb_stream, p->emb_fork);
-        }
-        return;
-    }
     sr_trace_begin(SR_SPAN_EMB_BACKWARD, -1);
     /* dpooled is backward's, on the compute stream */
     sr_dev_event_record(t->dev, p->dpooled_ready, t->streams.compute);
-    sr_dev_stream_wait_event(t->dev, t->streams.sparse, p->dpooled_ready);
-    sr_sharded_ebc_grad_dist_start(t->sebc, b, t->dpooled, t->streams.sparse);
+    sr_dev_stream_wait_event(t->dev, emb_grad_stream(t), p->dpooled_ready);
+    sr_sharded_ebc_grad_dist_start(t->sebc, b, t->dpooled, emb_grad_stream(t));
     sr_trace_end();
 }
 
 static void emb_update(struct sr_trainer *t, struct sr_sharded_ebc_batch *b, float lr, int64_t step)
 {
+    struct sr_pipe *p = &t->pipe;
     sr_trace_begin(SR_SPAN_EMB_BACKWARD, -1);
-    if (t->sebc) {
-        sr_sharded_ebc_grad_dist_wait(t->sebc, b, t->streams.sparse);
-        sr_sharded_ebc_update(t->sebc, b, lr, step, t->streams.compute);
-    } else {
-        sr_ebc_backward(t->ebc, t->dpooled, lr, step,
-                        t->pipe.emb_stream ? t->pipe.emb_stream : t->streams.compute);
-        if (t->pipe.emb_stream)
-            sr_dev_event_record(t->dev, t->pipe.emb_join, t->pipe.emb_stream);
-    }
+    sr_sharded_ebc_grad_dist_wait(t->sebc, b, emb_grad_stream(t));
+    sr_sharded_ebc_update(t->sebc, b, lr, step, p->emb_stream ? p->emb_stream : t->streams.compute);
+    if (p->emb_stream)
+        sr_dev_event_record(t->dev, p->emb_join, p->emb_stream);
     sr_trace_end();
 }
 
 /* The end of the step's compute: the embedding backward's stream joins. */
 static void emb_join(struct sr_trainer *t)
 {
-    if (!t->sebc && t->pipe.emb_stream)
+    if (t->pipe.emb_stream)
         sr_dev_stream_wait_event(t->dev, NULL, t->pipe.emb_join);
 }
 
@@ -318,7 +320,7 @@ static void ahead_at(struct sr_trainer *t, int64_t step, const struct step_run *
     sr_trace_set_thread_step(0);
 }
 
-/* Batch i from its lookup to the dense optimizer, with batch i+1's ahead
+/* Batch i from its data wait to the dense optimizer, with batch i+1's ahead
  * stages where they overlap it. The one step body: --pipeline none runs it
  * with nothing ahead, sparse-dist with batch i+1 ahead, and a graphed step
  * is this body captured (nothing ahead: that was issued before). */
@@ -326,14 +328,12 @@ static int step_body(struct sr_trainer *t, const struct step_run *r)
 {
     int B = t->cfg->batch_size, rc;
     int64_t step = r->step;
-    if ((rc = emb_forward_start(t, r->twin, r->b)))
+    if ((rc = emb_forward_start(t, r->b)))
         return rc;
     ahead_at(t, step, r, AHEAD_TAKE);
     sr_dlrm_forward_bottom(t->dlrm, t->streams.compute, r->twin->dense, B);
-    if (t->sebc) {
-        sr_sharded_ebc_output_dist_wait(t->sebc, r->b, t->pooled, t->streams.sparse);
-        sr_sharded_ebc_batch_wait(t->sebc, r->b, t->streams.compute);
-    }
+    sr_sharded_ebc_output_dist_wait(t->sebc, r->b, t->pooled, t->streams.sparse);
+    sr_sharded_ebc_batch_wait(t->sebc, r->b, t->streams.compute);
     sr_dlrm_forward_top(t->dlrm, t->streams.compute, t->pooled, B, t->logits);
     ahead_at(t, step, r, AHEAD_COUNTS);
 
@@ -350,7 +350,7 @@ static int step_body(struct sr_trainer *t, const struct step_run *r)
     return SR_OK;
 }
 
-/* ---- CUDA graphs (--cuda-graphs): one rank, the plain EBC ---------------------- */
+/* ---- CUDA graphs (--cuda-graphs): one rank, the EBC in local mode ------------- */
 
 /* What a graph of the step depends on besides the slot's pointers: the batch
  * size, the number of ids and the ids per feature (the host metadata the
@@ -401,9 +401,13 @@ static int step_graph(struct sr_trainer *t, struct step_run *r, struct sr_loader
 /* One training step at the trainer's pipeline depth (0: --pipeline none,
  * batch i alone; 1: sparse-dist, batch i+1's copy and input dist in flight
  * during step i, batch i+2 loading). Its global loss sum goes to the loss
- * ring, unread. With graphs the next batch's take and copy are issued
- * before the step's graph (on the copy stream) instead of after the lookup,
- * and the loss is copied from the graph's fixed slot into the ring. */
+ * ring, unread. With graphs (local mode: the input dist is host only)
+ * batch i's data wait and the next batch's ahead stages (take, copy on the
+ * copy stream, counts and data start) are issued before the step's graph
+ * instead of inside the body, and the loss is copied from the graph's fixed
+ * slot into the ring. A replay does not run the stages' host calls: the
+ * EBC's record of batch i stays at its data wait, which local mode allows
+ * (sharded_ebc.h). */
 int sr_trainer_step(struct sr_trainer *t, int64_t step)
 {
     struct sr_pipe *p = &t->pipe;
@@ -426,8 +430,14 @@ int sr_trainer_step(struct sr_trainer *t, int64_t step)
                          .ahead = more};
     sr_dev_stream_wait_event(t->dev, NULL, cur->copied);
     if (p->loss_stage) {
+        const struct step_run ahead = {.ahead = more};
         r.ahead = 0;
-        ahead_at(t, step, &(struct step_run){.ahead = more}, AHEAD_TAKE);
+        sr_trace_set_thread_step(step);
+        emb_data_wait(t, r.b);
+        sr_trace_set_thread_step(0);
+        ahead_at(t, step, &ahead, AHEAD_TAKE);
+        ahead_at(t, step, &ahead, AHEAD_COUNTS);
+        ahead_at(t, step, &ahead, AHEAD_DATA);
         if ((rc = step_graph(t, &r, cur, &graph)))
             return rc;
     }

@@ -37,7 +37,7 @@ struct sr_pipe {
     struct sr_sharded_ebc_batch *in_flight;    /* a context with its data exchange in flight */
     struct sr_sharded_ebc_stats end_stats;     /* at the counts exchange that found an end */
     struct sr_comm_counters counts, uncounted; /* next's counts exchange; an end's, no step's */
-    /* --cuda-graphs (one rank, the plain EBC): a graph of the step's compute
+    /* --cuda-graphs (one rank, the EBC in local mode): a graph of the step's compute
      * per ring slot, for the batch shape it was captured with */
     struct sr_step_graph {
         const struct sr_batch *twin; /* the slot's twin it reads */
@@ -53,6 +53,9 @@ struct sr_pipe {
 
 /* The streams, the ring of batches, the batch contexts and graphs' state. */
 int sr_trainer_pipeline_init(struct sr_trainer *t);
+/* The batch contexts write t->pooled and read t->dpooled (sharded_ebc.h's
+ * sr_sharded_ebc_batch_bind); after both are allocated, before the loop. */
+void sr_trainer_pipeline_bind(struct sr_trainer *t);
 /* Wait for everything issued on the step's streams (before freeing). */
 void sr_trainer_streams_drain(struct sr_trainer *t);
 /* One training step; SR_OK, SR_TRAINER_END_OF_DATA or an error status. */

@@ -44,9 +44,9 @@ struct param {
 };
 
 /* The model's parameters; the caller frees the array with sr_free. */
-static struct param *list_params(const struct sr_dlrm *m, struct sr_ebc *ebc, int *n_out)
+static struct param *list_params(const struct sr_dlrm *m, const struct sr_ebc_config *ec,
+                                 float *const *tables, int *n_out)
 {
-    const struct sr_ebc_config *ec = sr_ebc_config(ebc);
     int nd = sr_dlrm_num_tensors(m);
     int n = nd + ec->num_tables;
     struct param *p = sr_calloc((size_t)n, sizeof *p);
@@ -61,7 +61,7 @@ static struct param *list_params(const struct sr_dlrm *m, struct sr_ebc *ebc, in
         q->ndim = 2;
         q->shape[0] = ec->tables[t].num_embeddings;
         q->shape[1] = ec->tables[t].embedding_dim;
-        q->data = sr_ebc_weights(ebc, t);
+        q->data = tables[t];
     }
     *n_out = n;
     return p;
@@ -84,11 +84,38 @@ static float *pinned_for(struct sr_device *dev, const struct param *p, int n)
     return sr_dev_alloc_host(dev, sizeof(float) * (total ? total : 1));
 }
 
+/* table t's weights of an sr_ebc; the caller frees the array with sr_free. */
+static float **ebc_tables(struct sr_ebc *ebc)
+{
+    const struct sr_ebc_config *ec = sr_ebc_config(ebc);
+    float **tables = sr_calloc((size_t)ec->num_tables + 1, sizeof *tables);
+    for (int t = 0; t < ec->num_tables; t++)
+        tables[t] = sr_ebc_weights(ebc, t);
+    return tables;
+}
+
 int sr_weights_save(const char *path, const struct sr_dlrm *m, struct sr_ebc *ebc)
+{
+    float **tables = ebc_tables(ebc);
+    int rc = sr_weights_save_tables(path, m, sr_ebc_config(ebc), tables);
+    sr_free(tables);
+    return rc;
+}
+
+int sr_weights_load(const char *path, struct sr_dlrm *m, struct sr_ebc *ebc)
+{
+    float **tables = ebc_tables(ebc);
+    int rc = sr_weights_load_tables(path, m, sr_ebc_config(ebc), tables);
+    sr_free(tables);
+    return rc;
+}
+
+int sr_weights_save_tables(const char *path, const struct sr_dlrm *m,
+                           const struct sr_ebc_config *ec, float *const *tables)
 {
     int n;
     struct sr_device *dev = sr_dlrm_device(m);
-    struct param *p = list_params(m, ebc, &n);
+    struct param *p = list_params(m, ec, tables, &n);
     struct sr_st_tensor *t = sr_calloc((size_t)n, sizeof *t);
     float *pinned = pinned_for(dev, p, n), *at = pinned;
     for (int i = 0; i < n; i++) {
@@ -240,13 +267,14 @@ static void copy_in(struct sr_device *dev, const struct sr_st_file *f, const str
     }
 }
 
-int sr_weights_load(const char *path, struct sr_dlrm *m, struct sr_ebc *ebc)
+int sr_weights_load_tables(const char *path, struct sr_dlrm *m, const struct sr_ebc_config *ec,
+                           float *const *tables)
 {
     struct sr_st_file *f;
     int n, rc;
     if ((rc = sr_st_open(&f, path)))
         return rc;
-    struct param *p = list_params(m, ebc, &n);
+    struct param *p = list_params(m, ec, tables, &n);
     if (!(rc = match_file(f, p, n)))
         copy_in(sr_dlrm_device(m), f, p, n);
     sr_free(p);

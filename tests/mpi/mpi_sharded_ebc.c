@@ -225,6 +225,15 @@ static void compare_tables(struct sr_sharded_ebc *s, struct sr_ebc *ref, const s
     }
 }
 
+/* Every table in one tw or cw shard. */
+static int whole_tables(const struct sr_plan *p)
+{
+    for (int t = 0; t < p->num_tables; t++)
+        if (group_of(p->tables[t].type) != 0 || p->tables[t].num_shards != 1)
+            return 0;
+    return 1;
+}
+
 static void step_once(struct sr_sharded_ebc *s, struct sr_ebc *ref, const struct tcfg *c,
                       const struct sr_plan *p, const struct world *w, int step, float lr,
                       struct outcome *o)
@@ -235,6 +244,11 @@ static void step_once(struct sr_sharded_ebc *s, struct sr_ebc *ref, const struct
     make_batch(&all, c, step, 0, GB);
     struct expect e;
     expect_step(&e, c, p, &mine, w);
+    /* local mode (sharded_ebc.h): one rank, every table whole in tw/cw; nothing is exchanged */
+    CHECK(sr_sharded_ebc_is_local(s) == (W == 1 && whole_tables(p)), "local mode %d on %d ranks",
+          sr_sharded_ebc_is_local(s), W);
+    if (sr_sharded_ebc_is_local(s))
+        memset(&e, 0, sizeof e);
 
     float *pooled = sr_calloc((size_t)B * D, sizeof(float));
     float *ref_pooled = sr_calloc((size_t)GB * D, sizeof(float));
