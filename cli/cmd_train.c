@@ -77,7 +77,7 @@ static void train_help(void)
         "                         tf32 (matrix units, fp32 data), bf16 (bf16 inputs, fp32\n"
         "                         accumulation and outputs); the CPU computes fp32 only\n"
         "  --cuda-graphs, --no-cuda-graphs  replay each step as a CUDA graph (one rank,\n"
-        "                         unsharded tables, --pipeline sparse-dist; a graph per\n"
+        "                         every table whole, --pipeline sparse-dist; a graph per\n"
         "                         batch shape, from step 3; the same bits as without).\n"
         "                         Default: on where that applies on CUDA\n"
         "  --batch-pool N         BENCHMARKS: make N synthetic batches at start-up and cycle\n"
