@@ -85,6 +85,16 @@ static void set_deadline(sr_comm_t c, struct sr_comm_work *w, double bytes)
     w->limit = sr_comm_deadline(c, bytes);
 }
 
+/* Hand a filled item to the worker: its deadline for `bytes`, after the
+ * work issued on `stream` so far (its staged sends included). */
+static void issue(sr_comm_t c, struct sr_comm_work *w, double bytes, sr_stream_t stream,
+                  sr_comm_work_t *work)
+{
+    set_deadline(c, w, bytes);
+    sr_mpi_stream_order(c, w, stream);
+    sr_mpi_submit(c->state, w, work);
+}
+
 
 /* ---- collectives: start functions (worker) and submitters (caller) ---------------- */
 
@@ -109,9 +119,7 @@ void sr_mpi_all_reduce(sr_comm_t c, const void *send, void *recv, size_t count,
     w->recv = sr_mpi_stage_out(c, w, stream, recv, &count, &zero_displ, 1, es);
     w->count = to_int(count, "all_reduce");
     w->type = mpi_type(dtype, 1, "all_reduce");
-    set_deadline(c, w, 2.0 * (double)count * (double)es);
-    sr_mpi_stream_order(c, w, stream);
-    sr_mpi_submit(c->state, w, work);
+    issue(c, w, 2.0 * (double)count * (double)es, stream, work);
 }
 
 static void start_all_to_allv(struct mpi_state *s, struct sr_comm_work *w, MPI_Request *req)
@@ -146,9 +154,7 @@ void sr_mpi_all_to_allv(sr_comm_t c, const void *send, const size_t *send_counts
     w->send = sr_mpi_stage_in(c, w, stream, send, send_counts, send_displs, W, es);
     w->recv = sr_mpi_stage_out(c, w, stream, recv, recv_counts, recv_displs, W, es);
     w->type = mpi_type(dtype, 0, "all_to_allv");
-    set_deadline(c, w, elems * (double)es);
-    sr_mpi_stream_order(c, w, stream);
-    sr_mpi_submit(c->state, w, work);
+    issue(c, w, elems * (double)es, stream, work);
 }
 
 static void start_reduce_scatter(struct mpi_state *s, struct sr_comm_work *w, MPI_Request *req)
@@ -174,9 +180,7 @@ void sr_mpi_reduce_scatter(sr_comm_t c, const void *send, void *recv, size_t rec
     w->count = to_int(recv_count, "reduce_scatter");
     to_int(all, "reduce_scatter send buffer");
     w->type = mpi_type(dtype, 1, "reduce_scatter");
-    set_deadline(c, w, (double)(c->size + 1) * (double)recv_count * (double)es);
-    sr_mpi_stream_order(c, w, stream);
-    sr_mpi_submit(c->state, w, work);
+    issue(c, w, (double)(c->size + 1) * (double)recv_count * (double)es, stream, work);
 }
 
 static void start_all_gather(struct mpi_state *s, struct sr_comm_work *w, MPI_Request *req)
@@ -201,9 +205,7 @@ void sr_mpi_all_gather(sr_comm_t c, const void *send, void *recv, size_t send_co
     to_int(all, "all_gather recv buffer");
     w->elem = es;
     w->type = mpi_type(dtype, 0, "all_gather");
-    set_deadline(c, w, (double)(c->size + 1) * (double)send_count * (double)es);
-    sr_mpi_stream_order(c, w, stream);
-    sr_mpi_submit(c->state, w, work);
+    issue(c, w, (double)(c->size + 1) * (double)send_count * (double)es, stream, work);
 }
 
 static void start_broadcast(struct mpi_state *s, struct sr_comm_work *w, MPI_Request *req)
@@ -230,9 +232,7 @@ void sr_mpi_broadcast(sr_comm_t c, const void *send, void *recv, size_t count,
     w->count = to_int(count, "broadcast");
     w->elem = es;
     w->type = mpi_type(dtype, 0, "broadcast");
-    set_deadline(c, w, 2.0 * (double)count * (double)es);
-    sr_mpi_stream_order(c, w, stream);
-    sr_mpi_submit(c->state, w, work);
+    issue(c, w, 2.0 * (double)count * (double)es, stream, work);
 }
 
 static void start_barrier(struct mpi_state *s, struct sr_comm_work *w, MPI_Request *req)

@@ -212,9 +212,7 @@ static void dp_counts(const struct sr_sharded_ebc *s, const struct sr_sharded_eb
     }
 }
 
-/* Where each local feature's ids go in the table-grouped id list
- * (ops_embedding.h), from the features' id counts. */
-static void group_meta(const struct group *g, struct group_batch *gb)
+void sr_input_dist_positions(const struct group *g, struct group_batch *gb)
 {
     const int T = g->num_tables, F = g->layout.num_features;
     for (int t = 0; t <= T; t++)
@@ -241,7 +239,7 @@ static void batch_meta(struct sr_sharded_ebc *s, struct sr_sharded_ebc_batch *b)
         if (s->groups[g].active)
             group_counts(s, b, &s->groups[g], &b->gb[g]);
     for (int g = 0; g < GROUP_COUNT; g++)
-        group_meta(&s->groups[g], &b->gb[g]);
+        sr_input_dist_positions(&s->groups[g], &b->gb[g]);
 }
 
 int sr_input_dist_counts_wait(struct sr_sharded_ebc *s, struct sr_sharded_ebc_batch *b)

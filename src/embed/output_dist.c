@@ -132,7 +132,8 @@ void sr_grad_dist_start(struct sr_sharded_ebc *s, struct sr_sharded_ebc_batch *b
         a2a_counts(s, GROUP_A2A, s->W, 1);
         before_wire(s, s->comms.sparse, b->stream);
         sr_wire_all_to_allv(s, s->comms.sparse, b->a2a_buf, s->b_counts, s->b_displs,
-                            b->gb[GROUP_A2A].dpooled, s->a_counts, s->a_displs, b->stream, &b->a2a_work);
+                            b->gb[GROUP_A2A].dpooled, s->a_counts, s->a_displs, b->stream,
+                            &b->a2a_work);
     }
     if (active(s, GROUP_RW)) {
         before_wire(s, s->comms.sparse, b->stream);

@@ -261,6 +261,9 @@ void sr_input_dist_counts_start(struct sr_sharded_ebc *s, struct sr_sharded_ebc_
 int sr_input_dist_counts_wait(struct sr_sharded_ebc *s, struct sr_sharded_ebc_batch *b);
 void sr_input_dist_data_start(struct sr_sharded_ebc *s, struct sr_sharded_ebc_batch *b);
 void sr_input_dist_data_wait(struct sr_sharded_ebc *s, struct sr_sharded_ebc_batch *b);
+/* Where each of group g's features' ids go in the table-grouped id list
+ * (ops_embedding.h), from gb->feature_n: gb->table_pos, gb->feature_pos. */
+void sr_input_dist_positions(const struct group *g, struct group_batch *gb);
 /* output_dist.c: pooled blocks out (start) and into pooled (wait); dpooled
  * into blocks and out (start), gradients at the owners (wait). */
 void sr_output_dist_start(struct sr_sharded_ebc *s, struct sr_sharded_ebc_batch *b);

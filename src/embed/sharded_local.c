@@ -62,27 +62,15 @@ static int64_t feature_ids(const struct sr_sharded_ebc *s, const struct sr_kjt *
     return sr_kjt_bag_begin(kjt, f, kjt->stride) - sr_kjt_bag_begin(kjt, f, 0);
 }
 
-/* Where each feature's ids go in the table-grouped id list (ebc.c's
- * compute_meta, into the A2A group's host arrays). */
+/* Each feature's ids, then where they go in the table-grouped id list
+ * (the exchanged groups' positions: input_dist.c). */
 static void local_meta(struct sr_sharded_ebc *s, struct sr_sharded_ebc_batch *b)
 {
-    const struct sr_emb_layout *l = &s->local_layout;
+    const struct group *g = &s->groups[GROUP_A2A];
     struct group_batch *gb = &b->gb[GROUP_A2A];
-    for (int t = 0; t <= l->num_tables; t++)
-        gb->table_pos[t] = 0;
-    for (int f = 0; f < l->num_features; f++) {
+    for (int f = 0; f < g->layout.num_features; f++)
         gb->feature_n[f] = feature_ids(s, b->kjt, f);
-        gb->table_pos[l->features[f].table + 1] += gb->feature_n[f];
-    }
-    for (int t = 0; t < l->num_tables; t++) {
-        gb->table_pos[t + 1] += gb->table_pos[t];
-        gb->cursor[t] = gb->table_pos[t];
-    }
-    for (int f = 0; f < l->num_features; f++) {
-        int t = l->features[f].table;
-        gb->feature_pos[f] = gb->cursor[t];
-        gb->cursor[t] += gb->feature_n[f];
-    }
+    sr_input_dist_positions(g, gb);
     gb->num_values = b->kjt->num_values;
     gb->has_weights = b->kjt->weights != NULL;
 }

@@ -168,8 +168,8 @@ static void init_buckets(struct sr_trainer *t)
         sr_dlrm_tensor(t->dlrm, 2 * l + 1, &name, &ndim, b, &data);
         sizes[n_layers - 1 - l] = (size_t)(w[0] * w[1] + b[0]);
     }
-    sr_grad_buckets_init(&t->buckets, t->dense, t->streams.dense, grads, n, dp, n_dp, sizes, n_layers,
-                         (size_t)t->cfg->bucket_kib << 10, t->cfg->dense_comm_dtype);
+    sr_grad_buckets_init(&t->buckets, t->dense, t->streams.dense, grads, n, dp, n_dp, sizes,
+                         n_layers, (size_t)t->cfg->bucket_kib << 10, t->cfg->dense_comm_dtype);
     sr_dlrm_set_grad_ready(t->dlrm, on_grad_ready, t->buckets);
 }
 

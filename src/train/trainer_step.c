@@ -195,7 +195,7 @@ static const struct sr_step_scalars *put_step_scalars(struct sr_trainer *t, int6
  * in it; the global loss sum goes to loss_dst, unread), the DP tables'
  * update, the dense optimizer. */
 static void optimizer_step(struct sr_trainer *t, int64_t step, const float *loss_sum,
-                                  const struct sr_step_scalars *scalars, float *loss_dst)
+                           const struct sr_step_scalars *scalars, float *loss_dst)
 {
     float emb_lr = sr_lr_at(&t->lr_emb, step); /* also in the device block the updates read */
     size_t n_params;
@@ -203,10 +203,10 @@ static void optimizer_step(struct sr_trainer *t, int64_t step, const float *loss
     sr_grad_buckets_finish(t->buckets, loss_sum, loss_dst, t->streams.compute);
     sr_trainer_emb_dp_update(t, emb_lr, step, t->streams.compute);
     float *params = sr_dlrm_params(t->dlrm, &n_params);
-    sr_dense_optim_step(t->dense_optim, t->streams.compute, params, sr_dlrm_grads(t->dlrm, &n_params), scalars);
-    /* No wait at the end of the step: the next load waits for this step's
-     * copy out of the host batch (trainer_batch.c; the pipeline: its ring
-     * slot), the loss ring for the losses it reads. */
+    sr_dense_optim_step(t->dense_optim, t->streams.compute, params,
+                        sr_dlrm_grads(t->dlrm, &n_params), scalars);
+    /* No wait at the end of the step: the loader waits for the copy out of
+     * a ring slot before refilling it, the loss ring for the losses it reads. */
     sr_trace_end();
 }
 
@@ -225,14 +225,13 @@ static void emb_data_wait(struct sr_trainer *t, struct sr_sharded_ebc_batch *b)
 /* Batch i's embeddings up to the start of its output dist. In local mode
  * the lookup pools into t->pooled (bound: sr_trainer_pipeline_bind) and the
  * rest is host only. */
-static int emb_forward_start(struct sr_trainer *t, struct sr_sharded_ebc_batch *b)
+static void emb_forward_start(struct sr_trainer *t, struct sr_sharded_ebc_batch *b)
 {
     sr_trace_begin(SR_SPAN_EMB_FORWARD, -1);
     emb_data_wait(t, b);
     sr_sharded_ebc_lookup(t->sebc, b, t->streams.compute);
     sr_sharded_ebc_output_dist_start(t->sebc, b, t->streams.sparse);
     sr_trace_end();
-    return SR_OK;
 }
 
 /* The stream of the embedding backward's exchanges: the sparse stream, or
@@ -260,7 +259,8 @@ static void emb_update(struct sr_trainer *t, struct sr_sharded_ebc_batch *b, flo
     struct sr_pipe *p = &t->pipe;
     sr_trace_begin(SR_SPAN_EMB_BACKWARD, -1);
     sr_sharded_ebc_grad_dist_wait(t->sebc, b, emb_grad_stream(t));
-    sr_sharded_ebc_update(t->sebc, b, lr, step, p->emb_stream ? p->emb_stream : t->streams.compute);
+    sr_stream_t update_stream = p->emb_stream ? p->emb_stream : t->streams.compute;
+    sr_sharded_ebc_update(t->sebc, b, lr, step, update_stream);
     if (p->emb_stream)
         sr_dev_event_record(t->dev, p->emb_join, p->emb_stream);
     sr_trace_end();
@@ -298,17 +298,16 @@ enum ahead_point { AHEAD_TAKE, AHEAD_COUNTS, AHEAD_DATA };
 struct step_run {
     int64_t step;
     struct sr_batch *twin;            /* batch i's device twin */
-    struct sr_sharded_ebc_batch *b;   /* its context (sharded) */
+    struct sr_sharded_ebc_batch *b;   /* its context */
     const struct sr_step_scalars *scalars;
     float *loss_dst;                  /* where the global loss sum goes; NULL: the
                                        * loss ring's next slot, taken at the optimizer */
     int ahead;                        /* run batch i+1's ahead stages inside */
 };
 
-static void ahead_at(struct sr_trainer *t, int64_t step, const struct step_run *r,
-                     enum ahead_point at)
+static void ahead_at(struct sr_trainer *t, int64_t step, int ahead, enum ahead_point at)
 {
-    if (!r->ahead)
+    if (!ahead)
         return;
     sr_trace_set_thread_step(step + 1);
     if (at == AHEAD_TAKE)
@@ -324,30 +323,29 @@ static void ahead_at(struct sr_trainer *t, int64_t step, const struct step_run *
  * stages where they overlap it. The one step body: --pipeline none runs it
  * with nothing ahead, sparse-dist with batch i+1 ahead, and a graphed step
  * is this body captured (nothing ahead: that was issued before). */
-static int step_body(struct sr_trainer *t, const struct step_run *r)
+static void step_body(struct sr_trainer *t, const struct step_run *r)
 {
-    int B = t->cfg->batch_size, rc;
+    int B = t->cfg->batch_size;
     int64_t step = r->step;
-    if ((rc = emb_forward_start(t, r->b)))
-        return rc;
-    ahead_at(t, step, r, AHEAD_TAKE);
+    emb_forward_start(t, r->b);
+    ahead_at(t, step, r->ahead, AHEAD_TAKE);
     sr_dlrm_forward_bottom(t->dlrm, t->streams.compute, r->twin->dense, B);
     sr_sharded_ebc_output_dist_wait(t->sebc, r->b, t->pooled, t->streams.sparse);
     sr_sharded_ebc_batch_wait(t->sebc, r->b, t->streams.compute);
     sr_dlrm_forward_top(t->dlrm, t->streams.compute, t->pooled, B, t->logits);
-    ahead_at(t, step, r, AHEAD_COUNTS);
+    ahead_at(t, step, r->ahead, AHEAD_COUNTS);
 
     sr_grad_buckets_begin(t->buckets);
-    const float *loss_sum = sr_dlrm_backward_top(t->dlrm, t->streams.compute, r->twin->labels, NULL, B,
-                                                 1.0f / (float)t->global_batch, t->dpooled);
+    const float *loss_sum =
+        sr_dlrm_backward_top(t->dlrm, t->streams.compute, r->twin->labels, NULL, B,
+                             1.0f / (float)t->global_batch, t->dpooled);
     emb_grad_start(t, r->b);
-    ahead_at(t, step, r, AHEAD_DATA);
+    ahead_at(t, step, r->ahead, AHEAD_DATA);
     sr_dlrm_backward_bottom(t->dlrm, t->streams.compute, B);
     emb_update(t, r->b, sr_lr_at(&t->lr_emb, step), step);
     float *loss_dst = r->loss_dst ? r->loss_dst : sr_loss_ring_push(&t->losses, step);
     optimizer_step(t, step, loss_sum, r->scalars, loss_dst);
     emb_join(t);
-    return SR_OK;
 }
 
 /* ---- CUDA graphs (--cuda-graphs): one rank, the EBC in local mode ------------- */
@@ -369,13 +367,12 @@ static uint64_t batch_shape(const struct sr_batch *b)
  * captured once and replayed while its batch shape stays the same; a new
  * shape drops the old graph. NULL: run the step eagerly. The capture is of
  * step_body itself, its loss going to the fixed loss_stage. */
-static int step_graph(struct sr_trainer *t, struct step_run *r, struct sr_loader_slot *cur,
-                      sr_graph_t *out)
+static sr_graph_t step_graph(struct sr_trainer *t, const struct step_run *r,
+                             struct sr_loader_slot *cur)
 {
     struct sr_pipe *p = &t->pipe;
     struct sr_step_graph *sg = &p->graphs[cur - p->loader.slots];
     uint64_t shape = batch_shape(r->twin);
-    *out = NULL;
     if (sg->graph && (sg->twin != r->twin || sg->shape != shape)) {
         t->dev->mem->graph_destroy(t->dev, sg->graph);
         sg->graph = NULL;
@@ -385,17 +382,12 @@ static int step_graph(struct sr_trainer *t, struct step_run *r, struct sr_loader
         cap.loss_dst = p->loss_stage;
         sr_device_spans_pause(t->trace.dspans, 1); /* no events inside a graph */
         t->dev->mem->capture_begin(t->dev, NULL);
-        int rc = step_body(t, &cap);
+        step_body(t, &cap);
         sr_graph_t g = t->dev->mem->capture_end(t->dev, NULL);
         sr_device_spans_pause(t->trace.dspans, 0);
-        if (rc) {
-            t->dev->mem->graph_destroy(t->dev, g);
-            return rc;
-        }
         *sg = (struct sr_step_graph){.twin = r->twin, .shape = shape, .graph = g};
     }
-    *out = sg->graph;
-    return SR_OK;
+    return sg->graph;
 }
 
 /* One training step at the trainer's pipeline depth (0: --pipeline none,
@@ -411,7 +403,7 @@ static int step_graph(struct sr_trainer *t, struct step_run *r, struct sr_loader
 int sr_trainer_step(struct sr_trainer *t, int64_t step)
 {
     struct sr_pipe *p = &t->pipe;
-    int more = p->depth > 0 && step < t->cfg->steps, rc;
+    int more = p->depth > 0 && step < t->cfg->steps;
     sr_graph_t graph = NULL;
     if (!p->started)
         start_loader(t, step);
@@ -430,24 +422,22 @@ int sr_trainer_step(struct sr_trainer *t, int64_t step)
                          .ahead = more};
     sr_dev_stream_wait_event(t->dev, NULL, cur->copied);
     if (p->loss_stage) {
-        const struct step_run ahead = {.ahead = more};
         r.ahead = 0;
         sr_trace_set_thread_step(step);
         emb_data_wait(t, r.b);
         sr_trace_set_thread_step(0);
-        ahead_at(t, step, &ahead, AHEAD_TAKE);
-        ahead_at(t, step, &ahead, AHEAD_COUNTS);
-        ahead_at(t, step, &ahead, AHEAD_DATA);
-        if ((rc = step_graph(t, &r, cur, &graph)))
-            return rc;
+        ahead_at(t, step, more, AHEAD_TAKE);
+        ahead_at(t, step, more, AHEAD_COUNTS);
+        ahead_at(t, step, more, AHEAD_DATA);
+        graph = step_graph(t, &r, cur);
     }
     if (graph) {
         t->dev->mem->graph_launch(t->dev, graph, NULL);
         sr_dev_copy(t->dev, sr_loss_ring_push(&t->losses, step), p->loss_stage, sizeof(float),
                     NULL);
         p->graph_steps++;
-    } else if ((rc = step_body(t, &r))) {
-        return rc;
+    } else {
+        step_body(t, &r);
     }
     sr_dev_event_record(t->dev, cur->consumed, NULL);
     sr_loader_release(&p->loader); /* the loader waits for cur->copied before refilling it */
