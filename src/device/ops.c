@@ -14,7 +14,9 @@
  * operands by. The few region functions that loop (tables, batches,
  * segments) are at the end.
  */
+#include <stdatomic.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 #include "shardrec/error.h"
 #include "shardrec/optim.h"
@@ -71,6 +73,25 @@ size_t sr_op_emb_workspace_bytes(struct sr_device *dev, const struct sr_emb_layo
 {
     need(dev, dev->emb && dev->emb->workspace_bytes, "emb.workspace_bytes");
     return dev->emb->workspace_bytes(dev, layout);
+}
+
+int sr_emb_run_split(void)
+{
+    static _Atomic int split; /* 0: not read yet */
+    int v = atomic_load(&split);
+    if (v)
+        return v;
+    const char *env = getenv("SR_EMB_RUN_SPLIT");
+    v = SR_EMB_RUN_SPLIT_DEFAULT;
+    if (env && *env) {
+        char *end;
+        const long x = strtol(env, &end, 10);
+        if (*end || x < 8 || x > 65536 || (x & (x - 1)))
+            SR_ABORT("SR_EMB_RUN_SPLIT=%s: expected a power of two from 8 to 65536", env);
+        v = (int)x;
+    }
+    atomic_store(&split, v);
+    return v;
 }
 
 /* ---- regions computed by loops ------------------------------------------- */

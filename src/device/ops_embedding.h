@@ -99,6 +99,17 @@ struct sr_emb_update {
     const int64_t *step_dev;
 };
 
+/* Hot rows. A run of more than sr_emb_run_split() ids of one row may be
+ * summed in pieces: each piece (its ids in order) summed in id order, then
+ * the pieces' sums in order, so a hot row's work spreads over many lanes and
+ * reruns still give the same bits. Runs of at most that many ids are summed
+ * in id order, as the CPU sums every run, and give the CPU's bits. The split
+ * is SR_EMB_RUN_SPLIT_DEFAULT (measured: docs/architecture.md, "hot rows")
+ * unless the environment's SR_EMB_RUN_SPLIT (a power of two from 8 to 65536)
+ * sets it, for benchmarks that measure it; it is read once. */
+#define SR_EMB_RUN_SPLIT_DEFAULT 64
+int sr_emb_run_split(void);
+
 /* Bytes of a table's optimizer state. */
 size_t sr_emb_state_bytes(enum sr_optim_kind kind, const struct sr_emb_table *t);
 /* The regions of every table of l: weights read (update 0), or weights and
