@@ -21,20 +21,33 @@
  *             ids on the R row bits only: the ids of one (table, row) then lie
  *             together and in their table-grouped order (equal rows of
  *             different tables keep their table order), so no pass sorts the
- *             table bits. Then one group per sorted position: the group at
- *             the first id of a run of equal keys sums the run's gradient
- *             contributions in id order (BWD_ROWS in flight) and applies the
- *             optimizer to the row (table key >> R, row key & (2^R - 1)) at
- *             once; no (E, D) gradient exists. Row-wise Adagrad stages the
- *             gradient row in shared memory to sum g² in the CPU's order.
+ *             table bits. A run of equal keys is one row's gradient (table
+ *             key >> R, row key & (2^R - 1)); no (E, D) gradient exists.
+ *             Work follows runs, not positions and not the longest run: each
+ *             warp scans 32 sorted positions at a time and its groups take
+ *             the tasks found there (for_each_task). With S the hot-row split
+ *             (sr_emb_run_split) and tiles of S sorted positions:
+ *               a run of at most S ids: one group sums it in id order
+ *                 (BWD_ROWS in flight) and applies the optimizer at once;
+ *               a longer run: one group per piece, its ids within one tile,
+ *                 sums the piece into a slot of the workspace (backward_kernel);
+ *                 then one group adds the run's pieces in order and applies
+ *                 the optimizer (finish_kernel).
+ *             A hot row with 10^5 ids thus costs 10^5 / S parallel pieces and
+ *             a sum of as many partial rows, instead of 10^5 serial steps.
+ *             Row-wise Adagrad keeps a row of up to G W columns in registers
+ *             (one pass); wider rows are staged in shared memory to sum g² in
+ *             the CPU's order.
  *
  * Grids hold at most GRID_PER_SM blocks of FWD_THREADS threads per
  * multiprocessor; kernels loop grid-stride over bags or sorted positions.
  *
  * Determinism: nothing is summed by atomics or in an order that depends on
- * scheduling. Each bag has one group; each row's run is summed by one group
- * in the order of the stable sort, which is the CPU's order (table-grouped id
- * order), so reruns are bit-identical and results match the CPU's rounding.
+ * scheduling. Each bag has one group; a run of at most S ids is summed by one
+ * group in the order of the stable sort, which is the CPU's order (table-
+ * grouped id order), so it matches the CPU's rounding; a longer run is summed
+ * as fixed pieces (tile boundaries of the sorted order) added in order, so
+ * reruns are bit-identical and the result is within rounding of the CPU's.
  *
  * Workspace (device, one block; every part 256-byte aligned):
  *
@@ -43,6 +56,8 @@
  *   key_a/b   (N)      uint32 (uint64 when table and row need more than 32
  *                      bits) keys, ping-pong
  *   val_a/b   (N)      uint64 (pooled offset | float scale << 32), ping-pong
+ *   partial   (2 ceil(N / S) + 2, max_dim rounded up to 4) floats: piece sums
+ *             of long runs (at most two pieces start in a tile)
  *   sort      cub's temporary storage for N items
  *
  * The first two are per-layout data, written once by workspace_init (an
@@ -304,17 +319,20 @@ template <typename K> struct bwd_params {
     const K *keys;        /* (n) sorted */
     const uint64_t *vals; /* (n) in the keys' order */
     const float *dpooled; /* (B, out_dim) */
+    float *partial;       /* (2 ceil(n / split) + 2, pstride) piece sums of long runs */
     int n, max_dim, G, log2G;
-    int row_bits; /* R: a key is table << R | row */
+    int split, log2split; /* S: runs of more than S ids are summed in pieces */
+    int pstride;          /* floats of a piece sum: max_dim rounded up to 4 */
+    int row_bits;         /* R: a key is table << R | row */
     struct sr_cu_optim optim;
 };
 
-/* Columns [c, c + W) of the gradient of the row whose sorted ids start at j:
- * Σ scale_i * dpooled[src_i + c ..] over the run of equal keys, in order. v0
- * is the run's first value (vals[j]), loaded early by the caller. */
+/* Columns [c, c + W) of the gradient of ids j, j + 1, ... < end while their
+ * key is `key`: Σ scale_i * dpooled[src_i + c ..], in order. v0 is vals[j],
+ * loaded early by the caller. */
 template <int W, typename K>
-__device__ __forceinline__ sr_cu_vec<W> run_grad(const bwd_params<K> &p, int j, K key, uint64_t v0,
-                                                 int c)
+__device__ __forceinline__ sr_cu_vec<W> run_grad(const bwd_params<K> &p, int j, int end, K key,
+                                                 uint64_t v0, int c)
 {
     sr_cu_vec<W> acc =
         sr_cu_axpy<W>(sr_cu_zero<W>(), val_scale(v0), sr_cu_ldg<W>(p.dpooled + val_src(v0) + c));
@@ -325,11 +343,11 @@ __device__ __forceinline__ sr_cu_vec<W> run_grad(const bwd_params<K> &p, int j, 
         K kk[BWD_ROWS];
 #pragma unroll
         for (int u = 0; u < BWD_ROWS; u++) /* all in flight: past the end, the last key */
-            kk[u] = p.keys[m + u < p.n ? m + u : p.n - 1];
+            kk[u] = p.keys[m + u < end ? m + u : end - 1];
         bool run = true;
 #pragma unroll
         for (int u = 0; u < BWD_ROWS; u++) {
-            run = run && m + u < p.n && kk[u] == key;
+            run = run && m + u < end && kk[u] == key;
             ok[u] = run;
         }
         if (!ok[0])
@@ -349,14 +367,51 @@ __device__ __forceinline__ sr_cu_vec<W> run_grad(const bwd_params<K> &p, int j, 
     }
 }
 
-/* Sum the row's gradient (ids from sorted position j) and apply the optimizer.
- * The row's chunks are loaded before its gradient is summed. gs: the group's
- * shared memory (row-wise Adagrad): gradient (max_dim), weights (max_dim) and
- * 16 partial sums. */
-template <int W, typename K, int OPT>
+/* The gradient of a run of at most S ids, summed whole (the CPU's order). */
+template <int W, typename K> struct whole_run {
+    const bwd_params<K> &p;
+    int j;
+    K key;
+    uint64_t v0;
+    __device__ __forceinline__ sr_cu_vec<W> operator()(int c) const
+    {
+        return run_grad<W, K>(p, j, p.n, key, v0, c);
+    }
+};
+
+/* The gradient of a long run from its piece sums: the start piece (slot
+ * 2 t0 + 1), then the head pieces of tiles t0 + 1 .. t1 (slots 2 t), added
+ * in that order, BWD_ROWS in flight. */
+template <int W, typename K> struct piece_sums {
+    const bwd_params<K> &p;
+    int t0, t1;
+    __device__ __forceinline__ sr_cu_vec<W> operator()(int c) const
+    {
+        const float *base = p.partial + c;
+        sr_cu_vec<W> acc = sr_cu_load<W>(base + (size_t)(2 * t0 + 1) * p.pstride);
+        for (int t = t0 + 1; t <= t1; t += BWD_ROWS) {
+            sr_cu_vec<W> x[BWD_ROWS];
+#pragma unroll
+            for (int u = 0; u < BWD_ROWS; u++)
+                x[u] = t + u <= t1 ? sr_cu_load<W>(base + (size_t)(2 * (t + u)) * p.pstride)
+                                   : sr_cu_zero<W>();
+#pragma unroll
+            for (int u = 0; u < BWD_ROWS; u++)
+                if (t + u <= t1)
+                    acc = sr_cu_axpy<W>(acc, 1.0f, x[u]);
+        }
+        return acc;
+    }
+};
+
+/* Apply the optimizer to row `row` of tb with the gradient grad(c) of each
+ * chunk. The row's chunks are loaded before its gradient is summed. gs: the
+ * group's shared memory (row-wise Adagrad): gradient (max_dim), weights
+ * (max_dim) and 16 partial sums. */
+template <int W, typename K, int OPT, typename Grad>
 __device__ __forceinline__ void update_row(const bwd_params<K> &p, const struct sr_cu_step &k,
-                                           const struct cu_table &tb, int64_t row, int j, K key,
-                                           uint64_t v0, int lig, unsigned mask, float *gs)
+                                           const struct cu_table &tb, int64_t row,
+                                           const Grad &grad, int lig, unsigned mask, float *gs)
 {
     const int d = tb.dim;
     const struct sr_cu_row r = sr_cu_row_of(OPT, tb.weight, tb.state, tb.rows, row, d);
@@ -364,14 +419,14 @@ __device__ __forceinline__ void update_row(const bwd_params<K> &p, const struct 
     if constexpr (OPT == SR_OPTIM_ROWWISE_ADAGRAD) {
         s_old = *r.s;
         if (d <= p.G * W) {
-            /* One chunk per lane: the row stays in registers. The group's
-             * Σ g² is a fixed shuffle tree to its lane 0, broadcast, so every
-             * lane applies the same rate and reruns give the same bits (the
-             * CPU's 16-partial order is within rounding of it). */
+            /* One chunk per lane: the row stays in registers, one pass over
+             * it. The group's Σ g² is a fixed shuffle tree to its lane 0,
+             * broadcast, so every lane applies the same rate and reruns give
+             * the same bits (the CPU's 16-partial order is within rounding). */
             const int c = lig * W;
             const bool mine = c < d;
             const sr_cu_vec<W> w = mine ? sr_cu_load<W>(r.w + c) : sr_cu_zero<W>();
-            const sr_cu_vec<W> g = mine ? run_grad<W, K>(p, j, key, v0, c) : sr_cu_zero<W>();
+            const sr_cu_vec<W> g = mine ? grad(c) : sr_cu_zero<W>();
             float sq = 0.0f;
 #pragma unroll
             for (int i = 0; i < W; i++)
@@ -390,7 +445,7 @@ __device__ __forceinline__ void update_row(const bwd_params<K> &p, const struct 
     }
     for (int c = lig * W; c < d; c += p.G * W) {
         sr_cu_chunk<W> x = sr_cu_chunk_load<OPT, W>(r, c);
-        sr_cu_vec<W> g = run_grad<W, K>(p, j, key, v0, c);
+        sr_cu_vec<W> g = grad(c);
         if constexpr (OPT == SR_OPTIM_ROWWISE_ADAGRAD) {
             sr_cu_store<W>(gs + c, g);
             sr_cu_store<W>(gs + p.max_dim + c, x.w);
@@ -409,24 +464,169 @@ __device__ __forceinline__ void update_row(const bwd_params<K> &p, const struct 
     }
 }
 
+template <typename K>
+__device__ __forceinline__ struct cu_table table_of(const bwd_params<K> &p, K key)
+{
+    return p.tables[(uint64_t)key >> p.row_bits];
+}
+
+template <typename K> __device__ __forceinline__ int64_t row_of(const bwd_params<K> &p, K key)
+{
+    return (int64_t)((uint64_t)key & (((uint64_t)1 << p.row_bits) - 1));
+}
+
+/* Whether the run with first id j (key) holds more than S ids. */
+template <typename K>
+__device__ __forceinline__ bool run_is_long(const bwd_params<K> &p, int j, K key)
+{
+    return j + p.split < p.n && p.keys[j + p.split] == key;
+}
+
+/* Whether the run holding tile start j (not the run's first id) is long. */
+template <typename K>
+__device__ __forceinline__ bool continues_long_run(const bwd_params<K> &p, int j, K key)
+{
+    if (p.keys[j - p.split] == key)
+        return true; /* ids j - S .. j: S + 1 of them */
+    int out = j - p.split, in = j; /* the run's first id is in (out, in] */
+    while (in - out > 1) {
+        const int mid = out + (in - out) / 2;
+        if (p.keys[mid] == key)
+            in = mid;
+        else
+            out = mid;
+    }
+    return run_is_long(p, in, key);
+}
+
+/* The end of the long run with first id j: ids j .. j + S are in it. */
+template <typename K> __device__ __forceinline__ int long_run_end(const bwd_params<K> &p, int j, K key)
+{
+    int in = j + p.split, out = p.n;
+    for (long long step = p.split;; step *= 2) { /* gallop, then bisect */
+        const long long probe = in + step;
+        if (probe >= p.n || p.keys[probe] != key) {
+            out = probe < p.n ? (int)probe : p.n;
+            break;
+        }
+        in = (int)probe;
+    }
+    while (out - in > 1) {
+        const int mid = in + (out - in) / 2;
+        if (p.keys[mid] == key)
+            in = mid;
+        else
+            out = mid;
+    }
+    return out;
+}
+
+/* Tasks of the first backward kernel at a sorted position. */
+enum { TASK_NONE, TASK_RUN, TASK_START_PIECE, TASK_HEAD_PIECE };
+
+template <typename K> __device__ __forceinline__ int task_at(const bwd_params<K> &p, int j)
+{
+    if (j >= p.n)
+        return TASK_NONE;
+    const K key = p.keys[j];
+    if (j == 0 || p.keys[j - 1] != key)
+        return run_is_long(p, j, key) ? TASK_START_PIECE : TASK_RUN;
+    if ((j & (p.split - 1)) == 0 && continues_long_run(p, j, key))
+        return TASK_HEAD_PIECE;
+    return TASK_NONE;
+}
+
+/* Each warp takes windows of 32 sorted positions; its lanes find which
+ * positions start a task (one lane each), and the warp's groups take the
+ * tasks in turn (task i to group i mod 32/G). Work thus follows the tasks,
+ * not the positions: a hot row's skipped positions cost a ballot. */
+template <typename K, typename KindOf, typename Task>
+__device__ __forceinline__ void for_each_task(const bwd_params<K> &p, const KindOf &kind_of,
+                                              const Task &task)
+{
+    const int lane = threadIdx.x & 31, gw = lane >> p.log2G, ngw = 32 >> p.log2G;
+    const int warps = gridDim.x * (blockDim.x >> 5);
+    for (int base = (blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5)) * 32; base < p.n;
+         base += warps * 32) {
+        const int kind = kind_of(base + lane);
+        const unsigned any = __ballot_sync(0xffffffffu, kind != TASK_NONE);
+        const unsigned b1 = __ballot_sync(0xffffffffu, kind & 1);
+        const unsigned b2 = __ballot_sync(0xffffffffu, kind & 2);
+        unsigned m = any;
+        for (int i = 0; m; i++, m &= m - 1) {
+            if (i % ngw != gw)
+                continue;
+            const int bit = __ffs(m) - 1;
+            task(base + bit, (int)((b1 >> bit) & 1) | (int)(((b2 >> bit) & 1) << 1));
+        }
+    }
+}
+
+/* The sum of a piece (ids j .. < end while the key holds) into its slot. */
+template <int W, typename K>
+__device__ __forceinline__ void piece_store(const bwd_params<K> &p, int j, int end, K key, int slot,
+                                            int lig)
+{
+    const uint64_t v0 = p.vals[j];
+    const int d = table_of(p, key).dim;
+    float *out = p.partial + (size_t)slot * p.pstride;
+    for (int c = lig * W; c < d; c += p.G * W)
+        sr_cu_store<W>(out + c, run_grad<W, K>(p, j, end, key, v0, c));
+}
+
+/* First kernel: every run of at most S ids summed and applied by one group;
+ * every piece of a longer run (the run's ids within one tile of S sorted
+ * positions) summed by one group into its slot: the start piece of a run
+ * starting in tile t into slot 2t + 1, the piece at the head of tile t into
+ * slot 2t. At most two pieces start in a tile, so slots never collide. */
 template <int W, typename K, int OPT>
 __global__ void __launch_bounds__(BWD_THREADS) backward_kernel(const bwd_params<K> p)
 {
     extern __shared__ float4 smem4[];
     const int lane = threadIdx.x & 31, lig = lane & (p.G - 1), grp = threadIdx.x >> p.log2G;
-    const int groups = blockDim.x >> p.log2G;
     const unsigned mask = sr_cu_group_mask(lane, p.G);
     float *gs = (float *)smem4 + (size_t)grp * GROUP_SMEM(p.max_dim);
     const struct sr_cu_step k = sr_cu_step_of<OPT>(p.optim);
-    for (int j = blockIdx.x * groups + grp; j < p.n; j += gridDim.x * groups) {
+    const auto kind_of = [&](int j) { return task_at<K>(p, j); };
+    for_each_task(p, kind_of, [&](int j, int task) {
         const K key = p.keys[j];
-        const uint64_t v0 = p.vals[j]; /* issued with the key: the run's first id */
-        if (j > 0 && p.keys[j - 1] == key)
-            continue; /* not the first id of its row: that group does the row */
-        const struct cu_table tb = p.tables[(uint64_t)key >> p.row_bits];
-        const int64_t row = (int64_t)((uint64_t)key & (((uint64_t)1 << p.row_bits) - 1));
-        update_row<W, K, OPT>(p, k, tb, row, j, key, v0, lig, mask, gs);
-    }
+        const int tile = j >> p.log2split;
+        if (task == TASK_RUN) {
+            const whole_run<W, K> grad = {p, j, key, p.vals[j]};
+            update_row<W, K, OPT>(p, k, table_of(p, key), row_of(p, key), grad, lig, mask, gs);
+        } else if (task == TASK_START_PIECE) {
+            piece_store<W, K>(p, j, (tile + 1) << p.log2split, key, 2 * tile + 1, lig);
+        } else {
+            piece_store<W, K>(p, j, j + p.split < p.n ? j + p.split : p.n, key, 2 * tile, lig);
+        }
+    });
+}
+
+template <typename K> __device__ __forceinline__ int long_start_at(const bwd_params<K> &p, int j)
+{
+    if (j >= p.n)
+        return TASK_NONE;
+    const K key = p.keys[j];
+    return (j == 0 || p.keys[j - 1] != key) && run_is_long(p, j, key) ? TASK_RUN : TASK_NONE;
+}
+
+/* Second kernel: every long run's piece sums added in order and applied by
+ * one group. Rows of long runs are not the first kernel's rows. */
+template <int W, typename K, int OPT>
+__global__ void __launch_bounds__(BWD_THREADS) finish_kernel(const bwd_params<K> p)
+{
+    extern __shared__ float4 smem4[];
+    const int lane = threadIdx.x & 31, lig = lane & (p.G - 1), grp = threadIdx.x >> p.log2G;
+    const unsigned mask = sr_cu_group_mask(lane, p.G);
+    float *gs = (float *)smem4 + (size_t)grp * GROUP_SMEM(p.max_dim);
+    const struct sr_cu_step k = sr_cu_step_of<OPT>(p.optim);
+    const auto kind_of = [&](int j) { return long_start_at<K>(p, j); };
+    for_each_task(p, kind_of, [&](int j, int) {
+        const K key = p.keys[j];
+        const int end = long_run_end(p, j, key);
+        const piece_sums<W, K> grad = {p, j >> p.log2split, (end - 1) >> p.log2split};
+        update_row<W, K, OPT>(p, k, table_of(p, key), row_of(p, key), grad, lig, mask, gs);
+    });
 }
 
 /* ---- the workspace ---------------------------------------------------------------- */
@@ -436,11 +636,14 @@ struct ws_view {
     struct cu_feature *features;
     void *key[2];     /* uint32 or uint64 */
     uint64_t *val[2]; /* packed (src, scale) */
+    float *partial;   /* piece sums of long runs */
     void *sort;
     size_t sort_bytes;
     size_t image_bytes; /* tables and features */
     int key64;          /* keys are uint64 */
     int row_bits;       /* R: the bits the sort sorts on */
+    int split;          /* S: sr_emb_run_split() */
+    int pstride;        /* floats of a piece sum */
 };
 
 static size_t align_up(size_t n)
@@ -491,16 +694,20 @@ static size_t ws_carve(const struct sr_emb_layout *layout, char *base, int with_
                     : v->key64 ? sort_temp_bytes<uint64_t>((int64_t)n, v->row_bits)
                                : sort_temp_bytes<uint32_t>((int64_t)n, v->row_bits);
     const size_t key_bytes = v->key64 ? 8 : 4;
-    size_t part[7] = {sizeof(struct cu_table) * T,
+    v->split = sr_emb_run_split();
+    v->pstride = (layout->max_dim + 3) & ~3;
+    const size_t slots = 2 * ((n + (size_t)v->split - 1) / (size_t)v->split) + 2;
+    size_t part[8] = {sizeof(struct cu_table) * T,
                       sizeof(struct cu_feature) * F,
                       n * key_bytes,
                       n * key_bytes,
                       n * 8,
                       n * 8,
+                      slots * (size_t)v->pstride * sizeof(float),
                       v->sort_bytes};
-    char *p[7];
+    char *p[8];
     size_t off = 0;
-    for (int i = 0; i < 7; i++) {
+    for (int i = 0; i < 8; i++) {
         p[i] = base ? base + off : NULL;
         off += align_up(part[i] ? part[i] : 1);
     }
@@ -509,7 +716,8 @@ static size_t ws_carve(const struct sr_emb_layout *layout, char *base, int with_
     v->image_bytes = (size_t)(p[2] - p[0]);
     v->key[0] = p[2], v->key[1] = p[3];
     v->val[0] = (uint64_t *)p[4], v->val[1] = (uint64_t *)p[5];
-    v->sort = p[6];
+    v->partial = (float *)p[6];
+    v->sort = p[7];
     return off;
 }
 
@@ -727,9 +935,14 @@ template <int W, typename K, int OPT>
 static void launch_backward(const struct sr_device *dev, const bwd_params<K> &p, int threads,
                             size_t smem, cudaStream_t st)
 {
-    const unsigned grid = sr_cu_grid(dev, p.n, threads / p.G, GRID_PER_SM * FWD_THREADS / threads);
+    const long long windows = ((long long)p.n + 31) / 32; /* a warp's tasks come 32 ids at a time */
+    const unsigned grid = sr_cu_grid(dev, windows, threads / 32, GRID_PER_SM * FWD_THREADS / threads);
     backward_kernel<W, K, OPT><<<grid, threads, smem, st>>>(p);
     SR_CU_LAUNCHED();
+    if (p.n > p.split) { /* a long run needs more than S ids */
+        finish_kernel<W, K, OPT><<<grid, threads, smem, st>>>(p);
+        SR_CU_LAUNCHED();
+    }
 }
 
 template <int W, typename K>
@@ -743,8 +956,12 @@ static void backward_as(const struct sr_device *dev, const struct sr_emb_layout 
     p.keys = (const K *)v->key[cur];
     p.vals = v->val[cur];
     p.dpooled = dpooled;
+    p.partial = v->partial;
     p.n = n;
     p.max_dim = layout->max_dim;
+    p.split = v->split;
+    p.log2split = sr_cu_log2(v->split);
+    p.pstride = v->pstride;
     p.G = sr_cu_group_lanes(layout->max_dim, W);
     p.log2G = sr_cu_log2(p.G);
     p.row_bits = v->row_bits;
