@@ -538,7 +538,7 @@ template <typename K> __device__ __forceinline__ int task_at(const bwd_params<K>
 
 /* Each warp takes windows of 32 sorted positions; its lanes find which
  * positions start a task (one lane each), and the warp's groups take the
- * tasks in turn (task i to group i mod 32/G). Work thus follows the tasks,
+ * tasks together (task i to group i mod 32/G, all groups at once). Work thus follows the tasks,
  * not the positions: a hot row's skipped positions cost a ballot. */
 template <typename K, typename KindOf, typename Task>
 __device__ __forceinline__ void for_each_task(const bwd_params<K> &p, const KindOf &kind_of,
@@ -553,11 +553,13 @@ __device__ __forceinline__ void for_each_task(const bwd_params<K> &p, const Kind
         const unsigned b1 = __ballot_sync(0xffffffffu, kind & 1);
         const unsigned b2 = __ballot_sync(0xffffffffu, kind & 2);
         unsigned m = any;
-        for (int i = 0; m; i++, m &= m - 1) {
-            if (i % ngw != gw)
-                continue;
+        for (int i = 0; i < gw; i++) /* the first gw tasks are other groups' */
+            m &= m - 1;
+        while (m) { /* every group at once, each at its own task */
             const int bit = __ffs(m) - 1;
             task(base + bit, (int)((b1 >> bit) & 1) | (int)(((b2 >> bit) & 1) << 1));
+            for (int i = 0; i < ngw; i++)
+                m &= m - 1;
         }
     }
 }
