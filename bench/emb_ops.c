@@ -5,13 +5,21 @@
  * bandwidth, measured in the same run. Written against the op tables only
  * (device/ops_embedding.h), so it runs on any backend.
  *
- * Cases (uniform ids over tables of 2^24 rows, so that rows come from DRAM,
- * not from a cache; at least 256 MB of rows per launch):
+ * Cases (tables of 2^24 rows, so that rows come from DRAM, not from a cache;
+ * at least 256 MB of rows per launch):
  *
  *   d128   D 128, 20 ids per bag: 8 features over 2 tables, batch 4096
  *          (655 360 ids, 336 MB of rows; 16 GiB of tables)
  *   d16    D 16, 1 id per bag: 26 features, one table each, batch 163 840
  *          (workload K's shape; 4.26 M ids, 273 MB of rows; 26 GiB of tables)
+ *
+ * Ids: uniform over the rows (default), or --id-dist zipf:S as the trainer's
+ * synthetic data draws them (src/data/zipf.c): popularity rank k has weight
+ * about 1/(k+1)^S, and a fixed bijection per feature scatters the ranks over
+ * the rows, so the hot ids are not all on row 0. The ids of feature f, sample
+ * b, position j are the generator's (same seed stream and counter), all from
+ * --seed. Each case line reports, per launch: the ids, the distinct (table,
+ * row) pairs, and the longest run (the most ids of one (table, row)).
  *
  * Timing: each op is issued on the device's default stream between two
  * device events (sr_dev_event_record / sr_dev_event_elapsed_ms), synchronised
@@ -20,7 +28,8 @@
  *
  * Bytes, the least each op must move:
  *   forward              every id's row read once + the pooled output written
- *                        (ids and offsets not counted)
+ *                        (ids and offsets not counted; under Zipf a repeated
+ *                        row counts each time, as it is gathered each time)
  *   backward + update    every touched (unique) row and its optimizer state
  *                        read and written once + the pooled gradient and the
  *                        ids (8 bytes each) read once
@@ -29,7 +38,11 @@
  *
  * Build: make bench (or make tests) -> $(BUILD)/bench/emb_ops.
  * Run:   build/bench/emb_ops --device cuda [--case d128|d16|all] [--reps 20]
+ *                                 [--id-dist uniform|zipf:S]
  *        Smaller runs (smoke tests, CPUs): --rows, --batch shrink the case.
+ *        The CUDA backward's hot-row split (device/ops_embedding.h,
+ *        sr_emb_run_split) comes from SR_EMB_RUN_SPLIT, so a sweep is
+ *        for L in 16 32 64 128 256; do SR_EMB_RUN_SPLIT=$L emb_ops ...; done
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -40,6 +53,8 @@
 #include "shardrec/error.h"
 #include "shardrec/optim.h"
 #include "shardrec/rng.h"
+#include "shardrec/synthetic.h"
+#include "data/synth_internal.h"
 #include "device/ops_embedding.h"
 
 #define MAX_F 32
@@ -53,6 +68,9 @@ struct bench_case {
 struct opts {
     struct sr_device *dev;
     const char *device, *which;
+    const char *id_dist; /* as given: uniform or zipf:S */
+    enum sr_id_dist dist;
+    double zipf_s;
     int64_t rows; /* 0: the case's */
     int batch;    /* 0: the case's */
     int reps, warmup;
@@ -71,7 +89,9 @@ struct bench {
     int64_t *offsets_dev, *values_dev;
     float *pooled, *dpooled;
     void *ws_sgd, *ws_rowwise;
-    int64_t n, unique;
+    int64_t n;       /* ids per launch */
+    int64_t unique;  /* distinct (table, row) pairs among them */
+    int64_t longest; /* the most ids of one (table, row) */
 };
 
 struct result {
@@ -84,15 +104,22 @@ static void usage(FILE *f)
 {
     fprintf(f, "usage: emb_ops [--device cpu|cuda] [--case d128|d16|all] [--reps N] [--warmup N]\n"
                "               [--rows N] [--batch N] [--copy-mb N] [--seed N]\n"
+               "               [--id-dist uniform|zipf:S]\n"
                "Times the embedding forward and backward (+SGD, +row-wise Adagrad) with device\n"
                "events; prints ms, GB/s of the least traffic and %% of the device's copy\n"
                "bandwidth. --rows and --batch shrink a case (defaults: 2^24 rows, >= 256 MB of\n"
-               "rows per launch).\n");
+               "rows per launch). --id-dist: ids uniform over the rows (default) or Zipf with\n"
+               "exponent S (e.g. zipf:1.05, as the trainer's synthetic data), drawn from --seed;\n"
+               "each case line gives the ids, distinct rows and longest run of one row.\n"
+               "Environment: SR_EMB_RUN_SPLIT=L (a power of two, 8..65536) sets the CUDA\n"
+               "backward's hot-row split (default 64); a sweep:\n"
+               "  for L in 16 32 64 128 256; do SR_EMB_RUN_SPLIT=$L emb_ops ...; done\n");
 }
 
 static int parse(int argc, char **argv, struct opts *o)
 {
-    *o = (struct opts){.device = "cpu", .which = "all", .reps = 20, .warmup = 3, .seed = 1};
+    *o = (struct opts){
+        .device = "cpu", .which = "all", .id_dist = "uniform", .reps = 20, .warmup = 3, .seed = 1};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
@@ -120,6 +147,8 @@ static int parse(int argc, char **argv, struct opts *o)
             o->copy_mb = strtoll(v, NULL, 0);
         else if (strcmp(a, "--seed") == 0)
             o->seed = strtoull(v, NULL, 0);
+        else if (strcmp(a, "--id-dist") == 0)
+            o->id_dist = v;
         else {
             fprintf(stderr, "emb_ops: unknown flag %s\n", a);
             return -1;
@@ -128,6 +157,10 @@ static int parse(int argc, char **argv, struct opts *o)
     if (strcmp(o->which, "all") != 0 && strcmp(o->which, "d128") != 0 &&
         strcmp(o->which, "d16") != 0) {
         fprintf(stderr, "emb_ops: --case %s: expected d128, d16 or all\n", o->which);
+        return -1;
+    }
+    if (sr_id_dist_parse(o->id_dist, &o->dist, &o->zipf_s) != SR_OK) {
+        fprintf(stderr, "emb_ops: --id-dist: %s\n", sr_error_message());
         return -1;
     }
     if (o->reps < 1 || o->warmup < 0 || o->rows < 0 || o->batch < 0 || o->copy_mb < 0) {
@@ -247,31 +280,65 @@ static size_t host_available(void)
     return (size_t)kb * 1024;
 }
 
-/* Uniform ids, feature f on table f % T; offsets of fixed-length bags. Counts
- * the distinct rows touched. */
+/* The ids of every feature, feature-major (feature f, sample b, position j at
+ * (f B + b) ids_per_bag + j), feature f on table f % T: the synthetic
+ * generator's draw (src/data/synthetic.c) for tables of c->rows rows, from
+ * the same seed stream and counter. */
+static void draw_ids(const struct opts *o, const struct bench_case *c, int64_t *values)
+{
+    for (int f = 0; f < c->features; f++) {
+        struct sr_id_sampler m;
+        sr_id_sampler_init(&m, c->rows, o->seed, f, o->dist, o->zipf_s);
+        const uint64_t stream = sr_synth_stream(SR_SYNTH_STREAM_RANK, f);
+        int64_t *v = values + (int64_t)f * c->batch * c->ids_per_bag;
+        for (int64_t b = 0; b < c->batch; b++)
+            for (int j = 0; j < c->ids_per_bag; j++) {
+                const double u = sr_rng_uniform(o->seed, stream, (uint64_t)b << 16 | (uint64_t)j);
+                *v++ = sr_id_sampler_id(&m, sr_id_sampler_rank(&m, u));
+            }
+    }
+}
+
+static int cmp_i64(const void *a, const void *b)
+{
+    const int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* The distinct (table, row) pairs among the ids and the most ids of one pair:
+ * each table's ids (of all its features) sorted, then counted in runs. */
+static void count_rows(const struct bench_case *c, const int64_t *values, int64_t *unique,
+                       int64_t *longest)
+{
+    const int64_t per_feature = (int64_t)c->batch * c->ids_per_bag;
+    const int per_table = (c->features + c->tables - 1) / c->tables;
+    int64_t *ids = malloc((size_t)(per_table * per_feature) * sizeof *ids);
+    SR_ASSERT(ids);
+    *unique = 0, *longest = 0;
+    for (int t = 0; t < c->tables; t++) {
+        int64_t n = 0;
+        for (int f = t; f < c->features; f += c->tables, n += per_feature)
+            memcpy(ids + n, values + f * per_feature, (size_t)per_feature * sizeof *ids);
+        qsort(ids, (size_t)n, sizeof *ids, cmp_i64);
+        for (int64_t i = 0, run = 0; i < n; i++) {
+            run = i > 0 && ids[i] == ids[i - 1] ? run + 1 : 1;
+            *unique += run == 1;
+            *longest = run > *longest ? run : *longest;
+        }
+    }
+    free(ids);
+}
+
+/* The batch: fixed-length bags, ids by --id-dist, their distinct rows and
+ * longest run, and the table-grouped positions. */
 static void make_batch(const struct opts *o, struct bench *b, int64_t *offsets, int64_t *values)
 {
     const struct bench_case *c = &b->c;
     const int64_t bags = (int64_t)c->features * c->batch;
     for (int64_t k = 0; k <= bags; k++)
         offsets[k] = k * c->ids_per_bag;
-    uint8_t *seen = calloc((size_t)(c->rows + 7) / 8, 1);
-    SR_ASSERT(seen);
-    for (int t = 0; t < c->tables; t++) {
-        memset(seen, 0, (size_t)(c->rows + 7) / 8);
-        for (int f = t; f < c->features; f += c->tables)
-            for (int64_t i = offsets[(int64_t)f * c->batch];
-                 i < offsets[(int64_t)(f + 1) * c->batch]; i++) {
-                const int64_t v =
-                    (int64_t)(sr_rng_u64(o->seed, (uint64_t)f, (uint64_t)i) % (uint64_t)c->rows);
-                values[i] = v;
-                if (!(seen[v >> 3] & (1u << (v & 7)))) {
-                    seen[v >> 3] |= (uint8_t)(1u << (v & 7));
-                    b->unique++;
-                }
-            }
-    }
-    free(seen);
+    draw_ids(o, c, values);
+    count_rows(c, values, &b->unique, &b->longest);
     /* the table-grouped id list (embed/ebc.c's compute_meta) */
     int64_t cursor[MAX_F];
     const int64_t per_feature = (int64_t)c->batch * c->ids_per_bag;
@@ -366,10 +433,11 @@ static int run_case(const struct opts *o, const struct bench_case *c, struct res
     bench_init(o, &b, c);
     const double D = c->dim, pooled = (double)c->batch * b.layout.out_dim * 4;
     const double rows_read = (double)b.n * D * 4;
-    printf("case %s: D %d, ids per bag %d, %d features over %d tables of %lld rows, batch %d: "
-           "%lld ids, %lld distinct rows, %.0f MB of rows per forward%s\n",
+    printf("case %s: D %d, ids per bag %d, %d features over %d tables of %lld rows, batch %d, "
+           "%s ids; per launch %lld ids, %lld distinct rows, longest run %lld; "
+           "%.0f MB of rows per forward%s\n",
            c->name, c->dim, c->ids_per_bag, c->features, c->tables, (long long)c->rows, c->batch,
-           (long long)b.n, (long long)b.unique, rows_read / 1e6,
+           o->id_dist, (long long)b.n, (long long)b.unique, (long long)b.longest, rows_read / 1e6,
            rows_read < 256e6 || c->rows < ((int64_t)1 << 24)
                ? " (below the benchmark's 2^24 rows / 256 MB: a smoke run)"
                : "");

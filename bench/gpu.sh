@@ -3,27 +3,39 @@
 # ending in one printed table. Run from the repository root on the GPU
 # machine:
 #
-#   bench/gpu.sh [STAGE...]     stages: setup test ceil ops k m peers (default: all but peers)
+#   bench/gpu.sh [STAGE...]     stages: setup test ceil ops k m d peers (default: all but peers)
 #
 #   setup  unpack the Debian packages in .debs/ the GPU image lacks (cJSON,
 #          cmocka) and build (make all tests bench, BUILD=build-gpu)
 #   test   make test-gpu (backend ops against the CPU, GPU-vs-CPU training,
 #          2 ranks against 1 on the GPU, the PyTorch check)
 #   ceil   the ceilings: a large device copy, a large GEMM per math mode
-#   ops    the embedding op benchmark (bench/emb_ops)
+#   ops    the embedding op benchmark (bench/emb_ops) on uniform and Zipf ids,
+#          then a sweep of the CUDA backward's hot-row split on Zipf ids
+#          (SR_EMB_RUN_SPLIT=L, L in 16..256; cases d128 and d16; a row
+#          "split L<L> <case> <op>  <ms>" each)
 #   k      workload K (BENCH.md): batch 2048 fp32 and tf32 SGD, batch 16384
 #   m      workload M: batch 16384, fp32 SGD, fp32 row-wise Adagrad, tf32 SGD
-#   peers  TorchRec (../shared/peers/torchrec_gpu.py with wheels in $PEER_WHL)
-#          and the PyTorch DLRM reference ($DLRM_REF/dlrm_s_pytorch.py), when present
+#   d      workload D's tables (dot interaction, not DCNv2): batch 16384, tf32,
+#          row-wise Adagrad, 1-16 ids per feature
+#   peers  the PyTorch DLRM reference (.peers/dlrm/dlrm_s_pytorch.py) and
+#          TorchRec (torchrec_gpu.py from .peers/, shared/peers/ or
+#          ../shared/peers/; wheels from $PEER_WHL, else /tmp/whl as
+#          bench/peer_wheel_piece.sh leaves it), when present. TorchRec's runs
+#          are $TORCHREC_RUNS (';'-separated runner flags; default K, M,
+#          M --tf32, M --emb-opt rowwise_adagrad, each with --id-dist uniform
+#          and --id-dist $ZIPF; set it to a few runs a call to stay within
+#          the device tool's 10 minutes)
 #
-# Timing (as the peer's runner): uniform ids, a pool of 8 batches made
-# before timing (--batch-pool 8) and copied to the device every step, CUDA
-# graphs as by default (on; one run each of K and M without them),
-# steady-state steps timed as one block after warm-up ("steady state" in
-# the summary). Logs go to $LOGDIR (default /tmp/bench-gpu); the table to
-# stdout and, with every log in one archive, to $OUT when set (the device
-# tool brings back at most 8 files). Environment: STEPS_K (default 400),
-# STEPS_M (120).
+# Timing (as the peer's runner): a pool of 8 batches made before timing
+# (--batch-pool 8) and copied to the device every step, CUDA graphs as by
+# default (on; one uniform run each of K and M without them), steady-state
+# steps timed as one block after warm-up ("steady state" in the summary).
+# Ids: every run of k, m and d once on uniform ids and once on $ZIPF (default
+# zipf:1.05; rows labelled "zipf"). Logs go to $LOGDIR (default
+# /tmp/bench-gpu); the table to stdout and, with every log in one archive, to
+# $OUT when set (the device tool brings back at most 8 files). Environment:
+# STEPS_K (default 400), STEPS_M (120), STEPS_D (40), ZIPF (zipf:1.05).
 set -uo pipefail
 OUTDIR=${LOGDIR:-/tmp/bench-gpu}
 mkdir -p "$OUTDIR"
@@ -31,10 +43,12 @@ BUILD=${BUILD:-build-gpu}
 SR=$BUILD/shardrec
 STEPS_K=${STEPS_K:-400}
 STEPS_M=${STEPS_M:-120}
+STEPS_D=${STEPS_D:-40}
+ZIPF=${ZIPF:-zipf:1.05}
 export NCCL_NVLS_ENABLE=0
 TABLE=$OUTDIR/table.txt
 stages=("$@")
-[ ${#stages[@]} -gt 0 ] || stages=(setup test ceil ops k m)
+[ ${#stages[@]} -gt 0 ] || stages=(setup test ceil ops k m d)
 
 row() { printf '%-44s %s\n' "$1" "$2" | tee -a "$TABLE"; }
 
@@ -42,13 +56,19 @@ K_ROWS=1460,583,10131227,2202608,305,24,12517,633,3,93145,5683,8351593,3194,27,1
 K_FLAGS="--table-rows $K_ROWS --embedding-dim 16 --bot-mlp 13-512-256-64-16 --top-mlp 512-256-1"
 M_ROWS=$(printf '1000000,%.0s' $(seq 26)); M_ROWS=${M_ROWS%,}
 M_FLAGS="--table-rows $M_ROWS --embedding-dim 128 --bot-mlp 13-512-256-128 --top-mlp 1024-1024-512-256-1 --ids-per-feature 20"
-COMMON="--device cuda --id-dist uniform --optimizer sgd --lr 0.1 --batch-pool 8 --eval-samples 0 --eval-every 0 --no-progress"
+D_ROWS=40000000,39060,17295,7424,20265,3,7122,1543,63,40000000,3067956,405282,10,2209,11938,155,4,976,14,40000000,40000000,40000000,590152,12973,108,36
+D_FLAGS="--table-rows $D_ROWS --embedding-dim 128 --bot-mlp 13-512-256-128 --top-mlp 1024-1024-512-256-1 --ids-per-feature 1-16"
+COMMON="--device cuda --optimizer sgd --lr 0.1 --batch-pool 8 --eval-samples 0 --eval-every 0 --no-progress"
 
-# One training run: label, steps, flags. Prints its steady-state line.
+# One training run: id distribution (uniform or $ZIPF; the label gains
+# " zipf" for the latter), label, steps, flags. Prints its steady-state line.
+# TRAIN_TIMEOUT (seconds; default 300, 540 in stage d) bounds it.
 train() {
-    local label=$1 steps=$2; shift 2
+    local dist=$1 label=$2 steps=$3; shift 3
+    [ "$dist" = uniform ] || label="$label zipf"
     local log=$OUTDIR/$(echo "$label" | tr -c 'A-Za-z0-9_.-' '_').log
-    timeout 300 "$SR" train $COMMON --steps "$steps" --log-every "$steps" "$@" >"$log" 2>&1
+    timeout "${TRAIN_TIMEOUT:-300}" "$SR" train $COMMON --id-dist "$dist" --steps "$steps" \
+        --log-every "$steps" "$@" >"$log" 2>&1
     local rc=$?
     local line; line=$(grep '^steady state' "$log" | head -1)
     if [ $rc -ne 0 ] || [ -z "$line" ]; then
@@ -59,6 +79,38 @@ train() {
     ms=$(echo "$line" | sed -E 's/.* ([0-9.]+) ms per step.*/\1/')
     sps=$(echo "$line" | sed -E 's/.*step, ([0-9]+) samples.*/\1/')
     row "$label" "$(printf '%8.3f ms/step %12s samples/s' "$ms" "$sps")"
+}
+
+# The same run on uniform ids, then on $ZIPF.
+both() {
+    train uniform "$@"
+    train "$ZIPF" "$@"
+}
+
+# emb_ops on one id distribution: its case lines, shortened, and its table.
+emb_ops_on() {
+    local dist=$1
+    timeout 300 $BUILD/bench/emb_ops --device cuda --id-dist "$dist" 2>&1 |
+        tee "$OUTDIR/emb_ops_$(echo "$dist" | tr -c 'A-Za-z0-9_.-' '_').txt" |
+        sed -nE -e "s/^case ([a-z0-9]+):.*per launch ([^;]*);.*/emb_ops $dist \1: \2/p" \
+            -e '/^(copy|forward|backward)/p' | tee -a "$TABLE" ||
+        row "emb_ops $dist" "FAILED (see $OUTDIR/emb_ops_*.txt)"
+}
+
+# The hot-row split sweep: emb_ops on $ZIPF ids, one row per (split, case, op).
+split_sweep() {
+    local L c
+    for L in 16 32 64 128 256; do
+        for c in d128 d16; do
+            SR_EMB_RUN_SPLIT=$L timeout 300 $BUILD/bench/emb_ops --device cuda --id-dist "$ZIPF" \
+                --case $c --reps 5 --warmup 2 --copy-mb 256 >"$OUTDIR/split_L${L}_$c.txt" 2>&1 ||
+                { row "split L$L $c" "FAILED ($(tail -1 "$OUTDIR/split_L${L}_$c.txt"))"; continue; }
+            awk -v L="$L" -v c="$c" '/^(forward|backward)/ {
+                    op = substr($0, 1, 26); sub(/ +$/, "", op)
+                    printf "split L%-3s %-4s %-24s %7.3f ms\n", L, c, op, $(NF - 3) }' \
+                "$OUTDIR/split_L${L}_$c.txt" | tee -a "$TABLE"
+        done
+    done
 }
 
 for st in "${stages[@]}"; do
@@ -80,19 +132,25 @@ for st in "${stages[@]}"; do
         $BUILD/bench/ceilings --device cuda 2>&1 | tee "$OUTDIR/ceilings.txt" | while read -r l; do row "${l:0:44}" "${l:44}"; done
         ;;
     ops)
-        timeout 300 $BUILD/bench/emb_ops --device cuda 2>&1 | tee "$OUTDIR/emb_ops.txt" | tail -20 | tee -a "$TABLE"
+        emb_ops_on uniform
+        emb_ops_on "$ZIPF"
+        split_sweep
         ;;
     k)
-        train "K b2048 fp32 sgd" "$STEPS_K" $K_FLAGS --emb-optimizer sgd --batch-size 2048
-        train "K b2048 fp32 sgd no graphs" "$STEPS_K" $K_FLAGS --emb-optimizer sgd --batch-size 2048 --no-cuda-graphs
-        train "K b2048 tf32 sgd" "$STEPS_K" $K_FLAGS --emb-optimizer sgd --batch-size 2048 --math tf32
-        train "K b16384 fp32 sgd" "$STEPS_K" $K_FLAGS --emb-optimizer sgd --batch-size 16384
+        both "K b2048 fp32 sgd" "$STEPS_K" $K_FLAGS --emb-optimizer sgd --batch-size 2048
+        train uniform "K b2048 fp32 sgd no graphs" "$STEPS_K" $K_FLAGS --emb-optimizer sgd --batch-size 2048 --no-cuda-graphs
+        both "K b2048 tf32 sgd" "$STEPS_K" $K_FLAGS --emb-optimizer sgd --batch-size 2048 --math tf32
+        both "K b16384 fp32 sgd" "$STEPS_K" $K_FLAGS --emb-optimizer sgd --batch-size 16384
         ;;
     m)
-        train "M b16384 fp32 sgd" "$STEPS_M" $M_FLAGS --emb-optimizer sgd --batch-size 16384
-        train "M b16384 fp32 rowwise_adagrad" "$STEPS_M" $M_FLAGS --emb-optimizer rowwise_adagrad --emb-lr 0.01 --batch-size 16384
-        train "M b16384 tf32 sgd" "$STEPS_M" $M_FLAGS --emb-optimizer sgd --batch-size 16384 --math tf32
-        train "M b16384 tf32 sgd no graphs" "$STEPS_M" $M_FLAGS --emb-optimizer sgd --batch-size 16384 --math tf32 --no-cuda-graphs
+        both "M b16384 fp32 sgd" "$STEPS_M" $M_FLAGS --emb-optimizer sgd --batch-size 16384
+        both "M b16384 fp32 rowwise_adagrad" "$STEPS_M" $M_FLAGS --emb-optimizer rowwise_adagrad --emb-lr 0.01 --batch-size 16384
+        both "M b16384 tf32 sgd" "$STEPS_M" $M_FLAGS --emb-optimizer sgd --batch-size 16384 --math tf32
+        train uniform "M b16384 tf32 sgd no graphs" "$STEPS_M" $M_FLAGS --emb-optimizer sgd --batch-size 16384 --math tf32 --no-cuda-graphs
+        ;;
+    d)
+        TRAIN_TIMEOUT=${TRAIN_TIMEOUT:-540} both "D b16384 tf32 rowwise_adagrad" "$STEPS_D" $D_FLAGS \
+            --math tf32 --emb-optimizer rowwise_adagrad --emb-lr 0.01 --batch-size 16384
         ;;
     peers)
         PEERS=${PEERS:-.peers}
@@ -122,15 +180,31 @@ for st in "${stages[@]}"; do
         else
             row "DLRM reference" "not run (no $PEERS/dlrm)"
         fi
-        if [ -d "${PEER_WHL:-}" ]; then
-            python3 -m pip install -q --no-index --no-deps --target /tmp/site "$PEER_WHL"/*.whl && export PYTHONPATH=/tmp/site
-            IFS=';' read -r -a runs <<<"${TORCHREC_RUNS:-K;K --batch 16384;M;M --tf32;M --emb-opt rowwise_adagrad}"
+        whl=${PEER_WHL:-}
+        if [ -z "$whl" ] && ls /tmp/whl/fbgemm_gpu-*.whl >/dev/null 2>&1; then
+            whl=/tmp/whl
+        fi
+        runner=
+        for r in "$PEERS/torchrec_gpu.py" shared/peers/torchrec_gpu.py ../shared/peers/torchrec_gpu.py; do
+            [ -f "$r" ] && { runner=$r; break; }
+        done
+        if [ -z "$runner" ]; then
+            row "TorchRec" "not run (no torchrec_gpu.py in $PEERS/ or shared/peers/)"
+        elif [ ! -d "$whl" ]; then
+            row "TorchRec" "not run (no wheels: PEER_WHL, or /tmp/whl from bench/peer_wheel_piece.sh)"
+        elif ! python3 -m pip install -q --no-index --no-deps --target /tmp/site "$whl"/*.whl >"$OUTDIR/pip.log" 2>&1; then
+            row "TorchRec" "not run (pip install from $whl failed: $(tail -1 "$OUTDIR/pip.log"))"
+        else
+            export PYTHONPATH=/tmp/site
+            default_runs=
+            for w in "K" "M" "M --tf32" "M --emb-opt rowwise_adagrad"; do
+                default_runs+="$w --id-dist uniform;$w --id-dist $ZIPF;"
+            done
+            IFS=';' read -r -a runs <<<"${TORCHREC_RUNS:-${default_runs%;}}"
             for w in "${runs[@]}"; do
-                l=$(timeout 400 torchrun --nproc_per_node 1 "$PEERS/torchrec_gpu.py" --workload $w 2>&1 | tail -1)
+                l=$(timeout 400 torchrun --nproc_per_node 1 "$runner" --workload $w 2>&1 | tail -1)
                 row "TorchRec $w" "$l"
             done
-        else
-            row "TorchRec" "not run (no wheels: PEER_WHL)"
         fi
         ;;
     *) echo "unknown stage $st"; exit 2 ;;

@@ -2,13 +2,16 @@
 # The embedding op benchmark (bench/emb_ops.c) runs to the end on the CPU
 # device at smoke size and prints its table: a copy line and forward,
 # forward (keep_ids), backward+sgd, backward+rowwise_adagrad for D 128 and 16,
-# each with a positive time. (Its numbers at full size are for the GPU: make
-# bench, then build/bench/emb_ops --device cuda.)
+# each with a positive time. With --id-dist zipf:1.05 it runs again, and each
+# case line reports a longest run above 1 and fewer distinct rows than ids;
+# --id-dist bogus is exit status 2. (Its numbers at full size are for the GPU:
+# make bench, then build/bench/emb_ops --device cuda.)
 sr_threads=keep
 . "$(dirname "$0")/lib.sh"
 bin="$sr_build/bench/emb_ops"
 sr_need_built "$bin"
-out=$("$bin" --device cpu --rows 65536 --batch 64 --reps 3 --warmup 1 --copy-mb 16 2>&1) ||
+smoke="--device cpu --rows 65536 --batch 64 --reps 3 --warmup 1 --copy-mb 16"
+out=$("$bin" $smoke 2>&1) ||
     { echo "$out"; echo "FAIL: emb_ops exited with status $?"; exit 1; }
 echo "$out"
 echo "$out" | awk '
@@ -16,5 +19,17 @@ echo "$out" | awk '
     /^(forward|backward\+)/ { n++; if (!($(NF - 3) > 0)) bad++ }
     END { exit !(copy == 1 && n == 8 && !bad) }' ||
     { echo "FAIL: expected a copy line and 8 op lines with a positive time"; exit 1; }
+
+out=$("$bin" $smoke --id-dist zipf:1.05 2>&1) ||
+    { echo "$out"; echo "FAIL: emb_ops --id-dist zipf:1.05 exited with status $?"; exit 1; }
+echo "$out"
+# "... per launch N ids, U distinct rows, longest run L; ..." -> "N U L"
+echo "$out" | sed -nE 's/^case .* ([0-9]+) ids, ([0-9]+) distinct rows, longest run ([0-9]+);.*/\1 \2 \3/p' |
+    awk '{ n++; if (!($3 > 1 && $2 < $1)) bad++ } END { exit !(n == 2 && !bad) }' ||
+    { echo "FAIL: expected 2 Zipf case lines, each with a longest run > 1 and fewer distinct rows than ids"; exit 1; }
+
 "$bin" --device nosuch >/dev/null 2>&1 && { echo "FAIL: --device nosuch accepted"; exit 1; }
+"$bin" --id-dist bogus >/dev/null 2>&1
+rc=$?
+[ $rc -eq 2 ] || { echo "FAIL: --id-dist bogus: exit status $rc, expected 2"; exit 1; }
 echo "emb_ops: ok"
