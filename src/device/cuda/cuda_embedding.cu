@@ -90,7 +90,7 @@ extern "C" {
 #define UPLOAD_BYTES        4096
 #define WS_ALIGN            256
 #define GRID_PER_SM         16 /* blocks of FWD_THREADS per multiprocessor at most */
-#define SMEM_MAX            ((48 << 10) - 1024) /* dynamic: 1 KiB is the windows' values */
+#define SMEM_MAX            (48 << 10)
 #define GROUP_SMEM(max_dim) (2 * (max_dim) + 16) /* floats of a backward group (row-wise) */
 
 struct cu_table {
@@ -524,99 +524,48 @@ template <typename K> __device__ __forceinline__ int long_run_end(const bwd_para
     return out;
 }
 
-/* Tasks of the backward kernels at a sorted position. */
+/* Tasks of the first backward kernel at a sorted position. */
 enum { TASK_NONE, TASK_RUN, TASK_START_PIECE, TASK_HEAD_PIECE };
 
-/* What a warp knows of its window of 32 sorted positions [base, base + 32):
- * which positions start a run (bit l: base + l starts one, or is past the
- * end), and every position's value (in shared memory). A run that starts in
- * the window and is followed by another start there lies in the window whole,
- * so its ids' values are at hand and its keys need not be read again. */
-struct window {
-    int base;
-    unsigned starts;
-    const uint64_t *vals; /* (32) the window's values */
-};
-
-/* The end of the run starting at window bit `bit`, when the window holds
- * it whole; -1 otherwise. */
-__device__ __forceinline__ int run_end_in(const struct window &w, int bit)
+template <typename K> __device__ __forceinline__ int task_at(const bwd_params<K> &p, int j)
 {
-    const unsigned later = w.starts & ~((2u << bit) - 1u); /* 2u << 31 is 0: none later */
-    return later ? w.base + __ffs(later) - 1 : -1;
-}
-
-/* Each warp takes windows of 32 sorted positions; its lanes find which
- * positions start a task (one lane each: kind_of(j, key, first)), and the
- * warp's groups take the tasks together (task i to group i mod 32/G, all
- * groups at once). Work thus follows the tasks, not the positions: a hot
- * row's skipped positions cost a ballot. */
-template <typename K, typename KindOf, typename Task>
-__device__ __forceinline__ void for_each_task(const bwd_params<K> &p, const KindOf &kind_of,
-                                              const Task &task)
-{
-    __shared__ uint64_t win_vals[BWD_THREADS / 32][32];
-    const int lane = threadIdx.x & 31, gw = lane >> p.log2G, ngw = 32 >> p.log2G;
-    const int warps = gridDim.x * (blockDim.x >> 5);
-    uint64_t *vals = win_vals[threadIdx.x >> 5];
-    for (int base = (blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5)) * 32; base < p.n;
-         base += warps * 32) {
-        const int j = base + lane;
-        const K key = j < p.n ? p.keys[j] : 0;
-        const bool first = j < p.n && (j == 0 || p.keys[j - 1] != key);
-        const int kind = j < p.n ? kind_of(j, key, first) : TASK_NONE;
-        /* the ballots also mean every group is done with the last window's values */
-        const unsigned any = __ballot_sync(0xffffffffu, kind != TASK_NONE);
-        const unsigned b1 = __ballot_sync(0xffffffffu, kind & 1);
-        const unsigned b2 = __ballot_sync(0xffffffffu, kind & 2);
-        const struct window w = {base, __ballot_sync(0xffffffffu, j >= p.n || first), vals};
-        vals[lane] = j < p.n ? p.vals[j] : 0;
-        __syncwarp();
-        unsigned m = any;
-        for (int i = 0; i < gw; i++) /* the first gw tasks are other groups' */
-            m &= m - 1;
-        while (m) { /* every group at once, each at its own task */
-            const int bit = __ffs(m) - 1;
-            task(w, bit, (int)((b1 >> bit) & 1) | (int)(((b2 >> bit) & 1) << 1));
-            for (int i = 0; i < ngw; i++)
-                m &= m - 1;
-        }
-    }
-}
-
-template <typename K>
-__device__ __forceinline__ int task_at(const bwd_params<K> &p, int j, K key, bool first)
-{
-    if (first)
+    if (j >= p.n)
+        return TASK_NONE;
+    const K key = p.keys[j];
+    if (j == 0 || p.keys[j - 1] != key)
         return run_is_long(p, j, key) ? TASK_START_PIECE : TASK_RUN;
     if ((j & (p.split - 1)) == 0 && continues_long_run(p, j, key))
         return TASK_HEAD_PIECE;
     return TASK_NONE;
 }
 
-/* The gradient of a run that the window holds whole, from the window's
- * values: the same sum, in the same order, as run_grad's. */
-template <int W, typename K> struct window_run {
-    const bwd_params<K> &p;
-    const uint64_t *v; /* the run's values */
-    int count;
-    __device__ __forceinline__ sr_cu_vec<W> operator()(int c) const
-    {
-        sr_cu_vec<W> acc = sr_cu_zero<W>();
-        for (int i = 0; i < count; i += BWD_ROWS) {
-            sr_cu_vec<W> x[BWD_ROWS];
-#pragma unroll
-            for (int u = 0; u < BWD_ROWS; u++)
-                x[u] = i + u < count ? sr_cu_ldg<W>(p.dpooled + val_src(v[i + u]) + c)
-                                     : sr_cu_zero<W>();
-#pragma unroll
-            for (int u = 0; u < BWD_ROWS; u++)
-                if (i + u < count)
-                    acc = sr_cu_axpy<W>(acc, val_scale(v[i + u]), x[u]);
+/* Each warp takes windows of 32 sorted positions; its lanes find which
+ * positions start a task (one lane each), and the warp's groups take the
+ * tasks together (task i to group i mod 32/G, all groups at once). Work thus follows the tasks,
+ * not the positions: a hot row's skipped positions cost a ballot. */
+template <typename K, typename KindOf, typename Task>
+__device__ __forceinline__ void for_each_task(const bwd_params<K> &p, const KindOf &kind_of,
+                                              const Task &task)
+{
+    const int lane = threadIdx.x & 31, gw = lane >> p.log2G, ngw = 32 >> p.log2G;
+    const int warps = gridDim.x * (blockDim.x >> 5);
+    for (int base = (blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5)) * 32; base < p.n;
+         base += warps * 32) {
+        const int kind = kind_of(base + lane);
+        const unsigned any = __ballot_sync(0xffffffffu, kind != TASK_NONE);
+        const unsigned b1 = __ballot_sync(0xffffffffu, kind & 1);
+        const unsigned b2 = __ballot_sync(0xffffffffu, kind & 2);
+        unsigned m = any;
+        for (int i = 0; i < gw; i++) /* the first gw tasks are other groups' */
+            m &= m - 1;
+        while (m) { /* every group at once, each at its own task */
+            const int bit = __ffs(m) - 1;
+            task(base + bit, (int)((b1 >> bit) & 1) | (int)(((b2 >> bit) & 1) << 1));
+            for (int i = 0; i < ngw; i++)
+                m &= m - 1;
         }
-        return acc;
     }
-};
+}
 
 /* The sum of a piece (ids j .. < end while the key holds) into its slot. */
 template <int W, typename K>
@@ -643,21 +592,13 @@ __global__ void __launch_bounds__(BWD_THREADS) backward_kernel(const bwd_params<
     const unsigned mask = sr_cu_group_mask(lane, p.G);
     float *gs = (float *)smem4 + (size_t)grp * GROUP_SMEM(p.max_dim);
     const struct sr_cu_step k = sr_cu_step_of<OPT>(p.optim);
-    const auto kind_of = [&](int j, K key, bool first) { return task_at<K>(p, j, key, first); };
-    for_each_task(p, kind_of, [&](const struct window &w, int bit, int task) {
-        const int j = w.base + bit;
+    const auto kind_of = [&](int j) { return task_at<K>(p, j); };
+    for_each_task(p, kind_of, [&](int j, int task) {
         const K key = p.keys[j];
         const int tile = j >> p.log2split;
         if (task == TASK_RUN) {
-            const int end = run_end_in(w, bit);
-            const struct cu_table tb = table_of(p, key);
-            if (end >= 0) {
-                const window_run<W, K> grad = {p, w.vals + bit, end - j};
-                update_row<W, K, OPT>(p, k, tb, row_of(p, key), grad, lig, mask, gs);
-            } else {
-                const whole_run<W, K> grad = {p, j, key, w.vals[bit]};
-                update_row<W, K, OPT>(p, k, tb, row_of(p, key), grad, lig, mask, gs);
-            }
+            const whole_run<W, K> grad = {p, j, key, p.vals[j]};
+            update_row<W, K, OPT>(p, k, table_of(p, key), row_of(p, key), grad, lig, mask, gs);
         } else if (task == TASK_START_PIECE) {
             piece_store<W, K>(p, j, (tile + 1) << p.log2split, key, 2 * tile + 1, lig);
         } else {
@@ -666,10 +607,12 @@ __global__ void __launch_bounds__(BWD_THREADS) backward_kernel(const bwd_params<
     });
 }
 
-template <typename K>
-__device__ __forceinline__ int long_start_at(const bwd_params<K> &p, int j, K key, bool first)
+template <typename K> __device__ __forceinline__ int long_start_at(const bwd_params<K> &p, int j)
 {
-    return first && run_is_long(p, j, key) ? TASK_RUN : TASK_NONE;
+    if (j >= p.n)
+        return TASK_NONE;
+    const K key = p.keys[j];
+    return (j == 0 || p.keys[j - 1] != key) && run_is_long(p, j, key) ? TASK_RUN : TASK_NONE;
 }
 
 /* Second kernel: every long run's piece sums added in order and applied by
@@ -682,11 +625,8 @@ __global__ void __launch_bounds__(BWD_THREADS) finish_kernel(const bwd_params<K>
     const unsigned mask = sr_cu_group_mask(lane, p.G);
     float *gs = (float *)smem4 + (size_t)grp * GROUP_SMEM(p.max_dim);
     const struct sr_cu_step k = sr_cu_step_of<OPT>(p.optim);
-    const auto kind_of = [&](int j, K key, bool first) {
-        return long_start_at<K>(p, j, key, first);
-    };
-    for_each_task(p, kind_of, [&](const struct window &w, int bit, int) {
-        const int j = w.base + bit;
+    const auto kind_of = [&](int j) { return long_start_at<K>(p, j); };
+    for_each_task(p, kind_of, [&](int j, int) {
         const K key = p.keys[j];
         const int end = long_run_end(p, j, key);
         const piece_sums<W, K> grad = {p, j >> p.log2split, (end - 1) >> p.log2split};
