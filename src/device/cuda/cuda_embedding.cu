@@ -256,34 +256,31 @@ __global__ void __launch_bounds__(FWD_THREADS)
  * bag at a time allows; further ids of a bag follow one by one. Sums and
  * scales are the general kernel's, in bag order. */
 #define SHORT_BAGS 4
-#define SHORT_MIN_BLOCKS 4 /* blocks per multiprocessor: at most 64 registers a thread */
 template <int W, typename K, int MAXF>
-__global__ void __launch_bounds__(FWD_THREADS, SHORT_MIN_BLOCKS)
+__global__ void __launch_bounds__(FWD_THREADS)
     forward_short_kernel(const fwd_params<K> p, const fwd_pos<MAXF> pos)
 {
     const int lig = threadIdx.x & (p.G - 1), c = lig * W;
     const int stride = gridDim.x * (blockDim.x >> p.log2G);
     for (int k0 = blockIdx.x * (blockDim.x >> p.log2G) + (threadIdx.x >> p.log2G); k0 < p.nbags;
          k0 += SHORT_BAGS * stride) {
-        int s[SHORT_BAGS], e[SHORT_BAGS], dim[SHORT_BAGS]; /* ids are fewer than 2^31 */
-        const float *weight[SHORT_BAGS];
+        int64_t s[SHORT_BAGS], e[SHORT_BAGS];
+        struct cu_table tb[SHORT_BAGS];
         float w0[SHORT_BAGS];
         sr_cu_vec<W> x[SHORT_BAGS];
 #pragma unroll
         for (int u = 0; u < SHORT_BAGS; u++) {
             const int k = k0 + u * stride;
-            s[u] = k < p.nbags ? (int)p.offsets[k] : 0;
-            e[u] = k < p.nbags ? (int)p.offsets[k + 1] : 0;
-            const struct cu_table *tb = &p.tables[p.features[k < p.nbags ? k / p.batch : 0].table];
-            weight[u] = tb->weight;
-            dim[u] = tb->dim;
+            s[u] = k < p.nbags ? p.offsets[k] : 0;
+            e[u] = k < p.nbags ? p.offsets[k + 1] : 0;
+            tb[u] = p.tables[p.features[k < p.nbags ? k / p.batch : 0].table];
         }
 #pragma unroll
         for (int u = 0; u < SHORT_BAGS; u++) {
-            const int live = e[u] > s[u] && c < dim[u];
+            const int live = e[u] > s[u] && c < tb[u].dim;
             const int64_t id = live ? __ldg(p.values + s[u]) : 0;
             w0[u] = live && p.weights ? __ldg(p.weights + s[u]) : 1.0f;
-            x[u] = live ? sr_cu_ldg<W>(weight[u] + id * dim[u] + c) : sr_cu_zero<W>();
+            x[u] = live ? sr_cu_ldg<W>(tb[u].weight + id * tb[u].dim + c) : sr_cu_zero<W>();
         }
 #pragma unroll
         for (int u = 0; u < SHORT_BAGS; u++) {
@@ -294,14 +291,14 @@ __global__ void __launch_bounds__(FWD_THREADS, SHORT_MIN_BLOCKS)
             const struct cu_feature fe = p.features[f];
             const float inv = fe.mean && e[u] > s[u] ? __fdiv_rn(1.0f, (float)(e[u] - s[u])) : 1.0f;
             const int src = b * p.out_dim + fe.col;
-            if (c < dim[u]) {
+            if (c < tb[u].dim) {
                 sr_cu_vec<W> acc = sr_cu_zero<W>();
                 if (e[u] > s[u])
                     acc = sr_cu_axpy<W>(acc, w0[u], x[u]);
-                for (int i = s[u] + 1; i < e[u]; i++) {
+                for (int64_t i = s[u] + 1; i < e[u]; i++) {
                     const float wi = p.weights ? __ldg(p.weights + i) : 1.0f;
-                    acc = sr_cu_axpy<W>(
-                        acc, wi, sr_cu_ldg<W>(weight[u] + __ldg(p.values + i) * dim[u] + c));
+                    acc = sr_cu_axpy<W>(acc, wi,
+                                        sr_cu_ldg<W>(tb[u].weight + __ldg(p.values + i) * tb[u].dim + c));
                 }
                 if (inv != 1.0f)
                     acc = sr_cu_scale<W>(acc, inv);
