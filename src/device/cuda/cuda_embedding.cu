@@ -30,9 +30,9 @@
  *               a run of at most S ids: one group sums it in id order
  *                 (BWD_ROWS in flight) and applies the optimizer at once;
  *               a longer run: one group per piece, its ids within one tile,
- *                 sums the piece into a slot of the workspace (backward_kernel);
- *                 then one group adds the run's pieces in order and applies
- *                 the optimizer (finish_kernel).
+ *                 sums the piece into a slot of the workspace, and the run is
+ *                 listed (backward_kernel); then one group per listed run adds
+ *                 its pieces in order and applies the optimizer (finish_kernel).
  *             A hot row with 10^5 ids thus costs 10^5 / S parallel pieces and
  *             a sum of as many partial rows, instead of 10^5 serial steps.
  *             Row-wise Adagrad keeps a row of up to G W columns in registers
@@ -48,6 +48,8 @@
  * grouped id order), so it matches the CPU's rounding; a longer run is summed
  * as fixed pieces (tile boundaries of the sorted order) added in order, so
  * reruns are bit-identical and the result is within rounding of the CPU's.
+ * The one atomic, which appends a long run to the second kernel's list, sums
+ * nothing: the list's order only decides which group applies which row.
  *
  * Workspace (device, one block; every part 256-byte aligned):
  *
@@ -58,6 +60,8 @@
  *   val_a/b   (N)      uint64 (pooled offset | float scale << 32), ping-pong
  *   partial   (2 ceil(N / S) + 2, max_dim rounded up to 4) floats: piece sums
  *             of long runs (at most two pieces start in a tile)
+ *   long      (N / (S + 1) + 2) ints: how many long runs, then where each
+ *             starts (the first kernel lists them for the second)
  *   sort      cub's temporary storage for N items
  *
  * The first two are per-layout data, written once by workspace_init (an
@@ -320,6 +324,8 @@ template <typename K> struct bwd_params {
     const uint64_t *vals; /* (n) in the keys' order */
     const float *dpooled; /* (B, out_dim) */
     float *partial;       /* (2 ceil(n / split) + 2, pstride) piece sums of long runs */
+    int *long_count;      /* (1) long runs found; zeroed before the first kernel */
+    int *long_starts;     /* (n / (split + 1) + 1) their first sorted positions, any order */
     int n, max_dim, G, log2G;
     int split, log2split; /* S: runs of more than S ids are summed in pieces */
     int pstride;          /* floats of a piece sum: max_dim rounded up to 4 */
@@ -425,7 +431,7 @@ __device__ __forceinline__ void update_row(const bwd_params<K> &p, const struct 
              * the same bits (the CPU's 16-partial order is within rounding). */
             const int c = lig * W;
             const bool mine = c < d;
-            const sr_cu_vec<W> w = mine ? sr_cu_load<W>(r.w + c) : sr_cu_zero<W>();
+            const sr_cu_vec<W> w = mine ? sr_cu_load_once<W>(r.w + c) : sr_cu_zero<W>();
             const sr_cu_vec<W> g = mine ? grad(c) : sr_cu_zero<W>();
             float sq = 0.0f;
 #pragma unroll
@@ -439,7 +445,7 @@ __device__ __forceinline__ void update_row(const bwd_params<K> &p, const struct 
                 *r.s = s_new;
             const float rate = __fdiv_rn(k.lr, __fadd_rn(__fsqrt_rn(s_new), k.eps));
             if (mine)
-                sr_cu_store<W>(r.w + c, sr_cu_rowwise_step<W>(w, rate, g));
+                sr_cu_store_once<W>(r.w + c, sr_cu_rowwise_step<W>(w, rate, g));
             return;
         }
     }
@@ -597,6 +603,8 @@ __global__ void __launch_bounds__(BWD_THREADS) backward_kernel(const bwd_params<
             const whole_run<W, K> grad = {p, j, key, p.vals[j]};
             update_row<W, K, OPT>(p, k, table_of(p, key), row_of(p, key), grad, lig, mask, gs);
         } else if (task == TASK_START_PIECE) {
+            if (lig == 0) /* the list's order decides no sum: each run is its own row's */
+                p.long_starts[atomicAdd(p.long_count, 1)] = j;
             piece_store<W, K>(p, j, (tile + 1) << p.log2split, key, 2 * tile + 1, lig);
         } else {
             piece_store<W, K>(p, j, j + p.split < p.n ? j + p.split : p.n, key, 2 * tile, lig);
@@ -604,16 +612,9 @@ __global__ void __launch_bounds__(BWD_THREADS) backward_kernel(const bwd_params<
     });
 }
 
-template <typename K> __device__ __forceinline__ int long_start_at(const bwd_params<K> &p, int j)
-{
-    if (j >= p.n)
-        return TASK_NONE;
-    const K key = p.keys[j];
-    return (j == 0 || p.keys[j - 1] != key) && run_is_long(p, j, key) ? TASK_RUN : TASK_NONE;
-}
-
-/* Second kernel: every long run's piece sums added in order and applied by
- * one group. Rows of long runs are not the first kernel's rows. */
+/* Second kernel: every long run the first kernel listed has its piece sums
+ * added in order and applied by one group (grid-stride over the list). Rows
+ * of long runs are not the first kernel's rows. */
 template <int W, typename K, int OPT>
 __global__ void __launch_bounds__(BWD_THREADS) finish_kernel(const bwd_params<K> p)
 {
@@ -622,13 +623,14 @@ __global__ void __launch_bounds__(BWD_THREADS) finish_kernel(const bwd_params<K>
     const unsigned mask = sr_cu_group_mask(lane, p.G);
     float *gs = (float *)smem4 + (size_t)grp * GROUP_SMEM(p.max_dim);
     const struct sr_cu_step k = sr_cu_step_of<OPT>(p.optim);
-    const auto kind_of = [&](int j) { return long_start_at<K>(p, j); };
-    for_each_task(p, kind_of, [&](int j, int) {
+    const int groups = blockDim.x >> p.log2G, count = *p.long_count;
+    for (int i = blockIdx.x * groups + grp; i < count; i += gridDim.x * groups) {
+        const int j = p.long_starts[i];
         const K key = p.keys[j];
         const int end = long_run_end(p, j, key);
         const piece_sums<W, K> grad = {p, j >> p.log2split, (end - 1) >> p.log2split};
         update_row<W, K, OPT>(p, k, table_of(p, key), row_of(p, key), grad, lig, mask, gs);
-    });
+    }
 }
 
 /* ---- the workspace ---------------------------------------------------------------- */
@@ -639,6 +641,7 @@ struct ws_view {
     void *key[2];     /* uint32 or uint64 */
     uint64_t *val[2]; /* packed (src, scale) */
     float *partial;   /* piece sums of long runs */
+    int *long_list;   /* the count of long runs, then their first positions */
     void *sort;
     size_t sort_bytes;
     size_t image_bytes; /* tables and features */
@@ -699,17 +702,18 @@ static size_t ws_carve(const struct sr_emb_layout *layout, char *base, int with_
     v->split = sr_emb_run_split();
     v->pstride = (layout->max_dim + 3) & ~3;
     const size_t slots = 2 * ((n + (size_t)v->split - 1) / (size_t)v->split) + 2;
-    size_t part[8] = {sizeof(struct cu_table) * T,
+    size_t part[9] = {sizeof(struct cu_table) * T,
                       sizeof(struct cu_feature) * F,
                       n * key_bytes,
                       n * key_bytes,
                       n * 8,
                       n * 8,
                       slots * (size_t)v->pstride * sizeof(float),
+                      (n / ((size_t)v->split + 1) + 2) * sizeof(int),
                       v->sort_bytes};
-    char *p[8];
+    char *p[9];
     size_t off = 0;
-    for (int i = 0; i < 8; i++) {
+    for (int i = 0; i < 9; i++) {
         p[i] = base ? base + off : NULL;
         off += align_up(part[i] ? part[i] : 1);
     }
@@ -719,7 +723,8 @@ static size_t ws_carve(const struct sr_emb_layout *layout, char *base, int with_
     v->key[0] = p[2], v->key[1] = p[3];
     v->val[0] = (uint64_t *)p[4], v->val[1] = (uint64_t *)p[5];
     v->partial = (float *)p[6];
-    v->sort = p[7];
+    v->long_list = (int *)p[7];
+    v->sort = p[8];
     return off;
 }
 
@@ -939,10 +944,14 @@ static void launch_backward(const struct sr_device *dev, const bwd_params<K> &p,
 {
     const long long windows = ((long long)p.n + 31) / 32; /* a warp's tasks come 32 ids at a time */
     const unsigned grid = sr_cu_grid(dev, windows, threads / 32, GRID_PER_SM * FWD_THREADS / threads);
+    const bool may_have_long = p.n > p.split; /* a long run needs more than S ids */
+    if (may_have_long)
+        SR_CU_CHECK(cudaMemsetAsync(p.long_count, 0, sizeof(int), st));
     backward_kernel<W, K, OPT><<<grid, threads, smem, st>>>(p);
     SR_CU_LAUNCHED();
-    if (p.n > p.split) { /* a long run needs more than S ids */
-        finish_kernel<W, K, OPT><<<grid, threads, smem, st>>>(p);
+    if (may_have_long) {
+        const unsigned finish_grid = sr_cu_grid(dev, p.n / (p.split + 1) + 1, threads / p.G, 4);
+        finish_kernel<W, K, OPT><<<finish_grid, threads, smem, st>>>(p);
         SR_CU_LAUNCHED();
     }
 }
@@ -959,6 +968,8 @@ static void backward_as(const struct sr_device *dev, const struct sr_emb_layout 
     p.vals = v->val[cur];
     p.dpooled = dpooled;
     p.partial = v->partial;
+    p.long_count = v->long_list;
+    p.long_starts = v->long_list + 1;
     p.n = n;
     p.max_dim = layout->max_dim;
     p.split = v->split;

@@ -67,6 +67,29 @@ template <int W> __device__ __forceinline__ sr_cu_vec<W> sr_cu_ldg(const float *
     return v;
 }
 
+/* Streaming load and store (__ldcs, __stcs: evict first): for rows an update
+ * touches once, so they do not push out of L2 what other ids read again
+ * (the pooled gradient, the sorted ids). */
+template <int W> __device__ __forceinline__ sr_cu_vec<W> sr_cu_load_once(const float *p)
+{
+    sr_cu_vec<W> v;
+    if constexpr (W == 4) {
+        float4 t = __ldcs((const float4 *)p);
+        v.x[0] = t.x, v.x[1] = t.y, v.x[2] = t.z, v.x[3] = t.w;
+    } else {
+        v.x[0] = __ldcs(p);
+    }
+    return v;
+}
+
+template <int W> __device__ __forceinline__ void sr_cu_store_once(float *p, sr_cu_vec<W> v)
+{
+    if constexpr (W == 4)
+        __stcs((float4 *)p, make_float4(v.x[0], v.x[1], v.x[2], v.x[3]));
+    else
+        __stcs(p, v.x[0]);
+}
+
 template <int W> __device__ __forceinline__ void sr_cu_store(float *p, sr_cu_vec<W> v)
 {
     if constexpr (W == 4)
@@ -173,7 +196,8 @@ __device__ __forceinline__ struct sr_cu_row sr_cu_row_of(int kind, float *weight
 
 /* Columns [c, c + W) of a row and of the state the optimizer reads: weights w;
  * adagrad's sum s; adam's m (in s) and v. Loaded before the gradient is
- * summed, so the row's loads are in flight with the gradient's. */
+ * summed, so the row's loads are in flight with the gradient's; loaded and
+ * stored streaming, as an update touches each row once. */
 template <int W> struct sr_cu_chunk {
     sr_cu_vec<W> w, s, v;
 };
@@ -182,11 +206,11 @@ template <int OPT, int W>
 __device__ __forceinline__ sr_cu_chunk<W> sr_cu_chunk_load(const struct sr_cu_row &r, int c)
 {
     sr_cu_chunk<W> x;
-    x.w = sr_cu_load<W>(r.w + c);
+    x.w = sr_cu_load_once<W>(r.w + c);
     if constexpr (OPT == SR_OPTIM_ADAGRAD || OPT == SR_OPTIM_ADAM)
-        x.s = sr_cu_load<W>(r.s + c);
+        x.s = sr_cu_load_once<W>(r.s + c);
     if constexpr (OPT == SR_OPTIM_ADAM)
-        x.v = sr_cu_load<W>(r.v + c);
+        x.v = sr_cu_load_once<W>(r.v + c);
     return x;
 }
 
@@ -194,11 +218,11 @@ template <int OPT, int W>
 __device__ __forceinline__ void sr_cu_chunk_store(const struct sr_cu_row &r, int c,
                                                   const sr_cu_chunk<W> &x)
 {
-    sr_cu_store<W>(r.w + c, x.w);
+    sr_cu_store_once<W>(r.w + c, x.w);
     if constexpr (OPT == SR_OPTIM_ADAGRAD || OPT == SR_OPTIM_ADAM)
-        sr_cu_store<W>(r.s + c, x.s);
+        sr_cu_store_once<W>(r.s + c, x.s);
     if constexpr (OPT == SR_OPTIM_ADAM)
-        sr_cu_store<W>(r.v + c, x.v);
+        sr_cu_store_once<W>(r.v + c, x.v);
 }
 
 /* The elementwise optimizers (sgd, adagrad, adam) on a loaded chunk with
