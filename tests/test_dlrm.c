@@ -311,16 +311,27 @@ static void test_dlrm_grad_hook_and_split(void **state)
         assert_int_equal(h.seen[i], 1);
     float *ga = malloc(sizeof(float) * n);
     memcpy(ga, HV(grads), sizeof(float) * n);
-    sr_dlrm_set_grad_ready(m, NULL, NULL);
-    /* Split halves give bit-identical results (and reruns are bit-exact). */
+    /* Split parts give bit-identical results (and reruns are bit-exact); the
+     * data part of the top reports no layer, its weight part the 3 top
+     * layers, the bottom the 2 others, in the same order as backward. */
+    struct hook_log h2 = {.next_end = n};
+    sr_dlrm_set_grad_ready(m, on_grad_ready, &h2);
     sr_dlrm_forward_bottom(m, NULL, dense, DB);
     host_wait();
     sr_dlrm_forward_top(m, NULL, pooled, DB, lb);
     host_wait();
     const float *loss_b = sr_dlrm_backward_top(m, NULL, labels, NULL, DB, 0.2f, db);
     host_wait();
+    assert_int_equal(h2.calls, 0);
+    assert_memory_equal(da, db, sizeof(da)); /* dpooled before any dW */
+    sr_dlrm_backward_top_weights(m, NULL, DB);
+    host_wait();
+    assert_int_equal(h2.calls, 3);
     sr_dlrm_backward_bottom(m, NULL, DB);
     host_wait();
+    assert_int_equal(h2.calls, 5);
+    assert_int_equal(h2.next_end, 0);
+    sr_dlrm_set_grad_ready(m, NULL, NULL);
     assert_memory_equal(la, lb, sizeof(la));
     assert_memory_equal(da, db, sizeof(da));
     assert_memory_equal(ga, HV(grads), n * sizeof(float));

@@ -20,7 +20,9 @@
  * dlogit = (σ(z) - y) * loss_scale with loss_scale = 1/(global batch), so
  * dense gradients are summed (never averaged) over ranks.
  *
- * Memory: activations for max_batch samples are allocated at init; forward
+ * Memory: activations for max_batch samples are allocated at init, with
+ * each top MLP layer's output gradient (max_batch x its width floats, kept
+ * from backward's data gradients to its deferred weight gradients); forward
  * and backward allocate nothing. All array arguments of forward/backward are
  * memory of the model's device (host memory for the CPU backend); calls are
  * stream-ordered on the device's default stream and, on the CPU, complete
@@ -101,25 +103,43 @@ void sr_dlrm_forward_top(struct sr_dlrm *m, sr_stream_t s, const float *pooled, 
  * in stream order and overwritten by the next backward. Nothing is copied to
  * the host and the host does not wait: read it after a sync (the trainer
  * all-reduces it with the last gradient bucket instead, shardrec's
- * "the loss stays on the device"). Same as sr_dlrm_backward_top then
- * sr_dlrm_backward_bottom. */
+ * "the loss stays on the device"). Same as sr_dlrm_backward_top, then
+ * sr_dlrm_backward_top_weights, then sr_dlrm_backward_bottom. */
 const float *sr_dlrm_backward(struct sr_dlrm *m, sr_stream_t s, const float *labels,
                               const float *mask, int B, float loss_scale, float *dpooled);
 
-/* The two halves of backward: loss, top MLP and interaction (writes dpooled
- * and the top MLP's gradients, returns the loss sum's device pointer as
- * sr_dlrm_backward), so the pooled gradients can leave while the bottom
- * MLP's backward runs; then the bottom MLP (writes its gradients). */
+/* The three parts of backward, called in this order with the same B and
+ * stream, so the pooled gradients can leave as early as possible while the
+ * top MLP's weight gradients and the bottom MLP's backward run:
+ *
+ *   sr_dlrm_backward_top          loss, then the top MLP's data gradients
+ *                                 only (ReLU/bias pass and dX of each layer,
+ *                                 from the logit down: its bias gradients are
+ *                                 written, its weight gradients not yet), then
+ *                                 the interaction: writes dpooled, returns the
+ *                                 loss sum's device pointer as
+ *                                 sr_dlrm_backward
+ *   sr_dlrm_backward_top_weights  the top MLP's weight gradients (dW GEMMs)
+ *                                 from the last layer down, each layer then
+ *                                 reported ready (sr_dlrm_set_grad_ready)
+ *   sr_dlrm_backward_bottom       the bottom MLP: writes its gradients
+ *
+ * Calling them out of order, or a forward_top between backward_top and
+ * backward_top_weights (it would overwrite the activations the weight
+ * gradients read), aborts. */
 const float *sr_dlrm_backward_top(struct sr_dlrm *m, sr_stream_t s, const float *labels,
                                   const float *mask, int B, float loss_scale, float *dpooled);
+void sr_dlrm_backward_top_weights(struct sr_dlrm *m, sr_stream_t s, int B);
 void sr_dlrm_backward_bottom(struct sr_dlrm *m, sr_stream_t s, int B);
 
-/* Called by backward each time a Linear layer's gradients are issued, with
- * their range [offset, offset + count) in the flat gradient block (layers
- * complete from the last top layer down to bottom layer 0) and the stream
- * backward runs on (the gradients are final once that stream reaches this
- * point), so a caller can start all-reducing a bucket early. NULL fn
- * disables. */
+/* Called by backward each time a Linear layer's gradients (weight and bias)
+ * are issued, with their range [offset, offset + count) in the flat gradient
+ * block and the stream backward runs on (the gradients are final once that
+ * stream reaches this point), so a caller can start all-reducing a bucket
+ * early. Layers are reported from the last top layer down to bottom layer 0
+ * (from the block's end towards its start), the top ones by
+ * sr_dlrm_backward_top_weights, the bottom ones by sr_dlrm_backward_bottom;
+ * sr_dlrm_backward_top reports none. NULL fn disables. */
 typedef void (*sr_dlrm_grad_ready_fn)(void *ctx, size_t offset, size_t count, sr_stream_t s);
 void sr_dlrm_set_grad_ready(struct sr_dlrm *m, sr_dlrm_grad_ready_fn fn, void *ctx);
 

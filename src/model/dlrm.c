@@ -5,17 +5,26 @@
  *
  *   params  [bot.0.W | bot.0.b | ... | top.0.W | top.0.b | ...]  n_params
  *   grads   same layout                                          n_params
- *   acts    bot_act[l] (B, out_l) ... | inter (B, I) | top_act[l] (B, out_l) ...
- *           | grad_buf[0], grad_buf[1] (B, widest)  | loss_sum (1 float)
+ *   acts    loss_sum (1 float) | bot_act[l] (B, out_l) ... | inter (B, I)
+ *           | top_act[l] (B, out_l) ... | top_dy[l] (B, out_l) ...
+ *           | grad_buf[0], grad_buf[1] (B, widest)
  *
- * grad_buf is a ping-pong pair: backward walks the layers from the logit down,
- * each layer reading its output gradient from one buffer and writing its
- * input gradient into the other. Forward activations stay for backward; the
- * inputs dense and pooled are borrowed (not copied) between the two.
+ * Backward runs in three parts. backward_top walks the top MLP from the
+ * logit down issuing only the data gradients (each layer's ReLU/bias pass
+ * and dX GEMM), then the interaction's: dpooled is ready as early as it can
+ * be. backward_top_weights then issues the top MLP's dW GEMMs, which read
+ * each layer's masked output gradient, so each top layer keeps its own,
+ * top_dy[l] (the loss writes the last one, layer l's dX writes
+ * top_dy[l - 1]). Top layer 0's dX (the interaction's gradient) goes to
+ * grad_buf[0] and the interaction writes dz into grad_buf[1]. backward_bottom
+ * walks the bottom MLP with grad_buf as a ping-pong pair, each layer reading
+ * its output gradient from one buffer and writing its input gradient into
+ * the other. Forward activations stay for backward; the inputs dense and
+ * pooled are borrowed (not copied) between the two.
  *
  * Stage spans (shardrec/trace.h): bottom_mlp, interaction and top_mlp in the
- * forward; backward around each half of the backward (top with the
- * interaction, then bottom).
+ * forward; backward around each part of the backward (top data gradients
+ * with the interaction, top weight gradients, bottom).
  */
 #include <stdio.h>
 #include <string.h>
@@ -50,13 +59,14 @@ struct sr_dlrm {
     float *bot_act[SR_MLP_MAX]; /* (max_batch, bot[l].out) */
     float *inter;               /* (max_batch, I) */
     float *top_act[SR_MLP_MAX]; /* (max_batch, top[l].out); the last holds logits */
+    float *top_dy[SR_MLP_MAX];  /* (max_batch, top[l].out): top layer l's output gradient */
     float *grad_buf[2];         /* (max_batch, widest) each */
     float *loss_sum;            /* (1) this rank's loss sum of the last backward */
 
     const float *dense;          /* (B, num_dense) borrowed from forward */
     const float *pooled;         /* (B, F*D) borrowed from forward */
     int bottom_batch, top_batch; /* B of the last forward halves; -1 when consumed */
-    int dz_buf;                  /* which grad_buf holds dz after backward_top */
+    int weights_batch;           /* B of the backward_top whose dW are pending; -1: none */
 
     sr_dlrm_grad_ready_fn grad_ready;
     void *grad_ready_ctx;
@@ -134,6 +144,8 @@ static void alloc_activations(struct sr_dlrm *m)
         widest = (size_t)l->in > widest ? (size_t)l->in : widest;
         total += (B * l->out + 15) / 16 * 16;
     }
+    for (int l = 0; l < m->n_top; l++) /* top_dy */
+        total += (B * m->top[l].out + 15) / 16 * 16;
     total += (B * m->inter_dim + 15) / 16 * 16 + 2 * ((B * widest + 15) / 16 * 16);
     m->acts = sr_dev_alloc_zero_named(m->dev, total * sizeof(float),
                                       "the MLP activations (grow with the batch size)");
@@ -144,6 +156,8 @@ static void alloc_activations(struct sr_dlrm *m)
     m->inter = carve(&p, B * m->inter_dim);
     for (int l = 0; l < m->n_top; l++)
         m->top_act[l] = carve(&p, B * m->top[l].out);
+    for (int l = 0; l < m->n_top; l++)
+        m->top_dy[l] = carve(&p, B * m->top[l].out);
     m->grad_buf[0] = carve(&p, B * widest);
     m->grad_buf[1] = carve(&p, B * widest);
     SR_ASSERT((size_t)(p - m->acts) == total);
@@ -176,7 +190,7 @@ int sr_dlrm_init(struct sr_dlrm **out, struct sr_device *dev, const struct sr_dl
     m->dev = dev;
     m->cfg = *cfg;
     m->max_batch = max_batch;
-    m->bottom_batch = m->top_batch = -1;
+    m->bottom_batch = m->top_batch = m->weights_batch = -1;
     set_shapes(m);
     place_params(m);
     m->params = sr_dev_alloc_named(dev, m->n_params * sizeof(float), "the MLP parameters");
@@ -215,7 +229,7 @@ void sr_dlrm_forward_bottom(struct sr_dlrm *m, sr_stream_t s, const float *dense
 void sr_dlrm_forward_top(struct sr_dlrm *m, sr_stream_t s, const float *pooled, int B,
                          float *logits)
 {
-    SR_ASSERT(B == m->bottom_batch);
+    SR_ASSERT(B == m->bottom_batch && m->weights_batch == -1); /* pending dW read top_act */
     sr_trace_begin(SR_SPAN_INTERACTION, -1);
     sr_interaction_forward(m->dev, s, m->bot_act[m->n_bot - 1], pooled, B, m->cfg.num_sparse,
                            m->cfg.embedding_dim, m->inter);
@@ -250,31 +264,40 @@ static void notify_layer_ready(struct sr_dlrm *m, sr_stream_t s, int k)
 const float *sr_dlrm_backward_top(struct sr_dlrm *m, sr_stream_t s, const float *labels,
                                   const float *mask, int B, float loss_scale, float *dpooled)
 {
-    SR_ASSERT(B == m->top_batch && B == m->bottom_batch);
+    SR_ASSERT(B == m->top_batch && B == m->bottom_batch && m->weights_batch == -1);
     sr_trace_begin(SR_SPAN_BACKWARD, -1);
-    int cur = 0; /* grad_buf[cur] holds the gradient of the current layer's output */
     sr_bce_loss(m->dev, s, m->top_act[m->n_top - 1], labels, mask, B, loss_scale,
-                m->grad_buf[cur], m->loss_sum);
+                m->top_dy[m->n_top - 1], m->loss_sum);
     for (int l = m->n_top - 1; l >= 0; l--) {
-        const float *x = l > 0 ? m->top_act[l - 1] : m->inter;
-        sr_linear_backward(m->dev, s, &m->top[l], x, m->top_act[l], m->grad_buf[cur], B,
-                           m->grad_buf[1 - cur]);
-        cur = 1 - cur;
-        notify_layer_ready(m, s, m->n_bot + l);
+        float *dx = l > 0 ? m->top_dy[l - 1] : m->grad_buf[0]; /* layer 0: the interaction's */
+        sr_linear_backward_data(m->dev, s, &m->top[l], m->top_act[l], m->top_dy[l], B, dx);
     }
-    sr_interaction_backward(m->dev, s, m->bot_act[m->n_bot - 1], m->pooled, m->grad_buf[cur], B,
-                            m->cfg.num_sparse, m->cfg.embedding_dim, m->grad_buf[1 - cur], dpooled);
-    m->dz_buf = 1 - cur;
+    sr_interaction_backward(m->dev, s, m->bot_act[m->n_bot - 1], m->pooled, m->grad_buf[0], B,
+                            m->cfg.num_sparse, m->cfg.embedding_dim, m->grad_buf[1], dpooled);
     m->top_batch = -1;
+    m->weights_batch = B;
     sr_trace_end();
     return m->loss_sum;
 }
 
+void sr_dlrm_backward_top_weights(struct sr_dlrm *m, sr_stream_t s, int B)
+{
+    SR_ASSERT(B == m->weights_batch);
+    sr_trace_begin(SR_SPAN_BACKWARD, -1);
+    for (int l = m->n_top - 1; l >= 0; l--) {
+        const float *x = l > 0 ? m->top_act[l - 1] : m->inter;
+        sr_linear_backward_weights(m->dev, s, &m->top[l], x, m->top_dy[l], B);
+        notify_layer_ready(m, s, m->n_bot + l);
+    }
+    m->weights_batch = -1;
+    sr_trace_end();
+}
+
 void sr_dlrm_backward_bottom(struct sr_dlrm *m, sr_stream_t s, int B)
 {
-    SR_ASSERT(B == m->bottom_batch && m->top_batch == -1);
+    SR_ASSERT(B == m->bottom_batch && m->top_batch == -1 && m->weights_batch == -1);
     sr_trace_begin(SR_SPAN_BACKWARD, -1);
-    int cur = m->dz_buf;
+    int cur = 1; /* grad_buf[cur] holds the current layer's output gradient: dz first */
     for (int l = m->n_bot - 1; l >= 0; l--) {
         const float *x = l > 0 ? m->bot_act[l - 1] : m->dense;
         float *dx = l > 0 ? m->grad_buf[1 - cur] : NULL; /* no gradient for the input */
@@ -290,6 +313,7 @@ const float *sr_dlrm_backward(struct sr_dlrm *m, sr_stream_t s, const float *lab
                               const float *mask, int B, float loss_scale, float *dpooled)
 {
     const float *loss_sum = sr_dlrm_backward_top(m, s, labels, mask, B, loss_scale, dpooled);
+    sr_dlrm_backward_top_weights(m, s, B);
     sr_dlrm_backward_bottom(m, s, B);
     return loss_sum;
 }

@@ -8,9 +8,9 @@
  *
  *   table t     local rows x cols x 4 bytes, plus its optimizer state
  *   dense       MLP weights x 4 bytes x (weight, gradient, optimizer state)
- *   batch       ids, lengths, offsets, pooled vectors and activations of a
- *               batch (ids and pooled vectors of the global batch under a plan:
- *               an owner may receive every rank's)
+ *   batch       ids, lengths, offsets, pooled vectors, activations and their
+ *               gradients of a batch (ids and pooled vectors of the global
+ *               batch under a plan: an owner may receive every rank's)
  *   evaluation  predictions and labels of --eval-samples, gathered on each rank
  *
  * The memory to compare with is the machine's physical memory (sysconf
@@ -122,23 +122,26 @@ static void count_dense(const struct sr_train_config *cfg, struct mem_tally *m)
 static void count_batch(const struct sr_train_config *cfg, int W, int sharded, struct mem_tally *m)
 {
     uint64_t B = (uint64_t)cfg->batch_size, F = (uint64_t)cfg->num_features;
-    uint64_t D = (uint64_t)cfg->embedding_dim, width = 0;
+    uint64_t D = (uint64_t)cfg->embedding_dim, width = 0, top = 0;
     uint64_t BF = mem_mul3(m, sharded ? B * (uint64_t)W : B, F, 1);
     struct sr_dlrm_config dc;
     sr_train_config_dlrm(cfg, &dc);
     for (int l = 0; l < cfg->n_bot; l++)
         width = mem_add(m, width, (uint64_t)cfg->bot_mlp[l]);
     for (int l = 0; l < cfg->n_top; l++)
-        width = mem_add(m, width, (uint64_t)cfg->top_mlp[l]);
+        top = mem_add(m, top, (uint64_t)cfg->top_mlp[l]);
+    width = mem_add(m, width, top);
     width = mem_add(m, width, (uint64_t)sr_dlrm_interaction_dim(&dc));
     /* ids: values and weights on the host and in the EBC (24 bytes each);
      * lengths and offsets (20 bytes a bag); pooled vectors and their gradients,
      * sent and received (16 bytes each); activations, their gradients and
-     * pre-activations (12 bytes each) */
+     * pre-activations (12 bytes each); the top MLP's output gradients, kept
+     * for its deferred weight gradients (4 bytes each) */
     uint64_t bytes = mem_mul3(m, BF, (uint64_t)(cfg->ids_max > 0 ? cfg->ids_max : 1), 24);
     bytes = mem_add(m, bytes, mem_mul3(m, BF, 20, 1));
     bytes = mem_add(m, bytes, mem_mul3(m, BF, D, 16));
     bytes = mem_add(m, bytes, mem_mul3(m, B, width, 12));
+    bytes = mem_add(m, bytes, mem_mul3(m, B, top, 4));
     mem_count(m, MEM_BATCH, -1, bytes);
 }
 

@@ -13,11 +13,17 @@
  *   ahead (i+1)        i+1.counts_wait: the step's one host sync, a batch
  *                      ahead; an error or the end of the data found here is
  *                      kept for step i+1, and step i completes
- *   backward (top)     loss, top MLP, interaction -> dpooled; dense buckets
- *                      start their all-reduce as layers finish
+ *   backward (top)     loss, the top MLP's data gradients (ReLU/bias pass
+ *                      and dX of each layer), interaction -> dpooled: the
+ *                      shortest path to the embedding backward
  *   emb_grad_dist      i.grad_dist_start, then i+1.data_start (queued behind
  *                      it on the sparse communicator)
- *   backward (bottom)  overlaps i's gradient dist and i+1's data exchange
+ *   backward (top dW)  the top MLP's weight gradients, deferred to here (no
+ *                      other stage waits for them); dense buckets start
+ *                      their all-reduce as layers finish
+ *   backward (bottom)  with the top dW, overlaps i's gradient dist (in a
+ *                      graphed step its embedding backward, on a stream of
+ *                      its own) and i+1's data exchange
  *   embedding.backward i.grad_dist_wait, i.update
  *   optimizer          last bucket, dp update, dense optimizer (trainer.c)
  *   release            batch i's ring slot goes back to the loader, which
@@ -341,6 +347,7 @@ static void step_body(struct sr_trainer *t, const struct step_run *r)
                              1.0f / (float)t->global_batch, t->dpooled);
     emb_grad_start(t, r->b);
     ahead_at(t, step, r->ahead, AHEAD_DATA);
+    sr_dlrm_backward_top_weights(t->dlrm, t->streams.compute, B);
     sr_dlrm_backward_bottom(t->dlrm, t->streams.compute, B);
     emb_update(t, r->b, sr_lr_at(&t->lr_emb, step), step);
     float *loss_dst = r->loss_dst ? r->loss_dst : sr_loss_ring_push(&t->losses, step);
