@@ -313,66 +313,109 @@ static void cu_relu_backward(struct sr_device *dev, sr_stream_t s, const float *
 }
 
 /* Pass 1 of the column sums: block (x, y) masks (when relu) and sums rows
- * [y*chunk, (y+1)*chunk) of columns [32x, 32x + 32) into partial[y][col].
- * Threads (tx, ty): column 32x + tx, rows ty, ty + 8, ... of the chunk, then
- * the 8 row lanes are added in a fixed tree. */
+ * [y*chunk, (y+1)*chunk) of columns [32Vx, 32Vx + 32V) into partial[y][col].
+ * Threads (tx, ty): columns 32Vx + V tx .. + V (V = 4: float4, when cols and
+ * the pointers allow), rows ty, ty + 8, ... of the chunk, 4 rows' loads in
+ * flight, added in row order; then the 8 row lanes are added in a fixed tree. */
 #define SUM_TY 8
+template <int V> struct colvec {
+    float x[V];
+};
+
+template <int V> __device__ __forceinline__ colvec<V> col_load(const float *p)
+{
+    colvec<V> v;
+    if constexpr (V == 4) {
+        const float4 t = *(const float4 *)p;
+        v.x[0] = t.x, v.x[1] = t.y, v.x[2] = t.z, v.x[3] = t.w;
+    } else {
+        v.x[0] = *p;
+    }
+    return v;
+}
+
+template <int V> __device__ __forceinline__ void col_store(float *p, colvec<V> v)
+{
+    if constexpr (V == 4)
+        *(float4 *)p = make_float4(v.x[0], v.x[1], v.x[2], v.x[3]);
+    else
+        *p = v.x[0];
+}
+
+/* dy masked by y > 0 (relu) or as it is; stored back when masked. */
+template <int V>
+__device__ __forceinline__ colvec<V> masked(const float *y, float *dy, size_t i, int relu)
+{
+    colvec<V> v = col_load<V>(dy + i);
+    if (relu) {
+        const colvec<V> m = col_load<V>(y + i);
+#pragma unroll
+        for (int e = 0; e < V; e++)
+            v.x[e] = m.x[e] > 0.0f ? v.x[e] : 0.0f;
+        col_store<V>(dy + i, v);
+    }
+    return v;
+}
+
+template <int V>
 __global__ void column_partials_kernel(const float *y, float *dy, int rows, int cols, int relu,
                                        int chunk, float *partial)
 {
-    __shared__ float lane[SUM_TY][33];
-    int c = blockIdx.x * 32 + threadIdx.x;
-    int r0 = blockIdx.y * chunk, r1 = min(rows, r0 + chunk);
-    float acc = 0.0f;
+    __shared__ float lane[SUM_TY][32 * V + 1];
+    const int c = (blockIdx.x * 32 + threadIdx.x) * V;
+    const int r0 = blockIdx.y * chunk, r1 = min(rows, r0 + chunk);
+    float acc[V];
+#pragma unroll
+    for (int e = 0; e < V; e++)
+        acc[e] = 0.0f;
     if (c < cols) {
-        /* 4 rows' loads in flight, then added in row order */
         int r = r0 + threadIdx.y;
         for (; r + 3 * SUM_TY < r1; r += 4 * SUM_TY) {
-            float v[4], m[4];
+            colvec<V> v[4];
 #pragma unroll
-            for (int u = 0; u < 4; u++) {
-                const size_t i = (size_t)(r + u * SUM_TY) * cols + c;
-                v[u] = dy[i];
-                m[u] = relu ? y[i] : 1.0f;
-            }
+            for (int u = 0; u < 4; u++)
+                v[u] = masked<V>(y, dy, (size_t)(r + u * SUM_TY) * cols + c, relu);
 #pragma unroll
-            for (int u = 0; u < 4; u++) {
-                if (relu) {
-                    v[u] = m[u] > 0.0f ? v[u] : 0.0f;
-                    dy[(size_t)(r + u * SUM_TY) * cols + c] = v[u];
-                }
-                acc += v[u];
-            }
+            for (int u = 0; u < 4; u++)
+#pragma unroll
+                for (int e = 0; e < V; e++)
+                    acc[e] += v[u].x[e];
         }
         for (; r < r1; r += SUM_TY) {
-            size_t i = (size_t)r * cols + c;
-            float v = dy[i];
-            if (relu) {
-                v = y[i] > 0.0f ? v : 0.0f;
-                dy[i] = v;
-            }
-            acc += v;
+            const colvec<V> v = masked<V>(y, dy, (size_t)r * cols + c, relu);
+#pragma unroll
+            for (int e = 0; e < V; e++)
+                acc[e] += v.x[e];
         }
     }
-    lane[threadIdx.y][threadIdx.x] = acc;
+#pragma unroll
+    for (int e = 0; e < V; e++)
+        lane[threadIdx.y][threadIdx.x * V + e] = acc[e];
     __syncthreads();
     for (int half = SUM_TY / 2; half > 0; half /= 2) {
         if (threadIdx.y < half)
-            lane[threadIdx.y][threadIdx.x] += lane[threadIdx.y + half][threadIdx.x];
+#pragma unroll
+            for (int e = 0; e < V; e++)
+                lane[threadIdx.y][threadIdx.x * V + e] +=
+                    lane[threadIdx.y + half][threadIdx.x * V + e];
         __syncthreads();
     }
     if (threadIdx.y == 0 && c < cols)
-        partial[(size_t)blockIdx.y * cols + c] = lane[0][threadIdx.x];
+#pragma unroll
+        for (int e = 0; e < V; e++)
+            partial[(size_t)blockIdx.y * cols + c + e] = lane[0][threadIdx.x * V + e];
 }
 
+/* Pass 2: dbias[c] = the chunks' partials added in chunk order. */
 __global__ void column_finish_kernel(const float *partial, int chunks, int cols, float *dbias)
 {
     int c = blockIdx.x * blockDim.x + threadIdx.x;
     if (c >= cols)
         return;
     float acc = 0.0f;
+#pragma unroll 8
     for (int k = 0; k < chunks; k++)
-        acc += partial[(size_t)k * cols + c];
+        acc += __ldg(partial + (size_t)k * cols + c);
     dbias[c] = acc;
 }
 
@@ -387,7 +430,8 @@ static void cu_relu_bias_backward(struct sr_device *dev, sr_stream_t s, const fl
         return;
     }
     struct dense_state *ds = state_of(dev);
-    int col_blocks = (cols + 31) / 32;
+    const int V = cols % 4 == 0 && ((uintptr_t)y & 15) == 0 && ((uintptr_t)dy & 15) == 0 ? 4 : 1;
+    int col_blocks = (cols + 32 * V - 1) / (32 * V);
     /* About 4 blocks per multiprocessor, chunks of at least 64 rows. */
     int want = 4 * sr_cu_ctx(dev)->num_sms / col_blocks;
     int chunks = want < 1 ? 1 : want;
@@ -399,7 +443,10 @@ static void cu_relu_bias_backward(struct sr_device *dev, sr_stream_t s, const fl
     int chunk = (rows + chunks - 1) / chunks;
     chunks = (rows + chunk - 1) / chunk;
     dim3 grid(col_blocks, chunks), block(32, SUM_TY);
-    column_partials_kernel<<<grid, block, 0, st>>>(y, dy, rows, cols, relu, chunk, ds->partial);
+    if (V == 4)
+        column_partials_kernel<4><<<grid, block, 0, st>>>(y, dy, rows, cols, relu, chunk, ds->partial);
+    else
+        column_partials_kernel<1><<<grid, block, 0, st>>>(y, dy, rows, cols, relu, chunk, ds->partial);
     SR_CU_LAUNCHED();
     column_finish_kernel<<<(cols + 127) / 128, 128, 0, st>>>(ds->partial, chunks, cols, dbias);
     SR_CU_LAUNCHED();
