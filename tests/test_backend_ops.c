@@ -16,9 +16,11 @@
  *   optim        sgd, adagrad, adam steps                 1e-5 as above
  *   embedding    init_uniform, fill                       bit-equal
  *                forward (sum, mean, weighted),           1e-5 as above
- *                backward + SGD, Adagrad, row-wise
- *                Adagrad, Adam (two steps, weights and
- *                optimizer state of every table)
+ *                backward + SGD, Adagrad, row-wise        weights, state and pooled after
+ *                Adagrad, Adam (two steps, weights and    a step: max(1e-5, 8 sqrt(n r)
+ *                optimizer state of every table)          2^-24) as above, n the longest
+ *                                                         run of a row, r its most equal
+ *                                                         terms in a bag (embedding.c)
  *   emb_dp       accumulate, apply                        1e-5; touch counts bit-equal
  *   sparse_dist  bucketize, mean_scales, pack, unpack     bit-equal
  *                pooled_scatter, pooled_gather            1e-5
@@ -28,10 +30,12 @@
  *
  * Hard cases: empty bags (and batches with no id at all), every id the same,
  * one-row tables, dims 1, 4, 16, 128, 130, weighted bags, mean pooling, ids at
- * the last row of every table; and, when SR_TEST_BIG=1 (on by default for
- * SR_TEST_DEVICE=cuda), a table of more than 2^31 elements (2^32 on a GPU)
- * filled, initialised and compared whole, with forward and backward on ids at
- * its last rows (backend_ops/big_table.c).
+ * the last row of every table; hot rows (one row filling a batch of 10^6 ids,
+ * Zipf(1.2) ids, runs of split - 1, split, split + 1 and longer ids of a row
+ * for split = sr_emb_run_split(), one hot row index in two tables); and, when
+ * SR_TEST_BIG=1 (on by default for SR_TEST_DEVICE=cuda), a table of more than
+ * 2^31 elements (2^32 on a GPU) filled, initialised and compared whole, with
+ * forward and backward on ids at its last rows (backend_ops/big_table.c).
  *
  * An op missing from the device's table (a NULL entry, while a backend is
  * being written) is one FAIL line and its cases are skipped; a backend abort

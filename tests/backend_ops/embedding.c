@@ -1,6 +1,9 @@
 /* The embedding and DP-table ops of test_backend_ops (cases.h):
  * init_uniform, fill, forward and backward with each fused optimizer over
- * layouts that hold the hard cases; the DP tables' accumulate and apply. */
+ * layouts that hold the hard cases; the DP tables' accumulate and apply.
+ * Hard cases include hot rows: one row filling a batch of 10^6 ids, Zipf
+ * ids, runs planted about sr_emb_run_split(), and one hot row index in two
+ * tables; what a backward step writes is compared within step_tol. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -16,6 +19,7 @@
 #include "shardrec/optim.h"
 #include "device/ops_embedding.h"
 #include "device/ops_embedding_dp.h"
+#include "data/synth_internal.h"
 #include "cases.h"
 #include "ops_check.h"
 
@@ -88,6 +92,17 @@ static void init_fill_cases(void)
 #define MAX_T 6
 #define MAX_F 32
 
+/* How a spec draws the ids of a table of E rows. */
+enum emb_ids {
+    EMB_IDS_UNIFORM, /* uniform; each feature's first id and 3% of the rest are the last row */
+    EMB_IDS_SAME,    /* every id is the table's last row */
+    EMB_IDS_ZIPF,    /* Zipf(ZIPF_S) ranks, spread over the rows per feature (data/zipf.c) */
+    EMB_IDS_HOT,     /* half the ids one hot row, the same row index in every table; rest uniform */
+    EMB_IDS_RUNS,    /* runs planted about the split (plant_runs); the rest uniform on other rows */
+};
+
+#define ZIPF_S 1.2
+
 /* A layout and batch shape; ids are drawn per run of the test. */
 struct emb_spec {
     const char *name;
@@ -98,9 +113,9 @@ struct emb_spec {
     int ftab[MAX_F];
     int fmean[MAX_F];
     int B;
-    int len_lo, len_hi; /* ids per bag */
+    int len_lo, len_hi; /* ids per bag (EMB_IDS_RUNS: at split 64; they grow with it) */
     int weighted;
-    int same_id; /* every id of a feature is its table's last row */
+    enum emb_ids ids;
 };
 
 /* Host data of one spec: the batch, initial tables and state, gradients. */
@@ -115,6 +130,9 @@ struct emb_data {
     float *weight[MAX_T]; /* (E, D) */
     float *state[MAX_T];  /* (2 E D): room for any optimizer's state, >= 0 */
     float *dpooled[2];    /* (B, out_dim) of two steps */
+    int64_t longest_run;  /* most ids of one row of one table */
+    int64_t equal_terms;  /* most ids of one row in one bag, 1 when weighted (step_tol) */
+    double step_tol;      /* of what a backward step wrote (step_tol) */
     /* the run */
     enum sr_optim_kind kind;
     int backward;
@@ -127,33 +145,213 @@ static size_t state_floats(enum sr_optim_kind kind, int64_t rows, int dim)
     return sr_emb_state_bytes(kind, &t) / sizeof(float);
 }
 
+/* Planted runs (EMB_IDS_RUNS): rows 0, 1, ... of every table get these many
+ * ids, spread at random over the table's bags. Drawn ids use the other rows,
+ * so in a table's ids sorted by row the planted runs come first, back to back
+ * (s the split):
+ *
+ *   ids      s-1   s       s+1     2s+1    s/2+3   7s/2
+ *   starts   0     s-1     2s-1    3s      5s+1    11s/2+4
+ *
+ * runs at, just over and twice over the split, starting on, just before and
+ * just after a multiple of s, and a long one starting mid-way that crosses
+ * 6s, 7s, 8s and 9s. */
+#define RUNS_PLANTED 6
+static int64_t runs_lengths(int64_t len[RUNS_PLANTED])
+{
+    const int64_t s = sr_emb_run_split();
+    len[0] = s - 1, len[1] = s, len[2] = s + 1, len[3] = 2 * s + 1, len[4] = s / 2 + 3;
+    len[5] = 7 * s / 2;
+    int64_t total = 0;
+    for (int j = 0; j < RUNS_PLANTED; j++)
+        total += len[j];
+    return total;
+}
+
+/* Bags grow with the split under EMB_IDS_RUNS, so that the planted runs stay
+ * a tenth to a quarter of a table's ids whatever SR_EMB_RUN_SPLIT says. */
+static int64_t len_scale(const struct emb_spec *s)
+{
+    const int64_t k = sr_emb_run_split() / SR_EMB_RUN_SPLIT_DEFAULT;
+    return s->ids == EMB_IDS_RUNS && k > 1 ? k : 1;
+}
+
+static void emb_offsets(struct emb_data *d, struct ops_rng *r)
+{
+    const struct emb_spec *s = d->s;
+    const int64_t bags = (int64_t)s->F * s->B, k = len_scale(s);
+    d->offsets = calloc((size_t)bags + 1, sizeof(int64_t));
+    assert_non_null(d->offsets);
+    for (int64_t b = 0; b < bags; b++)
+        d->offsets[b + 1] =
+            d->offsets[b] + k * (s->len_lo + ops_below(r, s->len_hi - s->len_lo + 1));
+    d->n = d->offsets[bags];
+}
+
+/* One feature's id source. */
+struct id_draw {
+    enum emb_ids ids;
+    int64_t E;
+    int64_t hot; /* EMB_IDS_HOT */
+    struct sr_id_sampler zipf;
+};
+
+static int64_t draw_id(const struct id_draw *g, struct ops_rng *r)
+{
+    switch (g->ids) {
+    case EMB_IDS_SAME:
+        return g->E - 1;
+    case EMB_IDS_ZIPF:
+        return sr_id_sampler_id(&g->zipf, sr_id_sampler_rank(&g->zipf, ops_uniform(r)));
+    case EMB_IDS_HOT:
+        return ops_uniform(r) < 0.5 ? g->hot : ops_below(r, g->E);
+    case EMB_IDS_RUNS:
+        return RUNS_PLANTED + ops_below(r, g->E - RUNS_PLANTED);
+    default:
+        return ops_uniform(r) < 0.03 ? g->E - 1 : ops_below(r, g->E);
+    }
+}
+
+static void draw_feature(struct emb_data *d, int f, int64_t hot, struct ops_rng *r)
+{
+    const struct emb_spec *s = d->s;
+    const int64_t lo = d->offsets[(int64_t)f * s->B], hi = d->offsets[(int64_t)(f + 1) * s->B];
+    struct id_draw g = {.ids = s->ids, .E = s->rows[s->ftab[f]], .hot = hot};
+    if (g.ids == EMB_IDS_ZIPF)
+        sr_id_sampler_init(&g.zipf, g.E, ops_seed(), f, SR_ID_DIST_ZIPF, ZIPF_S);
+    assert_true(g.ids != EMB_IDS_RUNS || g.E > RUNS_PLANTED);
+    for (int64_t i = lo; i < hi; i++)
+        d->values[i] = draw_id(&g, r);
+    if (g.ids == EMB_IDS_UNIFORM && hi > lo)
+        d->values[lo] = g.E - 1; /* every table's last row, at least once */
+}
+
+/* Positions in values of table t's ids; *n gets their count. */
+static int64_t *table_slots(const struct emb_data *d, int t, int64_t *n)
+{
+    const struct emb_spec *s = d->s;
+    int64_t *slot = calloc((size_t)d->n + 1, sizeof(int64_t));
+    assert_non_null(slot);
+    *n = 0;
+    for (int f = 0; f < s->F; f++) {
+        if (s->ftab[f] != t)
+            continue;
+        for (int64_t i = d->offsets[(int64_t)f * s->B]; i < d->offsets[(int64_t)(f + 1) * s->B];
+             i++)
+            slot[(*n)++] = i;
+    }
+    return slot;
+}
+
+/* Overwrite ids of table t at random positions with the planted runs. */
+static void plant_runs(struct emb_data *d, int t, struct ops_rng *r)
+{
+    int64_t len[RUNS_PLANTED], n;
+    const int64_t total = runs_lengths(len);
+    int64_t *slot = table_slots(d, t, &n);
+    if (n < total)
+        fail_msg("%s: table %d has %lld ids, fewer than the %lld planted", d->s->name, t,
+                 (long long)n, (long long)total);
+    int64_t k = 0; /* slot[0, k) are taken: a partial Fisher-Yates shuffle */
+    for (int j = 0; j < RUNS_PLANTED; j++)
+        for (int64_t c = 0; c < len[j]; c++, k++) {
+            const int64_t pick = k + ops_below(r, n - k), at = slot[pick];
+            slot[pick] = slot[k];
+            d->values[at] = j;
+        }
+    free(slot);
+}
+
 static void emb_ids(struct emb_data *d, struct ops_rng *r)
 {
     const struct emb_spec *s = d->s;
-    const int64_t bags = (int64_t)s->F * s->B;
-    d->offsets = calloc((size_t)bags + 1, sizeof(int64_t));
-    int32_t *len = calloc((size_t)bags, sizeof(int32_t));
-    assert_true(d->offsets && len);
-    for (int64_t k = 0; k < bags; k++) {
-        len[k] = s->len_lo + (int32_t)ops_below(r, s->len_hi - s->len_lo + 1);
-        d->offsets[k + 1] = d->offsets[k] + len[k];
-    }
-    d->n = d->offsets[bags];
+    int64_t rows = s->rows[0];
+    for (int t = 1; t < s->T; t++)
+        rows = s->rows[t] < rows ? s->rows[t] : rows;
+    const int64_t hot = ops_below(r, rows); /* EMB_IDS_HOT: a row index every table has */
+    emb_offsets(d, r);
     d->values = calloc((size_t)d->n + 1, sizeof(int64_t));
-    d->weights = s->weighted ? ops_floats((size_t)d->n) : NULL;
     assert_non_null(d->values);
+    for (int f = 0; f < s->F; f++)
+        draw_feature(d, f, hot, r);
+    for (int t = 0; s->ids == EMB_IDS_RUNS && t < s->T; t++)
+        plant_runs(d, t, r);
+    d->weights = s->weighted ? ops_floats((size_t)d->n) : NULL;
+    if (d->weights)
+        ops_fill(r, d->weights, (size_t)d->n, -1.0f, 2.0f);
+}
+
+static int64_t max64(int64_t a, int64_t b)
+{
+    return a > b ? a : b;
+}
+
+/* The most ids of one row in bag k; count (E) zero before and after. */
+static int64_t bag_repeats(const struct emb_data *d, int64_t k, int64_t *count)
+{
+    int64_t most = 0;
+    for (int64_t i = d->offsets[k]; i < d->offsets[k + 1]; i++)
+        most = max64(most, ++count[d->values[i]]);
+    for (int64_t i = d->offsets[k]; i < d->offsets[k + 1]; i++)
+        count[d->values[i]] = 0;
+    return most;
+}
+
+/* Raise d->longest_run and d->equal_terms to table t's. */
+static void table_runs(struct emb_data *d, int t)
+{
+    const struct emb_spec *s = d->s;
+    int64_t *run = calloc((size_t)s->rows[t], sizeof(int64_t));
+    int64_t *bag = calloc((size_t)s->rows[t], sizeof(int64_t));
+    assert_true(run && bag);
     for (int f = 0; f < s->F; f++) {
-        const int64_t E = s->rows[s->ftab[f]];
-        int forced = 0; /* the first id of the feature's first non-empty bag: the last row */
-        for (int64_t i = d->offsets[(int64_t)f * s->B]; i < d->offsets[(int64_t)(f + 1) * s->B];
-             i++) {
-            const int last = s->same_id || !forced++ || ops_uniform(r) < 0.03;
-            d->values[i] = last ? E - 1 : ops_below(r, E);
-            if (d->weights)
-                d->weights[i] = ops_uniform_in(r, -1.0f, 2.0f);
+        if (s->ftab[f] != t)
+            continue;
+        for (int64_t k = (int64_t)f * s->B; k < (int64_t)(f + 1) * s->B; k++) {
+            if (!d->weights)
+                d->equal_terms = max64(d->equal_terms, bag_repeats(d, k, bag));
+            for (int64_t i = d->offsets[k]; i < d->offsets[k + 1]; i++)
+                d->longest_run = max64(d->longest_run, ++run[d->values[i]]);
         }
     }
-    free(len);
+    free(run), free(bag);
+}
+
+/* The tolerance of what a backward step writes (weights, state, and pooled
+ * read from them). A row hit n times takes one gradient sum of n terms. The
+ * CPU adds them in id order; a device may add a run of more than
+ * sr_emb_run_split() ids in pieces, then the pieces' sums (ops_embedding.h):
+ * another rounding, more accurate than the CPU's, so the difference is about
+ * the CPU's own rounding error. For terms that do not cancel (dpooled,
+ * emb_data_init) that error grows as sqrt(n) 2^-24 relative to the sum. But
+ * the r ids of one row in an unweighted bag are r equal terms in a row of the
+ * run, which round alike while the sum keeps its exponent: their errors add,
+ * r times one, rather than sqrt(r) times. So the bound is C sqrt(n r) 2^-24
+ * (OPS_TOL while that is smaller), n the longest run and r the most equal
+ * terms, both counted in the drawn ids. C = 8: with such a device emulated
+ * on the CPU (pieces from the run's start, or cut at multiples of the split),
+ * the worst of 20 seeds was 1.5 sqrt(n r) 2^-24, a fifth of the bound. */
+static double step_tol(int64_t longest_run, int64_t equal_terms)
+{
+    return fmax(OPS_TOL, 8.0 * sqrt((double)longest_run * (double)equal_terms) * 0x1p-24);
+}
+
+static void emb_positions(struct emb_data *d)
+{
+    const struct emb_spec *s = d->s;
+    /* where each feature's ids go in the table-grouped list (embed/ebc.c's compute_meta) */
+    int64_t cursor[MAX_T];
+    for (int f = 0; f < s->F; f++)
+        d->table_pos[s->ftab[f] + 1] +=
+            d->offsets[(int64_t)(f + 1) * s->B] - d->offsets[(int64_t)f * s->B];
+    for (int t = 0; t < s->T; t++) {
+        d->table_pos[t + 1] += d->table_pos[t];
+        cursor[t] = d->table_pos[t];
+    }
+    for (int f = 0; f < s->F; f++) {
+        d->feature_pos[f] = cursor[s->ftab[f]];
+        cursor[s->ftab[f]] += d->offsets[(int64_t)(f + 1) * s->B] - d->offsets[(int64_t)f * s->B];
+    }
 }
 
 static void emb_data_init(struct emb_data *d, const struct emb_spec *s)
@@ -169,19 +367,11 @@ static void emb_data_init(struct emb_data *d, const struct emb_spec *s)
         d->max_dim = D > d->max_dim ? D : d->max_dim;
     }
     emb_ids(d, &r);
-    /* where each feature's ids go in the table-grouped list (embed/ebc.c's compute_meta) */
-    int64_t cursor[MAX_T];
-    for (int f = 0; f < s->F; f++)
-        d->table_pos[s->ftab[f] + 1] +=
-            d->offsets[(int64_t)(f + 1) * s->B] - d->offsets[(int64_t)f * s->B];
-    for (int t = 0; t < s->T; t++) {
-        d->table_pos[t + 1] += d->table_pos[t];
-        cursor[t] = d->table_pos[t];
-    }
-    for (int f = 0; f < s->F; f++) {
-        d->feature_pos[f] = cursor[s->ftab[f]];
-        cursor[s->ftab[f]] += d->offsets[(int64_t)(f + 1) * s->B] - d->offsets[(int64_t)f * s->B];
-    }
+    emb_positions(d);
+    d->equal_terms = 1;
+    for (int t = 0; t < s->T; t++)
+        table_runs(d, t);
+    d->step_tol = step_tol(d->longest_run, d->equal_terms);
     for (int t = 0; t < s->T; t++) {
         const size_t n = (size_t)s->rows[t] * s->dim[t];
         d->weight[t] = ops_floats(n);
@@ -189,9 +379,18 @@ static void emb_data_init(struct emb_data *d, const struct emb_spec *s)
         ops_fill(&r, d->weight[t], n, -0.5f, 0.5f);
         ops_fill(&r, d->state[t], 2 * n, 0.0f, 0.3f);
     }
+    /* Skewed ids: dpooled in [-0.5, 1), so that a hot row's n terms do not
+     * cancel and its gradient grows as n, its rounding as sqrt(n) (step_tol).
+     * Terms of mean 0 could sum to about 0 in a column, and Adagrad and Adam,
+     * which divide by the gradient's size, would then magnify the rounding.
+     * The check stays sharp: one id lost or added moves its row by about 1/n
+     * of its gradient, beyond step_tol in runs of up to a few thousand ids; a
+     * lost piece of 64 ids shows in every hot case but the 10^6 one, and the
+     * planted runs test the split's edges. */
+    const float lo = s->ids == EMB_IDS_UNIFORM ? -1.0f : -0.5f;
     for (int i = 0; i < 2; i++) {
         d->dpooled[i] = ops_floats((size_t)s->B * d->out_dim);
-        ops_fill(&r, d->dpooled[i], (size_t)s->B * d->out_dim, -1.0f, 1.0f);
+        ops_fill(&r, d->dpooled[i], (size_t)s->B * d->out_dim, lo, 1.0f);
     }
 }
 
@@ -274,7 +473,8 @@ static void run_emb(struct sr_device *dev, void *ctx, struct ops_case *c, int wh
                            NULL);
         pooled = ops_poisoned(&a, pooled_bytes);
         sr_op_emb_forward(dev, &l, &batch, 1, pooled, ws, NULL);
-        ops_take(c, which, "pooled after step 1", OPS_F32, OPS_TOL, dev, pooled, pooled_bytes);
+        /* reads the rows step 1 wrote, so it carries their tolerance */
+        ops_take(c, which, "pooled after step 1", OPS_F32, d->step_tol, dev, pooled, pooled_bytes);
         const float lr = 0.03f;
         const int64_t step = 2;
         const struct sr_emb_update u2 = {.optim = cfg,
@@ -287,18 +487,18 @@ static void run_emb(struct sr_device *dev, void *ctx, struct ops_case *c, int wh
         for (int t = 0; t < d->s->T; t++) {
             char name[32];
             snprintf(name, sizeof name, "t%d weight", t);
-            ops_take(c, which, name, OPS_F32, OPS_TOL, dev, tabs[t].weight,
+            ops_take(c, which, name, OPS_F32, d->step_tol, dev, tabs[t].weight,
                      (size_t)tabs[t].rows * tabs[t].dim * 4);
             const size_t ns = state_floats(d->kind, tabs[t].rows, tabs[t].dim);
             snprintf(name, sizeof name, "t%d state", t);
             if (ns)
-                ops_take(c, which, name, OPS_F32, OPS_TOL, dev, tabs[t].state, ns * 4);
+                ops_take(c, which, name, OPS_F32, d->step_tol, dev, tabs[t].state, ns * 4);
         }
     }
     ops_arena_free(&a);
 }
 
-/* name; tables: rows, dims; features: table, mean; batch; ids per bag; weighted; same id */
+/* name; tables: rows, dims; features: table, mean; batch; ids per bag; weighted; ids */
 #define K26                                                                                        \
     {                                                                                              \
         0, 1, 2, 0, 1, 2, 0, 1, 2, 0, 1, 2, 0, 1, 2, 0, 1, 2, 0, 1, 2, 0, 1, 2, 0, 1               \
@@ -325,10 +525,10 @@ static const struct emb_spec emb_specs[] = {
      .F = 2, .ftab = {0, 0}, .fmean = {0, 1}, .B = 128, .len_lo = 0, .len_hi = 20},
     {.name = "every id the same, weighted", .T = 2, .rows = {100, 50}, .dim = {16, 130},
      .F = 3, .ftab = {0, 0, 1}, .B = 256, .len_lo = 20, .len_hi = 20, .weighted = 1,
-     .same_id = 1},
+     .ids = EMB_IDS_SAME},
     {.name = "every id the same, mean", .T = 2, .rows = {100, 50}, .dim = {16, 130},
      .F = 3, .ftab = {0, 0, 1}, .fmean = {1, 0, 1}, .B = 256, .len_lo = 20, .len_hi = 20,
-     .same_id = 1},
+     .ids = EMB_IDS_SAME},
     {.name = "1-row tables", .T = 2, .rows = {1, 1}, .dim = {4, 128},
      .F = 3, .ftab = {0, 1, 1}, .fmean = {0, 1, 0}, .B = 32, .len_lo = 0, .len_hi = 5},
     {.name = "empty bags only", .T = 2, .rows = {10, 1000}, .dim = {16, 4},
@@ -338,20 +538,50 @@ static const struct emb_spec emb_specs[] = {
     {.name = "large batch D 128, 1-20 ids, weighted", .T = 2, .rows = {20000, 77},
      .dim = {128, 4}, .F = 3, .ftab = {0, 1, 0}, .B = 512, .len_lo = 1, .len_hi = 20,
      .weighted = 1},
+    /* hot rows: a device may sum long runs in pieces (step_tol) */
+    {.name = "hot: one row fills the batch, D 4, weighted", .T = 1, .rows = {1000}, .dim = {4},
+     .F = 1, .ftab = {0}, .B = 50000, .len_lo = 20, .len_hi = 20, .weighted = 1,
+     .ids = EMB_IDS_SAME},
+    {.name = "hot: zipf 1.2, D 128 + D 16, sum+mean", .T = 2, .rows = {2000, 1000},
+     .dim = {128, 16}, .F = 4, .ftab = {0, 1, 0, 1}, .fmean = {0, 0, 1, 1}, .B = 256,
+     .len_lo = 20, .len_hi = 20, .ids = EMB_IDS_ZIPF},
+    {.name = "hot: zipf 1.2, D 128 + D 16, weighted+mean", .T = 2, .rows = {2000, 1000},
+     .dim = {128, 16}, .F = 4, .ftab = {0, 1, 0, 1}, .fmean = {1, 0, 0, 1}, .B = 256,
+     .len_lo = 20, .len_hi = 20, .weighted = 1, .ids = EMB_IDS_ZIPF},
+    {.name = "hot: runs about the split, D 16 + D 128", .T = 2, .rows = {1000, 300},
+     .dim = {16, 128}, .F = 3, .ftab = {0, 0, 1}, .fmean = {0, 1, 0}, .B = 256, .len_lo = 0,
+     .len_hi = 20, .weighted = 1, .ids = EMB_IDS_RUNS},
+    {.name = "hot: one row in two tables, D 16", .T = 2, .rows = {1000, 777}, .dim = {16, 16},
+     .F = 3, .ftab = {0, 1, 1}, .fmean = {0, 0, 1}, .B = 512, .len_lo = 10, .len_hi = 30,
+     .ids = EMB_IDS_HOT},
+    {.name = "hot: one row in two tables, D 16 + D 130", .T = 2, .rows = {1000, 777},
+     .dim = {16, 130}, .F = 3, .ftab = {0, 1, 1}, .fmean = {0, 0, 1}, .B = 512, .len_lo = 10,
+     .len_hi = 30, .weighted = 1, .ids = EMB_IDS_HOT},
 };
 /* clang-format on */
 
 static const enum sr_optim_kind emb_kinds[] = {SR_OPTIM_SGD, SR_OPTIM_ADAGRAD,
                                                SR_OPTIM_ROWWISE_ADAGRAD, SR_OPTIM_ADAM};
 
+/* The spec's name, its ids and longest run (and the split the runs were
+ * planted about). */
+static void emb_case_name(const struct emb_data *d, char *name, size_t len)
+{
+    char split[24] = "";
+    if (d->s->ids == EMB_IDS_RUNS)
+        snprintf(split, sizeof split, "split %d, ", sr_emb_run_split());
+    snprintf(name, len, "%s (%sN %lld, run %lld)", d->s->name, split, (long long)d->n,
+             (long long)d->longest_run);
+}
+
 void test_embedding(void **state)
 {
     init_fill_cases();
     for (size_t i = 0; i < sizeof emb_specs / sizeof emb_specs[0]; i++) {
         struct emb_data d;
-        char name[96];
+        char name[128];
         emb_data_init(&d, &emb_specs[i]);
-        snprintf(name, sizeof name, "%s (N %lld)", emb_specs[i].name, (long long)d.n);
+        emb_case_name(&d, name, sizeof name);
         d.kind = SR_OPTIM_SGD;
         ops_check("emb.forward", name, run_emb, &d);
         d.backward = 1;
@@ -464,9 +694,9 @@ void test_embedding_dp(void **state)
 {
     for (size_t i = 0; i < sizeof emb_specs / sizeof emb_specs[0]; i++) {
         struct emb_data d;
-        char name[96];
+        char name[128];
         emb_data_init(&d, &emb_specs[i]);
-        snprintf(name, sizeof name, "%s (N %lld)", emb_specs[i].name, (long long)d.n);
+        emb_case_name(&d, name, sizeof name);
         ops_check("emb_dp.accumulate", name, run_dp_accumulate, &d);
         emb_data_free(&d);
     }
