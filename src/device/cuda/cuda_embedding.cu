@@ -582,6 +582,24 @@ __device__ __forceinline__ void piece_store(const bwd_params<K> &p, int j, int e
         sr_cu_store<W>(out + c, run_grad<W, K>(p, j, end, key, v0, c));
 }
 
+/* What a thread of a backward kernel knows of its group: its lane in the
+ * group, the group's index in the block and lane mask, the group's shared
+ * memory (row-wise Adagrad) and the step's optimizer constants. */
+struct bwd_group {
+    int lig, grp;
+    unsigned mask;
+    float *gs;
+    struct sr_cu_step k;
+};
+
+template <typename K, int OPT> __device__ __forceinline__ struct bwd_group group_of(const bwd_params<K> &p)
+{
+    extern __shared__ float4 smem4[];
+    const int lane = threadIdx.x & 31, grp = threadIdx.x >> p.log2G;
+    return {lane & (p.G - 1), grp, sr_cu_group_mask(lane, p.G),
+            (float *)smem4 + (size_t)grp * GROUP_SMEM(p.max_dim), sr_cu_step_of<OPT>(p.optim)};
+}
+
 /* First kernel: every run of at most S ids summed and applied by one group;
  * every piece of a longer run (the run's ids within one tile of S sorted
  * positions) summed by one group into its slot: the start piece of a run
@@ -590,24 +608,20 @@ __device__ __forceinline__ void piece_store(const bwd_params<K> &p, int j, int e
 template <int W, typename K, int OPT>
 __global__ void __launch_bounds__(BWD_THREADS) backward_kernel(const bwd_params<K> p)
 {
-    extern __shared__ float4 smem4[];
-    const int lane = threadIdx.x & 31, lig = lane & (p.G - 1), grp = threadIdx.x >> p.log2G;
-    const unsigned mask = sr_cu_group_mask(lane, p.G);
-    float *gs = (float *)smem4 + (size_t)grp * GROUP_SMEM(p.max_dim);
-    const struct sr_cu_step k = sr_cu_step_of<OPT>(p.optim);
+    const struct bwd_group g = group_of<K, OPT>(p);
     const auto kind_of = [&](int j) { return task_at<K>(p, j); };
     for_each_task(p, kind_of, [&](int j, int task) {
         const K key = p.keys[j];
         const int tile = j >> p.log2split;
         if (task == TASK_RUN) {
             const whole_run<W, K> grad = {p, j, key, p.vals[j]};
-            update_row<W, K, OPT>(p, k, table_of(p, key), row_of(p, key), grad, lig, mask, gs);
+            update_row<W, K, OPT>(p, g.k, table_of(p, key), row_of(p, key), grad, g.lig, g.mask, g.gs);
         } else if (task == TASK_START_PIECE) {
-            if (lig == 0) /* the list's order decides no sum: each run is its own row's */
+            if (g.lig == 0) /* the list's order decides no sum: each run is its own row's */
                 p.long_starts[atomicAdd(p.long_count, 1)] = j;
-            piece_store<W, K>(p, j, (tile + 1) << p.log2split, key, 2 * tile + 1, lig);
+            piece_store<W, K>(p, j, (tile + 1) << p.log2split, key, 2 * tile + 1, g.lig);
         } else {
-            piece_store<W, K>(p, j, j + p.split < p.n ? j + p.split : p.n, key, 2 * tile, lig);
+            piece_store<W, K>(p, j, j + p.split < p.n ? j + p.split : p.n, key, 2 * tile, g.lig);
         }
     });
 }
@@ -618,18 +632,14 @@ __global__ void __launch_bounds__(BWD_THREADS) backward_kernel(const bwd_params<
 template <int W, typename K, int OPT>
 __global__ void __launch_bounds__(BWD_THREADS) finish_kernel(const bwd_params<K> p)
 {
-    extern __shared__ float4 smem4[];
-    const int lane = threadIdx.x & 31, lig = lane & (p.G - 1), grp = threadIdx.x >> p.log2G;
-    const unsigned mask = sr_cu_group_mask(lane, p.G);
-    float *gs = (float *)smem4 + (size_t)grp * GROUP_SMEM(p.max_dim);
-    const struct sr_cu_step k = sr_cu_step_of<OPT>(p.optim);
+    const struct bwd_group g = group_of<K, OPT>(p);
     const int groups = blockDim.x >> p.log2G, count = *p.long_count;
-    for (int i = blockIdx.x * groups + grp; i < count; i += gridDim.x * groups) {
+    for (int i = blockIdx.x * groups + g.grp; i < count; i += gridDim.x * groups) {
         const int j = p.long_starts[i];
         const K key = p.keys[j];
         const int end = long_run_end(p, j, key);
         const piece_sums<W, K> grad = {p, j >> p.log2split, (end - 1) >> p.log2split};
-        update_row<W, K, OPT>(p, k, table_of(p, key), row_of(p, key), grad, lig, mask, gs);
+        update_row<W, K, OPT>(p, g.k, table_of(p, key), row_of(p, key), grad, g.lig, g.mask, g.gs);
     }
 }
 
