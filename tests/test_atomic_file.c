@@ -273,6 +273,11 @@ static void test_no_permission(void **state)
 
 int main(void)
 {
+    /* The clean-up handlers are installed only over default dispositions (an
+     * ignored signal stays ignored), and a shell's background job starts with
+     * SIGINT ignored: restore the defaults so the signal case tests them. */
+    signal(SIGINT, SIG_DFL);
+    signal(SIGTERM, SIG_DFL);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_write_replaces_whole),
         cmocka_unit_test(test_symlinks_not_followed),
