@@ -31,8 +31,10 @@
  *                 (BWD_ROWS in flight) and applies the optimizer at once;
  *               a longer run: one group per piece, its ids within one tile,
  *                 sums the piece into a slot of the workspace, and the run is
- *                 listed (backward_kernel); then one group per listed run adds
- *                 its pieces in order and applies the optimizer (finish_kernel).
+ *                 listed (backward_kernel); then one block per listed run adds
+ *                 its pieces (its groups each a fixed share, in order, then
+ *                 the shares in order) and applies the optimizer
+ *                 (finish_kernel).
  *             A hot row with 10^5 ids thus costs 10^5 / S parallel pieces and
  *             a sum of as many partial rows, instead of 10^5 serial steps.
  *             Row-wise Adagrad keeps a row of up to G W columns in registers
@@ -326,6 +328,8 @@ template <typename K> struct bwd_params {
     float *partial;       /* (2 ceil(n / split) + 2, pstride) piece sums of long runs */
     int *long_count;      /* (1) long runs found; zeroed before the first kernel */
     int *long_starts;     /* (n / (split + 1) + 1) their first sorted positions, any order */
+    int team_offset;      /* finish_kernel: where the team's partial rows start in shared memory */
+    int team_max;         /* finish_kernel: at most this many groups share a long run */
     int n, max_dim, G, log2G;
     int split, log2split; /* S: runs of more than S ids are summed in pieces */
     int pstride;          /* floats of a piece sum: max_dim rounded up to 4 */
@@ -385,27 +389,43 @@ template <int W, typename K> struct whole_run {
     }
 };
 
-/* The gradient of a long run from its piece sums: the start piece (slot
- * 2 t0 + 1), then the head pieces of tiles t0 + 1 .. t1 (slots 2 t), added
- * in that order, BWD_ROWS in flight. */
+/* The sum of a long run's pieces [a, b) (piece 0 is the start piece, in
+ * slot 2 t0 + 1; piece i > 0 heads tile t0 + i, in slot 2 (t0 + i)), added in
+ * that order, BWD_ROWS in flight. */
 template <int W, typename K> struct piece_sums {
     const bwd_params<K> &p;
-    int t0, t1;
+    int t0, a, b;
+    __device__ __forceinline__ const float *slot(int i, int c) const
+    {
+        return p.partial + (size_t)(i == 0 ? 2 * t0 + 1 : 2 * (t0 + i)) * p.pstride + c;
+    }
     __device__ __forceinline__ sr_cu_vec<W> operator()(int c) const
     {
-        const float *base = p.partial + c;
-        sr_cu_vec<W> acc = sr_cu_load<W>(base + (size_t)(2 * t0 + 1) * p.pstride);
-        for (int t = t0 + 1; t <= t1; t += BWD_ROWS) {
+        sr_cu_vec<W> acc = sr_cu_load<W>(slot(a, c));
+        for (int i = a + 1; i < b; i += BWD_ROWS) {
             sr_cu_vec<W> x[BWD_ROWS];
 #pragma unroll
             for (int u = 0; u < BWD_ROWS; u++)
-                x[u] = t + u <= t1 ? sr_cu_load<W>(base + (size_t)(2 * (t + u)) * p.pstride)
-                                   : sr_cu_zero<W>();
+                x[u] = i + u < b ? sr_cu_load<W>(slot(i + u, c)) : sr_cu_zero<W>();
 #pragma unroll
             for (int u = 0; u < BWD_ROWS; u++)
-                if (t + u <= t1)
+                if (i + u < b)
                     acc = sr_cu_axpy<W>(acc, 1.0f, x[u]);
         }
+        return acc;
+    }
+};
+
+/* The gradient of a long run from its team's partial rows (shared memory,
+ * one row of pstride floats per member), added in member order. */
+template <int W> struct team_sums {
+    const float *team;
+    int members, pstride;
+    __device__ __forceinline__ sr_cu_vec<W> operator()(int c) const
+    {
+        sr_cu_vec<W> acc = sr_cu_load<W>(team + c);
+        for (int q = 1; q < members; q++)
+            acc = sr_cu_axpy<W>(acc, 1.0f, sr_cu_load<W>(team + (size_t)q * pstride + c));
         return acc;
     }
 };
@@ -626,20 +646,39 @@ __global__ void __launch_bounds__(BWD_THREADS) backward_kernel(const bwd_params<
     });
 }
 
-/* Second kernel: every long run the first kernel listed has its piece sums
- * added in order and applied by one group (grid-stride over the list). Rows
- * of long runs are not the first kernel's rows. */
+/* Second kernel: one block per listed long run (grid-stride over the list).
+ * Its P pieces are split among a team of up to team_max groups, member q
+ * adding pieces [q P / m, (q + 1) P / m) in order into a partial row in
+ * shared memory; then group 0 adds the members' rows in order and applies the
+ * optimizer. The split depends only on P and the block's shape, so reruns
+ * give the same bits. Rows of long runs are not the first kernel's rows. */
 template <int W, typename K, int OPT>
 __global__ void __launch_bounds__(BWD_THREADS) finish_kernel(const bwd_params<K> p)
 {
+    extern __shared__ float4 smem4[];
     const struct bwd_group g = group_of<K, OPT>(p);
+    float *team = (float *)smem4 + p.team_offset;
     const int groups = blockDim.x >> p.log2G, count = *p.long_count;
-    for (int i = blockIdx.x * groups + g.grp; i < count; i += gridDim.x * groups) {
+    for (int i = blockIdx.x; i < count; i += gridDim.x) {
         const int j = p.long_starts[i];
         const K key = p.keys[j];
-        const int end = long_run_end(p, j, key);
-        const piece_sums<W, K> grad = {p, j >> p.log2split, (end - 1) >> p.log2split};
-        update_row<W, K, OPT>(p, g.k, table_of(p, key), row_of(p, key), grad, g.lig, g.mask, g.gs);
+        const int t0 = j >> p.log2split;
+        const int pieces = ((long_run_end(p, j, key) - 1) >> p.log2split) - t0 + 1;
+        const int members = min(min(groups, p.team_max), pieces);
+        const int d = table_of(p, key).dim;
+        if (g.grp < members) {
+            const piece_sums<W, K> part = {p, t0, g.grp * pieces / members,
+                                           (g.grp + 1) * pieces / members};
+            for (int c = g.lig * W; c < d; c += p.G * W)
+                sr_cu_store<W>(team + (size_t)g.grp * p.pstride + c, part(c));
+        }
+        __syncthreads();
+        if (g.grp == 0) {
+            const team_sums<W> grad = {team, members, p.pstride};
+            update_row<W, K, OPT>(p, g.k, table_of(p, key), row_of(p, key), grad, g.lig, g.mask,
+                                  g.gs);
+        }
+        __syncthreads(); /* the team's rows are free again */
     }
 }
 
@@ -960,8 +999,19 @@ static void launch_backward(const struct sr_device *dev, const bwd_params<K> &p,
     backward_kernel<W, K, OPT><<<grid, threads, smem, st>>>(p);
     SR_CU_LAUNCHED();
     if (may_have_long) {
-        const unsigned finish_grid = sr_cu_grid(dev, p.n / (p.split + 1) + 1, threads / p.G, 4);
-        finish_kernel<W, K, OPT><<<finish_grid, threads, smem, st>>>(p);
+        /* the team's partial rows follow the groups' row-wise Adagrad rows */
+        bwd_params<K> f = p;
+        f.team_offset = (int)(smem / sizeof(float));
+        const size_t row_bytes = (size_t)p.pstride * sizeof(float);
+        const size_t room = SMEM_MAX > smem ? SMEM_MAX - smem : 0;
+        f.team_max = (int)(room / row_bytes < (size_t)(threads / p.G) ? room / row_bytes
+                                                                      : (size_t)(threads / p.G));
+        if (f.team_max < 1)
+            SR_ABORT("embedding dim %d is too wide for the CUDA backward of hot rows (shared memory)",
+                     p.max_dim);
+        const size_t finish_smem = smem + (size_t)f.team_max * row_bytes;
+        const unsigned finish_grid = sr_cu_grid(dev, p.n / (p.split + 1) + 1, 1, 8);
+        finish_kernel<W, K, OPT><<<finish_grid, threads, finish_smem, st>>>(f);
         SR_CU_LAUNCHED();
     }
 }
@@ -980,6 +1030,8 @@ static void backward_as(const struct sr_device *dev, const struct sr_emb_layout 
     p.partial = v->partial;
     p.long_count = v->long_list;
     p.long_starts = v->long_list + 1;
+    p.team_offset = 0; /* set for the second kernel at its launch */
+    p.team_max = 1;
     p.n = n;
     p.max_dim = layout->max_dim;
     p.split = v->split;
