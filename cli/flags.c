@@ -24,6 +24,9 @@ static const char *const job_flags[] = {"steps",
                                         "embedding-dim",
                                         "bot-mlp",
                                         "top-mlp",
+                                        "interaction",
+                                        "dcn-layers",
+                                        "dcn-rank",
                                         "table-rows",
                                         "pooling",
                                         "ids-per-feature",
@@ -205,6 +208,16 @@ static int apply_numeric(struct sr_train_config *cfg, const char *name, const ch
         cfg->batch_pool = (int)x;
         return rc;
     }
+    if (!strcmp(name, "dcn-layers")) {
+        rc = set_int("--dcn-layers", v, 1, SR_DCN_MAX_LAYERS, &x);
+        cfg->dcn_layers = (int)x;
+        return rc;
+    }
+    if (!strcmp(name, "dcn-rank")) { /* at most n, checked with the model (dlrm.h) */
+        rc = set_int("--dcn-rank", v, 1, 1 << 20, &x);
+        cfg->dcn_rank = (int)x;
+        return rc;
+    }
     if (!strcmp(name, "lr"))
         return sr_parse_f32("--lr", v, &cfg->lr);
     if (!strcmp(name, "emb-lr"))
@@ -225,6 +238,8 @@ int cli_apply_job_flag(struct sr_train_config *cfg, const char *name, const char
         return sr_parse_widths("--bot-mlp", v, cfg->bot_mlp, &cfg->n_bot, SR_MLP_MAX);
     if (!strcmp(name, "top-mlp"))
         return sr_parse_widths("--top-mlp", v, cfg->top_mlp, &cfg->n_top, SR_MLP_MAX);
+    if (!strcmp(name, "interaction"))
+        return sr_interaction_parse(v, &cfg->interaction);
     if (!strcmp(name, "table-rows"))
         return set_table_rows(cfg, v);
     if (!strcmp(name, "pooling"))

@@ -47,7 +47,25 @@
 #   5. negative controls, which must FAIL, or the check proves nothing:
 #      PyTorch sgd with one initial weight moved by 1e-2, and shardrec's
 #      row-wise Adagrad judged against the element-wise Adagrad reference;
-#   6. the final weights survive a rename to the reference's names and back.
+#   6. the final weights survive a rename to the reference's names and back;
+#   7. --interaction dcn (issue 18): the same model with 2 DCNv2 cross layers of
+#      rank 16 in place of the dot interaction (n = 27 x 8 = 216), initial
+#      weights from tools/torch_dlrm.py init --interaction dcn (TorchRec's
+#      LowRankCrossNet init), per-step losses within 1e-5 relative:
+#        case         --optimizer  --emb-optimizer  lr (dense, tables)  weights
+#        dcn-sgd      sgd          sgd              0.1, 0.1            atol 1e-6
+#        dcn-adagrad  adagrad      sgd              0.02, 0.05          float64 reference
+#      dcn-adagrad trains the cross layers and MLPs with element-wise Adagrad.
+#      (With --emb-optimizer rowwise_adagrad shardrec is within 1.5e-6 of the
+#      float64 run and PyTorch float32 drifts 6e-4 from it.)
+#      With Adagrad on the tables too, this DCN problem is ill-conditioned in
+#      float32: PyTorch against itself with initial weights moved by 1 ulp
+#      (--jitter 1) differs by 9.5e-3 in the loss over 100 steps (float32
+#      against float64: 4.4e-3), so no implementation can meet 1e-5 there.
+#      Measured (losses): dcn-sgd 2.1e-7 (weights 1.2e-7), dcn-adagrad 8.6e-7;
+#      dcn-adagrad's weights are judged against float64 as adagrad's (step 4:
+#      worst element 0.52 of the limit), element-wise Adagrad moving elements
+#      whose gradient is mostly rounding by about lr.
 # For information the adam case also prints how far torch.optim.SparseAdam
 # itself lands: it adds eps before the bias correction, eps / sqrt(1 - b2^t)
 # in effect, which DESIGN.md's Adam (torch.optim.Adam's formula) does not.
@@ -67,7 +85,7 @@ bin=${SHARDREC:-$sr_shardrec}
 tool="$sr_root/tools/torch_dlrm.py"
 steps=${STEPS:-100}
 batch=${BATCH:-128}
-cases=${CASES:-sgd adagrad rowwise adam}
+cases=${CASES:-sgd adagrad rowwise adam dcn-sgd dcn-adagrad}
 jitters=${JITTERS:-1 2 3}
 ref_factor=${REF_FACTOR:-3}
 ref_floor=${REF_FLOOR:-1e-6}
@@ -93,6 +111,22 @@ model="--embedding-dim 8 --bot-mlp 13-32-8 --top-mlp 32-1 --table-rows $rows"
     >"$tmp/gen.log" 2>&1 || { cat "$tmp/gen.log"; die "shardrec gen"; }
 "$py" "$tool" init --out "$tmp/init.st" --table-rows "$rows" --bot-mlp 13-32-8 --top-mlp 32-1 \
     --seed 1 || die "torch_dlrm.py init"
+dcn_model="--interaction dcn --dcn-layers 2 --dcn-rank 16"
+"$py" "$tool" init --out "$tmp/init_dcn.st" --table-rows "$rows" --bot-mlp 13-32-8 --top-mlp 32-1 \
+    --seed 1 $dcn_model || die "torch_dlrm.py init --interaction dcn"
+
+# the initial weights and extra shardrec flags of a case
+case_init() {
+    case "$1" in
+    dcn-*) echo "$tmp/init_dcn.st" ;;
+    *) echo "$tmp/init.st" ;;
+    esac
+}
+case_model() {
+    case "$1" in
+    dcn-*) echo "$dcn_model" ;;
+    esac
+}
 
 # case -> dense optimizer, tables' optimizer, dense lr, tables' lr, weights atol
 # against PyTorch float32 (or "reference": judged against the float64 run, step 4)
@@ -102,6 +136,8 @@ case_flags() {
     adagrad) echo "adagrad adagrad 0.02 0.05 reference" ;;
     rowwise) echo "adagrad rowwise_adagrad 0.02 0.05 1e-6" ;;
     adam) echo "adam adam 0.002 0.005 reference" ;;
+    dcn-sgd) echo "sgd sgd 0.1 0.1 1e-6" ;;
+    dcn-adagrad) echo "adagrad sgd 0.02 0.05 reference" ;;
     *) die "unknown case $1 in CASES" ;;
     esac
 }
@@ -112,16 +148,16 @@ torch_train() { # case losses-file final-weights-file [extra flags]
     set -- $(case_flags "$tc") "$@"
     opt=$1 emb_opt=$2 lr=$3 emb_lr=$4
     shift 5
-    "$py" "$tool" train --weights "$tmp/init.st" --data "$tmp/x.tsv" --steps "$steps" \
+    "$py" "$tool" train --weights "$(case_init "$tc")" --data "$tmp/x.tsv" --steps "$steps" \
         --batch-size "$batch" --optimizer "$opt" --emb-optimizer "$emb_opt" --lr "$lr" \
         --emb-lr "$emb_lr" --losses "$losses" --save "$final" "$@"
 }
 
 shardrec_train() { # case
     set -- $1 $(case_flags "$1")
-    "$bin" train --data "$tmp/x.tsv" $model --steps "$steps" --batch-size "$batch" \
-        --optimizer "$2" --emb-optimizer "$3" --lr "$4" --emb-lr "$5" --seed 7 \
-        --init-weights "$tmp/init.st" --save-weights "$tmp/sr_$1.st" \
+    "$bin" train --data "$tmp/x.tsv" $model $(case_model "$1") --steps "$steps" \
+        --batch-size "$batch" --optimizer "$2" --emb-optimizer "$3" --lr "$4" --emb-lr "$5" \
+        --seed 7 --init-weights "$(case_init "$1")" --save-weights "$tmp/sr_$1.st" \
         --metrics "$tmp/sr_$1.jsonl" --log-every 1 --eval-samples 0 --no-progress $train_flags \
         >"$tmp/train_$1.log" 2>&1
 }
@@ -131,8 +167,10 @@ for c in $cases; do
     echo "== $c: $(case_flags "$c" | awk '{ printf "--optimizer %s --emb-optimizer %s --lr %s --emb-lr %s", $1, $2, $3, $4 }')"
     shardrec_train "$c" || { tail -20 "$tmp/train_$c.log"; die "shardrec train ($c)"; }
     torch_train "$c" "$tmp/pt_$c.jsonl" "$tmp/pt_$c.st" || die "torch_dlrm.py train ($c)"
+    rtol=1e-4
+    case "$c" in dcn-*) rtol=1e-5 ;; esac
     "$py" "$tool" compare-losses "$tmp/sr_$c.jsonl" "$tmp/pt_$c.jsonl" --steps "$steps" \
-        --rtol 1e-4 || fail=1
+        --rtol "$rtol" || fail=1
     atol=$(case_flags "$c" | awk '{ print $5 }')
     if [ "$atol" = reference ]; then
         torch_train "$c" "$tmp/pt64_$c.jsonl" "$tmp/pt64_$c.st" --dtype float64 ||

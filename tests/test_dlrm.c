@@ -3,8 +3,11 @@
  * reference model (helpers/dense_ref.h), with and without a mask, gradients
  * against central differences; masked samples equal to dropped ones; the
  * tensor table and initialisation; the gradient-ready hook; bit-exact runs at
- * a batch large enough for every threaded path; and config errors. The ops
- * and layers it is made of are tests/test_dense.c.
+ * a batch large enough for every threaded path; and config errors. The same
+ * for --interaction dcn (DCNv2 cross layers): float64 reference and central
+ * differences, tensors and their initialisation, the hook's order, bit-exact
+ * reruns, rank and layer errors. The ops and layers it is made of are
+ * tests/test_dense.c (and the backend-ops test's dense.dcn_cross_* cases).
  */
 #include <math.h>
 #include <setjmp.h>
@@ -92,15 +95,49 @@ static void ref_mlp(const double **p, const double *x, int B, const int *widths,
     free(next);
 }
 
+/* The DCNv2 cross network in float64, read from the flat block at *p (per
+ * layer V [R, n], U [n, R], bias [n]): out (B, n) = x_L. */
+static void ref_dcn(const double **p, const double *z, const double *pooled, int L, int R,
+                    double *out)
+{
+    enum { n = (DF + 1) * DD };
+    double x0[DB * n], h[64];
+    for (int b = 0; b < DB; b++)
+        for (int c = 0; c < n; c++)
+            x0[b * n + c] = c < DD ? z[b * DD + c] : pooled[b * DF * DD + c - DD];
+    memcpy(out, x0, sizeof x0);
+    for (int l = 0; l < L; l++) {
+        const double *V = *p, *U = V + R * n, *bias = U + n * R;
+        *p += 2 * R * n + n;
+        for (int b = 0; b < DB; b++) {
+            double *x = out + b * n;
+            for (int r = 0; r < R; r++) {
+                h[r] = 0.0;
+                for (int c = 0; c < n; c++)
+                    h[r] += V[r * n + c] * x[c];
+            }
+            for (int c = 0; c < n; c++) {
+                double u = 0.0;
+                for (int r = 0; r < R; r++)
+                    u += U[c * R + r] * h[r];
+                x[c] = x0[b * n + c] * (u + bias[c]) + x[c];
+            }
+        }
+    }
+}
+
 /* Logits of the reference model. */
 static void ref_forward(const struct ref_model *r, double *logits)
 {
     const struct sr_dlrm_config *c = &r->cfg;
     const double *p = r->params;
-    int I = DD + DF * (DF + 1) / 2;
-    double z[DB * DD], inter[DB * 9];
+    int I = sr_dlrm_interaction_dim(c);
+    double z[DB * DD], inter[DB * 64];
     ref_mlp(&p, r->dense, DB, c->bot_mlp, c->n_bot, 1, z);
-    sr_test_ref_interaction(z, r->pooled, DB, DF, DD, inter);
+    if (c->interaction == SR_INTERACTION_DCN)
+        ref_dcn(&p, z, r->pooled, c->dcn_layers, c->dcn_rank, inter);
+    else
+        sr_test_ref_interaction(z, r->pooled, DB, DF, DD, inter);
     int widths[SR_MLP_MAX + 1] = {I};
     for (int l = 0; l < c->n_top; l++)
         widths[l + 1] = c->top_mlp[l];
@@ -118,15 +155,25 @@ static double ref_objective(const void *ctx)
     return s * r->scale;
 }
 
-static void check_dlrm(const float *mask)
+static void check_dlrm_config(struct sr_dlrm_config cfg, const float *mask, size_t want_n)
 {
-    struct sr_dlrm_config cfg = small_config();
     struct sr_dlrm *m;
     assert_int_equal(sr_dlrm_init(&m, cpu(), &cfg, 8, 7), SR_OK);
     size_t n;
     float *params = sr_dlrm_params(m, &n);
     float *grads = sr_dlrm_grads(m, NULL);
-    assert_int_equal(n, 3 * 6 + 6 + 6 * 3 + 3 + 9 * 7 + 7 + 7 * 4 + 4 + 4 * 1 + 1);
+    assert_int_equal(n, want_n);
+    for (int t = 0; t < sr_dlrm_num_tensors(m); t++) { /* dcn biases start at 0: move them */
+        const char *name;
+        int ndim;
+        int64_t shape[2];
+        float *data, bias[64];
+        sr_dlrm_tensor(m, t, &name, &ndim, shape, &data);
+        if (strncmp(name, "dcn.", 4) == 0 && ndim == 1) {
+            sr_test_fill(bias, (size_t)shape[0], 62 + (uint64_t)t, 0.5);
+            sr_test_host_put(data, bias, sizeof(float) * (size_t)shape[0]);
+        }
+    }
 
     float dense[DB * DN], pooled[DB * DF * DD], logits[DB], dpooled[DB * DF * DD];
     const float labels[DB] = {1, 0, 0, 1, 1};
@@ -169,6 +216,12 @@ static void check_dlrm(const float *mask)
     free(g);
     free(r.params);
     sr_dlrm_free(m);
+}
+
+static void check_dlrm(const float *mask)
+{
+    check_dlrm_config(small_config(), mask,
+                      3 * 6 + 6 + 6 * 3 + 3 + 9 * 7 + 7 + 7 * 4 + 4 + 4 * 1 + 1);
 }
 
 static void test_dlrm_fd(void **state)
@@ -384,6 +437,177 @@ static void test_dlrm_k_bitexact(void **state)
     sr_dlrm_free(m);
 }
 
+/* ---- DCNv2 interaction ---------------------------------------------------- */
+
+/* The small DLRM with L cross layers of rank R on n = (3+1)·3 = 12. */
+static struct sr_dlrm_config small_dcn(int L, int R)
+{
+    struct sr_dlrm_config c = small_config();
+    c.interaction = SR_INTERACTION_DCN;
+    c.dcn_layers = L;
+    c.dcn_rank = R;
+    return c;
+}
+
+static size_t small_dcn_params(int L, int R)
+{
+    return 3 * 6 + 6 + 6 * 3 + 3 + (size_t)L * (2 * R * 12 + 12) + 12 * 7 + 7 + 7 * 4 + 4 + 4 + 1;
+}
+
+/* Logits, loss, every gradient (cross layers' V, U, bias included) and
+ * dpooled (x_0 feeds every layer) against float64 central differences. */
+static void test_dcn_fd(void **state)
+{
+    const float mask[DB] = {1, 0, 1, 1, 0};
+    check_dlrm_config(small_dcn(2, 3), NULL, small_dcn_params(2, 3));
+    check_dlrm_config(small_dcn(2, 3), mask, small_dcn_params(2, 3));
+    check_dlrm_config(small_dcn(1, 12), NULL, small_dcn_params(1, 12)); /* R = n */
+    check_dlrm_config(small_dcn(3, 1), NULL, small_dcn_params(3, 1));
+}
+
+/* Names, shapes and block order of the cross layers' tensors; V and U are
+ * xavier normal draws of (seed, name, element), the biases 0. */
+static void test_dcn_tensors_and_init(void **state)
+{
+    struct sr_dlrm_config cfg = small_dcn(2, 5);
+    struct sr_dlrm *m;
+    assert_int_equal(sr_dlrm_init(&m, cpu(), &cfg, 4, 321), SR_OK);
+    static const char *names[] = {"dcn.0.V", "dcn.0.U", "dcn.0.bias",
+                                  "dcn.1.V", "dcn.1.U", "dcn.1.bias"};
+    static const int64_t shapes[][2] = {{5, 12}, {12, 5}, {12, 0}, {5, 12}, {12, 5}, {12, 0}};
+    assert_int_equal(sr_dlrm_num_tensors(m), 4 + 6 + 6);
+    size_t off = 3 * 6 + 6 + 6 * 3 + 3;
+    for (int i = 0; i < 6; i++) {
+        const char *name;
+        int ndim;
+        int64_t shape[2];
+        float *data;
+        sr_dlrm_tensor(m, 4 + i, &name, &ndim, shape, &data);
+        assert_string_equal(name, names[i]);
+        assert_int_equal(ndim, i % 3 == 2 ? 1 : 2);
+        assert_int_equal(shape[0], shapes[i][0]);
+        assert_int_equal(shape[1], shapes[i][1]);
+        assert_int_equal(sr_dlrm_tensor_offset(m, 4 + i), off);
+        int64_t numel = ndim == 2 ? shape[0] * shape[1] : shape[0];
+        double std = ndim == 2 ? sqrt(2.0 / (12 + 5)) : 0.0;
+        const float *hv = HV(data);
+        for (int64_t k = 0; k < numel; k++) {
+            double want = std * sr_rng_normal(321, sr_rng_stream_of(name), (uint64_t)k);
+            assert_true(fabs(hv[k] - want) <= 1e-6 * (1.0 + fabs(want)));
+        }
+        off += (size_t)numel;
+    }
+    const char *name;
+    int ndim;
+    int64_t shape[2];
+    float *data;
+    sr_dlrm_tensor(m, 10, &name, &ndim, shape, &data);
+    assert_string_equal(name, "top_mlp.0.weight");
+    assert_int_equal(shape[1], 12); /* the top MLP takes x_L, width n */
+    /* one gradient group per layer: 2 bottom, 2 cross, 3 top, in block order */
+    assert_int_equal(sr_dlrm_num_grad_groups(m), 7);
+    size_t go, gc, end = 0;
+    for (int k = 0; k < 7; k++) {
+        sr_dlrm_grad_group(m, k, &go, &gc);
+        assert_int_equal(go, end);
+        end = go + gc;
+        if (k == 2 || k == 3)
+            assert_int_equal(gc, 2 * 5 * 12 + 12);
+    }
+    assert_int_equal(end, small_dcn_params(2, 5));
+    sr_dlrm_free(m);
+}
+
+/* The hook reports the 3 top layers, then the 2 cross layers, in
+ * backward_top_weights, then the bottom's 2, from the block's end; the split
+ * parts give backward's bits; dpooled is final after backward_top. */
+static void test_dcn_grad_hook_and_split(void **state)
+{
+    struct sr_dlrm_config cfg = small_dcn(2, 4);
+    struct sr_dlrm *m;
+    assert_int_equal(sr_dlrm_init(&m, cpu(), &cfg, 8, 9), SR_OK);
+    size_t n;
+    sr_dlrm_params(m, &n);
+    float *grads = sr_dlrm_grads(m, NULL);
+    float dense[DB * DN], pooled[DB * DF * DD], la[DB], lb[DB], da[DB * DF * DD];
+    float db[DB * DF * DD];
+    const float labels[DB] = {0, 1, 0, 1, 0};
+    sr_test_fill(dense, DB * DN, 82, 1.0);
+    sr_test_fill(pooled, DB * DF * DD, 83, 1.0);
+    sr_dlrm_forward(m, NULL, dense, pooled, DB, la);
+    host_wait();
+    sr_dlrm_backward(m, NULL, labels, NULL, DB, 0.2f, da);
+    host_wait();
+    float *ga = malloc(sizeof(float) * n);
+    memcpy(ga, HV(grads), sizeof(float) * n);
+    struct hook_log h = {.next_end = n};
+    sr_dlrm_set_grad_ready(m, on_grad_ready, &h);
+    sr_dlrm_forward_bottom(m, NULL, dense, DB);
+    sr_dlrm_forward_top(m, NULL, pooled, DB, lb);
+    sr_dlrm_backward_top(m, NULL, labels, NULL, DB, 0.2f, db);
+    host_wait();
+    assert_int_equal(h.calls, 0);
+    assert_memory_equal(da, db, sizeof(da));
+    sr_dlrm_backward_top_weights(m, NULL, DB);
+    host_wait();
+    assert_int_equal(h.calls, 5);
+    sr_dlrm_backward_bottom(m, NULL, DB);
+    host_wait();
+    assert_int_equal(h.calls, 7);
+    assert_int_equal(h.next_end, 0);
+    for (size_t i = 0; i < n; i++)
+        assert_int_equal(h.seen[i], 1);
+    sr_dlrm_set_grad_ready(m, NULL, NULL);
+    assert_memory_equal(la, lb, sizeof(la));
+    assert_memory_equal(ga, HV(grads), n * sizeof(float));
+    free(ga);
+    sr_dlrm_free(m);
+}
+
+/* The K model with 3 cross layers of rank 128 at B = 256: reruns are
+ * bit-identical (every threaded path of the GEMMs and the cross ops). */
+static void test_dcn_k_bitexact(void **state)
+{
+    struct sr_dlrm_config cfg = k_config();
+    cfg.interaction = SR_INTERACTION_DCN, cfg.dcn_layers = 3, cfg.dcn_rank = 128;
+    enum { B = 256 };
+    struct sr_dlrm *m;
+    assert_int_equal(sr_dlrm_init(&m, cpu(), &cfg, B, 1), SR_OK);
+    size_t n;
+    sr_dlrm_params(m, &n);
+    float *grads = sr_dlrm_grads(m, NULL);
+    float *dense = malloc(sizeof(float) * B * 13), *pooled = malloc(sizeof(float) * B * 416);
+    float *dp[2] = {malloc(sizeof(float) * B * 416), malloc(sizeof(float) * B * 416)};
+    float *g0 = malloc(sizeof(float) * n), logits[2][B], labels[B], loss[2];
+    sr_test_fill(dense, B * 13, 92, 2.0);
+    sr_test_fill(pooled, B * 416, 93, 0.1);
+    for (int b = 0; b < B; b++)
+        labels[b] = (float)(b % 3 == 0);
+    for (int run = 0; run < 2; run++) {
+        sr_dlrm_forward(m, NULL, dense, pooled, B, logits[run]);
+        host_wait();
+        const float *loss_dev = sr_dlrm_backward(m, NULL, labels, NULL, B, 1.0f / B, dp[run]);
+        host_wait();
+        loss[run] = *HV(loss_dev);
+        if (run == 0)
+            memcpy(g0, HV(grads), sizeof(float) * n);
+    }
+    assert_true(loss[0] == loss[1]);
+    assert_true(loss[0] > 0.3 * B && loss[0] < 1.5 * B);
+    assert_memory_equal(logits[0], logits[1], sizeof(logits[0]));
+    assert_memory_equal(dp[0], dp[1], sizeof(float) * B * 416);
+    assert_memory_equal(g0, HV(grads), sizeof(float) * n);
+    assert_int_equal(sr_dlrm_flops_per_sample(&cfg),
+                     2 * (13 * 512 + 512 * 256 + 256 * 64 + 64 * 16 + 432 * 512 + 512 * 256 +
+                          256 * 1 + 3 * 2 * 432 * 128));
+    free(dense);
+    free(pooled);
+    free(dp[0]);
+    free(dp[1]);
+    free(g0);
+    sr_dlrm_free(m);
+}
+
 /* ---- config errors ------------------------------------------------------- */
 
 static void expect_config_error(struct sr_dlrm_config cfg, const char *needle)
@@ -428,6 +652,17 @@ static void test_config_errors(void **state)
     c = ok;
     c.num_sparse = 0;
     expect_config_error(c, "sparse features");
+    c = ok;
+    c.interaction = SR_INTERACTION_DCN, c.dcn_layers = 3, c.dcn_rank = 433;
+    expect_config_error(c, "--dcn-rank 433: the rank must be 1 to n = (F+1)·D = (26+1)·16 = 432");
+    c.dcn_rank = 432;
+    assert_int_equal(sr_dlrm_config_check(&c), SR_OK);
+    c.dcn_rank = 0;
+    expect_config_error(c, "--dcn-rank 0");
+    c.dcn_rank = 8, c.dcn_layers = 0;
+    expect_config_error(c, "--dcn-layers 0: give 1 to 16");
+    c.dcn_layers = SR_DCN_MAX_LAYERS + 1;
+    expect_config_error(c, "--dcn-layers 17");
     struct sr_dlrm *m;
     assert_int_equal(sr_dlrm_init(&m, cpu(), &ok, 0, 1), SR_ERR_INVALID_ARG);
 }
@@ -441,6 +676,10 @@ int main(void)
         cmocka_unit_test(test_dlrm_tensors_and_init),
         cmocka_unit_test(test_dlrm_grad_hook_and_split),
         cmocka_unit_test(test_dlrm_k_bitexact),
+        cmocka_unit_test(test_dcn_fd),
+        cmocka_unit_test(test_dcn_tensors_and_init),
+        cmocka_unit_test(test_dcn_grad_hook_and_split),
+        cmocka_unit_test(test_dcn_k_bitexact),
         cmocka_unit_test(test_config_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

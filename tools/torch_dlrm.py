@@ -3,8 +3,10 @@
 
 Builds the same model as shardrec (sum-pooled EmbeddingBag per table; bottom
 MLP with ReLU after every layer, the last included; dot interaction over
-X = [z, e_1..e_F], strict lower triangle row by row; top MLP with ReLU after all
-but the last layer; BCE with logits, mean over the batch), with the module
+X = [z, e_1..e_F], strict lower triangle row by row, or (init --interaction dcn)
+DCNv2 cross layers as TorchRec's LowRankCrossNet, x_{l+1} = x_0 * (W_l (V_l x_l)
++ b_l) + x_l on x_0 = concat(z, e_1..e_F); top MLP with ReLU after all but the
+last layer; BCE with logits, mean over the batch), with the module
 layout and parameter names of the PyTorch DLRM reference (facebookresearch/
 dlrm): bot_l.2K, top_l.2K, emb_l.i. It reads Criteo TSV exactly as DESIGN.md
 says and trains in file order, so that, from the same weights file, its
@@ -47,6 +49,9 @@ Subcommands (each has --help):
 
 Names: bot_mlp.K.weight/bias <-> bot_l.{2K}.weight/bias,
        top_mlp.K.weight/bias <-> top_l.{2K}.weight/bias,
+       dcn.L.V / dcn.L.U / dcn.L.bias <-> crossnet.V_kernels.L / crossnet.W_kernels.L /
+       crossnet.bias.L (TorchRec's LowRankCrossNet; the bias is [n] here, [n, 1] there),
+       the model being DCN when a file holds them,
        emb.TABLE.weight [rows, D] <-> emb_l.{i}.weight, i the table's position.
 Tables are ordered by the natural order of their names (t2 before t10) unless
 --tables gives the order; feature f of the TSV looks up table f.
@@ -147,6 +152,10 @@ def table_order(names, given):
     return tables
 
 
+DCN_TO_REF = {"V": "V_kernels", "U": "W_kernels", "bias": "bias"}
+DCN_FROM_REF = {v: k for k, v in DCN_TO_REF.items()}
+
+
 def to_reference(sd, tables_flag=None):
     """shardrec names -> reference names."""
     order = table_order(sd.keys(), tables_flag)
@@ -154,8 +163,11 @@ def to_reference(sd, tables_flag=None):
     for name, t in sd.items():
         m = re.fullmatch(r"(bot|top)_mlp\.(\d+)\.(weight|bias)", name)
         e = re.fullmatch(r"emb\.(.+)\.weight", name)
+        c = re.fullmatch(r"dcn\.(\d+)\.(V|U|bias)", name)
         if m:
             out[f"{m.group(1)}_l.{2 * int(m.group(2))}.{m.group(3)}"] = t
+        elif c:
+            out[f"crossnet.{DCN_TO_REF[c.group(2)]}.{c.group(1)}"] = t
         elif e:
             out[f"emb_l.{order.index(e.group(1))}.weight"] = t
         else:
@@ -173,8 +185,11 @@ def from_reference(sd, tables_flag=None):
     for name, t in sd.items():
         m = re.fullmatch(r"(bot|top)_l\.(\d+)\.(weight|bias)", name)
         e = re.fullmatch(r"emb_l\.(\d+)\.weight", name)
+        c = re.fullmatch(r"crossnet\.(V_kernels|W_kernels|bias)\.(\d+)", name)
         if m and int(m.group(2)) % 2 == 0:
             out[f"{m.group(1)}_mlp.{int(m.group(2)) // 2}.{m.group(3)}"] = t
+        elif c:
+            out[f"dcn.{c.group(2)}.{DCN_FROM_REF[c.group(1)]}"] = t
         elif e:
             out[f"emb.{names[int(e.group(1))]}.weight"] = t
         else:
@@ -197,16 +212,39 @@ def dlrm_class(torch):
                 layers.append(nn.ReLU())
         return nn.Sequential(*layers)
 
-    class DLRM(nn.Module):
-        """The reference's module layout: bot_l, emb_l, top_l."""
+    class LowRankCrossNet(nn.Module):
+        """TorchRec's LowRankCrossNet (torchrec/modules/crossnet.py): per layer
+        x_{l+1} = x_0 * (W_l (V_l x_l) + b_l) + x_l, W_l [n, R], V_l [R, n], b_l [n]
+        (TorchRec's b_l is [n, 1]; its values are the same)."""
 
-        def __init__(self, bot, top, rows, dim, sparse=False):
+        def __init__(self, n, layers, rank):
+            super().__init__()
+            self.V_kernels = nn.ParameterList(nn.Parameter(torch.empty(rank, n)) for _ in range(layers))
+            self.W_kernels = nn.ParameterList(nn.Parameter(torch.empty(n, rank)) for _ in range(layers))
+            self.bias = nn.ParameterList(nn.Parameter(torch.zeros(n)) for _ in range(layers))
+
+        def forward(self, x0):
+            xl = x0
+            for V, W, b in zip(self.V_kernels, self.W_kernels, self.bias):
+                xl = x0 * ((xl @ V.t()) @ W.t() + b) + xl
+            return xl
+
+    class DLRM(nn.Module):
+        """The reference's module layout: bot_l, emb_l, top_l (and crossnet for DCN)."""
+
+        def __init__(self, bot, top, rows, dim, sparse=False, dcn=None):
+            """dcn: None (dot interaction) or (layers, rank): DCNv2 cross layers."""
             super().__init__()
             num_f = len(rows)
             self.bot_l = mlp(bot, relu_last=True)
             self.emb_l = nn.ModuleList(nn.EmbeddingBag(r, dim, mode="sum", sparse=sparse)
                                        for r in rows)
-            self.top_l = mlp([dim + num_f * (num_f + 1) // 2] + top, relu_last=False)
+            self.crossnet = None
+            width = dim + num_f * (num_f + 1) // 2
+            if dcn:
+                width = (num_f + 1) * dim
+                self.crossnet = LowRankCrossNet(width, *dcn)
+            self.top_l = mlp([width] + top, relu_last=False)
             li, lj = [], []
             for i in range(num_f + 1):  # strict lower triangle of X X^T, row by row
                 for j in range(i):
@@ -221,6 +259,8 @@ def dlrm_class(torch):
             z = self.bot_l(dense)
             offsets = torch.arange(B, dtype=torch.int64)
             e = [emb(ids[f], offsets) for f, emb in enumerate(self.emb_l)]
+            if self.crossnet is not None:
+                return self.top_l(self.crossnet(torch.cat([z] + e, dim=1))).squeeze(1)
             X = torch.stack([z] + e, dim=1)  # (B, F+1, D)
             Z = torch.bmm(X, X.transpose(1, 2))
             inter = torch.cat([z, Z[:, self.li, self.lj]], dim=1)
@@ -237,8 +277,10 @@ def model_from_weights(torch, ref, sparse=False):
         return [w[0].shape[1]] + [x.shape[0] for x in w]
     n_emb = sum(1 for n in ref if n.startswith("emb_l."))
     embs = [ref[f"emb_l.{i}.weight"] for i in range(n_emb)]
+    n_dcn = sum(1 for n in ref if n.startswith("crossnet.V_kernels."))
+    dcn = (n_dcn, ref["crossnet.V_kernels.0"].shape[0]) if n_dcn else None
     m = dlrm_class(torch)(widths("bot_l."), widths("top_l.")[1:], [e.shape[0] for e in embs],
-                          embs[0].shape[1], sparse=sparse)
+                          embs[0].shape[1], sparse=sparse, dcn=dcn)
     m.load_state_dict({k: torch.from_numpy(v) for k, v in ref.items()}, strict=True)
     return m
 
@@ -278,7 +320,17 @@ def cmd_init(a):
     top = [int(w) for w in a.top_mlp.split("-")]
     F = len(rows)
     sd = {}
-    for prefix, ws in (("bot_mlp", bot), ("top_mlp", [bot[-1] + F * (F + 1) // 2] + top)):
+    width = bot[-1] + F * (F + 1) // 2
+    if a.interaction == "dcn":
+        # TorchRec's LowRankCrossNet: xavier_normal_ kernels (std sqrt(2 / (n + R)), drawn
+        # here from the seeded generator), zero bias
+        width = (F + 1) * bot[-1]
+        std = math.sqrt(2 / (width + a.dcn_rank))
+        for k in range(a.dcn_layers):
+            sd[f"dcn.{k}.V"] = torch.randn(a.dcn_rank, width, generator=g) * std
+            sd[f"dcn.{k}.U"] = torch.randn(width, a.dcn_rank, generator=g) * std
+            sd[f"dcn.{k}.bias"] = torch.zeros(width)
+    for prefix, ws in (("bot_mlp", bot), ("top_mlp", [width] + top)):
         for k in range(len(ws) - 1):  # the reference's init
             n_in, n_out = ws[k], ws[k + 1]
             sd[f"{prefix}.{k}.weight"] = torch.randn(n_out, n_in, generator=g) * math.sqrt(2 / (n_in + n_out))
@@ -400,8 +452,10 @@ def cmd_train(a):
         labels, dense = labels.double(), dense.double()
     steps = min(a.steps, labels.shape[0] // B)  # a partial last batch is dropped
     emb_lr = a.emb_lr if a.emb_lr > 0 else a.lr
-    dense_opt = make_optimizer(torch, a.optimizer, list(model.bot_l.parameters()) +
-                               list(model.top_l.parameters()), a.lr, tables=False)
+    dense_params = list(model.bot_l.parameters()) + list(model.top_l.parameters())
+    if model.crossnet is not None:  # the cross layers are dense parameters, as in shardrec
+        dense_params += list(model.crossnet.parameters())
+    dense_opt = make_optimizer(torch, a.optimizer, dense_params, a.lr, tables=False)
     emb_opt = make_optimizer(torch, a.emb_optimizer, [e.weight for e in model.emb_l], emb_lr,
                              tables=True)
     loss_fn = torch.nn.BCEWithLogitsLoss(reduction="mean")
@@ -526,6 +580,9 @@ def main():
     s.add_argument("--bot-mlp", default="13-512-256-64-16")
     s.add_argument("--top-mlp", default="512-256-1")
     s.add_argument("--seed", type=int, default=1234)
+    s.add_argument("--interaction", choices=["dot", "dcn"], default="dot")
+    s.add_argument("--dcn-layers", type=int, default=3)
+    s.add_argument("--dcn-rank", type=int, default=512)
     s.set_defaults(fn=cmd_init)
     s = sub.add_parser("train", help="train on a TSV file from a weights file")
     s.add_argument("--weights", required=True, help="initial weights (shardrec names)")

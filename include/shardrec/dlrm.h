@@ -1,11 +1,13 @@
 /*
- * The dense part of a DLRM: bottom MLP, dot interaction, top MLP, BCE loss,
- * plus the dense optimizers and learning-rate schedules it trains with
- * (dense_optim.h, lr_schedule.h, included here).
+ * The dense part of a DLRM: bottom MLP, an interaction (dot or DCNv2), top
+ * MLP, BCE loss, plus the dense optimizers and learning-rate schedules it
+ * trains with (dense_optim.h, lr_schedule.h, included here).
  *
  *   dense (B, num_dense) -- bottom MLP (ReLU after every layer) -- z (B, D) --+
  *   pooled (B, F*D), embeddings in the config's feature order ----------------+
  *     -- dot interaction: concat(z, <X_i, X_j> for i in 1..F, j < i) (B, D + F(F+1)/2)
+ *        or DCNv2 (TorchRec's LowRankCrossNet): x_0 = concat(z, e_1..e_F), n = (F+1)D,
+ *        L layers x_{l+1} = x_0 ⊙ (U_l (V_l x_l) + b_l) + x_l, output x_L (B, n)
  *     -- top MLP (ReLU after all but the last) -- logits (B)
  *
  * Linear: y = x·Wᵀ + b, W is [out, in] (the DLRM reference's layout). The
@@ -14,6 +16,7 @@
  * contiguous buckets), and named views into both:
  *
  *   params: [bot_mlp.0.weight | bot_mlp.0.bias | bot_mlp.1.weight | ... |
+ *            dcn.0.V | dcn.0.U | dcn.0.bias | ... (dcn only) |
  *            top_mlp.0.weight | top_mlp.0.bias | ... ]          (same for grads)
  *
  * Loss: BCE with logits, a mean over the global batch: backward seeds
@@ -31,7 +34,8 @@
  * reads them). Shape errors in forward/backward (B > max_batch) abort: they
  * are caller bugs; configurations are checked by sr_dlrm_config_check.
  *
- * Shape letters: B batch per rank, F sparse features, D embedding dim.
+ * Shape letters: B batch per rank, F sparse features, D embedding dim; dcn:
+ * L cross layers, R their rank, n = (F+1)·D.
  */
 #ifndef SHARDREC_DLRM_H
 #define SHARDREC_DLRM_H
@@ -43,7 +47,14 @@
 #include "shardrec/device.h"
 #include "shardrec/lr_schedule.h"
 
-#define SR_MLP_MAX 16
+#define SR_MLP_MAX        16
+#define SR_DCN_MAX_LAYERS 16
+
+/* --interaction: what combines z and the pooled embeddings. */
+enum sr_interaction {
+    SR_INTERACTION_DOT = 0, /* pairwise dot products (the DLRM reference) */
+    SR_INTERACTION_DCN = 1, /* DCNv2 low-rank cross layers (TorchRec's DLRM_DCN) */
+};
 
 struct sr_dlrm_config {
     int num_dense;           /* 13 */
@@ -53,6 +64,9 @@ struct sr_dlrm_config {
     int n_top;
     int num_sparse;    /* F */
     int embedding_dim; /* D */
+    enum sr_interaction interaction; /* 0 (dot) when left zero */
+    int dcn_layers;                  /* L, dcn only: 1..SR_DCN_MAX_LAYERS */
+    int dcn_rank;                    /* R, dcn only: 1..n, n = (F+1)·D */
 };
 
 struct sr_dlrm;
@@ -61,10 +75,12 @@ struct sr_dlrm;
  * and how to fix it: bot_mlp[0] != num_dense, the last bottom width !=
  * embedding_dim, the last top width != 1, a width, num_sparse or
  * embedding_dim < 1, fewer than 2 bottom widths or 1 top layer, more than
- * SR_MLP_MAX entries. */
+ * SR_MLP_MAX entries; with dcn, dcn_layers outside 1..SR_DCN_MAX_LAYERS
+ * (naming --dcn-layers) or dcn_rank outside 1..n (naming --dcn-rank and n). */
 int sr_dlrm_config_check(const struct sr_dlrm_config *cfg);
 
-/* Width of the interaction's output, the top MLP's input: D + F(F+1)/2. */
+/* Width of the interaction's output, the top MLP's input: D + F(F+1)/2 (dot)
+ * or n = (F+1)·D (dcn). */
 int sr_dlrm_interaction_dim(const struct sr_dlrm_config *cfg);
 
 /* Checks cfg (returning its error), then allocates on dev the parameter and
@@ -72,8 +88,9 @@ int sr_dlrm_interaction_dim(const struct sr_dlrm_config *cfg);
  * initialises the parameters as the DLRM reference does: Linear weight
  * W [out,in] ~ Normal(0, sqrt(2/(in+out))), bias ~ Normal(0, sqrt(1/out)),
  * element k of tensor "NAME" = sr_rng_normal(seed, sr_rng_stream_of("NAME"), k)
- * times its std, so any world size starts from the same model. Gradients
- * start at 0. The caller frees with sr_dlrm_free. */
+ * times its std, so any world size starts from the same model. DCN layers as
+ * TorchRec's LowRankCrossNet: V and U xavier normal (std sqrt(2/(n+R)), the
+ * same counter-based draws), bias 0. Gradients start at 0. The caller frees with sr_dlrm_free. */
 int sr_dlrm_init(struct sr_dlrm **out, struct sr_device *dev, const struct sr_dlrm_config *cfg,
                  int max_batch, uint64_t seed);
 void sr_dlrm_free(struct sr_dlrm *m);
@@ -116,12 +133,15 @@ const float *sr_dlrm_backward(struct sr_dlrm *m, sr_stream_t s, const float *lab
  *                                 only (ReLU/bias pass and dX of each layer,
  *                                 from the logit down: its bias gradients are
  *                                 written, its weight gradients not yet), then
- *                                 the interaction: writes dpooled, returns the
- *                                 loss sum's device pointer as
- *                                 sr_dlrm_backward
+ *                                 the interaction's (dcn: every cross layer's
+ *                                 data gradients and bias gradient): writes
+ *                                 dpooled, returns the loss sum's device
+ *                                 pointer as sr_dlrm_backward
  *   sr_dlrm_backward_top_weights  the top MLP's weight gradients (dW GEMMs)
- *                                 from the last layer down, each layer then
- *                                 reported ready (sr_dlrm_set_grad_ready)
+ *                                 from the last layer down, then (dcn) each
+ *                                 cross layer's dU and dV from the last down,
+ *                                 each layer then reported ready
+ *                                 (sr_dlrm_set_grad_ready)
  *   sr_dlrm_backward_bottom       the bottom MLP: writes its gradients
  *
  * Calling them out of order, or a forward_top between backward_top and
@@ -132,16 +152,24 @@ const float *sr_dlrm_backward_top(struct sr_dlrm *m, sr_stream_t s, const float 
 void sr_dlrm_backward_top_weights(struct sr_dlrm *m, sr_stream_t s, int B);
 void sr_dlrm_backward_bottom(struct sr_dlrm *m, sr_stream_t s, int B);
 
-/* Called by backward each time a Linear layer's gradients (weight and bias)
- * are issued, with their range [offset, offset + count) in the flat gradient
- * block and the stream backward runs on (the gradients are final once that
- * stream reaches this point), so a caller can start all-reducing a bucket
- * early. Layers are reported from the last top layer down to bottom layer 0
- * (from the block's end towards its start), the top ones by
- * sr_dlrm_backward_top_weights, the bottom ones by sr_dlrm_backward_bottom;
- * sr_dlrm_backward_top reports none. NULL fn disables. */
+/* Called by backward each time a layer's gradients (a Linear layer's weight
+ * and bias, a cross layer's V, U and bias) are issued, with their range
+ * [offset, offset + count) in the flat gradient block and the stream
+ * backward runs on (the gradients are final once that stream reaches this
+ * point), so a caller can start all-reducing a bucket early. Layers are
+ * reported from the last top layer down to bottom layer 0 (from the block's
+ * end towards its start; each layer's range is one gradient group, below),
+ * the top and cross layers by sr_dlrm_backward_top_weights, the bottom ones
+ * by sr_dlrm_backward_bottom; sr_dlrm_backward_top reports none. NULL fn
+ * disables. */
 typedef void (*sr_dlrm_grad_ready_fn)(void *ctx, size_t offset, size_t count, sr_stream_t s);
 void sr_dlrm_set_grad_ready(struct sr_dlrm *m, sr_dlrm_grad_ready_fn fn, void *ctx);
+
+/* The gradient groups, one per layer, in block order (bottom layers, cross
+ * layers, top layers): group k covers [offset, offset + count) of the flat
+ * blocks, the range sr_dlrm_set_grad_ready's callback reports for it. */
+int sr_dlrm_num_grad_groups(const struct sr_dlrm *m);
+void sr_dlrm_grad_group(const struct sr_dlrm *m, int k, size_t *offset, size_t *count);
 
 /* The device the model lives on. */
 struct sr_device *sr_dlrm_device(const struct sr_dlrm *m);
@@ -154,7 +182,9 @@ const struct sr_dlrm_config *sr_dlrm_get_config(const struct sr_dlrm *m);
 /* Tensors by index, 0 <= i < sr_dlrm_num_tensors, in block order, for
  * safetensors: names "bot_mlp.K.weight", "bot_mlp.K.bias", "top_mlp.K.weight",
  * "top_mlp.K.bias" (K counts Linear layers from 0; the reference's bot_l.2K),
- * shape [out, in] (ndim 2) / [out] (ndim 1), data pointing into the flat
+ * shape [out, in] (ndim 2) / [out] (ndim 1); with dcn, between the MLPs,
+ * "dcn.L.V" [R, n], "dcn.L.U" [n, R], "dcn.L.bias" [n] for each cross layer L
+ * (TorchRec's V_kernels, W_kernels, bias); data pointing into the flat
  * parameter block. name stays valid for the model's lifetime. */
 int sr_dlrm_num_tensors(const struct sr_dlrm *m);
 void sr_dlrm_tensor(const struct sr_dlrm *m, int i, const char **name, int *ndim, int64_t shape[2],
@@ -164,7 +194,8 @@ void sr_dlrm_tensor(const struct sr_dlrm *m, int i, const char **name, int *ndim
 size_t sr_dlrm_tensor_offset(const struct sr_dlrm *m, int i);
 
 /* Forward FLOPs per sample: 2 x (multiply-adds of every Linear layer plus the
- * interaction's F(F+1)/2 dot products of length D). Backward is about twice. */
+ * interaction's: F(F+1)/2 dot products of length D, or dcn's 2·n·R per
+ * layer). Backward is about twice. */
 int64_t sr_dlrm_flops_per_sample(const struct sr_dlrm_config *cfg);
 
 #endif

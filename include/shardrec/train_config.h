@@ -21,6 +21,7 @@
 #define SR_MAX_TABLES     256
 #define SR_MAX_FEATURES   256
 #define SR_PATH_MAX       1024
+#define SR_DCN_RANK_DEFAULT 512
 #define SR_MAX_DATA_FILES 64
 
 /* --pipeline: the training loop's schedule. none: each step loads, copies,
@@ -44,6 +45,9 @@ struct sr_train_config {
     int embedding_dim;                                /* D */
     int bot_mlp[SR_MLP_MAX], n_bot;                   /* widths incl. input (13-...-D) */
     int top_mlp[SR_MLP_MAX], n_top;                   /* layers after the interaction */
+    enum sr_interaction interaction;                  /* --interaction dot|dcn */
+    int dcn_layers;                                   /* --dcn-layers L (dcn) */
+    int dcn_rank; /* --dcn-rank R (dcn); 0: the default, 512 or n = (F+1)·D when smaller */
     int num_tables;                                   /* T */
     struct sr_table_config tables[SR_MAX_TABLES];     /* (T) */
     int num_features;                                 /* F */
@@ -156,6 +160,9 @@ uint64_t sr_machine_memory(void);
 void sr_train_config_dlrm(const struct sr_train_config *cfg, struct sr_dlrm_config *out);
 void sr_train_config_ebc(struct sr_train_config *cfg, struct sr_ebc_config *out);
 
+/* "dot" or "dcn" (--interaction, the config's "interaction"); else
+ * SR_ERR_INVALID_ARG naming the flag and the choices. */
+int sr_interaction_parse(const char *s, enum sr_interaction *out);
 /* Parse "13-512-256" into widths; errors name the flag. */
 int sr_parse_widths(const char *flag, const char *s, int *widths, int *n, int max);
 /* Parse "1460,583,..." into rows; errors name the position. */

@@ -1,7 +1,7 @@
 /*
  * Dense compute ops: the table a backend fills so that the model layer
- * (src/model/) can run linear layers, ReLU, the DLRM dot interaction and the
- * loss without touching device memory itself.
+ * (src/model/) can run linear layers, ReLU, the DLRM dot interaction, the
+ * DCNv2 cross layers' elementwise parts and the loss without touching device memory itself.
  *
  * Every op takes (dev, stream, ...) and is stream-ordered: on the CPU it has
  * finished when it returns; on a GPU it is queued on `s` and its outputs may
@@ -30,6 +30,12 @@ static inline size_t sr_matrix_bytes(int rows, int cols, int ld)
 static inline size_t sr_dot_interaction_width(int F, int D)
 {
     return (size_t)D + (size_t)F * (size_t)(F + 1) / 2;
+}
+
+/* Width n of a DCNv2 cross network's input x0 = [z, e_1, ..., e_F]: (F+1)·D. */
+static inline size_t sr_dcn_width(int F, int D)
+{
+    return ((size_t)F + 1) * (size_t)D;
 }
 
 /* The ops, declared once (op_decl.h says how to read an entry). */
@@ -89,6 +95,42 @@ static inline size_t sr_dot_interaction_width(int F, int D)
        SR_IN(const float *, dout, SR_F32((size_t)B * sr_dot_interaction_width(F, D)))              \
        SR_ARG(int, B) SR_ARG(int, F) SR_ARG(int, D) SR_OUT(float *, dz, SR_F32((size_t)B * D))     \
        SR_OUT(float *, demb, SR_F32((size_t)B * F * D)))                                           \
+    /* The elementwise part of one DCNv2 cross layer (TorchRec's LowRankCrossNet)                 \
+     * for B samples: x0 (B, n), n = (F+1)*D, is [z_b | emb_b] row by row (z (B, D)                \
+     * the bottom MLP output, emb (B, F*D) the pooled embeddings), read in place                   \
+     * (never concatenated); u (B, n) = U (V x_l), bias (n). Writes                                \
+     *   y = x0 * (u + bias) + xl          (elementwise; y (B, n) overwritten)                     \
+     * xl (B, n) is the layer's input; NULL: x0 itself (the first layer).                          \
+     * y may not alias any input. */                                                               \
+    OP(dense, dcn_cross_forward,                                                                   \
+       SR_STREAM(s) SR_IN(const float *, z, SR_F32((size_t)B * D))                                 \
+       SR_IN(const float *, emb, SR_F32((size_t)B * F * D))                                        \
+       SR_IN(const float *, u, SR_F32((size_t)B * sr_dcn_width(F, D)))                             \
+       SR_IN(const float *, bias, SR_F32(sr_dcn_width(F, D)))                                      \
+       SR_IN(const float *, xl, SR_F32((size_t)B * sr_dcn_width(F, D))) SR_ARG(int, B)             \
+       SR_ARG(int, F) SR_ARG(int, D)                                                               \
+       SR_OUT(float *, y, SR_F32((size_t)B * sr_dcn_width(F, D))))                                 \
+    /* Backward of dcn_cross_forward's product term, given dy (B, n), the                          \
+     * gradient of y:                                                                              \
+     *   du    = dy * x0                   (B, n), overwritten                                     \
+     *   dbias = column sums of du         (n), overwritten; each column summed                    \
+     *                                     over rows in a fixed order                              \
+     *   dx0   = dy * (u + bias) [+ dy]    split as x0: dz (B, D), demb (B, F*D)                   \
+     * dx0 is x0's gradient through the product, plus dy itself when residual                      \
+     * (the first layer, whose xl is x0); it overwrites dz and demb, or is added                   \
+     * to them when accumulate (x0 feeds every layer: the layers' shares add up).                  \
+     * The gradient of xl through the residual is dy itself, left to the caller. */                \
+    OP(dense, dcn_cross_backward,                                                                  \
+       SR_STREAM(s) SR_IN(const float *, z, SR_F32((size_t)B * D))                                 \
+       SR_IN(const float *, emb, SR_F32((size_t)B * F * D))                                        \
+       SR_IN(const float *, u, SR_F32((size_t)B * sr_dcn_width(F, D)))                             \
+       SR_IN(const float *, bias, SR_F32(sr_dcn_width(F, D)))                                      \
+       SR_IN(const float *, dy, SR_F32((size_t)B * sr_dcn_width(F, D))) SR_ARG(int, B)             \
+       SR_ARG(int, F) SR_ARG(int, D) SR_ARG(int, residual) SR_ARG(int, accumulate)                 \
+       SR_OUT(float *, du, SR_F32((size_t)B * sr_dcn_width(F, D)))                                 \
+       SR_OUT(float *, dbias, SR_F32(sr_dcn_width(F, D)))                                          \
+       SR_IO(float *, dz, SR_F32((size_t)B * D), accumulate ? SR_OP_INOUT : SR_OP_OUT)             \
+       SR_IO(float *, demb, SR_F32((size_t)B * F * D), accumulate ? SR_OP_INOUT : SR_OP_OUT))      \
     /* Binary cross-entropy with logits, fused with its gradient. For each of                      \
      * the n samples with logit x, label y in {0,1}, weight m (mask; NULL means                    \
      * all 1):                                                                                     \

@@ -3,11 +3,20 @@
  *
  * Memory, all on the model's device, sized at init and never reallocated:
  *
- *   params  [bot.0.W | bot.0.b | ... | top.0.W | top.0.b | ...]  n_params
+ *   params  [bot.0.W | bot.0.b | ... | dcn.0.V | dcn.0.U | dcn.0.bias | ...
+ *            | top.0.W | top.0.b | ...]                          n_params
  *   grads   same layout                                          n_params
  *   acts    loss_sum (1 float) | bot_act[l] (B, out_l) ... | inter (B, I)
  *           | top_act[l] (B, out_l) ... | top_dy[l] (B, out_l) ...
  *           | grad_buf[0], grad_buf[1] (B, widest)
+ *           | dcn only, per cross layer: x, u, du (B, n), h, dh (B, R)
+ *
+ * With --interaction dcn the cross network (dcn.c) takes the interaction's
+ * place: its output x_L is the top MLP's input (inter is then unused), top
+ * layer 0's dX (x_L's gradient, in grad_buf[0]) runs down the cross layers
+ * in place, and dz lands in grad_buf[1] as the dot interaction's does. The
+ * cross layers' dU/dV GEMMs run in backward_top_weights after the top MLP's,
+ * from the du and dh each layer keeps, so dpooled leaves before them.
  *
  * Backward runs in three parts. backward_top walks the top MLP from the
  * logit down issuing only the data gradients (each layer's ReLU/bias pass
@@ -33,27 +42,35 @@
 #include "shardrec/dlrm.h"
 #include "shardrec/error.h"
 #include "shardrec/trace.h"
+#include "model/dcn.h"
 #include "model/init.h"
 #include "model/interaction.h"
 #include "model/linear.h"
 #include "model/loss.h"
 
-#define SR_DLRM_MAX_TENSORS (4 * SR_MLP_MAX)
+#define SR_DLRM_MAX_TENSORS (4 * SR_MLP_MAX + 3 * SR_DCN_MAX_LAYERS)
+#define SR_DLRM_MAX_GROUPS  (2 * SR_MLP_MAX + SR_DCN_MAX_LAYERS)
 
 struct sr_dlrm {
     struct sr_device *dev;
     struct sr_dlrm_config cfg;
     int max_batch;
     int n_bot, n_top; /* Linear layers in each MLP */
-    int inter_dim;    /* I = D + F(F+1)/2 */
+    int inter_dim;    /* I = D + F(F+1)/2 (dot) or n = (F+1)·D (dcn) */
+    int n_dcn;        /* cross layers: 0 (dot) or L */
     struct sr_linear bot[SR_MLP_MAX];
     struct sr_linear top[SR_MLP_MAX];
+    struct sr_dcn dcn; /* the cross network (n_dcn > 0) */
 
     float *params; /* (n_params) device */
     float *grads;  /* (n_params) device */
     size_t n_params;
+    int n_tensors, n_groups;
     size_t tensor_offset[SR_DLRM_MAX_TENSORS];
     char tensor_name[SR_DLRM_MAX_TENSORS][32];
+    int tensor_ndim[SR_DLRM_MAX_TENSORS];
+    int64_t tensor_shape[SR_DLRM_MAX_TENSORS][2];
+    size_t group_offset[SR_DLRM_MAX_GROUPS], group_count[SR_DLRM_MAX_GROUPS]; /* block order */
 
     float *acts;                /* the activation block, device */
     float *bot_act[SR_MLP_MAX]; /* (max_batch, bot[l].out) */
@@ -79,6 +96,12 @@ static void set_shapes(struct sr_dlrm *m)
     m->n_bot = c->n_bot - 1;
     m->n_top = c->n_top;
     m->inter_dim = sr_dlrm_interaction_dim(c);
+    m->n_dcn = c->interaction == SR_INTERACTION_DCN ? c->dcn_layers : 0;
+    m->dcn = (struct sr_dcn){.L = m->n_dcn,
+                             .R = c->dcn_rank,
+                             .F = c->num_sparse,
+                             .D = c->embedding_dim,
+                             .n = (c->num_sparse + 1) * c->embedding_dim};
     for (int l = 0; l < m->n_bot; l++)
         m->bot[l] = (struct sr_linear){.in = c->bot_mlp[l], .out = c->bot_mlp[l + 1], .relu = 1};
     for (int l = 0; l < m->n_top; l++)
@@ -98,32 +121,99 @@ static struct sr_linear *layer(struct sr_dlrm *m, int k)
     return k < m->n_bot ? &m->bot[k] : &m->top[k - m->n_bot];
 }
 
-/* Name the tensors, give each its offset, and count the parameters. */
+/* Tensor i: name, shape, offset; advances *off past it. */
+static void add_tensor(struct sr_dlrm *m, size_t *off, int64_t rows, int64_t cols,
+                       const char *fmt, const char *a, int k)
+{
+    int i = m->n_tensors++;
+    SR_ASSERT(i < SR_DLRM_MAX_TENSORS);
+    if (a)
+        snprintf(m->tensor_name[i], sizeof(m->tensor_name[0]), fmt, a, k);
+    else
+        snprintf(m->tensor_name[i], sizeof(m->tensor_name[0]), fmt, k);
+    m->tensor_ndim[i] = cols ? 2 : 1;
+    m->tensor_shape[i][0] = rows;
+    m->tensor_shape[i][1] = cols;
+    m->tensor_offset[i] = *off;
+    *off += (size_t)rows * (size_t)(cols ? cols : 1);
+}
+
+static void add_linear(struct sr_dlrm *m, size_t *off, const struct sr_linear *l, const char *mlp,
+                       int k)
+{
+    add_tensor(m, off, l->out, l->in, "%s.%d.weight", mlp, k);
+    add_tensor(m, off, l->out, 0, "%s.%d.bias", mlp, k);
+}
+
+/* The next gradient group: the floats [start, off) of one layer. */
+static void end_group(struct sr_dlrm *m, size_t start, size_t off)
+{
+    m->group_offset[m->n_groups] = start;
+    m->group_count[m->n_groups++] = off - start;
+}
+
+/* Name the tensors, give each its offset, group them by layer, and count the
+ * parameters: bottom layers, cross layers, top layers. */
 static void place_params(struct sr_dlrm *m)
 {
-    size_t off = 0;
-    for (int k = 0; k < num_layers(m); k++) {
-        struct sr_linear *l = layer(m, k);
-        const char *mlp = k < m->n_bot ? "bot_mlp" : "top_mlp";
-        int idx = k < m->n_bot ? k : k - m->n_bot;
-        snprintf(m->tensor_name[2 * k], sizeof(m->tensor_name[0]), "%s.%d.weight", mlp, idx);
-        snprintf(m->tensor_name[2 * k + 1], sizeof(m->tensor_name[0]), "%s.%d.bias", mlp, idx);
-        m->tensor_offset[2 * k] = off;
-        off += (size_t)l->out * l->in;
-        m->tensor_offset[2 * k + 1] = off;
-        off += (size_t)l->out;
+    size_t off = 0, start;
+    const int64_t n = m->dcn.n, R = m->dcn.R;
+    for (int k = 0; k < m->n_bot; k++) {
+        start = off;
+        add_linear(m, &off, &m->bot[k], "bot_mlp", k);
+        end_group(m, start, off);
+    }
+    for (int l = 0; l < m->n_dcn; l++) {
+        start = off;
+        add_tensor(m, &off, R, n, "dcn.%d.V", NULL, l);
+        add_tensor(m, &off, n, R, "dcn.%d.U", NULL, l);
+        add_tensor(m, &off, n, 0, "dcn.%d.bias", NULL, l);
+        end_group(m, start, off);
+    }
+    for (int k = 0; k < m->n_top; k++) {
+        start = off;
+        add_linear(m, &off, &m->top[k], "top_mlp", k);
+        end_group(m, start, off);
     }
     m->n_params = off;
 }
 
+/* First tensor of bottom Linear k (2 tensors each), cross layer l (3 each)
+ * and top Linear k, as place_params lays them out; the group of each. */
+static int bot_tensor(const struct sr_dlrm *m, int k)
+{
+    return 2 * k;
+}
+
+static int dcn_tensor(const struct sr_dlrm *m, int l)
+{
+    return 2 * m->n_bot + 3 * l;
+}
+
+static int top_tensor(const struct sr_dlrm *m, int k)
+{
+    return 2 * m->n_bot + 3 * m->n_dcn + 2 * k;
+}
+
+static void bind_linear(struct sr_dlrm *m, struct sr_linear *l, int t)
+{
+    l->weight = m->params + m->tensor_offset[t];
+    l->bias = m->params + m->tensor_offset[t + 1];
+    l->dweight = m->grads + m->tensor_offset[t];
+    l->dbias = m->grads + m->tensor_offset[t + 1];
+}
+
 static void bind_views(struct sr_dlrm *m)
 {
-    for (int k = 0; k < num_layers(m); k++) {
-        struct sr_linear *l = layer(m, k);
-        l->weight = m->params + m->tensor_offset[2 * k];
-        l->bias = m->params + m->tensor_offset[2 * k + 1];
-        l->dweight = m->grads + m->tensor_offset[2 * k];
-        l->dbias = m->grads + m->tensor_offset[2 * k + 1];
+    for (int k = 0; k < m->n_bot; k++)
+        bind_linear(m, &m->bot[k], bot_tensor(m, k));
+    for (int k = 0; k < m->n_top; k++)
+        bind_linear(m, &m->top[k], top_tensor(m, k));
+    for (int l = 0; l < m->n_dcn; l++) {
+        const size_t *o = &m->tensor_offset[dcn_tensor(m, l)];
+        m->dcn.V[l] = m->params + o[0], m->dcn.dV[l] = m->grads + o[0];
+        m->dcn.U[l] = m->params + o[1], m->dcn.dU[l] = m->grads + o[1];
+        m->dcn.bias[l] = m->params + o[2], m->dcn.dbias[l] = m->grads + o[2];
     }
 }
 
@@ -135,42 +225,66 @@ static float *carve(float **p, size_t n)
     return q;
 }
 
+static size_t padded(size_t n)
+{
+    return (n + 15) / 16 * 16;
+}
+
 static void alloc_activations(struct sr_dlrm *m)
 {
     size_t B = (size_t)m->max_batch, widest = (size_t)m->inter_dim, total = 16;
+    size_t inter = m->n_dcn ? 0 : B * m->inter_dim; /* dcn: x_L is the top MLP's input */
+    size_t n = (size_t)m->dcn.n, R = (size_t)m->dcn.R;
     for (int k = 0; k < num_layers(m); k++) {
         struct sr_linear *l = layer(m, k);
         widest = (size_t)l->out > widest ? (size_t)l->out : widest;
         widest = (size_t)l->in > widest ? (size_t)l->in : widest;
-        total += (B * l->out + 15) / 16 * 16;
+        total += padded(B * l->out);
     }
     for (int l = 0; l < m->n_top; l++) /* top_dy */
-        total += (B * m->top[l].out + 15) / 16 * 16;
-    total += (B * m->inter_dim + 15) / 16 * 16 + 2 * ((B * widest + 15) / 16 * 16);
+        total += padded(B * m->top[l].out);
+    total += padded(inter) + 2 * padded(B * widest);
+    total += (size_t)m->n_dcn * (3 * padded(B * n) + 2 * padded(B * R));
     m->acts = sr_dev_alloc_zero_named(m->dev, total * sizeof(float),
                                       "the MLP activations (grow with the batch size)");
     float *p = m->acts;
     m->loss_sum = carve(&p, 1);
     for (int l = 0; l < m->n_bot; l++)
         m->bot_act[l] = carve(&p, B * m->bot[l].out);
-    m->inter = carve(&p, B * m->inter_dim);
+    m->inter = carve(&p, inter);
     for (int l = 0; l < m->n_top; l++)
         m->top_act[l] = carve(&p, B * m->top[l].out);
     for (int l = 0; l < m->n_top; l++)
         m->top_dy[l] = carve(&p, B * m->top[l].out);
     m->grad_buf[0] = carve(&p, B * widest);
     m->grad_buf[1] = carve(&p, B * widest);
+    for (int l = 0; l < m->n_dcn; l++) {
+        m->dcn.x[l] = carve(&p, B * n);
+        m->dcn.u[l] = carve(&p, B * n);
+        m->dcn.du[l] = carve(&p, B * n);
+        m->dcn.h[l] = carve(&p, B * R);
+        m->dcn.dh[l] = carve(&p, B * R);
+    }
+    if (m->n_dcn)
+        m->inter = m->dcn.x[m->n_dcn - 1];
     SR_ASSERT((size_t)(p - m->acts) == total);
 }
 
 /* Draw every layer's parameters on the host, then copy them to the device. */
 static void init_params(struct sr_dlrm *m, uint64_t seed)
 {
-    float *host = sr_malloc(m->n_params * sizeof(float));
+    float *host = sr_calloc(m->n_params, sizeof(float)); /* cross layers' biases stay 0 */
     for (int k = 0; k < num_layers(m); k++) {
         struct sr_linear *l = layer(m, k);
-        sr_init_linear(host + m->tensor_offset[2 * k], host + m->tensor_offset[2 * k + 1], l->out,
-                       l->in, seed, m->tensor_name[2 * k], m->tensor_name[2 * k + 1]);
+        int t = k < m->n_bot ? bot_tensor(m, k) : top_tensor(m, k - m->n_bot);
+        sr_init_linear(host + m->tensor_offset[t], host + m->tensor_offset[t + 1], l->out, l->in,
+                       seed, m->tensor_name[t], m->tensor_name[t + 1]);
+    }
+    for (int l = 0; l < m->n_dcn; l++) {
+        int t = dcn_tensor(m, l);
+        for (int i = 0; i < 2; i++) /* V [R, n], U [n, R] */
+            sr_init_xavier_normal(host + m->tensor_offset[t + i], (int)m->tensor_shape[t + i][0],
+                                  (int)m->tensor_shape[t + i][1], seed, m->tensor_name[t + i]);
     }
     sr_dev_copy(m->dev, m->params, host, m->n_params * sizeof(float), NULL);
     sr_dev_sync(m->dev, NULL);
@@ -231,8 +345,11 @@ void sr_dlrm_forward_top(struct sr_dlrm *m, sr_stream_t s, const float *pooled, 
 {
     SR_ASSERT(B == m->bottom_batch && m->weights_batch == -1); /* pending dW read top_act */
     sr_trace_begin(SR_SPAN_INTERACTION, -1);
-    sr_interaction_forward(m->dev, s, m->bot_act[m->n_bot - 1], pooled, B, m->cfg.num_sparse,
-                           m->cfg.embedding_dim, m->inter);
+    if (m->n_dcn) /* x_L, the top MLP's input, is m->inter */
+        sr_dcn_forward(m->dev, s, &m->dcn, m->bot_act[m->n_bot - 1], pooled, B);
+    else
+        sr_interaction_forward(m->dev, s, m->bot_act[m->n_bot - 1], pooled, B,
+                               m->cfg.num_sparse, m->cfg.embedding_dim, m->inter);
     sr_trace_end();
     const float *x = m->inter;
     sr_trace_begin(SR_SPAN_TOP_MLP, -1);
@@ -253,12 +370,11 @@ void sr_dlrm_forward(struct sr_dlrm *m, sr_stream_t s, const float *dense, const
     sr_dlrm_forward_top(m, s, pooled, B, logits);
 }
 
-static void notify_layer_ready(struct sr_dlrm *m, sr_stream_t s, int k)
+/* Gradient group k (block order: bottom layers, cross layers, top layers) is issued. */
+static void notify_ready(struct sr_dlrm *m, sr_stream_t s, int k)
 {
-    if (!m->grad_ready)
-        return;
-    struct sr_linear *l = layer(m, k);
-    m->grad_ready(m->grad_ready_ctx, m->tensor_offset[2 * k], (size_t)l->out * (l->in + 1), s);
+    if (m->grad_ready)
+        m->grad_ready(m->grad_ready_ctx, m->group_offset[k], m->group_count[k], s);
 }
 
 const float *sr_dlrm_backward_top(struct sr_dlrm *m, sr_stream_t s, const float *labels,
@@ -272,8 +388,13 @@ const float *sr_dlrm_backward_top(struct sr_dlrm *m, sr_stream_t s, const float 
         float *dx = l > 0 ? m->top_dy[l - 1] : m->grad_buf[0]; /* layer 0: the interaction's */
         sr_linear_backward_data(m->dev, s, &m->top[l], m->top_act[l], m->top_dy[l], B, dx);
     }
-    sr_interaction_backward(m->dev, s, m->bot_act[m->n_bot - 1], m->pooled, m->grad_buf[0], B,
-                            m->cfg.num_sparse, m->cfg.embedding_dim, m->grad_buf[1], dpooled);
+    if (m->n_dcn) /* x_L's gradient runs down the cross layers in grad_buf[0] */
+        sr_dcn_backward_data(m->dev, s, &m->dcn, m->bot_act[m->n_bot - 1], m->pooled,
+                             m->grad_buf[0], B, m->grad_buf[1], dpooled);
+    else
+        sr_interaction_backward(m->dev, s, m->bot_act[m->n_bot - 1], m->pooled, m->grad_buf[0],
+                                B, m->cfg.num_sparse, m->cfg.embedding_dim, m->grad_buf[1],
+                                dpooled);
     m->top_batch = -1;
     m->weights_batch = B;
     sr_trace_end();
@@ -287,7 +408,11 @@ void sr_dlrm_backward_top_weights(struct sr_dlrm *m, sr_stream_t s, int B)
     for (int l = m->n_top - 1; l >= 0; l--) {
         const float *x = l > 0 ? m->top_act[l - 1] : m->inter;
         sr_linear_backward_weights(m->dev, s, &m->top[l], x, m->top_dy[l], B);
-        notify_layer_ready(m, s, m->n_bot + l);
+        notify_ready(m, s, m->n_bot + m->n_dcn + l);
+    }
+    for (int l = m->n_dcn - 1; l >= 0; l--) {
+        sr_dcn_backward_weights(m->dev, s, &m->dcn, l, m->bot_act[m->n_bot - 1], m->pooled, B);
+        notify_ready(m, s, m->n_bot + l);
     }
     m->weights_batch = -1;
     sr_trace_end();
@@ -303,7 +428,7 @@ void sr_dlrm_backward_bottom(struct sr_dlrm *m, sr_stream_t s, int B)
         float *dx = l > 0 ? m->grad_buf[1 - cur] : NULL; /* no gradient for the input */
         sr_linear_backward(m->dev, s, &m->bot[l], x, m->bot_act[l], m->grad_buf[cur], B, dx);
         cur = 1 - cur;
-        notify_layer_ready(m, s, l);
+        notify_ready(m, s, l);
     }
     m->bottom_batch = -1;
     sr_trace_end();
@@ -351,7 +476,7 @@ const struct sr_dlrm_config *sr_dlrm_get_config(const struct sr_dlrm *m)
 
 int sr_dlrm_num_tensors(const struct sr_dlrm *m)
 {
-    return 2 * (m->n_bot + m->n_top);
+    return m->n_tensors;
 }
 
 size_t sr_dlrm_tensor_offset(const struct sr_dlrm *m, int i)
@@ -364,11 +489,21 @@ void sr_dlrm_tensor(const struct sr_dlrm *m, int i, const char **name, int *ndim
                     float **data)
 {
     SR_ASSERT(i >= 0 && i < sr_dlrm_num_tensors(m));
-    const struct sr_linear *l = i / 2 < m->n_bot ? &m->bot[i / 2] : &m->top[i / 2 - m->n_bot];
-    int is_bias = i % 2;
     *name = m->tensor_name[i];
-    *ndim = is_bias ? 1 : 2;
-    shape[0] = l->out;
-    shape[1] = is_bias ? 0 : l->in;
+    *ndim = m->tensor_ndim[i];
+    shape[0] = m->tensor_shape[i][0];
+    shape[1] = m->tensor_shape[i][1];
     *data = m->params + m->tensor_offset[i];
+}
+
+int sr_dlrm_num_grad_groups(const struct sr_dlrm *m)
+{
+    return m->n_groups;
+}
+
+void sr_dlrm_grad_group(const struct sr_dlrm *m, int k, size_t *offset, size_t *count)
+{
+    SR_ASSERT(k >= 0 && k < m->n_groups);
+    *offset = m->group_offset[k];
+    *count = m->group_count[k];
 }

@@ -3,6 +3,9 @@
  * --bot-mlp / --top-mlp / --embedding-dim can get wrong) and the FLOP count
  * the planner and the throughput report use.
  *
+ * With --interaction dcn, the cross layers' count and rank (at most the
+ * width n = (F+1)·D of their input).
+ *
  * Widths follow the DLRM reference's flags: bot_mlp lists the input width
  * then each layer's output (13-512-256-64-16: 4 Linear layers); top_mlp lists
  * only layer outputs (512-256-1), its input being the interaction's width.
@@ -44,6 +47,27 @@ static int check_counts(const struct sr_dlrm_config *cfg)
     return SR_OK;
 }
 
+/* The cross network's shape: L layers of rank R on x_0 of width n. */
+static int check_dcn(const struct sr_dlrm_config *cfg)
+{
+    if (cfg->interaction == SR_INTERACTION_DOT)
+        return SR_OK;
+    if (cfg->interaction != SR_INTERACTION_DCN)
+        return sr_error_set(SR_ERR_INVALID_ARG, "unknown interaction %d; choose dot or dcn",
+                            (int)cfg->interaction);
+    if (cfg->dcn_layers < 1 || cfg->dcn_layers > SR_DCN_MAX_LAYERS)
+        return sr_error_set(SR_ERR_INVALID_ARG, "--dcn-layers %d: give 1 to %d cross layers",
+                            cfg->dcn_layers, SR_DCN_MAX_LAYERS);
+    int64_t n = ((int64_t)cfg->num_sparse + 1) * cfg->embedding_dim;
+    if (cfg->dcn_rank < 1 || cfg->dcn_rank > n)
+        return sr_error_set(SR_ERR_INVALID_ARG,
+                            "--dcn-rank %d: the rank must be 1 to n = (F+1)·D = (%d+1)·%d = %lld, "
+                            "the width of the cross layers' input; HINT: --dcn-rank %lld or less",
+                            cfg->dcn_rank, cfg->num_sparse, cfg->embedding_dim, (long long)n,
+                            (long long)n);
+    return SR_OK;
+}
+
 int sr_dlrm_config_check(const struct sr_dlrm_config *cfg)
 {
     int rc = check_counts(cfg);
@@ -69,7 +93,7 @@ int sr_dlrm_config_check(const struct sr_dlrm_config *cfg)
                             "top MLP ends with width %d; it must end with 1 (the logit), "
                             "e.g. --top-mlp 512-256-1",
                             cfg->top_mlp[cfg->n_top - 1]);
-    return SR_OK;
+    return check_dcn(cfg);
 }
 
 int64_t sr_dlrm_flops_per_sample(const struct sr_dlrm_config *cfg)
@@ -83,6 +107,9 @@ int64_t sr_dlrm_flops_per_sample(const struct sr_dlrm_config *cfg)
         in = cfg->top_mlp[l];
     }
     int64_t F = cfg->num_sparse;
-    macs += F * (F + 1) / 2 * cfg->embedding_dim;
+    if (cfg->interaction == SR_INTERACTION_DCN) /* V and U of every cross layer */
+        macs += 2 * (int64_t)cfg->dcn_layers * cfg->dcn_rank * (F + 1) * cfg->embedding_dim;
+    else
+        macs += F * (F + 1) / 2 * cfg->embedding_dim;
     return 2 * macs;
 }

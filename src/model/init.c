@@ -14,6 +14,10 @@
  * builds the same model without communicating, and renaming or reordering
  * other tensors changes nothing. (The reference draws from numpy's sequential
  * generator, so its values differ; their distribution is the same.)
+ *
+ * DCNv2 cross layers as TorchRec's LowRankCrossNet: V [R, n] and U [n, R]
+ * torch.nn.init.xavier_normal_ (std sqrt(2 / (n + R)) for both), bias zeros,
+ * the normals drawn as above.
  */
 #include <math.h>
 
@@ -25,6 +29,11 @@ static void fill_normal(float *x, int64_t n, double std, uint64_t seed, const ch
     uint64_t stream = sr_rng_stream_of(name);
     for (int64_t k = 0; k < n; k++)
         x[k] = (float)(std * sr_rng_normal(seed, stream, (uint64_t)k));
+}
+
+void sr_init_xavier_normal(float *w, int rows, int cols, uint64_t seed, const char *name)
+{
+    fill_normal(w, (int64_t)rows * cols, sqrt(2.0 / ((double)rows + cols)), seed, name);
 }
 
 void sr_init_linear(float *weight, float *bias, int out, int in, uint64_t seed,

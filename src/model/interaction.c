@@ -23,6 +23,8 @@ int sr_interaction_width(int F, int D)
 
 int sr_dlrm_interaction_dim(const struct sr_dlrm_config *cfg)
 {
+    if (cfg->interaction == SR_INTERACTION_DCN) /* x_L of the cross network (dcn.c) */
+        return (cfg->num_sparse + 1) * cfg->embedding_dim;
     return sr_interaction_width(cfg->num_sparse, cfg->embedding_dim);
 }
 

@@ -36,6 +36,9 @@ void sr_train_config_default(struct sr_train_config *cfg)
     cfg->n_bot = 5;
     memcpy(cfg->top_mlp, top, sizeof top);
     cfg->n_top = 3;
+    cfg->interaction = SR_INTERACTION_DOT;
+    cfg->dcn_layers = 3;
+    cfg->dcn_rank = 0; /* SR_DCN_RANK_DEFAULT, or n when smaller */
     for (int i = 0; i < 26; i++)
         rows[i] = k_rows[i] < 100000 ? k_rows[i] : 100000;
     sr_train_config_set_table_rows(cfg, rows, 26);
@@ -196,6 +199,9 @@ static const struct json_key top_keys[] = {
     {"emb_lr", JSON_KIND_NUMBER, 0, 0},
     {"bot_mlp", JSON_KIND_WIDTHS, 1, 1 << 20},
     {"top_mlp", JSON_KIND_WIDTHS, 1, 1 << 20},
+    {"interaction", JSON_KIND_STRING, 0, 0},
+    {"dcn_layers", JSON_KIND_INT, 1, SR_DCN_MAX_LAYERS},
+    {"dcn_rank", JSON_KIND_INT, 1, 1 << 20},
     {"optimizer", JSON_KIND_STRING, 0, 0},
     {"emb_optimizer", JSON_KIND_STRING, 0, 0},
     {"id_dist", JSON_KIND_STRING, 0, 0},
@@ -463,6 +469,10 @@ static void json_scalars(struct sr_train_config *cfg, const cJSON *root)
         cfg->lr = (float)it->valuedouble;
     if ((it = json_get(root, "emb_lr")))
         cfg->emb_lr = (float)it->valuedouble;
+    if ((it = json_get(root, "dcn_layers")))
+        cfg->dcn_layers = (int)json_i64(it);
+    if ((it = json_get(root, "dcn_rank")))
+        cfg->dcn_rank = (int)json_i64(it);
     json_widths(json_get(root, "bot_mlp"), cfg->bot_mlp, &cfg->n_bot);
     json_widths(json_get(root, "top_mlp"), cfg->top_mlp, &cfg->n_top);
 }
@@ -474,6 +484,8 @@ static int json_strings(struct sr_train_config *cfg, const cJSON *root, const ch
         return json_err(path, "optimizer", "%s", sr_error_message());
     if ((s = json_str(root, "emb_optimizer")) && sr_optim_kind_parse(s, &cfg->emb_optimizer))
         return json_err(path, "emb_optimizer", "%s", sr_error_message());
+    if ((s = json_str(root, "interaction")) && sr_interaction_parse(s, &cfg->interaction))
+        return json_err(path, "interaction", "%s", sr_error_message());
     if ((s = json_str(root, "id_dist")) && sr_id_dist_parse(s, &cfg->id_dist, &cfg->zipf_s))
         return json_err(path, "id_dist", "%s", sr_error_message());
     if ((s = json_str(root, "lr_schedule"))) {
@@ -592,9 +604,10 @@ int sr_train_config_check(const struct sr_train_config *cfg)
     for (int t = 0; t < cfg->num_tables; t++) {
         if (cfg->tables[t].embedding_dim != cfg->embedding_dim)
             return sr_error_set(SR_ERR_INVALID_ARG,
-                                "table '%s' has dim %d but the dot interaction needs every "
+                                "table '%s' has dim %d but the %s interaction needs every "
                                 "table at --embedding-dim %d",
                                 cfg->tables[t].name, cfg->tables[t].embedding_dim,
+                                cfg->interaction == SR_INTERACTION_DCN ? "dcn" : "dot",
                                 cfg->embedding_dim);
     }
     if (cfg->n_eval_data && !cfg->n_data)
@@ -629,6 +642,24 @@ void sr_train_config_dlrm(const struct sr_train_config *cfg, struct sr_dlrm_conf
     out->n_top = cfg->n_top;
     out->num_sparse = cfg->num_features;
     out->embedding_dim = cfg->embedding_dim;
+    out->interaction = cfg->interaction;
+    out->dcn_layers = cfg->dcn_layers;
+    out->dcn_rank = cfg->dcn_rank;
+    if (out->dcn_rank == 0) { /* the default: 512, or the whole width n when smaller */
+        int64_t n = ((int64_t)cfg->num_features + 1) * cfg->embedding_dim;
+        out->dcn_rank = n < SR_DCN_RANK_DEFAULT ? (int)n : SR_DCN_RANK_DEFAULT;
+    }
+}
+
+int sr_interaction_parse(const char *s, enum sr_interaction *out)
+{
+    if (!strcmp(s, "dot"))
+        *out = SR_INTERACTION_DOT;
+    else if (!strcmp(s, "dcn"))
+        *out = SR_INTERACTION_DCN;
+    else
+        return sr_error_set(SR_ERR_INVALID_ARG, "--interaction: '%s'; choose dot or dcn", s);
+    return SR_OK;
 }
 
 void sr_train_config_ebc(struct sr_train_config *cfg, struct sr_ebc_config *out)

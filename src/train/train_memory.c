@@ -116,6 +116,10 @@ static void count_dense(const struct sr_train_config *cfg, struct mem_tally *m)
         params = mem_add(m, params, mem_mul3(m, in + 1, (uint64_t)cfg->top_mlp[l], 1));
         in = (uint64_t)cfg->top_mlp[l];
     }
+    if (dc.interaction == SR_INTERACTION_DCN) { /* per cross layer V, U [R, n] and bias [n] */
+        uint64_t n = (uint64_t)sr_dlrm_interaction_dim(&dc), R = (uint64_t)dc.dcn_rank;
+        params = mem_add(m, params, mem_mul3(m, (uint64_t)dc.dcn_layers, 2 * R + 1, n));
+    }
     mem_count(m, MEM_DENSE, -1, mem_mul3(m, params, 2 + (uint64_t)per_elem, sizeof(float)));
 }
 
@@ -142,6 +146,11 @@ static void count_batch(const struct sr_train_config *cfg, int W, int sharded, s
     bytes = mem_add(m, bytes, mem_mul3(m, BF, D, 16));
     bytes = mem_add(m, bytes, mem_mul3(m, B, width, 12));
     bytes = mem_add(m, bytes, mem_mul3(m, B, top, 4));
+    if (dc.interaction == SR_INTERACTION_DCN) { /* per cross layer x, u, du (n), h, dh (R) */
+        uint64_t n = (uint64_t)sr_dlrm_interaction_dim(&dc), R = (uint64_t)dc.dcn_rank;
+        uint64_t per_layer = mem_add(m, mem_mul3(m, 3, n, 1), mem_mul3(m, 2, R, 1));
+        bytes = mem_add(m, bytes, mem_mul3(m, mem_mul3(m, B, (uint64_t)dc.dcn_layers, 4), per_layer, 1));
+    }
     mem_count(m, MEM_BATCH, -1, bytes);
 }
 

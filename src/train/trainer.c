@@ -150,24 +150,18 @@ static void on_grad_ready(void *ctx, size_t offset, size_t count, sr_stream_t s)
     sr_grad_buckets_ready(ctx, offset, count, s);
 }
 
-/* Linear layers' gradient ranges in the order backward finishes them (the
- * flat block holds weight then bias of each layer, bottom layers first); the
- * DP tables' gradients ride in the last bucket. */
+/* The layers' gradient ranges in the order backward finishes them (the
+ * flat block holds the bottom layers, the cross layers, then the top
+ * layers; backward reports them from the end); the DP tables' gradients
+ * ride in the last bucket. */
 static void init_buckets(struct sr_trainer *t)
 {
-    size_t sizes[2 * SR_MLP_MAX], n, n_dp;
-    int n_layers = sr_dlrm_num_tensors(t->dlrm) / 2;
+    size_t sizes[2 * SR_MLP_MAX + SR_DCN_MAX_LAYERS], n, n_dp, offset;
+    int n_layers = sr_dlrm_num_grad_groups(t->dlrm);
     float *grads = sr_dlrm_grads(t->dlrm, &n);
     float *dp = sr_trainer_emb_dp_grads(t, &n_dp);
-    for (int l = 0; l < n_layers; l++) {
-        const char *name;
-        int ndim;
-        int64_t w[2], b[2];
-        float *data;
-        sr_dlrm_tensor(t->dlrm, 2 * l, &name, &ndim, w, &data);
-        sr_dlrm_tensor(t->dlrm, 2 * l + 1, &name, &ndim, b, &data);
-        sizes[n_layers - 1 - l] = (size_t)(w[0] * w[1] + b[0]);
-    }
+    for (int l = 0; l < n_layers; l++)
+        sr_dlrm_grad_group(t->dlrm, l, &offset, &sizes[n_layers - 1 - l]);
     sr_grad_buckets_init(&t->buckets, t->dense, t->streams.dense, grads, n, dp, n_dp, sizes,
                          n_layers, (size_t)t->cfg->bucket_kib << 10, t->cfg->dense_comm_dtype);
     sr_dlrm_set_grad_ready(t->dlrm, on_grad_ready, t->buckets);

@@ -1,6 +1,7 @@
 /* The dense and dense-optimizer ops of test_backend_ops (cases.h): GEMM in
  * every transpose with alpha/beta and padded strides, the elementwise
- * epilogues, the interaction, the loss; SGD, Adagrad and Adam steps. */
+ * epilogues, the interaction, the DCNv2 cross layer, the loss; SGD, Adagrad
+ * and Adam steps. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -115,16 +116,21 @@ enum dense_op {
     RELU_BIAS_BWD,
     INTER_FWD,
     INTER_BWD,
+    DCN_FWD,
+    DCN_BWD,
     BCE,
 };
+
+#define DENSE_INPUTS 5
 
 struct dense_ctx {
     enum dense_op op;
     int rows, cols, relu; /* rows, cols also: B, F; n = rows * cols */
     int D;
+    int first, accumulate; /* dcn: xl is x0 (NULL; backward: residual), add to dz/demb */
     float scale;
-    float *in[3];
-    size_t in_n[3];
+    float *in[DENSE_INPUTS];
+    size_t in_n[DENSE_INPUTS];
 };
 
 /* Outputs are sized and taken by the op's declaration (ops_dense.h): the
@@ -135,9 +141,9 @@ static void run_dense(struct sr_device *dev, void *ctx, struct ops_case *c, int 
     const struct dense_ctx *x = ctx;
     struct ops_arena a;
     struct ops_regions r;
-    float *p[3] = {NULL, NULL, NULL};
+    float *p[DENSE_INPUTS] = {NULL};
     ops_arena_init(&a, dev);
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < DENSE_INPUTS; i++)
         if (x->in[i])
             p[i] = ops_upload(&a, x->in[i], x->in_n[i] * 4);
     const int R = x->rows, C = x->cols, D = x->D, n = R * C;
@@ -200,6 +206,35 @@ static void run_dense(struct sr_device *dev, void *ctx, struct ops_case *c, int 
         ops_take_region(c, which, &r, "dz", OPS_F32, OPS_TOL, dev);
         ops_take_region(c, which, &r, "demb", OPS_F32, OPS_TOL, dev);
         break;
+    case DCN_FWD: /* z, emb, u, bias, xl (NULL: the first layer) */
+        OPS_REGIONS(&r, dense, dcn_cross_forward, dev, NULL, p[0], p[1], p[2], p[3], p[4], R, C, D,
+                    NULL);
+        out = ops_poisoned(&a, ops_bytes(&r, "y"));
+        sr_op_dense_dcn_cross_forward(dev, NULL, p[0], p[1], p[2], p[3], p[4], R, C, D, out);
+        OPS_REGIONS(&r, dense, dcn_cross_forward, dev, NULL, p[0], p[1], p[2], p[3], p[4], R, C, D,
+                    out);
+        ops_take_region(c, which, &r, "y", OPS_F32, OPS_TOL, dev);
+        break;
+    case DCN_BWD: { /* z, emb, u, bias, dy; dz and demb start as given when accumulating */
+        float *du, *dbias, *dz, *demb;
+        OPS_REGIONS(&r, dense, dcn_cross_backward, dev, NULL, p[0], p[1], p[2], p[3], p[4], R, C,
+                    D, x->first, x->accumulate, NULL, NULL, NULL, NULL);
+        du = ops_poisoned(&a, ops_bytes(&r, "du"));
+        dbias = ops_poisoned(&a, ops_bytes(&r, "dbias"));
+        dz = x->accumulate ? ops_upload(&a, x->in[2], ops_bytes(&r, "dz"))
+                           : ops_poisoned(&a, ops_bytes(&r, "dz"));
+        demb = x->accumulate ? ops_upload(&a, x->in[1], ops_bytes(&r, "demb"))
+                             : ops_poisoned(&a, ops_bytes(&r, "demb"));
+        sr_op_dense_dcn_cross_backward(dev, NULL, p[0], p[1], p[2], p[3], p[4], R, C, D, x->first,
+                                       x->accumulate, du, dbias, dz, demb);
+        OPS_REGIONS(&r, dense, dcn_cross_backward, dev, NULL, p[0], p[1], p[2], p[3], p[4], R, C,
+                    D, x->first, x->accumulate, du, dbias, dz, demb);
+        ops_take_region(c, which, &r, "du", OPS_F32, OPS_TOL, dev);
+        ops_take_region(c, which, &r, "dbias", OPS_F32, sum_tol(R), dev);
+        ops_take_region(c, which, &r, "dz", OPS_F32, OPS_TOL, dev);
+        ops_take_region(c, which, &r, "demb", OPS_F32, OPS_TOL, dev);
+        break;
+    }
     case BCE:
         OPS_REGIONS(&r, dense, bce_with_logits, dev, NULL, p[0], p[1], p[2], n, x->scale, NULL,
                     NULL);
@@ -231,7 +266,7 @@ static float *dense_in(struct dense_ctx *x, struct ops_rng *r, int i, size_t n, 
 static void dense_case(const char *op, const char *name, struct dense_ctx *x)
 {
     ops_check(op, name, run_dense, x);
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < DENSE_INPUTS; i++)
         free(x->in[i]);
 }
 
@@ -298,6 +333,43 @@ static void interaction_cases(void)
     }
 }
 
+/* One cross layer's elementwise ops, the first layer (xl = x0) and a later
+ * one, overwriting and accumulating x0's gradient. When accumulating, dz and
+ * demb start as u's first B·D values and emb's: any values do. */
+static void dcn_cases(void)
+{
+    static const int shapes[][3] = {{256, 26, 16}, {1, 1, 1}, {33, 8, 130}, {7, 3, 5}, {2048, 26, 16}};
+    struct ops_rng r = ops_rng_of("dcn");
+    char name[96];
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        const int B = shapes[s][0], F = shapes[s][1], D = shapes[s][2];
+        const size_t n = sr_dcn_width(F, D);
+        for (int first = 0; first <= 1; first++) {
+            snprintf(name, sizeof name, "B %d F %d D %d%s", B, F, D, first ? " first" : "");
+            struct dense_ctx x = {.op = DCN_FWD, .rows = B, .cols = F, .D = D};
+            dense_in(&x, &r, 0, (size_t)B * D, -1, 1, 0);
+            dense_in(&x, &r, 1, (size_t)B * F * D, -1, 1, 0);
+            dense_in(&x, &r, 2, (size_t)B * n, -1, 1, 0);
+            dense_in(&x, &r, 3, n, -1, 1, 0);
+            if (!first)
+                dense_in(&x, &r, 4, (size_t)B * n, -1, 1, 0);
+            dense_case("dense.dcn_cross_forward", name, &x);
+            for (int acc = 0; acc <= 1; acc++) {
+                snprintf(name, sizeof name, "B %d F %d D %d%s%s", B, F, D,
+                         first ? " residual" : "", acc ? " accumulate" : "");
+                x = (struct dense_ctx){.op = DCN_BWD, .rows = B, .cols = F, .D = D,
+                                       .first = first, .accumulate = acc};
+                dense_in(&x, &r, 0, (size_t)B * D, -1, 1, 0);
+                dense_in(&x, &r, 1, (size_t)B * F * D, -1, 1, 0);
+                dense_in(&x, &r, 2, (size_t)B * n, -1, 1, 0);
+                dense_in(&x, &r, 3, n, -1, 1, 0);
+                dense_in(&x, &r, 4, (size_t)B * n, -1, 1, 0);
+                dense_case("dense.dcn_cross_backward", name, &x);
+            }
+        }
+    }
+}
+
 static void bce_cases(void)
 {
     static const int sizes[] = {2048, 1, 1000};
@@ -328,6 +400,7 @@ void test_dense(void **state)
 {
     elementwise_cases();
     interaction_cases();
+    dcn_cases();
     bce_cases();
     ops_fail_if_any("dense");
 }

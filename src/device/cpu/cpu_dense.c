@@ -1,7 +1,8 @@
 /*
  * CPU dense ops (the table of device/ops_dense.h): GEMM through OpenBLAS's
  * cblas_sgemm (a plain C loop when the build has no BLAS), the linear layer's
- * fused epilogues, ReLU, the DLRM dot interaction and the fused BCE loss.
+ * fused epilogues, ReLU, the DLRM dot interaction, the DCNv2 cross layer's
+ * elementwise parts and the fused BCE loss.
  *
  * Layout: row-major fp32 throughout; the interaction's X for sample b is
  * [z_b, e_b1, ..., e_bF], rows of D floats, z_b in z and the e_bf contiguous
@@ -281,6 +282,53 @@ static void cpu_interaction_backward(struct sr_device *dev, sr_stream_t s, const
     }
 }
 
+/* x0's element c of sample b, x0 = [z_b | emb_b]. */
+static inline float x0_at(const float *zb, const float *eb, int D, int c)
+{
+    return c < D ? zb[c] : eb[c - D];
+}
+
+static void cpu_dcn_cross_forward(struct sr_device *dev, sr_stream_t s, const float *z,
+                                  const float *emb, const float *u, const float *bias,
+                                  const float *xl, int B, int F, int D, float *y)
+{
+    const int n = (F + 1) * D;
+    OMP_FOR
+    for (int b = 0; b < B; b++) {
+        const float *zb = z + (size_t)b * D, *eb = emb + (size_t)b * F * D;
+        const float *ub = u + (size_t)b * n;
+        float *yb = y + (size_t)b * n;
+        for (int c = 0; c < n; c++) {
+            float x0 = x0_at(zb, eb, D, c);
+            yb[c] = x0 * (ub[c] + bias[c]) + (xl ? xl[(size_t)b * n + c] : x0);
+        }
+    }
+}
+
+/* du and x0's share of the gradient, row by row; then dbias, the column
+ * sums of du in row order (bias_grad's split: the same bits for any thread
+ * count). */
+static void cpu_dcn_cross_backward(struct sr_device *dev, sr_stream_t s, const float *z,
+                                   const float *emb, const float *u, const float *bias,
+                                   const float *dy, int B, int F, int D, int residual,
+                                   int accumulate, float *du, float *dbias, float *dz, float *demb)
+{
+    const int n = (F + 1) * D;
+    OMP_FOR
+    for (int b = 0; b < B; b++) {
+        const float *zb = z + (size_t)b * D, *eb = emb + (size_t)b * F * D;
+        const float *ub = u + (size_t)b * n, *dyb = dy + (size_t)b * n;
+        float *dub = du + (size_t)b * n, *dzb = dz + (size_t)b * D, *deb = demb + (size_t)b * F * D;
+        for (int c = 0; c < n; c++) {
+            float g = dyb[c] * (ub[c] + bias[c]) + (residual ? dyb[c] : 0.0f);
+            float *dx0 = c < D ? dzb + c : deb + (c - D);
+            *dx0 = accumulate ? *dx0 + g : g;
+            dub[c] = dyb[c] * x0_at(zb, eb, D, c);
+        }
+    }
+    cpu_bias_grad(dev, s, du, B, n, dbias);
+}
+
 static inline float sigmoid(float x)
 {
     if (x >= 0.0f)
@@ -316,5 +364,7 @@ const struct sr_dense_ops sr_cpu_dense_ops = {
     .relu_bias_backward = cpu_relu_bias_backward,
     .interaction_forward = cpu_interaction_forward,
     .interaction_backward = cpu_interaction_backward,
+    .dcn_cross_forward = cpu_dcn_cross_forward,
+    .dcn_cross_backward = cpu_dcn_cross_backward,
     .bce_with_logits = cpu_bce_with_logits,
 };

@@ -1,7 +1,7 @@
 /*
  * CUDA dense ops (the table of device/ops_dense.h): GEMMs through cuBLASLt,
- * the linear layer's epilogues, ReLU, the DLRM dot interaction and the fused
- * BCE loss.
+ * the linear layer's epilogues, ReLU, the DLRM dot interaction, the DCNv2
+ * cross layer's elementwise parts and the fused BCE loss.
  *
  * GEMM. Matrices are row-major; cuBLASLt is column-major, and a row-major
  * (r, c) matrix with stride ld is the column-major (c, r) matrix with the same
@@ -664,6 +664,77 @@ static void cu_interaction_backward(struct sr_device *dev, sr_stream_t s, const 
     SR_CU_LAUNCHED();
 }
 
+/* ---- DCNv2 cross layer ------------------------------------------------------------ */
+
+/* x0's element c of sample b, x0 = [z_b | emb_b] (n = (F+1) D columns). */
+__device__ static inline float dcn_x0(const float *z, const float *emb, size_t b, int c, int F,
+                                      int D)
+{
+    return c < D ? z[b * D + c] : emb[b * (size_t)F * D + (c - D)];
+}
+
+/* One thread per element of (B, n), grid-stride. */
+__global__ void dcn_cross_forward_kernel(const float *z, const float *emb, const float *u,
+                                         const float *bias, const float *xl, int F, int D,
+                                         size_t total, float *y)
+{
+    const int n = (F + 1) * D;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total;
+         i += (size_t)gridDim.x * blockDim.x) {
+        const size_t b = i / n;
+        const int c = (int)(i - b * n);
+        const float x0 = dcn_x0(z, emb, b, c, F, D);
+        y[i] = x0 * (u[i] + bias[c]) + (xl ? xl[i] : x0);
+    }
+}
+
+/* du = dy x0, and x0's share dy (u + bias) [+ dy] into dz / demb (overwritten
+ * or added to); the bias gradient is du's column sums, a second pass. */
+__global__ void dcn_cross_backward_kernel(const float *z, const float *emb, const float *u,
+                                          const float *bias, const float *dy, int F, int D,
+                                          int residual, int accumulate, size_t total, float *du,
+                                          float *dz, float *demb)
+{
+    const int n = (F + 1) * D;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total;
+         i += (size_t)gridDim.x * blockDim.x) {
+        const size_t b = i / n;
+        const int c = (int)(i - b * n);
+        const float g = dy[i] * (u[i] + bias[c]) + (residual ? dy[i] : 0.0f);
+        float *dx0 = c < D ? dz + b * D + c : demb + b * (size_t)F * D + (c - D);
+        *dx0 = accumulate ? *dx0 + g : g;
+        du[i] = dy[i] * dcn_x0(z, emb, b, c, F, D);
+    }
+}
+
+static void cu_dcn_cross_forward(struct sr_device *dev, sr_stream_t s, const float *z,
+                                 const float *emb, const float *u, const float *bias,
+                                 const float *xl, int B, int F, int D, float *y)
+{
+    const size_t total = (size_t)B * ((size_t)F + 1) * D;
+    if (!total)
+        return;
+    dcn_cross_forward_kernel<<<sr_cu_blocks((long long)total, 256), 256, 0,
+                               sr_cu_stream(dev, s)>>>(z, emb, u, bias, xl, F, D, total, y);
+    SR_CU_LAUNCHED();
+}
+
+static void cu_dcn_cross_backward(struct sr_device *dev, sr_stream_t s, const float *z,
+                                  const float *emb, const float *u, const float *bias,
+                                  const float *dy, int B, int F, int D, int residual,
+                                  int accumulate, float *du, float *dbias, float *dz, float *demb)
+{
+    const int n = (F + 1) * D;
+    const size_t total = (size_t)B * n;
+    if (total) {
+        dcn_cross_backward_kernel<<<sr_cu_blocks((long long)total, 256), 256, 0,
+                                    sr_cu_stream(dev, s)>>>(z, emb, u, bias, dy, F, D, residual,
+                                                            accumulate, total, du, dz, demb);
+        SR_CU_LAUNCHED();
+    }
+    cu_bias_grad(dev, s, du, B, n, dbias); /* fixed-order column sums, as the linear layers' */
+}
+
 /* ---- loss ------------------------------------------------------------------------- */
 
 __device__ static inline float sigmoidf_stable(float x)
@@ -721,5 +792,7 @@ extern "C" const struct sr_dense_ops sr_cuda_dense_ops = {
     .relu_bias_backward = cu_relu_bias_backward,
     .interaction_forward = cu_interaction_forward,
     .interaction_backward = cu_interaction_backward,
+    .dcn_cross_forward = cu_dcn_cross_forward,
+    .dcn_cross_backward = cu_dcn_cross_backward,
     .bce_with_logits = cu_bce_with_logits,
 };
