@@ -393,25 +393,24 @@ static void test_dlrm_grad_hook_and_split(void **state)
     sr_dlrm_free(m);
 }
 
-/* The K model at a batch large enough for every threaded path: two runs
- * from the same state give bit-identical logits, gradients and dpooled. */
-static void test_dlrm_k_bitexact(void **state)
+/* Two runs of forward and backward from the same state, at a batch of 256
+ * (every threaded path): bit-identical logits, dpooled and gradients and a
+ * loss near log 2 a sample. Returns the model's FLOPs per sample. */
+static int64_t check_reruns_bitexact(const struct sr_dlrm_config *cfg, uint64_t seed)
 {
-    struct sr_dlrm_config cfg = k_config();
     enum { B = 256 };
     struct sr_dlrm *m;
-    assert_int_equal(sr_dlrm_init(&m, cpu(), &cfg, B, 1), SR_OK);
+    assert_int_equal(sr_dlrm_init(&m, cpu(), cfg, B, 1), SR_OK);
     size_t n;
     sr_dlrm_params(m, &n);
     float *grads = sr_dlrm_grads(m, NULL);
     float *dense = malloc(sizeof(float) * B * 13), *pooled = malloc(sizeof(float) * B * 416);
     float *dp[2] = {malloc(sizeof(float) * B * 416), malloc(sizeof(float) * B * 416)};
-    float *g0 = malloc(sizeof(float) * n), logits[2][B], labels[B];
-    sr_test_fill(dense, B * 13, 90, 2.0);
-    sr_test_fill(pooled, B * 416, 91, 0.1);
+    float *g0 = malloc(sizeof(float) * n), logits[2][B], labels[B], loss[2];
+    sr_test_fill(dense, B * 13, seed, 2.0);
+    sr_test_fill(pooled, B * 416, seed + 1, 0.1);
     for (int b = 0; b < B; b++)
         labels[b] = (float)(b % 3 == 0);
-    float loss[2];
     for (int run = 0; run < 2; run++) {
         sr_dlrm_forward(m, NULL, dense, pooled, B, logits[run]);
         host_wait();
@@ -426,15 +425,22 @@ static void test_dlrm_k_bitexact(void **state)
     assert_memory_equal(logits[0], logits[1], sizeof(logits[0]));
     assert_memory_equal(dp[0], dp[1], sizeof(float) * B * 416);
     assert_memory_equal(g0, HV(grads), sizeof(float) * n);
-    assert_int_equal(sr_dlrm_flops_per_sample(&cfg),
-                     2 * (13 * 512 + 512 * 256 + 256 * 64 + 64 * 16 + 367 * 512 + 512 * 256 +
-                          256 * 1 + 351 * 16));
     free(dense);
     free(pooled);
     free(dp[0]);
     free(dp[1]);
     free(g0);
     sr_dlrm_free(m);
+    return sr_dlrm_flops_per_sample(cfg);
+}
+
+/* The K model: reruns are bit-identical. */
+static void test_dlrm_k_bitexact(void **state)
+{
+    const struct sr_dlrm_config cfg = k_config();
+    assert_int_equal(check_reruns_bitexact(&cfg, 90),
+                     2 * (13 * 512 + 512 * 256 + 256 * 64 + 64 * 16 + 367 * 512 + 512 * 256 +
+                          256 * 1 + 351 * 16));
 }
 
 /* ---- DCNv2 interaction ---------------------------------------------------- */
@@ -564,48 +570,15 @@ static void test_dcn_grad_hook_and_split(void **state)
     sr_dlrm_free(m);
 }
 
-/* The K model with 3 cross layers of rank 128 at B = 256: reruns are
- * bit-identical (every threaded path of the GEMMs and the cross ops). */
+/* The K model with 3 cross layers of rank 128: reruns are bit-identical
+ * (every threaded path of the GEMMs and the cross ops). */
 static void test_dcn_k_bitexact(void **state)
 {
     struct sr_dlrm_config cfg = k_config();
     cfg.interaction = SR_INTERACTION_DCN, cfg.dcn_layers = 3, cfg.dcn_rank = 128;
-    enum { B = 256 };
-    struct sr_dlrm *m;
-    assert_int_equal(sr_dlrm_init(&m, cpu(), &cfg, B, 1), SR_OK);
-    size_t n;
-    sr_dlrm_params(m, &n);
-    float *grads = sr_dlrm_grads(m, NULL);
-    float *dense = malloc(sizeof(float) * B * 13), *pooled = malloc(sizeof(float) * B * 416);
-    float *dp[2] = {malloc(sizeof(float) * B * 416), malloc(sizeof(float) * B * 416)};
-    float *g0 = malloc(sizeof(float) * n), logits[2][B], labels[B], loss[2];
-    sr_test_fill(dense, B * 13, 92, 2.0);
-    sr_test_fill(pooled, B * 416, 93, 0.1);
-    for (int b = 0; b < B; b++)
-        labels[b] = (float)(b % 3 == 0);
-    for (int run = 0; run < 2; run++) {
-        sr_dlrm_forward(m, NULL, dense, pooled, B, logits[run]);
-        host_wait();
-        const float *loss_dev = sr_dlrm_backward(m, NULL, labels, NULL, B, 1.0f / B, dp[run]);
-        host_wait();
-        loss[run] = *HV(loss_dev);
-        if (run == 0)
-            memcpy(g0, HV(grads), sizeof(float) * n);
-    }
-    assert_true(loss[0] == loss[1]);
-    assert_true(loss[0] > 0.3 * B && loss[0] < 1.5 * B);
-    assert_memory_equal(logits[0], logits[1], sizeof(logits[0]));
-    assert_memory_equal(dp[0], dp[1], sizeof(float) * B * 416);
-    assert_memory_equal(g0, HV(grads), sizeof(float) * n);
-    assert_int_equal(sr_dlrm_flops_per_sample(&cfg),
+    assert_int_equal(check_reruns_bitexact(&cfg, 92),
                      2 * (13 * 512 + 512 * 256 + 256 * 64 + 64 * 16 + 432 * 512 + 512 * 256 +
                           256 * 1 + 3 * 2 * 432 * 128));
-    free(dense);
-    free(pooled);
-    free(dp[0]);
-    free(dp[1]);
-    free(g0);
-    sr_dlrm_free(m);
 }
 
 /* ---- config errors ------------------------------------------------------- */
