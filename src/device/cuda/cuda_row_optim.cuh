@@ -1,6 +1,6 @@
 /*
  * The fused sparse optimizers on one embedding row, for the CUDA kernels of
- * the pooled backward (cuda_embedding.cu) and of the DP tables' update
+ * the pooled backward (cuda_embedding_backward.cu) and of the DP tables' update
  * (cuda_embedding_dp.cu): the device twin of device/cpu/cpu_row_optim.h, so
  * every sharding type applies the same update to a row given the same
  * gradient, on either backend. Formulas: include/shardrec/optim.h.

@@ -1,0 +1,555 @@
+/*
+ * The CUDA embedding backward (device/ops_embedding.h's backward; groups of
+ * lanes and the workspace: cuda_embedding.cuh; the design of hot rows:
+ * docs/architecture.md, "Hot rows"):
+ *
+ * First cub::DeviceRadixSort::SortPairs (LSD radix: stable) of the kept
+ * ids on the R row bits only: the ids of one (table, row) then lie
+ * together and in their table-grouped order (equal rows of
+ * different tables keep their table order), so no pass sorts the
+ * table bits. A run of equal keys is one row's gradient (table
+ * key >> R, row key & (2^R - 1)); no (E, D) gradient exists.
+ * Work follows runs, not positions and not the longest run: each
+ * warp scans 32 sorted positions at a time and its groups take
+ * the tasks found there (for_each_task). With S the hot-row split
+ * (sr_emb_run_split) and tiles of S sorted positions:
+ *   a run of at most S ids: one group sums it in id order
+ *     (BWD_ROWS in flight) and applies the optimizer at once;
+ *   a longer run: one group per piece, its ids within one tile,
+ *     sums the piece into a slot of the workspace, and the run is
+ *     listed (backward_kernel); then one block per listed run adds
+ *     its pieces (its groups each a fixed share, in order, then
+ *     the shares in order) and applies the optimizer
+ *     (finish_kernel).
+ * A hot row with 10^5 ids thus costs 10^5 / S parallel pieces and
+ * a short sum of their partial rows, instead of 10^5 serial steps.
+ * Row-wise Adagrad keeps a row of up to G W columns in registers
+ * (one pass); wider rows are staged in shared memory to sum g² in
+ * the CPU's order.
+ *
+ * Determinism: a run of at most S ids is summed by one group in the order of
+ * the stable sort, which is the CPU's order (table-grouped id order), so it
+ * matches the CPU's rounding; a longer run is summed as fixed pieces (tile
+ * boundaries of the sorted order) added in a fixed order, so reruns are
+ * bit-identical and the result is within rounding of the CPU's. The one
+ * atomic, which appends a long run to the second kernel's list, sums nothing.
+ */
+#include <stdint.h>
+
+#include <cub/device/device_radix_sort.cuh>
+
+#include "device/cuda/cuda_embedding.cuh"
+
+#define BWD_ROWS 4 /* ids of a run in flight per lane */
+
+/* ---- kernels: backward ----------------------------------------------------------- */
+
+template <typename K> struct bwd_params {
+    const struct cu_table *tables;
+    const K *keys;        /* (n) sorted */
+    const uint64_t *vals; /* (n) in the keys' order */
+    const float *dpooled; /* (B, out_dim) */
+    float *partial;       /* (2 ceil(n / split) + 2, pstride) piece sums of long runs */
+    int *long_count;      /* (1) long runs found; zeroed before the first kernel */
+    int *long_starts;     /* (n / (split + 1) + 1) their first sorted positions, any order */
+    int team_offset;      /* finish_kernel: where the team's partial rows start in shared memory */
+    int team_max;         /* finish_kernel: at most this many groups share a long run */
+    int n, max_dim, G, log2G;
+    int split, log2split; /* S: runs of more than S ids are summed in pieces */
+    int pstride;          /* floats of a piece sum: max_dim rounded up to 4 */
+    int row_bits;         /* R: a key is table << R | row */
+    struct sr_cu_optim optim;
+};
+
+/* Columns [c, c + W) of the gradient of ids j, j + 1, ... < end while their
+ * key is `key`: Σ scale_i * dpooled[src_i + c ..], in order. v0 is vals[j],
+ * loaded early by the caller. */
+template <int W, typename K>
+__device__ __forceinline__ sr_cu_vec<W> run_grad(const bwd_params<K> &p, int j, int end, K key,
+                                                 uint64_t v0, int c)
+{
+    sr_cu_vec<W> acc =
+        sr_cu_axpy<W>(sr_cu_zero<W>(), val_scale(v0), sr_cu_ldg<W>(p.dpooled + val_src(v0) + c));
+    for (int m = j + 1;; m += BWD_ROWS) {
+        bool ok[BWD_ROWS];
+        uint64_t v[BWD_ROWS];
+        sr_cu_vec<W> x[BWD_ROWS];
+        K kk[BWD_ROWS];
+#pragma unroll
+        for (int u = 0; u < BWD_ROWS; u++) /* all in flight: past the end, the last key */
+            kk[u] = p.keys[m + u < end ? m + u : end - 1];
+        bool run = true;
+#pragma unroll
+        for (int u = 0; u < BWD_ROWS; u++) {
+            run = run && m + u < end && kk[u] == key;
+            ok[u] = run;
+        }
+        if (!ok[0])
+            return acc;
+#pragma unroll
+        for (int u = 0; u < BWD_ROWS; u++)
+            v[u] = ok[u] ? p.vals[m + u] : 0;
+#pragma unroll
+        for (int u = 0; u < BWD_ROWS; u++)
+            x[u] = ok[u] ? sr_cu_ldg<W>(p.dpooled + val_src(v[u]) + c) : sr_cu_zero<W>();
+#pragma unroll
+        for (int u = 0; u < BWD_ROWS; u++)
+            if (ok[u])
+                acc = sr_cu_axpy<W>(acc, val_scale(v[u]), x[u]);
+        if (!ok[BWD_ROWS - 1])
+            return acc;
+    }
+}
+
+/* The gradient of a run of at most S ids, summed whole (the CPU's order). */
+template <int W, typename K> struct whole_run {
+    const bwd_params<K> &p;
+    int j;
+    K key;
+    uint64_t v0;
+    __device__ __forceinline__ sr_cu_vec<W> operator()(int c) const
+    {
+        return run_grad<W, K>(p, j, p.n, key, v0, c);
+    }
+};
+
+/* The sum of a long run's pieces [a, b) (piece 0 is the start piece, in
+ * slot 2 t0 + 1; piece i > 0 heads tile t0 + i, in slot 2 (t0 + i)), added in
+ * that order, BWD_ROWS in flight. */
+template <int W, typename K> struct piece_sums {
+    const bwd_params<K> &p;
+    int t0, a, b;
+    __device__ __forceinline__ const float *slot(int i, int c) const
+    {
+        return p.partial + (size_t)(i == 0 ? 2 * t0 + 1 : 2 * (t0 + i)) * p.pstride + c;
+    }
+    __device__ __forceinline__ sr_cu_vec<W> operator()(int c) const
+    {
+        sr_cu_vec<W> acc = sr_cu_load<W>(slot(a, c));
+        for (int i = a + 1; i < b; i += BWD_ROWS) {
+            sr_cu_vec<W> x[BWD_ROWS];
+#pragma unroll
+            for (int u = 0; u < BWD_ROWS; u++)
+                x[u] = i + u < b ? sr_cu_load<W>(slot(i + u, c)) : sr_cu_zero<W>();
+#pragma unroll
+            for (int u = 0; u < BWD_ROWS; u++)
+                if (i + u < b)
+                    acc = sr_cu_axpy<W>(acc, 1.0f, x[u]);
+        }
+        return acc;
+    }
+};
+
+/* The gradient of a long run from its team's partial rows (shared memory,
+ * one row of pstride floats per member), added in member order. */
+template <int W> struct team_sums {
+    const float *team;
+    int members, pstride;
+    __device__ __forceinline__ sr_cu_vec<W> operator()(int c) const
+    {
+        sr_cu_vec<W> acc = sr_cu_load<W>(team + c);
+        for (int q = 1; q < members; q++)
+            acc = sr_cu_axpy<W>(acc, 1.0f, sr_cu_load<W>(team + (size_t)q * pstride + c));
+        return acc;
+    }
+};
+
+/* Apply the optimizer to row `row` of tb with the gradient grad(c) of each
+ * chunk. The row's chunks are loaded before its gradient is summed. gs: the
+ * group's shared memory (row-wise Adagrad): gradient (max_dim), weights
+ * (max_dim) and 16 partial sums. */
+template <int W, typename K, int OPT, typename Grad>
+__device__ __forceinline__ void update_row(const bwd_params<K> &p, const struct sr_cu_step &k,
+                                           const struct cu_table &tb, int64_t row,
+                                           const Grad &grad, int lig, unsigned mask, float *gs)
+{
+    const int d = tb.dim;
+    const struct sr_cu_row r = sr_cu_row_of(OPT, tb.weight, tb.state, tb.rows, row, d);
+    float s_old = 0.0f;
+    if constexpr (OPT == SR_OPTIM_ROWWISE_ADAGRAD) {
+        s_old = *r.s;
+        if (d <= p.G * W) {
+            /* One chunk per lane: the row stays in registers, one pass over
+             * it. The group's Σ g² is a fixed shuffle tree to its lane 0,
+             * broadcast, so every lane applies the same rate and reruns give
+             * the same bits (the CPU's 16-partial order is within rounding). */
+            const int c = lig * W;
+            const bool mine = c < d;
+            const sr_cu_vec<W> w = mine ? sr_cu_load_once<W>(r.w + c) : sr_cu_zero<W>();
+            const sr_cu_vec<W> g = mine ? grad(c) : sr_cu_zero<W>();
+            float sq = 0.0f;
+#pragma unroll
+            for (int i = 0; i < W; i++)
+                sq = __fadd_rn(sq, __fmul_rn(g.x[i], g.x[i]));
+            for (int off = p.G / 2; off > 0; off >>= 1)
+                sq = __fadd_rn(sq, __shfl_down_sync(mask, sq, off, p.G));
+            sq = __shfl_sync(mask, sq, 0, p.G);
+            const float s_new = __fadd_rn(s_old, __fdiv_rn(sq, (float)d));
+            if (lig == 0)
+                *r.s = s_new;
+            const float rate = __fdiv_rn(k.lr, __fadd_rn(__fsqrt_rn(s_new), k.eps));
+            if (mine)
+                sr_cu_store_once<W>(r.w + c, sr_cu_rowwise_step<W>(w, rate, g));
+            return;
+        }
+    }
+    for (int c = lig * W; c < d; c += p.G * W) {
+        sr_cu_chunk<W> x = sr_cu_chunk_load<OPT, W>(r, c);
+        sr_cu_vec<W> g = grad(c);
+        if constexpr (OPT == SR_OPTIM_ROWWISE_ADAGRAD) {
+            sr_cu_store<W>(gs + c, g);
+            sr_cu_store<W>(gs + p.max_dim + c, x.w);
+        } else {
+            sr_cu_chunk_update<OPT, W>(k, x, g);
+            sr_cu_chunk_store<OPT, W>(r, c, x);
+        }
+    }
+    if constexpr (OPT == SR_OPTIM_ROWWISE_ADAGRAD) {
+        float *part = gs + 2 * p.max_dim;
+        const float rate = sr_cu_rowwise_rate(k, gs, d, s_old, lig, p.G, mask, part, r.s);
+        for (int c = lig * W; c < d; c += p.G * W) {
+            sr_cu_vec<W> w = sr_cu_load<W>(gs + p.max_dim + c);
+            sr_cu_store<W>(r.w + c, sr_cu_rowwise_step<W>(w, rate, sr_cu_load<W>(gs + c)));
+        }
+    }
+}
+
+template <typename K>
+__device__ __forceinline__ struct cu_table table_of(const bwd_params<K> &p, K key)
+{
+    return p.tables[(uint64_t)key >> p.row_bits];
+}
+
+template <typename K> __device__ __forceinline__ int64_t row_of(const bwd_params<K> &p, K key)
+{
+    return (int64_t)((uint64_t)key & (((uint64_t)1 << p.row_bits) - 1));
+}
+
+/* Whether the run with first id j (key) holds more than S ids. */
+template <typename K>
+__device__ __forceinline__ bool run_is_long(const bwd_params<K> &p, int j, K key)
+{
+    return j + p.split < p.n && p.keys[j + p.split] == key;
+}
+
+/* Whether the run holding tile start j (not the run's first id) is long. */
+template <typename K>
+__device__ __forceinline__ bool continues_long_run(const bwd_params<K> &p, int j, K key)
+{
+    if (p.keys[j - p.split] == key)
+        return true; /* ids j - S .. j: S + 1 of them */
+    int out = j - p.split, in = j; /* the run's first id is in (out, in] */
+    while (in - out > 1) {
+        const int mid = out + (in - out) / 2;
+        if (p.keys[mid] == key)
+            in = mid;
+        else
+            out = mid;
+    }
+    return run_is_long(p, in, key);
+}
+
+/* The end of the long run with first id j: ids j .. j + S are in it. */
+template <typename K> __device__ __forceinline__ int long_run_end(const bwd_params<K> &p, int j, K key)
+{
+    int in = j + p.split, out = p.n;
+    for (long long step = p.split;; step *= 2) { /* gallop, then bisect */
+        const long long probe = in + step;
+        if (probe >= p.n || p.keys[probe] != key) {
+            out = probe < p.n ? (int)probe : p.n;
+            break;
+        }
+        in = (int)probe;
+    }
+    while (out - in > 1) {
+        const int mid = in + (out - in) / 2;
+        if (p.keys[mid] == key)
+            in = mid;
+        else
+            out = mid;
+    }
+    return out;
+}
+
+/* Tasks of the first backward kernel at a sorted position. */
+enum { TASK_NONE, TASK_RUN, TASK_START_PIECE, TASK_HEAD_PIECE };
+
+template <typename K> __device__ __forceinline__ int task_at(const bwd_params<K> &p, int j)
+{
+    if (j >= p.n)
+        return TASK_NONE;
+    const K key = p.keys[j];
+    if (j == 0 || p.keys[j - 1] != key)
+        return run_is_long(p, j, key) ? TASK_START_PIECE : TASK_RUN;
+    if ((j & (p.split - 1)) == 0 && continues_long_run(p, j, key))
+        return TASK_HEAD_PIECE;
+    return TASK_NONE;
+}
+
+/* Each warp takes windows of 32 sorted positions; its lanes find which
+ * positions start a task (one lane each), and the warp's groups take the
+ * tasks together (task i to group i mod 32/G, all groups at once). Work thus follows the tasks,
+ * not the positions: a hot row's skipped positions cost a ballot. */
+template <typename K, typename KindOf, typename Task>
+__device__ __forceinline__ void for_each_task(const bwd_params<K> &p, const KindOf &kind_of,
+                                              const Task &task)
+{
+    const int lane = threadIdx.x & 31, gw = lane >> p.log2G, ngw = 32 >> p.log2G;
+    const int warps = gridDim.x * (blockDim.x >> 5);
+    for (int base = (blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5)) * 32; base < p.n;
+         base += warps * 32) {
+        const int kind = kind_of(base + lane);
+        const unsigned any = __ballot_sync(0xffffffffu, kind != TASK_NONE);
+        const unsigned b1 = __ballot_sync(0xffffffffu, kind & 1);
+        const unsigned b2 = __ballot_sync(0xffffffffu, kind & 2);
+        unsigned m = any;
+        for (int i = 0; i < gw; i++) /* the first gw tasks are other groups' */
+            m &= m - 1;
+        while (m) { /* every group at once, each at its own task */
+            const int bit = __ffs(m) - 1;
+            task(base + bit, (int)((b1 >> bit) & 1) | (int)(((b2 >> bit) & 1) << 1));
+            for (int i = 0; i < ngw; i++)
+                m &= m - 1;
+        }
+    }
+}
+
+/* The sum of a piece (ids j .. < end while the key holds) into its slot. */
+template <int W, typename K>
+__device__ __forceinline__ void piece_store(const bwd_params<K> &p, int j, int end, K key, int slot,
+                                            int lig)
+{
+    const uint64_t v0 = p.vals[j];
+    const int d = table_of(p, key).dim;
+    float *out = p.partial + (size_t)slot * p.pstride;
+    for (int c = lig * W; c < d; c += p.G * W)
+        sr_cu_store<W>(out + c, run_grad<W, K>(p, j, end, key, v0, c));
+}
+
+/* What a thread of a backward kernel knows of its group: its lane in the
+ * group, the group's index in the block and lane mask, the group's shared
+ * memory (row-wise Adagrad) and the step's optimizer constants. */
+struct bwd_group {
+    int lig, grp;
+    unsigned mask;
+    float *gs;
+    struct sr_cu_step k;
+};
+
+template <typename K, int OPT> __device__ __forceinline__ struct bwd_group group_of(const bwd_params<K> &p)
+{
+    extern __shared__ float4 smem4[];
+    const int lane = threadIdx.x & 31, grp = threadIdx.x >> p.log2G;
+    return {lane & (p.G - 1), grp, sr_cu_group_mask(lane, p.G),
+            (float *)smem4 + (size_t)grp * GROUP_SMEM(p.max_dim), sr_cu_step_of<OPT>(p.optim)};
+}
+
+/* First kernel: every run of at most S ids summed and applied by one group;
+ * every piece of a longer run (the run's ids within one tile of S sorted
+ * positions) summed by one group into its slot: the start piece of a run
+ * starting in tile t into slot 2t + 1, the piece at the head of tile t into
+ * slot 2t. At most two pieces start in a tile, so slots never collide. */
+template <int W, typename K, int OPT>
+__global__ void __launch_bounds__(BWD_THREADS) backward_kernel(const bwd_params<K> p)
+{
+    const struct bwd_group g = group_of<K, OPT>(p);
+    const auto kind_of = [&](int j) { return task_at<K>(p, j); };
+    for_each_task(p, kind_of, [&](int j, int task) {
+        const K key = p.keys[j];
+        const int tile = j >> p.log2split;
+        if (task == TASK_RUN) {
+            const whole_run<W, K> grad = {p, j, key, p.vals[j]};
+            update_row<W, K, OPT>(p, g.k, table_of(p, key), row_of(p, key), grad, g.lig, g.mask, g.gs);
+        } else if (task == TASK_START_PIECE) {
+            if (g.lig == 0) /* the list's order decides no sum: each run is its own row's */
+                p.long_starts[atomicAdd(p.long_count, 1)] = j;
+            piece_store<W, K>(p, j, (tile + 1) << p.log2split, key, 2 * tile + 1, g.lig);
+        } else {
+            piece_store<W, K>(p, j, j + p.split < p.n ? j + p.split : p.n, key, 2 * tile, g.lig);
+        }
+    });
+}
+
+/* Second kernel: one block per listed long run (grid-stride over the list).
+ * Its P pieces are split among a team of up to team_max groups, member q
+ * adding pieces [q P / m, (q + 1) P / m) in order into a partial row in
+ * shared memory; then group 0 adds the members' rows in order and applies the
+ * optimizer. The split depends only on P and the block's shape, so reruns
+ * give the same bits. Rows of long runs are not the first kernel's rows. */
+template <int W, typename K, int OPT>
+__global__ void __launch_bounds__(BWD_THREADS) finish_kernel(const bwd_params<K> p)
+{
+    extern __shared__ float4 smem4[];
+    const struct bwd_group g = group_of<K, OPT>(p);
+    float *team = (float *)smem4 + p.team_offset;
+    const int groups = blockDim.x >> p.log2G, count = *p.long_count;
+    for (int i = blockIdx.x; i < count; i += gridDim.x) {
+        const int j = p.long_starts[i];
+        const K key = p.keys[j];
+        const int t0 = j >> p.log2split;
+        const int pieces = ((long_run_end(p, j, key) - 1) >> p.log2split) - t0 + 1;
+        const int members = min(min(groups, p.team_max), pieces);
+        const int d = table_of(p, key).dim;
+        if (g.grp < members) {
+            const piece_sums<W, K> part = {p, t0, g.grp * pieces / members,
+                                           (g.grp + 1) * pieces / members};
+            for (int c = g.lig * W; c < d; c += p.G * W)
+                sr_cu_store<W>(team + (size_t)g.grp * p.pstride + c, part(c));
+        }
+        __syncthreads();
+        if (g.grp == 0) {
+            const team_sums<W> grad = {team, members, p.pstride};
+            update_row<W, K, OPT>(p, g.k, table_of(p, key), row_of(p, key), grad, g.lig, g.mask,
+                                  g.gs);
+        }
+        __syncthreads(); /* the team's rows are free again */
+    }
+}
+
+/* ---- the launch -------------------------------------------------------------------- */
+
+template <typename K> static size_t sort_temp_bytes(int64_t n, int end_bit)
+{
+    size_t bytes = 0;
+    cub::DoubleBuffer<K> keys(NULL, NULL);
+    cub::DoubleBuffer<uint64_t> vals(NULL, NULL);
+    SR_CU_CHECK(cub::DeviceRadixSort::SortPairs(NULL, bytes, keys, vals, (int)n, 0,
+                                                end_bit > 0 ? end_bit : 1));
+    return bytes;
+}
+
+size_t sr_cu_emb_sort_bytes(int64_t n, int end_bit, int key64)
+{
+    return key64 ? sort_temp_bytes<uint64_t>(n, end_bit) : sort_temp_bytes<uint32_t>(n, end_bit);
+}
+
+/* Threads of a backward block: row-wise Adagrad keeps a row per group in
+ * shared memory, so blocks shrink for very wide rows. */
+int sr_cu_emb_bwd_threads(const struct sr_emb_layout *layout, int G, size_t *smem)
+{
+    int threads = BWD_THREADS;
+    *smem = 0;
+    if (layout->optim != SR_OPTIM_ROWWISE_ADAGRAD)
+        return threads;
+    for (;;) {
+        *smem = (size_t)(threads / G) * GROUP_SMEM((size_t)layout->max_dim) * sizeof(float);
+        if (*smem <= SMEM_MAX || threads == 32)
+            break;
+        threads /= 2;
+    }
+    if (*smem > SMEM_MAX)
+        SR_ABORT("embedding dim %d is too wide for the CUDA row-wise Adagrad backward (at most "
+                 "%d); HINT: split the table column-wise",
+                 layout->max_dim, (int)(SMEM_MAX / sizeof(float) - 16) / 2);
+    return threads;
+}
+
+/* Sort the n kept ids by the row bits of their keys (stable); returns which
+ * buffers hold the result. With R = 0 (one-row tables) the table-grouped
+ * order already has each row's ids together. */
+template <typename K> static int sort_kept(const struct ws_view *v, int n, cudaStream_t st)
+{
+    if (v->row_bits == 0 || n < 2)
+        return 0;
+    cub::DoubleBuffer<K> keys((K *)v->key[0], (K *)v->key[1]);
+    cub::DoubleBuffer<uint64_t> vals(v->val[0], v->val[1]);
+    size_t bytes = v->sort_bytes;
+    SR_CU_CHECK(cub::DeviceRadixSort::SortPairs(v->sort, bytes, keys, vals, n, 0, v->row_bits, st));
+    SR_ASSERT(keys.selector == vals.selector);
+    return keys.selector;
+}
+
+template <int W, typename K, int OPT>
+static void launch_backward(const struct sr_device *dev, const bwd_params<K> &p, int threads,
+                            size_t smem, cudaStream_t st)
+{
+    const long long windows = ((long long)p.n + 31) / 32; /* a warp's tasks come 32 ids at a time */
+    const unsigned grid = sr_cu_grid(dev, windows, threads / 32, GRID_PER_SM * FWD_THREADS / threads);
+    const bool may_have_long = p.n > p.split; /* a long run needs more than S ids */
+    if (may_have_long)
+        SR_CU_CHECK(cudaMemsetAsync(p.long_count, 0, sizeof(int), st));
+    backward_kernel<W, K, OPT><<<grid, threads, smem, st>>>(p);
+    SR_CU_LAUNCHED();
+    if (may_have_long) {
+        /* the team's partial rows follow the groups' row-wise Adagrad rows */
+        bwd_params<K> f = p;
+        f.team_offset = (int)(smem / sizeof(float));
+        const size_t row_bytes = (size_t)p.pstride * sizeof(float);
+        const size_t room = SMEM_MAX > smem ? SMEM_MAX - smem : 0;
+        f.team_max = (int)(room / row_bytes < (size_t)(threads / p.G) ? room / row_bytes
+                                                                      : (size_t)(threads / p.G));
+        if (f.team_max < 1)
+            SR_ABORT("embedding dim %d is too wide for the CUDA backward of hot rows (shared memory)",
+                     p.max_dim);
+        const size_t finish_smem = smem + (size_t)f.team_max * row_bytes;
+        const unsigned finish_grid = sr_cu_grid(dev, p.n / (p.split + 1) + 1, 1, 8);
+        finish_kernel<W, K, OPT><<<finish_grid, threads, finish_smem, st>>>(f);
+        SR_CU_LAUNCHED();
+    }
+}
+
+template <int W, typename K>
+static void backward_as(const struct sr_device *dev, const struct sr_emb_layout *layout,
+                        const float *dpooled, const struct sr_emb_update *update,
+                        const struct ws_view *v, int n, cudaStream_t st)
+{
+    const int cur = sort_kept<K>(v, n, st);
+    bwd_params<K> p;
+    p.tables = v->tables;
+    p.keys = (const K *)v->key[cur];
+    p.vals = v->val[cur];
+    p.dpooled = dpooled;
+    p.partial = v->partial;
+    p.long_count = v->long_list;
+    p.long_starts = v->long_list + 1;
+    p.team_offset = 0; /* set for the second kernel at its launch */
+    p.team_max = 1;
+    p.n = n;
+    p.max_dim = layout->max_dim;
+    p.split = v->split;
+    p.log2split = sr_cu_log2(v->split);
+    p.pstride = v->pstride;
+    p.G = sr_cu_group_lanes(layout->max_dim, W);
+    p.log2G = sr_cu_log2(p.G);
+    p.row_bits = v->row_bits;
+    p.optim = sr_cu_optim_of(update);
+    size_t smem;
+    const int threads = sr_cu_emb_bwd_threads(layout, p.G, &smem);
+    switch (layout->optim) {
+    case SR_OPTIM_SGD:
+        launch_backward<W, K, SR_OPTIM_SGD>(dev, p, threads, smem, st);
+        break;
+    case SR_OPTIM_ADAGRAD:
+        launch_backward<W, K, SR_OPTIM_ADAGRAD>(dev, p, threads, smem, st);
+        break;
+    case SR_OPTIM_ROWWISE_ADAGRAD:
+        launch_backward<W, K, SR_OPTIM_ROWWISE_ADAGRAD>(dev, p, threads, smem, st);
+        break;
+    case SR_OPTIM_ADAM:
+        launch_backward<W, K, SR_OPTIM_ADAM>(dev, p, threads, smem, st);
+        break;
+    }
+}
+
+void sr_cu_emb_backward(struct sr_device *dev, const struct sr_emb_layout *layout,
+                        const struct sr_emb_batch *batch, const float *dpooled,
+                        const struct sr_emb_update *update, void *workspace, sr_stream_t s)
+{
+    SR_ASSERT(update->optim.kind == layout->optim);
+    const int64_t n = batch->table_pos[layout->num_tables];
+    SR_ASSERT(n >= 0 && n <= layout->max_values);
+    if (n == 0)
+        return;
+    struct ws_view v;
+    sr_cu_emb_ws_carve(layout, (char *)workspace, 1, &v);
+    cudaStream_t st = sr_cu_stream(dev, s);
+    const int W = sr_cu_emb_vec_width(layout, dpooled, 1);
+    if (W == 4 && v.key64)
+        backward_as<4, uint64_t>(dev, layout, dpooled, update, &v, (int)n, st);
+    else if (W == 4)
+        backward_as<4, uint32_t>(dev, layout, dpooled, update, &v, (int)n, st);
+    else if (v.key64)
+        backward_as<1, uint64_t>(dev, layout, dpooled, update, &v, (int)n, st);
+    else
+        backward_as<1, uint32_t>(dev, layout, dpooled, update, &v, (int)n, st);
+}

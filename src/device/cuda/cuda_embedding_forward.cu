@@ -1,0 +1,243 @@
+/*
+ * The CUDA pooled forward (device/ops_embedding.h's forward; groups of lanes:
+ * cuda_embedding.cuh):
+ *
+ * One group per bag (f, b), all features in one launch. The group
+ * sums the bag's rows in bag order, FWD_ROWS rows in flight per
+ * lane, rounding as the CPU does (pooled is the CPU's bit for
+ * bit), and with keep_ids writes each id's key (table << R | row,
+ * R the bits of the largest table's rows) and value (the pooled
+ * offset it reads its gradient from, and its scale) at the
+ * table-grouped position.
+ *
+ * Determinism: each bag has one group, which sums in bag order.
+ */
+#include <stdint.h>
+
+#include "device/cuda/cuda_embedding.cuh"
+
+#define FWD_ROWS  4    /* rows of a bag in flight per lane */
+#define POS_SMALL 64   /* features whose positions travel in a small launch */
+#define POS_LARGE 3072 /* ... in a large one (24 KiB of arguments) */
+
+/* ---- kernels: forward ------------------------------------------------------------ */
+
+template <typename K> struct fwd_params {
+    const struct cu_table *tables;
+    const struct cu_feature *features;
+    const int64_t *offsets; /* (F*B + 1) */
+    const int64_t *values;  /* (N) */
+    const float *weights;   /* (N) or NULL */
+    float *pooled;          /* (B, out_dim) */
+    K *key;                 /* (N) kept keys, NULL without keep_ids */
+    uint64_t *val;          /* (N) kept values */
+    int batch, nbags, out_dim, G, log2G;
+    int row_bits; /* R: a key is table << R | row */
+    int short_bags; /* forward_short_kernel: at most 2 ids a bag on average, a chunk a lane */
+};
+
+template <int MAXF> struct fwd_pos {
+    int64_t feature_pos[MAXF]; /* the batch's feature_pos */
+};
+/* Σ over the bag's ids [s, e) of w_i * row_i[c .. c + W), in bag order. The
+ * loads of a batch are unconditional (past the end they repeat the last id,
+ * which is not added), so all FWD_ROWS rows are in flight together. */
+template <int W>
+__device__ __forceinline__ sr_cu_vec<W> pool_chunk(const float *weight, int d,
+                                                   const int64_t *values, const float *wts,
+                                                   int64_t s, int64_t e, int c)
+{
+    sr_cu_vec<W> acc = sr_cu_zero<W>();
+    for (int64_t i = s; i < e; i += FWD_ROWS) {
+        int64_t id[FWD_ROWS];
+        float w[FWD_ROWS];
+        sr_cu_vec<W> x[FWD_ROWS];
+#pragma unroll
+        for (int u = 0; u < FWD_ROWS; u++) {
+            const int64_t at = i + u < e ? i + u : e - 1;
+            id[u] = __ldg(values + at);
+            w[u] = wts ? __ldg(wts + at) : 1.0f;
+        }
+#pragma unroll
+        for (int u = 0; u < FWD_ROWS; u++)
+            x[u] = sr_cu_ldg<W>(weight + id[u] * d + c);
+#pragma unroll
+        for (int u = 0; u < FWD_ROWS; u++)
+            if (i + u < e)
+                acc = sr_cu_axpy<W>(acc, w[u], x[u]);
+    }
+    return acc;
+}
+
+/* Record the bag's ids [s, e) at kept positions base + i. */
+template <typename K>
+__device__ __forceinline__ void keep_bag(const fwd_params<K> &p, int64_t base, int64_t s, int64_t e,
+                                         int lig, int src, float inv, uint64_t key_table)
+{
+    for (int64_t i = s + lig; i < e; i += p.G) {
+        const float w = p.weights ? p.weights[i] : 1.0f;
+        p.key[base + i] = (K)(key_table | (uint64_t)p.values[i]);
+        p.val[base + i] = pack_val(src, __fmul_rn(w, inv));
+    }
+}
+
+template <int W, typename K, int MAXF>
+__global__ void __launch_bounds__(FWD_THREADS)
+    forward_kernel(const fwd_params<K> p, const fwd_pos<MAXF> pos)
+{
+    const int lig = threadIdx.x & (p.G - 1);
+    const int groups = blockDim.x >> p.log2G;
+    for (int k = blockIdx.x * groups + (threadIdx.x >> p.log2G); k < p.nbags;
+         k += gridDim.x * groups) {
+        const int f = k / p.batch, b = k - f * p.batch;
+        const struct cu_feature fe = p.features[f];
+        const struct cu_table tb = p.tables[fe.table];
+        const int64_t s = p.offsets[k], e = p.offsets[k + 1];
+        const float inv = fe.mean && e > s ? __fdiv_rn(1.0f, (float)(e - s)) : 1.0f;
+        const int src = b * p.out_dim + fe.col;
+        for (int c = lig * W; c < tb.dim; c += p.G * W) {
+            sr_cu_vec<W> acc = pool_chunk<W>(tb.weight, tb.dim, p.values, p.weights, s, e, c);
+            if (inv != 1.0f)
+                acc = sr_cu_scale<W>(acc, inv);
+            sr_cu_store<W>(p.pooled + src + c, acc);
+        }
+        if (p.key) {
+            const int64_t base = pos.feature_pos[f] - p.offsets[(int64_t)f * p.batch];
+            keep_bag<K>(p, base, s, e, lig, src, inv, (uint64_t)fe.table << p.row_bits);
+        }
+    }
+}
+
+/* The forward of short bags (at most a couple of ids on average, one chunk
+ * of a row per lane): a group takes SHORT_BAGS bags at a time, strided by
+ * the grid, and issues their offsets, their first ids and their first rows
+ * together, so a warp keeps SHORT_BAGS times more rows in flight than one
+ * bag at a time allows; further ids of a bag follow one by one. Sums and
+ * scales are the general kernel's, in bag order. */
+#define SHORT_BAGS 4
+template <int W, typename K, int MAXF>
+__global__ void __launch_bounds__(FWD_THREADS)
+    forward_short_kernel(const fwd_params<K> p, const fwd_pos<MAXF> pos)
+{
+    const int lig = threadIdx.x & (p.G - 1), c = lig * W;
+    const int stride = gridDim.x * (blockDim.x >> p.log2G);
+    for (int k0 = blockIdx.x * (blockDim.x >> p.log2G) + (threadIdx.x >> p.log2G); k0 < p.nbags;
+         k0 += SHORT_BAGS * stride) {
+        int64_t s[SHORT_BAGS], e[SHORT_BAGS];
+        struct cu_table tb[SHORT_BAGS];
+        float w0[SHORT_BAGS];
+        sr_cu_vec<W> x[SHORT_BAGS];
+#pragma unroll
+        for (int u = 0; u < SHORT_BAGS; u++) {
+            const int k = k0 + u * stride;
+            s[u] = k < p.nbags ? p.offsets[k] : 0;
+            e[u] = k < p.nbags ? p.offsets[k + 1] : 0;
+            tb[u] = p.tables[p.features[k < p.nbags ? k / p.batch : 0].table];
+        }
+#pragma unroll
+        for (int u = 0; u < SHORT_BAGS; u++) {
+            const int live = e[u] > s[u] && c < tb[u].dim;
+            const int64_t id = live ? __ldg(p.values + s[u]) : 0;
+            w0[u] = live && p.weights ? __ldg(p.weights + s[u]) : 1.0f;
+            x[u] = live ? sr_cu_ldg<W>(tb[u].weight + id * tb[u].dim + c) : sr_cu_zero<W>();
+        }
+#pragma unroll
+        for (int u = 0; u < SHORT_BAGS; u++) {
+            const int k = k0 + u * stride;
+            if (k >= p.nbags)
+                break;
+            const int f = k / p.batch, b = k - f * p.batch;
+            const struct cu_feature fe = p.features[f];
+            const float inv = fe.mean && e[u] > s[u] ? __fdiv_rn(1.0f, (float)(e[u] - s[u])) : 1.0f;
+            const int src = b * p.out_dim + fe.col;
+            if (c < tb[u].dim) {
+                sr_cu_vec<W> acc = sr_cu_zero<W>();
+                if (e[u] > s[u])
+                    acc = sr_cu_axpy<W>(acc, w0[u], x[u]);
+                for (int64_t i = s[u] + 1; i < e[u]; i++) {
+                    const float wi = p.weights ? __ldg(p.weights + i) : 1.0f;
+                    acc = sr_cu_axpy<W>(acc, wi,
+                                        sr_cu_ldg<W>(tb[u].weight + __ldg(p.values + i) * tb[u].dim + c));
+                }
+                if (inv != 1.0f)
+                    acc = sr_cu_scale<W>(acc, inv);
+                sr_cu_store<W>(p.pooled + src + c, acc);
+            }
+            if (p.key) {
+                const int64_t base = pos.feature_pos[f] - p.offsets[(int64_t)f * p.batch];
+                keep_bag<K>(p, base, s[u], e[u], lig, src, inv, (uint64_t)fe.table << p.row_bits);
+            }
+        }
+    }
+}
+
+/* ---- the launch -------------------------------------------------------------------- */
+
+template <int W, typename K, int MAXF>
+static void launch_forward(const struct sr_device *dev, const fwd_params<K> &p,
+                           const struct sr_emb_batch *batch, int keep, cudaStream_t st)
+{
+    fwd_pos<MAXF> pos;
+    const int F = p.nbags / p.batch;
+    for (int f = 0; f < F; f++)
+        pos.feature_pos[f] = keep ? batch->feature_pos[f] : 0;
+    const int groups = FWD_THREADS / p.G;
+    const unsigned grid = sr_cu_grid(dev, p.nbags, groups, GRID_PER_SM);
+    if (p.short_bags)
+        forward_short_kernel<W, K, MAXF><<<grid, FWD_THREADS, 0, st>>>(p, pos);
+    else
+        forward_kernel<W, K, MAXF><<<grid, FWD_THREADS, 0, st>>>(p, pos);
+    SR_CU_LAUNCHED();
+}
+
+template <int W, typename K>
+static void forward_as(const struct sr_device *dev, const struct sr_emb_layout *layout,
+                       const struct sr_emb_batch *batch, int keep, float *pooled,
+                       const struct ws_view *v, cudaStream_t st)
+{
+    fwd_params<K> p;
+    p.tables = v->tables;
+    p.features = v->features;
+    p.offsets = batch->offsets;
+    p.values = batch->values;
+    p.weights = batch->weights;
+    p.pooled = pooled;
+    p.key = keep ? (K *)v->key[0] : NULL;
+    p.val = keep ? v->val[0] : NULL;
+    p.batch = batch->batch;
+    p.nbags = layout->num_features * batch->batch;
+    p.out_dim = layout->out_dim;
+    p.G = sr_cu_group_lanes(layout->max_dim, W);
+    p.log2G = sr_cu_log2(p.G);
+    p.row_bits = v->row_bits;
+    p.short_bags = batch->num_values <= 2 * (int64_t)p.nbags && layout->max_dim <= p.G * W;
+    if (layout->num_features <= POS_SMALL)
+        launch_forward<W, K, POS_SMALL>(dev, p, batch, keep, st);
+    else if (layout->num_features <= POS_LARGE)
+        launch_forward<W, K, POS_LARGE>(dev, p, batch, keep, st);
+    else
+        SR_ABORT("%d features in one embedding layout; the CUDA forward takes at most %d",
+                 layout->num_features, POS_LARGE);
+}
+
+void sr_cu_emb_forward(struct sr_device *dev, const struct sr_emb_layout *layout,
+                       const struct sr_emb_batch *batch, int keep_ids, float *pooled,
+                       void *workspace, sr_stream_t s)
+{
+    SR_ASSERT(batch->batch <= layout->max_batch && batch->num_values <= layout->max_values);
+    if (batch->batch == 0 || layout->num_features == 0)
+        return;
+    struct ws_view v;
+    sr_cu_emb_ws_carve(layout, (char *)workspace, 0, &v);
+    cudaStream_t st = sr_cu_stream(dev, s);
+    const int W = sr_cu_emb_vec_width(layout, pooled, 0);
+    if (W == 4 && v.key64)
+        forward_as<4, uint64_t>(dev, layout, batch, keep_ids, pooled, &v, st);
+    else if (W == 4)
+        forward_as<4, uint32_t>(dev, layout, batch, keep_ids, pooled, &v, st);
+    else if (v.key64)
+        forward_as<1, uint64_t>(dev, layout, batch, keep_ids, pooled, &v, st);
+    else
+        forward_as<1, uint32_t>(dev, layout, batch, keep_ids, pooled, &v, st);
+}
+
