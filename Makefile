@@ -83,9 +83,19 @@ NVFLAGS += -Werror all-warnings
 endif
 endif
 endif
+# NCCL (comm/comm_nccl.c) needs CUDA and MPI (its bootstrap): nccl.h and
+# libnccl.so are looked for beside the CUDA toolkit and in the system's paths.
 ifneq ($(NO_NCCL),1)
-ifneq ($(wildcard /usr/include/nccl.h /usr/local/cuda/include/nccl.h),)
+ifeq ($(HAVE_CUDA)$(HAVE_MPI),11)
+NCCL_INC := $(firstword $(wildcard $(CUDA_HOME)/include/nccl.h /usr/include/nccl.h /usr/local/include/nccl.h))
+NCCL_LIB := $(firstword $(wildcard $(CUDA_HOME)/lib64/libnccl.so /usr/lib/x86_64-linux-gnu/libnccl.so /usr/lib64/libnccl.so /usr/local/lib/libnccl.so))
+ifneq ($(NCCL_INC),)
+ifneq ($(NCCL_LIB),)
 HAVE_NCCL := 1
+CFLAGS  += -DSR_USE_NCCL -I$(dir $(NCCL_INC))
+LDLIBS  += -L$(dir $(NCCL_LIB)) -Wl,-rpath,$(dir $(NCCL_LIB)) -lnccl
+endif
+endif
 endif
 endif
 # ---- cmocka (tests) -----------------------------------------------------------
@@ -100,7 +110,7 @@ $(call status,OpenMP,$(HAVE_OMP))
 $(call status,cJSON,$(HAVE_CJSON))
 $(call status,MPI,$(HAVE_MPI))
 $(call status,CUDA (nvcc; device/cuda for sm_90),$(HAVE_CUDA))
-$(call status,NCCL - backend not built yet,$(HAVE_NCCL))
+$(call status,NCCL (comm/comm_nccl.c; needs CUDA and MPI),$(HAVE_NCCL))
 $(call status,cmocka (tests),$(HAVE_CMOCKA))
 endif
 ifneq ($(HAVE_CJSON),1)
@@ -197,6 +207,7 @@ endif
 	@sh tests/gpu/require_gpu.sh test-gpu
 	SR_TEST_DEVICE=cuda SR_TEST_BIG=1 $(BUILD)/tests/test_backend_ops
 	BUILD=$(BUILD) sh tests/gpu/check_gpu_train.sh
+	BUILD=$(BUILD) sh tests/gpu/check_nccl_train.sh
 	BUILD=$(BUILD) sh tests/gpu/check_gpu_torch.sh
 
 PREFIX ?= /usr/local

@@ -37,6 +37,7 @@ static const char *const job_flags[] = {"steps",
                                         "log-every",
                                         "metrics",
                                         "ranks-per-node",
+                                        "comm",
                                         "global-batch-size",
                                         "plan",
                                         "sharding",
@@ -267,6 +268,17 @@ int cli_apply_job_flag(struct sr_train_config *cfg, const char *name, const char
         if (sr_wire_dtype_parse(v, dt))
             return sr_error_set(SR_ERR_INVALID_ARG, "--%s: '%s'; choose fp32, fp16 or bf16", name,
                                 v);
+        return SR_OK;
+    }
+    if (!strcmp(name, "comm")) {
+        if (!strcmp(v, "auto"))
+            cfg->comm = SR_COMM_CHOICE_AUTO;
+        else if (!strcmp(v, "mpi"))
+            cfg->comm = SR_COMM_CHOICE_MPI;
+        else if (!strcmp(v, "nccl"))
+            cfg->comm = SR_COMM_CHOICE_NCCL;
+        else
+            return sr_error_set(SR_ERR_INVALID_ARG, "--comm: '%s'; choose auto, mpi or nccl", v);
         return SR_OK;
     }
     if (!strcmp(name, "device")) {

@@ -7,7 +7,8 @@
  * Backends are tables of functions (src/comm/comm_internal.h): comm_single.c
  * (a world of one rank, always built), comm_mpi*.c (CPU transport and
  * bootstrap; a stub that returns SR_ERR_UNSUPPORTED when the build has no
- * MPI), and later comm_nccl.c (GPUs, bootstrapped over MPI).
+ * MPI), and comm_nccl*.c (GPUs, bootstrapped over MPI; a stub that returns
+ * SR_ERR_UNSUPPORTED when the build has no NCCL).
  *
  * Arguments follow NCCL's order after the handle:
  *   (comm, send, recv, count, dtype, op, stream)
@@ -159,6 +160,32 @@ sr_comm_t sr_comm_init_single(void);
  * On error MPI may be initialised: call sr_comm_finalize before exiting.
  */
 int sr_comm_init_mpi(sr_comm_t *world, int *argc, char ***argv, int ranks_per_node);
+/*
+ * The NCCL world over the members of `mpi` (a world from sr_comm_init_mpi,
+ * which stays the caller's; collective over it), each rank driving `dev`, its
+ * CUDA device (the world is bound to it). Collectives on device memory run
+ * through NCCL on the stream they are given, without a host wait; those on
+ * host memory through an MPI communicator of the same members (a dup of
+ * `mpi`), so one communicator takes both. Derived communicators (dup,
+ * split_node, split_cross) are NCCL communicators too (ncclCommSplit).
+ * When `mpi`'s nodes are emulated (ranks_per_node), each emulated node sets
+ * its own NCCL_HOSTID before NCCL starts, so traffic between them takes
+ * NCCL's network transport (on one host: NCCL_SOCKET_IFNAME=lo and
+ * NCCL_IB_DISABLE=1 make that the loopback socket). The deadline holds as
+ * on MPI: a watchdog thread finds the late collective, probes the members,
+ * prints the same message, aborts every NCCL communicator and ends the job.
+ * Returns SR_OK, or (with *world NULL and a message) SR_ERR_UNSUPPORTED: no
+ * NCCL in this build, `dev` is not a CUDA device, two ranks of one node
+ * drive one GPU (NCCL refuses that), or NCCL failed to start;
+ * SR_ERR_INVALID_ARG: `mpi` is not an MPI world.
+ */
+int sr_comm_init_nccl(sr_comm_t *world, sr_comm_t mpi, struct sr_device *dev);
+/* 1 when this build has the NCCL backend. */
+int sr_comm_has_nccl(void);
+/* Collective over `comm` (its host transport): 1 when two of its ranks on one
+ * node drive the same physical device (dev->uid, on one host), with the
+ * lowest such pair in *a, *b; 0 otherwise (also for devices without a uid). */
+int sr_comm_gpu_shared_in_node(sr_comm_t comm, struct sr_device *dev, int *a, int *b);
 /* Shut MPI down (if sr_comm_init_mpi started it). Every MPI communicator must
  * have been freed (else abort). A no-op without MPI. */
 void sr_comm_finalize(void);

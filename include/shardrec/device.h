@@ -105,6 +105,12 @@ struct sr_mem_ops {
     sr_graph_t (*capture_end)(struct sr_device *dev, sr_stream_t s);
     void (*graph_launch)(struct sr_device *dev, sr_graph_t g, sr_stream_t s);
     void (*graph_destroy)(struct sr_device *dev, sr_graph_t g);
+    /* For a library below the layers that takes the backend's own handles
+     * (NCCL in comm/): stream s as the backend's handle (a cudaStream_t),
+     * and making this device the calling thread's current one before that
+     * library's calls. NULL on devices without native streams (the CPU). */
+    void *(*native_stream)(struct sr_device *dev, sr_stream_t s);
+    void (*make_current)(struct sr_device *dev);
 };
 
 struct sr_device {
@@ -127,6 +133,9 @@ struct sr_device {
     void *ctx; /* backend state (handles, workspaces) */
     enum sr_math math; /* dense GEMMs' math mode; set once before the first op */
     uint64_t memory_bytes; /* the device's own memory; 0: the host's (CPU) */
+    /* The physical device across this host's processes (a hash of its UUID:
+     * equal in two processes when they drive one GPU); 0 for the CPU. */
+    uint64_t uid;
 };
 
 /* The registry: the device of `kind` with `ordinal`, created on first use; NULL
@@ -175,6 +184,11 @@ void sr_dev_event_sync(struct sr_device *dev, sr_event_t e);
 int sr_dev_event_query(struct sr_device *dev, sr_event_t e);
 float sr_dev_event_elapsed_ms(struct sr_device *dev, sr_event_t start, sr_event_t end);
 void sr_dev_launch_host_fn(struct sr_device *dev, sr_stream_t s, sr_host_fn fn, void *arg);
+
+/* mem->native_stream(dev, s) and mem->make_current(dev); NULL and a no-op
+ * on a device without them. */
+void *sr_dev_native_stream(struct sr_device *dev, sr_stream_t s);
+void sr_dev_make_current(struct sr_device *dev);
 
 /* Host waits on any device since the process started: the number of
  * sr_dev_sync calls (returned) and of sr_dev_event_sync calls (in

@@ -40,6 +40,15 @@ enum sr_device_choice {
     SR_DEVICE_CHOICE_CUDA = 2,
 };
 
+/* --comm: the transport of a multi-rank job (comm.h). */
+enum sr_comm_choice {
+    SR_COMM_CHOICE_AUTO = 0, /* NCCL when the model is on CUDA and NCCL can run (this build
+                                has it, no two ranks of a node drive one GPU, no emulated
+                                link); else MPI */
+    SR_COMM_CHOICE_MPI = 1,
+    SR_COMM_CHOICE_NCCL = 2,
+};
+
 struct sr_train_config {
     /* model */
     int embedding_dim;                                /* D */
@@ -87,6 +96,7 @@ struct sr_train_config {
                                          threads (--pipeline sparse-dist); 0: automatic */
     /* distribution */
     int ranks_per_node;             /* 0: detect (or SR_RANKS_PER_NODE) */
+    enum sr_comm_choice comm;       /* --comm auto|mpi|nccl */
     int64_t global_batch_size;      /* 0: W * batch_size */
     char plan_path[SR_PATH_MAX];    /* --plan FILE, or "" */
     int sharding;                   /* --sharding type for all, or -1 */

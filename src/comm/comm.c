@@ -388,6 +388,7 @@ static sr_comm_t split_by(sr_comm_t c, const int *color_of, const char *name)
         n += color_of[p] == mine;
     sr_comm_t sub = sr_comm_alloc(n);
     sub->timeout = c->timeout;
+    sub->nodes_emulated = c->nodes_emulated;
     sub->dev = c->dev;
     sub->memory = c->memory;
     if (c->link) {

@@ -74,6 +74,7 @@ struct sr_comm {
     int rank, size;             /* in this communicator */
     int local_rank, local_size; /* among this communicator's ranks on my node */
     int node;                   /* my node index (the world's numbering) */
+    int nodes_emulated;         /* nodes are blocks of ranks_per_node ranks, not detected */
     int *node_of;               /* (W) node index of every member */
     double timeout;             /* base deadline of a collective, seconds; 0: none */
     struct sr_device *dev;      /* whose streams collectives are ordered on; NULL: none */
@@ -121,6 +122,21 @@ void sr_stage_free(sr_comm_t c);
  * staging and no wait. 0 (nothing done) when that does not apply. */
 int sr_stage_local_copy(sr_comm_t c, const void *send, void *recv, size_t bytes,
                         sr_stream_t stream);
+
+/* comm_mpi_probe.c, for a stream-native backend whose communicators each
+ * ride on a host companion, an MPI communicator of the same members
+ * (comm_nccl.c). progress: the collectives the device has started on the
+ * communicator riding on `host`, and the kind running (-1: none), which
+ * other ranks' deadline probes read. report: a collective of that
+ * communicator (`name`, kind, number seq) outlived its deadline (limit
+ * seconds for `bytes`, `waited` so far): probe the members and print the
+ * deadline's message (comm.h); only the first thread of the process to
+ * report returns, any other waits for the job to end. abort_job: MPI_Abort
+ * on the world (the launcher ends every rank). */
+void sr_mpi_device_progress(sr_comm_t host, int64_t started, int kind);
+void sr_mpi_device_report(sr_comm_t host, const char *name, int kind, int64_t seq, double limit,
+                          double bytes, double waited);
+_Noreturn void sr_mpi_abort_job(void);
 
 /* comm.c: block the calling thread on `work` with a backend's `wait`, timed
  * as exposed (a "comm.wait" span on this thread, counters.seconds of the

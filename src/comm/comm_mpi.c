@@ -82,6 +82,7 @@ static void attach(sr_comm_t c, MPI_Comm comm)
     s->comm = comm;
     s->c = c;
     s->cur_kind = -1;
+    s->dev_kind = -1;
     SR_MPI_CHECK(MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN));
     SR_MPI_CHECK(MPI_Comm_rank(comm, &s->rank));
     SR_MPI_CHECK(MPI_Comm_size(comm, &s->size));
@@ -254,6 +255,7 @@ static int find_nodes(sr_comm_t c, MPI_Comm comm, int rpn, const char *source)
                             c->size, source, rpn, rpn, c->size);
     for (int p = 0; p < c->size; p++)
         c->node_of[p] = p / rpn;
+    c->nodes_emulated = 1;
     return SR_OK;
 }
 

@@ -78,6 +78,10 @@ struct mpi_state {
     int64_t started;            /* collectives the worker has started (seq of the last) */
     int cur_kind;               /* kind of the item running now, or -1 */
     int trace_named;            /* the worker has named its trace track */
+    /* A stream-native communicator riding on this one (comm_nccl.c): the
+     * collectives its device has started, and the kind running, or -1. */
+    int64_t dev_started;
+    int dev_kind;
 };
 
 /* ---- comm_mpi_queue.c ---------------------------------------------------------- */

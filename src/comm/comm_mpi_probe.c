@@ -56,6 +56,9 @@ const char *sr_mpi_error_string(int rc)
 #define TAG_QUERY  1         /* probe_comm tags: {id, seq} to a peer, */
 #define TAG_ANSWER 2         /* and its struct answer back */
 #define MAX_LISTED 8         /* missing ranks named one by one in a message */
+/* A probe id's flag: ask about the stream-native communicator riding on the
+ * communicator with that id (its device progress), not about its own queue. */
+#define DEVICE_QUERY ((int64_t)1 << 32)
 
 /* What a probed rank says (int64 words on the wire). */
 struct answer {
@@ -116,10 +119,11 @@ void sr_mpi_sleep_ns(long ns)
 
 /* Ask every other member of s whether it has started collective `seq` of s;
  * answered[p] = 1 for those that answered within SR_COMM_PROBE_S. */
-static void probe(struct mpi_state *s, int64_t seq, struct answer *ans, int *answered)
+static void probe(struct mpi_state *s, int64_t qid, int64_t seq, struct answer *ans,
+                  int *answered)
 {
     int W = s->size, pending = 0;
-    int64_t query[2] = {s->id, seq};
+    int64_t query[2] = {qid, seq};
     MPI_Request *req = sr_calloc(2 * (size_t)W, sizeof *req);
     for (int p = 0; p < W; p++) {
         req[p] = req[W + p] = MPI_REQUEST_NULL;
@@ -145,12 +149,12 @@ static void probe(struct mpi_state *s, int64_t seq, struct answer *ans, int *ans
     sr_free(req); /* requests left pending die with the job */
 }
 
-static const char *comm_name(int id)
+static const char *comm_name(int64_t id)
 {
     const char *name = "?";
     pthread_mutex_lock(&registry_mu);
     for (struct mpi_state *s = registry; s; s = s->next_live)
-        if (s->id == id)
+        if (s->id == (id & ~DEVICE_QUERY))
             name = s->c->name;
     pthread_mutex_unlock(&registry_mu);
     return name;
@@ -189,21 +193,29 @@ static int describe_missing(struct mpi_state *s, int p, int64_t seq, const struc
     return 1;
 }
 
-static void report(struct mpi_state *s, struct sr_comm_work *w, double waited,
-                   const struct answer *ans, const int *answered)
+/* The collective that timed out: what a report names. */
+struct late {
+    const char *name; /* its communicator's */
+    int kind;
+    int64_t seq;
+    double limit, bytes, waited;
+};
+
+static void report(struct mpi_state *s, const struct late *w, const struct answer *ans,
+                   const int *answered)
 {
     static char buf[4096];
     size_t n = sizeof buf, at = 0;
     int64_t step = sr_comm_step();
     put(buf, n, &at, "[rank %d] comm timeout: %s #%lld on communicator '%s' (%d ranks) ",
-        sr_get_rank(), sr_coll_name((enum sr_coll)w->kind), (long long)w->seq, s->c->name,
+        sr_get_rank(), sr_coll_name((enum sr_coll)w->kind), (long long)w->seq, w->name,
         s->size);
     if (step > 0)
         put(buf, n, &at, "at step %lld", (long long)step);
     else
         put(buf, n, &at, "before training step 1");
     put(buf, n, &at, " has not completed after %.1f s (its deadline: %.1f s for %.0f bytes). ",
-        waited, w->limit, w->bytes);
+        w->waited, w->limit, w->bytes);
     int missing = 0;
     for (int pass = 0; pass < 2; pass++)
         for (int p = 0; p < s->size; p++) {
@@ -228,18 +240,47 @@ static void report(struct mpi_state *s, struct sr_comm_work *w, double waited,
     fflush(stderr);
 }
 
-/* Only the first thread of this process to get here ends the job. */
-_Noreturn void sr_mpi_timed_out(struct mpi_state *s, struct sr_comm_work *w, double waited)
+/* Only the first thread of this process to get here reports; any other
+ * waits for it to end the job. */
+static void probe_and_report(struct mpi_state *s, int64_t qid, const struct late *w)
 {
     if (atomic_exchange(&ending, 1))
         for (;;)
             pause();
     struct answer *ans = sr_calloc((size_t)s->size, sizeof *ans);
     int *answered = sr_calloc((size_t)s->size, sizeof *answered);
-    probe(s, w->seq, ans, answered);
-    report(s, w, waited, ans, answered);
+    probe(s, qid, w->seq, ans, answered);
+    report(s, w, ans, answered);
+}
+
+_Noreturn void sr_mpi_timed_out(struct mpi_state *s, struct sr_comm_work *w, double waited)
+{
+    struct late late = {s->c->name, w->kind, w->seq, w->limit, w->bytes, waited};
+    probe_and_report(s, s->id, &late);
+    sr_mpi_abort_job();
+}
+
+_Noreturn void sr_mpi_abort_job(void)
+{
     MPI_Abort(MPI_COMM_WORLD, 1);
     abort(); /* not reached: MPI_Abort ends the process */
+}
+
+void sr_mpi_device_progress(sr_comm_t host, int64_t started, int kind)
+{
+    struct mpi_state *s = host->state;
+    pthread_mutex_lock(&s->mu);
+    s->dev_started = started;
+    s->dev_kind = kind;
+    pthread_mutex_unlock(&s->mu);
+}
+
+void sr_mpi_device_report(sr_comm_t host, const char *name, int kind, int64_t seq, double limit,
+                          double bytes, double waited)
+{
+    struct mpi_state *s = host->state;
+    struct late late = {name, kind, seq, limit, bytes, waited};
+    probe_and_report(s, s->id | DEVICE_QUERY, &late);
 }
 
 static struct answer *answers;     /* (world) one answer buffer per asking rank */
@@ -250,15 +291,22 @@ static int world_size;
 static void fill_answer(int64_t id, struct answer *a)
 {
     *a = (struct answer){.step = sr_comm_step(), .started = -1, .busy_id = -1};
+    const int dev = (id & DEVICE_QUERY) != 0;
     pthread_mutex_lock(&registry_mu);
     for (struct mpi_state *s = registry; s; s = s->next_live) {
         pthread_mutex_lock(&s->mu);
-        if (s->id == id)
-            a->started = s->started;
-        if (s->cur_kind >= 0 && (a->busy_id < 0 || s->id == id)) {
+        const int mine = s->id == (id & ~DEVICE_QUERY);
+        if (mine)
+            a->started = dev ? s->dev_started : s->started;
+        if (s->cur_kind >= 0 && (a->busy_id < 0 || mine)) {
             a->busy_id = s->id;
             a->busy_kind = s->cur_kind;
             a->busy_seq = s->started;
+        }
+        if (s->dev_kind >= 0 && (a->busy_id < 0 || (mine && dev))) {
+            a->busy_id = s->id | DEVICE_QUERY;
+            a->busy_kind = s->dev_kind;
+            a->busy_seq = s->dev_started;
         }
         pthread_mutex_unlock(&s->mu);
     }

@@ -177,6 +177,17 @@ float sr_dev_event_elapsed_ms(struct sr_device *dev, sr_event_t start, sr_event_
     return dev->mem->event_elapsed_ms(dev, start, end);
 }
 
+void *sr_dev_native_stream(struct sr_device *dev, sr_stream_t s)
+{
+    return dev->mem->native_stream ? dev->mem->native_stream(dev, s) : NULL;
+}
+
+void sr_dev_make_current(struct sr_device *dev)
+{
+    if (dev->mem->make_current)
+        dev->mem->make_current(dev);
+}
+
 void sr_dev_launch_host_fn(struct sr_device *dev, sr_stream_t s, sr_host_fn fn, void *arg)
 {
     dev->mem->launch_host_fn(dev, s, fn, arg);

@@ -467,9 +467,12 @@ static void alloc_wire(struct sr_sharded_ebc *s, size_t a2a_recv, size_t twrw_re
         cap = n > cap ? n : cap;
     }
     s->wire_cap = cap;
-    /* pinned host memory: the device's cast ops write and read it */
-    s->wire_send = sr_dev_alloc_host(s->dev, sizeof(uint16_t) * (cap + 1));
-    s->wire_recv = sr_dev_alloc_host(s->dev, sizeof(uint16_t) * (cap + 1));
+    /* where the communicator moves data from; pinned host memory the device's
+     * cast ops write and read for a host-memory one */
+    const size_t bytes = sizeof(uint16_t) * (cap + 1);
+    s->wire_on_device = sr_comm_memory(s->comms.sparse) == SR_COMM_MEMORY_DEVICE;
+    s->wire_send = s->wire_on_device ? sr_dev_alloc(s->dev, bytes) : sr_dev_alloc_host(s->dev, bytes);
+    s->wire_recv = s->wire_on_device ? sr_dev_alloc(s->dev, bytes) : sr_dev_alloc_host(s->dev, bytes);
 }
 
 /* Pieces of the slots of group g that rank r owns, in a (B, out_g(r)) block. */
@@ -686,8 +689,13 @@ void sr_sharded_ebc_free(struct sr_sharded_ebc *s)
                     s->wire_displs, s->local_features};
     for (size_t i = 0; i < sizeof host / sizeof host[0]; i++)
         sr_free(host[i]);
-    sr_dev_free_host(s->dev, s->wire_send);
-    sr_dev_free_host(s->dev, s->wire_recv);
+    if (s->wire_on_device) {
+        sr_dev_free(s->dev, s->wire_send);
+        sr_dev_free(s->dev, s->wire_recv);
+    } else {
+        sr_dev_free_host(s->dev, s->wire_send);
+        sr_dev_free_host(s->dev, s->wire_recv);
+    }
     sr_plan_free(s->plan);
     sr_ebc_config_release(&s->cfg);
     sr_free(s);

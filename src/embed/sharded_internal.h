@@ -192,7 +192,10 @@ struct sr_sharded_ebc {
     size_t twrw_mid_floats;
     size_t *a_counts, *a_displs, *b_counts, *b_displs; /* (W) scratch for all-to-all-v */
     enum sr_dtype wire;              /* pooled payload on the wire: F32, F16 or BF16 */
-    uint16_t *wire_send, *wire_recv; /* (wire_cap) compressed payloads, pinned host; NULL for F32 */
+    uint16_t *wire_send, *wire_recv; /* (wire_cap) compressed payloads, where the sparse
+                                        communicator moves data from (device memory for
+                                        NCCL, else pinned host); NULL for F32 */
+    int wire_on_device;              /* wire_send/recv are device memory */
     size_t wire_cap;
     size_t *wire_scounts, *wire_rcounts, *wire_displs; /* (W) scratch */
 

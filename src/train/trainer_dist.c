@@ -16,6 +16,7 @@
 
 #include "shardrec/alloc.h"
 #include "shardrec/error.h"
+#include "shardrec/log.h"
 #include "shardrec/rng.h"
 #include "shardrec/safetensors.h"
 #include "shardrec/trace.h"
@@ -78,6 +79,7 @@ static const struct setting settings[] = {
     FIELD("--batch-pool", batch_pool),
     FIELD("--cuda-graphs", cuda_graphs),
     FIELD("--ranks-per-node", ranks_per_node),
+    FIELD("--comm", comm),
     FIELD("--global-batch-size", global_batch_size),
     STRING("--plan", plan_path),
     FIELD("--sharding", sharding),
@@ -204,10 +206,45 @@ static int check_settings(sr_comm_t world, const struct sr_train_config *cfg)
     return rc;
 }
 
+/* --comm on an MPI world: keep MPI, or move the world to NCCL (the MPI world
+ * is freed: the NCCL world keeps its own dup of it). Collective: every rank
+ * decides alike (same flags, same build, one GPU check over the world). */
+static int choose_transport(struct sr_trainer *t)
+{
+    const struct sr_train_config *cfg = t->cfg;
+    const int nccl = cfg->comm == SR_COMM_CHOICE_NCCL;
+    if (strcmp(sr_comm_backend_name(t->world), "mpi") != 0 || cfg->comm == SR_COMM_CHOICE_MPI)
+        return SR_OK;
+    if (nccl && cfg->link_gb_per_s > 0)
+        return sr_error_set(SR_ERR_INVALID_ARG,
+                            "--emulate-link shapes the MPI transport; NCCL moves data over the "
+                            "real link (emulated nodes on one host: loopback sockets). HINT: "
+                            "--comm mpi with --emulate-link, or leave --emulate-link out");
+    if (!nccl && (cfg->link_gb_per_s > 0 || t->dev->kind != SR_DEVICE_CUDA || !sr_comm_has_nccl()))
+        return SR_OK;
+    int a = 0, b = 0;
+    if (!nccl && sr_comm_gpu_shared_in_node(t->world, t->dev, &a, &b)) {
+        if (t->rank == 0)
+            sr_log(SR_LOG_INFO, "comm",
+                   "--comm auto: MPI, since ranks %d and %d of node %d drive one GPU (NCCL "
+                   "cannot); --ranks-per-node 1 emulates a node per rank for NCCL",
+                   a, b, sr_comm_node(t->world));
+        return SR_OK;
+    }
+    sr_comm_t world = NULL;
+    int rc = sr_comm_init_nccl(&world, t->world, t->dev);
+    if (rc)
+        return rc;
+    sr_comm_free(t->world);
+    t->world = world;
+    sr_comm_set_timeout(t->world, cfg->comm_timeout);
+    return SR_OK;
+}
+
 int sr_trainer_init_comms(struct sr_trainer *t)
 {
     const struct sr_train_config *cfg = t->cfg;
-    if (sr_comm_is_mpi_launch() || cfg->ranks_per_node > 0) {
+    if (sr_comm_is_mpi_launch() || cfg->ranks_per_node > 0 || cfg->comm == SR_COMM_CHOICE_NCCL) {
         sr_comm_t probe; /* one rank per node: cannot fail on the world size */
         int rc = sr_comm_init_mpi(&probe, NULL, NULL, 1);
         if (rc)
@@ -231,6 +268,8 @@ int sr_trainer_init_comms(struct sr_trainer *t)
     t->world_size = sr_comm_size(t->world);
     sr_comm_set_timeout(t->world, cfg->comm_timeout); /* derived ones inherit it */
     int rc = sr_trainer_select_device(t);
+    if (!rc)
+        rc = choose_transport(t);
     if (rc)
         return rc;
     sr_comm_bind_device(t->world, t->dev); /* and its stream order */
@@ -245,7 +284,7 @@ int sr_trainer_init_comms(struct sr_trainer *t)
 
 void sr_trainer_free_comms(struct sr_trainer *t)
 {
-    int mpi = t->world && strcmp(sr_comm_backend_name(t->world), "mpi") == 0;
+    int mpi = t->world && strcmp(sr_comm_backend_name(t->world), "single") != 0;
     sr_comm_free(t->cross);
     sr_comm_free(t->node);
     sr_comm_free(t->dense);

@@ -76,12 +76,14 @@ int sr_trainer_pipeline_init(struct sr_trainer *t)
     t->streams.sparse = sr_dev_stream_create(t->dev);
     t->streams.dense = sr_dev_stream_create(t->dev);
     t->streams.compute = NULL;
-    int local = sr_sharded_ebc_is_local(t->sebc);
+    /* NCCL's collectives are not captured: its watchdog's events must run */
+    int local = sr_sharded_ebc_is_local(t->sebc) &&
+                strcmp(sr_comm_backend_name(t->world), "nccl") != 0;
     if (t->cfg->cuda_graphs > 0 && !local)
         return sr_error_set(SR_ERR_UNSUPPORTED,
                             "--cuda-graphs covers one rank with every table whole (no plan, or "
-                            "--sharding tw); the sharded step (several ranks or another plan) "
-                            "runs without graphs: leave it out");
+                            "--sharding tw) and no NCCL; the sharded step (several ranks, "
+                            "another plan, or --comm nccl) runs without graphs: leave it out");
     if (p->depth > 0 && t->cfg->cuda_graphs >= 0 && local && sr_dev_has_graphs(t->dev)) {
         p->loss_stage = sr_dev_alloc(t->dev, sizeof(float));
         p->emb_stream = sr_dev_stream_create(t->dev);

@@ -262,6 +262,25 @@ static void cu_graph_destroy(struct sr_device *dev, sr_graph_t g)
     SR_CU_CHECK(cudaGraphExecDestroy((cudaGraphExec_t)g));
 }
 
+static void *cu_native_stream(struct sr_device *dev, sr_stream_t s)
+{
+    return (void *)sr_cu_stream(dev, s);
+}
+
+static void cu_make_current(struct sr_device *dev)
+{
+    SR_CU_CHECK(cudaSetDevice(dev->ordinal));
+}
+
+/* FNV-1a of the GPU's UUID: the same GPU in every process of the host. */
+static uint64_t uuid_hash(const cudaDeviceProp *prop)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < sizeof prop->uuid.bytes; i++)
+        h = (h ^ (uint8_t)prop->uuid.bytes[i]) * 1099511628211ull;
+    return h ? h : 1;
+}
+
 static const struct sr_mem_ops cu_mem_ops = {
     .alloc = cu_alloc,
     .free = cu_free,
@@ -286,6 +305,8 @@ static const struct sr_mem_ops cu_mem_ops = {
     .capture_end = cu_capture_end,
     .graph_launch = cu_graph_launch,
     .graph_destroy = cu_graph_destroy,
+    .native_stream = cu_native_stream,
+    .make_current = cu_make_current,
 };
 
 /* ---- the registry's entry points -------------------------------------------------- */
@@ -358,6 +379,7 @@ static struct sr_device *create(int ordinal)
     dev->ctx = ctx;
     dev->math = SR_MATH_FP32;
     dev->memory_bytes = (uint64_t)prop.totalGlobalMem;
+    dev->uid = uuid_hash(&prop);
     sr_cuda_dense_init(dev);
     return dev;
 }

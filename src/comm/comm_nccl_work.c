@@ -1,0 +1,301 @@
+/*
+ * The NCCL backend's work items and deadline (comm_nccl_internal.h).
+ *
+ * Each collective is enqueued on the caller's stream between two events of
+ * its item: `begin` (the device has reached it) and `end` (its result is in
+ * recv). Nothing here blocks the caller except wait: stream_wait makes the
+ * waiting stream wait for `end`, test queries it. An item returns to the
+ * free list once its handle is released and `end` has completed, when its
+ * device time (begin to end, the device's clock) is added to busy.
+ *
+ * The watchdog, one thread per process polling every WATCH_NS, finishes
+ * items, tells each communicator's companion how far the device has got (what
+ * other ranks' probes read), and keeps the deadline: a collective whose
+ * `begin` completed more than its limit ago without its `end` is late. The
+ * watchdog then probes the members through the companion and prints the
+ * message every backend prints (comm.h), aborts every NCCL communicator of
+ * the process (ncclCommAbort: its kernels stop) and ends the job
+ * (MPI_Abort: the launcher ends every rank, stopped ones included).
+ */
+#ifdef SR_USE_NCCL
+
+#include <stdatomic.h>
+#include <time.h>
+
+#include "shardrec/alloc.h"
+#include "shardrec/clock.h"
+#include "shardrec/device.h"
+#include "shardrec/log.h"
+#include "comm/comm_nccl_internal.h"
+
+#define WATCH_NS 10000000L /* the watchdog's poll period */
+
+/* ---- items ---------------------------------------------------------------------- */
+
+static struct sr_comm_work *get_item(struct nccl_state *s)
+{
+    pthread_mutex_lock(&s->mu);
+    struct sr_comm_work *w = s->free_list;
+    if (w)
+        s->free_list = w->next;
+    pthread_mutex_unlock(&s->mu);
+    if (!w) {
+        w = sr_calloc(1, sizeof *w);
+        w->owner = s;
+        w->begin = sr_dev_event_create(s->dev);
+        w->end = sr_dev_event_create(s->dev);
+    }
+    w->next = NULL;
+    w->host = NULL;
+    w->started_at = 0;
+    w->released = w->finished = 0;
+    return w;
+}
+
+/* Under s->mu: finish the items whose `end` completed (busy time), note
+ * those the device has begun, and free those finished and released. */
+static void reap_locked(struct nccl_state *s, double now)
+{
+    for (struct sr_comm_work **at = &s->flight; *at;) {
+        struct sr_comm_work *w = *at;
+        if (!w->started_at && sr_dev_event_query(s->dev, w->begin)) {
+            w->started_at = now;
+            if (w->seq > s->started)
+                s->started = w->seq;
+        }
+        if (!w->finished && w->started_at && sr_dev_event_query(s->dev, w->end)) {
+            s->busy[w->kind] += 1e-3 * sr_dev_event_elapsed_ms(s->dev, w->begin, w->end);
+            w->finished = 1;
+        }
+        if (w->finished && w->released) {
+            *at = w->next;
+            w->next = s->free_list;
+            s->free_list = w;
+        } else {
+            at = &w->next;
+        }
+    }
+}
+
+struct sr_comm_work *sr_nccl_begin(struct nccl_state *s, int kind, double bytes,
+                                   sr_stream_t stream)
+{
+    struct sr_comm_work *w = get_item(s);
+    w->kind = kind;
+    w->bytes = bytes;
+    w->limit = sr_comm_deadline(s->c, bytes);
+    w->seq = ++s->issued;
+    sr_dev_event_record(s->dev, w->begin, stream);
+    return w;
+}
+
+void sr_nccl_end(struct nccl_state *s, struct sr_comm_work *w, sr_stream_t stream,
+                 sr_comm_work_t *work)
+{
+    sr_dev_event_record(s->dev, w->end, stream);
+    w->released = work == NULL;
+    pthread_mutex_lock(&s->mu);
+    w->next = s->flight;
+    s->flight = w;
+    pthread_mutex_unlock(&s->mu);
+    if (work)
+        *work = w;
+}
+
+sr_comm_work_t sr_nccl_wrap_host(struct nccl_state *s, int kind, sr_comm_work_t host)
+{
+    if (!host)
+        return NULL;
+    struct sr_comm_work *w = get_item(s);
+    w->kind = kind;
+    w->host = host;
+    w->finished = 1;
+    return w;
+}
+
+/* The caller is done with w. */
+static void release(struct nccl_state *s, struct sr_comm_work *w)
+{
+    pthread_mutex_lock(&s->mu);
+    w->released = 1;
+    if (w->host) { /* never in flight */
+        w->next = s->free_list;
+        s->free_list = w;
+    } else {
+        reap_locked(s, sr_clock_seconds());
+    }
+    pthread_mutex_unlock(&s->mu);
+}
+
+int sr_nccl_wait(sr_comm_t c, sr_comm_work_t w)
+{
+    struct nccl_state *s = c->state;
+    SR_ASSERT(w->owner == s && !w->released);
+    int kind = w->kind;
+    if (w->host)
+        s->host->backend->wait(s->host, w->host);
+    else
+        sr_dev_event_sync(s->dev, w->end);
+    release(s, w);
+    return kind;
+}
+
+int sr_nccl_test(sr_comm_t c, sr_comm_work_t w)
+{
+    struct nccl_state *s = c->state;
+    SR_ASSERT(w->owner == s && !w->released);
+    int done = w->host ? s->host->backend->test(s->host, w->host) >= 0
+                       : sr_dev_event_query(s->dev, w->end);
+    if (!done)
+        return -1;
+    int kind = w->kind;
+    release(s, w);
+    return kind;
+}
+
+void sr_nccl_stream_wait(sr_comm_t c, sr_comm_work_t w, sr_stream_t stream)
+{
+    struct nccl_state *s = c->state;
+    SR_ASSERT(w->owner == s && !w->released);
+    if (w->host)
+        s->host->backend->stream_wait(s->host, w->host, stream);
+    else
+        sr_dev_stream_wait_event(s->dev, stream, w->end);
+    release(s, w);
+}
+
+void sr_nccl_busy(sr_comm_t c, double seconds[SR_COLL_COUNT])
+{
+    struct nccl_state *s = c->state;
+    double host[SR_COLL_COUNT] = {0};
+    if (s->host->backend->busy)
+        s->host->backend->busy(s->host, host);
+    pthread_mutex_lock(&s->mu);
+    reap_locked(s, sr_clock_seconds());
+    for (int k = 0; k < SR_COLL_COUNT; k++)
+        seconds[k] = s->busy[k] + host[k];
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* ---- the watchdog ----------------------------------------------------------------- */
+
+static pthread_mutex_t watch_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct nccl_state *watched;
+static pthread_t watchdog;
+static int watchdog_running;
+
+/* Under s->mu: the earliest begun, unfinished item (the one the device is
+ * in), or NULL. */
+static struct sr_comm_work *running_locked(struct nccl_state *s)
+{
+    struct sr_comm_work *first = NULL;
+    for (struct sr_comm_work *w = s->flight; w; w = w->next)
+        if (w->started_at && !w->finished && (!first || w->seq < first->seq))
+            first = w;
+    return first;
+}
+
+/* Every communicator's NCCL aborted (its kernels stop), then the job ends. */
+_Noreturn static void end_job(void)
+{
+    pthread_mutex_lock(&watch_mu);
+    for (struct nccl_state *s = watched; s; s = s->next_live)
+        if (!s->aborted) {
+            s->aborted = 1;
+            ncclCommAbort(s->comm);
+        }
+    pthread_mutex_unlock(&watch_mu);
+    sr_mpi_abort_job();
+}
+
+/* One poll of s: 1 and the late item's facts when its deadline passed. */
+static int poll_one(struct nccl_state *s, double now, struct sr_comm_work *late)
+{
+    pthread_mutex_lock(&s->mu);
+    reap_locked(s, now);
+    struct sr_comm_work *w = running_locked(s);
+    int64_t started = s->started;
+    int is_late = w && w->limit > 0 && now - w->started_at > w->limit;
+    if (is_late)
+        *late = *w;
+    pthread_mutex_unlock(&s->mu);
+    sr_mpi_device_progress(s->host, started, w ? w->kind : -1);
+    return is_late;
+}
+
+static void *watchdog_main(void *arg)
+{
+    struct sr_device *dev = arg;
+    sr_dev_make_current(dev);
+    sr_dev_count_host_waits(0);
+    for (;;) {
+        struct timespec ts = {0, WATCH_NS};
+        nanosleep(&ts, NULL);
+        double now = sr_clock_seconds();
+        struct sr_comm_work late;
+        struct nccl_state *who = NULL;
+        pthread_mutex_lock(&watch_mu);
+        if (!watched) {
+            watchdog_running = 0;
+            pthread_mutex_unlock(&watch_mu);
+            return NULL;
+        }
+        for (struct nccl_state *s = watched; s && !who; s = s->next_live)
+            if (poll_one(s, now, &late))
+                who = s;
+        pthread_mutex_unlock(&watch_mu);
+        if (who) {
+            sr_mpi_device_report(who->host, who->c->name, late.kind, late.seq, late.limit,
+                                 late.bytes, now - late.started_at);
+            end_job();
+        }
+    }
+}
+
+void sr_nccl_watch(struct nccl_state *s)
+{
+    pthread_mutex_lock(&watch_mu);
+    s->next_live = watched;
+    watched = s;
+    if (!watchdog_running) {
+        if (pthread_create(&watchdog, NULL, watchdog_main, s->dev) != 0)
+            SR_ABORT("cannot start the NCCL watchdog thread");
+        pthread_setname_np(watchdog, "sr_nccl_watch");
+        watchdog_running = 1;
+    }
+    pthread_mutex_unlock(&watch_mu);
+}
+
+void sr_nccl_unwatch(struct nccl_state *s)
+{
+    pthread_mutex_lock(&watch_mu);
+    for (struct nccl_state **at = &watched; *at; at = &(*at)->next_live)
+        if (*at == s) {
+            *at = s->next_live;
+            break;
+        }
+    int last = watched == NULL && watchdog_running;
+    pthread_mutex_unlock(&watch_mu);
+    if (last) { /* it sees the empty registry and returns */
+        pthread_join(watchdog, NULL);
+        watchdog = 0;
+    }
+    pthread_mutex_lock(&s->mu);
+    struct sr_comm_work *lists[2] = {s->flight, s->free_list};
+    s->flight = s->free_list = NULL;
+    pthread_mutex_unlock(&s->mu);
+    for (int i = 0; i < 2; i++)
+        for (struct sr_comm_work *w = lists[i], *next; w; w = next) {
+            next = w->next;
+            if (i == 0 && !w->released)
+                SR_ABORT("sr_comm_free: a non-blocking call on communicator '%s' was never "
+                         "waited",
+                         s->c->name);
+            sr_dev_event_sync(s->dev, w->end);
+            sr_dev_event_destroy(s->dev, w->begin);
+            sr_dev_event_destroy(s->dev, w->end);
+            sr_free(w);
+        }
+}
+
+#endif /* SR_USE_NCCL */

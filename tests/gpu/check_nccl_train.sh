@@ -1,0 +1,165 @@
+#!/bin/sh
+# NCCL ranks train as one rank does (comm/comm_nccl.c), on one GPU: each rank
+# its own emulated node (--ranks-per-node 1: shardrec gives each its own
+# NCCL_HOSTID), so NCCL moves their traffic over loopback sockets, as between
+# two hosts.
+#
+#   1. 2, 3 and 4 NCCL ranks against 1 rank (one process on the GPU): the
+#      job of check_gpu_train.sh part 2 (tables of 1..1000 rows, 0-3 ids per
+#      feature, Zipf ids, global batch 48) for 20 steps in fp32 math, every
+#      sharding type and a mixed plan (2 ranks: both pipelines); per-step
+#      losses, evaluations and the final weights within 1e-5 relative. Each
+#      run's summary must name the nccl backend.
+#   2. NCCL against MPI at the same world size (2 ranks, --comm mpi), with
+#      fp32 and with bf16 wires (--comm-dtype, --dense-comm-dtype): the same
+#      results within 1e-5, and the same collectives and bytes per step.
+#   3. The NCCL backend at world size 1 (mpirun -np 1 --comm nccl) gives the
+#      bits of one process: metrics and saved weights identical.
+#   4. The deadline: a SIGSTOPped NCCL rank ends every rank within the
+#      deadline plus 15 s, and a survivor names it (check_mpi_stuck.sh's
+#      training cases with --comm nccl).
+#
+# Stops with exit status 1 when no GPU is visible, the build lacks NCCL, or
+# mpirun is missing. PARTS="1 2" picks parts; KEEP_TMP=1 keeps the logs.
+sr_threads=keep
+. "$(dirname "$0")/../lib.sh"
+bin=${SHARDREC:-$sr_shardrec}
+rtol=${EQUIV_RTOL:-1e-5}
+parts=${PARTS:-1 2 3 4}
+sh "$sr_tests/gpu/require_gpu.sh" check_nccl_train || exit 1
+sr_need_built "$bin"
+command -v mpirun >/dev/null 2>&1 || { echo "check_nccl_train: FAIL: mpirun not found"; exit 1; }
+sr_timeout=300 sr_btl=tcp,self,vader
+# ranks sharing one GPU as separate hosts: NCCL's socket transport on loopback
+export NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_IB_DISABLE=1 NCCL_SOCKET_IFNAME=lo
+export NCCL_NVLS_ENABLE=0
+fail=0
+JOB="--device cuda --math fp32 --table-rows 1,7,50,333,1000,5 --embedding-dim 8
+     --bot-mlp 13-16-8 --top-mlp 16-1 --ids-per-feature 0-3 --id-dist zipf:1.05
+     --global-batch-size 48 --steps 20 --optimizer sgd --lr 0.05 --emb-optimizer adagrad
+     --eval-samples 200 --eval-every 10 --log-every 1 --no-progress"
+
+compare() {
+    python3 "$sr_tests/gpu/compare.py" "$@"
+}
+
+# name np [flags...]: a training run of $JOB on np ranks (np 0: one process,
+# no mpirun) into $tmp/name.{jsonl,st,log}; 1 when it failed.
+run() {
+    name=$1 np=$2
+    shift 2
+    if [ "$np" = 0 ]; then
+        # shellcheck disable=SC2086
+        "$bin" train $JOB "$@" --metrics "$tmp/$name.jsonl" --save-weights "$tmp/$name.st" \
+            >"$tmp/$name.log" 2>&1
+    else
+        # shellcheck disable=SC2086
+        sr_mpirun "$np" "$bin" train $JOB "$@" --metrics "$tmp/$name.jsonl" \
+            --save-weights "$tmp/$name.st" >"$tmp/$name.log" 2>&1
+    fi || {
+        tail -20 "$tmp/$name.log"
+        echo "FAIL $name: the run failed"
+        fail=1
+        return 1
+    }
+}
+
+# name backend: the run's summary names the backend it ran on
+check_backend() {
+    grep -q "^steps [0-9]*, [0-9]* ranks ($2)" "$tmp/$1.log" || {
+        echo "FAIL $1: the summary does not name the $2 backend:"
+        grep -m1 "^steps [0-9]*, " "$tmp/$1.log"
+        fail=1
+        return 1
+    }
+}
+
+# label A B: compare two runs (metrics and weights)
+judge() {
+    if out=$(compare "$tmp/$2.jsonl" "$tmp/$3.jsonl" "$rtol" 20 "$tmp/$2.st" "$tmp/$3.st"); then
+        echo "ok   $1 (rtol $rtol): $out"
+    else
+        echo "FAIL $1 (rtol $rtol): $out"
+        fail=1
+    fi
+}
+
+part1() {
+    run np1 0 || return
+    for np in 2 3 4; do
+        sr_mixed_plan "$np" 1 >"$tmp/plan$np.json"
+        pipes=sparse-dist
+        [ "$np" = 2 ] && pipes="sparse-dist none"
+        for c in dp tw rw cw twrw mixed; do
+            if [ "$c" = mixed ]; then
+                set -- --plan "$tmp/plan$np.json"
+            else
+                set -- --sharding "$c"
+            fi
+            for p in $pipes; do
+                name=nccl$np-$c-$p
+                run "$name" "$np" "$@" --pipeline "$p" --comm nccl --ranks-per-node 1 || continue
+                check_backend "$name" nccl || continue
+                judge "$np NCCL ranks vs 1 rank, $c, --pipeline $p" np1 "$name"
+            done
+        done
+    done
+}
+
+# the collectives and bytes lines of a run's summary
+comm_lines() {
+    grep "^collectives per step\|^bytes sent per step" "$tmp/$1.log" | sed 's/; communication.*//'
+}
+
+part2() {
+    sr_mixed_plan 2 1 >"$tmp/plan2.json"
+    for wire in fp32 bf16; do
+        for c in rw mixed; do
+            if [ "$c" = mixed ]; then
+                set -- --plan "$tmp/plan2.json"
+            else
+                set -- --sharding "$c"
+            fi
+            set -- "$@" --ranks-per-node 1 --comm-dtype $wire --dense-comm-dtype $wire
+            run "m-$wire-$c" 2 "$@" --comm mpi || continue
+            run "n-$wire-$c" 2 "$@" --comm nccl || continue
+            check_backend "n-$wire-$c" nccl || continue
+            judge "NCCL vs MPI, 2 ranks, $c, $wire wires" "m-$wire-$c" "n-$wire-$c"
+            if [ "$(comm_lines "m-$wire-$c")" = "$(comm_lines "n-$wire-$c")" ]; then
+                echo "ok   NCCL vs MPI, $c, $wire wires: the same collectives and bytes per step"
+                comm_lines "n-$wire-$c" | sed 's/^/     /'
+            else
+                echo "FAIL NCCL vs MPI, $c, $wire wires: collectives or bytes per step differ"
+                comm_lines "m-$wire-$c"
+                comm_lines "n-$wire-$c"
+                fail=1
+            fi
+        done
+    done
+}
+
+part3() {
+    [ -f "$tmp/np1.jsonl" ] || run np1 0 || return
+    run nccl1 1 --comm nccl || return
+    check_backend nccl1 nccl || return
+    grep -o '"\(step\|loss\|eval_auc\|eval_logloss\)": *[^,}]*' "$tmp/np1.jsonl" >"$tmp/a1"
+    grep -o '"\(step\|loss\|eval_auc\|eval_logloss\)": *[^,}]*' "$tmp/nccl1.jsonl" >"$tmp/b1"
+    if cmp -s "$tmp/a1" "$tmp/b1" && cmp -s "$tmp/np1.st" "$tmp/nccl1.st"; then
+        echo "ok   NCCL at world size 1: losses, evaluations and weights identical to one process"
+    else
+        echo "FAIL NCCL at world size 1 differs from one process"
+        diff "$tmp/a1" "$tmp/b1" | head -4
+        fail=1
+    fi
+}
+
+part4() {
+    STUCK_FLAGS="--device cuda --comm nccl --ranks-per-node 1" \
+        STUCK_CASES="stop2_last stop3_middle stop4_first" sh "$sr_tests/check_mpi_stuck.sh" ||
+        fail=1
+}
+
+for p in $parts; do
+    part$p
+done
+exit $fail
