@@ -3,7 +3,8 @@
 # ending in one printed table. Run from the repository root on the GPU
 # machine:
 #
-#   bench/gpu.sh [STAGE...]     stages: setup test ceil ops k m d peers (default: all but peers)
+#   bench/gpu.sh [STAGE...]     stages: setup test ceil ops k m d peers twonode
+#                               (default: all but peers and twonode)
 #
 #   setup  unpack the Debian packages in .debs/ the GPU image lacks (cJSON,
 #          cmocka) and build (make all tests bench, BUILD=build-gpu)
@@ -26,6 +27,18 @@
 #          M --tf32, M --emb-opt rowwise_adagrad, each with --id-dist uniform
 #          and --id-dist $ZIPF; set it to a few runs a call to stay within
 #          the device tool's 10 minutes)
+#   twonode  the TorchRec user's two nodes, emulated on the one GPU: 2 NCCL
+#          ranks, each its own node (--ranks-per-node 1, NCCL's socket
+#          transport on loopback). First the link, measured by `shardrec
+#          bench comm`; then workloads M (batch 16384 per rank) and K (2048)
+#          in fp32 math on uniform and $ZIPF ids, each row with the bytes
+#          that crossed the link per step and rank, the link bound (those
+#          bytes over the measured bandwidth) and the exposed communication;
+#          runs are $TWONODE_RUNS (';'-separated "WORKLOAD PIPELINE WIRE",
+#          default M and K with sparse-dist and bf16 wires, M also with
+#          fp32 wires and with --pipeline none); then TorchRec the same way
+#          ($TWONODE_PEERS: ';'-separated runner flags, default M and K on
+#          both id distributions) when its wheels are there (see peers)
 #
 # Timing (as the peer's runner): a pool of 8 batches made before timing
 # (--batch-pool 8) and copied to the device every step, CUDA graphs as by
@@ -67,7 +80,7 @@ train() {
     local dist=$1 label=$2 steps=$3; shift 3
     [ "$dist" = uniform ] || label="$label zipf"
     local log=$OUTDIR/$(echo "$label" | tr -c 'A-Za-z0-9_.-' '_').log
-    timeout "${TRAIN_TIMEOUT:-300}" "$SR" train $COMMON --id-dist "$dist" --steps "$steps" \
+    timeout "${TRAIN_TIMEOUT:-300}" ${LAUNCH:-} "$SR" train $COMMON --id-dist "$dist" --steps "$steps" \
         --log-every "$steps" "$@" >"$log" 2>&1
     local rc=$?
     local line; line=$(grep '^steady state' "$log" | head -1)
@@ -79,6 +92,16 @@ train() {
     ms=$(echo "$line" | sed -E 's/.* ([0-9.]+) ms per step.*/\1/')
     sps=$(echo "$line" | sed -E 's/.*step, ([0-9]+) samples.*/\1/')
     row "$label" "$(printf '%8.3f ms/step %12s samples/s' "$ms" "$sps")"
+    [ -z "${LINK_GB_S:-}" ] && return
+    # bytes sent per step: intra-node X KiB, inter-node Y KiB; communication E ms exposed of B ms busy
+    echo "$(grep '^bytes sent per step' "$log" | head -1)" | awk -v bw="$LINK_GB_S" -v ms="$ms" '{
+        for (i = 1; i <= NF; i++) {
+            if ($i == "inter-node") inter = $(i + 1)
+            if ($i == "exposed") exposed = $(i - 2)
+        }
+        bound = inter * 1024 / (bw * 1e9) * 1e3
+        printf "%-44s %8.1f MB across the link/step/rank, link bound %.1f ms (step %.2fx it), exposed comm %s ms\n",
+            "  link", inter * 1024 / 1e6, bound, (bound > 0 ? ms / bound : 0), exposed }' | tee -a "$TABLE"
 }
 
 # The same run on uniform ids, then on $ZIPF.
@@ -111,6 +134,32 @@ split_sweep() {
                 "$OUTDIR/split_L${L}_$c.txt" | tee -a "$TABLE"
         done
     done
+}
+
+# TorchRec's runner ($runner) and wheels installed into /tmp/site (once);
+# else a row saying why not and status 1.
+torchrec_ready() {
+    [ -n "${TORCHREC_OK:-}" ] && return 0
+    local whl=${PEER_WHL:-} r
+    if [ -z "$whl" ] && ls /tmp/whl/fbgemm_gpu-*.whl >/dev/null 2>&1; then
+        whl=/tmp/whl
+    fi
+    runner=
+    for r in "${PEERS:-.peers}/torchrec_gpu.py" shared/peers/torchrec_gpu.py ../shared/peers/torchrec_gpu.py; do
+        [ -f "$r" ] && { runner=$r; break; }
+    done
+    if [ -z "$runner" ]; then
+        row "TorchRec" "not run (no torchrec_gpu.py in ${PEERS:-.peers}/ or shared/peers/)"
+    elif [ ! -d "$whl" ]; then
+        row "TorchRec" "not run (no wheels: PEER_WHL, or /tmp/whl from bench/peer_wheel_piece.sh)"
+    elif ! python3 -m pip install -q --no-index --no-deps --target /tmp/site "$whl"/*.whl >"$OUTDIR/pip.log" 2>&1; then
+        row "TorchRec" "not run (pip install from $whl failed: $(tail -1 "$OUTDIR/pip.log"))"
+    else
+        export PYTHONPATH=/tmp/site
+        TORCHREC_OK=1
+        return 0
+    fi
+    return 1
 }
 
 for st in "${stages[@]}"; do
@@ -180,22 +229,7 @@ for st in "${stages[@]}"; do
         else
             row "DLRM reference" "not run (no $PEERS/dlrm)"
         fi
-        whl=${PEER_WHL:-}
-        if [ -z "$whl" ] && ls /tmp/whl/fbgemm_gpu-*.whl >/dev/null 2>&1; then
-            whl=/tmp/whl
-        fi
-        runner=
-        for r in "$PEERS/torchrec_gpu.py" shared/peers/torchrec_gpu.py ../shared/peers/torchrec_gpu.py; do
-            [ -f "$r" ] && { runner=$r; break; }
-        done
-        if [ -z "$runner" ]; then
-            row "TorchRec" "not run (no torchrec_gpu.py in $PEERS/ or shared/peers/)"
-        elif [ ! -d "$whl" ]; then
-            row "TorchRec" "not run (no wheels: PEER_WHL, or /tmp/whl from bench/peer_wheel_piece.sh)"
-        elif ! python3 -m pip install -q --no-index --no-deps --target /tmp/site "$whl"/*.whl >"$OUTDIR/pip.log" 2>&1; then
-            row "TorchRec" "not run (pip install from $whl failed: $(tail -1 "$OUTDIR/pip.log"))"
-        else
-            export PYTHONPATH=/tmp/site
+        if torchrec_ready; then
             default_runs=
             for w in "K" "M" "M --tf32" "M --emb-opt rowwise_adagrad"; do
                 default_runs+="$w --id-dist uniform;$w --id-dist $ZIPF;"
@@ -204,6 +238,38 @@ for st in "${stages[@]}"; do
             for w in "${runs[@]}"; do
                 l=$(timeout 400 torchrun --nproc_per_node 1 "$runner" --workload $w 2>&1 | tail -1)
                 row "TorchRec $w" "$l"
+            done
+        fi
+        ;;
+    twonode)
+        export NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_IB_DISABLE=1 NCCL_SOCKET_IFNAME=lo
+        MPIRUN="mpirun --allow-run-as-root --oversubscribe --bind-to none -np 2"
+        timeout 300 $MPIRUN "$SR" bench comm --ranks-per-node 1 --comm nccl --device cuda \
+            --out "$OUTDIR/link.json" >"$OUTDIR/bench_comm.txt" 2>&1 ||
+            row "bench comm (2 ranks, 2 nodes)" "FAILED ($(tail -1 "$OUTDIR/bench_comm.txt"))"
+        cat "$OUTDIR/bench_comm.txt"
+        LINK_GB_S=$(python3 -c 'import json,sys; l=json.load(open(sys.argv[1]))["links"]; print(list(l.values())[0]["bandwidth_gb_s"])' "$OUTDIR/link.json" 2>/dev/null)
+        row "link (bench comm, all-to-all busbw)" "${LINK_GB_S:-unknown} GB/s"
+        IFS=';' read -r -a tn <<<"${TWONODE_RUNS:-M sparse-dist bf16;M sparse-dist fp32;M none bf16;K sparse-dist bf16;K sparse-dist fp32}"
+        for r in "${tn[@]}"; do
+            read -r w pipe wire <<<"$r"
+            if [ "$w" = M ]; then set -- "$STEPS_M" $M_FLAGS --batch-size 16384; else set -- "$STEPS_K" $K_FLAGS --batch-size 2048; fi
+            LAUNCH=$MPIRUN both "2 nodes $w b/rank fp32 $pipe $wire" "$@" --emb-optimizer sgd \
+                --comm nccl --ranks-per-node 1 --pipeline "$pipe" --comm-dtype "$wire" \
+                --dense-comm-dtype "$wire"
+        done
+        LINK_GB_S=
+        if torchrec_ready; then
+            IFS=';' read -r -a tp <<<"${TWONODE_PEERS:-M --id-dist uniform;M --id-dist $ZIPF;K --id-dist uniform;K --id-dist $ZIPF}"
+            for w in "${tp[@]}"; do
+                for r in 0 1; do
+                    MASTER_ADDR=127.0.0.1 MASTER_PORT=29611 RANK=$r WORLD_SIZE=2 LOCAL_RANK=0 \
+                        LOCAL_WORLD_SIZE=1 NCCL_HOSTID=emu$r timeout 400 python3 "$runner" \
+                        --workload $w --nodes-as-ranks --ranks-per-gpu 2 --steps 40 --warmup 10 \
+                        >"$OUTDIR/tr2_$r.log" 2>&1 &
+                done
+                wait
+                row "TorchRec 2 nodes $w" "$(tail -1 "$OUTDIR/tr2_0.log")"
             done
         fi
         ;;

@@ -47,11 +47,12 @@
 
 /* Before an output-dist collective: the device's work that wrote `send` must
  * be done. A bound communicator waits for the stream itself; compressed
- * payloads are also cast before the communicator sees them, so wait here
- * (output_wire.c). */
+ * payloads are also cast before the communicator sees them, which a
+ * device-memory one orders on the stream too, but a host-memory one needs
+ * waited for here (output_wire.c). */
 static void before_wire(struct sr_sharded_ebc *s, sr_comm_t comm, sr_stream_t stream)
 {
-    if (s->wire != SR_DTYPE_F32)
+    if (s->wire != SR_DTYPE_F32 && !s->wire_on_device)
         sr_dev_sync(s->dev, stream);
     else
         sr_sharded_before_collective(s, comm, stream);

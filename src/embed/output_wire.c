@@ -21,15 +21,17 @@
  *                          buffers they stand for (same displacements)
  *   wire_scounts, wire_rcounts, wire_displs   (W) scratch
  *
- * Stream order: the casts run on the default stream of s->dev, where the
+ * Stream order: the casts run on the batch context's stream, where the
  * output dist's device ops run before and after these calls, so results are
- * stream-ordered and nothing here waits for them. One wait remains: the
- * wire buffers are shared by every output-dist exchange (of every batch
- * context), and on a
- * host-memory communicator the previous exchange's arrival (a host function
- * on the stream that waits for its collective, then the casts) must have run
- * before this one packs over them; so each compressed call first
- * synchronises the stream (a no-op on the immediate CPU device).
+ * stream-ordered and nothing here waits for them. The wire buffers are
+ * shared by every output-dist exchange (of every batch context), so the
+ * previous exchange's arrival (its collective, then the casts) must have
+ * run before this one packs over them. On a device-memory (NCCL)
+ * communicator the streams see to it: each exchange ends by recording
+ * wire_done, and one on another stream first waits for it. On a
+ * host-memory communicator that arrival is a host function on the stream
+ * that waits for its collective, so each compressed call synchronises the
+ * stream first (a no-op on the immediate CPU device).
  */
 #include "shardrec/comm_compressed.h"
 #include "shardrec/device.h"
@@ -41,11 +43,24 @@ static struct sr_compressed wire_of(struct sr_sharded_ebc *s)
                               s->wire_scounts, s->wire_rcounts, s->wire_displs);
 }
 
-/* The shared wire buffers are free again (see above). */
+/* The shared wire buffers are free again for an exchange on `stream` (see
+ * above). */
 static void wire_free(struct sr_sharded_ebc *s, sr_stream_t stream)
 {
-    if (s->wire != SR_DTYPE_F32)
+    if (!s->wire_on_device)
         sr_dev_sync(s->dev, stream);
+    else if (s->wire_stream && s->wire_stream != stream)
+        sr_dev_stream_wait_event(s->dev, stream, s->wire_done);
+}
+
+/* An exchange on `stream` is issued: the next one on another stream waits
+ * for its end. */
+static void wire_used(struct sr_sharded_ebc *s, sr_stream_t stream)
+{
+    if (!s->wire_on_device)
+        return;
+    sr_dev_event_record(s->dev, s->wire_done, stream);
+    s->wire_stream = stream;
 }
 
 void sr_wire_all_to_allv(struct sr_sharded_ebc *s, sr_comm_t comm, const float *send,
@@ -63,6 +78,7 @@ void sr_wire_all_to_allv(struct sr_sharded_ebc *s, sr_comm_t comm, const float *
     wire_free(s, stream);
     sr_compressed_all_to_allv(&x, comm, send, send_counts, send_displs, recv, recv_counts,
                               recv_displs, stream);
+    wire_used(s, stream);
 }
 
 void sr_wire_reduce_scatter(struct sr_sharded_ebc *s, sr_comm_t comm, const float *send,
@@ -76,6 +92,7 @@ void sr_wire_reduce_scatter(struct sr_sharded_ebc *s, sr_comm_t comm, const floa
     struct sr_compressed x = wire_of(s);
     wire_free(s, stream);
     sr_compressed_reduce_scatter(&x, comm, send, recv, count, stream);
+    wire_used(s, stream);
 }
 
 void sr_wire_all_gather(struct sr_sharded_ebc *s, sr_comm_t comm, const float *send, float *recv,
@@ -89,4 +106,5 @@ void sr_wire_all_gather(struct sr_sharded_ebc *s, sr_comm_t comm, const float *s
     struct sr_compressed x = wire_of(s);
     wire_free(s, stream);
     sr_compressed_all_gather(&x, comm, send, recv, count, stream);
+    wire_used(s, stream);
 }

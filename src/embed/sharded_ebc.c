@@ -473,6 +473,8 @@ static void alloc_wire(struct sr_sharded_ebc *s, size_t a2a_recv, size_t twrw_re
     s->wire_on_device = sr_comm_memory(s->comms.sparse) == SR_COMM_MEMORY_DEVICE;
     s->wire_send = s->wire_on_device ? sr_dev_alloc(s->dev, bytes) : sr_dev_alloc_host(s->dev, bytes);
     s->wire_recv = s->wire_on_device ? sr_dev_alloc(s->dev, bytes) : sr_dev_alloc_host(s->dev, bytes);
+    if (s->wire_on_device)
+        s->wire_done = sr_dev_event_create(s->dev);
 }
 
 /* Pieces of the slots of group g that rank r owns, in a (B, out_g(r)) block. */
@@ -690,6 +692,7 @@ void sr_sharded_ebc_free(struct sr_sharded_ebc *s)
     for (size_t i = 0; i < sizeof host / sizeof host[0]; i++)
         sr_free(host[i]);
     if (s->wire_on_device) {
+        sr_dev_event_destroy(s->dev, s->wire_done);
         sr_dev_free(s->dev, s->wire_send);
         sr_dev_free(s->dev, s->wire_recv);
     } else {

@@ -196,6 +196,9 @@ struct sr_sharded_ebc {
                                         communicator moves data from (device memory for
                                         NCCL, else pinned host); NULL for F32 */
     int wire_on_device;              /* wire_send/recv are device memory */
+    sr_event_t wire_done;            /* the last compressed exchange's end, on wire_stream
+                                        (device memory only) */
+    sr_stream_t wire_stream;         /* where it ran; NULL before the first */
     size_t wire_cap;
     size_t *wire_scounts, *wire_rcounts, *wire_displs; /* (W) scratch */
 
