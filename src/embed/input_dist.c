@@ -53,6 +53,12 @@
 #define FLAG_ERROR   SR_SPARSE_DIST_ERROR
 #define FLAG_END     SR_SPARSE_DIST_END
 
+/* The communicator of the input dist (sharded_ebc.h). */
+static sr_comm_t in_comm(const struct sr_sharded_ebc *s)
+{
+    return s->comms.input ? s->comms.input : s->comms.sparse;
+}
+
 /* The device's view of the batch (on the CPU, the KJT's own arrays). */
 static struct sr_sparse_dist_kjt kjt_view(const struct sr_kjt *kjt)
 {
@@ -141,8 +147,8 @@ void sr_input_dist_counts_start(struct sr_sharded_ebc *s, struct sr_sharded_ebc_
     if (b->count_send_host != b->count_send)
         sr_dev_copy(s->dev, b->count_send_host, b->count_send,
                     sizeof(int64_t) * (size_t)s->sd_layout.count_words, b->stream);
-    sr_sharded_before_collective(s, s->comms.sparse, b->stream);
-    sr_comm_all_to_allv(s->comms.sparse, b->count_send_host, b->send_counts, b->send_displs,
+    sr_sharded_before_collective(s, in_comm(s), b->stream);
+    sr_comm_all_to_allv(in_comm(s), b->count_send_host, b->send_counts, b->send_displs,
                         b->count_recv_host, b->recv_counts, b->recv_displs, SR_DTYPE_I64, b->stream,
                         &b->counts_work);
 }
@@ -244,7 +250,7 @@ static void batch_meta(struct sr_sharded_ebc *s, struct sr_sharded_ebc_batch *b)
 
 int sr_input_dist_counts_wait(struct sr_sharded_ebc *s, struct sr_sharded_ebc_batch *b)
 {
-    sr_comm_wait(s->comms.sparse, b->counts_work);
+    sr_comm_wait(in_comm(s), b->counts_work);
     b->counts_work = NULL;
     if (b->count_recv_host != b->count_recv) /* for unpack, in stream order */
         sr_dev_copy(s->dev, b->count_recv, b->count_recv_host,
@@ -285,14 +291,14 @@ void sr_input_dist_data_start(struct sr_sharded_ebc *s, struct sr_sharded_ebc_ba
     sr_op_sparse_dist_pack(s->dev, &s->sd_layout, &k, b->lens, b->count_send, b->send_buf,
                            (int64_t)b->send_words, &dpb, b->stream);
     b->kjt = NULL; /* pack has read it once the collective below reads send_buf */
-    sr_sharded_before_collective(s, s->comms.sparse, b->stream);
-    sr_comm_all_to_allv(s->comms.sparse, b->send_buf, b->send_counts, b->send_displs, b->recv_buf,
+    sr_sharded_before_collective(s, in_comm(s), b->stream);
+    sr_comm_all_to_allv(in_comm(s), b->send_buf, b->send_counts, b->send_displs, b->recv_buf,
                         b->recv_counts, b->recv_displs, SR_DTYPE_I32, b->stream, &b->data_work);
 }
 
 void sr_input_dist_data_wait(struct sr_sharded_ebc *s, struct sr_sharded_ebc_batch *b)
 {
-    sr_sharded_complete(s, s->comms.sparse, &b->data_work, b->stream);
+    sr_sharded_complete(s, in_comm(s), &b->data_work, b->stream);
     struct sr_sparse_dist_batch bs[GROUP_COUNT];
     int nb = 0;
     for (int g = GROUP_A2A; g < GROUP_COUNT; g++)

@@ -113,8 +113,8 @@ static void alloc_output_dist(struct sr_sharded_ebc *s, struct sr_sharded_ebc_ba
 static void register_buffers(struct sr_sharded_ebc *s, struct sr_sharded_ebc_batch *b)
 {
     const struct sr_sharded_ebc_comms *c = &s->comms;
-    sr_comm_register(c->sparse, b->send_buf);
-    sr_comm_register(c->sparse, b->recv_buf);
+    sr_comm_register(c->input ? c->input : c->sparse, b->send_buf);
+    sr_comm_register(c->input ? c->input : c->sparse, b->recv_buf);
     if (s->wire != SR_DTYPE_F32)
         return;
     const void *sparse[] = {b->od_buf, b->gb[GROUP_A2A].pooled, b->gb[GROUP_A2A].dpooled,

@@ -274,10 +274,12 @@ int sr_trainer_init_comms(struct sr_trainer *t)
         return rc;
     sr_comm_bind_device(t->world, t->dev); /* and its stream order */
     t->sparse = sr_comm_dup(t->world);
+    t->input = sr_comm_dup(t->world);
     t->dense = sr_comm_dup(t->world);
     t->node = sr_comm_split_node(t->sparse);
     t->cross = sr_comm_split_cross(t->sparse);
     sr_comm_set_name(t->sparse, "sparse");
+    sr_comm_set_name(t->input, "input");
     sr_comm_set_name(t->dense, "dense");
     return SR_OK;
 }
@@ -288,9 +290,10 @@ void sr_trainer_free_comms(struct sr_trainer *t)
     sr_comm_free(t->cross);
     sr_comm_free(t->node);
     sr_comm_free(t->dense);
+    sr_comm_free(t->input);
     sr_comm_free(t->sparse);
     sr_comm_free(t->world);
-    t->world = t->sparse = t->dense = t->node = t->cross = NULL;
+    t->world = t->sparse = t->input = t->dense = t->node = t->cross = NULL;
     if (mpi)
         sr_comm_finalize();
 }
@@ -300,6 +303,7 @@ void sr_trainer_comm_snapshot(const struct sr_trainer *t, struct sr_comm_counter
 {
     memset(out, 0, sizeof *out);
     sr_comm_counters_add(out, sr_comm_counters(t->sparse));
+    sr_comm_counters_add(out, sr_comm_counters(t->input));
     sr_comm_counters_add(out, sr_comm_counters(t->node));
     sr_comm_counters_add(out, sr_comm_counters(t->cross));
     sr_comm_counters_add(out, sr_comm_counters(t->dense));
@@ -370,7 +374,7 @@ int sr_trainer_emb_init(struct sr_trainer *t, const struct sr_optim_config *opt)
     struct sr_train_config *cfg = t->cfg;
     sr_train_config_ebc(cfg, &ec);
     struct sr_sharded_ebc_comms comms = {
-        .sparse = t->sparse, .node = t->node, .cross = t->cross, .pooled_dtype = cfg->comm_dtype};
+        .sparse = t->sparse, .node = t->node, .cross = t->cross, .input = t->input, .pooled_dtype = cfg->comm_dtype};
     return sr_sharded_ebc_init(&t->sebc, t->dev, &comms, &ec, t->plan, opt, cfg->batch_size,
                                t->batch.max_values, cfg->seed);
 }

@@ -48,7 +48,8 @@ struct sr_trainer {
     struct sr_device *dev;
     /* ranks */
     sr_comm_t world;  /* startup checks, evaluation gathers */
-    sr_comm_t sparse; /* embedding input/output dist */
+    sr_comm_t sparse; /* embedding output dist and gradient dist */
+    sr_comm_t input;  /* embedding input dist (counts and ids) */
     sr_comm_t node;   /* my node's ranks (TWRW) */
     sr_comm_t cross;  /* my local rank on every node (TWRW) */
     sr_comm_t dense;  /* dense gradient buckets */
