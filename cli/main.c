@@ -10,9 +10,10 @@ static void usage(FILE *f)
                "commands:\n"
                "  train    train a DLRM (default: the built-in synthetic job)\n"
                "  gen      write synthetic data as Criteo TSV\n"
-               "  convert  turn Criteo TSV into the binary format\n\n"
+               "  convert  turn Criteo TSV into the binary format\n"
+               "  bench    measure the machine: `bench comm` times the collectives\n\n"
                "`shardrec <command> --help` lists a command's flags.\n"
-               "Not built yet: plan, eval, bench, inspect.\n");
+               "Not built yet: plan, eval, inspect.\n");
 }
 
 int main(int argc, char **argv)
@@ -27,8 +28,9 @@ int main(int argc, char **argv)
         return cli_gen(argc - 1, argv + 1);
     if (strcmp(argv[1], "convert") == 0)
         return cli_convert(argc - 1, argv + 1);
-    if (!strcmp(argv[1], "plan") || !strcmp(argv[1], "eval") || !strcmp(argv[1], "bench") ||
-        !strcmp(argv[1], "inspect")) {
+    if (strcmp(argv[1], "bench") == 0)
+        return cli_bench(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "plan") || !strcmp(argv[1], "eval") || !strcmp(argv[1], "inspect")) {
         fprintf(stderr, "shardrec %s: not built yet in this version\n", argv[1]);
         return CLI_EXIT_USAGE;
     }

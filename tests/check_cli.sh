@@ -53,6 +53,25 @@ expect 2 "--metrics" -- train --steps 1 --metrics /nonexistent/dir/m.jsonl
 expect 2 "unknown command" -- frobnicate
 expect 2 "--out" -- gen --samples 10
 expect 2 "multi-hot\|one id\|ids per feature" -- gen --out "$tmp/x.tsv" --ids-per-feature 2
+# bench comm: help, every documented flag known, bad values name the flag
+expect 0 "bench" -- --help
+expect 0 "comm" -- bench --help
+expect 0 "--max-bytes" -- bench comm --help
+for flag in $("$bin" bench comm --help | grep -o -- '--[a-z][a-z-]*' | sort -u); do
+    # the trailing bad --iters stops the run right after the flag was parsed
+    "$bin" bench comm "$flag" x --iters 0 2>"$tmp/err" >/dev/null
+    if grep -q "unknown flag" "$tmp/err"; then echo "FAIL: documented flag $flag is unknown"; fail=1; fi
+done
+expect 2 "which benchmark" -- bench
+expect 2 "unknown benchmark 'foo'" -- bench foo
+expect 2 "unknown flag --bogus" -- bench comm --bogus 1
+expect 2 "--iters" -- bench comm --iters 0
+expect 2 "--iters needs a value" -- bench comm --iters
+expect 2 "--max-bytes: '8G' is out of range" -- bench comm --max-bytes 8G
+expect 2 "--min-bytes 2097152 is above --max-bytes 1048576" -- bench comm --min-bytes 2M --max-bytes 1M
+expect 2 "--device: 'gpu'" -- bench comm --device gpu
+expect 2 "--comm: 'gloo'" -- bench comm --comm gloo
+expect 2 "--out" -- bench comm --out /nonexistent/dir/links.json
 
 # a wrapped message keeps its cause (it printed only " (entry 2)")
 expect 2 "--table-rows: 0 is out of range .* (entry 2)" -- train --table-rows 100,0,100
