@@ -167,10 +167,6 @@ struct sr_sharded_ebc_comms {
     sr_comm_t sparse;
     sr_comm_t node;
     sr_comm_t cross;
-    /* The input dist's (counts and ids): the same members as sparse, its
-     * own communicator so that a later batch's input dist never queues
-     * behind this batch's output dist; NULL: sparse carries it too. */
-    sr_comm_t input;
     /* Wire dtype of pooled embeddings (forward) and their gradients
      * (backward): SR_DTYPE_F32 (0, the default), SR_DTYPE_F16 or
      * SR_DTYPE_BF16. Compressed payloads are rounded to nearest even
@@ -179,6 +175,10 @@ struct sr_sharded_ebc_comms {
      * sum (one rounding per other contributor). A rank's own block never
      * travels and stays fp32. The calls per step are unchanged; bytes halve. */
     enum sr_dtype pooled_dtype;
+    /* The input dist's (counts and ids): the same members as sparse, its
+     * own communicator so that a later batch's input dist never queues
+     * behind this batch's output dist; NULL: sparse carries it too. */
+    sr_comm_t input;
 };
 
 /* Work of the last forward on this rank (for tests and the run summary): with

@@ -319,7 +319,7 @@ static void run_case(const char *name, const struct tcfg *c, const struct sr_pla
         oc.initial_accumulator = 0.1f;
     const float lr = kind == SR_OPTIM_ADAM ? 0.01f : 0.1f;
     int64_t maxv = (int64_t)B * c->cfg.num_features * (c->max_len + 2);
-    struct sr_sharded_ebc_comms comms = {w->sparse, w->node, w->cross, wire};
+    struct sr_sharded_ebc_comms comms = {w->sparse, w->node, w->cross, wire, NULL};
     struct sr_sharded_ebc *s;
     struct sr_ebc *ref;
     int rc = sr_sharded_ebc_init(&s, sr_device_cpu(), &comms, &c->cfg, p, &oc, B, maxv, 42);
@@ -445,7 +445,7 @@ static void run_rejected(struct world *w)
     main_config(&c);
     where = "rejected batch";
     struct sr_plan *p = uniform(&c, SR_SHARDING_TYPE_ROW_WISE, w);
-    struct sr_sharded_ebc_comms comms = {w->sparse, w->node, w->cross, SR_DTYPE_F32};
+    struct sr_sharded_ebc_comms comms = {w->sparse, w->node, w->cross, SR_DTYPE_F32, NULL};
     struct sr_sharded_ebc *s;
     SR_ASSERT(sr_sharded_ebc_init(&s, sr_device_cpu(), &comms, &c.cfg, p, NULL, B, 1000, 1) ==
               SR_OK);

@@ -86,7 +86,7 @@ static void staged_init(struct staged *x, const struct tcfg *c, const struct sr_
                         const struct sr_optim_config *oc, const struct world *w)
 {
     int64_t maxv = (int64_t)B * c->cfg.num_features * (c->max_len + 2);
-    struct sr_sharded_ebc_comms comms = {w->sparse, w->node, w->cross, wire};
+    struct sr_sharded_ebc_comms comms = {w->sparse, w->node, w->cross, wire, NULL};
     SR_ASSERT(sr_sharded_ebc_init(&x->s, sr_device_cpu(), &comms, &c->cfg, p, oc, B, maxv, 42) ==
               SR_OK);
     const int D = sr_sharded_ebc_out_dim(x->s);
