@@ -195,16 +195,42 @@ static struct sr_comm_work *running_locked(struct nccl_state *s)
     return first;
 }
 
-/* Every communicator's NCCL aborted (its kernels stop), then the job ends. */
-_Noreturn static void end_job(void)
+static pthread_mutex_t abort_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t abort_cv = PTHREAD_COND_INITIALIZER;
+static int aborts_done;
+
+/* Every communicator's NCCL aborted (its kernels stop). ncclCommAbort may
+ * block on a thread of this process that is inside NCCL waiting for the
+ * missing peer, so it runs on a thread of its own. */
+static void *abort_all(void *arg)
 {
-    pthread_mutex_lock(&watch_mu);
     for (struct nccl_state *s = watched; s; s = s->next_live)
         if (!s->aborted) {
             s->aborted = 1;
             ncclCommAbort(s->comm);
         }
-    pthread_mutex_unlock(&watch_mu);
+    pthread_mutex_lock(&abort_mu);
+    aborts_done = 1;
+    pthread_cond_broadcast(&abort_cv);
+    pthread_mutex_unlock(&abort_mu);
+    return arg;
+}
+
+/* Abort NCCL (waiting at most ABORT_WAIT_S for it), then end the job. */
+#define ABORT_WAIT_S 2
+_Noreturn static void end_job(void)
+{
+    pthread_t t;
+    if (pthread_create(&t, NULL, abort_all, NULL) == 0) {
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_sec += ABORT_WAIT_S;
+        pthread_mutex_lock(&abort_mu);
+        while (!aborts_done &&
+               pthread_cond_timedwait(&abort_cv, &abort_mu, &until) == 0)
+            ;
+        pthread_mutex_unlock(&abort_mu);
+    }
     sr_mpi_abort_job();
 }
 
