@@ -49,6 +49,8 @@ expect 2 "--comm-dtype" -- train --comm-dtype int8
 expect 2 "--dense-comm-dtype" -- train --dense-comm-dtype fp8
 expect 2 "p_missing.json" -- train --steps 1 --plan p_missing.json
 expect 2 "sharding" -- train --sharding zz
+expect 2 "--comm: 'gloo'" -- train --comm gloo
+expect 2 "--comm nccl" -- train --comm nccl --device cpu --steps 1
 expect 2 "--metrics" -- train --steps 1 --metrics /nonexistent/dir/m.jsonl
 expect 2 "unknown command" -- frobnicate
 expect 2 "--out" -- gen --samples 10

@@ -419,7 +419,7 @@ int sr_comm_init_nccl(sr_comm_t *world, sr_comm_t mpi, struct sr_device *dev)
 {
     *world = NULL;
     return sr_error_set(SR_ERR_UNSUPPORTED,
-                        "--comm nccl: this build has no NCCL backend\nHINT: build with CUDA, "
+                        "--comm nccl: this build has no NCCL backend; HINT: build with CUDA, "
                         "MPI and NCCL installed (the Makefile detects nccl.h and libnccl), or "
                         "--comm mpi");
 }
