@@ -4,7 +4,9 @@
 # test-only environment variable SR_TRACE_TEST_SKEW_NS (rank 1 +7.5 s, rank 2
 # -3 s). For each run it checks that:
 #   - the file parses as JSON, with one process per rank ("rank R"), tracks
-#     "compute" (and "comm sparse", "comm dense" on several ranks), and every
+#     "compute" (and "comm sparse", "comm dense", "comm input" on several
+#     ranks: the input dist's collectives on 'input', the output and
+#     gradient dists' on 'sparse'), and every
 #     stage span (step, load, embedding.forward, bottom_mlp, interaction,
 #     top_mlp, backward, embedding.backward, optimizer) on every rank in every
 #     step of --trace-steps, and only those steps;
@@ -59,7 +61,7 @@ if procs != {r: "rank %d" % r for r in range(W)}:
 tracks = {(e["pid"], e["tid"]): e["args"]["name"] for e in ev
           if e["ph"] == "M" and e["name"] == "thread_name"}
 spans = [e for e in ev if e["ph"] == "X"]
-want_tracks = ["compute", "loader"] + (["comm sparse", "comm dense"] if W > 1 else [])
+want_tracks = ["compute", "loader"] + (["comm sparse", "comm dense", "comm input"] if W > 1 else [])
 stages = ["step", "load", "copy", "embedding.forward", "lookup", "bottom_mlp", "interaction",
           "top_mlp", "backward", "embedding.backward", "optimizer", "allreduce.bucket.0"]
 if W > 1:
@@ -113,6 +115,15 @@ if W > 1:
     print("  %d input_dist collectives of step i+1 overlap a compute span of step i" % overlaps)
     if overlaps == 0 and not deferred:
         bad.append("no input_dist span of step i+1 overlaps a compute span of step i")
+# the input dist has its own communicator: a later batch's counts and ids
+# never queue behind this batch's output dist on 'sparse'
+for e in busy:
+    want = "input" if e["name"].startswith("input_dist.") else None
+    if e["name"] in ("output_dist", "emb_grad_dist"):
+        want = "sparse"
+    if want and e["args"].get("comm") != want:
+        bad.append("%s ran on communicator %s, not %s" % (e["name"], e["args"].get("comm"), want))
+        break
 for e in busy:
     for k in ("bytes", "peers", "crossed_node", "coll", "comm"):
         if k not in e["args"]:
