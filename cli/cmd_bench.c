@@ -253,20 +253,6 @@ static uint64_t opts_hash(const struct bench_opts *o)
 
 /* ---- the world and the device ----------------------------------------------------- */
 
-/* This process's rank on its node, from the launcher's environment (Open MPI,
- * MPICH, Slurm, torchrun), else its world rank (src/train/trainer_device.c). */
-static int local_rank(int world_rank)
-{
-    static const char *const vars[] = {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID",
-                                       "SLURM_LOCALID", "LOCAL_RANK", NULL};
-    for (int i = 0; vars[i]; i++) {
-        const char *v = getenv(vars[i]);
-        if (v && *v)
-            return atoi(v);
-    }
-    return world_rank;
-}
-
 /* --device: a GPU (node-local rank mod the GPUs visible), the CPU, or auto. */
 static int select_device(const struct bench_opts *o, int rank, struct sr_device **dev)
 {
@@ -276,7 +262,7 @@ static int select_device(const struct bench_opts *o, int rank, struct sr_device 
     struct sr_device *gpu = NULL;
     int n = sr_device_count(SR_DEVICE_CUDA);
     if (n > 0)
-        gpu = sr_device_get(SR_DEVICE_CUDA, local_rank(rank) % n);
+        gpu = sr_device_get(SR_DEVICE_CUDA, sr_comm_launch_local_rank(rank) % n);
     else if (o->device == SR_DEVICE_CHOICE_CUDA)
         sr_device_get(SR_DEVICE_CUDA, 0); /* for its message: what is missing */
     if (!gpu && o->device == SR_DEVICE_CHOICE_CUDA)

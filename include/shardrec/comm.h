@@ -192,6 +192,9 @@ void sr_comm_finalize(void);
 /* 1 if this process was started by mpirun/srun (OMPI_COMM_WORLD_SIZE,
  * PMI_SIZE, PMIX_RANK, ... in the environment), so a CLI can choose MPI. */
 int sr_comm_is_mpi_launch(void);
+/* This process's rank on its host, from the launcher's environment (Open
+ * MPI, MPICH, Slurm, torchrun), else `world_rank`: which GPU a rank takes. */
+int sr_comm_launch_local_rank(int world_rank);
 
 /*
  * Derived communicators (collective over `comm`; each has its own queue,

@@ -29,6 +29,17 @@ int sr_comm_is_mpi_launch(void)
     return 0;
 }
 
+int sr_comm_launch_local_rank(int world_rank)
+{
+    static const char *const vars[] = {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID",
+                                       "SLURM_LOCALID", "LOCAL_RANK", NULL};
+    for (int i = 0; vars[i]; i++) {
+        const char *v = getenv(vars[i]);
+        if (v && *v)
+            return atoi(v);
+    }
+    return world_rank;
+}
 
 #ifdef SR_USE_MPI
 

@@ -9,22 +9,9 @@
 #include <omp.h>
 #endif
 
+#include "shardrec/comm.h"
 #include "shardrec/error.h"
 #include "train/trainer_internal.h"
-
-/* This process's rank on its node, from the launcher's environment (Open MPI,
- * MPICH, Slurm, torchrun), else its world rank. */
-static int local_rank(int world_rank)
-{
-    static const char *const vars[] = {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID",
-                                       "SLURM_LOCALID", "LOCAL_RANK", NULL};
-    for (int i = 0; vars[i]; i++) {
-        const char *v = getenv(vars[i]);
-        if (v && *v)
-            return atoi(v);
-    }
-    return world_rank;
-}
 
 /* How many ranks share this host's cores, from the launcher's environment
  * (Open MPI, MPICH, torchrun, Slurm), else 1. */
@@ -73,7 +60,7 @@ int sr_trainer_select_device(struct sr_trainer *t)
         struct sr_device *gpu = NULL;
         int n = sr_device_count(SR_DEVICE_CUDA);
         if (n > 0)
-            gpu = sr_device_get(SR_DEVICE_CUDA, local_rank(t->rank) % n);
+            gpu = sr_device_get(SR_DEVICE_CUDA, sr_comm_launch_local_rank(t->rank) % n);
         else if (cfg->device == SR_DEVICE_CHOICE_CUDA)
             sr_device_get(SR_DEVICE_CUDA, 0); /* for its message: what is missing */
         if (!gpu && cfg->device == SR_DEVICE_CHOICE_CUDA)
