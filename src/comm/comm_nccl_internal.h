@@ -43,6 +43,9 @@ struct sr_comm_work {
     double started_at;   /* when the watchdog saw `begin` complete; 0: not yet */
     int released;        /* the caller is done with the handle */
     int finished;        /* `end` has completed and its busy time is counted */
+    int traced;          /* issued while recording: its device span awaits the watchdog */
+    int64_t trace_step;
+    struct sr_trace_args trace; /* label, bytes, peers (the dispatcher's c->call) */
 };
 
 struct nccl_state {

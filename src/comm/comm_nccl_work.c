@@ -10,7 +10,10 @@
  *
  * The watchdog, one thread per process polling every WATCH_NS, finishes
  * items, tells each communicator's companion how far the device has got (what
- * other ranks' probes read), and keeps the deadline: a collective whose
+ * other ranks' probes read), records the device span (begin to end, on the
+ * trace clock through an anchor event it re-takes every second) of each
+ * collective issued while tracing, on its own track ("device nccl"), and
+ * keeps the deadline: a collective whose
  * `begin` completed more than its limit ago without its `end` is late. The
  * watchdog then probes the members through the companion and prints the
  * message every backend prints (comm.h), aborts every NCCL communicator of
@@ -28,7 +31,8 @@
 #include "shardrec/log.h"
 #include "comm/comm_nccl_internal.h"
 
-#define WATCH_NS 10000000L /* the watchdog's poll period */
+#define WATCH_NS      10000000L   /* the watchdog's poll period */
+#define REANCHOR_NS   1000000000L /* how often the trace clock's anchor is re-taken */
 
 /* ---- items ---------------------------------------------------------------------- */
 
@@ -48,7 +52,7 @@ static struct sr_comm_work *get_item(struct nccl_state *s)
     w->next = NULL;
     w->host = NULL;
     w->started_at = 0;
-    w->released = w->finished = 0;
+    w->released = w->finished = w->traced = 0;
     return w;
 }
 
@@ -67,7 +71,7 @@ static void reap_locked(struct nccl_state *s, double now)
             s->busy[w->kind] += 1e-3 * sr_dev_event_elapsed_ms(s->dev, w->begin, w->end);
             w->finished = 1;
         }
-        if (w->finished && w->released) {
+        if (w->finished && w->released && !w->traced) {
             *at = w->next;
             w->next = s->free_list;
             s->free_list = w;
@@ -85,6 +89,11 @@ struct sr_comm_work *sr_nccl_begin(struct nccl_state *s, int kind, double bytes,
     w->bytes = bytes;
     w->limit = sr_comm_deadline(s->c, bytes);
     w->seq = ++s->issued;
+    w->traced = s->c->call_traced;
+    if (w->traced) {
+        w->trace = s->c->call;
+        w->trace_step = sr_trace_step();
+    }
     sr_dev_event_record(s->dev, w->begin, stream);
     return w;
 }
@@ -234,10 +243,46 @@ _Noreturn static void end_job(void)
     sr_mpi_abort_job();
 }
 
+/* The trace clock of device events: `event`, recorded on the watchdog's own
+ * idle stream and waited for, happened at `ns` (within the wait's length). */
+struct anchor {
+    sr_stream_t stream;
+    sr_event_t event;
+    int64_t ns;
+};
+
+static void take_anchor(struct sr_device *dev, struct anchor *a)
+{
+    int64_t t0 = sr_trace_now();
+    sr_dev_event_record(dev, a->event, a->stream);
+    sr_dev_event_sync(dev, a->event);
+    a->ns = t0 + (sr_trace_now() - t0) / 2;
+}
+
+static int64_t device_ns(struct sr_device *dev, const struct anchor *a, sr_event_t e)
+{
+    return a->ns + (int64_t)(1e6 * (double)sr_dev_event_elapsed_ms(dev, a->event, e));
+}
+
+/* Under s->mu: the device spans of s's finished traced items, on the calling
+ * (watchdog) thread's track; they may then be freed. */
+static void record_spans_locked(struct nccl_state *s, const struct anchor *a)
+{
+    for (struct sr_comm_work *w = s->flight; w; w = w->next)
+        if (w->traced && w->finished) {
+            sr_trace_record(SR_SPAN_COMM, device_ns(s->dev, a, w->begin),
+                            device_ns(s->dev, a, w->end), w->trace_step, &w->trace);
+            w->traced = 0;
+        }
+}
+
 /* One poll of s: 1 and the late item's facts when its deadline passed. */
-static int poll_one(struct nccl_state *s, double now, struct sr_comm_work *late)
+static int poll_one(struct nccl_state *s, double now, const struct anchor *a,
+                    struct sr_comm_work *late)
 {
     pthread_mutex_lock(&s->mu);
+    reap_locked(s, now);
+    record_spans_locked(s, a);
     reap_locked(s, now);
     struct sr_comm_work *w = running_locked(s);
     int64_t started = s->started;
@@ -254,20 +299,27 @@ static void *watchdog_main(void *arg)
     struct sr_device *dev = arg;
     sr_dev_make_current(dev);
     sr_dev_count_host_waits(0);
+    sr_trace_thread_name("device nccl");
+    struct anchor a = {sr_dev_stream_create(dev), sr_dev_event_create(dev), 0};
+    take_anchor(dev, &a);
     for (;;) {
         struct timespec ts = {0, WATCH_NS};
         nanosleep(&ts, NULL);
         double now = sr_clock_seconds();
+        if (sr_trace_now() - a.ns > REANCHOR_NS)
+            take_anchor(dev, &a);
         struct sr_comm_work late;
         struct nccl_state *who = NULL;
         pthread_mutex_lock(&watch_mu);
         if (!watched) {
             watchdog_running = 0;
             pthread_mutex_unlock(&watch_mu);
+            sr_dev_event_destroy(dev, a.event);
+            sr_dev_stream_destroy(dev, a.stream);
             return NULL;
         }
         for (struct nccl_state *s = watched; s && !who; s = s->next_live)
-            if (poll_one(s, now, &late))
+            if (poll_one(s, now, &a, &late))
                 who = s;
         pthread_mutex_unlock(&watch_mu);
         if (who) {
