@@ -18,6 +18,10 @@
 #   4. The deadline: a SIGSTOPped NCCL rank ends every rank within the
 #      deadline plus 15 s, and a survivor names it (check_mpi_stuck.sh's
 #      training cases with --comm nccl).
+#   5. The trace of 2 NCCL ranks (--trace): every rank has a track "device
+#      nccl" whose spans are its collectives as the GPU ran them, named by
+#      the stage that issued them, on the 'input', 'sparse' and 'dense'
+#      communicators, each inside the traced steps' time.
 #
 # Stops with exit status 1 when no GPU is visible, the build lacks NCCL, or
 # mpirun is missing. PARTS="1 2" picks parts; KEEP_TMP=1 keeps the logs.
@@ -25,7 +29,7 @@ sr_threads=keep
 . "$(dirname "$0")/../lib.sh"
 bin=${SHARDREC:-$sr_shardrec}
 rtol=${EQUIV_RTOL:-1e-5}
-parts=${PARTS:-1 2 3 4}
+parts=${PARTS:-1 2 3 4 5}
 sh "$sr_tests/gpu/require_gpu.sh" check_nccl_train || exit 1
 sr_need_built "$bin"
 command -v mpirun >/dev/null 2>&1 || { echo "check_nccl_train: FAIL: mpirun not found"; exit 1; }
@@ -157,6 +161,43 @@ part4() {
     STUCK_FLAGS="--device cuda --comm nccl --ranks-per-node 1" \
         STUCK_CASES="stop2_last stop3_middle stop4_first" sh "$sr_tests/check_mpi_stuck.sh" ||
         fail=1
+}
+
+part5() {
+    run trace2 2 --comm nccl --ranks-per-node 1 --trace "$tmp/trace2.json" --trace-steps 5:8 ||
+        return
+    if out=$(python3 - "$tmp/trace2.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+ev = d["traceEvents"]
+tracks = {(e["pid"], e["tid"]): e["args"]["name"] for e in ev
+          if e["ph"] == "M" and e["name"] == "thread_name"}
+spans = [e for e in ev if e["ph"] == "X"]
+bad, counts = [], []
+for r in (0, 1):
+    dev = [e for e in spans if e["pid"] == r and tracks.get((r, e["tid"])) == "device nccl"]
+    steps = [e for e in spans if e["pid"] == r and e["name"] == "step"]
+    if not dev or not steps:
+        bad.append("rank %d: %d device nccl spans, %d step spans" % (r, len(dev), len(steps)))
+        continue
+    lo = min(float(e["ts"]) for e in steps) - 1e6
+    hi = max(float(e["ts"]) + float(e["dur"]) for e in steps) + 1e6
+    comms = set(e["args"].get("comm") for e in dev)
+    if not {"input", "sparse", "dense"} <= comms:
+        bad.append("rank %d: device spans on communicators %s" % (r, sorted(comms)))
+    outside = [e for e in dev if not lo <= float(e["ts"]) <= hi or float(e["dur"]) < 0]
+    if outside:
+        bad.append("rank %d: %d device spans outside the traced steps' time" % (r, len(outside)))
+    counts.append("rank %d: %d spans (%s)" % (r, len(dev), ", ".join(sorted(set(e["name"] for e in dev)))))
+print("; ".join(bad or counts))
+sys.exit(1 if bad else 0)
+PY
+    ); then
+        echo "ok   trace of 2 NCCL ranks: device nccl spans: $out"
+    else
+        echo "FAIL trace of 2 NCCL ranks: $out"
+        fail=1
+    fi
 }
 
 for p in $parts; do
