@@ -24,8 +24,9 @@ int cli_bench(int argc, char **argv); /* `bench comm`: cli/cmd_bench.c */
 int cli_apply_job_flag(struct sr_train_config *cfg, const char *name, const char *value);
 /* Whether `name` is a job flag that takes a value. */
 int cli_is_job_flag(const char *name);
-/* Fill cfg from defaults, then --config FILE if present, then every job flag in
- * argv; other flags are handed to `other` (may be NULL: then they are errors).
+/* Fill cfg from defaults, then --workload (wherever it stands), then --config
+ * FILE if present, then every job flag in argv; other flags are handed to
+ * `other` (may be NULL: then they are errors).
  * Prints the error and returns CLI_EXIT_USAGE on failure, 0 on success, -1 if
  * --help was asked. */
 int cli_parse_job(int argc, char **argv, struct sr_train_config *cfg,

@@ -30,7 +30,8 @@ static void gen_help(void)
            "  --samples N      number of samples (default 10000)\n"
            "  --first N        first global sample index (default 0)\n"
            "  --eval-split     draw from the evaluation stream\n"
-           "  --seed, --table-rows, --id-dist, --ids-per-feature, --config: as for train\n");
+           "  --seed, --table-rows, --id-dist, --ids-per-feature, --workload, --config:\n"
+           "                   as for train\n");
 }
 
 static int gen_flag(void *ctx, const char *name, const char *value)
@@ -74,15 +75,8 @@ int cli_gen(int argc, char **argv)
     }
     for (int f = 0; f < cfg.num_features; f++)
         rows[f] = cfg.tables[cfg.feature_table[f]].num_embeddings;
-    struct sr_synth_config sc = {.seed = cfg.seed,
-                                 .num_dense = cfg.num_dense,
-                                 .num_features = cfg.num_features,
-                                 .rows = rows,
-                                 .ids_min = cfg.ids_min,
-                                 .ids_max = cfg.ids_max,
-                                 .id_dist = cfg.id_dist,
-                                 .zipf_s = cfg.zipf_s};
-    if (sr_synth_init(&synth, &sc)) {
+    struct sr_synth_config sc;
+    if (sr_train_config_synth(&cfg, rows, &sc) || sr_synth_init(&synth, &sc)) {
         cli_error("gen", "%s", sr_error_message());
         return CLI_EXIT_USAGE;
     }

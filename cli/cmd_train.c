@@ -15,9 +15,15 @@ static void train_help(void)
         "Trains a DLRM. With no flags: the built-in job (workload K's model, 26 tables\n"
         "capped at 100k rows, dim 16, Zipf(1.05) ids, synthetic data from a hidden teacher),\n"
         "1000 steps of batch 2048. Flags override a --config JSON file, which overrides\n"
-        "the defaults.\n"
+        "--workload, which overrides the defaults.\n"
         "\n"
         "job\n"
+        "  --workload K|M|D       a standard workload's model, data and optimizer (BENCH.md,\n"
+        "                         docs/user-guide.md): K Criteo-Kaggle one-hot, dim 16;\n"
+        "                         M 26 x 1M rows, 20 ids per feature, dim 128; D MLPerf\n"
+        "                         DLRM-DCNv2 (multi-hot, Zipf ids, DCNv2, Adagrad). Applied\n"
+        "                         first, wherever it stands: --config and every other flag\n"
+        "                         override it (--workload D --table-rows ... --batch-size 64)\n"
         "  --config FILE          JSON job description (keys: docs/user-guide.md)\n"
         "  --steps N              training steps (default 1000)\n"
         "  --batch-size N         samples per step (default 2048)\n"
@@ -60,6 +66,8 @@ static void train_help(void)
         "  --save-weights FILE    write every parameter as safetensors at the end\n"
         "synthetic data\n"
         "  --ids-per-feature N|MIN-MAX  ids per feature per sample (default 1)\n"
+        "  --ids-per-feature A,B,...    one N or MIN-MAX per feature, exactly F entries\n"
+        "                               (e.g. MLPerf's multi-hot sizes 3,2,1,...)\n"
         "  --id-dist uniform|zipf:S     id popularity (default zipf:1.05)\n"
         "evaluation and output\n"
         "  --eval-every N         evaluate every N steps, and at the end (0: only at the end;\n"
@@ -205,15 +213,21 @@ static int other_flag(void *ctx, const char *name, const char *value)
 
 static void print_job(const struct sr_train_config *cfg)
 {
+    char workload[SR_WORKLOAD_NAME_MAX + 16] = "";
     int64_t rows = 0;
     for (int t = 0; t < cfg->num_tables; t++)
         rows += cfg->tables[t].num_embeddings;
+    if (cfg->workload[0])
+        snprintf(workload, sizeof workload, "workload %s, ", cfg->workload);
     fprintf(stderr,
-            "shardrec train: %d tables (%lld rows, %.1f MiB), %d features, dim %d, batch %d, "
-            "%lld steps, optimizer %s / embeddings %s\n",
-            cfg->num_tables, (long long)rows, (double)rows * cfg->embedding_dim * 4 / (1 << 20),
-            cfg->num_features, cfg->embedding_dim, cfg->batch_size, (long long)cfg->steps,
-            sr_optim_kind_name(cfg->optimizer), sr_optim_kind_name(cfg->emb_optimizer));
+            "shardrec train: %s%d tables (%lld rows, %.1f MiB), %d features (up to %lld ids a "
+            "sample), dim %d, %s, batch %d, %lld steps, optimizer %s / embeddings %s\n",
+            workload, cfg->num_tables, (long long)rows,
+            (double)rows * cfg->embedding_dim * 4 / (1 << 20), cfg->num_features,
+            (long long)sr_train_config_ids_per_sample(cfg), cfg->embedding_dim,
+            cfg->interaction == SR_INTERACTION_DCN ? "dcn" : "dot", cfg->batch_size,
+            (long long)cfg->steps, sr_optim_kind_name(cfg->optimizer),
+            sr_optim_kind_name(cfg->emb_optimizer));
 }
 
 int cli_train(int argc, char **argv)

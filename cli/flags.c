@@ -1,6 +1,7 @@
 /*
- * Job flags shared by `train` and `gen`: defaults, then --config FILE, then
- * flags in order (flags win over the file). Accepts "--flag value" and
+ * Job flags shared by `train` and `gen`: defaults, then --workload K|M|D
+ * wherever it stands, then --config FILE, then flags in order (flags win over
+ * the file, and both over the workload). Accepts "--flag value" and
  * "--flag=value". Every error is one line naming the flag, exit status 2.
  */
 #include <stdarg.h>
@@ -98,54 +99,6 @@ int cli_is_job_flag(const char *name)
     return in_list(job_flags, name);
 }
 
-static int set_ids_per_feature(struct sr_train_config *cfg, const char *v)
-{
-    char lo[32];
-    const char *dash = strchr(v, '-');
-    int64_t a, b;
-    int rc;
-    if (!dash)
-        rc = sr_parse_i64("--ids-per-feature", v, 0, 1 << 20, &a), b = a;
-    else if ((size_t)(dash - v) >= sizeof lo)
-        rc = sr_error_set(SR_ERR_INVALID_ARG, "--ids-per-feature: '%s' is not N or MIN-MAX", v);
-    else {
-        snprintf(lo, sizeof lo, "%.*s", (int)(dash - v), v);
-        rc = sr_parse_i64("--ids-per-feature", lo, 0, 1 << 20, &a);
-        if (!rc)
-            rc = sr_parse_i64("--ids-per-feature", dash + 1, 0, 1 << 20, &b);
-    }
-    if (rc)
-        return rc;
-    if (b < a || b == 0)
-        return sr_error_set(SR_ERR_INVALID_ARG,
-                            "--ids-per-feature: '%s'; give N >= 1 or MIN-MAX with MAX >= MIN", v);
-    cfg->ids_min = (int)a;
-    cfg->ids_max = (int)b;
-    return SR_OK;
-}
-
-static int set_pooling(struct sr_train_config *cfg, const char *v)
-{
-    enum sr_pooling p;
-    if (strcmp(v, "sum") == 0)
-        p = SR_POOLING_SUM;
-    else if (strcmp(v, "mean") == 0)
-        p = SR_POOLING_MEAN;
-    else
-        return sr_error_set(SR_ERR_INVALID_ARG, "--pooling: '%s'; choose sum or mean", v);
-    for (int t = 0; t < cfg->num_tables; t++)
-        cfg->tables[t].pooling = p;
-    return SR_OK;
-}
-
-static int set_table_rows(struct sr_train_config *cfg, const char *v)
-{
-    int64_t rows[SR_MAX_TABLES];
-    int n;
-    int rc = sr_parse_rows("--table-rows", v, rows, &n, SR_MAX_TABLES);
-    return rc ? rc : sr_train_config_set_table_rows(cfg, rows, n);
-}
-
 static int set_int(const char *flag, const char *v, int64_t min, int64_t max, int64_t *out)
 {
     return sr_parse_i64(flag, v, min, max, out);
@@ -158,18 +111,6 @@ static int apply_numeric(struct sr_train_config *cfg, const char *name, const ch
     if (!strcmp(name, "steps")) {
         cfg->steps_set = 1;
         return set_int("--steps", v, 1, INT64_MAX / 4, &cfg->steps);
-    }
-    if (!strcmp(name, "batch-size")) {
-        rc = set_int("--batch-size", v, 1, 1 << 24, &x);
-        cfg->batch_size = (int)x;
-        return rc;
-    }
-    if (!strcmp(name, "embedding-dim")) {
-        rc = set_int("--embedding-dim", v, 1, 1 << 16, &x);
-        cfg->embedding_dim = (int)x;
-        for (int t = 0; !rc && t < cfg->num_tables; t++)
-            cfg->tables[t].embedding_dim = (int)x;
-        return rc;
     }
     if (!strcmp(name, "seed")) {
         rc = set_int("--seed", v, 0, INT64_MAX, &x);
@@ -209,46 +150,16 @@ static int apply_numeric(struct sr_train_config *cfg, const char *name, const ch
         cfg->batch_pool = (int)x;
         return rc;
     }
-    if (!strcmp(name, "dcn-layers")) {
-        rc = set_int("--dcn-layers", v, 1, SR_DCN_MAX_LAYERS, &x);
-        cfg->dcn_layers = (int)x;
-        return rc;
-    }
-    if (!strcmp(name, "dcn-rank")) { /* at most n, checked with the model (dlrm.h) */
-        rc = set_int("--dcn-rank", v, 1, 1 << 20, &x);
-        cfg->dcn_rank = (int)x;
-        return rc;
-    }
-    if (!strcmp(name, "lr"))
-        return sr_parse_f32("--lr", v, &cfg->lr);
-    if (!strcmp(name, "emb-lr"))
-        return sr_parse_f32("--emb-lr", v, &cfg->emb_lr);
     return 1;
 }
 
 int cli_apply_job_flag(struct sr_train_config *cfg, const char *name, const char *v)
 {
+    if (sr_train_config_is_setting(name)) /* the model, data and optimizer settings */
+        return sr_train_config_set(cfg, name, v);
     int rc = apply_numeric(cfg, name, v);
     if (rc != 1)
         return rc;
-    if (!strcmp(name, "optimizer"))
-        return sr_optim_kind_parse(v, &cfg->optimizer);
-    if (!strcmp(name, "emb-optimizer"))
-        return sr_optim_kind_parse(v, &cfg->emb_optimizer);
-    if (!strcmp(name, "bot-mlp"))
-        return sr_parse_widths("--bot-mlp", v, cfg->bot_mlp, &cfg->n_bot, SR_MLP_MAX);
-    if (!strcmp(name, "top-mlp"))
-        return sr_parse_widths("--top-mlp", v, cfg->top_mlp, &cfg->n_top, SR_MLP_MAX);
-    if (!strcmp(name, "interaction"))
-        return sr_interaction_parse(v, &cfg->interaction);
-    if (!strcmp(name, "table-rows"))
-        return set_table_rows(cfg, v);
-    if (!strcmp(name, "pooling"))
-        return set_pooling(cfg, v);
-    if (!strcmp(name, "ids-per-feature"))
-        return set_ids_per_feature(cfg, v);
-    if (!strcmp(name, "id-dist"))
-        return sr_id_dist_parse(v, &cfg->id_dist, &cfg->zipf_s);
     if (!strcmp(name, "lr-schedule")) {
         if (strlen(v) >= sizeof cfg->lr_schedule)
             return sr_error_set(SR_ERR_INVALID_ARG, "--lr-schedule: too long");
@@ -370,6 +281,28 @@ static int add_data_paths(struct sr_train_config *cfg, const char *name, const c
     }
 }
 
+/* --workload NAME, wherever it stands, is applied first (before --config and
+ * every other flag, which therefore win); the last one given counts. */
+static int apply_workload(int argc, char **argv, struct sr_train_config *cfg, const char *cmd)
+{
+    const char *name = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--workload") == 0 && i + 1 < argc)
+            name = argv[++i];
+        else if (strncmp(argv[i], "--workload=", 11) == 0)
+            name = argv[i] + 11;
+        else if (strcmp(argv[i], "--workload") == 0) {
+            cli_error(cmd, "--workload needs a value: K, M or D");
+            return CLI_EXIT_USAGE;
+        }
+    }
+    if (name && sr_train_config_set_workload(cfg, name)) {
+        cli_error(cmd, "%s", sr_error_message());
+        return CLI_EXIT_USAGE;
+    }
+    return 0;
+}
+
 static int load_config_file(int argc, char **argv, struct sr_train_config *cfg, const char *cmd)
 {
     for (int i = 1; i < argc; i++) {
@@ -398,7 +331,7 @@ int cli_parse_job(int argc, char **argv, struct sr_train_config *cfg,
     char name[64];
     const char *value;
     sr_train_config_default(cfg);
-    if (load_config_file(argc, argv, cfg, cmd))
+    if (apply_workload(argc, argv, cfg, cmd) || load_config_file(argc, argv, cfg, cmd))
         return CLI_EXIT_USAGE;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h"))
@@ -412,11 +345,11 @@ int cli_parse_job(int argc, char **argv, struct sr_train_config *cfg,
         snprintf(name, sizeof name, "%.*s", (int)(blen < 63 ? blen : 63), bare);
         int wants = cli_is_job_flag(name) || !strcmp(name, "data") || !strcmp(name, "eval-data") ||
                     in_list(not_built, name) || !strcmp(name, "config") ||
-                    (value_flags && in_list(value_flags, name));
+                    !strcmp(name, "workload") || (value_flags && in_list(value_flags, name));
         if (next_flag(argc, argv, &i, cmd, name, sizeof name, &value, wants))
             return CLI_EXIT_USAGE;
-        if (!strcmp(name, "config"))
-            continue;
+        if (!strcmp(name, "config") || !strcmp(name, "workload"))
+            continue; /* applied before the other flags */
         if (!strcmp(name, "data") || !strcmp(name, "eval-data")) {
             if (add_data_paths(cfg, name, value, argc, argv, &i, cmd))
                 return CLI_EXIT_USAGE;

@@ -55,6 +55,26 @@ expect 2 "--metrics" -- train --steps 1 --metrics /nonexistent/dir/m.jsonl
 expect 2 "unknown command" -- frobnicate
 expect 2 "--out" -- gen --samples 10
 expect 2 "multi-hot\|one id\|ids per feature" -- gen --out "$tmp/x.tsv" --ids-per-feature 2
+# --ids-per-feature per feature: exactly F entries (the message names both
+# counts), each N or MIN-MAX; gen too
+expect 2 "--ids-per-feature: 2 entries for 26 features" -- train --ids-per-feature 1,2
+expect 2 "--ids-per-feature: 'x' is not an integer (entry 2)" -- train --ids-per-feature 1,x
+expect 2 "--ids-per-feature: '' (entry 2) is not N or MIN-MAX" -- train --ids-per-feature 1,,2
+expect 2 "--ids-per-feature: '3-1' (entry 1); give" -- train --ids-per-feature 3-1,2
+expect 2 "--ids-per-feature: '0' (entry 2); give" -- train --ids-per-feature 1,0
+expect 2 "--ids-per-feature: 2 entries for 26 features" -- gen --out "$tmp/x.tsv" \
+    --ids-per-feature 1,2
+expect 2 "1 id per feature, not \[2, 2\] (feature 1)" -- gen --out "$tmp/x.tsv" \
+    --table-rows 10,20 --ids-per-feature 1,2
+# --workload: an unknown name lists the valid ones; the preset is applied
+# first, so any other flag wins wherever it stands
+expect 2 "--workload: 'X' is not a workload; choose K, M or D" -- train --workload X
+expect 2 "--workload needs a value" -- train --workload
+for order in "--batch-size 64 --workload K" "--workload=K --batch-size 64"; do
+    expect 0 "workload K, 26 tables (33762577 rows.*, dot, batch 64, 2 steps, optimizer sgd" -- \
+        train $order --steps 2 --eval-samples 64 --no-progress
+    grep -q "global batch 64," "$tmp/err" || { echo "FAIL: $order: summary lacks batch 64"; fail=1; }
+done
 # bench comm: help, every documented flag known, bad values name the flag
 expect 0 "bench" -- --help
 expect 0 "comm" -- bench --help

@@ -2,8 +2,9 @@
 # Ranks launched with different settings (mpirun's MPMD ":" form) all stop at
 # start-up with the same message naming the setting, exit status 2, and never
 # an assertion or a hang: --ranks-per-node (also one the world size does not
-# divide, which one rank alone would have refused), --lr, the tables of a
-# --config file, and the environment's SR_RANKS_PER_NODE. Every run has a hard
+# divide, which one rank alone would have refused), --lr, a per-feature
+# --ids-per-feature, the tables of a --config file, and the environment's
+# SR_RANKS_PER_NODE. Every run has a hard
 # timeout.
 . "$(dirname "$0")/lib.sh"
 bin=$sr_shardrec
@@ -56,6 +57,9 @@ check lr "--lr differs between rank 0 and rank 1" -- \
     1 $R $JOB --lr 0.1 : -np 1 $R $JOB --lr 0.2
 check comm-timeout "--comm-timeout differs between rank 0 and rank 1" -- \
     1 $R $JOB --comm-timeout 30 : -np 1 $R $JOB --comm-timeout 31
+# the per-feature form alone differs (ids_min and ids_max agree)
+check ids-per-feature "--ids-per-feature differs between rank 0 and rank 1" -- \
+    1 $R $JOB --ids-per-feature 1,2 : -np 1 $R $JOB --ids-per-feature 1,3
 printf '{"tables": [{"name": "a", "rows": 10}, {"name": "b", "rows": 20}]}' >"$tmp/c0.json"
 printf '{"tables": [{"name": "a", "rows": 10}, {"name": "b", "rows": 21}]}' >"$tmp/c1.json"
 check config-tables "the tables (--table-rows, --pooling, the config's \"tables\") differ" -- \

@@ -5,8 +5,9 @@
 # every sharding type and a mixed plan on 2, 3 and 4 ranks (4 ranks as 2
 # emulated nodes of 2). The cases hold a one-row table, tables not divisible
 # by W, empty bags (0-3 ids per feature) and ranks that receive no ids.
-# Also: the collectives per step are the documented counts, and a DCNv2
-# model (--interaction dcn) on 2 ranks equals its one-rank run.
+# Also: the collectives per step are the documented counts, a DCNv2 model
+# (--interaction dcn) on 2 ranks equals its one-rank run, and so does a job
+# whose features each draw their own number of ids (--ids-per-feature A,B,...).
 . "$(dirname "$0")/lib.sh"
 bin=$sr_shardrec
 sr_need_mpirun
@@ -88,6 +89,15 @@ DCN="--interaction dcn --dcn-layers 2 --dcn-rank 24 --emb-optimizer rowwise_adag
 "$bin" train $JOB $DCN --metrics "$tmp/ref.jsonl" --save-weights "$tmp/ref.st" 2>"$tmp/ref.err" ||
     { cat "$tmp/ref.err"; exit 1; }
 run_case "dcn-rw-np2" 2 $DCN --sharding rw --ranks-per-node 2
+
+# ids per feature of their own (--ids-per-feature A,B,..., MLPerf's multi-hot
+# form; empty bags in two features): their own one-rank reference, then rw on
+# 3 ranks and the mixed plan on 4
+IDS="--ids-per-feature 0-3,1,2-5,0-1,1-2,4"
+"$bin" train $JOB $IDS --metrics "$tmp/ref.jsonl" --save-weights "$tmp/ref.st" 2>"$tmp/ref.err" ||
+    { cat "$tmp/ref.err"; exit 1; }
+run_case "ids-rw-np3" 3 $IDS --sharding rw --ranks-per-node 3
+run_case "ids-mixed-np4" 4 $IDS --plan "$tmp/plan4.json" --ranks-per-node 2
 
 # collectives per step of the mixed plan on 4 ranks: input dist 2 (counts +
 # data), tw+cw 1 all-to-all each way, rw reduce-scatter + all-gather, twrw

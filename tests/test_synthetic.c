@@ -4,7 +4,8 @@
  * power law and the rank -> row bijection is one and spreads the hot rows; the
  * teacher's sparse share and ceiling/floor gap hold on the default job; the TSV
  * writer round-trips exactly through an independent parser; bad configs and
- * multi-hot TSV are rejected.
+ * multi-hot TSV are rejected; per-feature bag lengths stay in each feature's
+ * range, and a list of equal ranges draws the bytes of the one range.
  */
 #include <inttypes.h>
 #include <math.h>
@@ -395,7 +396,18 @@ static void test_tsv_rejects_multi_hot(void **state)
     assert_int_equal(sr_synth_write_tsv(s, f, 0, 10), SR_ERR_INVALID_ARG);
     assert_non_null(strstr(sr_error_message(), "1 id per feature"));
     sr_synth_free(s);
+    int lo[26], hi[26];
+    for (int f = 0; f < 26; f++)
+        lo[f] = hi[f] = 1;
+    hi[7] = 3;
     c.ids_max = 1;
+    c.feature_ids_min = lo;
+    c.feature_ids_max = hi;
+    s = make(&c);
+    assert_int_equal(sr_synth_write_tsv(s, f, 0, 10), SR_ERR_INVALID_ARG);
+    assert_non_null(strstr(sr_error_message(), "feature 7"));
+    sr_synth_free(s);
+    c.feature_ids_min = c.feature_ids_max = NULL;
     c.num_dense = 12;
     s = make(&c);
     assert_int_equal(sr_synth_write_tsv(s, f, 0, 10), SR_ERR_INVALID_ARG);
@@ -442,6 +454,99 @@ static void test_config_errors_and_parse(void **state)
         assert_int_equal(sr_id_dist_parse(bad[k], &d, &z), SR_ERR_INVALID_ARG);
 }
 
+/* Per-feature ranges (MLPerf's multi-hot sizes): feature f's bags stay in its
+ * own [min, max] and, over 4000 samples, hit both ends; a batch holds at most
+ * B x the sum of the maxima; the arrays are copied. */
+static void test_per_feature_ranges(void **state)
+{
+    (void)state;
+    enum { F = 5, B = 4000 };
+    struct sr_synth_config c = default_config();
+    int64_t rows[F] = {10, 1000, 7, 100000, 3};
+    int lo[F] = {3, 0, 1, 95, 1}, hi[F] = {3, 2, 8, 100, 1};
+    c.num_features = F;
+    c.rows = rows;
+    c.ids_min = c.ids_max = 50; /* ignored: the arrays win */
+    c.feature_ids_min = lo;
+    c.feature_ids_max = hi;
+    struct sr_synth *s = make(&c);
+    lo[0] = hi[0] = 40; /* copied at init */
+    assert_int_equal(sr_synth_max_values(s, B), (int64_t)B * (3 + 2 + 8 + 100 + 1));
+    assert_int_equal(sr_synth_max_values(s, 1), 114);
+    struct sr_batch b;
+    batch_for(&b, s, &c, B);
+    sr_synth_fill(s, 777, B, &b);
+    assert_int_equal(sr_kjt_validate(&b.kjt), SR_OK);
+    const int want_lo[F] = {3, 0, 1, 95, 1}, want_hi[F] = {3, 2, 8, 100, 1};
+    for (int f = 0; f < F; f++) {
+        int seen_lo = 0, seen_hi = 0;
+        for (int i = 0; i < B; i++) {
+            int32_t len = b.kjt.lengths[f * B + i];
+            assert_true(len >= want_lo[f] && len <= want_hi[f]);
+            seen_lo |= len == want_lo[f];
+            seen_hi |= len == want_hi[f];
+            for (int64_t k = sr_kjt_bag_begin(&b.kjt, f, i); k < sr_kjt_bag_end(&b.kjt, f, i); k++)
+                assert_true(b.kjt.values[k] >= 0 && b.kjt.values[k] < rows[f]);
+        }
+        assert_true(seen_lo && seen_hi);
+    }
+    sr_batch_free(&b);
+    sr_synth_free(s);
+
+    struct sr_synth *bad = (struct sr_synth *)&bad;
+    int lo2[F] = {1, 1, 1, 1, 1}, hi2[F] = {1, 1, 0, 1, 1};
+    c.feature_ids_min = lo2;
+    c.feature_ids_max = hi2;
+    assert_int_equal(sr_synth_init(&bad, &c), SR_ERR_INVALID_ARG);
+    assert_null(bad);
+    assert_non_null(strstr(sr_error_message(), "feature 2"));
+    c.feature_ids_max = NULL; /* the two arrays go together */
+    assert_int_equal(sr_synth_init(&bad, &c), SR_ERR_INVALID_ARG);
+    assert_non_null(strstr(sr_error_message(), "feature_ids_max"));
+}
+
+/* A per-feature list of F equal ranges is the one range: the same batch bytes
+ * (dense, labels, lengths, offsets, ids), the same teacher, the same
+ * capacity. For a fixed and a drawn length. */
+static void test_per_feature_list_equals_single(void **state)
+{
+    (void)state;
+    const int ranges[2][2] = {{1, 1}, {0, 4}};
+    for (int r = 0; r < 2; r++) {
+        enum { B = 300 };
+        struct sr_synth_config one = default_config(), list = default_config();
+        int lo[26], hi[26];
+        for (int f = 0; f < 26; f++)
+            lo[f] = ranges[r][0], hi[f] = ranges[r][1];
+        one.ids_min = ranges[r][0];
+        one.ids_max = ranges[r][1];
+        list.feature_ids_min = lo;
+        list.feature_ids_max = hi;
+        struct sr_synth *s1 = make(&one), *s2 = make(&list);
+        assert_int_equal(sr_synth_max_values(s1, B), sr_synth_max_values(s2, B));
+        assert_int_equal(sr_synth_max_values(s1, B), (int64_t)B * 26 * ranges[r][1]);
+        struct sr_batch x, y;
+        batch_for(&x, s1, &one, B);
+        batch_for(&y, s2, &list, B);
+        sr_synth_fill(s1, 4242, B, &x);
+        sr_synth_fill(s2, 4242, B, &y);
+        assert_int_equal(x.kjt.num_values, y.kjt.num_values);
+        assert_memory_equal(x.dense, y.dense, sizeof(float) * B * 13);
+        assert_memory_equal(x.labels, y.labels, sizeof(float) * B);
+        assert_memory_equal(x.kjt.lengths, y.kjt.lengths, sizeof(x.kjt.lengths[0]) * B * 26);
+        assert_memory_equal(x.kjt.offsets, y.kjt.offsets, sizeof(int64_t) * (B * 26 + 1));
+        assert_memory_equal(x.kjt.values, y.kjt.values, sizeof(int64_t) * x.kjt.num_values);
+        double t1, f1, v1, t2, f2, v2;
+        sr_synth_bounds(s1, 0, 2000, &t1, &f1, &v1);
+        sr_synth_bounds(s2, 0, 2000, &t2, &f2, &v2);
+        assert_true(t1 == t2 && f1 == f2 && v1 == v2);
+        sr_batch_free(&x);
+        sr_batch_free(&y);
+        sr_synth_free(s1);
+        sr_synth_free(s2);
+    }
+}
+
 static void test_seed_changes_data(void **state)
 {
     (void)state;
@@ -476,6 +581,8 @@ int main(void)
         cmocka_unit_test(test_tsv_rejects_multi_hot),
         cmocka_unit_test(test_config_errors_and_parse),
         cmocka_unit_test(test_seed_changes_data),
+        cmocka_unit_test(test_per_feature_ranges),
+        cmocka_unit_test(test_per_feature_list_equals_single),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

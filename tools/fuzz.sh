@@ -38,6 +38,7 @@ if [ -f tests/fuzz/fuzz_safetensors.c ]; then
 fi
 if [ -f tests/fuzz/fuzz_config.c ]; then
     build fuzz_config tests/fuzz/fuzz_config.c src/train/train_config.c src/train/train_memory.c \
+        src/train/train_settings.c \
         src/plan/plan.c src/core/table_config.c src/core/rng.c src/core/optim_config.c src/core/half.c \
         src/core/tensor.c src/data/zipf.c src/data/synthetic.c src/data/teacher.c \
         src/model/dlrm_config.c src/model/interaction.c src/train/metrics.c \

@@ -10,7 +10,8 @@
  * A sample:
  *   dense   num_dense floats, each log(c + 1) of a nonnegative integer count c
  *           (Criteo's transform); a missing count reads as 0.
- *   ids     per feature f a bag of L ids, L uniform in [ids_min, ids_max]; each id
+ *   ids     per feature f a bag of L ids, L uniform in feature f's [min, max] (one
+ *           range for all, or one per feature); each id
  *           is a popularity rank k in [0, E) (E = rows[f]) drawn uniformly or from
  *           a bounded power law (Zipf), then scattered over the rows by a fixed
  *           per-feature bijection id = (a_f k + b_f) mod E that stores nothing, so
@@ -49,6 +50,10 @@ struct sr_synth_config {
     int num_features;     /* F (26) */
     const int64_t *rows;  /* (F) rows of the table each feature looks up; copied */
     int ids_min, ids_max; /* ids per feature per sample, uniform in [min,max]; equal = fixed */
+    /* (F) feature f's own [min, max] (MLPerf's multi-hot sizes), or both NULL: ids_min and
+     * ids_max for every feature; copied. Given, they replace ids_min and ids_max, and a list
+     * of F equal ranges draws exactly the bags of that one range. */
+    const int *feature_ids_min, *feature_ids_max;
     enum sr_id_dist id_dist;
     double zipf_s; /* exponent for SR_ID_DIST_ZIPF, > 0 */
 };
@@ -59,12 +64,14 @@ struct sr_synth;
  * Calibrates the teacher on a fixed set of samples (a few tens of ms).
  * Returns SR_ERR_INVALID_ARG, naming the field, for: num_dense outside
  * [1, 1024], num_features outside [1, 65536], rows NULL or a row count < 1,
- * ids_min < 0, ids_max < ids_min or > 65536, an unknown id_dist, or zipf_s
- * outside (0, 100] under SR_ID_DIST_ZIPF. *out is NULL on error. */
+ * ids_min < 0, ids_max < ids_min or > 65536 (for any feature, when per feature;
+ * one of the two per-feature arrays NULL and the other not), an unknown id_dist,
+ * or zipf_s outside (0, 100] under SR_ID_DIST_ZIPF. *out is NULL on error. */
 int sr_synth_init(struct sr_synth **out, const struct sr_synth_config *cfg);
 void sr_synth_free(struct sr_synth *s); /* NULL is a no-op */
 
-/* The most ids a batch of B samples can hold: B * F * ids_max. Size batches with
+/* The most ids a batch of B samples can hold: B times the sum over features of
+ * their max (B * F * ids_max for one range). Size batches with
  * sr_batch_init(b, B, num_dense, F, sr_synth_max_values(s, B), ...). */
 int64_t sr_synth_max_values(const struct sr_synth *s, int B);
 
@@ -92,9 +99,9 @@ int sr_id_dist_parse(const char *spec, enum sr_id_dist *dist, double *zipf_s);
  * I are the integer counts (empty when missing), C the ids as 8 lowercase hex
  * digits. Reading a line back with Criteo's rules (sr_criteo_dense for the
  * counts, hex -> uint32 -> mod rows for the ids) gives exactly the dense floats
- * and ids sr_synth_fill produces. Returns SR_ERR_INVALID_ARG if the ids per
- * feature are not exactly 1 (ids_min = ids_max = 1: multi-hot bags have no TSV
- * form), num_dense is not 13, or a table has more than 2^32 rows; SR_ERR_IO if
+ * and ids sr_synth_fill produces. Returns SR_ERR_INVALID_ARG if the ids of some
+ * feature are not exactly 1 (min = max = 1: multi-hot bags have no TSV form),
+ * num_dense is not 13, or a table has more than 2^32 rows; SR_ERR_IO if
  * writing fails. Allocates a buffer; OpenMP inside each block of samples. */
 int sr_synth_write_tsv(const struct sr_synth *s, FILE *f, int64_t first_index, int64_t n);
 

@@ -1,10 +1,10 @@
 /*
  * The description of a training job: model shape, tables and features,
  * synthetic-data settings, optimizers and schedule, logging. It is filled
- * from defaults (the embedded default job), then an optional JSON config file,
- * then command-line flags (flags win), and checked once before anything is
- * allocated. Every field here is plain data so the job can be hashed and
- * compared across ranks.
+ * from defaults (the embedded default job), then an optional workload preset
+ * (--workload K|M|D), then an optional JSON config file, then command-line
+ * flags (flags win), and checked once before anything is allocated. Every
+ * field here is plain data so the job can be hashed and compared across ranks.
  */
 #ifndef SHARDREC_TRAIN_CONFIG_H
 #define SHARDREC_TRAIN_CONFIG_H
@@ -49,7 +49,10 @@ enum sr_comm_choice {
     SR_COMM_CHOICE_NCCL = 2,
 };
 
+#define SR_WORKLOAD_NAME_MAX 8
+
 struct sr_train_config {
+    char workload[SR_WORKLOAD_NAME_MAX]; /* the preset applied first ("K", "M", "D"), or "" */
     /* model */
     int embedding_dim;                                /* D */
     int bot_mlp[SR_MLP_MAX], n_bot;                   /* widths incl. input (13-...-D) */
@@ -65,7 +68,10 @@ struct sr_train_config {
     /* synthetic data */
     uint64_t seed;
     int num_dense;        /* 13 */
-    int ids_min, ids_max; /* ids per feature per sample */
+    int ids_min, ids_max; /* ids per feature per sample: --ids-per-feature N|MIN-MAX */
+    int n_feature_ids;    /* 0: ids_min..ids_max for every feature; else F entries below */
+    int feature_ids_min[SR_MAX_FEATURES]; /* (n_feature_ids) --ids-per-feature A,B,...: */
+    int feature_ids_max[SR_MAX_FEATURES]; /* feature f's own range; 0 past the entries */
     enum sr_id_dist id_dist;
     double zipf_s;
     /* files (empty: the synthetic generator) */
@@ -137,9 +143,62 @@ int sr_train_config_from_json(struct sr_train_config *cfg, const char *text, siz
 int sr_train_config_set_table_rows(struct sr_train_config *cfg, const int64_t *rows, int n);
 
 /* Check everything fits together: MLP ends, table dims = D, features map to
- * tables, sizes positive, optimizer choices. One-line error saying what and
- * how to fix. */
+ * tables, sizes positive, optimizer choices, F entries of a per-feature
+ * --ids-per-feature. One-line error saying what and how to fix. */
 int sr_train_config_check(const struct sr_train_config *cfg);
+
+/* ---- settings by name (src/train/train_settings.c) ------------------------
+ *
+ * The model, data and optimizer settings that the command line, the JSON
+ * config and the workload presets all set, by the flag's name without its
+ * dashes and the value as text:
+ *
+ *   batch-size embedding-dim bot-mlp top-mlp interaction dcn-layers dcn-rank
+ *   table-rows pooling ids-per-feature id-dist optimizer emb-optimizer lr emb-lr
+ *
+ * ids-per-feature takes N or MIN-MAX (every feature), or F comma-separated
+ * entries, each N or MIN-MAX (feature f's own; F is checked against the
+ * features by sr_train_config_check, since --table-rows may come later). */
+
+/* Whether `name` is one of the settings above. */
+int sr_train_config_is_setting(const char *name);
+/* Set one of them. SR_ERR_INVALID_ARG naming the flag (--NAME) and the bad
+ * entry; an unknown name is SR_ERR_INVALID_ARG too. cfg is unchanged on error
+ * except for list settings, which may be left partly parsed. */
+int sr_train_config_set(struct sr_train_config *cfg, const char *name, const char *value);
+
+/* The per-feature form from ranges lo[f]..hi[f] of n features (the JSON
+ * config's array): each 0 <= lo <= hi <= 2^20 and hi >= 1, 1 <= n <= 256,
+ * else SR_ERR_INVALID_ARG naming `what` (the flag or key) and the entry. */
+int sr_train_config_set_feature_ids(struct sr_train_config *cfg, const char *what, const int *lo,
+                                    const int *hi, int n);
+
+/* The standard workloads of BENCH.md as presets: "K", "M" or "D" (also
+ * lower-case). Sets every model, data and optimizer setting above to the
+ * workload's (the tables with their rows, dim, MLPs, interaction, ids per
+ * feature, id distribution, optimizers and learning rates, batch size) and
+ * records the name in cfg->workload; leaves the rest (steps, seed,
+ * evaluation, distribution, device) alone. Each is a list of settings applied
+ * through sr_train_config_set, so the preset means what those flags mean.
+ * Apply it first: the CLI and the JSON config apply any other setting after
+ * it, so those win. An unknown name is SR_ERR_INVALID_ARG naming K, M and D. */
+int sr_train_config_set_workload(struct sr_train_config *cfg, const char *name);
+
+/* The text a workload ("K", "M", "D") gives setting `name` ("table-rows",
+ * ...), or NULL when it sets none or the workload is unknown. */
+const char *sr_workload_setting(const char *workload, const char *name);
+
+/* The most ids one sample holds: the sum over features of their max ids
+ * (F * ids_max for one range). */
+int64_t sr_train_config_ids_per_sample(const struct sr_train_config *cfg);
+
+/* The synthetic generator's config for this job: seed, dense count, features
+ * with `rows` (F, the caller's; each feature's table rows), ids per feature
+ * (pointers into cfg for the per-feature form), id distribution.
+ * SR_ERR_INVALID_ARG when a per-feature --ids-per-feature does not have
+ * exactly F entries (the message names both numbers). */
+int sr_train_config_synth(const struct sr_train_config *cfg, const int64_t *rows,
+                          struct sr_synth_config *out);
 
 struct sr_plan;
 /* Before anything is allocated: the bytes `rank` needs for this job (its
@@ -177,6 +236,9 @@ int sr_interaction_parse(const char *s, enum sr_interaction *out);
 int sr_parse_widths(const char *flag, const char *s, int *widths, int *n, int max);
 /* Parse "1460,583,..." into rows; errors name the position. */
 int sr_parse_rows(const char *flag, const char *s, int64_t *rows, int *n, int max);
+/* Parse "N" or "MIN-MAX" ids of one feature (0 <= MIN <= MAX <= 2^20, MAX >= 1);
+ * errors name `what`. */
+int sr_parse_ids_range(const char *what, const char *s, int *lo, int *hi);
 /* Parse integers and floats strictly (whole string, range checked). */
 int sr_parse_i64(const char *flag, const char *s, int64_t min, int64_t max, int64_t *out);
 int sr_parse_f32(const char *flag, const char *s, float *out);

@@ -80,8 +80,11 @@ struct sr_dense_model {
 };
 
 struct sr_synth {
-    struct sr_synth_config cfg;     /* cfg.rows points at rows below */
+    struct sr_synth_config cfg;     /* cfg.rows, cfg.feature_ids_* point at the arrays below */
     int64_t *rows;                  /* (F) */
+    int *ids_min, *ids_max;         /* (F) each feature's bag lengths, one range copied F times
+                                       when the config gives one for all */
+    int64_t ids_max_sum;            /* sum of ids_max: the most ids a sample holds */
     struct sr_id_sampler *samplers; /* (F) */
     struct sr_dense_model *dense;   /* (num_dense) */
     struct sr_teacher teacher;

@@ -34,6 +34,36 @@
 
 enum { PARAM_MISSING = 1 << 20, PARAM_MU = 2 << 20, PARAM_SD = 3 << 20 };
 
+/* One range [lo, hi] of bag lengths; `f` names its feature, or -1 for all. */
+static int check_ids_range(int lo, int hi, int f)
+{
+    char which[32] = "";
+    if (lo >= 0 && hi >= lo && hi <= SYNTH_MAX_IDS)
+        return SR_OK;
+    if (f >= 0)
+        snprintf(which, sizeof which, " of feature %d", f);
+    return sr_error_set(SR_ERR_INVALID_ARG,
+                        "synthetic data: ids per feature%s [ids_min %d, ids_max %d] must satisfy "
+                        "0 <= ids_min <= ids_max <= %d",
+                        which, lo, hi, SYNTH_MAX_IDS);
+}
+
+static int check_ids(const struct sr_synth_config *c)
+{
+    if (!c->feature_ids_min != !c->feature_ids_max)
+        return sr_error_set(SR_ERR_INVALID_ARG,
+                            "synthetic data: feature_ids_min and feature_ids_max go together "
+                            "(both arrays, or both NULL for one range)");
+    if (!c->feature_ids_min)
+        return check_ids_range(c->ids_min, c->ids_max, -1);
+    for (int f = 0; f < c->num_features; f++) {
+        int rc = check_ids_range(c->feature_ids_min[f], c->feature_ids_max[f], f);
+        if (rc)
+            return rc;
+    }
+    return SR_OK;
+}
+
 static int check_config(const struct sr_synth_config *c)
 {
     if (c->num_dense < 1 || c->num_dense > SYNTH_MAX_DENSE)
@@ -50,11 +80,9 @@ static int check_config(const struct sr_synth_config *c)
                                 "synthetic data: rows[%d] = %" PRId64
                                 "; HINT: every table needs at least 1 row",
                                 f, c->rows[f]);
-    if (c->ids_min < 0 || c->ids_max < c->ids_min || c->ids_max > SYNTH_MAX_IDS)
-        return sr_error_set(SR_ERR_INVALID_ARG,
-                            "synthetic data: ids per feature [ids_min %d, ids_max %d] must satisfy "
-                            "0 <= ids_min <= ids_max <= %d",
-                            c->ids_min, c->ids_max, SYNTH_MAX_IDS);
+    int rc = check_ids(c);
+    if (rc)
+        return rc;
     if (c->id_dist != SR_ID_DIST_UNIFORM && c->id_dist != SR_ID_DIST_ZIPF)
         return sr_error_set(SR_ERR_INVALID_ARG, "synthetic data: unknown id_dist %d",
                             (int)c->id_dist);
@@ -78,6 +106,22 @@ static void init_dense_models(struct sr_synth *s)
     }
 }
 
+/* Each feature's range, from its own or the one for all. */
+static void init_ids(struct sr_synth *s, const struct sr_synth_config *cfg)
+{
+    int F = cfg->num_features;
+    s->ids_min = sr_malloc(sizeof(int) * (size_t)F);
+    s->ids_max = sr_malloc(sizeof(int) * (size_t)F);
+    s->ids_max_sum = 0;
+    for (int f = 0; f < F; f++) {
+        s->ids_min[f] = cfg->feature_ids_min ? cfg->feature_ids_min[f] : cfg->ids_min;
+        s->ids_max[f] = cfg->feature_ids_max ? cfg->feature_ids_max[f] : cfg->ids_max;
+        s->ids_max_sum += s->ids_max[f];
+    }
+    s->cfg.feature_ids_min = s->ids_min;
+    s->cfg.feature_ids_max = s->ids_max;
+}
+
 int sr_synth_init(struct sr_synth **out, const struct sr_synth_config *cfg)
 {
     *out = NULL;
@@ -90,6 +134,7 @@ int sr_synth_init(struct sr_synth **out, const struct sr_synth_config *cfg)
     s->rows = sr_malloc(sizeof(int64_t) * (size_t)F);
     memcpy(s->rows, cfg->rows, sizeof(int64_t) * (size_t)F);
     s->cfg.rows = s->rows;
+    init_ids(s, cfg);
     if (cfg->id_dist == SR_ID_DIST_UNIFORM)
         s->cfg.zipf_s = 0.0;
     s->samplers = sr_malloc(sizeof *s->samplers * (size_t)F);
@@ -109,13 +154,15 @@ void sr_synth_free(struct sr_synth *s)
     sr_teacher_free(&s->teacher);
     sr_free(s->dense);
     sr_free(s->samplers);
+    sr_free(s->ids_max);
+    sr_free(s->ids_min);
     sr_free(s->rows);
     sr_free(s);
 }
 
 int64_t sr_synth_max_values(const struct sr_synth *s, int B)
 {
-    return (int64_t)B * s->cfg.num_features * s->cfg.ids_max;
+    return (int64_t)B * s->ids_max_sum;
 }
 
 int64_t sr_synth_dense_count(const struct sr_synth *s, int64_t i, int j)
@@ -135,7 +182,7 @@ int64_t sr_synth_dense_count(const struct sr_synth *s, int64_t i, int j)
 
 int sr_synth_bag_len(const struct sr_synth *s, int64_t i, int f)
 {
-    int lo = s->cfg.ids_min, hi = s->cfg.ids_max;
+    int lo = s->ids_min[f], hi = s->ids_max[f];
     if (lo == hi)
         return lo;
     uint64_t u = sr_rng_u64(s->cfg.seed, sr_synth_stream(SR_SYNTH_STREAM_BAG_LEN, f), (uint64_t)i);

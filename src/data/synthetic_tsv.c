@@ -75,11 +75,13 @@ static int format_line(const struct sr_synth *s, const struct sr_batch *batch, i
 static int check_tsv_shape(const struct sr_synth *s)
 {
     const struct sr_synth_config *c = &s->cfg;
-    if (c->ids_min != 1 || c->ids_max != 1)
-        return sr_error_set(SR_ERR_INVALID_ARG,
-                            "TSV output needs exactly 1 id per feature, not [%d, %d]; HINT: "
-                            "multi-hot bags have no Criteo TSV form, use --ids-per-feature 1",
-                            c->ids_min, c->ids_max);
+    for (int f = 0; f < c->num_features; f++)
+        if (s->ids_min[f] != 1 || s->ids_max[f] != 1)
+            return sr_error_set(SR_ERR_INVALID_ARG,
+                                "TSV output needs exactly 1 id per feature, not [%d, %d] (feature "
+                                "%d); HINT: multi-hot bags have no Criteo TSV form, use "
+                                "--ids-per-feature 1",
+                                s->ids_min[f], s->ids_max[f], f);
     if (c->num_dense != TSV_DENSE)
         return sr_error_set(SR_ERR_INVALID_ARG,
                             "TSV output needs %d dense features (Criteo's), not %d", TSV_DENSE,

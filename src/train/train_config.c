@@ -20,16 +20,12 @@
 #include "shardrec/nearest.h"
 #include "shardrec/train_config.h"
 
-/* Workload K's 26 table sizes (Criteo Kaggle). */
-static const int64_t k_rows[26] = {
-    1460, 583,   10131227, 2202608, 305,  24,   12517, 633,     3,  93145, 5683,   8351593, 3194,
-    27,   14992, 5461306,  10,      5652, 2173, 4,     7046547, 18, 15,    286181, 105,     142572};
-
 void sr_train_config_default(struct sr_train_config *cfg)
 {
     static const int bot[] = {13, 512, 256, 64, 16};
     static const int top[] = {512, 256, 1};
-    int64_t rows[26];
+    int64_t rows[SR_MAX_TABLES];
+    int n = 0;
     memset(cfg, 0, sizeof *cfg);
     cfg->embedding_dim = 16;
     memcpy(cfg->bot_mlp, bot, sizeof bot);
@@ -39,9 +35,12 @@ void sr_train_config_default(struct sr_train_config *cfg)
     cfg->interaction = SR_INTERACTION_DOT;
     cfg->dcn_layers = 3;
     cfg->dcn_rank = 0; /* SR_DCN_RANK_DEFAULT, or n when smaller */
-    for (int i = 0; i < 26; i++)
-        rows[i] = k_rows[i] < 100000 ? k_rows[i] : 100000;
-    sr_train_config_set_table_rows(cfg, rows, 26);
+    /* workload K's 26 tables (Criteo Kaggle), capped */
+    int rc = sr_parse_rows("K", sr_workload_setting("K", "table-rows"), rows, &n, SR_MAX_TABLES);
+    SR_ASSERT(rc == SR_OK);
+    for (int i = 0; i < n; i++)
+        rows[i] = rows[i] < 100000 ? rows[i] : 100000;
+    sr_train_config_set_table_rows(cfg, rows, n);
     cfg->seed = 1234;
     cfg->num_dense = 13;
     cfg->ids_min = cfg->ids_max = 1;
@@ -178,6 +177,7 @@ enum json_kind {
     JSON_KIND_WIDTHS, /* an array of 1..SR_MLP_MAX whole numbers in [min, max] */
     JSON_KIND_NAMES,  /* a non-empty array of strings */
     JSON_KIND_TABLES, /* an array of 1..SR_MAX_TABLES objects */
+    JSON_KIND_IDS,    /* ids per feature: a whole number, the flag's text, or an array */
 };
 
 struct json_key {
@@ -194,7 +194,8 @@ static const struct json_key top_keys[] = {
     {"eval_every", JSON_KIND_INT, 0, JSON_INT_EXACT},
     {"eval_samples", JSON_KIND_INT, 0, (int64_t)1 << 36},
     {"log_every", JSON_KIND_INT, 1, JSON_INT_EXACT},
-    {"ids_per_feature", JSON_KIND_INT, 1, 1 << 20},
+    {"ids_per_feature", JSON_KIND_IDS, 0, 0}, /* ranges checked by json_ids */
+    {"workload", JSON_KIND_STRING, 0, 0},
     {"lr", JSON_KIND_NUMBER, 0, 0},
     {"emb_lr", JSON_KIND_NUMBER, 0, 0},
     {"bot_mlp", JSON_KIND_WIDTHS, 1, 1 << 20},
@@ -301,10 +302,53 @@ static int check_array(const cJSON *it, const struct json_key *k, const char *wh
     return SR_OK;
 }
 
+/* One entry of "ids_per_feature": N, or the text "N" or "MIN-MAX". */
+static int json_ids_entry(const cJSON *e, const char *where, const char *key, int *lo, int *hi)
+{
+    int64_t v;
+    int rc;
+    if (cJSON_IsString(e)) {
+        if ((rc = sr_parse_ids_range("ids per feature", e->valuestring, lo, hi)))
+            return json_err(where, key, "%s", sr_error_message());
+        return SR_OK;
+    }
+    if ((rc = json_int_value(e, where, key, 1, 1 << 20, &v)))
+        return rc;
+    *lo = *hi = (int)v;
+    return SR_OK;
+}
+
+/* "ids_per_feature": N or "N" or "MIN-MAX" for every feature (*n = 0, the
+ * range in lo[0], hi[0]), or an array of those, one per feature (*n entries). */
+static int json_ids(const cJSON *it, const char *where, int *lo, int *hi, int *n)
+{
+    char key[40];
+    const cJSON *e;
+    int k = 0, rc, len = cJSON_GetArraySize(it);
+    *n = 0;
+    if (!cJSON_IsArray(it))
+        return json_ids_entry(it, where, "ids_per_feature", &lo[0], &hi[0]);
+    if (len < 1 || len > SR_MAX_FEATURES)
+        return json_err(where, "ids_per_feature", "%d entries; give 1 to %d, one per feature", len,
+                        SR_MAX_FEATURES);
+    cJSON_ArrayForEach(e, it)
+    {
+        snprintf(key, sizeof key, "ids_per_feature[%d]", k);
+        if ((rc = json_ids_entry(e, where, key, &lo[k], &hi[k])))
+            return rc;
+        k++;
+    }
+    *n = k;
+    return SR_OK;
+}
+
 static int check_value(const cJSON *it, const struct json_key *k, const char *where)
 {
     int64_t v;
+    int lo[SR_MAX_FEATURES], hi[SR_MAX_FEATURES], n;
     switch (k->kind) {
+    case JSON_KIND_IDS:
+        return json_ids(it, where, lo, hi, &n);
     case JSON_KIND_INT:
         return json_int_value(it, where, k->key, k->min, k->max, &v);
     case JSON_KIND_NUMBER:
@@ -463,8 +507,6 @@ static void json_scalars(struct sr_train_config *cfg, const cJSON *root)
         cfg->eval_samples = json_i64(it);
     if ((it = json_get(root, "log_every")))
         cfg->log_every = json_i64(it);
-    if ((it = json_get(root, "ids_per_feature")))
-        cfg->ids_min = cfg->ids_max = (int)json_i64(it);
     if ((it = json_get(root, "lr")))
         cfg->lr = (float)it->valuedouble;
     if ((it = json_get(root, "emb_lr")))
@@ -475,6 +517,35 @@ static void json_scalars(struct sr_train_config *cfg, const cJSON *root)
         cfg->dcn_rank = (int)json_i64(it);
     json_widths(json_get(root, "bot_mlp"), cfg->bot_mlp, &cfg->n_bot);
     json_widths(json_get(root, "top_mlp"), cfg->top_mlp, &cfg->n_top);
+}
+
+/* "workload" first, so that every other key wins over it; a workload that
+ * --workload already applied is kept (flags win). */
+static int json_workload(struct sr_train_config *cfg, const cJSON *root, const char *path)
+{
+    const char *s = json_str(root, "workload");
+    if (!s)
+        return SR_OK;
+    if (!sr_workload_setting(s, "table-rows"))
+        return json_err(path, "workload", "'%s' is not a workload; choose \"K\", \"M\" or \"D\"",
+                        s);
+    return cfg->workload[0] ? SR_OK : sr_train_config_set_workload(cfg, s);
+}
+
+static int json_apply_ids(struct sr_train_config *cfg, const cJSON *root, const char *path)
+{
+    int lo[SR_MAX_FEATURES], hi[SR_MAX_FEATURES];
+    const cJSON *it = json_get(root, "ids_per_feature");
+    int n, rc;
+    if (!it)
+        return SR_OK;
+    if ((rc = json_ids(it, path, lo, hi, &n)))
+        return rc;
+    if (n > 0)
+        return sr_train_config_set_feature_ids(cfg, "ids_per_feature", lo, hi, n);
+    char text[32];
+    snprintf(text, sizeof text, "%d-%d", lo[0], hi[0]);
+    return sr_train_config_set(cfg, "ids-per-feature", text);
 }
 
 static int json_strings(struct sr_train_config *cfg, const cJSON *root, const char *path)
@@ -526,10 +597,14 @@ int sr_train_config_from_json(struct sr_train_config *cfg, const char *text, siz
                                 path, json_type_name(root));
     if (!rc)
         rc = check_object(root, top_keys, path);
+    if (!rc)
+        rc = json_workload(cfg, root, path);
     if (!rc) {
         json_scalars(cfg, root);
         rc = json_strings(cfg, root, path);
     }
+    if (!rc)
+        rc = json_apply_ids(cfg, root, path);
     if (!rc)
         rc = json_tables(cfg, root, path);
     for (int t = 0; t < cfg->num_tables; t++)
@@ -618,6 +693,9 @@ int sr_train_config_check(const struct sr_train_config *cfg)
     if (cfg->ids_min < 0 || cfg->ids_max < cfg->ids_min)
         return sr_error_set(SR_ERR_INVALID_ARG, "--ids-per-feature: bad range %d-%d", cfg->ids_min,
                             cfg->ids_max);
+    struct sr_synth_config sc;
+    if ((rc = sr_train_config_synth(cfg, NULL, &sc))) /* F entries of the per-feature form */
+        return rc;
     if (cfg->optimizer == SR_OPTIM_ROWWISE_ADAGRAD)
         return sr_error_set(SR_ERR_INVALID_ARG,
                             "--optimizer rowwise_adagrad is for embeddings only; use "

@@ -127,7 +127,8 @@ static void count_batch(const struct sr_train_config *cfg, int W, int sharded, s
 {
     uint64_t B = (uint64_t)cfg->batch_size, F = (uint64_t)cfg->num_features;
     uint64_t D = (uint64_t)cfg->embedding_dim, width = 0, top = 0;
-    uint64_t BF = mem_mul3(m, sharded ? B * (uint64_t)W : B, F, 1);
+    uint64_t BS = sharded ? B * (uint64_t)W : B; /* samples a rank's EBC receives */
+    uint64_t BF = mem_mul3(m, BS, F, 1);
     struct sr_dlrm_config dc;
     sr_train_config_dlrm(cfg, &dc);
     for (int l = 0; l < cfg->n_bot; l++)
@@ -141,7 +142,7 @@ static void count_batch(const struct sr_train_config *cfg, int W, int sharded, s
      * sent and received (16 bytes each); activations, their gradients and
      * pre-activations (12 bytes each); the top MLP's output gradients, kept
      * for its deferred weight gradients (4 bytes each) */
-    uint64_t bytes = mem_mul3(m, BF, (uint64_t)(cfg->ids_max > 0 ? cfg->ids_max : 1), 24);
+    uint64_t bytes = mem_mul3(m, BS, (uint64_t)sr_train_config_ids_per_sample(cfg), 24);
     bytes = mem_add(m, bytes, mem_mul3(m, BF, 20, 1));
     bytes = mem_add(m, bytes, mem_mul3(m, BF, D, 16));
     bytes = mem_add(m, bytes, mem_mul3(m, B, width, 12));
@@ -221,8 +222,9 @@ static int mem_error(const struct sr_train_config *cfg, const struct mem_tally *
     case MEM_BATCH:
         snprintf(what, sizeof what,
                  "the batch buffers (--batch-size %d, --ids-per-feature up "
-                 "to %d, %d features) take %s",
-                 cfg->batch_size, cfg->ids_max, cfg->num_features, part);
+                 "to %lld ids a sample over %d features) take %s",
+                 cfg->batch_size, (long long)sr_train_config_ids_per_sample(cfg), cfg->num_features,
+                 part);
         hint = "a smaller --batch-size or --ids-per-feature";
         break;
     default:

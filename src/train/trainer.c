@@ -104,15 +104,10 @@ static int init_data(struct sr_trainer *t)
         t->feature_policy[f] = tc->id_policy;
         keys[f] = cfg->feature_names[f];
     }
-    struct sr_synth_config sc = {.seed = cfg->seed,
-                                 .num_dense = cfg->num_dense,
-                                 .num_features = cfg->num_features,
-                                 .rows = rows,
-                                 .ids_min = cfg->ids_min,
-                                 .ids_max = cfg->ids_max,
-                                 .id_dist = cfg->id_dist,
-                                 .zipf_s = cfg->zipf_s};
-    int rc = sr_synth_init(&t->synth, &sc);
+    struct sr_synth_config sc;
+    int rc = sr_train_config_synth(cfg, rows, &sc);
+    if (!rc)
+        rc = sr_synth_init(&t->synth, &sc);
     if (rc)
         return rc;
     if (cfg->n_data)

@@ -50,6 +50,7 @@ struct setting {
     }
 
 static const struct setting settings[] = {
+    STRING("--workload", workload),
     FIELD("--embedding-dim", embedding_dim),
     FIELD("--bot-mlp", bot_mlp),
     FIELD("--bot-mlp", n_bot),
@@ -61,6 +62,9 @@ static const struct setting settings[] = {
     FIELD("--seed", seed),
     FIELD("--ids-per-feature", ids_min),
     FIELD("--ids-per-feature", ids_max),
+    FIELD("--ids-per-feature", n_feature_ids),
+    FIELD("--ids-per-feature", feature_ids_min),
+    FIELD("--ids-per-feature", feature_ids_max),
     FIELD("--id-dist", id_dist),
     FIELD("--id-dist", zipf_s),
     FIELD("--skip-bad-lines", skip_bad_lines),
@@ -174,7 +178,7 @@ static void setting_hashes(const struct sr_train_config *cfg, uint64_t *h)
  * the settings that differ and the first rank that differs from rank 0. */
 static int check_settings(sr_comm_t world, const struct sr_train_config *cfg)
 {
-    int W = sr_comm_size(world), rc = SR_OK, bad_rank = -1, n_bad = 0;
+    int W = sr_comm_size(world), rc = SR_OK, bad_rank = -1, n_bad = 0, n_names = 0;
     uint64_t mine[N_HASHES];
     uint64_t *all = sr_calloc((size_t)W * N_HASHES, sizeof *all);
     char names[768] = "";
@@ -191,9 +195,11 @@ static int check_settings(sr_comm_t world, const struct sr_train_config *cfg)
         if (bad_rank < 0)
             bad_rank = first;
         /* one name once (--bot-mlp has two fields), at most what fits */
-        if (!strstr(names, hash_name(k)) && len + strlen(hash_name(k)) + 3 < sizeof names)
-            len += (size_t)snprintf(names + len, sizeof names - len, "%s%s", n_bad ? ", " : "",
+        if (!strstr(names, hash_name(k)) && len + strlen(hash_name(k)) + 3 < sizeof names) {
+            len += (size_t)snprintf(names + len, sizeof names - len, "%s%s", len ? ", " : "",
                                     hash_name(k));
+            n_names++;
+        }
         n_bad++;
     }
     if (n_bad)
@@ -201,7 +207,7 @@ static int check_settings(sr_comm_t world, const struct sr_train_config *cfg)
                           "ranks run different jobs: %s differ%s between rank 0 and rank %d; "
                           "HINT: launch every rank with the same flags, config file and "
                           "environment",
-                          names, n_bad == 1 ? "s" : "", bad_rank);
+                          names, n_names == 1 ? "s" : "", bad_rank);
     sr_free(all);
     return rc;
 }

@@ -21,8 +21,14 @@ static void check_accepted(const struct sr_train_config *c)
 {
     if (c->num_tables < 1 || c->num_tables > SR_MAX_TABLES || c->num_features < 1 ||
         c->num_features > SR_MAX_FEATURES || c->n_bot < 1 || c->n_bot > SR_MLP_MAX ||
-        c->n_top < 1 || c->n_top > SR_MLP_MAX || c->batch_size < 1 || c->steps < 1)
+        c->n_top < 1 || c->n_top > SR_MLP_MAX || c->batch_size < 1 || c->steps < 1 ||
+        c->n_feature_ids < 0 || c->n_feature_ids > SR_MAX_FEATURES || c->ids_min < 0 ||
+        c->ids_max < c->ids_min || memchr(c->workload, '\0', sizeof c->workload) == NULL)
         abort();
+    for (int f = 0; f < c->n_feature_ids; f++)
+        if (c->feature_ids_min[f] < 0 || c->feature_ids_max[f] < c->feature_ids_min[f] ||
+            c->feature_ids_max[f] < 1)
+            abort();
     for (int t = 0; t < c->num_tables; t++)
         if (c->tables[t].num_embeddings < 1 || c->tables[t].num_embeddings > (int64_t)1 << 40 ||
             memchr(c->tables[t].name, '\0', SR_NAME_MAX) == NULL ||
