@@ -164,7 +164,8 @@ part4() {
 }
 
 part5() {
-    run trace2 2 --comm nccl --ranks-per-node 1 --trace "$tmp/trace2.json" --trace-steps 5:8 ||
+    run trace2 2 --sharding rw --comm nccl --ranks-per-node 1 --trace "$tmp/trace2.json" \
+        --trace-steps 5:8 ||
         return
     if out=$(python3 - "$tmp/trace2.json" <<'PY'
 import json, sys
