@@ -9,8 +9,9 @@
 
 /* The exit status of a failed library call (docs/user-guide.md): the user's
  * input (invalid argument, unreadable or bad file, unsupported request, a size
- * that cannot fit in memory) gives CLI_EXIT_USAGE, anything else (NaN loss,
- * ...) CLI_EXIT_FAIL; SR_OK gives 0. */
+ * that cannot fit in memory) gives CLI_EXIT_USAGE, anything else (NaN loss, a
+ * result that could not be written, SR_ERR_WRITE, ...) CLI_EXIT_FAIL; SR_OK
+ * gives 0. */
 int cli_exit_status(int status);
 
 int cli_train(int argc, char **argv);
@@ -24,6 +25,10 @@ int cli_bench(int argc, char **argv); /* `bench comm`: cli/cmd_bench.c */
 int cli_apply_job_flag(struct sr_train_config *cfg, const char *name, const char *value);
 /* Whether `name` is a job flag that takes a value. */
 int cli_is_job_flag(const char *name);
+/* SR_ERR_INVALID_ARG: "--FLAG: an empty path" (flag without its dashes). */
+int cli_empty_path(const char *flag);
+/* The --config files of argv, in order, into paths[0..cap); returns how many. */
+int cli_config_paths(int argc, char **argv, const char **paths, int cap);
 /* Fill cfg from defaults, then --workload (wherever it stands), then --config
  * FILE if present, then every job flag in argv; other flags are handed to
  * `other` (may be NULL: then they are errors).

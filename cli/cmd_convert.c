@@ -14,6 +14,7 @@
 #include "shardrec/binfmt.h"
 #include "shardrec/clock.h"
 #include "shardrec/error.h"
+#include "shardrec/files.h"
 #include "shardrec/reader.h"
 #include "shardrec/train_config.h"
 #include "cli.h"
@@ -113,10 +114,19 @@ static int convert_parse(int argc, char **argv, struct convert_args *a)
     if (!a->out || !a->n_inputs)
         return sr_error_set(SR_ERR_INVALID_ARG, "need input files and -o OUT.bin; HINT: "
                                                 "shardrec convert train.txt -o train.bin");
-    for (int i = 0; i < a->n_inputs; i++)
-        if (!strcmp(a->inputs[i], a->out))
-            return sr_error_set(SR_ERR_INVALID_ARG, "output %s is also an input", a->out);
     return SR_OK;
+}
+
+/* The output is no input, by identity (a hard link too), not only by name. */
+static int check_distinct(const struct convert_args *a)
+{
+    struct sr_named_file *f = sr_calloc((size_t)a->n_inputs + 1, sizeof *f);
+    for (int i = 0; i < a->n_inputs; i++)
+        f[i] = (struct sr_named_file){"input", a->inputs[i], 0};
+    f[a->n_inputs] = (struct sr_named_file){"-o", a->out, 1};
+    int rc = sr_files_check_distinct(f, a->n_inputs + 1);
+    sr_free(f);
+    return rc;
 }
 
 static int convert_run(const struct convert_args *a, int64_t *samples)
@@ -162,6 +172,8 @@ int cli_convert(int argc, char **argv)
     int64_t samples = 0;
     const double t0 = sr_clock_seconds();
     if (!rc) /* before reading any input */
+        rc = check_distinct(&a);
+    if (!rc)
         rc = sr_output_path_check(a.out, "-o", SR_OUTPUT_ATOMIC);
     if (!rc)
         rc = convert_run(&a, &samples);

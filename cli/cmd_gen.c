@@ -5,6 +5,7 @@
 
 #include "shardrec/atomic_file.h"
 #include "shardrec/error.h"
+#include "shardrec/files.h"
 #include "shardrec/synthetic.h"
 #include "cli.h"
 
@@ -50,6 +51,18 @@ static int gen_flag(void *ctx, const char *name, const char *value)
     return 0;
 }
 
+/* --out names no --config file (files.h): the samples would replace it. */
+static int check_distinct(int argc, char **argv, const char *out)
+{
+    struct sr_named_file f[9];
+    const char *configs[8];
+    int n = cli_config_paths(argc, argv, configs, 8);
+    for (int i = 0; i < n; i++)
+        f[i] = (struct sr_named_file){"--config", configs[i], 0};
+    f[n] = (struct sr_named_file){"--out", out, 1};
+    return sr_files_check_distinct(f, n + 1);
+}
+
 int cli_gen(int argc, char **argv)
 {
     static const char *const value_flags[] = {"out", "samples", "first", NULL};
@@ -69,7 +82,8 @@ int cli_gen(int argc, char **argv)
         return CLI_EXIT_USAGE;
     }
     int to_stdout = strcmp(a.out, "-") == 0;
-    if (!to_stdout && sr_output_path_check(a.out, "--out", SR_OUTPUT_ATOMIC)) {
+    if (!to_stdout && (check_distinct(argc, argv, a.out) ||
+                       sr_output_path_check(a.out, "--out", SR_OUTPUT_ATOMIC))) {
         cli_error("gen", "%s", sr_error_message());
         return CLI_EXIT_USAGE;
     }

@@ -4,6 +4,7 @@
 
 #include "shardrec/atomic_file.h"
 #include "shardrec/error.h"
+#include "shardrec/files.h"
 #include "shardrec/trainer.h"
 #include "cli.h"
 
@@ -146,8 +147,18 @@ static void train_help(void)
 
 struct train_args {
     struct sr_train_config *cfg;
-    const char *init_weights, *save_weights;
 };
+
+/* A path flag's value into its field: never empty (that would read as "none"). */
+static int set_path(char *field, size_t cap, const char *flag, const char *v)
+{
+    if (!*v)
+        return cli_empty_path(flag);
+    if (strlen(v) >= cap)
+        return sr_error_set(SR_ERR_INVALID_ARG, "--%s: path too long", flag);
+    snprintf(field, cap, "%s", v);
+    return SR_OK;
+}
 
 /* --trace-steps A:B, 1 <= A <= B. */
 static int parse_trace_steps(struct sr_train_config *cfg, const char *v)
@@ -183,18 +194,16 @@ static int other_flag(void *ctx, const char *name, const char *value)
     struct train_args *a = ctx;
     struct sr_train_config *cfg = a->cfg;
     if (!strcmp(name, "trace") && value) {
-        if (strlen(value) >= sizeof cfg->trace_path)
-            return sr_error_set(SR_ERR_INVALID_ARG, "--trace: path too long");
-        snprintf(cfg->trace_path, sizeof cfg->trace_path, "%s", value);
+        return set_path(cfg->trace_path, sizeof cfg->trace_path, name, value);
     } else if (!strcmp(name, "trace-steps") && value) {
         return parse_trace_steps(cfg, value);
     } else if (!strcmp(name, "pipeline") && value) {
         return parse_pipeline(cfg, value);
-    } else if (!strcmp(name, "init-weights") && value)
-        a->init_weights = value;
-    else if (!strcmp(name, "save-weights") && value)
-        a->save_weights = value;
-    else if (!strcmp(name, "skip-bad-lines") && !value)
+    } else if (!strcmp(name, "init-weights") && value) {
+        return set_path(cfg->init_weights_path, sizeof cfg->init_weights_path, name, value);
+    } else if (!strcmp(name, "save-weights") && value) {
+        return set_path(cfg->save_weights_path, sizeof cfg->save_weights_path, name, value);
+    } else if (!strcmp(name, "skip-bad-lines") && !value)
         cfg->skip_bad_lines = 1;
     else if (!strcmp(name, "shuffle") && !value)
         cfg->shuffle = 1;
@@ -230,6 +239,63 @@ static void print_job(const struct sr_train_config *cfg)
             sr_optim_kind_name(cfg->emb_optimizer));
 }
 
+/* No output names an input or another output (files.h), before anything is
+ * opened: `--metrics v.tsv --data v.tsv` would empty the data. */
+static int check_files_distinct(int argc, char **argv, const struct sr_train_config *cfg)
+{
+    enum { MAX = 2 * SR_MAX_DATA_FILES + 16 };
+    struct sr_named_file f[MAX];
+    const char *configs[8];
+    int n = 0, n_config = cli_config_paths(argc, argv, configs, 8);
+    for (int i = 0; i < cfg->n_data; i++)
+        f[n++] = (struct sr_named_file){"--data", cfg->data_paths[i], 0};
+    for (int i = 0; i < cfg->n_eval_data; i++)
+        f[n++] = (struct sr_named_file){"--eval-data", cfg->eval_data_paths[i], 0};
+    for (int i = 0; i < n_config; i++)
+        f[n++] = (struct sr_named_file){"--config", configs[i], 0};
+    f[n++] = (struct sr_named_file){"--init-weights", cfg->init_weights_path, 0};
+    f[n++] = (struct sr_named_file){"--plan", cfg->plan_path, 0};
+    f[n++] = (struct sr_named_file){"--save-weights", cfg->save_weights_path, 1};
+    f[n++] = (struct sr_named_file){"--metrics", cfg->metrics_path, 1};
+    f[n++] = (struct sr_named_file){"--trace", cfg->trace_path, 1};
+    return sr_files_check_distinct(f, n);
+}
+
+/* Every output path can be written (atomic_file.h) and none is an input:
+ * checked before any work, so a typo never costs a training run. */
+static int check_outputs(int argc, char **argv, const struct sr_train_config *cfg)
+{
+    int rc = check_files_distinct(argc, argv, cfg);
+    if (!rc && cfg->save_weights_path[0])
+        rc = sr_output_path_check(cfg->save_weights_path, "--save-weights", SR_OUTPUT_ATOMIC);
+    if (!rc && cfg->metrics_path[0])
+        rc = sr_output_path_check(cfg->metrics_path, "--metrics", SR_OUTPUT_STREAM);
+    if (!rc && cfg->trace_path[0])
+        rc = sr_output_path_check(cfg->trace_path, "--trace", SR_OUTPUT_ATOMIC);
+    return rc;
+}
+
+/* After the run: the summary and the weights, also when a result of the run
+ * could not be written (SR_ERR_WRITE: --metrics or --trace on a full disk,
+ * rank 0 only), so that the training is not lost and every rank takes part
+ * in the save's collectives; that error is the last line. Returns the exit
+ * status. */
+static int finish(struct sr_trainer *trainer, const struct sr_train_config *cfg,
+                  const struct sr_trainer_result *res, int run_rc)
+{
+    char run_error[1024];
+    int status = run_rc ? CLI_EXIT_FAIL : 0;
+    snprintf(run_error, sizeof run_error, "%s", run_rc ? sr_error_message() : "");
+    sr_trainer_print_summary(trainer, res, stderr);
+    if (cfg->save_weights_path[0] && sr_trainer_save_weights(trainer, cfg->save_weights_path)) {
+        cli_error("train", "%s", sr_error_message());
+        status = CLI_EXIT_FAIL;
+    }
+    if (run_rc)
+        cli_error("train", "%s", run_error);
+    return status;
+}
+
 int cli_train(int argc, char **argv)
 {
     static const char *const value_flags[] = {"init-weights", "save-weights", "trace",
@@ -245,16 +311,7 @@ int cli_train(int argc, char **argv)
     }
     if (rc)
         return rc;
-    if (sr_train_config_check(&cfg)) {
-        cli_error("train", "%s", sr_error_message());
-        return CLI_EXIT_USAGE;
-    }
-    /* outputs are checked before any work, so a typo never costs a training run */
-    if ((args.save_weights &&
-         sr_output_path_check(args.save_weights, "--save-weights", SR_OUTPUT_ATOMIC)) ||
-        (cfg.metrics_path[0] &&
-         sr_output_path_check(cfg.metrics_path, "--metrics", SR_OUTPUT_STREAM)) ||
-        (cfg.trace_path[0] && sr_output_path_check(cfg.trace_path, "--trace", SR_OUTPUT_ATOMIC))) {
+    if (sr_train_config_check(&cfg) || check_outputs(argc, argv, &cfg)) {
         cli_error("train", "%s", sr_error_message());
         return CLI_EXIT_USAGE;
     }
@@ -264,23 +321,19 @@ int cli_train(int argc, char **argv)
     }
     if (sr_trainer_rank(trainer) == 0)
         print_job(&cfg);
-    if (args.init_weights && (rc = sr_trainer_load_weights(trainer, args.init_weights))) {
+    if (cfg.init_weights_path[0] &&
+        (rc = sr_trainer_load_weights(trainer, cfg.init_weights_path))) {
         cli_error("train", "%s", sr_error_message());
         sr_trainer_free(trainer);
         return CLI_EXIT_USAGE;
     }
     rc = sr_trainer_run(trainer, &res);
-    if (rc) { /* a bad data file: 2; a NaN loss: 1 */
+    if (rc && rc != SR_ERR_WRITE) { /* a bad data file: 2; a NaN loss: 1 */
         cli_error("train", "%s", sr_error_message());
         sr_trainer_free(trainer);
         return cli_exit_status(rc);
     }
-    sr_trainer_print_summary(trainer, &res, stderr);
-    if (args.save_weights && (rc = sr_trainer_save_weights(trainer, args.save_weights))) {
-        cli_error("train", "%s", sr_error_message());
-        sr_trainer_free(trainer);
-        return CLI_EXIT_FAIL;
-    }
+    int status = finish(trainer, &cfg, &res, rc);
     sr_trainer_free(trainer);
-    return 0;
+    return status;
 }

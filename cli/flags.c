@@ -99,6 +99,13 @@ int cli_is_job_flag(const char *name)
     return in_list(job_flags, name);
 }
 
+int cli_empty_path(const char *flag)
+{
+    return sr_error_set(SR_ERR_INVALID_ARG,
+                        "--%s: an empty path; HINT: give a file's path, or leave --%s out", flag,
+                        flag);
+}
+
 static int set_int(const char *flag, const char *v, int64_t min, int64_t max, int64_t *out)
 {
     return sr_parse_i64(flag, v, min, max, out);
@@ -221,6 +228,8 @@ int cli_apply_job_flag(struct sr_train_config *cfg, const char *name, const char
         cfg->link_latency_us = rc ? 0 : link.latency_us;
         return rc;
     }
+    if ((!strcmp(name, "plan") || !strcmp(name, "metrics")) && !*v)
+        return cli_empty_path(name);
     if (!strcmp(name, "plan")) {
         if (strlen(v) >= sizeof cfg->plan_path)
             return sr_error_set(SR_ERR_INVALID_ARG, "--plan: path too long");
@@ -303,15 +312,31 @@ static int apply_workload(int argc, char **argv, struct sr_train_config *cfg, co
     return 0;
 }
 
+/* The value of the --config at argv[i] ("--config FILE" or "--config=FILE"),
+ * NULL when argv[i] is no --config, "" when its value is missing. */
+static const char *config_at(int argc, char **argv, int i)
+{
+    if (strcmp(argv[i], "--config") == 0)
+        return i + 1 < argc ? argv[i + 1] : "";
+    return strncmp(argv[i], "--config=", 9) == 0 ? argv[i] + 9 : NULL;
+}
+
+int cli_config_paths(int argc, char **argv, const char **paths, int cap)
+{
+    int n = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *path = config_at(argc, argv, i);
+        if (path && *path && n < cap)
+            paths[n++] = path;
+    }
+    return n;
+}
+
 static int load_config_file(int argc, char **argv, struct sr_train_config *cfg, const char *cmd)
 {
     for (int i = 1; i < argc; i++) {
-        const char *path = NULL;
-        if (strcmp(argv[i], "--config") == 0 && i + 1 < argc)
-            path = argv[i + 1];
-        else if (strncmp(argv[i], "--config=", 9) == 0)
-            path = argv[i] + 9;
-        else if (strcmp(argv[i], "--config") == 0) {
+        const char *path = config_at(argc, argv, i);
+        if (path && !*path) {
             cli_error(cmd, "--config needs a file");
             return CLI_EXIT_USAGE;
         }
@@ -362,6 +387,11 @@ int cli_parse_job(int argc, char **argv, struct sr_train_config *cfg,
         int rc = cli_apply_job_flag(cfg, name, value);
         if (rc == 1)
             rc = other ? other(ctx, name, value) : 1;
+        if (rc == 1 && value && other && other(ctx, name, NULL) == 0) { /* --cuda-graphs=1 */
+            cli_error(cmd, "--%s is a switch and takes no value; HINT: give --%s alone", name,
+                      name);
+            return CLI_EXIT_USAGE;
+        }
         if (rc == 1) {
             cli_error(cmd, "unknown flag --%s; HINT: shardrec %s --help", name, cmd);
             return CLI_EXIT_USAGE;

@@ -140,4 +140,43 @@ grep -o '"loss": *[0-9.e+-]*' "$tmp/lt3.jsonl" >"$tmp/lt3.loss"
 if [ ! -s "$tmp/lt1.loss" ] || ! cmp -s "$tmp/lt1.loss" "$tmp/lt3.loss"; then
     echo "FAIL: losses differ between 1 and 3 loader threads"; fail=1
 fi
+
+# ---- issue 19, item 5: messages, warnings and exit statuses -------------------------------
+tiny="--embedding-dim 8 --bot-mlp 13-8 --top-mlp 8-1 --table-rows 50,50 --batch-size 32 --no-progress"
+# a switch given a value: a clear message, not "unknown flag"
+expect 2 "--cuda-graphs is a switch and takes no value" -- train --cuda-graphs=1
+expect 2 "--progress is a switch and takes no value" -- train --progress=0
+expect 2 "--skip-bad-lines is a switch and takes no value" -- train --skip-bad-lines=yes
+# empty output and input paths are errors, never "none"
+expect 2 "--metrics: an empty path" -- train --steps 1 --metrics ''
+expect 2 "--trace: an empty path" -- train --steps 1 --trace ''
+expect 2 "--plan: an empty path" -- train --steps 1 --plan ''
+expect 2 "--init-weights: an empty path" -- train --steps 1 --init-weights ''
+expect 2 "--save-weights: an empty path" -- train --steps 1 --save-weights ''
+# a config key with no near known key lists them, never an unrelated one ("trace" -> "lr")
+printf '{"trace": "t.json"}' >"$tmp/c6.json"
+expect 2 'key "trace": unknown key; HINT: the known keys are steps, batch_size' -- train --config "$tmp/c6.json"
+grep -q "did you mean" "$tmp/err" && { echo "FAIL: an unrelated key was suggested"; cat "$tmp/err"; fail=1; }
+# the plan reader: wrong types named, no trailing text, no NUL in a name
+printf '{"tables": [{"name": "t0", "sharding": 5}]}' >"$tmp/p3.json"
+expect 2 "table 't0': \"sharding\" is a number; it must be a string" -- \
+    train --steps 1 --table-rows 10 --plan "$tmp/p3.json"
+printf '{"tables": [{"name": "t0", "sharding": "dp"}]} trailing' >"$tmp/p4.json"
+expect 2 "text after the JSON object" -- train --steps 1 --table-rows 10 --plan "$tmp/p4.json"
+printf '{"tables": [{"name": "t0\\u0000x", "sharding": "dp"}]}' >"$tmp/p5.json"
+expect 2 "\\\\u0000" -- train --steps 1 --table-rows 10 --plan "$tmp/p5.json"
+# --batch-pool that cannot fit: refused at start-up naming it (it used to abort)
+expect 2 "the batch pool (--batch-pool 65536 batches of --batch-size 65536)" -- \
+    train --steps 1 --batch-pool 65536 --batch-size 65536
+# warnings: settings that do nothing or oversubscribe
+expect 0 "warning: --trace-steps without --trace records nothing" -- train $tiny --steps 2 --trace-steps 1:2
+expect 0 "warning: --trace-steps 2:9 ends after the last step: the trace records steps 2:3" -- \
+    train $tiny --steps 3 --trace "$tmp/t1.json" --trace-steps 2:9
+expect 0 "warning: --trace-steps 5:9 starts after the last step (--steps 3)" -- \
+    train $tiny --steps 3 --trace "$tmp/t2.json" --trace-steps 5:9
+expect 0 "warning: --loader-threads 1024 is more than the" -- train $tiny --steps 2 --loader-threads 1024
+"$bin" gen --out "$tmp/g.tsv" --samples 200 --table-rows 50,50 >/dev/null 2>&1 || { echo "FAIL: gen"; fail=1; }
+: >"$tmp/empty.tsv"
+expect 0 "warning: --eval-data $tmp/empty.tsv holds no samples" -- \
+    train $tiny --steps 2 --data "$tmp/g.tsv" --eval-data "$tmp/empty.tsv"
 exit $fail

@@ -33,6 +33,7 @@ nearest core
 optim core
 rng core
 safetensors core
+files core
 stream core
 table_config core
 tensor core

@@ -283,7 +283,7 @@ static void test_memory_estimate(void **state)
     cfg.emb_optimizer = SR_OPTIM_ROWWISE_ADAGRAD;
     sr_train_config_memory(&cfg, NULL, 0, 1, &e);
     assert_false(e.overflow);
-    assert_true(e.total == e.tables + e.dense + e.batch + e.eval);
+    assert_true(e.total == e.tables + e.dense + e.batch + e.eval + e.pool);
     uint64_t D = (uint64_t)cfg.embedding_dim;
     assert_true(e.tables == 4 * ((1000 + 300000) * D + 1000 + 300000));
     assert_true(e.dense > 0 && e.batch > 0);
@@ -301,6 +301,61 @@ static void test_memory_estimate(void **state)
     sr_plan_free(plan);
 }
 
+/* --batch-pool N's host batches are in the estimate (issue 19, item 5: the
+ * peak grew with N, the estimate did not) and a pool that cannot fit is
+ * refused naming --batch-pool; on a device the pool is checked against the
+ * host's memory, not the device's. */
+static void test_memory_batch_pool(void **state)
+{
+    const uint64_t GiB = (uint64_t)1 << 30;
+    struct sr_memory_estimate e0, e64;
+    sr_train_config_default(&cfg);
+    sr_train_config_memory(&cfg, NULL, 0, 1, &e0);
+    assert_true(e0.pool == 0);
+    cfg.batch_pool = 64;
+    sr_train_config_memory(&cfg, NULL, 0, 1, &e64);
+    /* a batch: dense 13, label, then per feature a length (4), an offset (8)
+     * and ids_max ids (8 each) per sample, and the offsets' last entry */
+    uint64_t B = (uint64_t)cfg.batch_size, F = (uint64_t)cfg.num_features;
+    uint64_t batch = B * (13 * 4 + 4 + F * (4 + 8 + 8 * (uint64_t)cfg.ids_max)) + 8;
+    assert_true(e64.pool == 64 * batch);
+    assert_true(e64.total == e0.total + 64 * batch);
+    assert_true(e64.total == e64.tables + e64.dense + e64.batch + e64.eval + e64.pool);
+
+    cfg.batch_pool = 1 << 16; /* 65536 x 2048 samples: about 74 GiB */
+    assert_int_equal(sr_train_config_check_memory(&cfg, NULL, 0, 1, 64 * GiB), SR_ERR_OOM);
+    assert_non_null(strstr(sr_error_message(), "--batch-pool 65536"));
+    /* a device of 64 GiB holds the model; the host (this machine) must hold the pool */
+    if (sr_machine_memory() < (uint64_t)(1 << 16) * batch) {
+        assert_int_equal(sr_train_config_check_memory(&cfg, NULL, 0, 1, 64 * GiB), SR_ERR_OOM);
+        assert_non_null(strstr(sr_error_message(), "--batch-pool"));
+    }
+    cfg.batch_pool = 4;
+    assert_int_equal(sr_train_config_check_memory(&cfg, NULL, 0, 1, 64 * GiB), SR_OK);
+}
+
+/* Hints only when a known key is near (issue 19, item 5: "trace" was offered
+ * "lr"); a \u0000 that would cut a name short, and an empty "metrics" path
+ * (read as none), are errors. */
+static void test_json_hints_and_nul(void **state)
+{
+    const int E = SR_ERR_INVALID_ARG;
+    expect_json("{\"trace\": 1}", E, "\"trace\": unknown key; HINT: the known keys are steps,",
+                "tables");
+    assert_null(strstr(sr_error_message(), "did you mean"));
+    expect_json("{\"learning_rate\": 1}", E, "the known keys are", NULL);
+    expect_json("{\"lrr\": 1}", E, "did you mean \"lr\"", NULL);
+    expect_json("{\"batchsize\": 1}", E, "did you mean \"batch_size\"", NULL);
+    expect_json("{\"tables\": [{\"name\": \"a\", \"rows\": 10, \"pool\": \"sum\"}]}", E,
+                "did you mean \"pooling\"", NULL);
+    expect_json("{\"tables\": [{\"name\": \"a\", \"rows\": 10, \"size\": 4}]}", E,
+                "the known keys are name, rows, pooling, id_policy, features", NULL);
+    expect_json("{\"tables\": [{\"name\": \"a\\u0000b\", \"rows\": 10}]}", E, "\\u0000", NULL);
+    expect_json("{\"metrics\": \"\"}", E, "\"metrics\": an empty path", NULL);
+    expect_json("{\"tables\": [{\"name\": \"a\\\\u0000b\", \"rows\": 10}]}", SR_OK, NULL,
+                NULL); /* an escaped backslash, then text: a name of "a\u0000b" */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -308,8 +363,8 @@ int main(void)
         cmocka_unit_test(test_list_parsers),       cmocka_unit_test(test_json_config),
         cmocka_unit_test(test_json_errors),        cmocka_unit_test(test_shape_checks),
         cmocka_unit_test(test_json_strict),        cmocka_unit_test(test_wrapped_message),
-        cmocka_unit_test(test_memory_check),
-        cmocka_unit_test(test_memory_estimate),
+        cmocka_unit_test(test_memory_check),       cmocka_unit_test(test_memory_estimate),
+        cmocka_unit_test(test_memory_batch_pool),  cmocka_unit_test(test_json_hints_and_nul),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -390,15 +390,64 @@ static void test_json_unknown_keys(void **state)
     sr_plan_free(p);
 }
 
+/* As strict as the user guide says (issue 19, item 5): nothing after the
+ * object, no NUL in a name (raw, or \u0000 that cut "a\u0000x" to "a"), a
+ * value of the wrong type named as such (not "lacks"), no misleading hint
+ * for an unrelated key; a file that is no regular file (/dev/zero) is
+ * refused, never read without end. */
+static void test_json_strict_text(void **state)
+{
+    struct tcfg c;
+    config(&c);
+    char text[512];
+    snprintf(text, sizeof text, "{\"tables\": [%s%s x", "{\"name\": \"a\", \"sharding\": \"dp\"}",
+             other_tables);
+    expect_json_error(&c, text, "text after the JSON object");
+    snprintf(text, sizeof text, "{\"tables\": [%s%s  \n", "{\"name\": \"a\", \"sharding\": \"dp\"}",
+             other_tables);
+    struct sr_plan *p;
+    assert_int_equal(sr_plan_from_json(&p, text, "ok.json", &c.cfg, 4, 2), SR_OK);
+    sr_plan_free(p);
+    static const struct table_case cases[] = {
+        {"{\"name\": \"a\\u0000x\", \"sharding\": \"dp\"}", "\\u0000"},
+        {"{\"name\": \"a\", \"sharding\": 5}",
+         "table 'a': \"sharding\" is a number; it must be a string"},
+        {"{\"name\": 5, \"sharding\": \"dp\"}", "\"name\" is a number; it must be a string"},
+        {"{\"name\": \"a\", \"sharding\": \"tw\", \"rank\": \"1\"}", "\"rank\" is a string"},
+        {"{\"name\": \"a\", \"sharding\": \"dp\", \"trace\": 1}",
+         "key \"trace\" is unknown; HINT: the known keys are name, sharding, shards, rank"},
+    };
+    expect_table_errors(&c, cases, sizeof cases / sizeof cases[0]);
+    /* a raw NUL byte in a file: the text would have ended there */
+    char path[] = "/tmp/shardrec_plan_XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    snprintf(text, sizeof text, "{\"tables\": [%s%s", "{\"name\": \"a\", \"sharding\": \"dp\"}",
+             other_tables);
+    assert_int_equal(write(fd, text, strlen(text) + 1), (ssize_t)strlen(text) + 1);
+    close(fd);
+    assert_int_equal(sr_plan_read(&p, path, &c.cfg, 4, 2), SR_ERR_INVALID_ARG);
+    assert_non_null(strstr(sr_error_message(), "a NUL byte at offset"));
+    unlink(path);
+    assert_int_equal(sr_plan_read(&p, "/dev/zero", &c.cfg, 4, 2), SR_ERR_IO);
+    assert_non_null(strstr(sr_error_message(), "not a regular file"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_names),           cmocka_unit_test(test_row_blocks),
-        cmocka_unit_test(test_twrw_blocks),     cmocka_unit_test(test_tw_cw),
-        cmocka_unit_test(test_default),         cmocka_unit_test(test_validate),
-        cmocka_unit_test(test_json_round_trip), cmocka_unit_test(test_json_short_forms),
-        cmocka_unit_test(test_json_errors),     cmocka_unit_test(test_json_integers_do_not_wrap),
+        cmocka_unit_test(test_names),
+        cmocka_unit_test(test_row_blocks),
+        cmocka_unit_test(test_twrw_blocks),
+        cmocka_unit_test(test_tw_cw),
+        cmocka_unit_test(test_default),
+        cmocka_unit_test(test_validate),
+        cmocka_unit_test(test_json_round_trip),
+        cmocka_unit_test(test_json_short_forms),
+        cmocka_unit_test(test_json_errors),
+        cmocka_unit_test(test_json_integers_do_not_wrap),
         cmocka_unit_test(test_json_unknown_keys),
+        cmocka_unit_test(test_json_strict_text),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -22,6 +22,8 @@ enum sr_status {
     SR_ERR_UNSUPPORTED = -4, /* valid request that this build does not provide */
     SR_ERR_NUMERIC = -5,     /* NaN or Inf where a finite value is required */
     SR_ERR_OOM = -6,         /* a user-sized allocation cannot be satisfied */
+    SR_ERR_WRITE = -7,       /* a result could not be written once the run had started
+                                (a full disk): the run failed, the command was right */
 };
 
 /* Record the message for the current thread and return `status` (so callers may

@@ -23,6 +23,7 @@
 #define SR_PATH_MAX       1024
 #define SR_DCN_RANK_DEFAULT 512
 #define SR_MAX_DATA_FILES 64
+#define SR_CONFIG_MAX_BYTES ((size_t)64 << 20) /* a --config file, read whole */
 
 /* --pipeline: the training loop's schedule. none: each step loads, copies,
  * exchanges and trains its batch in turn. sparse-dist: batch i+1's copy and
@@ -119,6 +120,8 @@ struct sr_train_config {
     char metrics_path[SR_PATH_MAX]; /* "" = none */
     char trace_path[SR_PATH_MAX];   /* --trace FILE: Chrome trace events; "" = none */
     int64_t trace_first, trace_last; /* --trace-steps A:B; 0, 0: a few steps after warm-up */
+    char init_weights_path[SR_PATH_MAX]; /* --init-weights FILE: safetensors; "" = none */
+    char save_weights_path[SR_PATH_MAX]; /* --save-weights FILE: written at the end; "" = none */
     int progress;                   /* -1 auto (terminal), 0 off, 1 on */
 };
 
@@ -128,10 +131,12 @@ struct sr_train_config {
 void sr_train_config_default(struct sr_train_config *cfg);
 
 /* Merge a JSON config file into cfg (keys as in docs/user-guide.md). Strict:
- * an unknown key (the hint names the nearest known one), a key given twice, a
- * value of the wrong type, a fractional or out-of-range integer, trailing text
- * or a NUL byte is SR_ERR_INVALID_ARG naming the file and the key (tables as
- * "tables[i]"); an unreadable file is SR_ERR_IO. */
+ * an unknown key (the hint names the nearest known one when one is near, else
+ * lists the known keys), a key given twice, a value of the wrong type, a
+ * fractional or out-of-range integer, trailing text or a NUL byte (raw or
+ * \u0000) is SR_ERR_INVALID_ARG naming the file and the key (tables as
+ * "tables[i]"); a file that cannot be read, is not a regular file or holds
+ * more than SR_CONFIG_MAX_BYTES is SR_ERR_IO (files.h). */
 int sr_train_config_load_json(struct sr_train_config *cfg, const char *path);
 /* The same from `len` bytes of text (NUL-terminated at text[len]); `path`
  * names it in messages. */
@@ -203,9 +208,11 @@ int sr_train_config_synth(const struct sr_train_config *cfg, const int64_t *rows
 struct sr_plan;
 /* Before anything is allocated: the bytes `rank` needs for this job (its
  * tables or, with a plan, its shards of them, with optimizer state; the MLPs;
- * batch and evaluation buffers), summed with overflow checks, against
- * `mem_bytes` (0: sr_machine_memory()). SR_ERR_OOM naming the largest part (a
- * table, or the flags that size the buffers), the bytes and the memory. */
+ * batch and evaluation buffers; --batch-pool's batches), summed with overflow
+ * checks, against `mem_bytes` (0: sr_machine_memory()). A device's mem_bytes
+ * holds all but the batch pool, which is host memory: it is checked alone
+ * against sr_machine_memory(). SR_ERR_OOM naming the largest part (a table,
+ * or the flags that size the buffers), the bytes and the memory. */
 int sr_train_config_check_memory(const struct sr_train_config *cfg, const struct sr_plan *plan,
                                  int rank, int world_size, uint64_t mem_bytes);
 /* One rank's share of a job's memory by part, in bytes: the estimate
@@ -216,6 +223,7 @@ struct sr_memory_estimate {
     uint64_t dense;  /* MLP weights, gradients and optimizer state */
     uint64_t batch;  /* batch buffers, pooled vectors, activations */
     uint64_t eval;   /* evaluation predictions and labels */
+    uint64_t pool;   /* --batch-pool's host batches */
     uint64_t total;
     int overflow;
 };

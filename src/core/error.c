@@ -51,6 +51,8 @@ const char *sr_status_name(int status)
         return "numeric error";
     case SR_ERR_OOM:
         return "out of memory";
+    case SR_ERR_WRITE:
+        return "write failed";
     }
     return "unknown error";
 }

@@ -373,7 +373,7 @@ int sr_st_open_memory(struct sr_st_file **out, const void *buf, size_t size, con
 static int map_file(struct sr_st_file *f, const char *path)
 {
     struct stat st;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC); /* FIFO: refused, not waited on */
     if (fd < 0)
         return fail(SR_ERR_IO, path, "cannot open: %s", strerror(errno));
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {

@@ -26,6 +26,7 @@
 #include "shardrec/alloc.h"
 #include "shardrec/binfmt.h"
 #include "shardrec/error.h"
+#include "shardrec/files.h"
 #include "shardrec/reader.h"
 #include "shardrec/rng.h"
 
@@ -126,8 +127,10 @@ static int open_files(struct sr_reader *r, const char *const *paths)
     for (int i = 0; i < r->n_files; i++) {
         struct rfile *fl = &r->files[i];
         fl->path = sr_strdup(paths[i]);
+        int nd = SR_CRITEO_NUM_DENSE, rc = sr_file_check_regular(paths[i], NULL);
+        if (rc) /* a FIFO without a writer would block the open; a device never end */
+            return rc;
         fl->is_bin = sniff_binary(paths[i]);
-        int nd = SR_CRITEO_NUM_DENSE, rc = SR_OK;
         if (fl->is_bin) {
             rc = sr_binfmt_open(&fl->view, paths[i]);
             rc = rc ? rc : check_binary(r, &fl->view);

@@ -14,6 +14,7 @@
 #include "shardrec/alloc.h"
 #include "shardrec/atomic_file.h"
 #include "shardrec/error.h"
+#include "shardrec/files.h"
 #include "shardrec/nearest.h"
 #include "plan/plan_internal.h"
 
@@ -83,6 +84,24 @@ static const char *const root_keys[] = {"world_size", "local_size", "tables"};
 static const char *const table_keys[] = {"name", "sharding", "shards", "rank", "node", "ranks"};
 static const char *const shard_keys[] = {"rank", "row_offset", "rows", "col_offset", "cols"};
 #define COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
+#define PLAN_MAX_BYTES  ((size_t)64 << 20) /* a plan file, read whole */
+#define PLAN_SOURCE_MAX 1100               /* "plan 'PATH'" */
+
+/* What a JSON value is, for messages ("a number", ...). */
+static const char *json_kind(const cJSON *it)
+{
+    if (cJSON_IsNumber(it))
+        return "a number";
+    if (cJSON_IsString(it))
+        return "a string";
+    if (cJSON_IsArray(it))
+        return "an array";
+    if (cJSON_IsObject(it))
+        return "an object";
+    if (cJSON_IsBool(it))
+        return "a boolean";
+    return "null";
+}
 
 static int in_list(const char *key, const char *const *names, int n)
 {
@@ -99,13 +118,14 @@ static int check_keys(const struct reader *r, const cJSON *o, const char *where,
                       const char *const *names, int n)
 {
     const cJSON *it;
+    char hint[256];
     cJSON_ArrayForEach(it, o)
     {
-        if (!in_list(it->string, names, n))
-            return sr_error_set(SR_ERR_INVALID_ARG,
-                                "plan '%s': %skey \"%s\" is unknown; HINT: did you mean \"%s\"?",
-                                r->source, where, it->string,
-                                sr_nearest_name(it->string, names, n));
+        if (!in_list(it->string, names, n)) {
+            sr_name_hint(hint, sizeof hint, it->string, names, n);
+            return sr_error_set(SR_ERR_INVALID_ARG, "plan '%s': %skey \"%s\" is unknown; HINT: %s",
+                                r->source, where, it->string, hint);
+        }
         for (const cJSON *j = it->next; j; j = j->next)
             if (strcmp(j->string, it->string) == 0)
                 return sr_error_set(SR_ERR_INVALID_ARG, "plan '%s': %skey \"%s\" is given twice",
@@ -163,7 +183,7 @@ static int get_int(const struct reader *r, const cJSON *o, const char *table, co
         if (it && cJSON_IsNumber(it))
             snprintf(got, sizeof got, "%.17g", it->valuedouble);
         else
-            snprintf(got, sizeof got, "%s", it ? "not a number" : "missing");
+            snprintf(got, sizeof got, "%s", it ? json_kind(it) : "missing");
         return sr_error_set(SR_ERR_INVALID_ARG,
                             "plan '%s': %s%s%s\"%s\" is %s; it must be an integer in [%lld, "
                             "%lld]%s",
@@ -293,10 +313,15 @@ static int read_table(const struct reader *r, const cJSON *o, const struct sr_ta
                       struct sr_table_plan *tp)
 {
     const cJSON *ty = cJSON_GetObjectItemCaseSensitive(o, "sharding");
-    if (!cJSON_IsString(ty))
+    if (!ty)
         return sr_error_set(SR_ERR_INVALID_ARG,
                             "plan '%s': table '%s' lacks \"sharding\" (dp, tw, rw, cw or twrw)",
                             r->source, tc->name);
+    if (!cJSON_IsString(ty))
+        return sr_error_set(SR_ERR_INVALID_ARG,
+                            "plan '%s': table '%s': \"sharding\" is %s; it must be a string: "
+                            "\"dp\", \"tw\", \"rw\", \"cw\" or \"twrw\"",
+                            r->source, tc->name, json_kind(ty));
     if (sr_sharding_type_parse(ty->valuestring, &tp->type) != SR_OK)
         return sr_error_set(SR_ERR_INVALID_ARG,
                             "plan '%s': table '%s': unknown sharding type '%s'; choose dp, tw, "
@@ -344,9 +369,17 @@ static int check_names(const struct reader *r, const cJSON *tables)
     cJSON_ArrayForEach(it, tables)
     {
         const cJSON *n = cJSON_GetObjectItemCaseSensitive(it, "name");
-        if (!cJSON_IsString(n))
+        if (!cJSON_IsObject(it))
+            return sr_error_set(SR_ERR_INVALID_ARG,
+                                "plan '%s': \"tables\" holds %s; each entry must be an object",
+                                r->source, json_kind(it));
+        if (!n)
             return sr_error_set(SR_ERR_INVALID_ARG, "plan '%s': a table entry lacks \"name\"",
                                 r->source);
+        if (!cJSON_IsString(n))
+            return sr_error_set(SR_ERR_INVALID_ARG,
+                                "plan '%s': a table's \"name\" is %s; it must be a string",
+                                r->source, json_kind(n));
         int found = 0;
         for (int t = 0; t < r->cfg->num_tables && !found; t++)
             found = strcmp(r->cfg->tables[t].name, n->valuestring) == 0;
@@ -404,47 +437,46 @@ int sr_plan_from_json(struct sr_plan **out, const char *text, const char *source
         return sr_error_set(SR_ERR_INVALID_ARG,
                             "plan '%s': world size %d is not a multiple of %d ranks per node",
                             source, world_size, local_size);
-    cJSON *root = cJSON_Parse(text);
+    char where[PLAN_SOURCE_MAX];
+    snprintf(where, sizeof where, "plan '%s'", source);
+    if ((rc = sr_json_check_nul(text, strlen(text), where)))
+        return rc;
+    const char *end = NULL;
+    cJSON *root = cJSON_ParseWithOpts(text, &end, 0);
     if (!root)
         return sr_error_set(SR_ERR_INVALID_ARG, "plan '%s': not valid JSON near '%.20s'", source,
                             cJSON_GetErrorPtr() ? cJSON_GetErrorPtr() : "?");
+    end += strspn(end, " \t\r\n");
+    if (*end) { /* nothing but space may follow the plan */
+        cJSON_Delete(root);
+        return sr_error_set(SR_ERR_INVALID_ARG,
+                            "plan '%s': text after the JSON object at offset %zu ('%.20s'); "
+                            "HINT: a plan is one JSON object",
+                            source, (size_t)(end - text), end);
+    }
     struct reader r = {.source = source, .cfg = cfg, .W = world_size, .L = local_size};
     rc = read_root(&r, root, out);
     cJSON_Delete(root);
     return rc;
 }
 
-static char *slurp(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    size_t cap = 4096, n = 0;
-    char *buf = sr_malloc(cap);
-    size_t got;
-    while ((got = fread(buf + n, 1, cap - n - 1, f)) > 0) {
-        n += got;
-        if (n + 1 == cap)
-            buf = sr_realloc(buf, cap *= 2);
-    }
-    int bad = ferror(f);
-    fclose(f);
-    buf[n] = '\0';
-    if (bad) {
-        sr_free(buf);
-        return NULL;
-    }
-    return buf;
-}
-
 int sr_plan_read(struct sr_plan **out, const char *path, const struct sr_ebc_config *cfg,
                  int world_size, int local_size)
 {
     *out = NULL;
-    char *text = slurp(path);
-    if (!text)
-        return sr_error_set(SR_ERR_IO, "plan: cannot read '%s'; HINT: check the --plan path", path);
-    int rc = sr_plan_from_json(out, text, path, cfg, world_size, local_size);
+    char *text;
+    size_t len;
+    int rc = sr_file_read_small(path, "the plan", PLAN_MAX_BYTES, &text, &len);
+    if (rc)
+        return rc;
+    if (strlen(text) != len) { /* a raw NUL byte: the JSON text would end there */
+        char where[PLAN_SOURCE_MAX];
+        snprintf(where, sizeof where, "plan '%s'", path);
+        rc = sr_json_check_nul(text, len, where);
+        sr_free(text);
+        return rc;
+    }
+    rc = sr_plan_from_json(out, text, path, cfg, world_size, local_size);
     sr_free(text);
     return rc;
 }

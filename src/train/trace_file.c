@@ -67,6 +67,8 @@ struct wire_span {
 
 /* ---- start-up -------------------------------------------------------------------- */
 
+/* The window; rank 0 warns when the --trace-steps given pass --steps (not
+ * known with one pass over --data: then the run may end first). */
 static void trace_window(struct sr_trainer *t)
 {
     const struct sr_train_config *cfg = t->cfg;
@@ -75,6 +77,17 @@ static void trace_window(struct sr_trainer *t)
     if (t->trace.first <= 0) {
         t->trace.first = cfg->steps > WARMUP_STEPS ? WARMUP_STEPS + 1 : 1;
         t->trace.last = t->trace.first + DEFAULT_STEPS - 1;
+    } else if (t->log && t->trace.last > cfg->steps) {
+        if (t->trace.first > cfg->steps)
+            fprintf(t->log,
+                    "warning: --trace-steps %" PRId64 ":%" PRId64 " starts after the "
+                    "last step (--steps %" PRId64 "): the trace will hold no step\n",
+                    cfg->trace_first, cfg->trace_last, cfg->steps);
+        else
+            fprintf(t->log,
+                    "warning: --trace-steps %" PRId64 ":%" PRId64 " ends after the last "
+                    "step: the trace records steps %" PRId64 ":%" PRId64 "\n",
+                    cfg->trace_first, cfg->trace_last, cfg->trace_first, cfg->steps);
     }
     if (t->trace.last > cfg->steps)
         t->trace.last = cfg->steps;
@@ -129,8 +142,12 @@ static void align_clocks(struct sr_trainer *t)
 int sr_trainer_trace_init(struct sr_trainer *t)
 {
     sr_trace_thread_name("compute");
-    if (!t->cfg->trace_path[0])
+    if (!t->cfg->trace_path[0]) {
+        if (t->cfg->trace_first > 0 && t->log)
+            fprintf(t->log, "warning: --trace-steps without --trace records nothing; HINT: add "
+                            "--trace FILE\n");
         return SR_OK;
+    }
     t->trace.on = 1;
     trace_window(t);
     int64_t steps = t->trace.last >= t->trace.first ? t->trace.last - t->trace.first + 1 : 0;
@@ -338,6 +355,13 @@ static int64_t origin(const struct sr_trainer *t, const char *all, const size_t 
     return o == INT64_MAX ? 0 : o;
 }
 
+/* Any failure to write the file at the end is the run's (SR_ERR_WRITE: exit
+ * status 1), with its reason: the path was checked at start-up. */
+static int write_failed(void)
+{
+    return sr_error_set(SR_ERR_WRITE, "--trace: %s", sr_error_message());
+}
+
 static int write_file(struct sr_trainer *t, const char *all, const size_t *at)
 {
     struct sr_atomic_file af;
@@ -345,7 +369,7 @@ static int write_file(struct sr_trainer *t, const char *all, const size_t *at)
     int rc = sr_atomic_file_open(&af, t->cfg->trace_path);
     if (rc) {
         sr_free(dropped);
-        return rc;
+        return write_failed();
     }
     int64_t o = origin(t, all, at);
     fprintf(af.f, "{\"traceEvents\":[\n{\"ph\":\"M\",\"pid\":0,\"name\":\"trace_origin\","
@@ -363,11 +387,9 @@ static int write_file(struct sr_trainer *t, const char *all, const size_t *at)
     }
     put_other_data(af.f, t, dropped);
     sr_free(dropped);
-    if (ferror(af.f)) {
-        sr_atomic_file_abort(&af);
-        return sr_error_set(SR_ERR_IO, "--trace %s: write failed", t->cfg->trace_path);
-    }
-    return sr_atomic_file_commit(&af);
+    /* a failed write left the stream's error flag; the flush (in commit) fails
+     * again on the rest with its errno, the reason the message gives */
+    return sr_atomic_file_commit(&af) ? write_failed() : SR_OK;
 }
 
 int sr_trainer_trace_write(struct sr_trainer *t)

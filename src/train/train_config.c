@@ -16,6 +16,7 @@
 
 #include "shardrec/alloc.h"
 #include "shardrec/error.h"
+#include "shardrec/files.h"
 #include "shardrec/half.h"
 #include "shardrec/nearest.h"
 #include "shardrec/train_config.h"
@@ -245,16 +246,14 @@ static const char *json_type_name(const cJSON *it)
     return "null";
 }
 
-static const char *nearest_key(const struct json_key *keys, const char *s)
+/* "did you mean ..." when a known key is near s, else the known keys. */
+static void key_hint(char *buf, size_t cap, const struct json_key *keys, const char *s)
 {
-    const char *best = keys[0].key;
-    int best_d = sr_edit_distance(s, best);
-    for (int k = 1; keys[k].key; k++) {
-        int d = sr_edit_distance(s, keys[k].key);
-        if (d < best_d)
-            best = keys[k].key, best_d = d;
-    }
-    return best;
+    const char *names[64];
+    int n = 0;
+    for (; keys[n].key && n < 64; n++)
+        names[n] = keys[n].key;
+    sr_name_hint(buf, cap, s, names, n);
 }
 
 /* A whole number in [min, max] (both within +-2^53, so exact as doubles). */
@@ -368,14 +367,16 @@ static int check_value(const cJSON *it, const struct json_key *k, const char *wh
 static int check_object(const cJSON *obj, const struct json_key *keys, const char *where)
 {
     const cJSON *it, *prev;
+    char hint[400];
     cJSON_ArrayForEach(it, obj)
     {
         const struct json_key *k = keys;
         while (k->key && strcmp(k->key, it->string) != 0)
             k++;
-        if (!k->key)
-            return json_err(where, it->string, "unknown key; HINT: did you mean \"%s\"?",
-                            nearest_key(keys, it->string));
+        if (!k->key) {
+            key_hint(hint, sizeof hint, keys, it->string);
+            return json_err(where, it->string, "unknown key; HINT: %s", hint);
+        }
         for (prev = obj->child; prev != it; prev = prev->next)
             if (strcmp(prev->string, it->string) == 0)
                 return json_err(where, it->string, "given twice");
@@ -566,6 +567,10 @@ static int json_strings(struct sr_train_config *cfg, const cJSON *root, const ch
         snprintf(cfg->lr_schedule, sizeof cfg->lr_schedule, "%s", s);
     }
     if ((s = json_str(root, "metrics"))) {
+        if (!*s)
+            return json_err(path, "metrics",
+                            "an empty path; HINT: a file's path, or leave "
+                            "\"metrics\" out");
         if (strlen(s) >= sizeof cfg->metrics_path)
             return json_err(path, "metrics", "path longer than %zu bytes",
                             sizeof cfg->metrics_path - 1);
@@ -578,11 +583,9 @@ int sr_train_config_from_json(struct sr_train_config *cfg, const char *text, siz
                               const char *path)
 {
     const char *end = NULL;
-    if (strlen(text) != len)
-        return sr_error_set(SR_ERR_INVALID_ARG,
-                            "%s: a NUL byte at offset %zu; HINT: a config "
-                            "is JSON text",
-                            path, strlen(text));
+    int rc = sr_json_check_nul(text, len, path); /* raw, or \u0000 cutting a name short */
+    if (rc)
+        return rc;
     cJSON *root = cJSON_ParseWithOpts(text, &end, 1);
     if (!root) {
         const char *at = end ? end : cJSON_GetErrorPtr();
@@ -591,10 +594,10 @@ int sr_train_config_from_json(struct sr_train_config *cfg, const char *text, siz
             line += *p == '\n';
         return sr_error_set(SR_ERR_INVALID_ARG, "%s:%d: malformed JSON", path, line);
     }
-    int rc = cJSON_IsObject(root)
-                 ? SR_OK
-                 : sr_error_set(SR_ERR_INVALID_ARG, "%s: expected a JSON object {...}, got %s",
-                                path, json_type_name(root));
+    rc = cJSON_IsObject(root)
+             ? SR_OK
+             : sr_error_set(SR_ERR_INVALID_ARG, "%s: expected a JSON object {...}, got %s", path,
+                            json_type_name(root));
     if (!rc)
         rc = check_object(root, top_keys, path);
     if (!rc)
@@ -613,49 +616,14 @@ int sr_train_config_from_json(struct sr_train_config *cfg, const char *text, siz
     return rc;
 }
 
-static char *read_small_file(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    char *buf;
-    long n;
-    struct stat st;
-    if (!f)
-        return NULL;
-    if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
-        fclose(f);
-        errno = EISDIR;
-        return NULL;
-    }
-    if (fseek(f, 0, SEEK_END) || (n = ftell(f)) < 0 || fseek(f, 0, SEEK_SET)) {
-        fclose(f);
-        return NULL;
-    }
-    if (n > (64 << 20)) {
-        fclose(f);
-        errno = EFBIG;
-        return NULL;
-    }
-    buf = sr_malloc((size_t)n + 1);
-    if (fread(buf, 1, (size_t)n, f) != (size_t)n) {
-        int e = ferror(f) ? errno : EIO;
-        sr_free(buf);
-        fclose(f);
-        errno = e;
-        return NULL;
-    }
-    buf[n] = '\0';
-    fclose(f);
-    *len = (size_t)n;
-    return buf;
-}
-
 int sr_train_config_load_json(struct sr_train_config *cfg, const char *path)
 {
     size_t len = 0;
-    char *text = read_small_file(path, &len);
-    if (!text)
-        return sr_error_set(SR_ERR_IO, "%s: cannot read config file (%s)", path, strerror(errno));
-    int rc = sr_train_config_from_json(cfg, text, len, path);
+    char *text;
+    int rc = sr_file_read_small(path, "config file", SR_CONFIG_MAX_BYTES, &text, &len);
+    if (rc)
+        return rc;
+    rc = sr_train_config_from_json(cfg, text, len, path);
     sr_free(text);
     return rc;
 }

@@ -12,6 +12,8 @@
  *               gradients of a batch (ids and pooled vectors of the global
  *               batch under a plan: an owner may receive every rank's)
  *   evaluation  predictions and labels of --eval-samples, gathered on each rank
+ *   batch pool  --batch-pool N host batches made at start-up (host memory, also
+ *               when the model is on a GPU: checked against the machine's then)
  *
  * The memory to compare with is the machine's physical memory (sysconf
  * _SC_PHYS_PAGES x _SC_PAGE_SIZE), or the cgroup v2 limit
@@ -28,11 +30,11 @@
 #include "shardrec/plan.h"
 #include "shardrec/train_config.h"
 
-enum mem_part { MEM_TABLE, MEM_DENSE, MEM_BATCH, MEM_EVAL };
+enum mem_part { MEM_TABLE, MEM_DENSE, MEM_BATCH, MEM_EVAL, MEM_POOL, MEM_PARTS };
 
 struct mem_tally {
     uint64_t total, largest;
-    uint64_t part_sum[4]; /* by enum mem_part */
+    uint64_t part_sum[MEM_PARTS];
     enum mem_part part;
     int table;
     int overflow;
@@ -171,6 +173,21 @@ static void count_eval(const struct sr_train_config *cfg, int W, struct mem_tall
     mem_count(m, MEM_EVAL, -1, bytes);
 }
 
+/* --batch-pool N: N host batches of B samples (batch.h's arrays: dense,
+ * labels, lengths, offsets, and the ids of ids_max per feature; synthetic
+ * batches have no weights). */
+static void count_pool(const struct sr_train_config *cfg, struct mem_tally *m)
+{
+    uint64_t B = (uint64_t)cfg->batch_size, F = (uint64_t)cfg->num_features;
+    uint64_t ids = (uint64_t)(cfg->ids_max > 0 ? cfg->ids_max : 1);
+    if (cfg->batch_pool <= 0)
+        return;
+    uint64_t per_sample = 4 * (uint64_t)cfg->num_dense + 4 + 12 * F;
+    per_sample = mem_add(m, per_sample, mem_mul3(m, F, ids, 8));
+    uint64_t batch = mem_add(m, mem_mul3(m, B, per_sample, 1), 8);
+    mem_count(m, MEM_POOL, -1, mem_mul3(m, batch, (uint64_t)cfg->batch_pool, 1));
+}
+
 /* "123456 bytes (120.6 KiB)" */
 static void format_bytes(char *buf, size_t cap, uint64_t bytes)
 {
@@ -227,6 +244,13 @@ static int mem_error(const struct sr_train_config *cfg, const struct mem_tally *
                  part);
         hint = "a smaller --batch-size or --ids-per-feature";
         break;
+    case MEM_POOL:
+        snprintf(what, sizeof what,
+                 "the batch pool (--batch-pool %d batches of --batch-size %d) takes %s",
+                 cfg->batch_pool, cfg->batch_size, part);
+        hint = "a smaller --batch-pool (a few batches suffice to take the generator out of "
+               "the timing)";
+        break;
     default:
         snprintf(what, sizeof what, "the evaluation buffers (--eval-samples %lld) take %s",
                  (long long)cfg->eval_samples, part);
@@ -239,25 +263,29 @@ static int mem_error(const struct sr_train_config *cfg, const struct mem_tally *
                         total, rank, have, what, hint);
 }
 
+/* The job's memory; the host's batch pool too when `pool` is set. */
 static void tally(const struct sr_train_config *cfg, const struct sr_plan *plan, int rank,
-                  int world_size, struct mem_tally *m)
+                  int world_size, int pool, struct mem_tally *m)
 {
     int W = world_size > 0 ? world_size : 1;
     count_tables(cfg, plan, rank, m);
     count_dense(cfg, m);
     count_batch(cfg, W, plan != NULL, m);
     count_eval(cfg, W, m);
+    if (pool)
+        count_pool(cfg, m);
 }
 
 void sr_train_config_memory(const struct sr_train_config *cfg, const struct sr_plan *plan,
                             int rank, int world_size, struct sr_memory_estimate *out)
 {
     struct mem_tally m = {0};
-    tally(cfg, plan, rank, world_size, &m);
+    tally(cfg, plan, rank, world_size, 1, &m);
     *out = (struct sr_memory_estimate){.tables = m.part_sum[MEM_TABLE],
                                        .dense = m.part_sum[MEM_DENSE],
                                        .batch = m.part_sum[MEM_BATCH],
                                        .eval = m.part_sum[MEM_EVAL],
+                                       .pool = m.part_sum[MEM_POOL],
                                        .total = m.total,
                                        .overflow = m.overflow};
 }
@@ -265,10 +293,14 @@ void sr_train_config_memory(const struct sr_train_config *cfg, const struct sr_p
 int sr_train_config_check_memory(const struct sr_train_config *cfg, const struct sr_plan *plan,
                                  int rank, int world_size, uint64_t mem_bytes)
 {
-    struct mem_tally m = {0};
+    struct mem_tally m = {0}, pool = {0};
     uint64_t mem = mem_bytes ? mem_bytes : sr_machine_memory();
-    tally(cfg, plan, rank, world_size, &m);
+    tally(cfg, plan, rank, world_size, mem_bytes == 0, &m);
     if (m.overflow || m.total > mem)
         return mem_error(cfg, &m, rank, mem);
-    return SR_OK;
+    if (!mem_bytes) /* the host's memory: the pool was counted with the rest */
+        return SR_OK;
+    count_pool(cfg, &pool); /* a device's: the pool is the host's */
+    mem = sr_machine_memory();
+    return pool.overflow || pool.total > mem ? mem_error(cfg, &pool, rank, mem) : SR_OK;
 }

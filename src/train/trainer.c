@@ -208,10 +208,9 @@ static int init_batch_size(struct sr_trainer *t)
     return SR_OK;
 }
 
-static int open_outputs(struct sr_trainer *t, FILE *log)
+static int open_outputs(struct sr_trainer *t)
 {
     struct sr_train_config *cfg = t->cfg;
-    t->log = t->rank == 0 ? log : NULL;
     t->progress = cfg->progress >= 0 ? cfg->progress : (t->log && isatty(fileno(t->log)));
     if (t->rank != 0 || !cfg->metrics_path[0])
         return SR_OK;
@@ -225,6 +224,8 @@ static int init_parts(struct sr_trainer *t, FILE *log)
 {
     struct sr_train_config *cfg = t->cfg;
     int rc;
+    t->log = t->rank == 0 ? log : NULL; /* warnings at start-up go there too */
+    sr_trainer_warn_loader_threads(t);
     if ((rc = init_batch_size(t)) || (rc = sr_trainer_init_plan(t)) ||
         (rc = sr_trainer_check_same(t)))
         return rc;
@@ -241,7 +242,7 @@ static int init_parts(struct sr_trainer *t, FILE *log)
     init_buckets(t);
     if ((rc = sr_trainer_pool_init(t)))
         return rc;
-    if ((rc = open_outputs(t, log)))
+    if ((rc = open_outputs(t)))
         return rc;
     init_step_state(t);
     t->acct.step_rows = cfg->steps < SR_STEP_ROWS_MAX ? cfg->steps : SR_STEP_ROWS_MAX;
@@ -523,7 +524,14 @@ int sr_trainer_run(struct sr_trainer *t, struct sr_trainer_result *res)
     sr_device_spans_drain(t->trace.dspans);
     if (rc)
         return rc;
-    return t->trace.on ? sr_trainer_trace_write(t) : SR_OK; /* after the loop's allocation count */
+    /* the results written on the way: SR_ERR_WRITE (rank 0) when one failed */
+    rc = t->trace.on ? sr_trainer_trace_write(t) : SR_OK; /* after the loop's allocation count */
+    char trace_msg[1024];
+    snprintf(trace_msg, sizeof trace_msg, "%s", rc ? sr_error_message() : "");
+    int metrics_rc = sr_trainer_close_metrics(t);
+    if (rc && metrics_rc)
+        return sr_error_set(rc, "%s; and %s", trace_msg, sr_error_message());
+    return rc ? sr_error_set(rc, "%s", trace_msg) : metrics_rc;
 }
 
 /* ---- weights files ------------------------------------------------------------------- */

@@ -3,6 +3,7 @@
  * against it) from its node-local rank, and how many OpenMP threads its
  * loader thread may take without oversubscribing the host's cores.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
 #ifdef SR_USE_OMP
@@ -48,6 +49,21 @@ int sr_trainer_loader_threads(const struct sr_trainer *t)
         return (int)(share - 2);
 #endif
     return 1; /* the CPU devices: the cores compute */
+}
+
+void sr_trainer_warn_loader_threads(const struct sr_trainer *t)
+{
+#ifdef SR_USE_OMP
+    int cores = omp_get_num_procs(); /* the cores this process may run on */
+    if (!t->log || t->cfg->loader_threads <= cores)
+        return;
+    fprintf(t->log,
+            "warning: --loader-threads %d is more than the %d cores this rank may run on: "
+            "the threads would take turns on them; HINT: at most %d, or 0 (automatic)\n",
+            t->cfg->loader_threads, cores, cores);
+#else
+    (void)t; /* no OpenMP: the loader makes batches on its own thread, whatever the count */
+#endif
 }
 
 /* --device: a GPU (this rank's node-local rank modulo the GPUs visible), the

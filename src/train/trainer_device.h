@@ -14,5 +14,8 @@ int sr_trainer_select_device(struct sr_trainer *t);
  * rank's share of the cores it sees (divided among the ranks of the host that
  * may see the same ones) but two, else 1. */
 int sr_trainer_loader_threads(const struct sr_trainer *t);
+/* Rank 0 warns (t->log) when --loader-threads asks for more threads than the
+ * cores this process may run on: they would only take turns on them. */
+void sr_trainer_warn_loader_threads(const struct sr_trainer *t);
 
 #endif

@@ -100,6 +100,10 @@ static const struct setting settings[] = {
     STRING("--trace", trace_path),
     FIELD("--trace-steps", trace_first),
     FIELD("--trace-steps", trace_last),
+    /* a rank saving alone would wait for the others in the save's gather; one
+     * loading alone would train another model */
+    STRING("--init-weights", init_weights_path),
+    STRING("--save-weights", save_weights_path),
     FIELD("--progress", progress),
 };
 

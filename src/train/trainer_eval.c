@@ -14,6 +14,7 @@
  * Buffers are sized at init, so evaluation does not allocate.
  */
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "shardrec/alloc.h"
@@ -47,6 +48,11 @@ int sr_trainer_init_eval(struct sr_trainer *t)
         int rc = count_file_batches(t);
         if (rc)
             return rc;
+        if (t->eval.batches == 0 && t->log)
+            fprintf(t->log,
+                    "warning: --eval-data %s%s holds no samples: the run will not be "
+                    "evaluated; HINT: check the --eval-data files\n",
+                    cfg->eval_data_paths[0], cfg->n_eval_data > 1 ? " ..." : "");
     } else {
         t->eval.batches = (cfg->eval_samples + t->global_batch - 1) / t->global_batch;
     }

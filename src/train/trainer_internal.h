@@ -44,6 +44,7 @@ struct sr_trainer {
     struct sr_train_config *cfg;
     FILE *log;     /* rank 0 only; NULL elsewhere */
     FILE *metrics; /* rank 0 only */
+    int metrics_errno; /* the first failed write to --metrics (no more lines after it); 0 */
     int progress;
     struct sr_device *dev;
     /* ranks */

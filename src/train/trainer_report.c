@@ -11,6 +11,7 @@
  * collective or a wait (the "comm.wait" span, comm.c), busy the time the
  * communication workers ran collectives, overlapped = busy - exposed.
  */
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +20,7 @@
 
 #include "shardrec/alloc.h"
 #include "shardrec/clock.h"
+#include "shardrec/error.h"
 #include "train/trainer_internal.h"
 
 double sr_now_s(void)
@@ -32,22 +34,55 @@ static void format_eta(double seconds, char *buf, size_t n)
     snprintf(buf, n, "%ld:%02ld", s / 60, s % 60);
 }
 
+/* One metrics line, written whole and flushed; the first failed write (a full
+ * disk, /dev/full) is kept in t->metrics_errno: a warning now, no more lines,
+ * and the run ends with SR_ERR_WRITE (sr_trainer_close_metrics). */
 static void write_metrics(struct sr_trainer *t, int64_t step, double loss,
                           const struct sr_interval *iv, int evaluated, double sps, double step_ms)
 {
-    fprintf(t->metrics,
-            "{\"step\": %" PRId64 ", \"loss\": %.9g, \"loss_avg\": %.9g, \"lr\": %.6g, "
-            "\"samples_per_s\": %.1f, \"step_ms\": %.4f",
-            step, loss, iv->loss_sum / (double)iv->steps, sr_lr_at(&t->lr_dense, step), sps,
-            step_ms);
-    if (evaluated)
-        fprintf(t->metrics,
-                ", \"eval_auc\": %.6f, \"eval_logloss\": %.6f, \"eval_ne\": %.6f, "
-                "\"eval_accuracy\": %.6f, \"eval_samples\": %" PRId64,
-                t->eval.last.auc, t->eval.last.logloss, t->eval.last.ne, t->eval.last.accuracy,
-                t->eval.last.n);
-    fprintf(t->metrics, "}\n");
-    fflush(t->metrics);
+    char line[640];
+    size_t n = (size_t)snprintf(
+        line, sizeof line,
+        "{\"step\": %" PRId64 ", \"loss\": %.9g, \"loss_avg\": %.9g, \"lr\": %.6g, "
+        "\"samples_per_s\": %.1f, \"step_ms\": %.4f",
+        step, loss, iv->loss_sum / (double)iv->steps, sr_lr_at(&t->lr_dense, step), sps, step_ms);
+    if (evaluated && n < sizeof line)
+        n += (size_t)snprintf(line + n, sizeof line - n,
+                              ", \"eval_auc\": %.6f, \"eval_logloss\": %.6f, \"eval_ne\": %.6f, "
+                              "\"eval_accuracy\": %.6f, \"eval_samples\": %" PRId64,
+                              t->eval.last.auc, t->eval.last.logloss, t->eval.last.ne,
+                              t->eval.last.accuracy, t->eval.last.n);
+    if (n < sizeof line)
+        n += (size_t)snprintf(line + n, sizeof line - n, "}\n");
+    SR_ASSERT(n < sizeof line);
+    if (t->metrics_errno)
+        return;
+    errno = 0;
+    if (fwrite(line, 1, n, t->metrics) != n || fflush(t->metrics) != 0) {
+        t->metrics_errno = errno ? errno : EIO;
+        if (t->log)
+            fprintf(t->log,
+                    "warning: --metrics %s: cannot write (%s) at step %" PRId64 "; no more "
+                    "metrics lines, the run goes on and ends with exit status 1\n",
+                    t->cfg->metrics_path, strerror(t->metrics_errno), step);
+    }
+}
+
+int sr_trainer_close_metrics(struct sr_trainer *t)
+{
+    if (!t->metrics)
+        return SR_OK;
+    errno = 0;
+    int bad = fclose(t->metrics) != 0;
+    t->metrics = NULL;
+    if (bad && !t->metrics_errno)
+        t->metrics_errno = errno ? errno : EIO;
+    if (!t->metrics_errno)
+        return SR_OK;
+    return sr_error_set(SR_ERR_WRITE,
+                        "--metrics %s: cannot write (%s); the file is incomplete; HINT: check "
+                        "the free disk space",
+                        t->cfg->metrics_path, strerror(t->metrics_errno));
 }
 
 void sr_trainer_log_interval(struct sr_trainer *t, int64_t step, double loss,
@@ -221,13 +256,17 @@ static void print_memory(const struct sr_trainer *t, FILE *f)
         if (e.total > most_bytes)
             most = r, most_bytes = e.total;
     }
-    fprintf(f, "memory per rank (estimated before the run): rank 0 %s (tables %s, MLPs %s, "
-               "batch %s, evaluation %s)",
+    fprintf(f,
+            "memory per rank (estimated before the run): rank 0 %s (tables %s, MLPs %s, "
+            "batch %s, evaluation %s",
             sr_format_bytes(tot, sizeof tot, (double)e0.total),
             sr_format_bytes(tab, sizeof tab, (double)e0.tables),
             sr_format_bytes(mlp, sizeof mlp, (double)e0.dense),
             sr_format_bytes(bat, sizeof bat, (double)e0.batch),
             sr_format_bytes(ev, sizeof ev, (double)e0.eval));
+    if (e0.pool)
+        fprintf(f, " and --batch-pool %s", sr_format_bytes(ev, sizeof ev, (double)e0.pool));
+    fprintf(f, ")");
     if (t->world_size > 1)
         fprintf(f, "; the most: rank %d, %s", most,
                 sr_format_bytes(tot, sizeof tot, (double)most_bytes));

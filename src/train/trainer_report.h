@@ -28,6 +28,9 @@ struct sr_interval {
 };
 void sr_trainer_log_interval(struct sr_trainer *t, int64_t step, double loss,
                              const struct sr_interval *iv, int evaluated, double elapsed);
+/* Close --metrics (rank 0; elsewhere a no-op): SR_ERR_WRITE naming the file
+ * and the reason when a line or the close failed, else SR_OK. */
+int sr_trainer_close_metrics(struct sr_trainer *t);
 /* acc += after - before, field by field (uint64 fields wrap, so a before
  * above after subtracts). */
 void sr_trainer_counters_add_diff(struct sr_comm_counters *acc,
