@@ -12,6 +12,7 @@
 #include <cjson/cJSON.h>
 
 #include "shardrec/alloc.h"
+#include "core/json_kind.h"
 #include "shardrec/atomic_file.h"
 #include "shardrec/error.h"
 #include "shardrec/files.h"
@@ -86,22 +87,6 @@ static const char *const shard_keys[] = {"rank", "row_offset", "rows", "col_offs
 #define COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
 #define PLAN_MAX_BYTES  ((size_t)64 << 20) /* a plan file, read whole */
 #define PLAN_SOURCE_MAX 1100               /* "plan 'PATH'" */
-
-/* What a JSON value is, for messages ("a number", ...). */
-static const char *json_kind(const cJSON *it)
-{
-    if (cJSON_IsNumber(it))
-        return "a number";
-    if (cJSON_IsString(it))
-        return "a string";
-    if (cJSON_IsArray(it))
-        return "an array";
-    if (cJSON_IsObject(it))
-        return "an object";
-    if (cJSON_IsBool(it))
-        return "a boolean";
-    return "null";
-}
 
 static int in_list(const char *key, const char *const *names, int n)
 {
@@ -183,7 +168,7 @@ static int get_int(const struct reader *r, const cJSON *o, const char *table, co
         if (it && cJSON_IsNumber(it))
             snprintf(got, sizeof got, "%.17g", it->valuedouble);
         else
-            snprintf(got, sizeof got, "%s", it ? json_kind(it) : "missing");
+            snprintf(got, sizeof got, "%s", it ? sr_json_kind(it) : "missing");
         return sr_error_set(SR_ERR_INVALID_ARG,
                             "plan '%s': %s%s%s\"%s\" is %s; it must be an integer in [%lld, "
                             "%lld]%s",
@@ -321,7 +306,7 @@ static int read_table(const struct reader *r, const cJSON *o, const struct sr_ta
         return sr_error_set(SR_ERR_INVALID_ARG,
                             "plan '%s': table '%s': \"sharding\" is %s; it must be a string: "
                             "\"dp\", \"tw\", \"rw\", \"cw\" or \"twrw\"",
-                            r->source, tc->name, json_kind(ty));
+                            r->source, tc->name, sr_json_kind(ty));
     if (sr_sharding_type_parse(ty->valuestring, &tp->type) != SR_OK)
         return sr_error_set(SR_ERR_INVALID_ARG,
                             "plan '%s': table '%s': unknown sharding type '%s'; choose dp, tw, "
@@ -372,14 +357,14 @@ static int check_names(const struct reader *r, const cJSON *tables)
         if (!cJSON_IsObject(it))
             return sr_error_set(SR_ERR_INVALID_ARG,
                                 "plan '%s': \"tables\" holds %s; each entry must be an object",
-                                r->source, json_kind(it));
+                                r->source, sr_json_kind(it));
         if (!n)
             return sr_error_set(SR_ERR_INVALID_ARG, "plan '%s': a table entry lacks \"name\"",
                                 r->source);
         if (!cJSON_IsString(n))
             return sr_error_set(SR_ERR_INVALID_ARG,
                                 "plan '%s': a table's \"name\" is %s; it must be a string",
-                                r->source, json_kind(n));
+                                r->source, sr_json_kind(n));
         int found = 0;
         for (int t = 0; t < r->cfg->num_tables && !found; t++)
             found = strcmp(r->cfg->tables[t].name, n->valuestring) == 0;

@@ -15,6 +15,7 @@
 #include <cjson/cJSON.h>
 
 #include "shardrec/alloc.h"
+#include "core/json_kind.h"
 #include "shardrec/error.h"
 #include "shardrec/files.h"
 #include "shardrec/half.h"
@@ -231,21 +232,6 @@ static int json_err(const char *where, const char *key, const char *fmt, ...)
     return sr_error_set(SR_ERR_INVALID_ARG, "%s: key \"%s\": %s", where, key, what);
 }
 
-static const char *json_type_name(const cJSON *it)
-{
-    if (cJSON_IsNumber(it))
-        return "a number";
-    if (cJSON_IsString(it))
-        return "a string";
-    if (cJSON_IsArray(it))
-        return "an array";
-    if (cJSON_IsObject(it))
-        return "an object";
-    if (cJSON_IsBool(it))
-        return "a boolean";
-    return "null";
-}
-
 /* "did you mean ..." when a known key is near s, else the known keys. */
 static void key_hint(char *buf, size_t cap, const struct json_key *keys, const char *s)
 {
@@ -261,7 +247,7 @@ static int json_int_value(const cJSON *it, const char *where, const char *key, i
                           int64_t max, int64_t *out)
 {
     if (!cJSON_IsNumber(it))
-        return json_err(where, key, "expected an integer, got %s", json_type_name(it));
+        return json_err(where, key, "expected an integer, got %s", sr_json_kind(it));
     double d = it->valuedouble;
     if (!isfinite(d) || d != floor(d))
         return json_err(where, key, "expected an integer, got %.17g", d);
@@ -278,7 +264,7 @@ static int check_array(const cJSON *it, const struct json_key *k, const char *wh
     int64_t v;
     int n = cJSON_GetArraySize(it), rc;
     if (!cJSON_IsArray(it))
-        return json_err(where, k->key, "expected an array, got %s", json_type_name(it));
+        return json_err(where, k->key, "expected an array, got %s", sr_json_kind(it));
     if (k->kind == JSON_KIND_WIDTHS && (n < 1 || n > SR_MLP_MAX))
         return json_err(where, k->key, "%d layer widths; give 1 to %d", n, SR_MLP_MAX);
     if (k->kind == JSON_KIND_TABLES && (n < 1 || n > SR_MAX_TABLES))
@@ -296,7 +282,7 @@ static int check_array(const cJSON *it, const struct json_key *k, const char *wh
                             SR_NAME_MAX - 1);
         if (k->kind == JSON_KIND_TABLES && !cJSON_IsObject(e))
             return json_err(where, k->key, "each entry must be an object, got %s",
-                            json_type_name(e));
+                            sr_json_kind(e));
     }
     return SR_OK;
 }
@@ -352,11 +338,11 @@ static int check_value(const cJSON *it, const struct json_key *k, const char *wh
         return json_int_value(it, where, k->key, k->min, k->max, &v);
     case JSON_KIND_NUMBER:
         if (!cJSON_IsNumber(it) || !isfinite(it->valuedouble))
-            return json_err(where, k->key, "expected a finite number, got %s", json_type_name(it));
+            return json_err(where, k->key, "expected a finite number, got %s", sr_json_kind(it));
         return SR_OK;
     case JSON_KIND_STRING:
         if (!cJSON_IsString(it))
-            return json_err(where, k->key, "expected a string, got %s", json_type_name(it));
+            return json_err(where, k->key, "expected a string, got %s", sr_json_kind(it));
         return SR_OK;
     default:
         return check_array(it, k, where);
@@ -597,7 +583,7 @@ int sr_train_config_from_json(struct sr_train_config *cfg, const char *text, siz
     rc = cJSON_IsObject(root)
              ? SR_OK
              : sr_error_set(SR_ERR_INVALID_ARG, "%s: expected a JSON object {...}, got %s", path,
-                            json_type_name(root));
+                            sr_json_kind(root));
     if (!rc)
         rc = check_object(root, top_keys, path);
     if (!rc)
