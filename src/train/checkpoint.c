@@ -238,12 +238,12 @@ static void remove_dir(const char *dir)
 {
     DIR *d = opendir(dir);
     struct dirent *e;
-    char path[SR_PATH_MAX + 320];
+    char path[2 * SR_PATH_MAX + 512];
     while (d && (e = readdir(d))) {
         if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
             continue;
-        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        unlink(path);
+        if (snprintf(path, sizeof path, "%s/%s", dir, e->d_name) < (int)sizeof path)
+            unlink(path);
     }
     if (d)
         closedir(d);
@@ -255,7 +255,7 @@ static void remove_dir(const char *dir)
 static void prune(const struct sr_train_config *cfg, int64_t step)
 {
     int64_t s, kept = 0, limit = step;
-    char path[SR_PATH_MAX + 320];
+    char path[2 * SR_PATH_MAX + 512];
     struct stat st;
     for (s = step; s >= 1 && kept < cfg->checkpoint_keep; s--) {
         snprintf(path, sizeof path, "%s/step-%08" PRId64 "/%s", cfg->checkpoint_dir, s, MANIFEST);
@@ -267,8 +267,9 @@ static void prune(const struct sr_train_config *cfg, int64_t step)
     while (kept >= cfg->checkpoint_keep && d && (e = readdir(d))) {
         if (!step_of(e->d_name, &s) || s >= limit)
             continue;
-        snprintf(path, sizeof path, "%s/%s", cfg->checkpoint_dir, e->d_name);
-        remove_dir(path);
+        if (snprintf(path, sizeof path, "%s/%s", cfg->checkpoint_dir, e->d_name) <
+            (int)sizeof path)
+            remove_dir(path);
     }
     if (d)
         closedir(d);

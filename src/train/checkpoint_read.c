@@ -69,7 +69,7 @@ static int find(const struct sr_trainer *t, char *dir, size_t cap, cJSON **out)
     int64_t best = -1;
     DIR *d = opendir(cfg->checkpoint_dir);
     struct dirent *e;
-    char path[SR_PATH_MAX + 320];
+    char path[2 * SR_PATH_MAX + 512];
     *out = NULL;
     while (d && (e = readdir(d))) {
         const char *nm = e->d_name;
@@ -89,7 +89,8 @@ static int find(const struct sr_trainer *t, char *dir, size_t cap, cJSON **out)
         }
         cJSON_Delete(*out);
         *out = j, best = s;
-        snprintf(dir, cap, "%s", path);
+        if (snprintf(dir, cap, "%s", path) >= (int)cap)
+            dir[0] = 0;
     }
     if (d)
         closedir(d);
@@ -237,7 +238,7 @@ static int load_dense(struct sr_trainer *t, const char *path)
 
 static int resume(struct sr_trainer *t, int64_t *step)
 {
-    char dir[SR_PATH_MAX + 32], file[64], path[SR_PATH_MAX + 96];
+    char dir[2 * SR_PATH_MAX + 512], file[64], path[3 * SR_PATH_MAX];
     cJSON *m = NULL;
     int rc = find(t, dir, sizeof dir, &m);
     if (!rc)
