@@ -81,18 +81,20 @@ mkdir -p "$tmp/empty"
 expect2 no-checkpoint "no complete checkpoint" --steps 8 --checkpoint-dir "$tmp/empty" --resume
 d="$tmp/one-none/ck"
 expect2 other-model "embedding-dim" --steps 8 --embedding-dim 4 --bot-mlp 13-16-4 --resume "$d/step-0000000$K"
+# (the resumed run wrote step 2K at its end; --checkpoint-keep 2 kept K too)
+L=$(printf '%08d' $((2 * K)))
 cp -r "$tmp/one-none/ck" "$tmp/flip"
-f="$tmp/flip/step-0000000$K/rank-00000.safetensors"
+f="$tmp/flip/step-$L/rank-00000.safetensors"
 size=$(wc -c <"$f")
 printf '\377' | dd of="$f" bs=1 seek=$((size - 5)) conv=notrunc 2>/dev/null
-expect2 byte-flipped "rank-00000.safetensors" --steps 8 --checkpoint-dir "$tmp/flip" --resume
+expect2 byte-flipped "step-$L/rank-00000.safetensors is damaged" --steps 12 --checkpoint-dir "$tmp/flip" --resume
 # a later step folder without manifest is skipped
 cp -r "$tmp/one-none/ck" "$tmp/skip"
 mkdir -p "$tmp/skip/step-00000099"
-cp "$tmp/skip/step-0000000$K/rank-00000.safetensors" "$tmp/skip/step-00000099/"
-"$bin" train $JOB --steps 8 --checkpoint-dir "$tmp/skip" --resume --pipeline none \
+cp "$tmp/skip/step-$L/rank-00000.safetensors" "$tmp/skip/step-00000099/"
+"$bin" train $JOB --steps 12 --checkpoint-dir "$tmp/skip" --resume --pipeline none \
     --metrics "$tmp/skip.jsonl" >"$tmp/skip.out" 2>&1
-if [ $? -eq 0 ] && grep -q "resumed from .*step-0000000$K" "$tmp/skip.out" &&
+if [ $? -eq 0 ] && grep -q "resumed from .*step-$L at step $((2 * K))" "$tmp/skip.out" &&
     grep -q "step-00000099 is incomplete" "$tmp/skip.out"; then ok incomplete-skipped; else
     bad incomplete-skipped "$(tail -2 "$tmp/skip.out" | tr '\n' ' ')"; fi
 

@@ -118,11 +118,6 @@ static int check_job(const struct sr_trainer *t, const char *dir, const cJSON *m
                             "--resume %s: written by %d ranks, this run has %d; resharding to "
                             "another world size is not built yet; %s",
                             dir, cJSON_IsNumber(w) ? w->valueint : -1, t->world_size, HINT_JOB);
-    snprintf(hex, sizeof hex, "%016" PRIx64, t->plan ? sr_plan_hash(t->plan) : 0);
-    if (strcmp(str_of(m, "plan_hash"), hex))
-        return sr_error_set(SR_ERR_DATA,
-                            "--resume %s: written under another plan (--sharding, --plan); %s",
-                            dir, HINT_JOB);
     const cJSON *set = cJSON_GetObjectItemCaseSensitive(m, "settings");
     for (int k = 0; k < N_TRAJECTORY; k++) {
         snprintf(hex, sizeof hex, "%016" PRIx64, sr_trainer_setting_hash(t->cfg, trajectory[k]));
@@ -131,6 +126,11 @@ static int check_job(const struct sr_trainer *t, const char *dir, const cJSON *m
                                 "--resume %s: written by a run with another %s; %s", dir,
                                 trajectory[k], HINT_JOB);
     }
+    snprintf(hex, sizeof hex, "%016" PRIx64, t->plan ? sr_plan_hash(t->plan) : 0);
+    if (strcmp(str_of(m, "plan_hash"), hex))
+        return sr_error_set(SR_ERR_DATA,
+                            "--resume %s: written under another plan (--sharding, --plan); %s",
+                            dir, HINT_JOB);
     return SR_OK;
 }
 
