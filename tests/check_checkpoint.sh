@@ -6,7 +6,7 @@
 # Adam on the dense layers, synthetic data; one process, and 2 ranks under
 # tw, rw and a mixed plan; --pipeline none and sparse-dist. Then the refusals
 # (exit status 2): --resume with no checkpoint, a byte-flipped rank file
-# (named), a checkpoint of another model (--embedding-dim named); and a step
+# (named; also rank 1's of 2), a checkpoint of another model (--embedding-dim named); and a step
 # folder without manifest.json is skipped by --resume.
 # Exit 0 pass, 77 skipped (no MPI for the 2-rank cases), else fail.
 . "$(dirname "$0")/lib.sh"
@@ -88,6 +88,15 @@ f="$tmp/flip/step-$L/rank-00000.safetensors"
 size=$(wc -c <"$f")
 printf '\377' | dd of="$f" bs=1 seek=$((size - 5)) conv=notrunc 2>/dev/null
 expect2 byte-flipped "step-$L/rank-00000.safetensors is damaged" --steps 12 --checkpoint-dir "$tmp/flip" --resume
+if [ "$have_mpi" -eq 1 ]; then # rank 1's file damaged: every rank stops, status 2, the file named
+    cp -r "$tmp/tw-none/ck" "$tmp/flip2"
+    f="$tmp/flip2/step-$L/rank-00001.safetensors"
+    printf 'X' | dd of="$f" bs=1 seek=100 conv=notrunc 2>/dev/null
+    launch 2 --steps 12 --sharding tw --checkpoint-dir "$tmp/flip2" --resume >"$tmp/flip2.out" 2>&1
+    rc=$?
+    if [ "$rc" -eq 2 ] && grep -q "step-$L/rank-00001.safetensors is damaged" "$tmp/flip2.out"; then
+        ok byte-flipped-rank1; else bad byte-flipped-rank1 "status $rc: $(grep shardrec "$tmp/flip2.out" | head -2 | tr '\n' ' ')"; fi
+fi
 # a later step folder without manifest is skipped
 cp -r "$tmp/one-none/ck" "$tmp/skip"
 mkdir -p "$tmp/skip/step-00000099"

@@ -324,16 +324,22 @@ int sr_checkpoint_save(struct sr_trainer *t, int64_t step)
         rc = sr_error_set(SR_ERR_WRITE, "checkpoint %s: rank 0 could not write the manifest", dir);
     if (!rc && t->rank == 0) {
         prune(t->cfg, step);
-        double slowest = 0, mb = (double)(mine[R_BYTES] + mine[R_DBYTES]) / 1e6;
+        double total = 0, worst = -1, slowest = 0;
         for (int r = 0; r < t->world_size; r++) {
-            double s;
-            memcpy(&s, &all[(size_t)r * R_N + R_SECONDS], sizeof s);
+            const uint64_t *a = &all[(size_t)r * R_N];
+            double s, mb = (double)(a[R_BYTES] + (r == 0 ? mine[R_DBYTES] : 0)) / 1e6;
+            memcpy(&s, &a[R_SECONDS], sizeof s);
+            total += mb;
             slowest = s > slowest ? s : slowest;
+            if (s > 0 && (worst < 0 || mb / s < worst))
+                worst = mb / s;
         }
         if (t->log)
             fprintf(t->log,
-                    "checkpoint step %" PRId64 ": %s, %.3f s, rank 0 wrote %.2f MB (%.1f MB/s)\n",
-                    step, dir, sr_now_s() - t0, mb, slowest > 0 ? mb / slowest : 0.0);
+                    "checkpoint step %" PRId64 ": %s, %.3f s, %.2f MB from %d rank%s (slowest "
+                    "rank %.3f s, lowest rate %.1f MB/s per rank)\n",
+                    step, dir, sr_now_s() - t0, total, t->world_size, t->world_size > 1 ? "s" : "",
+                    slowest, worst > 0 ? worst : 0.0);
     }
     sr_free(all);
     t->ckpt.allocs += sr_alloc_count() - a0;
