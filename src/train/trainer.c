@@ -393,7 +393,8 @@ static void keep_stage_times(struct sr_trainer *t)
 static int64_t record_from(const struct sr_trainer *t)
 {
     int64_t ahead = t->pipe.depth > 0 ? SR_LOADER_SLOTS : 0;
-    return t->trace.first - ahead > 1 ? t->trace.first - ahead : 1;
+    int64_t first = t->ckpt.first_step; /* 1, or the step after a resumed checkpoint */
+    return t->trace.first - ahead > first ? t->trace.first - ahead : first;
 }
 
 /* One step between the span that times it and the --trace-steps window. */
