@@ -375,6 +375,8 @@ int cli_parse_job(int argc, char **argv, struct sr_train_config *cfg,
             return CLI_EXIT_USAGE;
         if (!strcmp(name, "config") || !strcmp(name, "workload"))
             continue; /* applied before the other flags */
+        if (!strcmp(name, "resume") && !value && i + 1 < argc && strncmp(argv[i + 1], "--", 2))
+            value = argv[++i]; /* --resume [PATH]: its value is optional */
         if (!strcmp(name, "data") || !strcmp(name, "eval-data")) {
             if (add_data_paths(cfg, name, value, argc, argv, &i, cmd))
                 return CLI_EXIT_USAGE;

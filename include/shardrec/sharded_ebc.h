@@ -344,6 +344,24 @@ void sr_sharded_ebc_set_update_scalars(struct sr_sharded_ebc *s, const float *lr
  * 0 into `full` (host; may be NULL on other ranks). One all-to-all-v. */
 int sr_sharded_ebc_gather_table(struct sr_sharded_ebc *s, int table, float *full);
 
+/* One table shard this rank holds, for checkpoints: its weights and its
+ * optimizer state, on the device (views; s owns them). dp tables are whole
+ * on every rank (shard -1). */
+struct sr_sharded_ebc_shard {
+    int table;           /* global table index */
+    int shard;           /* index in the table's plan; -1: a dp table */
+    int64_t rows;        /* rows of the shard */
+    int dim;             /* its columns */
+    float *weight;       /* (rows, dim) device */
+    float *state;        /* (state_floats) device, or NULL (sgd) */
+    size_t state_floats; /* optimizer state values (optim.h's layout) */
+};
+/* The shards this rank holds, 0 <= i < sr_sharded_ebc_num_local_shards, in a
+ * fixed order (the same for the same plan and rank). Not collective. */
+int sr_sharded_ebc_num_local_shards(const struct sr_sharded_ebc *s);
+void sr_sharded_ebc_local_shard(const struct sr_sharded_ebc *s, int i,
+                                struct sr_sharded_ebc_shard *out);
+
 void sr_sharded_ebc_stats(const struct sr_sharded_ebc *s, struct sr_sharded_ebc_stats *out);
 
 #endif

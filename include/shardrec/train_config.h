@@ -123,6 +123,12 @@ struct sr_train_config {
     char init_weights_path[SR_PATH_MAX]; /* --init-weights FILE: safetensors; "" = none */
     char save_weights_path[SR_PATH_MAX]; /* --save-weights FILE: written at the end; "" = none */
     int progress;                   /* -1 auto (terminal), 0 off, 1 on */
+    /* checkpoints (src/train/checkpoint.c; docs/user-guide.md "Checkpoints") */
+    char checkpoint_dir[SR_PATH_MAX]; /* --checkpoint-dir DIR: step-NNNNNNNN/ under it; "" = none */
+    int64_t checkpoint_every;         /* --checkpoint-every N steps; 0 = only at the end */
+    int checkpoint_keep;              /* --checkpoint-keep K complete checkpoints (2) */
+    int resume;                       /* --resume [PATH] given */
+    char resume_path[SR_PATH_MAX];    /* its PATH; "" = the latest complete in checkpoint_dir */
 };
 
 /* The embedded default job: workload K's model (dim 16, 13-512-256-64-16 /

@@ -5,6 +5,9 @@
  * buffer to rank 0, which places each shard's (rows, cols) block at its row
  * and column offsets in the caller's (E, D) host table. dp tables are whole
  * on every rank: rank 0 copies its own.
+ *
+ * Checkpoints read and write each rank's shards where they are instead:
+ * sr_sharded_ebc_local_shard lists them (weights and optimizer state).
  */
 #include <string.h>
 
@@ -94,4 +97,34 @@ int sr_sharded_ebc_gather_table(struct sr_sharded_ebc *s, int t, float *full)
     sr_free(recv);
     sr_free(send);
     return SR_OK;
+}
+
+int sr_sharded_ebc_num_local_shards(const struct sr_sharded_ebc *s)
+{
+    int n = 0;
+    for (int g = 0; g < GROUP_COUNT; g++)
+        n += s->groups[g].num_tables;
+    return n;
+}
+
+void sr_sharded_ebc_local_shard(const struct sr_sharded_ebc *s, int i,
+                                struct sr_sharded_ebc_shard *out)
+{
+    int g = 0;
+    while (g < GROUP_COUNT && i >= s->groups[g].num_tables)
+        i -= s->groups[g++].num_tables;
+    SR_ASSERT(g < GROUP_COUNT && i >= 0);
+    const struct group *gr = &s->groups[g];
+    const struct sr_emb_table *tab = &gr->tables[i];
+    int per_row = 0;
+    int per_elem = sr_optim_state_per_element(s->optim.kind, &per_row);
+    out->table = gr->table_of[i];
+    out->shard = g == GROUP_DP ? -1 : gr->shard_of[i];
+    out->rows = tab->rows;
+    out->dim = tab->dim;
+    out->weight = tab->weight;
+    out->state = tab->state;
+    out->state_floats = !tab->state ? 0
+                        : per_row   ? (size_t)tab->rows
+                                    : (size_t)per_elem * (size_t)tab->rows * (size_t)tab->dim;
 }

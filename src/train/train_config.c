@@ -60,6 +60,7 @@ void sr_train_config_default(struct sr_train_config *cfg)
     cfg->eval_samples = 1 << 17;
     cfg->log_every = 50;
     cfg->progress = -1;
+    cfg->checkpoint_keep = 2;
     cfg->sharding = -1;
     cfg->bucket_kib = 4096;
     cfg->comm_dtype = SR_DTYPE_F32;

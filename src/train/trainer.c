@@ -253,7 +253,7 @@ static int init_parts(struct sr_trainer *t, FILE *log)
     if (cfg->eval_samples > 0 && !cfg->n_data)
         sr_synth_bounds(t->synth, SR_SYNTH_EVAL_BASE, cfg->eval_samples, &t->eval.teacher_auc,
                         &t->eval.dense_only_auc, &t->eval.sparse_share);
-    return SR_OK;
+    return sr_checkpoint_init(t); /* --resume: the model continues from its step */
 }
 
 int sr_trainer_init(struct sr_trainer **out, struct sr_train_config *cfg, FILE *log)
@@ -263,7 +263,8 @@ int sr_trainer_init(struct sr_trainer **out, struct sr_train_config *cfg, FILE *
     *out = NULL;
     t->cfg = cfg;
     t->dev = sr_device_cpu();
-    if ((rc = sr_train_config_check(cfg)) || (rc = sr_trainer_init_comms(t)) ||
+    if ((rc = sr_train_config_check(cfg)) || (rc = sr_checkpoint_check_config(cfg)) ||
+        (rc = sr_trainer_init_comms(t)) ||
         (rc = init_parts(t, log))) {
         sr_trainer_free(t);
         return rc;
@@ -283,6 +284,7 @@ void sr_trainer_free(struct sr_trainer *t)
         return;
     sr_trainer_pipeline_stop(t); /* before the trace and the contexts go */
     sr_trainer_streams_drain(t);  /* before the buffers the streams use */
+    sr_checkpoint_free(t);
     if (t->metrics)
         fclose(t->metrics);
     sr_trainer_trace_free(t);
@@ -391,7 +393,8 @@ static void keep_stage_times(struct sr_trainer *t)
 static int64_t record_from(const struct sr_trainer *t)
 {
     int64_t ahead = t->pipe.depth > 0 ? SR_LOADER_SLOTS : 0;
-    return t->trace.first - ahead > 1 ? t->trace.first - ahead : 1;
+    int64_t first = t->ckpt.first_step; /* 1, or the step after a resumed checkpoint */
+    return t->trace.first - ahead > first ? t->trace.first - ahead : first;
 }
 
 /* One step between the span that times it and the --trace-steps window. */
@@ -427,7 +430,7 @@ static void fill_result(struct sr_trainer *t, struct sr_trainer_result *res, int
     res->eval = t->eval.last;
     res->teacher_auc = t->eval.teacher_auc;
     res->dense_only_auc = t->eval.dense_only_auc;
-    res->allocs_after_first_step = sr_alloc_count() - allocs_after_first;
+    res->allocs_after_first_step = sr_alloc_count() - allocs_after_first - t->ckpt.allocs;
 }
 
 /* Read the loss ring into the interval (its sum) and *loss (the last step's):
@@ -453,10 +456,12 @@ static int run_steps(struct sr_trainer *t, struct sr_trainer_result *res, sr_eve
 
     /* steady state: device events after step `warm` and after the last step
      * (no wait in the middle of the run) */
-    int64_t warm = cfg->steps / 5 < 20 ? cfg->steps / 5 : 20;
+    const int64_t first = t->ckpt.first_step; /* 1, or the step after a checkpoint */
+    int64_t warm = (cfg->steps - first + 1) / 5 < 20 ? (cfg->steps - first + 1) / 5 : 20;
     int steady_started = 0;
     memset(res, 0, sizeof *res);
-    for (step = 1; step <= cfg->steps && !ended; step++) {
+    warm += first - 1;
+    for (step = first; step <= cfg->steps && !ended; step++) {
         double s0 = sr_now_s();
         if ((rc = timed_step(t, step)) == END_OF_DATA) {
             ended = 1; /* one pass over --data done: evaluate and log the last step */
@@ -467,11 +472,11 @@ static int run_steps(struct sr_trainer *t, struct sr_trainer_result *res, sr_eve
             return bad ? bad : rc;
         } else {
             double dt = sr_now_s() - s0;
-            if (step == 1)
+            if (step == first)
                 allocs_after_first = sr_alloc_count();
             train_seconds += dt;
             iv.steps++, iv.seconds += dt;
-            if (warm >= 1 && step == warm) {
+            if (warm >= first && step == warm) {
                 sr_dev_event_record(t->dev, steady0, NULL);
                 steady_started = 1;
             }
@@ -493,8 +498,11 @@ static int run_steps(struct sr_trainer *t, struct sr_trainer_result *res, sr_eve
             sr_trainer_log_interval(t, step, loss, &iv, evaluated, sr_now_s() - start);
             memset(&iv, 0, sizeof iv);
         }
+        if (cfg->checkpoint_dir[0] && step >= first && (last || due(step, cfg->checkpoint_every, 0)) &&
+            (rc = sr_checkpoint_save(t, step)))
+            return rc;
     }
-    fill_result(t, res, step - 1, train_seconds, loss, allocs_after_first);
+    fill_result(t, res, step - first, train_seconds, loss, allocs_after_first);
     if (steady_started && step - 1 > warm) {
         sr_dev_event_record(t->dev, steady1, NULL); /* (a final evaluation counts: steady runs skip it) */
         sr_dev_event_sync(t->dev, steady1);

@@ -105,6 +105,11 @@ static const struct setting settings[] = {
     STRING("--init-weights", init_weights_path),
     STRING("--save-weights", save_weights_path),
     FIELD("--progress", progress),
+    STRING("--checkpoint-dir", checkpoint_dir),
+    FIELD("--checkpoint-every", checkpoint_every),
+    FIELD("--checkpoint-keep", checkpoint_keep),
+    FIELD("--resume", resume),
+    STRING("--resume", resume_path),
 };
 
 #define N_SETTINGS  ((int)(sizeof settings / sizeof settings[0]))
@@ -176,6 +181,20 @@ static void setting_hashes(const struct sr_train_config *cfg, uint64_t *h)
     struct sr_train_config all = *cfg;
     all.loader_threads = 0; /* a per-host setting: the batches are the same on any count */
     h[H_ALL] = sr_hash_bytes(SR_HASH_INIT, &all, sizeof all);
+}
+
+uint64_t sr_trainer_setting_hash(const struct sr_train_config *cfg, const char *name)
+{
+    uint64_t h[N_HASHES], out = SR_HASH_INIT;
+    setting_hashes(cfg, h);
+    if (!strcmp(name, "--table-rows"))
+        return h[H_TABLES];
+    if (!strcmp(name, "features"))
+        return h[H_FEATURES];
+    for (int k = 0; k < N_SETTINGS; k++)
+        if (!strcmp(settings[k].name, name))
+            out = sr_hash_bytes(out, &h[k], sizeof h[k]);
+    return out;
 }
 
 /* Collective over `world`: SR_ERR_INVALID_ARG, the same on every rank, naming

@@ -24,6 +24,11 @@ int sr_trainer_emb_forward(struct sr_trainer *t);
 float *sr_trainer_emb_dp_grads(struct sr_trainer *t, size_t *n);
 void sr_trainer_emb_dp_update(struct sr_trainer *t, float lr, int64_t step, sr_stream_t stream);
 void sr_trainer_emb_free(struct sr_trainer *t);
+/* The hash of the job settings named `name` (a flag, as in the start-up
+ * check's messages: "--embedding-dim"; "--table-rows" for the tables,
+ * "features" for the features), for checkpoint manifests. */
+struct sr_train_config;
+uint64_t sr_trainer_setting_hash(const struct sr_train_config *cfg, const char *name);
 int sr_trainer_save_sharded_weights(struct sr_trainer *t, const char *path);
 
 #endif

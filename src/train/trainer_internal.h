@@ -29,6 +29,7 @@
 #include "shardrec/synthetic.h"
 #include "shardrec/trace.h"
 #include "shardrec/trainer.h"
+#include "train/checkpoint.h"
 #include "train/grad_buckets.h"
 #include "train/loss_ring.h"
 #include "train/step_scalars.h"
@@ -95,6 +96,7 @@ struct sr_trainer {
     struct sr_trainer_eval eval;   /* trainer_eval.c */
     struct sr_trainer_acct acct;   /* trainer.c's counts, trainer_report.c's summary */
     struct sr_trainer_trace trace; /* trace_file.c */
+    struct sr_trainer_ckpt ckpt;   /* checkpoint.c: the first step, the saves' allocations */
 };
 
 #define SR_STEP_ROWS_MAX       65536 /* per-step stage rows kept for percentiles */

@@ -1,0 +1,39 @@
+/*
+ * Checkpoints (checkpoint.c): every rank's shards with their optimizer
+ * state, the dense block with its optimizer state, and a manifest written
+ * last, under --checkpoint-dir DIR/step-NNNNNNNN/; --resume reads one back
+ * at the same world size and plan and the run continues bit for bit.
+ */
+#ifndef SHARDREC_TRAIN_CHECKPOINT_H
+#define SHARDREC_TRAIN_CHECKPOINT_H
+
+#include <stdint.h>
+
+struct sr_trainer;
+struct sr_train_config;
+
+/* What a checkpointing run keeps between saves (in struct sr_trainer). */
+struct sr_trainer_ckpt {
+    int64_t first_step; /* the loop's first step: 1, or the resumed step + 1 */
+    uint64_t allocs;    /* allocations made by saves (not the loop's) */
+    float *pinned;      /* host staging on a device the host cannot address, or NULL */
+    size_t pinned_floats;
+};
+
+/* The settings that decide the model and its trajectory (flag names, as
+ * sr_trainer_setting_hash takes them): a checkpoint continues only a run
+ * that agrees on every one. */
+#define SR_CHECKPOINT_N_SETTINGS 20
+extern const char *const sr_checkpoint_settings[SR_CHECKPOINT_N_SETTINGS];
+
+/* The flags' own rules (exit status 2): --resume needs a path or
+ * --checkpoint-dir; --resume with --data or --init-weights is refused. */
+int sr_checkpoint_check_config(const struct sr_train_config *cfg);
+/* After the trainer is built: make --checkpoint-dir, and with --resume
+ * read the checkpoint into the model (collective over the world). */
+int sr_checkpoint_init(struct sr_trainer *t);
+/* Collective: write the checkpoint of `step` (all steps up to it done). */
+int sr_checkpoint_save(struct sr_trainer *t, int64_t step);
+void sr_checkpoint_free(struct sr_trainer *t);
+
+#endif
