@@ -136,8 +136,14 @@ for r in range(1, W):
     if abs(off[r] - skews[r]) > unc[r] + 1e6:
         bad.append("rank %d offset %d ns, skew %d ns, uncertainty %d ns" % (r, off[r], skews[r], unc[r]))
 tol_us = 3000 + 2 * max(unc) / 1000
+# Line-up of clocks: the k-th collective of a step on each communicator is
+# one collective on every rank. Not on 'input': its collectives run a batch
+# ahead, labelled with the step their issuing thread was in, which differs
+# across ranks, so their order within a label does not pair them up.
 groups = {}
 for e in busy:
+    if e["args"]["comm"] == "input":
+        continue
     key = (e["args"]["comm"], e["args"]["step"])
     groups.setdefault(key, {}).setdefault(e["pid"], []).append(e)
 spreads, late = [], 0
