@@ -42,12 +42,13 @@ if [ -f tests/fuzz/fuzz_config.c ]; then
         src/plan/plan.c src/core/table_config.c src/core/rng.c src/core/optim_config.c src/core/half.c \
         src/core/tensor.c src/data/zipf.c src/data/synthetic.c src/data/teacher.c \
         src/model/dlrm_config.c src/model/interaction.c src/train/metrics.c \
-        src/device/ops.c src/device/device.c -lcjson
+        src/device/ops.c src/device/device.c src/core/files.c src/core/json_kind.c -lcjson
     targets="$targets fuzz_config"
 fi
 if [ -f tests/fuzz/fuzz_plan.c ]; then
     build fuzz_plan tests/fuzz/fuzz_plan.c src/plan/plan_io.c src/plan/plan.c \
-        src/core/table_config.c src/core/rng.c src/core/atomic_file.c -lcjson
+        src/core/table_config.c src/core/rng.c src/core/atomic_file.c src/core/files.c \
+        src/core/json_kind.c -lcjson
     targets="$targets fuzz_plan"
 fi
 if [ -f tests/fuzz/fuzz_line_stream.c ]; then
