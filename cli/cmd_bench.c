@@ -35,6 +35,7 @@
 #include "shardrec/device.h"
 #include "shardrec/error.h"
 #include "shardrec/log.h"
+#include "shardrec/rng.h"
 #include "cli.h"
 
 #define CMD            "bench comm"
@@ -242,13 +243,10 @@ static int bench_parse(int argc, char **argv, struct bench_opts *o)
 static uint64_t opts_hash(const struct bench_opts *o)
 {
     char s[256];
-    uint64_t h = 1469598103934665603ull;
     snprintf(s, sizeof s, "%lld %lld %lld %d %lld %d %d %d", (long long)o->min_bytes,
              (long long)o->max_bytes, (long long)o->iters, o->iters_set, (long long)o->warmup,
              o->warmup_set, (int)o->device, (int)o->comm);
-    for (const char *p = s; *p; p++)
-        h = (h ^ (unsigned char)*p) * 1099511628211ull;
-    return h;
+    return sr_hash_bytes(SR_HASH_INIT, s, strlen(s));
 }
 
 /* ---- the world and the device ----------------------------------------------------- */

@@ -26,6 +26,7 @@
 #include "shardrec/device.h"
 #include "shardrec/error.h"
 #include "shardrec/log.h"
+#include "shardrec/rng.h"
 #include "comm/comm_internal.h"
 
 /* FNV-1a of this host's name: the same in every process of the host. */
@@ -34,10 +35,7 @@ static uint64_t host_hash(void)
     char name[256] = {0};
     if (gethostname(name, sizeof name - 1) != 0)
         snprintf(name, sizeof name, "unknown");
-    uint64_t h = 1469598103934665603ull;
-    for (const char *p = name; *p; p++)
-        h = (h ^ (uint8_t)*p) * 1099511628211ull;
-    return h;
+    return sr_hash_bytes(SR_HASH_INIT, name, strlen(name));
 }
 
 int sr_comm_gpu_shared_in_node(sr_comm_t comm, struct sr_device *dev, int *a, int *b)

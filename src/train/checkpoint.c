@@ -99,8 +99,7 @@ static void rank_file(char *buf, size_t cap, const char *dir, int rank)
     snprintf(buf, cap, "%s/rank-%05d.safetensors", dir, rank);
 }
 
-/* FNV-1a 64 of a whole file and its size. */
-static int file_checksum(const char *path, uint64_t *hash, uint64_t *bytes)
+int sr_checkpoint_file_checksum(const char *path, uint64_t *hash, uint64_t *bytes)
 {
     unsigned char buf[1 << 16];
     size_t n;
@@ -283,10 +282,10 @@ static int write_files(struct sr_trainer *t, const char *dir, uint64_t *mine)
         rc = sr_error_set(SR_ERR_WRITE, "checkpoint %s: cannot create (%s)", dir, strerror(errno));
     rank_file(path, sizeof path, dir, t->rank);
     if (!rc && !(rc = write_rank_file(t, path)))
-        rc = file_checksum(path, &mine[R_HASH], &mine[R_BYTES]);
+        rc = sr_checkpoint_file_checksum(path, &mine[R_HASH], &mine[R_BYTES]);
     snprintf(path, sizeof path, "%s/%s", dir, DENSE_FILE);
     if (!rc && t->rank == 0 && !(rc = write_dense_file(t, path)))
-        rc = file_checksum(path, &mine[R_DHASH], &mine[R_DBYTES]);
+        rc = sr_checkpoint_file_checksum(path, &mine[R_DHASH], &mine[R_DBYTES]);
     return rc;
 }
 

@@ -32,6 +32,9 @@ int sr_checkpoint_check_config(const struct sr_train_config *cfg);
 /* After the trainer is built: make --checkpoint-dir, and with --resume
  * read the checkpoint into the model (collective over the world). */
 int sr_checkpoint_init(struct sr_trainer *t);
+/* FNV-1a 64 of a whole file and its size (the manifest's checksum); a file
+ * that cannot be opened or read is SR_ERR_DATA naming it. */
+int sr_checkpoint_file_checksum(const char *path, uint64_t *hash, uint64_t *bytes);
 /* Collective: write the checkpoint of `step` (all steps up to it done). */
 int sr_checkpoint_save(struct sr_trainer *t, int64_t step);
 void sr_checkpoint_free(struct sr_trainer *t);

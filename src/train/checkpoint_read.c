@@ -144,16 +144,10 @@ static int verify(const char *dir, const cJSON *m, const char *name)
     {
         if (strcmp(str_of(f, "name"), name))
             continue;
-        uint64_t h = SR_HASH_INIT, bytes = 0;
-        unsigned char buf[1 << 16];
-        size_t n;
-        FILE *fp = fopen(path, "rb");
-        if (!fp)
-            return sr_error_set(SR_ERR_DATA, "checkpoint file %s: cannot open (%s)", path,
-                                strerror(errno));
-        while ((n = fread(buf, 1, sizeof buf, fp)) > 0)
-            h = sr_hash_bytes(h, buf, n), bytes += n;
-        fclose(fp);
+        uint64_t h, bytes;
+        int rc = sr_checkpoint_file_checksum(path, &h, &bytes);
+        if (rc)
+            return rc;
         snprintf(hex, sizeof hex, "%016" PRIx64, h);
         const cJSON *b = cJSON_GetObjectItemCaseSensitive(f, "bytes");
         if (!cJSON_IsNumber(b) || (uint64_t)b->valuedouble != bytes || strcmp(str_of(f, "fnv1a64"), hex))
