@@ -47,6 +47,7 @@ criteo data
 reader data
 synthetic data
 plan plan
+topology plan
 ebc embed
 sharded_ebc embed
 dense_optim model
