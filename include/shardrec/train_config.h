@@ -239,6 +239,15 @@ void sr_train_config_memory(const struct sr_train_config *cfg, const struct sr_p
  * the cgroup v2 limit in /sys/fs/cgroup/memory.max when lower. */
 uint64_t sr_machine_memory(void);
 
+struct sr_planner_table;
+struct sr_planner_model;
+/* The planner's view of this job on W ranks, L a node (shardrec/planner.h):
+ * *ec (views into cfg), stats[0..T) (mean ids a sample and the hot share of
+ * --id-dist, per table) and *m pointing at both. */
+int sr_train_config_planner(struct sr_train_config *cfg, int world_size, int ranks_per_node,
+                            struct sr_ebc_config *ec, struct sr_planner_table *stats,
+                            struct sr_planner_model *m);
+
 /* Derived descriptions for the layers below (views into cfg). */
 void sr_train_config_dlrm(const struct sr_train_config *cfg, struct sr_dlrm_config *out);
 void sr_train_config_ebc(struct sr_train_config *cfg, struct sr_ebc_config *out);

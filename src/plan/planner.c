@@ -265,14 +265,14 @@ static int place_table(struct search *s, struct sr_plan *plan, struct sr_planner
     }
     if (s->second.tp.shards)
         snprintf(rep->why[t], sizeof rep->why[t],
-                 "%s: step %.3f ms with the tables placed so far; runner-up %s %s", s->label_best,
+                 "%s: step %.4f ms with the tables placed so far; runner-up %s %s", s->label_best,
                  s->best.step * 1e3, s->label_second,
                  s->second.fits ? "" : "(does not fit)");
     else
         snprintf(rep->why[t], sizeof rep->why[t], "%s: the only option", s->label_best);
     if (s->second.tp.shards && s->second.fits) {
         size_t at = strlen(rep->why[t]);
-        snprintf(rep->why[t] + at, sizeof rep->why[t] - at, "%.3f ms (+%.1f%%)",
+        snprintf(rep->why[t] + at, sizeof rep->why[t] - at, "%.4f ms (+%.3f%%)",
                  s->second.step * 1e3, 100 * (s->second.step / s->best.step - 1));
     }
     pl_acc_add_table(&s->placed, t, &s->best.tp, NULL);
