@@ -23,6 +23,7 @@
 #define SR_PATH_MAX       1024
 #define SR_DCN_RANK_DEFAULT 512
 #define SR_MAX_DATA_FILES 64
+#define SR_MAX_TOPOLOGIES 4
 #define SR_CONFIG_MAX_BYTES ((size_t)64 << 20) /* a --config file, read whole */
 
 /* --pipeline: the training loop's schedule. none: each step loads, copies,
@@ -129,6 +130,9 @@ struct sr_train_config {
     int checkpoint_keep;              /* --checkpoint-keep K complete checkpoints (2) */
     int resume;                       /* --resume [PATH] given */
     char resume_path[SR_PATH_MAX];    /* its PATH; "" = the latest complete in checkpoint_dir */
+    /* the planner (src/train/trainer_planner.c; docs/planner.md) */
+    char topologies[SR_MAX_TOPOLOGIES][SR_PATH_MAX]; /* --topology NAME|FILE, merged in order */
+    int n_topologies;
 };
 
 /* The embedded default job: workload K's model (dim 16, 13-512-256-64-16 /
