@@ -103,6 +103,13 @@ void pl_acc_copy(struct pl_acc *dst, const struct pl_acc *src)
     dst->dp_bytes = src->dp_bytes;
 }
 
+void pl_acc_clear(struct pl_acc *a)
+{
+    memset(a->storage, 0, sizeof(double) * PER_RANK_ARRAYS * a->W);
+    memset(a->active, 0, sizeof a->active);
+    a->dp_bytes = 0;
+}
+
 void pl_acc_free(struct pl_acc *a)
 {
     sr_free(a->storage);

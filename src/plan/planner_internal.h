@@ -34,6 +34,7 @@ struct pl_acc {
 void pl_acc_init(struct pl_acc *a, const struct sr_planner_model *m, const struct sr_topology *topo);
 void pl_acc_copy(struct pl_acc *dst, const struct pl_acc *src); /* both initialised alike */
 void pl_acc_free(struct pl_acc *a);
+void pl_acc_clear(struct pl_acc *a); /* back to no tables */
 /* Add table t placed as tp; its own cost to *cost when not NULL. */
 void pl_acc_add_table(struct pl_acc *a, int t, const struct sr_table_plan *tp,
                       struct sr_planner_table_cost *cost);
