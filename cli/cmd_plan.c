@@ -118,8 +118,25 @@ static int load_topology(const struct plan_args *a, const struct sr_train_config
 
 static int write_plan(const struct sr_plan *plan, const char *path)
 {
-    int rc = sr_output_path_check(path, "--out", SR_OUTPUT_ATOMIC);
-    return rc ? rc : sr_plan_write(plan, path);
+    return sr_plan_write(plan, path);
+}
+
+/* --out is never an input (a topology file, a config) and can be written:
+ * checked before any work. */
+static int check_out(int argc, char **argv, const struct plan_args *a)
+{
+    struct sr_named_file f[MAX_TOPOLOGIES + 9];
+    const char *configs[8];
+    int n = 0, n_config = cli_config_paths(argc, argv, configs, 8);
+    if (!a->out[0])
+        return SR_OK;
+    for (int i = 0; i < a->n_topologies; i++)
+        f[n++] = (struct sr_named_file){"--topology", a->topologies[i], 0};
+    for (int i = 0; i < n_config; i++)
+        f[n++] = (struct sr_named_file){"--config", configs[i], 0};
+    f[n++] = (struct sr_named_file){"--out", a->out, 1};
+    int rc = sr_files_check_distinct(f, n);
+    return rc ? rc : sr_output_path_check(a->out, "--out", SR_OUTPUT_ATOMIC);
 }
 
 /* One line of --compare: a plan's prediction, its samples/s a rank against
@@ -249,7 +266,7 @@ int cli_plan(int argc, char **argv)
     }
     if (rc)
         return rc;
-    if (sr_train_config_check(&cfg) || run(&cfg, &args)) {
+    if (sr_train_config_check(&cfg) || check_out(argc, argv, &args) || run(&cfg, &args)) {
         cli_error("plan", "%s", sr_error_message());
         return CLI_EXIT_USAGE;
     }
