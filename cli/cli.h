@@ -18,6 +18,7 @@ int cli_train(int argc, char **argv);
 int cli_gen(int argc, char **argv);
 int cli_convert(int argc, char **argv);
 int cli_bench(int argc, char **argv); /* `bench comm`: cli/cmd_bench.c */
+int cli_bench_device(int argc, char **argv); /* `bench device`: cli/cmd_bench_device.c */
 
 /* Apply one job flag (--steps, --table-rows, ...) given without its leading
  * dashes. Returns SR_OK, an error status with a message, or 1 when the flag is

@@ -664,14 +664,15 @@ static void bench_usage(FILE *f)
 {
     fprintf(f, "usage: shardrec bench <benchmark> [flags]\n\n"
                "benchmarks:\n"
-               "  comm     time all-to-all and all-reduce from 1 KiB to 256 MiB per rank\n\n"
+               "  comm     time all-to-all and all-reduce from 1 KiB to 256 MiB per rank\n"
+               "  device   measure one device: copy, embedding gather and update, GEMM\n\n"
                "`shardrec bench <benchmark> --help` lists its flags.\n");
 }
 
 int cli_bench(int argc, char **argv)
 {
     if (argc < 2) {
-        cli_error("bench", "which benchmark? HINT: shardrec bench comm (shardrec bench --help)");
+        cli_error("bench", "which benchmark? HINT: shardrec bench comm|device (shardrec bench --help)");
         return CLI_EXIT_USAGE;
     }
     if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
@@ -680,6 +681,8 @@ int cli_bench(int argc, char **argv)
     }
     if (!strcmp(argv[1], "comm"))
         return cli_bench_comm(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "device"))
+        return cli_bench_device(argc - 1, argv + 1);
     cli_error("bench", "unknown benchmark '%s'; HINT: shardrec bench --help", argv[1]);
     return CLI_EXIT_USAGE;
 }
