@@ -532,6 +532,22 @@ static cJSON *links_json(const struct bench_row *rows, int n, int W, int L)
     return links;
 }
 
+int cli_bench_write_json(const char *path, cJSON *root)
+{
+    char *text = cJSON_Print(root);
+    cJSON_Delete(root);
+    struct sr_atomic_file af = {0};
+    int rc = sr_atomic_file_open(&af, path);
+    if (!rc && (fputs(text, af.f) < 0 || fputc('\n', af.f) < 0)) {
+        sr_atomic_file_abort(&af);
+        rc = sr_error_set(SR_ERR_IO, "cannot write %s", path);
+    } else if (!rc) {
+        rc = sr_atomic_file_commit(&af);
+    }
+    cJSON_free(text);
+    return rc;
+}
+
 static int write_json(const char *path, sr_comm_t world, const struct sr_device *dev,
                       const struct bench_row *rows, int n)
 {
@@ -546,18 +562,7 @@ static int write_json(const char *path, sr_comm_t world, const struct sr_device 
     cJSON *ms = cJSON_AddArrayToObject(root, "measurements");
     for (int i = 0; i < n; i++)
         cJSON_AddItemToArray(ms, row_json(&rows[i], W));
-    char *text = cJSON_Print(root);
-    cJSON_Delete(root);
-    struct sr_atomic_file af = {0};
-    int rc = sr_atomic_file_open(&af, path);
-    if (!rc && (fputs(text, af.f) < 0 || fputc('\n', af.f) < 0)) {
-        sr_atomic_file_abort(&af);
-        rc = sr_error_set(SR_ERR_IO, "cannot write %s", path);
-    } else if (!rc) {
-        rc = sr_atomic_file_commit(&af);
-    }
-    cJSON_free(text);
-    return rc;
+    return cli_bench_write_json(path, root);
 }
 
 /* ---- the run --------------------------------------------------------------------------- */

@@ -47,7 +47,7 @@
 #include <cjson/cJSON.h>
 
 #include "shardrec/alloc.h"
-#include "shardrec/atomic_file.h"
+#include "shardrec/atomic_file.h" /* sr_output_path_check */
 #include "shardrec/comm.h"
 #include "shardrec/device.h"
 #include "shardrec/error.h"
@@ -429,6 +429,7 @@ struct bd_row {
     const char *unit;
     double shown;
     const char *shown_unit;
+    int64_t table_rows, ids_drawn; /* the embedding rows' table and id pool; 0: none */
 };
 
 static void add_row(struct bd_results *res, const struct bd_row *r)
@@ -453,6 +454,10 @@ static void add_row(struct bd_results *res, const struct bd_row *r)
         cJSON_AddNumberToObject(m, "launches", (double)r->launches);
     if (r->seconds > 0)
         cJSON_AddNumberToObject(m, "time_us", round(r->seconds * 1e9) / 1e3);
+    if (r->table_rows)
+        cJSON_AddNumberToObject(m, "table_rows", (double)r->table_rows);
+    if (r->ids_drawn)
+        cJSON_AddNumberToObject(m, "ids_drawn", (double)r->ids_drawn);
     cJSON_AddNumberToObject(m, "rate", r->rate);
     cJSON_AddStringToObject(m, "unit", r->unit);
     cJSON_AddItemToArray(res->rows, m);
@@ -617,6 +622,7 @@ static void emb_set_dim(struct bd_emb *e, int D)
     e->workspace = sr_dev_alloc_named(dev, sr_op_emb_workspace_bytes(dev, &e->layout),
                                       "bench device embedding workspace");
     sr_op_emb_workspace_init(dev, &e->layout, e->workspace);
+    sr_dev_sync(dev, NULL); /* workspace_init runs on the default stream */
 }
 
 /* Launch i's batch: slice i mod slices of the pool. */
@@ -674,6 +680,7 @@ static double draw_pool(struct bd_emb *e, enum sr_id_dist dist)
 /* Gather and update at every dim on one pool of ids. */
 static void measure_dist(struct bd_emb *e, enum sr_id_dist dist, struct bd_results *res)
 {
+    const int64_t E = e->c->z.rows;
     res->hot_share[dist] = draw_pool(e, dist);
     for (int d = 0; d < SR_TOPO_DIMS; d++) {
         const int D = sr_topology_dims[d];
@@ -685,14 +692,14 @@ static void measure_dist(struct bd_emb *e, enum sr_id_dist dist, struct bd_resul
         double s = time_figure(e->c, &gather, &k);
         res->gather[dist][d] = ids / s;
         add_row(res, &(struct bd_row){"gather", D, dist_names[dist], k, s, ids / s, "rows/s",
-                                      1e-6, "M rows/s"});
+                                      1e-6, "M rows/s", E});
         s = time_figure(e->c, &update, &k);
         res->update[dist][d] = ids / s;
         add_row(res, &(struct bd_row){"update (sgd)", D, dist_names[dist], k, s, ids / s,
-                                      "rows/s", 1e-6, "M rows/s"});
+                                      "rows/s", 1e-6, "M rows/s", E});
     }
     add_row(res, &(struct bd_row){"hot share (top 1%)", 0, dist_names[dist], 0, 0,
-                                  res->hot_share[dist], "share", 1, "of ids"});
+                                  res->hot_share[dist], "share", 1, "of ids", E, e->c->z.pool});
 }
 
 static void measure_embedding(struct bd_ctx *c, struct bd_results *res)
@@ -742,23 +749,6 @@ static cJSON *topology_json(const struct sr_device *dev, struct bd_results *res)
     return root;
 }
 
-static int write_json(const char *path, const struct sr_device *dev, struct bd_results *res)
-{
-    cJSON *root = topology_json(dev, res);
-    char *text = cJSON_Print(root);
-    cJSON_Delete(root);
-    struct sr_atomic_file af = {0};
-    int rc = sr_atomic_file_open(&af, path);
-    if (!rc && (fputs(text, af.f) < 0 || fputc('\n', af.f) < 0)) {
-        sr_atomic_file_abort(&af);
-        rc = sr_error_set(SR_ERR_IO, "cannot write %s", path);
-    } else if (!rc) {
-        rc = sr_atomic_file_commit(&af);
-    }
-    cJSON_free(text);
-    return rc;
-}
-
 /* ---- the run -------------------------------------------------------------------------------- */
 
 static int run(const struct bd_opts *o, struct sr_device *dev)
@@ -775,7 +765,7 @@ static int run(const struct bd_opts *o, struct sr_device *dev)
     measure_copy(&c, &res);
     measure_embedding(&c, &res);
     measure_gemm(&c, o, &res);
-    int rc = o->out ? write_json(o->out, dev, &res) : SR_OK;
+    int rc = o->out ? cli_bench_write_json(o->out, topology_json(dev, &res)) : SR_OK;
     cJSON_Delete(res.rows);
     ctx_free(&c);
     return rc;
