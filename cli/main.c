@@ -11,7 +11,8 @@ static void usage(FILE *f)
                "  train    train a DLRM (default: the built-in synthetic job)\n"
                "  gen      write synthetic data as Criteo TSV\n"
                "  convert  turn Criteo TSV into the binary format\n"
-               "  bench    measure the machine: `bench comm` times the collectives\n\n"
+               "  bench    measure the machine: `bench comm` times the collectives, `bench device`\n"
+               "           the device (copy, embedding gather and update, GEMM)\n\n"
                "`shardrec <command> --help` lists a command's flags.\n"
                "Not built yet: plan, eval, inspect.\n");
 }
