@@ -677,7 +677,8 @@ static void bench_usage(FILE *f)
 int cli_bench(int argc, char **argv)
 {
     if (argc < 2) {
-        cli_error("bench", "which benchmark? HINT: shardrec bench comm|device (shardrec bench --help)");
+        cli_error("bench",
+                  "which benchmark? HINT: shardrec bench comm|device (shardrec bench --help)");
         return CLI_EXIT_USAGE;
     }
     if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {

@@ -150,17 +150,16 @@ static int parse_maths(const char *v, struct bd_opts *o)
 {
     char buf[64];
     if (strlen(v) >= sizeof buf || !*v)
-        return sr_error_set(SR_ERR_INVALID_ARG, "--math: '%s'; give fp32, tf32 or bf16, "
-                                                "comma-separated (e.g. fp32,tf32)", v);
+        return sr_error_set(SR_ERR_INVALID_ARG, "--math: '%s'; give fp32, tf32, bf16", v);
     snprintf(buf, sizeof buf, "%s", v);
     memset(o->maths, 0, sizeof o->maths);
-    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+    char *save = NULL;
+    for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
         int m = 0;
         while (m < SR_TOPO_MATHS && strcmp(tok, math_names[m]) != 0)
             m++;
         if (m == SR_TOPO_MATHS)
-            return sr_error_set(SR_ERR_INVALID_ARG, "--math: '%s' in '%s'; choose fp32, tf32 or "
-                                                    "bf16, comma-separated", tok, v);
+            return sr_error_set(SR_ERR_INVALID_ARG, "--math: '%s'; choose fp32, tf32, bf16", tok);
         o->maths[m] = 1;
     }
     o->maths_set = 1;
@@ -441,8 +440,8 @@ static void add_row(struct bd_results *res, const struct bd_row *r)
         snprintf(ms, sizeof ms, "%.4f", r->seconds * 1e3);
     if (r->launches)
         snprintf(launches, sizeof launches, "%lld", (long long)r->launches);
-    printf("  %-20s %4s  %-10s %9s %12s  %.4g %s\n", r->name, dim, r->ids ? r->ids : "-",
-           launches, ms, r->rate * r->shown, r->shown_unit);
+    printf("  %-20s %4s  %-10s %9s %12s  %.4g %s\n", r->name, dim, r->ids ? r->ids : "-", launches,
+           ms, r->rate * r->shown, r->shown_unit);
     fflush(stdout);
     cJSON *m = cJSON_CreateObject();
     cJSON_AddStringToObject(m, "measurement", r->name);
@@ -533,8 +532,8 @@ static void measure_gemm(struct bd_ctx *c, const struct bd_opts *o, struct bd_re
         res->gemm_done[m] = 1;
         char name[40];
         snprintf(name, sizeof name, "gemm %s %d^3", math_names[m], n);
-        add_row(res, &(struct bd_row){name, 0, NULL, k, s, res->gemm_flop_s[m] * 1e-12,
-                                      "TFLOP/s", 1, "TFLOP/s"});
+        add_row(res, &(struct bd_row){name, 0, NULL, k, s, res->gemm_flop_s[m] * 1e-12, "TFLOP/s",
+                                      1, "TFLOP/s"});
     }
     sr_dev_sync(dev, c->stream);
     dev->math = saved;
@@ -583,9 +582,8 @@ static void emb_init(struct bd_emb *e, struct bd_ctx *c)
     sr_dev_sync(dev, c->stream);
     sr_dev_free_host(dev, offsets);
     e->table_pos[1] = z->ids;
-    e->update = (struct sr_emb_update){.optim = sr_optim_config_default(SR_OPTIM_SGD),
-                                       .lr = 1e-6f,
-                                       .step = 1};
+    e->update = (struct sr_emb_update){
+        .optim = sr_optim_config_default(SR_OPTIM_SGD), .lr = 1e-6f, .step = 1};
 }
 
 static void emb_free(struct bd_emb *e)
@@ -691,12 +689,12 @@ static void measure_dist(struct bd_emb *e, enum sr_id_dist dist, struct bd_resul
         int64_t k;
         double s = time_figure(e->c, &gather, &k);
         res->gather[dist][d] = ids / s;
-        add_row(res, &(struct bd_row){"gather", D, dist_names[dist], k, s, ids / s, "rows/s",
-                                      1e-6, "M rows/s", E});
+        add_row(res, &(struct bd_row){"gather", D, dist_names[dist], k, s, ids / s, "rows/s", 1e-6,
+                                      "M rows/s", E});
         s = time_figure(e->c, &update, &k);
         res->update[dist][d] = ids / s;
-        add_row(res, &(struct bd_row){"update (sgd)", D, dist_names[dist], k, s, ids / s,
-                                      "rows/s", 1e-6, "M rows/s", E});
+        add_row(res, &(struct bd_row){"update (sgd)", D, dist_names[dist], k, s, ids / s, "rows/s",
+                                      1e-6, "M rows/s", E});
     }
     add_row(res, &(struct bd_row){"hot share (top 1%)", 0, dist_names[dist], 0, 0,
                                   res->hot_share[dist], "share", 1, "of ids", E, e->c->z.pool});
@@ -757,8 +755,7 @@ static int run(const struct bd_opts *o, struct sr_device *dev)
     struct bd_results res = {0};
     ctx_init(&c, dev, o->quick);
     res.rows = cJSON_CreateArray();
-    res.memory_bytes =
-        dev->memory_bytes ? (double)dev->memory_bytes : (double)sr_machine_memory();
+    res.memory_bytes = dev->memory_bytes ? (double)dev->memory_bytes : (double)sr_machine_memory();
     print_header(&c, &res);
     add_row(&res, &(struct bd_row){"memory capacity", 0, NULL, 0, 0, res.memory_bytes, "bytes",
                                    1.0 / (1 << 30), "GiB"});

@@ -271,9 +271,9 @@ static void test_draw_ids_equal_fill(void **state)
         batch_for(&b, s, &c, B);
         sr_synth_fill(s, first, B, &b);
         for (int f = 0; f < c.num_features; f += 5) {
-            assert_int_equal(sr_synth_draw_ids(rows26[f], c.seed, f, c.id_dist, c.zipf_s, first,
-                                               B, ids, ranks),
-                             SR_OK);
+            assert_int_equal(
+                sr_synth_draw_ids(rows26[f], c.seed, f, c.id_dist, c.zipf_s, first, B, ids, ranks),
+                SR_OK);
             assert_memory_equal(ids, b.kjt.values + sr_kjt_bag_begin(&b.kjt, f, 0),
                                 sizeof(int64_t) * B);
             for (int i = 0; i < B; i++)

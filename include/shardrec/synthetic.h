@@ -120,8 +120,8 @@ int64_t sr_synth_rank_of_id(const struct sr_synth *s, int f, int64_t id);
  * OpenMP over ids (static schedule). SR_ERR_INVALID_ARG for rows < 1, n < 0,
  * first < 0 or first + n above 2^47, an unknown dist, or zipf_s outside
  * (0, 100] under SR_ID_DIST_ZIPF. */
-int sr_synth_draw_ids(int64_t rows, uint64_t seed, int feature, enum sr_id_dist dist,
-                      double zipf_s, int64_t first, int64_t n, int64_t *ids, int64_t *ranks);
+int sr_synth_draw_ids(int64_t rows, uint64_t seed, int feature, enum sr_id_dist dist, double zipf_s,
+                      int64_t first, int64_t n, int64_t *ids, int64_t *ranks);
 
 /* Probability of popularity rank k of a table of E rows under the configured id
  * distribution (see src/data/zipf.c for the discretised power law). */

@@ -150,8 +150,8 @@ int64_t sr_id_sampler_rank_of(const struct sr_id_sampler *m, int64_t id)
     return (int64_t)mul_add_mod(m->a_inv, ((uint64_t)id + E - m->b) % E, 0, E);
 }
 
-int sr_synth_draw_ids(int64_t rows, uint64_t seed, int feature, enum sr_id_dist dist,
-                      double zipf_s, int64_t first, int64_t n, int64_t *ids, int64_t *ranks)
+int sr_synth_draw_ids(int64_t rows, uint64_t seed, int feature, enum sr_id_dist dist, double zipf_s,
+                      int64_t first, int64_t n, int64_t *ids, int64_t *ranks)
 {
     if (rows < 1 || n < 0 || first < 0 || first > SR_SYNTH_MAX_INDEX - n)
         return sr_error_set(SR_ERR_INVALID_ARG,
