@@ -27,13 +27,10 @@
  * The Zipf hot share is the share of the pool's ids whose popularity rank is
  * among the hottest 1% of rows (rank < E / 100).
  *
- * Timing, each figure: launches in blocks of 1, 4, 16, ... until a block
- * lasts a tenth of the repeat time (the warm-up, and the launch time to plan
- * with), then `repeats` blocks of enough launches to last the repeat time
- * each; the figure is the median block's time per launch. Blocks are timed
- * with two device events on the ops' stream (with an untimed forward before
- * each launch: two events around each launch, summed); the host waits only
- * after a block. The CPU's events read the host clock as the ops run.
+ * Timing, each figure (cli/bench_timer.h): a warm-up, then the median of
+ * several blocks of launches lasting at least 0.2 s each (0.05 s with
+ * --quick), timed by device events on the ops' stream; an update launch
+ * follows an untimed forward, outside its events.
  */
 #include <math.h>
 #include <stdint.h>
@@ -57,14 +54,13 @@
 #include "shardrec/train_config.h"
 #include "device/ops_dense.h"
 #include "device/ops_embedding.h"
+#include "bench_timer.h"
 #include "cli.h"
 
-#define CMD          "bench device"
-#define ZIPF_S       1.05
-#define IDS_SEED     1
-#define MAX_REPEATS  8
-#define MAX_LAUNCHES 100000 /* a block's launches, at most */
-#define MAX_DIM      128
+#define CMD      "bench device"
+#define ZIPF_S   1.05
+#define IDS_SEED 1
+#define MAX_DIM  128
 
 static const char *const math_names[SR_TOPO_MATHS] = {"fp32", "tf32", "bf16"};
 static const char *const dist_names[SR_TOPO_SKEWS] = {"uniform", "zipf:1.05"};
@@ -88,21 +84,12 @@ struct bd_sizes {
     int repeats;
 };
 
-/* The device, its stream and the events the blocks are timed with. */
+/* The device, the sizes and the timer (whose stream every op runs on). */
 struct bd_ctx {
     struct sr_device *dev;
-    sr_stream_t stream;
-    sr_event_t *events;
-    int64_t n_events;
+    sr_stream_t stream; /* timer.stream */
     struct bd_sizes z;
-};
-
-/* One figure's launches: launch(arg, i) is timed; prep(arg, i), when set,
- * runs untimed before it. i counts the figure's launches from 0. */
-struct bd_timed {
-    void (*launch)(void *arg, int64_t i);
-    void (*prep)(void *arg, int64_t i);
-    void *arg;
+    struct cli_bench_timer timer;
 };
 
 /* What was measured, for the JSON file. */
@@ -294,98 +281,8 @@ static void ctx_init(struct bd_ctx *c, struct sr_device *dev, int quick)
     memset(c, 0, sizeof *c);
     c->dev = dev;
     c->z = sizes_for(dev, quick);
-    c->stream = sr_dev_stream_create(dev);
-}
-
-static void ctx_free(struct bd_ctx *c)
-{
-    for (int64_t i = 0; i < c->n_events; i++)
-        sr_dev_event_destroy(c->dev, c->events[i]);
-    sr_free(c->events);
-    sr_dev_stream_destroy(c->dev, c->stream);
-}
-
-/* At least n events (made outside any timed block). */
-static void ensure_events(struct bd_ctx *c, int64_t n)
-{
-    if (n <= c->n_events)
-        return;
-    c->events = sr_realloc(c->events, (size_t)n * sizeof *c->events);
-    while (c->n_events < n)
-        c->events[c->n_events++] = sr_dev_event_create(c->dev);
-}
-
-/* ---- timing ------------------------------------------------------------------------- */
-
-/* Seconds the timed part of launches first .. first+k-1 took: two events
- * around the block, or around each launch when there is an untimed prep;
- * the host waits once, after the block. */
-static double time_block(struct bd_ctx *c, const struct bd_timed *t, int64_t first, int64_t k)
-{
-    struct sr_device *dev = c->dev;
-    const int64_t pairs = t->prep ? k : 1;
-    ensure_events(c, 2 * pairs);
-    if (!t->prep)
-        sr_dev_event_record(dev, c->events[0], c->stream);
-    for (int64_t i = 0; i < k; i++) {
-        if (t->prep) {
-            t->prep(t->arg, first + i);
-            sr_dev_event_record(dev, c->events[2 * i], c->stream);
-        }
-        t->launch(t->arg, first + i);
-        if (t->prep)
-            sr_dev_event_record(dev, c->events[2 * i + 1], c->stream);
-    }
-    if (!t->prep)
-        sr_dev_event_record(dev, c->events[1], c->stream);
-    sr_dev_event_sync(dev, c->events[2 * pairs - 1]);
-    double ms = 0;
-    for (int64_t p = 0; p < pairs; p++)
-        ms += sr_dev_event_elapsed_ms(dev, c->events[2 * p], c->events[2 * p + 1]);
-    return 1e-3 * ms;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    const double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-/* Launches for a block of `want` seconds when `k` took `s`. */
-static int64_t launches_for(double want, int64_t k, double s)
-{
-    const double n = ceil(want * (double)k / (s > 0 ? s : 1e-9));
-    return n < 1 ? 1 : n > MAX_LAUNCHES ? MAX_LAUNCHES : (int64_t)n;
-}
-
-/* The median seconds per launch (header comment, "Timing"); *launches gets
- * the launches of a timed block. A block shorter than half the repeat time
- * (a slow warm-up launch misled the count) is timed again, longer. */
-static double time_figure(struct bd_ctx *c, const struct bd_timed *t, int64_t *launches)
-{
-    const double want = c->z.repeat_s;
-    int64_t w = 1, at = 0, k;
-    double s, sec[MAX_REPEATS];
-    for (int blocks = 1;; blocks++) { /* the warm-up: blocks of 1, 4, 16, ... */
-        s = time_block(c, t, at, w);
-        at += w;
-        if ((blocks >= 2 && s >= want / 10) || w >= MAX_LAUNCHES / 4)
-            break;
-        w *= 4;
-    }
-    k = launches_for(want, w, s);
-    for (int r = 0, retries = 0; r < c->z.repeats;) {
-        s = time_block(c, t, at, k);
-        at += k;
-        if (s < want / 2 && k < MAX_LAUNCHES && retries++ < 3) {
-            k = launches_for(want, k, s);
-            continue;
-        }
-        sec[r++] = s / (double)k;
-    }
-    qsort(sec, (size_t)c->z.repeats, sizeof sec[0], cmp_double);
-    *launches = k;
-    return sec[c->z.repeats / 2];
+    cli_bench_timer_init(&c->timer, dev, c->z.repeat_s, c->z.repeats);
+    c->stream = c->timer.stream;
 }
 
 /* ---- table rows ----------------------------------------------------------------------- */
@@ -484,13 +381,19 @@ static void measure_copy(struct bd_ctx *c, struct bd_results *res)
     a.dst = sr_dev_alloc_named(dev, a.bytes, "bench device copy destination");
     sr_op_emb_fill(dev, a.src, (int64_t)(a.bytes / 4), 1.0f, c->stream);
     sr_dev_memset(dev, a.dst, 0, a.bytes, c->stream);
-    const struct bd_timed t = {copy_launch, NULL, &a};
+    const struct cli_timed_op t = {copy_launch, NULL, &a};
     int64_t k;
-    const double s = time_figure(c, &t, &k);
+    const double s = cli_bench_timer_figure(&c->timer, &t, &k);
     res->memory_gb_s = 2.0 * (double)a.bytes / s * 1e-9;
     char name[32], size[32];
     snprintf(name, sizeof name, "copy %s", sr_format_bytes(size, sizeof size, (double)a.bytes));
-    add_row(res, &(struct bd_row){name, 0, NULL, k, s, res->memory_gb_s, "GB/s", 1, "GB/s"});
+    add_row(res, &(struct bd_row){.name = name,
+                                  .launches = k,
+                                  .seconds = s,
+                                  .rate = res->memory_gb_s,
+                                  .unit = "GB/s",
+                                  .shown = 1,
+                                  .shown_unit = "GB/s"});
     sr_dev_sync(dev, c->stream);
     sr_dev_free(dev, a.src);
     sr_dev_free(dev, a.dst);
@@ -525,15 +428,20 @@ static void measure_gemm(struct bd_ctx *c, const struct bd_opts *o, struct bd_re
         if (!o->maths[m])
             continue;
         dev->math = (enum sr_math)m;
-        const struct bd_timed t = {gemm_launch, NULL, &g};
+        const struct cli_timed_op t = {gemm_launch, NULL, &g};
         int64_t k;
-        const double s = time_figure(c, &t, &k);
+        const double s = cli_bench_timer_figure(&c->timer, &t, &k);
         res->gemm_flop_s[m] = 2.0 * (double)n * n * n / s;
         res->gemm_done[m] = 1;
         char name[40];
         snprintf(name, sizeof name, "gemm %s %d^3", math_names[m], n);
-        add_row(res, &(struct bd_row){name, 0, NULL, k, s, res->gemm_flop_s[m] * 1e-12, "TFLOP/s",
-                                      1, "TFLOP/s"});
+        add_row(res, &(struct bd_row){.name = name,
+                                      .launches = k,
+                                      .seconds = s,
+                                      .rate = res->gemm_flop_s[m] * 1e-12,
+                                      .unit = "TFLOP/s",
+                                      .shown = 1,
+                                      .shown_unit = "TFLOP/s"});
     }
     sr_dev_sync(dev, c->stream);
     dev->math = saved;
@@ -683,21 +591,43 @@ static void measure_dist(struct bd_emb *e, enum sr_id_dist dist, struct bd_resul
     for (int d = 0; d < SR_TOPO_DIMS; d++) {
         const int D = sr_topology_dims[d];
         emb_set_dim(e, D);
-        const struct bd_timed gather = {gather_launch, NULL, e};
-        const struct bd_timed update = {update_launch, gather_launch, e};
+        const struct cli_timed_op gather = {gather_launch, NULL, e};
+        const struct cli_timed_op update = {update_launch, gather_launch, e};
         const double ids = (double)e->c->z.ids;
         int64_t k;
-        double s = time_figure(e->c, &gather, &k);
+        double s = cli_bench_timer_figure(&e->c->timer, &gather, &k);
         res->gather[dist][d] = ids / s;
-        add_row(res, &(struct bd_row){"gather", D, dist_names[dist], k, s, ids / s, "rows/s", 1e-6,
-                                      "M rows/s", E});
-        s = time_figure(e->c, &update, &k);
+        add_row(res, &(struct bd_row){.name = "gather",
+                                      .dim = D,
+                                      .ids = dist_names[dist],
+                                      .launches = k,
+                                      .seconds = s,
+                                      .rate = ids / s,
+                                      .unit = "rows/s",
+                                      .shown = 1e-6,
+                                      .shown_unit = "M rows/s",
+                                      .table_rows = E});
+        s = cli_bench_timer_figure(&e->c->timer, &update, &k);
         res->update[dist][d] = ids / s;
-        add_row(res, &(struct bd_row){"update (sgd)", D, dist_names[dist], k, s, ids / s, "rows/s",
-                                      1e-6, "M rows/s", E});
+        add_row(res, &(struct bd_row){.name = "update (sgd)",
+                                      .dim = D,
+                                      .ids = dist_names[dist],
+                                      .launches = k,
+                                      .seconds = s,
+                                      .rate = ids / s,
+                                      .unit = "rows/s",
+                                      .shown = 1e-6,
+                                      .shown_unit = "M rows/s",
+                                      .table_rows = E});
     }
-    add_row(res, &(struct bd_row){"hot share (top 1%)", 0, dist_names[dist], 0, 0,
-                                  res->hot_share[dist], "share", 1, "of ids", E, e->c->z.pool});
+    add_row(res, &(struct bd_row){.name = "hot share (top 1%)",
+                                  .ids = dist_names[dist],
+                                  .rate = res->hot_share[dist],
+                                  .unit = "share",
+                                  .shown = 1,
+                                  .shown_unit = "of ids",
+                                  .table_rows = E,
+                                  .ids_drawn = e->c->z.pool});
 }
 
 static void measure_embedding(struct bd_ctx *c, struct bd_results *res)
@@ -757,14 +687,17 @@ static int run(const struct bd_opts *o, struct sr_device *dev)
     res.rows = cJSON_CreateArray();
     res.memory_bytes = dev->memory_bytes ? (double)dev->memory_bytes : (double)sr_machine_memory();
     print_header(&c, &res);
-    add_row(&res, &(struct bd_row){"memory capacity", 0, NULL, 0, 0, res.memory_bytes, "bytes",
-                                   1.0 / (1 << 30), "GiB"});
+    add_row(&res, &(struct bd_row){.name = "memory capacity",
+                                   .rate = res.memory_bytes,
+                                   .unit = "bytes",
+                                   .shown = 1.0 / (1 << 30),
+                                   .shown_unit = "GiB"});
     measure_copy(&c, &res);
     measure_embedding(&c, &res);
     measure_gemm(&c, o, &res);
     int rc = o->out ? cli_bench_write_json(o->out, topology_json(dev, &res)) : SR_OK;
     cJSON_Delete(res.rows);
-    ctx_free(&c);
+    cli_bench_timer_free(&c.timer);
     return rc;
 }
 
