@@ -75,10 +75,10 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* Launches for a block of `want` seconds when `k` took `s`. */
+/* Launches for a block of `want` seconds (aimed 10% above) when `k` took `s`. */
 static int64_t launches_for(double want, int64_t k, double s)
 {
-    const double n = ceil(want * (double)k / (s > 0 ? s : 1e-9));
+    const double n = ceil(1.1 * want * (double)k / (s > 0 ? s : 1e-9));
     return n < 1 ? 1 : n > CLI_TIMER_MAX_LAUNCHES ? CLI_TIMER_MAX_LAUNCHES : (int64_t)n;
 }
 
@@ -99,7 +99,7 @@ double cli_bench_timer_figure(struct cli_bench_timer *t, const struct cli_timed_
     for (int r = 0, retries = 0; r < t->repeats;) {
         s = time_block(t, op, at, k);
         at += k;
-        if (s < want / 2 && k < CLI_TIMER_MAX_LAUNCHES && retries++ < 3) {
+        if (s < 0.75 * want && k < CLI_TIMER_MAX_LAUNCHES && retries++ < 3) {
             k = launches_for(want, k, s);
             continue;
         }

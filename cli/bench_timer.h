@@ -6,9 +6,10 @@
  *   warm-up   blocks of 1, 4, 16, ... launches until one lasts a tenth of
  *             repeat_s (at least two blocks): the cold start, and the launch
  *             time to plan with
- *   repeats   `repeats` blocks of enough launches to last repeat_s each; a
- *             block shorter than half of it (a slow warm-up launch misled the
- *             count) is timed again with more launches, at most 3 times
+ *   repeats   `repeats` blocks of enough launches to last repeat_s each
+ *             (aimed 10% above); a block shorter than 3/4 of it (a slow
+ *             warm-up launch misled the count) is timed again with more
+ *             launches, at most 3 times in a figure
  *   figure    the median block's time per launch
  *
  * A block is timed by two device events on the timer's stream around it; an
