@@ -28,7 +28,7 @@
  * among the hottest 1% of rows (rank < E / 100).
  *
  * Timing, each figure (cli/bench_timer.h): a warm-up, then the median of
- * several blocks of launches lasting at least 0.2 s each (0.05 s with
+ * several blocks of launches lasting about 0.2 s each (0.05 s with
  * --quick), timed by device events on the ops' stream; an update launch
  * follows an untimed forward, outside its events.
  */
@@ -114,7 +114,7 @@ static void bench_device_help(void)
            "(as `train --id-dist zipf:1.05` draws them), the share of those Zipf ids that\n"
            "the hottest 1%% of rows take, a GEMM's FLOP/s per math mode, and the memory\n"
            "capacity. Each figure: a warm-up, then the median of several timed blocks of\n"
-           "at least 0.2 s (0.05 s with --quick), timed with device events. One table row\n"
+           "about 0.2 s (0.05 s with --quick), timed with device events. One table row\n"
            "per measurement; docs/user-guide.md, \"Measuring a device\".\n"
            "\n"
            "  --device auto|cpu|cuda where to measure: auto (default) takes a GPU (node-local\n"
@@ -306,7 +306,7 @@ static void print_header(const struct bd_ctx *c, const struct bd_results *res)
     printf("# embedding   one table of %lld rows (dims 16, 64, 128: its first rows x dim "
            "floats); bags of 1 id, %lld ids a launch from a pool of %lld\n",
            (long long)z->rows, (long long)z->ids, (long long)z->pool);
-    printf("# timing      warm-up, then the median of %d blocks of >= %.2f s (device events)\n",
+    printf("# timing      warm-up, then the median of %d blocks of ~%.2f s (device events)\n",
            z->repeats, z->repeat_s);
     printf("#\n# %-20s %4s  %-10s %9s %12s  %s\n", "measurement", "dim", "ids", "launches",
            "ms/launch", "rate");
