@@ -112,8 +112,12 @@ static void train_help(void)
         "  --global-batch-size G  global batch; each of W ranks takes G/W (default W x\n"
         "                         --batch-size)\n"
         "  --sharding TYPE        shard every table: dp, tw, rw, cw or twrw\n"
-        "  --plan FILE            JSON plan: each table's sharding type and ranks\n"
-        "                         (default: tables <= 1024 rows dp, the rest tw, balanced)\n"
+        "  --plan FILE            JSON plan: each table's sharding type and ranks (default:\n"
+        "                         the planner's, on --topology; `shardrec plan`)\n"
+        "  --topology NAME|FILE   the planner's topology: a preset or a `shardrec bench\n"
+        "                         comm|device --out` file; repeat to merge (default: this\n"
+        "                         device's nominal figures). The summary prints the\n"
+        "                         predicted step beside the measured one\n"
         "  --ranks-per-node N     treat blocks of N consecutive ranks as one node (default:\n"
         "                         detected; env SR_RANKS_PER_NODE)\n"
         "  --comm auto|mpi|nccl   the ranks' transport. nccl: GPUs, collectives on their\n"
@@ -232,6 +236,10 @@ static int other_flag(void *ctx, const char *name, const char *value)
     } else if (!strcmp(name, "resume")) {
         cfg->resume = 1;
         return value ? set_path(cfg->resume_path, sizeof cfg->resume_path, name, value) : 0;
+    } else if (!strcmp(name, "topology") && value) {
+        if (cfg->n_topologies == SR_MAX_TOPOLOGIES)
+            return sr_error_set(SR_ERR_INVALID_ARG, "--topology: at most %d", SR_MAX_TOPOLOGIES);
+        return set_path(cfg->topologies[cfg->n_topologies++], SR_PATH_MAX, name, value);
     } else if (!strcmp(name, "skip-bad-lines") && !value)
         cfg->skip_bad_lines = 1;
     else if (!strcmp(name, "shuffle") && !value)
@@ -329,7 +337,7 @@ int cli_train(int argc, char **argv)
 {
     static const char *const value_flags[] = {"init-weights", "save-weights", "trace",
                                               "trace-steps",  "pipeline",     "checkpoint-dir",
-                                              "checkpoint-every", "checkpoint-keep", NULL};
+                                              "checkpoint-every", "checkpoint-keep", "topology", NULL};
     static struct sr_train_config cfg;
     struct train_args args = {.cfg = &cfg};
     struct sr_trainer *trainer;

@@ -11,10 +11,11 @@ static void usage(FILE *f)
                "  train    train a DLRM (default: the built-in synthetic job)\n"
                "  gen      write synthetic data as Criteo TSV\n"
                "  convert  turn Criteo TSV into the binary format\n"
+               "  plan     choose a sharding plan for a job on a topology, with its predicted cost\n"
                "  bench    measure the machine: `bench comm` times the collectives, `bench device`\n"
                "           the device (copy, embedding gather and update, GEMM)\n\n"
                "`shardrec <command> --help` lists a command's flags.\n"
-               "Not built yet: plan, eval, inspect.\n");
+               "Not built yet: eval, inspect.\n");
 }
 
 int main(int argc, char **argv)
@@ -31,7 +32,9 @@ int main(int argc, char **argv)
         return cli_convert(argc - 1, argv + 1);
     if (strcmp(argv[1], "bench") == 0)
         return cli_bench(argc - 1, argv + 1);
-    if (!strcmp(argv[1], "plan") || !strcmp(argv[1], "eval") || !strcmp(argv[1], "inspect")) {
+    if (strcmp(argv[1], "plan") == 0)
+        return cli_plan(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "eval") || !strcmp(argv[1], "inspect")) {
         fprintf(stderr, "shardrec %s: not built yet in this version\n", argv[1]);
         return CLI_EXIT_USAGE;
     }

@@ -48,6 +48,7 @@ reader data
 synthetic data
 plan plan
 topology plan
+planner plan
 ebc embed
 sharded_ebc embed
 dense_optim model

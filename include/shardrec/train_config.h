@@ -23,6 +23,7 @@
 #define SR_PATH_MAX       1024
 #define SR_DCN_RANK_DEFAULT 512
 #define SR_MAX_DATA_FILES 64
+#define SR_MAX_TOPOLOGIES 4
 #define SR_CONFIG_MAX_BYTES ((size_t)64 << 20) /* a --config file, read whole */
 
 /* --pipeline: the training loop's schedule. none: each step loads, copies,
@@ -129,6 +130,9 @@ struct sr_train_config {
     int checkpoint_keep;              /* --checkpoint-keep K complete checkpoints (2) */
     int resume;                       /* --resume [PATH] given */
     char resume_path[SR_PATH_MAX];    /* its PATH; "" = the latest complete in checkpoint_dir */
+    /* the planner (src/train/trainer_planner.c; docs/planner.md) */
+    char topologies[SR_MAX_TOPOLOGIES][SR_PATH_MAX]; /* --topology NAME|FILE, merged in order */
+    int n_topologies;
 };
 
 /* The embedded default job: workload K's model (dim 16, 13-512-256-64-16 /
@@ -238,6 +242,15 @@ void sr_train_config_memory(const struct sr_train_config *cfg, const struct sr_p
 /* This machine's physical memory (sysconf _SC_PHYS_PAGES x _SC_PAGE_SIZE), or
  * the cgroup v2 limit in /sys/fs/cgroup/memory.max when lower. */
 uint64_t sr_machine_memory(void);
+
+struct sr_planner_table;
+struct sr_planner_model;
+/* The planner's view of this job on W ranks, L a node (shardrec/planner.h):
+ * *ec (views into cfg), stats[0..T) (mean ids a sample and the hot share of
+ * --id-dist, per table) and *m pointing at both. */
+int sr_train_config_planner(struct sr_train_config *cfg, int world_size, int ranks_per_node,
+                            struct sr_ebc_config *ec, struct sr_planner_table *stats,
+                            struct sr_planner_model *m);
 
 /* Derived descriptions for the layers below (views into cfg). */
 void sr_train_config_dlrm(const struct sr_train_config *cfg, struct sr_dlrm_config *out);

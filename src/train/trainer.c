@@ -285,6 +285,7 @@ void sr_trainer_free(struct sr_trainer *t)
     sr_trainer_pipeline_stop(t); /* before the trace and the contexts go */
     sr_trainer_streams_drain(t);  /* before the buffers the streams use */
     sr_checkpoint_free(t);
+    sr_trainer_prediction_free(t);
     if (t->metrics)
         fclose(t->metrics);
     sr_trainer_trace_free(t);

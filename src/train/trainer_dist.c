@@ -352,7 +352,7 @@ static int make_plan(struct sr_trainer *t)
         return sr_plan_uniform(&t->plan, &ec, (enum sr_sharding_type)cfg->sharding, W, L);
     if (W == 1) /* one rank, no plan: every table whole here (the EBC's local mode) */
         return sr_plan_uniform(&t->plan, &ec, SR_SHARDING_TYPE_TABLE_WISE, 1, 1);
-    return sr_plan_default(&t->plan, &ec, W, L);
+    return sr_trainer_plan_search(t); /* the planner's, on --topology or the nominal one */
 }
 
 /* The plan, then the check that this rank's share of the job fits in memory,
@@ -360,6 +360,8 @@ static int make_plan(struct sr_trainer *t)
 int sr_trainer_init_plan(struct sr_trainer *t)
 {
     int rc = make_plan(t);
+    if (!rc)
+        sr_trainer_plan_predict(t);
     if (!rc)
         rc = sr_train_config_check_memory(t->cfg, t->plan, t->rank, t->world_size,
                                           t->dev->memory_bytes);

@@ -39,6 +39,7 @@
 #include "train/trainer_dist.h"
 #include "train/trainer_eval.h"
 #include "train/trainer_report.h"
+#include "train/trainer_planner.h"
 #include "train/trainer_step.h"
 
 struct sr_trainer {
@@ -97,6 +98,7 @@ struct sr_trainer {
     struct sr_trainer_acct acct;   /* trainer.c's counts, trainer_report.c's summary */
     struct sr_trainer_trace trace; /* trace_file.c */
     struct sr_trainer_ckpt ckpt;   /* checkpoint.c: the first step, the saves' allocations */
+    struct sr_trainer_prediction predicted; /* trainer_planner.c */
 };
 
 #define SR_STEP_ROWS_MAX       65536 /* per-step stage rows kept for percentiles */

@@ -214,7 +214,7 @@ static void print_stages(const struct sr_trainer *t, FILE *f)
     sr_free(scratch);
 }
 
-static double stage_mean_ms(const struct sr_trainer *t, int s)
+double sr_trainer_stage_mean_ms(const struct sr_trainer *t, int s)
 {
     double sum = 0;
     for (int64_t i = 0; i < t->acct.step_kept; i++)
@@ -226,7 +226,7 @@ static void print_trace(const struct sr_trainer *t, FILE *f)
 {
     int64_t steps = t->trace.last - t->trace.first + 1;
     double per_step = steps > 0 ? (double)t->trace.spans / (double)steps : 0;
-    double step_ms = stage_mean_ms(t, SR_SPAN_STEP);
+    double step_ms = sr_trainer_stage_mean_ms(t, SR_SPAN_STEP);
     double share = step_ms > 0 ? 100.0 * per_step * t->trace.span_cost_ns * 1e-6 / step_ms : 0;
     fprintf(f,
             "trace: %s, steps %" PRId64 ":%" PRId64 ", %" PRIu64 " spans on rank 0 (%.0f per "
@@ -315,14 +315,15 @@ void sr_trainer_print_summary(const struct sr_trainer *t, const struct sr_traine
     if (cfg->pipeline == SR_PIPELINE_SPARSE_DIST)
         fprintf(f, "waited on data: %.3f ms per step (data.wait: the compute thread waiting for "
                    "the loader thread, which makes batches on %d OpenMP thread%s%s)\n",
-                stage_mean_ms(t, SR_SPAN_DATA_WAIT), t->pipe.loader.threads,
+                sr_trainer_stage_mean_ms(t, SR_SPAN_DATA_WAIT), t->pipe.loader.threads,
                 t->pipe.loader.threads == 1 ? "" : "s", no_omp);
     else
         fprintf(f, "waited on data: %.3f ms per step (the load stage: the compute thread reading "
                    "the batch)\n",
-                stage_mean_ms(t, SR_SPAN_LOAD));
+                sr_trainer_stage_mean_ms(t, SR_SPAN_LOAD));
     print_comm(t, res, f);
     print_memory(t, f);
+    sr_trainer_print_prediction(t, res, f);
     if (t->trace.on)
         print_trace(t, f);
     fprintf(f, "last training loss %.5f\n", res->last_loss);

@@ -38,5 +38,7 @@ void sr_trainer_counters_add_diff(struct sr_comm_counters *acc,
                                   const struct sr_comm_counters *before);
 
 double sr_now_s(void);
+/* Stage s (enum sr_span) on rank 0: its mean ms over the kept steps (0: never ran). */
+double sr_trainer_stage_mean_ms(const struct sr_trainer *t, int s);
 
 #endif

@@ -1,0 +1,274 @@
+/* `shardrec plan`: choose a sharding plan for a job on a topology, print the
+ * predicted costs, write the plan that `train --plan` reads. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "shardrec/alloc.h"
+#include "shardrec/atomic_file.h"
+#include "shardrec/error.h"
+#include "shardrec/files.h"
+#include "shardrec/plan.h"
+#include "shardrec/planner.h"
+#include "shardrec/topology.h"
+#include "cli.h"
+
+#define MAX_TOPOLOGIES 8
+
+static void plan_help(void)
+{
+    printf("usage: shardrec plan --topology NAME|FILE [...] [model flags as train takes them]\n"
+           "                     [--world-size W] [--nodes N] [--ranks-per-node L]\n"
+           "                     [--out plan.json] [--explain] [--compare]\n"
+           "\n"
+           "Chooses each table's sharding (dp, tw, rw, cw, twrw) to make the slowest rank's\n"
+           "predicted step shortest within memory, and prints per table its type, shards,\n"
+           "ranks, memory, compute and bytes a step; per rank its totals; the predicted\n"
+           "step by stage and samples/s. The cost model is docs/planner.md.\n"
+           "\n"
+           "  --topology NAME|FILE   a preset, or a JSON file (`shardrec bench comm --out`,\n"
+           "                         `shardrec bench device --out`, or by hand); repeat to\n"
+           "                         merge, later ones override. Presets:\n"
+           "%s"
+           "  --world-size W         ranks (default: the topology's)\n"
+           "  --nodes N              nodes of --ranks-per-node ranks (W = N x L)\n"
+           "  --ranks-per-node L     ranks a node (default: the topology's)\n"
+           "  --out FILE             write the plan as JSON (train --plan FILE)\n"
+           "  --explain              per table, why its option beat the runner-up\n"
+           "  --compare              also predict all-tw, all-rw and the default plan, and\n"
+           "                         the planner's plan on one node of L ranks: each one's\n"
+           "                         samples/s a rank as a fraction of one node's\n"
+           "  --print-topology       print the merged topology as JSON\n"
+           "\n"
+           "The batch is --batch-size per rank (or --global-batch-size). Exit status: 0 done;\n"
+           "2 bad flags or topology, or a job no plan fits.\n",
+           sr_topology_preset_help());
+}
+
+struct plan_args {
+    const char *topologies[MAX_TOPOLOGIES];
+    int n_topologies;
+    int world_size, nodes;
+    char out[SR_PATH_MAX];
+    int explain, compare, print_topology;
+};
+
+static int parse_count(const char *flag, const char *v, int *out)
+{
+    int64_t x;
+    int rc = sr_parse_i64(flag, v, 1, 1 << 20, &x);
+    *out = (int)x;
+    return rc;
+}
+
+static int other_flag(void *ctx, const char *name, const char *value)
+{
+    struct plan_args *a = ctx;
+    if (!strcmp(name, "topology") && value) {
+        if (a->n_topologies == MAX_TOPOLOGIES)
+            return sr_error_set(SR_ERR_INVALID_ARG, "--topology: at most %d", MAX_TOPOLOGIES);
+        if (!*value)
+            return cli_empty_path(name);
+        a->topologies[a->n_topologies++] = value;
+    } else if (!strcmp(name, "world-size") && value) {
+        return parse_count("--world-size", value, &a->world_size);
+    } else if (!strcmp(name, "nodes") && value) {
+        return parse_count("--nodes", value, &a->nodes);
+    } else if (!strcmp(name, "out") && value) {
+        if (!*value)
+            return cli_empty_path(name);
+        if (strlen(value) >= sizeof a->out)
+            return sr_error_set(SR_ERR_INVALID_ARG, "--out: path too long");
+        snprintf(a->out, sizeof a->out, "%s", value);
+    } else if (!strcmp(name, "explain") && !value) {
+        a->explain = 1;
+    } else if (!strcmp(name, "compare") && !value) {
+        a->compare = 1;
+    } else if (!strcmp(name, "print-topology") && !value) {
+        a->print_topology = 1;
+    } else {
+        return 1;
+    }
+    return SR_OK;
+}
+
+static int load_topology(const struct plan_args *a, const struct sr_train_config *cfg,
+                         struct sr_topology *t)
+{
+    memset(t, 0, sizeof *t);
+    if (!a->n_topologies)
+        return sr_error_set(SR_ERR_INVALID_ARG, "--topology is required; HINT: a preset:\n%s",
+                            sr_topology_preset_help());
+    for (int i = 0; i < a->n_topologies; i++) { /* a preset or file, then files merged */
+        int rc = i == 0 ? sr_topology_load(t, a->topologies[i])
+                        : sr_topology_merge_file(t, a->topologies[i]);
+        if (rc)
+            return rc;
+    }
+    if (cfg->ranks_per_node > 0)
+        t->ranks_per_node = cfg->ranks_per_node;
+    if (a->nodes)
+        t->world_size = a->nodes * t->ranks_per_node;
+    if (a->world_size)
+        t->world_size = a->world_size;
+    if (t->world_size && t->ranks_per_node > t->world_size)
+        t->ranks_per_node = t->world_size;
+    return sr_topology_complete(t);
+}
+
+static int write_plan(const struct sr_plan *plan, const char *path)
+{
+    return sr_plan_write(plan, path);
+}
+
+/* --out is never an input (a topology file, a config) and can be written:
+ * checked before any work. */
+static int check_out(int argc, char **argv, const struct plan_args *a)
+{
+    struct sr_named_file f[MAX_TOPOLOGIES + 9];
+    const char *configs[8];
+    int n = 0, n_config = cli_config_paths(argc, argv, configs, 8);
+    if (!a->out[0])
+        return SR_OK;
+    for (int i = 0; i < a->n_topologies; i++)
+        f[n++] = (struct sr_named_file){"--topology", a->topologies[i], 0};
+    for (int i = 0; i < n_config; i++)
+        f[n++] = (struct sr_named_file){"--config", configs[i], 0};
+    f[n++] = (struct sr_named_file){"--out", a->out, 1};
+    int rc = sr_files_check_distinct(f, n);
+    return rc ? rc : sr_output_path_check(a->out, "--out", SR_OUTPUT_ATOMIC);
+}
+
+/* One line of --compare: a plan's prediction, its samples/s a rank against
+ * one node's. */
+static void compare_line(const char *what, const struct sr_planner_report *r, double one_node)
+{
+    printf("  %-22s step %9.3f ms  exposed %8.3f ms  %12.0f samples/s  %10.0f a rank  %5.1f%% of "
+           "one node's\n",
+           what, r->stage_s[SR_PS_STEP] * 1e3, r->stage_s[SR_PS_EXPOSED] * 1e3, r->samples_s,
+           r->samples_s / r->world_size, 100 * (r->samples_s / r->world_size) / one_node);
+}
+
+static int predict_uniform(const struct sr_planner_model *m, const struct sr_topology *t,
+                           enum sr_sharding_type type, int dflt, struct sr_planner_report **r)
+{
+    struct sr_plan *plan = NULL;
+    int rc = dflt ? sr_plan_default(&plan, m->ebc, t->world_size, t->ranks_per_node)
+                  : sr_plan_uniform(&plan, m->ebc, type, t->world_size, t->ranks_per_node);
+    if (!rc)
+        rc = sr_planner_predict(m, t, plan, r);
+    sr_plan_free(plan);
+    return rc;
+}
+
+/* The planner's plan for the same job on one node of L ranks. */
+static double one_node_rate(struct sr_train_config *cfg, const struct sr_topology *t)
+{
+    struct sr_topology one = *t;
+    one.world_size = t->ranks_per_node;
+    struct sr_ebc_config ec;
+    struct sr_planner_table *stats = sr_calloc((size_t)cfg->num_tables, sizeof *stats);
+    struct sr_planner_model m;
+    struct sr_plan *plan = NULL;
+    struct sr_planner_report *r = NULL;
+    double rate = 0;
+    sr_train_config_planner(cfg, one.world_size, one.ranks_per_node, &ec, stats, &m);
+    if (!sr_planner_search(&m, &one, &plan, &r))
+        rate = r->samples_s / r->world_size;
+    sr_plan_free(plan);
+    sr_planner_report_free(r);
+    sr_free(stats);
+    return rate;
+}
+
+static int compare(struct sr_train_config *cfg, const struct sr_planner_model *m,
+                   const struct sr_topology *t, const struct sr_planner_report *planned)
+{
+    static const struct {
+        const char *name;
+        enum sr_sharding_type type;
+        int dflt;
+    } others[] = {{"all tw", SR_SHARDING_TYPE_TABLE_WISE, 0},
+                  {"all rw", SR_SHARDING_TYPE_ROW_WISE, 0},
+                  {"default (dp + tw)", SR_SHARDING_TYPE_TABLE_WISE, 1}};
+    double one = one_node_rate(cfg, t);
+    if (one <= 0)
+        return sr_error_set(SR_ERR_INVALID_ARG, "--compare: no plan fits one node of %d ranks",
+                            t->ranks_per_node);
+    printf("\ncompared (one node of %d ranks: %.0f samples/s a rank, the planner's plan):\n",
+           t->ranks_per_node, one);
+    compare_line("planner", planned, one);
+    for (size_t i = 0; i < sizeof others / sizeof others[0]; i++) {
+        struct sr_planner_report *r = NULL;
+        if (predict_uniform(m, t, others[i].type, others[i].dflt, &r)) {
+            printf("  %-22s does not apply here: %s\n", others[i].name, sr_error_message());
+            continue;
+        }
+        compare_line(others[i].name, r, one);
+        sr_planner_report_free(r);
+    }
+    return SR_OK;
+}
+
+static void print_header(const struct sr_train_config *cfg, const struct sr_topology *t,
+                         const struct sr_planner_model *m)
+{
+    printf("plan: %d tables on %d ranks (%d nodes of %d), topology %s, global batch %lld "
+           "(%lld a rank)\n\n",
+           cfg->num_tables, t->world_size, t->world_size / t->ranks_per_node, t->ranks_per_node,
+           t->name[0] ? t->name : "(file)", (long long)m->global_batch,
+           (long long)(m->global_batch / t->world_size));
+}
+
+static int run(struct sr_train_config *cfg, const struct plan_args *a)
+{
+    struct sr_topology t;
+    struct sr_ebc_config ec;
+    struct sr_planner_model m;
+    struct sr_plan *plan = NULL;
+    struct sr_planner_report *r = NULL;
+    int rc = load_topology(a, cfg, &t);
+    if (rc)
+        return rc;
+    if (a->print_topology) {
+        char *json = sr_topology_to_json(&t);
+        printf("%s\n", json);
+        sr_free(json);
+    }
+    struct sr_planner_table *stats = sr_calloc((size_t)cfg->num_tables, sizeof *stats);
+    sr_train_config_planner(cfg, t.world_size, t.ranks_per_node, &ec, stats, &m);
+    rc = sr_planner_search(&m, &t, &plan, &r);
+    if (!rc) {
+        print_header(cfg, &t, &m);
+        sr_planner_report_print(stdout, r, plan, &m, a->explain);
+        if (a->compare)
+            rc = compare(cfg, &m, &t, r);
+    }
+    if (!rc && a->out[0])
+        rc = write_plan(plan, a->out);
+    if (!rc && a->out[0])
+        printf("\nplan written to %s (train --plan %s)\n", a->out, a->out);
+    sr_plan_free(plan);
+    sr_planner_report_free(r);
+    sr_free(stats);
+    return rc;
+}
+
+int cli_plan(int argc, char **argv)
+{
+    static const char *const value_flags[] = {"topology", "world-size", "nodes", "out", NULL};
+    static struct sr_train_config cfg;
+    struct plan_args args = {0};
+    int rc = cli_parse_job(argc, argv, &cfg, other_flag, &args, value_flags);
+    if (rc < 0) {
+        plan_help();
+        return 0;
+    }
+    if (rc)
+        return rc;
+    if (sr_train_config_check(&cfg) || check_out(argc, argv, &args) || run(&cfg, &args)) {
+        cli_error("plan", "%s", sr_error_message());
+        return CLI_EXIT_USAGE;
+    }
+    return 0;
+}

@@ -1,0 +1,118 @@
+/*
+ * The planner (DESIGN.md "Planner"; docs/planner.md): the cost of a plan on
+ * a topology, predicted per rank and per step, and the search for the plan
+ * whose slowest rank is fastest within memory.
+ *
+ * It sits below `model`: the caller (train, or `shardrec plan`) describes
+ * the model in plain numbers (struct sr_planner_model). Every rate comes
+ * from the topology (shardrec/topology.h): a preset's data sheet, or what
+ * `shardrec bench comm` and `shardrec bench device` measured. Nothing is
+ * fitted to the runs that judge the predictions.
+ */
+#ifndef SHARDREC_PLANNER_H
+#define SHARDREC_PLANNER_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "shardrec/plan.h"
+#include "shardrec/table_config.h"
+#include "shardrec/topology.h"
+
+#define SR_PLANNER_MLP_MAX 16
+
+/* One table as the planner sees it (its statistics). */
+struct sr_planner_table {
+    double ids_per_sample; /* mean ids a sample looks up in it, over its features */
+    int features;          /* features that look it up: pooled outputs of D each */
+    double hot_share;      /* the share of its lookups the hottest 1% of rows take */
+};
+
+/* Embedding optimizer state: none (SGD), one float per row (row-wise
+ * Adagrad), one per element (Adagrad). */
+enum sr_planner_state { SR_PLANNER_STATE_NONE, SR_PLANNER_STATE_ROW, SR_PLANNER_STATE_ELEMENT };
+
+struct sr_planner_model {
+    const struct sr_ebc_config *ebc;      /* tables and features */
+    const struct sr_planner_table *stats; /* (T) */
+    int64_t global_batch;                 /* samples per step, all ranks */
+    int num_dense;                        /* dense features */
+    int bot[SR_PLANNER_MLP_MAX], n_bot;   /* bottom MLP widths, input first */
+    int top[SR_PLANNER_MLP_MAX], n_top;   /* top MLP widths after the interaction */
+    int dcn_layers, dcn_rank;             /* DCNv2 cross layers (0: dot interaction) */
+    int math;                             /* enum sr_math: the GEMM rate used */
+    enum sr_planner_state emb_state;
+    int dense_state_floats; /* per dense parameter: 0 SGD, 1 Adagrad, 2 Adam */
+    int wire_bytes;         /* pooled embeddings and their gradients on the wire */
+    int dense_wire_bytes;   /* dense gradient buckets on the wire */
+    int pipeline;           /* 1: batch i+1's input dist overlaps step i */
+    double bucket_bytes;    /* dense all-reduce bucket size */
+    double buffer_bytes;    /* a rank's batch buffers, evaluation and pool (the
+                               caller's estimate; the same for every plan) */
+};
+
+/* The stages of a predicted step (seconds). Communication is per
+ * collective (all ranks wait for the slowest); exposed is what the compute
+ * around it does not hide (docs/planner.md, "Overlap"). */
+enum sr_planner_stage {
+    SR_PS_LOOKUP,      /* embedding forward, the slowest rank */
+    SR_PS_UPDATE,      /* embedding backward and update, the slowest rank */
+    SR_PS_DENSE,       /* MLPs, interaction, dense optimizer */
+    SR_PS_INPUT_DIST,  /* ids and lengths to the owners */
+    SR_PS_OUTPUT_DIST, /* pooled vectors back */
+    SR_PS_GRAD_DIST,   /* their gradients to the owners */
+    SR_PS_ALLREDUCE,   /* dense gradients and dp tables' */
+    SR_PS_EXPOSED,     /* communication the step waits for */
+    SR_PS_STEP,        /* lookup + update + dense + exposed */
+    SR_PS_COUNT
+};
+const char *sr_planner_stage_name(enum sr_planner_stage s);
+
+struct sr_planner_rank {
+    double memory_bytes;        /* tables, state, dense, buffers */
+    double lookup_s, update_s;  /* its embedding work */
+    double send_bytes[2];       /* a step's bytes out: [0] in its node, [1] to other nodes */
+};
+
+struct sr_planner_table_cost {
+    double memory_bytes;   /* over all ranks */
+    double compute_s;      /* lookup + update, summed over its shards */
+    double comm_bytes;     /* bytes it puts on links a step, all ranks */
+    double inter_bytes;    /* of which across nodes */
+};
+
+struct sr_planner_report {
+    int world_size, num_tables;
+    double stage_s[SR_PS_COUNT];
+    double samples_s;
+    int collectives;                        /* per step */
+    struct sr_planner_rank *ranks;          /* (W) */
+    struct sr_planner_table_cost *tables;   /* (T) */
+    /* the search's reasons, per table (NULL when predicted only) */
+    char (*why)[256];
+};
+
+/* Statistics of a table from its config and id distribution: hot share of
+ * E rows under Zipf(s) (s <= 0: uniform ids) = H_s(ceil(E/100)) / H_s(E). */
+double sr_planner_hot_share(int64_t rows, double zipf_s);
+
+/* The prediction for `plan` (validated against the model's tables and the
+ * topology's world size). SR_ERR_INVALID_ARG on a mismatch. */
+int sr_planner_predict(const struct sr_planner_model *m, const struct sr_topology *topo,
+                       const struct sr_plan *plan, struct sr_planner_report **out);
+
+/* The search: per table, largest first, the option (dp, tw on a rank, rw,
+ * cw with n shards, twrw on a node) that makes the predicted step of the
+ * tables placed so far shortest with every rank within memory. Fails with
+ * SR_ERR_INVALID_ARG naming the first table nothing fits. */
+int sr_planner_search(const struct sr_planner_model *m, const struct sr_topology *topo,
+                      struct sr_plan **plan, struct sr_planner_report **report);
+
+/* The table: per table its type, shards, ranks, memory, compute and
+ * communication; per rank the totals; the step's stages and samples/s.
+ * With explain, each table's reason. */
+void sr_planner_report_print(FILE *f, const struct sr_planner_report *r, const struct sr_plan *plan,
+                             const struct sr_planner_model *m, int explain);
+void sr_planner_report_free(struct sr_planner_report *r);
+
+#endif

@@ -1,0 +1,424 @@
+/*
+ * The cost model (docs/planner.md). Per step, with b = B / W samples a rank,
+ * for a table of E rows, D columns, p ids a sample over its f features and
+ * hot share h:
+ *
+ *   work      a shard of c columns holding a share s of the rows looks up
+ *             N = B p s ids (tw, cw: every sample's; rw, twrw: its rows'
+ *             share; dp: b p on every rank) at the topology's gather rate
+ *             at dim c and skew h, and updates them at its update rate; a dp
+ *             table updates all E rows densely (E D 4 bytes, 3 passes)
+ *   input     each rank sends an owner b p s ids (4 bytes each) and b f
+ *             lengths (4 bytes) for each slot it owns
+ *   output    tw, cw: the owner sends each other rank b f c pooled values;
+ *             rw: every rank sends each other rank b f D partial sums
+ *             (reduce-scatter); twrw on node n: inside n a reduce-scatter
+ *             (to each node peer N_nodes b f D), then each rank of n sends
+ *             b f D to its peer of the same local rank on every other node
+ *   gradient  the output's bytes, mirrored
+ *   all-reduce  dense parameters and dp tables' gradients, ring:
+ *             2 (W - 1) / W bytes over the slowest link it crosses
+ *   memory    rows x c x 4 bytes + optimizer state, the dense block x
+ *             (2 + its state) x 4 bytes, and the caller's buffers
+ *
+ * A collective takes its latency plus its slowest rank's bytes over the
+ * link: in-node bytes over intra GB/s; bytes across nodes summed over the
+ * ranks that share a NIC, over inter GB/s; sending and receiving overlap,
+ * and so do the two links. The step is the slowest rank's lookup and
+ * update, the dense compute, and the communication the overlap windows do
+ * not hide (pl_acc_step).
+ */
+#include <math.h>
+#include <string.h>
+
+#include "shardrec/alloc.h"
+#include "shardrec/error.h"
+#include "plan/planner_internal.h"
+
+#define ID_BYTES  4.0 /* an id on the wire: one word (shard-local row) */
+#define LEN_BYTES 4.0 /* a bag's length */
+
+static const char *const stage_names[SR_PS_COUNT] = {
+    "lookup", "update", "dense", "input_dist", "output_dist", "grad_dist", "allreduce",
+    "exposed", "step",
+};
+
+const char *sr_planner_stage_name(enum sr_planner_stage s)
+{
+    return s >= 0 && s < SR_PS_COUNT ? stage_names[s] : "?";
+}
+
+/* H_s(n) = sum_{k=1..n} k^-s: exact to 10^6 terms, then the integral tail. */
+static double harmonic(int64_t n, double s)
+{
+    double h = 0;
+    int64_t exact = n < 1000000 ? n : 1000000;
+    for (int64_t k = exact; k >= 1; k--)
+        h += pow((double)k, -s);
+    if (n > exact) /* integral of x^-s over [exact + 1/2, n + 1/2] */
+        h += (pow(exact + 0.5, 1 - s) - pow(n + 0.5, 1 - s)) / (s - 1);
+    return h;
+}
+
+double sr_planner_hot_share(int64_t rows, double zipf_s)
+{
+    int64_t hot = (rows + 99) / 100;
+    if (rows <= 0)
+        return 0;
+    if (zipf_s <= 0)
+        return (double)hot / (double)rows;
+    if (fabs(zipf_s - 1) < 1e-9)
+        zipf_s = 1 + 1e-9;
+    return harmonic(hot, zipf_s) / harmonic(rows, zipf_s);
+}
+
+/* ---- the accumulator ----------------------------------------------------------------- */
+
+#define PER_RANK_ARRAYS (3 + 4 * PL_GROUPS)
+
+void pl_acc_init(struct pl_acc *a, const struct sr_planner_model *m, const struct sr_topology *topo)
+{
+    memset(a, 0, sizeof *a);
+    a->m = m;
+    a->topo = topo;
+    a->W = topo->world_size;
+    a->L = topo->ranks_per_node;
+    a->storage = sr_calloc((size_t)PER_RANK_ARRAYS * a->W, sizeof(double));
+    double *p = a->storage;
+    a->mem = p, p += a->W;
+    a->lookup = p, p += a->W;
+    a->update = p, p += a->W;
+    for (int g = 0; g < PL_GROUPS; g++)
+        for (int l = 0; l < 2; l++) {
+            a->send[g][l] = p, p += a->W;
+            a->recv[g][l] = p, p += a->W;
+        }
+}
+
+void pl_acc_copy(struct pl_acc *dst, const struct pl_acc *src)
+{
+    SR_ASSERT(dst->W == src->W);
+    memcpy(dst->storage, src->storage, sizeof(double) * PER_RANK_ARRAYS * src->W);
+    memcpy(dst->active, src->active, sizeof dst->active);
+    dst->dp_bytes = src->dp_bytes;
+}
+
+void pl_acc_clear(struct pl_acc *a)
+{
+    memset(a->storage, 0, sizeof(double) * PER_RANK_ARRAYS * a->W);
+    memset(a->active, 0, sizeof a->active);
+    a->dp_bytes = 0;
+}
+
+void pl_acc_free(struct pl_acc *a)
+{
+    sr_free(a->storage);
+    a->storage = NULL;
+}
+
+static int node_of(const struct pl_acc *a, int rank)
+{
+    return rank / a->L;
+}
+
+/* bytes from rank `from` to rank `to` in group g (nothing to itself). */
+static void send(struct pl_acc *a, enum pl_group g, int from, int to, double bytes,
+                 struct sr_planner_table_cost *cost)
+{
+    if (from == to || bytes <= 0)
+        return;
+    int link = node_of(a, from) != node_of(a, to);
+    a->send[g][link][from] += bytes;
+    a->recv[g][link][to] += bytes;
+    a->active[g] = 1;
+    double times = g == PL_INPUT ? 1 : 2; /* output groups run again for the gradients */
+    if (cost) {
+        cost->comm_bytes += times * bytes;
+        cost->inter_bytes += link ? times * bytes : 0;
+    }
+}
+
+static double state_floats(const struct pl_acc *a, double rows, double cols)
+{
+    switch (a->m->emb_state) {
+    case SR_PLANNER_STATE_ROW:
+        return rows;
+    case SR_PLANNER_STATE_ELEMENT:
+        return rows * cols;
+    default:
+        return 0;
+    }
+}
+
+/* A shard's lookups and updates of n ids at `cols` columns, on `rank`. */
+static void work(struct pl_acc *a, int t, int rank, double n, int cols,
+                 struct sr_planner_table_cost *cost)
+{
+    double h = a->m->stats[t].hot_share;
+    double lookup = n / sr_topology_gather_rows_s(a->topo, cols, h);
+    double update = n / sr_topology_update_rows_s(a->topo, cols, h);
+    if (a->m->emb_state == SR_PLANNER_STATE_ELEMENT)
+        update *= 2; /* the state is read and written as the rows are */
+    a->lookup[rank] += lookup;
+    a->update[rank] += update;
+    if (cost)
+        cost->compute_s += lookup + update;
+}
+
+static void memory(struct pl_acc *a, int rank, double rows, double cols,
+                   struct sr_planner_table_cost *cost)
+{
+    double bytes = 4 * (rows * cols + state_floats(a, rows, cols));
+    a->mem[rank] += bytes;
+    if (cost)
+        cost->memory_bytes += bytes;
+}
+
+/* Every rank sends `owner` the ids of its samples that the shard takes
+ * (share of the table's ids) and the lengths of the shard's bags. */
+static void ids_to(struct pl_acc *a, int t, int owner, double share,
+                   struct sr_planner_table_cost *cost)
+{
+    const struct sr_planner_table *st = &a->m->stats[t];
+    double b = (double)a->m->global_batch / a->W;
+    for (int r = 0; r < a->W; r++)
+        send(a, PL_INPUT, r, owner, b * st->ids_per_sample * share * ID_BYTES +
+                                        b * st->features * LEN_BYTES, cost);
+}
+
+static void add_dp(struct pl_acc *a, int t, struct sr_planner_table_cost *cost)
+{
+    const struct sr_table_config *tc = &a->m->ebc->tables[t];
+    double E = (double)tc->num_embeddings, D = tc->embedding_dim;
+    double b = (double)a->m->global_batch / a->W;
+    for (int r = 0; r < a->W; r++) {
+        double lookup = b * a->m->stats[t].ids_per_sample /
+                        sr_topology_gather_rows_s(a->topo, (int)D, a->m->stats[t].hot_share);
+        double update = E * D * 4 * 3 / (a->topo->memory_gb_s * 1e9);
+        a->lookup[r] += lookup;
+        a->update[r] += update;
+        memory(a, r, E, D, cost);
+        a->mem[r] += 4 * E * D; /* its dense gradient */
+        if (cost) {
+            cost->compute_s += lookup + update;
+            cost->memory_bytes += 4 * E * D;
+        }
+    }
+    a->dp_bytes += E * D * a->m->dense_wire_bytes;
+    if (cost && a->W > 1)
+        cost->comm_bytes += 2.0 * (a->W - 1) * E * D * a->m->dense_wire_bytes;
+}
+
+/* A shard owned whole by its rank's samples of every rank (tw, cw piece). */
+static void add_owned(struct pl_acc *a, int t, const struct sr_shard *sh,
+                      struct sr_planner_table_cost *cost)
+{
+    const struct sr_planner_table *st = &a->m->stats[t];
+    double B = (double)a->m->global_batch, b = B / a->W;
+    work(a, t, sh->rank, B * st->ids_per_sample, sh->cols, cost);
+    memory(a, sh->rank, (double)sh->rows, sh->cols, cost);
+    ids_to(a, t, sh->rank, 1.0, cost);
+    for (int r = 0; r < a->W; r++)
+        send(a, PL_A2A, sh->rank, r, b * st->features * sh->cols * a->m->wire_bytes, cost);
+}
+
+/* A block of rows (rw, twrw): its share of the ids, looked up where it lives. */
+static void add_block(struct pl_acc *a, int t, const struct sr_shard *sh,
+                      struct sr_planner_table_cost *cost)
+{
+    const struct sr_planner_table *st = &a->m->stats[t];
+    double E = (double)a->m->ebc->tables[t].num_embeddings;
+    double share = E > 0 ? (double)sh->rows / E : 0;
+    work(a, t, sh->rank, (double)a->m->global_batch * st->ids_per_sample * share, sh->cols, cost);
+    memory(a, sh->rank, (double)sh->rows, sh->cols, cost);
+    ids_to(a, t, sh->rank, share, cost);
+}
+
+static void add_rw_output(struct pl_acc *a, int t, struct sr_planner_table_cost *cost)
+{
+    const struct sr_planner_table *st = &a->m->stats[t];
+    double b = (double)a->m->global_batch / a->W;
+    double bytes = b * st->features * a->m->ebc->tables[t].embedding_dim * a->m->wire_bytes;
+    for (int r = 0; r < a->W; r++)
+        for (int q = 0; q < a->W; q++)
+            send(a, PL_RW, r, q, bytes, cost);
+}
+
+static void add_twrw_output(struct pl_acc *a, int t, int node, struct sr_planner_table_cost *cost)
+{
+    const struct sr_planner_table *st = &a->m->stats[t];
+    int nodes = a->W / a->L;
+    double b = (double)a->m->global_batch / a->W;
+    double bytes = b * st->features * a->m->ebc->tables[t].embedding_dim * a->m->wire_bytes;
+    for (int i = 0; i < a->L; i++) {
+        int r = node * a->L + i;
+        for (int j = 0; j < a->L; j++) /* reduce-scatter: peer j's samples of every node */
+            send(a, PL_TWRW_NODE, r, node * a->L + j, nodes * bytes, cost);
+        for (int m = 0; m < nodes; m++) /* then to the same local rank of each node */
+            send(a, PL_TWRW_CROSS, r, m * a->L + i, bytes, cost);
+    }
+}
+
+void pl_acc_add_table(struct pl_acc *a, int t, const struct sr_table_plan *tp,
+                      struct sr_planner_table_cost *cost)
+{
+    if (cost)
+        memset(cost, 0, sizeof *cost);
+    switch (tp->type) {
+    case SR_SHARDING_TYPE_DATA_PARALLEL:
+        add_dp(a, t, cost);
+        return;
+    case SR_SHARDING_TYPE_TABLE_WISE:
+    case SR_SHARDING_TYPE_COLUMN_WISE:
+        for (int i = 0; i < tp->num_shards; i++)
+            add_owned(a, t, &tp->shards[i], cost);
+        return;
+    case SR_SHARDING_TYPE_ROW_WISE:
+        for (int i = 0; i < tp->num_shards; i++)
+            add_block(a, t, &tp->shards[i], cost);
+        add_rw_output(a, t, cost);
+        return;
+    case SR_SHARDING_TYPE_TABLE_ROW_WISE:
+        for (int i = 0; i < tp->num_shards; i++)
+            add_block(a, t, &tp->shards[i], cost);
+        if (tp->num_shards)
+            add_twrw_output(a, t, node_of(a, tp->shards[0].rank), cost);
+        return;
+    default:
+        SR_ASSERT(0);
+    }
+}
+
+/* ---- the step ------------------------------------------------------------------------- */
+
+/* One collective of group g: latency plus the slowest rank's (or NIC's) bytes. */
+static double group_seconds(const struct pl_acc *a, enum pl_group g)
+{
+    const struct sr_topology *tp = a->topo;
+    if (!a->active[g])
+        return 0;
+    double intra = 0, inter = 0, nic_send = 0, nic_recv = 0;
+    int crosses = 0;
+    for (int r = 0; r < a->W; r++) {
+        intra = fmax(intra, fmax(a->send[g][0][r], a->recv[g][0][r]));
+        crosses |= a->send[g][1][r] > 0;
+        nic_send += a->send[g][1][r];
+        nic_recv += a->recv[g][1][r];
+        int last_of_nic = (r + 1) % tp->nic_ranks == 0 || (r + 1) % a->L == 0;
+        if (last_of_nic) {
+            inter = fmax(inter, fmax(nic_send, nic_recv));
+            nic_send = nic_recv = 0;
+        }
+    }
+    double t_intra = intra > 0 ? intra / (tp->intra.gb_s * 1e9) : 0;
+    double t_inter = inter > 0 ? inter / (tp->inter.gb_s * 1e9) : 0;
+    double lat = (crosses ? tp->inter.latency_us : tp->intra.latency_us) * 1e-6;
+    return lat + fmax(t_intra, t_inter);
+}
+
+double pl_dense_params(const struct sr_planner_model *m)
+{
+    double p = 0, in;
+    int F1 = m->ebc->num_features + 1, D = m->bot[m->n_bot - 1];
+    for (int l = 0; l + 1 < m->n_bot; l++)
+        p += (m->bot[l] + 1.0) * m->bot[l + 1];
+    double n = (double)F1 * D;
+    in = m->dcn_layers ? n : D + F1 * (F1 - 1) / 2.0;
+    for (int l = 0; l < m->n_top; l++) {
+        p += (in + 1) * m->top[l];
+        in = m->top[l];
+    }
+    p += m->dcn_layers * (2.0 * m->dcn_rank + 1) * n;
+    return p;
+}
+
+/* Forward FLOPs a sample: the MLPs, the interaction (dot: every pair of the
+ * F + 1 vectors; dcn: V then U per layer). */
+static void dense_flops(const struct sr_planner_model *m, double *bottom, double *all)
+{
+    int F1 = m->ebc->num_features + 1, D = m->bot[m->n_bot - 1];
+    double n = (double)F1 * D, in = m->dcn_layers ? n : D + F1 * (F1 - 1) / 2.0, top = 0;
+    *bottom = 0;
+    for (int l = 0; l + 1 < m->n_bot; l++)
+        *bottom += 2.0 * m->bot[l] * m->bot[l + 1];
+    for (int l = 0; l < m->n_top; l++) {
+        top += 2.0 * in * m->top[l];
+        in = m->top[l];
+    }
+    double inter = m->dcn_layers ? m->dcn_layers * 4.0 * n * m->dcn_rank : (double)F1 * F1 * D;
+    *all = *bottom + top + inter;
+}
+
+static double all_reduce_seconds(const struct pl_acc *a, double bytes, int buckets)
+{
+    const struct sr_topology *tp = a->topo;
+    int nodes = a->W / a->L;
+    if (a->W == 1 || bytes <= 0)
+        return 0;
+    double gb_s = a->L > 1 ? tp->intra.gb_s : 1e30, lat = tp->intra.latency_us;
+    if (nodes > 1) { /* a ring crosses each node's NICs once each way */
+        gb_s = fmin(gb_s, tp->inter.gb_s * a->L / tp->nic_ranks);
+        lat = tp->inter.latency_us;
+    }
+    return buckets * lat * 1e-6 + 2.0 * (a->W - 1) / a->W * bytes / (gb_s * 1e9);
+}
+
+static double max_of(const double *v, int n)
+{
+    double x = 0;
+    for (int i = 0; i < n; i++)
+        x = fmax(x, v[i]);
+    return x;
+}
+
+void pl_acc_step(const struct pl_acc *a, double s[SR_PS_COUNT], int *collectives)
+{
+    const struct sr_planner_model *m = a->m;
+    double b = (double)m->global_batch / a->W, bottom, all;
+    double rate = a->topo->gemm_flop_s[m->math >= 0 && m->math < SR_TOPO_MATHS ? m->math : 0];
+    double params = pl_dense_params(m);
+    memset(s, 0, sizeof(double) * SR_PS_COUNT);
+    dense_flops(m, &bottom, &all);
+    double bot_fwd = b * bottom / rate, bot_bwd = 2 * bot_fwd;
+    double optimizer = params * 4 * (3 + 2.0 * m->dense_state_floats) / (a->topo->memory_gb_s * 1e9);
+    s[SR_PS_DENSE] = 3 * b * all / rate + optimizer;
+    s[SR_PS_LOOKUP] = max_of(a->lookup, a->W);
+    s[SR_PS_UPDATE] = max_of(a->update, a->W);
+    *collectives = 0;
+    if (a->W > 1) {
+        double dense_bytes = params * m->dense_wire_bytes + a->dp_bytes;
+        int buckets = (int)ceil(params * m->dense_wire_bytes / fmax(m->bucket_bytes, 1));
+        buckets = buckets < 1 ? 1 : buckets;
+        s[SR_PS_INPUT_DIST] = group_seconds(a, PL_INPUT) +
+                              (a->L < a->W ? a->topo->inter.latency_us : a->topo->intra.latency_us) * 1e-6;
+        for (int g = PL_A2A; g < PL_GROUPS; g++) {
+            s[SR_PS_OUTPUT_DIST] += group_seconds(a, (enum pl_group)g);
+            *collectives += 2 * a->active[g];
+        }
+        s[SR_PS_GRAD_DIST] = s[SR_PS_OUTPUT_DIST];
+        s[SR_PS_ALLREDUCE] = all_reduce_seconds(a, dense_bytes, buckets);
+        *collectives += 2 + buckets;
+        double compute = s[SR_PS_LOOKUP] + s[SR_PS_UPDATE] + s[SR_PS_DENSE];
+        double dense_bwd = 2.0 / 3.0 * (s[SR_PS_DENSE] - optimizer);
+        double in = m->pipeline ? fmax(0, s[SR_PS_INPUT_DIST] - compute) : s[SR_PS_INPUT_DIST];
+        double last = s[SR_PS_ALLREDUCE] / buckets, rest = s[SR_PS_ALLREDUCE] - last;
+        s[SR_PS_EXPOSED] = in + fmax(0, s[SR_PS_OUTPUT_DIST] - bot_fwd) +
+                           fmax(0, s[SR_PS_GRAD_DIST] - bot_bwd) + last +
+                           fmax(0, rest - (dense_bwd - bot_bwd));
+    }
+    s[SR_PS_STEP] = s[SR_PS_LOOKUP] + s[SR_PS_UPDATE] + s[SR_PS_DENSE] + s[SR_PS_EXPOSED];
+}
+
+double pl_acc_memory_ratio(const struct pl_acc *a, int *rank)
+{
+    double dense = pl_dense_params(a->m) * 4 * (2.0 + a->m->dense_state_floats);
+    double worst = -1;
+    for (int r = 0; r < a->W; r++) {
+        double ratio = (a->mem[r] + dense + a->m->buffer_bytes) / a->topo->memory_bytes;
+        if (ratio > worst) {
+            worst = ratio;
+            *rank = r;
+        }
+    }
+    return worst;
+}

@@ -1,0 +1,89 @@
+/*
+ * The planner's view of a training job (shardrec/planner.h): the model in
+ * plain numbers, and each table's statistics from the config: its mean ids
+ * a sample (the synthetic generator draws each feature's count uniformly in
+ * its MIN-MAX range) and the share of lookups its hottest 1% of rows take
+ * under --id-dist.
+ */
+#include <string.h>
+
+#include "shardrec/dlrm.h"
+#include "shardrec/error.h"
+#include "shardrec/optim.h"
+#include "shardrec/plan.h"
+#include "shardrec/planner.h"
+#include "shardrec/synthetic.h"
+#include "shardrec/tensor.h"
+#include "shardrec/train_config.h"
+
+static double feature_mean_ids(const struct sr_train_config *cfg, int f)
+{
+    if (cfg->n_feature_ids)
+        return 0.5 * (cfg->feature_ids_min[f] + cfg->feature_ids_max[f]);
+    return 0.5 * (cfg->ids_min + cfg->ids_max);
+}
+
+static enum sr_planner_state emb_state(enum sr_optim_kind kind)
+{
+    int per_row = 0, per_elem = sr_optim_state_per_element(kind, &per_row);
+    return per_row ? SR_PLANNER_STATE_ROW : per_elem ? SR_PLANNER_STATE_ELEMENT : SR_PLANNER_STATE_NONE;
+}
+
+static void mlp(const int *widths, int n, int *out, int *n_out)
+{
+    *n_out = n < SR_PLANNER_MLP_MAX ? n : SR_PLANNER_MLP_MAX;
+    memcpy(out, widths, sizeof(int) * (size_t)*n_out);
+}
+
+static uint64_t buffer_bytes(struct sr_train_config *cfg, const struct sr_ebc_config *ec, int W,
+                             int L)
+{
+    struct sr_plan *plan = NULL;
+    struct sr_memory_estimate est = {0};
+    if (sr_plan_uniform(&plan, ec, SR_SHARDING_TYPE_TABLE_WISE, W, L))
+        return 0;
+    sr_train_config_memory(cfg, W > 1 ? plan : NULL, 0, W, &est);
+    sr_plan_free(plan);
+    return est.batch + est.eval;
+}
+
+int sr_train_config_planner(struct sr_train_config *cfg, int world_size, int ranks_per_node,
+                            struct sr_ebc_config *ec, struct sr_planner_table *stats,
+                            struct sr_planner_model *m)
+{
+    int per_row = 0;
+    memset(m, 0, sizeof *m);
+    sr_train_config_ebc(cfg, ec);
+    for (int t = 0; t < cfg->num_tables; t++) {
+        stats[t] = (struct sr_planner_table){0};
+        double s = cfg->id_dist == SR_ID_DIST_ZIPF ? cfg->zipf_s : 0;
+        stats[t].hot_share = sr_planner_hot_share(cfg->tables[t].num_embeddings, s);
+    }
+    for (int f = 0; f < cfg->num_features; f++) {
+        struct sr_planner_table *st = &stats[cfg->feature_table[f]];
+        st->ids_per_sample += feature_mean_ids(cfg, f);
+        st->features++;
+    }
+    m->ebc = ec;
+    m->stats = stats;
+    m->global_batch = cfg->global_batch_size > 0 ? cfg->global_batch_size
+                                                 : (int64_t)cfg->batch_size * world_size;
+    m->num_dense = cfg->num_dense;
+    mlp(cfg->bot_mlp, cfg->n_bot, m->bot, &m->n_bot);
+    mlp(cfg->top_mlp, cfg->n_top, m->top, &m->n_top);
+    if (cfg->interaction == SR_INTERACTION_DCN) {
+        int n = (cfg->num_features + 1) * cfg->embedding_dim;
+        m->dcn_layers = cfg->dcn_layers;
+        m->dcn_rank = cfg->dcn_rank > 0 ? cfg->dcn_rank
+                                        : (n < SR_DCN_RANK_DEFAULT ? n : SR_DCN_RANK_DEFAULT);
+    }
+    m->math = cfg->math;
+    m->emb_state = emb_state(cfg->emb_optimizer);
+    m->dense_state_floats = sr_optim_state_per_element(cfg->optimizer, &per_row);
+    m->wire_bytes = (int)sr_dtype_size(cfg->comm_dtype);
+    m->dense_wire_bytes = (int)sr_dtype_size(cfg->dense_comm_dtype);
+    m->pipeline = cfg->pipeline == SR_PIPELINE_SPARSE_DIST;
+    m->bucket_bytes = 1024.0 * cfg->bucket_kib;
+    m->buffer_bytes = (double)buffer_bytes(cfg, ec, world_size, ranks_per_node);
+    return SR_OK;
+}

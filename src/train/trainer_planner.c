@@ -1,0 +1,180 @@
+/*
+ * The planner in a training run (trainer_planner.h; docs/planner.md).
+ *
+ * Topology: --topology NAME|FILE (repeatable, merged in order), or this
+ * device's nominal one: the cpu-2core preset on the CPU (memory: the
+ * machine's over the ranks of a node), the h200 preset on CUDA (memory: the
+ * device's). Either way the world size and ranks a node are the run's, and
+ * a run across nodes with no inter-node link in the topology takes
+ * --emulate-link's figures, else a 100 Gb/s NIC a node (nominal).
+ *
+ * The comparison in the summary (rank 0): predicted against measured per
+ * step, with the measurement taken from the stage spans and the
+ * communication counters:
+ *
+ *   lookup    the lookup stage
+ *   update    embedding.backward less its gradient dist
+ *   exposed   the time the compute thread waited on collectives
+ *   step      the steady state's step (device events), else the run's mean
+ *   dense     step - lookup - update - exposed (the rest of the step)
+ *   memory    rank 0's estimate against its peak resident memory (CPU) or
+ *             the device's peak allocation
+ */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/resource.h>
+
+#include "shardrec/alloc.h"
+#include "shardrec/error.h"
+#include "shardrec/planner.h"
+#include "shardrec/trace.h"
+#include "train/trainer_internal.h"
+
+static int nominal_topology(const struct sr_trainer *t, struct sr_topology *topo)
+{
+    int cuda = t->dev->kind == SR_DEVICE_CUDA;
+    int rc = sr_topology_preset(topo, cuda ? "h200" : "cpu-2core");
+    if (rc)
+        return rc;
+    int L = sr_comm_local_size(t->sparse);
+    snprintf(topo->name, sizeof topo->name, "%s (nominal)", cuda ? "h200" : "cpu");
+    topo->memory_bytes = t->dev->memory_bytes ? (double)t->dev->memory_bytes
+                                              : (double)sr_machine_memory() / (L > 0 ? L : 1);
+    return SR_OK;
+}
+
+int sr_trainer_topology(const struct sr_trainer *t, struct sr_topology *out)
+{
+    const struct sr_train_config *cfg = t->cfg;
+    int L = sr_comm_local_size(t->sparse), rc = SR_OK;
+    memset(out, 0, sizeof *out);
+    if (!cfg->n_topologies)
+        rc = nominal_topology(t, out);
+    for (int i = 0; i < cfg->n_topologies && !rc; i++)
+        rc = i == 0 ? sr_topology_load(out, cfg->topologies[i])
+                    : sr_topology_merge_file(out, cfg->topologies[i]);
+    if (rc)
+        return rc;
+    out->world_size = t->world_size;
+    out->ranks_per_node = L > 0 ? L : 1;
+    if (out->world_size > out->ranks_per_node && !(out->inter.gb_s > 0)) {
+        out->inter = cfg->link_gb_per_s > 0
+                         ? (struct sr_topo_link){cfg->link_gb_per_s, cfg->link_latency_us}
+                         : (struct sr_topo_link){12.5, 20};
+        out->nic_ranks = cfg->link_gb_per_s > 0 ? 1 : out->ranks_per_node;
+    }
+    if (out->ranks_per_node > 1 && !(out->intra.gb_s > 0)) {
+        struct sr_topology nominal;
+        if (!nominal_topology(t, &nominal))
+            out->intra = nominal.intra;
+    }
+    return sr_topology_complete(out);
+}
+
+/* The model as the planner sees it; stats freed by the caller. */
+static struct sr_planner_table *model_of(struct sr_trainer *t, struct sr_ebc_config *ec,
+                                         struct sr_planner_model *m)
+{
+    struct sr_planner_table *stats = sr_calloc((size_t)t->cfg->num_tables, sizeof *stats);
+    sr_train_config_planner(t->cfg, t->world_size, t->predicted.topo.ranks_per_node, ec, stats, m);
+    return stats;
+}
+
+int sr_trainer_plan_search(struct sr_trainer *t)
+{
+    struct sr_ebc_config ec;
+    struct sr_planner_model m;
+    struct sr_planner_report *r = NULL;
+    int rc = sr_trainer_topology(t, &t->predicted.topo);
+    if (rc)
+        return rc;
+    t->predicted.nominal = !t->cfg->n_topologies;
+    struct sr_planner_table *stats = model_of(t, &ec, &m);
+    rc = sr_planner_search(&m, &t->predicted.topo, &t->plan, &r);
+    if (!rc && t->log) {
+        fprintf(t->log, "plan: the planner's, on topology %s (docs/planner.md):\n",
+                t->predicted.topo.name);
+        sr_planner_report_print(t->log, r, t->plan, &m, 0);
+    }
+    t->predicted.planned = !rc;
+    sr_planner_report_free(r);
+    sr_free(stats);
+    return rc;
+}
+
+void sr_trainer_plan_predict(struct sr_trainer *t)
+{
+    struct sr_ebc_config ec;
+    struct sr_planner_model m;
+    if (!t->predicted.planned && sr_trainer_topology(t, &t->predicted.topo)) {
+        if (t->log)
+            fprintf(t->log, "warning: no prediction of the step: %s\n", sr_error_message());
+        return;
+    }
+    t->predicted.nominal = !t->cfg->n_topologies;
+    struct sr_planner_table *stats = model_of(t, &ec, &m);
+    /* one rank runs every table whole: a tw plan of world size 1 */
+    if (sr_planner_predict(&m, &t->predicted.topo, t->plan, &t->predicted.report) && t->log)
+        fprintf(t->log, "warning: no prediction of the step: %s\n", sr_error_message());
+    sr_free(stats);
+}
+
+void sr_trainer_prediction_free(struct sr_trainer *t)
+{
+    sr_planner_report_free(t->predicted.report);
+    t->predicted.report = NULL;
+}
+
+static void row(FILE *f, const char *what, double predicted, double measured)
+{
+    double err = measured > 0 ? 100 * (predicted / measured - 1) : 0;
+    fprintf(f, "  %-10s %11.3f %11.3f %+8.1f%%\n", what, predicted, measured, err);
+}
+
+static double exposed_ms(const struct sr_trainer *t, int64_t steps)
+{
+    double s = 0;
+    for (int k = 0; k < SR_COLL_COUNT; k++)
+        s += t->acct.comm.seconds[k];
+    return steps > 0 ? 1e3 * s / (double)steps : 0;
+}
+
+static double peak_memory(const struct sr_trainer *t)
+{
+    uint64_t dev = sr_dev_peak_bytes(t->dev);
+    struct rusage ru;
+    if (dev)
+        return (double)dev;
+    getrusage(RUSAGE_SELF, &ru);
+    return 1024.0 * (double)ru.ru_maxrss;
+}
+
+void sr_trainer_print_prediction(const struct sr_trainer *t, const struct sr_trainer_result *res,
+                                 FILE *f)
+{
+    const struct sr_planner_report *r = t->predicted.report;
+    if (!r || res->steps == 0)
+        return;
+    double step = res->steady_steps > 0 ? 1e3 * res->steady_seconds / (double)res->steady_steps
+                                        : 1e3 * res->train_seconds / (double)res->steps;
+    double lookup = sr_trainer_stage_mean_ms(t, SR_SPAN_LOOKUP);
+    double update = sr_trainer_stage_mean_ms(t, SR_SPAN_EMB_BACKWARD) -
+                    sr_trainer_stage_mean_ms(t, SR_SPAN_EMB_GRAD_DIST);
+    double exposed = exposed_ms(t, res->steps);
+    const double *p = r->stage_s;
+    fprintf(f, "planner: predicted (topology %s%s) beside measured, ms per step on rank 0 (the "
+               "step: the slowest rank's):\n",
+            t->predicted.topo.name, t->predicted.nominal ? "; give --topology for measured rates" : "");
+    fprintf(f, "  %-10s %11s %11s %9s\n", "", "predicted", "measured", "error");
+    row(f, "lookup", 1e3 * p[SR_PS_LOOKUP], lookup);
+    row(f, "update", 1e3 * p[SR_PS_UPDATE], update);
+    row(f, "dense", 1e3 * p[SR_PS_DENSE], fmax(0, step - lookup - update - exposed));
+    row(f, "exposed", 1e3 * p[SR_PS_EXPOSED], exposed);
+    row(f, "step", 1e3 * p[SR_PS_STEP], step);
+    double mem = peak_memory(t);
+    fprintf(f, "  %-10s %10.1fM %10.1fM %+8.1f%%  (rank 0; measured: %s)\n", "memory",
+            r->ranks[0].memory_bytes / 1048576, mem / 1048576,
+            mem > 0 ? 100 * (r->ranks[0].memory_bytes / mem - 1) : 0,
+            sr_dev_peak_bytes(t->dev) ? "the device's peak allocation" : "peak resident memory");
+}

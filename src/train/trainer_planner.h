@@ -1,0 +1,37 @@
+/*
+ * The planner in a training run (trainer_planner.c; docs/planner.md): with
+ * no --plan and no --sharding on several ranks it chooses the plan; for
+ * every run it predicts the step of the plan in use, and the summary puts
+ * the prediction beside the measurement.
+ */
+#ifndef SHARDREC_TRAIN_TRAINER_PLANNER_H
+#define SHARDREC_TRAIN_TRAINER_PLANNER_H
+
+#include <stdio.h>
+
+#include "shardrec/topology.h"
+
+struct sr_trainer;
+struct sr_trainer_result;
+struct sr_planner_report;
+
+struct sr_trainer_prediction {
+    struct sr_topology topo;          /* the topology the planner used */
+    int nominal;                      /* no --topology: data-sheet figures */
+    int planned;                      /* the plan is the planner's */
+    struct sr_planner_report *report; /* the plan in use, predicted; NULL: none */
+};
+
+/* The run's topology: --topology's presets and files merged, or this
+ * device's nominal one; the world size and ranks a node are the run's. */
+int sr_trainer_topology(const struct sr_trainer *t, struct sr_topology *out);
+/* The planner's plan into t->plan; its table printed on rank 0's log. */
+int sr_trainer_plan_search(struct sr_trainer *t);
+/* Predict t->plan (after any plan is made); a failure only warns. */
+void sr_trainer_plan_predict(struct sr_trainer *t);
+/* Predicted beside measured, per stage and memory (rank 0's summary). */
+void sr_trainer_print_prediction(const struct sr_trainer *t, const struct sr_trainer_result *res,
+                                 FILE *f);
+void sr_trainer_prediction_free(struct sr_trainer *t);
+
+#endif

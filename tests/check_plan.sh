@@ -1,0 +1,105 @@
+#!/bin/sh
+# `shardrec plan` (cli/cmd_plan.c, docs/planner.md) and the planner in train:
+#  1. --help lists every preset; the workload T example prints the table,
+#     the predicted step and --compare's rows, and the planner's plan is
+#     predicted no slower than all-tw and all-rw (its rows, same call);
+#  2. --out writes a plan; `train --plan` that file on 2 ranks gives the same
+#     per-step losses, bit for bit, as `train` with no plan (which runs the
+#     planner on the same nominal topology); the summary prints the
+#     predicted beside the measured step;
+#  3. a bench comm file merges over a preset (its link and world);
+#  4. errors, exit status 2 with the message naming what is wrong: an
+#     unknown preset (the presets listed), a topology file with an unknown
+#     key (file and key named), a table no rank can hold (named), --out
+#     naming the --topology file (both flags named), no --topology.
+# Exit 0 pass, 77 skipped (no mpirun for 2), else fail.
+. "$(dirname "$0")/lib.sh"
+bin=$sr_shardrec
+sr_need_built "$bin"
+pass=0
+fail=0
+ok() { pass=$((pass + 1)); echo "ok   $1"; }
+bad() { fail=$((fail + 1)); echo "FAIL $1: $2"; }
+
+# 1. help and workload T
+if "$bin" plan --help >"$tmp/help" 2>&1 &&
+    grep -q "a100x8-2node-100g" "$tmp/help" && grep -q "cpu-2core" "$tmp/help" &&
+    grep -q "h200x8-400g" "$tmp/help" && grep -q "h200x8 " "$tmp/help"; then
+    ok "help lists the presets"
+else
+    bad "help" "$(head -5 "$tmp/help")"
+fi
+for w in K M; do
+    if "$bin" plan --workload $w --topology a100x8-2node-100g --compare --explain >"$tmp/t$w" 2>&1 &&
+        grep -q "^predicted: .* samples/s" "$tmp/t$w" && grep -q "why: " "$tmp/t$w" &&
+        awk '/^  planner /{p=$3} /^  all tw /{t=$4} /^  all rw /{r=$4}
+             END { exit !(p > 0 && t > 0 && r > 0 && p <= t * 1.000001 && p <= r * 1.000001) }' "$tmp/t$w"; then
+        ok "workload T, $w: planner $(awk '/^  planner /{print $3}' "$tmp/t$w") ms <= all tw, all rw"
+    else
+        bad "workload T $w" "$(tail -6 "$tmp/t$w")"
+    fi
+done
+
+# 2. the written plan is the one train runs without a plan
+JOB="--table-rows 3000,50,20000,700 --batch-size 64 --steps 4 --eval-samples 0 --log-every 1"
+if "$bin" plan --topology cpu-2core $JOB --out "$tmp/p.json" >"$tmp/plan.out" 2>&1 &&
+    grep -q '"tables"' "$tmp/p.json"; then
+    ok "--out writes a plan"
+else
+    bad "--out" "$(tail -3 "$tmp/plan.out")"
+fi
+if command -v mpirun >/dev/null 2>&1; then
+    sr_mpirun 2 "$bin" train $JOB --plan "$tmp/p.json" --metrics "$tmp/a.jsonl" >"$tmp/a.out" 2>&1
+    ra=$?
+    sr_mpirun 2 "$bin" train $JOB --metrics "$tmp/b.jsonl" >"$tmp/b.out" 2>&1
+    rb=$?
+    losses() { grep -o '"loss": *[^,}]*' "$1"; }
+    if [ $ra -eq 0 ] && [ $rb -eq 0 ] && [ -s "$tmp/a.jsonl" ] &&
+        [ "$(losses "$tmp/a.jsonl")" = "$(losses "$tmp/b.jsonl")" ] &&
+        grep -q "plan: the planner's" "$tmp/b.out" &&
+        grep -q "planner: predicted" "$tmp/a.out" && grep -q "^  step " "$tmp/b.out"; then
+        ok "train without a plan runs the planner's plan (losses equal to --plan its file)"
+    else
+        bad "train with the planner" "rc $ra $rb; $(tail -3 "$tmp/b.out")"
+    fi
+else
+    echo "skip 2-rank train (no mpirun)"
+fi
+
+# 3. a bench comm file over a preset
+cat >"$tmp/links.json" <<'EOF'
+{"source": "shardrec bench comm", "backend": "mpi", "world_size": 4, "ranks_per_node": 2,
+ "device": "cpu", "links": {"intra_node": {"bandwidth_gb_s": 3, "latency_us": 8},
+ "inter_node": {"bandwidth_gb_s": 0.5, "latency_us": 40}}, "measurements": []}
+EOF
+if "$bin" plan --topology cpu-2core --topology "$tmp/links.json" $JOB --print-topology \
+    >"$tmp/m.out" 2>&1 && grep -q "on 4 ranks (2 nodes of 2)" "$tmp/m.out" &&
+    grep -q '"bandwidth_gb_s":[[:space:]]*0.5' "$tmp/m.out"; then
+    ok "a bench comm file merges over a preset"
+else
+    bad "merge" "$(head -5 "$tmp/m.out")"
+fi
+
+# 4. errors
+expect2() { # NAME PATTERN ARGS...
+    name=$1 pat=$2
+    shift 2
+    "$bin" plan "$@" >"$tmp/e.out" 2>&1
+    rc=$?
+    if [ $rc -eq 2 ] && grep -q -e "$pat" "$tmp/e.out"; then
+        ok "$name: exit 2, '$pat'"
+    else
+        bad "$name" "rc $rc: $(head -3 "$tmp/e.out")"
+    fi
+}
+expect2 "unknown preset" "h200x8-400g" --topology h100x8 $JOB
+echo '{"world_size": 2, "memory_gbs": 10}' >"$tmp/typo.json"
+expect2 "unknown key" "typo.json.*memory_gbs" --topology cpu-2core --topology "$tmp/typo.json" $JOB
+expect2 "table too large" "table 't0'.*fits no rank" --topology h200 --table-rows 100000000000 \
+    --batch-size 64
+expect2 "--out is an input" "--topology" --topology "$tmp/links.json" --topology cpu-2core $JOB \
+    --out "$tmp/links.json"
+expect2 "no topology" "--topology is required" $JOB
+
+echo "check_plan: $pass passed, $fail failed"
+[ $fail -eq 0 ]
