@@ -6,7 +6,8 @@
 #  2. the --out file is a topology file (include/shardrec/topology.h): the
 #     keys bench device writes and no others (all of them known to the
 #     planner's reader), every figure finite and > 0, three rates per id
-#     law, one GEMM rate (fp32: the CPU has no other math mode);
+#     law, one GEMM rate (fp32: the CPU has no other math mode); and
+#     `shardrec plan --topology` (the planner's strict reader) takes it;
 #  3. zipf_hot_share, the share of the drawn ids whose popularity rank is
 #     below E/100, lies within 6 standard errors (a binomial share of the ids
 #     drawn) of the exact share of the generator's law (src/data/zipf.c:
@@ -106,6 +107,28 @@ for m in emb:
     positive(m["rate"], m["measurement"])
     positive(m["time_us"], m["measurement"])
 EOF
+fi
+
+# 2b. the planner's own reader takes the file (merged over a preset, which
+#     gives the world): its rates and hot share come out as written
+if [ "$rc" -eq 0 ]; then
+    "$bin" plan --topology cpu-2core --topology "$tmp/dev.json" --print-topology \
+        >"$tmp/plan.out" 2>&1
+    prc=$?
+    if [ "$prc" -eq 0 ] && python3 - "$tmp/dev.json" "$tmp/plan.out" <<'EOF'; then
+import json, sys
+d = json.load(open(sys.argv[1]))
+text = open(sys.argv[2]).read()
+t, _ = json.JSONDecoder().raw_decode(text[text.index("{"):])
+for key in ("memory_bytes", "zipf_hot_share", "gather_rows_s", "update_rows_s"):
+    assert t[key] == d[key], (key, t[key], d[key])
+assert t["gemm_tflop_s"]["fp32"] == d["gemm_tflop_s"]["fp32"], t["gemm_tflop_s"]
+EOF
+        echo "ok: shardrec plan --topology reads the file"
+    else
+        cat "$tmp/plan.out"
+        fail "shardrec plan --topology FILE: exit status $prc, or figures not as written"
+    fi
 fi
 
 # 4. bad flags: exit 2, one line naming the flag
