@@ -17,8 +17,13 @@ int cli_exit_status(int status);
 int cli_train(int argc, char **argv);
 int cli_gen(int argc, char **argv);
 int cli_convert(int argc, char **argv);
-int cli_bench(int argc, char **argv); /* `bench comm`: cli/cmd_bench.c */
-int cli_plan(int argc, char **argv);  /* cli/cmd_plan.c */
+int cli_bench(int argc, char **argv);        /* `bench comm`: cli/cmd_bench.c */
+int cli_bench_device(int argc, char **argv); /* `bench device`: cli/cmd_bench_device.c */
+int cli_plan(int argc, char **argv);         /* cli/cmd_plan.c */
+/* Write root as JSON text to path atomically (atomic_file.h) and free root;
+ * SR_ERR_IO with a message naming the path when it cannot (cli/cmd_bench.c). */
+struct cJSON;
+int cli_bench_write_json(const char *path, struct cJSON *root);
 
 /* Apply one job flag (--steps, --table-rows, ...) given without its leading
  * dashes. Returns SR_OK, an error status with a message, or 1 when the flag is

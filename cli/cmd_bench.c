@@ -532,6 +532,22 @@ static cJSON *links_json(const struct bench_row *rows, int n, int W, int L)
     return links;
 }
 
+int cli_bench_write_json(const char *path, cJSON *root)
+{
+    char *text = cJSON_Print(root);
+    cJSON_Delete(root);
+    struct sr_atomic_file af = {0};
+    int rc = sr_atomic_file_open(&af, path);
+    if (!rc && (fputs(text, af.f) < 0 || fputc('\n', af.f) < 0)) {
+        sr_atomic_file_abort(&af);
+        rc = sr_error_set(SR_ERR_IO, "cannot write %s", path);
+    } else if (!rc) {
+        rc = sr_atomic_file_commit(&af);
+    }
+    cJSON_free(text);
+    return rc;
+}
+
 static int write_json(const char *path, sr_comm_t world, const struct sr_device *dev,
                       const struct bench_row *rows, int n)
 {
@@ -546,18 +562,7 @@ static int write_json(const char *path, sr_comm_t world, const struct sr_device 
     cJSON *ms = cJSON_AddArrayToObject(root, "measurements");
     for (int i = 0; i < n; i++)
         cJSON_AddItemToArray(ms, row_json(&rows[i], W));
-    char *text = cJSON_Print(root);
-    cJSON_Delete(root);
-    struct sr_atomic_file af = {0};
-    int rc = sr_atomic_file_open(&af, path);
-    if (!rc && (fputs(text, af.f) < 0 || fputc('\n', af.f) < 0)) {
-        sr_atomic_file_abort(&af);
-        rc = sr_error_set(SR_ERR_IO, "cannot write %s", path);
-    } else if (!rc) {
-        rc = sr_atomic_file_commit(&af);
-    }
-    cJSON_free(text);
-    return rc;
+    return cli_bench_write_json(path, root);
 }
 
 /* ---- the run --------------------------------------------------------------------------- */
@@ -664,14 +669,16 @@ static void bench_usage(FILE *f)
 {
     fprintf(f, "usage: shardrec bench <benchmark> [flags]\n\n"
                "benchmarks:\n"
-               "  comm     time all-to-all and all-reduce from 1 KiB to 256 MiB per rank\n\n"
+               "  comm     time all-to-all and all-reduce from 1 KiB to 256 MiB per rank\n"
+               "  device   measure one device: copy, embedding gather and update, GEMM\n\n"
                "`shardrec bench <benchmark> --help` lists its flags.\n");
 }
 
 int cli_bench(int argc, char **argv)
 {
     if (argc < 2) {
-        cli_error("bench", "which benchmark? HINT: shardrec bench comm (shardrec bench --help)");
+        cli_error("bench",
+                  "which benchmark? HINT: shardrec bench comm|device (shardrec bench --help)");
         return CLI_EXIT_USAGE;
     }
     if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
@@ -680,6 +687,8 @@ int cli_bench(int argc, char **argv)
     }
     if (!strcmp(argv[1], "comm"))
         return cli_bench_comm(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "device"))
+        return cli_bench_device(argc - 1, argv + 1);
     cli_error("bench", "unknown benchmark '%s'; HINT: shardrec bench --help", argv[1]);
     return CLI_EXIT_USAGE;
 }

@@ -12,7 +12,8 @@ static void usage(FILE *f)
                "  gen      write synthetic data as Criteo TSV\n"
                "  convert  turn Criteo TSV into the binary format\n"
                "  plan     choose a sharding plan for a job on a topology, with its predicted cost\n"
-               "  bench    measure the machine: `bench comm` times the collectives\n\n"
+               "  bench    measure the machine: `bench comm` times the collectives, `bench device`\n"
+               "           the device (copy, embedding gather and update, GEMM)\n\n"
                "`shardrec <command> --help` lists a command's flags.\n"
                "Not built yet: eval, inspect.\n");
 }

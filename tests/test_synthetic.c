@@ -5,7 +5,8 @@
  * teacher's sparse share and ceiling/floor gap hold on the default job; the TSV
  * writer round-trips exactly through an independent parser; bad configs and
  * multi-hot TSV are rejected; per-feature bag lengths stay in each feature's
- * range, and a list of equal ranges draws the bytes of the one range.
+ * range, and a list of equal ranges draws the bytes of the one range;
+ * sr_synth_draw_ids draws the ids sr_synth_fill does.
  */
 #include <inttypes.h>
 #include <math.h>
@@ -250,6 +251,44 @@ static void test_bijection(void **state)
         free(hit);
         sr_synth_free(s);
     }
+}
+
+/* sr_synth_draw_ids draws, for a one-id feature, exactly the ids sr_synth_fill
+ * puts in the batch (both laws, several features, a slice from a far sample),
+ * with each id's rank; bad arguments are errors. */
+static void test_draw_ids_equal_fill(void **state)
+{
+    (void)state;
+    enum { B = 512 };
+    const int64_t first = 123457;
+    int64_t ids[B], ranks[B];
+    for (int law = 0; law < 2; law++) {
+        struct sr_synth_config c = default_config();
+        c.id_dist = law ? SR_ID_DIST_ZIPF : SR_ID_DIST_UNIFORM;
+        c.zipf_s = law ? 1.05 : 0.0;
+        struct sr_synth *s = make(&c);
+        struct sr_batch b;
+        batch_for(&b, s, &c, B);
+        sr_synth_fill(s, first, B, &b);
+        for (int f = 0; f < c.num_features; f += 5) {
+            assert_int_equal(
+                sr_synth_draw_ids(rows26[f], c.seed, f, c.id_dist, c.zipf_s, first, B, ids, ranks),
+                SR_OK);
+            assert_memory_equal(ids, b.kjt.values + sr_kjt_bag_begin(&b.kjt, f, 0),
+                                sizeof(int64_t) * B);
+            for (int i = 0; i < B; i++)
+                assert_int_equal(ranks[i], sr_synth_rank_of_id(s, f, ids[i]));
+        }
+        sr_batch_free(&b);
+        sr_synth_free(s);
+    }
+    assert_int_equal(sr_synth_draw_ids(0, 1, 0, SR_ID_DIST_UNIFORM, 0, 0, 1, ids, NULL),
+                     SR_ERR_INVALID_ARG);
+    assert_int_equal(sr_synth_draw_ids(10, 1, 0, SR_ID_DIST_ZIPF, 0.0, 0, 1, ids, NULL),
+                     SR_ERR_INVALID_ARG);
+    assert_int_equal(sr_synth_draw_ids(10, 1, 0, SR_ID_DIST_UNIFORM, 0, -1, 1, ids, NULL),
+                     SR_ERR_INVALID_ARG);
+    assert_int_equal(sr_synth_draw_ids(10, 1, 0, SR_ID_DIST_UNIFORM, 0, 0, 0, ids, NULL), SR_OK);
 }
 
 static void test_teacher_bounds_default(void **state)
@@ -575,6 +614,7 @@ int main(void)
         cmocka_unit_test(test_ids_in_range_and_kjt_valid),
         cmocka_unit_test(test_zipf_histogram),
         cmocka_unit_test(test_bijection),
+        cmocka_unit_test(test_draw_ids_equal_fill),
         cmocka_unit_test(test_teacher_bounds_default),
         cmocka_unit_test(test_tsv_roundtrip),
         cmocka_unit_test(test_tsv_read_by_criteo_parser),

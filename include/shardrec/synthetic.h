@@ -111,6 +111,18 @@ int sr_synth_write_tsv(const struct sr_synth *s, FILE *f, int64_t first_index, i
 int64_t sr_synth_id_of_rank(const struct sr_synth *s, int f, int64_t rank);
 int64_t sr_synth_rank_of_id(const struct sr_synth *s, int f, int64_t id);
 
+/* The ids of feature `feature` for samples first .. first+n-1 with one id a
+ * bag, drawn as sr_synth_fill draws them (same seed, stream and counters, the
+ * same popularity law and rank -> row bijection) for a table of `rows` rows
+ * under (dist, zipf_s): training's ids and skew without a generator, for
+ * benchmarks (`shardrec bench device`) and tools. ids (n) gets the ids;
+ * ranks (n, or NULL) each id's popularity rank (0 the hottest). Host arrays;
+ * OpenMP over ids (static schedule). SR_ERR_INVALID_ARG for rows < 1, n < 0,
+ * first < 0 or first + n above 2^47, an unknown dist, or zipf_s outside
+ * (0, 100] under SR_ID_DIST_ZIPF. */
+int sr_synth_draw_ids(int64_t rows, uint64_t seed, int feature, enum sr_id_dist dist, double zipf_s,
+                      int64_t first, int64_t n, int64_t *ids, int64_t *ranks);
+
 /* Probability of popularity rank k of a table of E rows under the configured id
  * distribution (see src/data/zipf.c for the discretised power law). */
 double sr_synth_rank_prob(const struct sr_synth *s, int64_t E, int64_t k);

@@ -150,6 +150,34 @@ int64_t sr_id_sampler_rank_of(const struct sr_id_sampler *m, int64_t id)
     return (int64_t)mul_add_mod(m->a_inv, ((uint64_t)id + E - m->b) % E, 0, E);
 }
 
+int sr_synth_draw_ids(int64_t rows, uint64_t seed, int feature, enum sr_id_dist dist, double zipf_s,
+                      int64_t first, int64_t n, int64_t *ids, int64_t *ranks)
+{
+    if (rows < 1 || n < 0 || first < 0 || first > SR_SYNTH_MAX_INDEX - n)
+        return sr_error_set(SR_ERR_INVALID_ARG,
+                            "sr_synth_draw_ids: rows %lld, samples %lld from %lld: rows must "
+                            "be >= 1 and the samples within [0, 2^47)",
+                            (long long)rows, (long long)n, (long long)first);
+    if (dist != SR_ID_DIST_UNIFORM &&
+        (dist != SR_ID_DIST_ZIPF || !(zipf_s > 0.0 && zipf_s <= 100.0)))
+        return sr_error_set(SR_ERR_INVALID_ARG,
+                            "sr_synth_draw_ids: id distribution %d with exponent %g; HINT: "
+                            "uniform, or zipf with an exponent in (0, 100]",
+                            (int)dist, zipf_s);
+    struct sr_id_sampler m;
+    sr_id_sampler_init(&m, rows, seed, feature, dist, zipf_s);
+    const uint64_t stream = sr_synth_stream(SR_SYNTH_STREAM_RANK, feature);
+#pragma omp parallel for schedule(static) if (n > 65536)
+    for (int64_t i = 0; i < n; i++) {
+        const double u = sr_rng_uniform(seed, stream, (uint64_t)(first + i) << 16);
+        const int64_t k = sr_id_sampler_rank(&m, u);
+        ids[i] = sr_id_sampler_id(&m, k);
+        if (ranks)
+            ranks[i] = k;
+    }
+    return SR_OK;
+}
+
 int sr_id_dist_parse(const char *spec, enum sr_id_dist *dist, double *zipf_s)
 {
     if (!spec)

@@ -1,0 +1,728 @@
+/*
+ * `shardrec bench device`: what one device delivers to training, measured
+ * through the device ops only (the ops training calls), so that the planner's
+ * costs rest on this machine's numbers (include/shardrec/topology.h):
+ *
+ *   copy     sr_dev_copy of a large buffer within the device; bytes read +
+ *            bytes written per second (BENCH.md)
+ *   gather   the embedding forward (keep_ids = 1, as a training step runs
+ *            it): bags of one id, so every id reads one random row and writes
+ *            one pooled row; rows/s = ids/s
+ *   update   the embedding backward with fused SGD: the kept ids sorted,
+ *            duplicates merged into one gradient per row, each touched row
+ *            read and written once; rows/s = ids/s (duplicates included, as
+ *            gather counts them). Each launch is preceded by an untimed
+ *            forward that keeps its ids, as in training.
+ *   gemm     the dense ops' gemm, C (n, n) = A (n, n) B (n, n), per math mode
+ *            the device has (the CPU: fp32; CUDA: fp32, tf32, bf16, where bf16
+ *            includes rounding the operands, as training pays it); 2 n^3 FLOP
+ *
+ * Gather and update run at dims 16, 64 and 128 on ids drawn uniformly and
+ * from Zipf(1.05), by the synthetic generator's own sampler
+ * (sr_synth_draw_ids: the same law and rank -> row bijection as `train
+ * --id-dist zipf:1.05`). One table of E rows serves every dim (the first
+ * E x D floats of one buffer), so the rates differ by the row's bytes only.
+ * Launches take consecutive slices of a pool of ids several times larger
+ * than a launch, so rows come from memory, not from the last launch's cache.
+ * The Zipf hot share is the share of the pool's ids whose popularity rank is
+ * among the hottest 1% of rows (rank < E / 100).
+ *
+ * Timing, each figure (cli/bench_timer.h): a warm-up, then the median of
+ * several blocks of launches lasting about 0.2 s each (0.05 s with
+ * --quick), timed by device events on the ops' stream; an update launch
+ * follows an untimed forward, outside its events.
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#ifdef SR_USE_OMP
+#include <omp.h>
+#endif
+
+#include <cjson/cJSON.h>
+
+#include "shardrec/alloc.h"
+#include "shardrec/atomic_file.h" /* sr_output_path_check */
+#include "shardrec/comm.h"
+#include "shardrec/device.h"
+#include "shardrec/error.h"
+#include "shardrec/optim.h"
+#include "shardrec/synthetic.h"
+#include "shardrec/topology.h"
+#include "shardrec/train_config.h"
+#include "device/ops_dense.h"
+#include "device/ops_embedding.h"
+#include "bench_timer.h"
+#include "cli.h"
+
+#define CMD      "bench device"
+#define ZIPF_S   1.05
+#define IDS_SEED 1
+#define MAX_DIM  128
+
+static const char *const math_names[SR_TOPO_MATHS] = {"fp32", "tf32", "bf16"};
+static const char *const dist_names[SR_TOPO_SKEWS] = {"uniform", "zipf:1.05"};
+
+struct bd_opts {
+    enum sr_device_choice device;
+    const char *out;
+    int quick;
+    int maths[SR_TOPO_MATHS]; /* 1: measure this mode */
+    int maths_set;            /* --math given */
+};
+
+/* Sizes of the run, by device and --quick. */
+struct bd_sizes {
+    int64_t rows;      /* E of the table */
+    int64_t ids;       /* ids a launch (bags of one id) */
+    int64_t pool;      /* ids drawn, a multiple of ids: launches cycle through them */
+    size_t copy_bytes; /* the copy's size (read once, written once) */
+    int gemm_n;        /* n of the n x n x n GEMM */
+    double repeat_s;   /* a timed block lasts at least this */
+    int repeats;
+};
+
+/* The device, the sizes and the timer (whose stream every op runs on). */
+struct bd_ctx {
+    struct sr_device *dev;
+    sr_stream_t stream; /* timer.stream */
+    struct bd_sizes z;
+    struct cli_bench_timer timer;
+};
+
+/* What was measured, for the JSON file. */
+struct bd_results {
+    double memory_bytes, memory_gb_s;
+    double gather[SR_TOPO_SKEWS][SR_TOPO_DIMS], update[SR_TOPO_SKEWS][SR_TOPO_DIMS];
+    double hot_share[SR_TOPO_SKEWS];
+    double gemm_flop_s[SR_TOPO_MATHS];
+    int gemm_done[SR_TOPO_MATHS];
+    cJSON *rows; /* "measurements": one object per table row */
+};
+
+static void bench_device_help(void)
+{
+    printf("usage: shardrec bench device [--device auto|cpu|cuda] [--out FILE] [--quick]\n"
+           "                             [--math fp32,tf32,bf16]\n"
+           "\n"
+           "Measures, through the device ops that training calls, what the device `train`\n"
+           "would use delivers: copy bandwidth (bytes read + written per second), the\n"
+           "embedding forward's random-row gather and the embedding backward's SGD update\n"
+           "(rows/s, bags of one id) at dims 16, 64 and 128 on uniform and Zipf(1.05) ids\n"
+           "(as `train --id-dist zipf:1.05` draws them), the share of those Zipf ids that\n"
+           "the hottest 1%% of rows take, a GEMM's FLOP/s per math mode, and the memory\n"
+           "capacity. Each figure: a warm-up, then the median of several timed blocks of\n"
+           "about 0.2 s (0.05 s with --quick), timed with device events. One table row\n"
+           "per measurement; docs/user-guide.md, \"Measuring a device\".\n"
+           "\n"
+           "  --device auto|cpu|cuda where to measure: auto (default) takes a GPU (node-local\n"
+           "                         rank mod GPUs, as train) when one is visible, else the CPU;\n"
+           "                         cuda without a usable GPU is exit status 2\n"
+           "  --out FILE             also write the figures as a JSON topology file (written\n"
+           "                         atomically; the planner reads it: shardrec/topology.h)\n"
+           "  --quick                smaller table and blocks (seconds on a CPU; figures less\n"
+           "                         exact: a smoke run)\n"
+           "  --math LIST            GEMM math modes to time, comma-separated: fp32, tf32, bf16\n"
+           "                         (default: every mode of the device; the CPU has fp32 only)\n"
+           "\n"
+           "Exit status: 0 done; 1 the run failed (the file could not be written); 2 bad\n"
+           "flags, or a device or math mode this machine cannot run.\n");
+}
+
+/* ---- flags ----------------------------------------------------------------------- */
+
+static int parse_maths(const char *v, struct bd_opts *o)
+{
+    char buf[64];
+    if (strlen(v) >= sizeof buf || !*v)
+        return sr_error_set(SR_ERR_INVALID_ARG, "--math: '%s'; give fp32, tf32, bf16", v);
+    snprintf(buf, sizeof buf, "%s", v);
+    memset(o->maths, 0, sizeof o->maths);
+    char *save = NULL;
+    for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        int m = 0;
+        while (m < SR_TOPO_MATHS && strcmp(tok, math_names[m]) != 0)
+            m++;
+        if (m == SR_TOPO_MATHS)
+            return sr_error_set(SR_ERR_INVALID_ARG, "--math: '%s'; choose fp32, tf32, bf16", tok);
+        o->maths[m] = 1;
+    }
+    o->maths_set = 1;
+    return SR_OK;
+}
+
+static int apply_flag(struct bd_opts *o, const char *name, const char *v)
+{
+    if (!strcmp(name, "out")) {
+        o->out = v;
+        return *v ? SR_OK : cli_empty_path("out");
+    }
+    if (!strcmp(name, "math"))
+        return parse_maths(v, o);
+    /* --device */
+    if (!strcmp(v, "auto"))
+        o->device = SR_DEVICE_CHOICE_AUTO;
+    else if (!strcmp(v, "cpu"))
+        o->device = SR_DEVICE_CHOICE_CPU;
+    else if (!strcmp(v, "cuda"))
+        o->device = SR_DEVICE_CHOICE_CUDA;
+    else
+        return sr_error_set(SR_ERR_INVALID_ARG, "--device: '%s'; choose auto, cpu or cuda", v);
+    return SR_OK;
+}
+
+/* "--name value" or "--name=value"; --quick takes none. Prints the error;
+ * returns 0, CLI_EXIT_USAGE, or -1 for --help. */
+static int bench_device_parse(int argc, char **argv, struct bd_opts *o)
+{
+    for (int i = 1; i < argc; i++) {
+        const char *arg = argv[i];
+        if (!strcmp(arg, "--help") || !strcmp(arg, "-h"))
+            return -1;
+        if (!strcmp(arg, "--quick")) {
+            o->quick = 1;
+            continue;
+        }
+        if (strncmp(arg, "--", 2) != 0) {
+            cli_error(CMD, "unexpected argument '%s'; HINT: shardrec bench device --help", arg);
+            return CLI_EXIT_USAGE;
+        }
+        char name[64];
+        const char *eq = strchr(arg, '='), *value = eq ? eq + 1 : NULL;
+        size_t len = eq ? (size_t)(eq - arg - 2) : strlen(arg + 2);
+        snprintf(name, sizeof name, "%.*s", (int)(len < sizeof name ? len : sizeof name - 1),
+                 arg + 2);
+        if (strcmp(name, "device") && strcmp(name, "out") && strcmp(name, "math")) {
+            cli_error(CMD, "unknown flag --%s; HINT: shardrec bench device --help", name);
+            return CLI_EXIT_USAGE;
+        }
+        if (!value && i + 1 < argc && strncmp(argv[i + 1], "--", 2) != 0)
+            value = argv[++i];
+        if (!value) {
+            cli_error(CMD, "--%s needs a value; HINT: shardrec bench device --help", name);
+            return CLI_EXIT_USAGE;
+        }
+        if (apply_flag(o, name, value)) {
+            cli_error(CMD, "%s", sr_error_message());
+            return CLI_EXIT_USAGE;
+        }
+    }
+    return 0;
+}
+
+/* ---- the device ------------------------------------------------------------------- */
+
+/* --device as `train` chooses (src/train/trainer_device.c), and --math
+ * against what it computes: every mode of the device when not given. */
+static int select_device(struct bd_opts *o, struct sr_device **dev)
+{
+    *dev = sr_device_cpu();
+    if (o->device != SR_DEVICE_CHOICE_CPU) {
+        struct sr_device *gpu = NULL;
+        int n = sr_device_count(SR_DEVICE_CUDA);
+        if (n > 0)
+            gpu = sr_device_get(SR_DEVICE_CUDA, sr_comm_launch_local_rank(0) % n);
+        else if (o->device == SR_DEVICE_CHOICE_CUDA)
+            sr_device_get(SR_DEVICE_CUDA, 0); /* for its message: what is missing */
+        if (!gpu && o->device == SR_DEVICE_CHOICE_CUDA)
+            return sr_error_set(SR_ERR_UNSUPPORTED, "--device cuda: %s", sr_error_message());
+        sr_error_clear();
+        if (gpu)
+            *dev = gpu;
+    }
+    const int cuda = (*dev)->kind == SR_DEVICE_CUDA;
+    for (int m = 0; m < SR_TOPO_MATHS; m++) {
+        if (!o->maths_set)
+            o->maths[m] = m == SR_MATH_FP32 || cuda;
+        else if (o->maths[m] && m != SR_MATH_FP32 && !cuda)
+            return sr_error_set(SR_ERR_UNSUPPORTED,
+                                "--math %s needs a CUDA device; the CPU computes in fp32 only "
+                                "(HINT: --math fp32, or --device cuda on a machine with a GPU)",
+                                math_names[m]);
+    }
+    return SR_OK;
+}
+
+/* The sizes: a GPU gets a table of 4M rows (2 GiB at dim 128) and launches
+ * of 1M ids; the CPU 2M rows (1 GiB at dim 128: 4x a 32 MiB L3 at dim 16)
+ * and launches of 64Ki ids, halved while the table would take more than a
+ * quarter of the host's memory. --quick: 1/4 to 1/8 of those. */
+static struct bd_sizes sizes_for(const struct sr_device *dev, int quick)
+{
+    const int gpu = dev->kind == SR_DEVICE_CUDA;
+    struct bd_sizes z = {
+        .rows = gpu ? (int64_t)4 << 20 : (int64_t)2 << 20,
+        .ids = gpu ? (int64_t)1 << 20 : (int64_t)1 << 16,
+        .pool = gpu ? (int64_t)8 << 20 : (int64_t)2 << 20,
+        .copy_bytes = gpu ? (size_t)2 << 30 : (size_t)256 << 20,
+        .gemm_n = gpu ? 4096 : 1024,
+        .repeat_s = 0.2,
+        .repeats = 5,
+    };
+    if (quick) {
+        z.rows /= gpu ? 4 : 8;
+        z.ids /= 4;
+        z.pool /= gpu ? 4 : 8;
+        z.copy_bytes /= 4;
+        z.gemm_n /= 2;
+        z.repeat_s = 0.05;
+        z.repeats = 3;
+    }
+    const double host = (double)sr_machine_memory();
+    while (!gpu && z.rows > ((int64_t)1 << 16) && (double)z.rows * MAX_DIM * 4 > host / 4)
+        z.rows /= 2;
+    return z;
+}
+
+static void ctx_init(struct bd_ctx *c, struct sr_device *dev, int quick)
+{
+    memset(c, 0, sizeof *c);
+    c->dev = dev;
+    c->z = sizes_for(dev, quick);
+    cli_bench_timer_init(&c->timer, dev, c->z.repeat_s, c->z.repeats);
+    c->stream = c->timer.stream;
+}
+
+/* ---- table rows ----------------------------------------------------------------------- */
+
+static void print_header(const struct bd_ctx *c, const struct bd_results *res)
+{
+    char mem[32];
+    const struct bd_sizes *z = &c->z;
+    printf("# shardrec bench device\n");
+    if (c->dev->kind == SR_DEVICE_CPU) {
+        int threads = 1;
+#ifdef SR_USE_OMP
+        threads = omp_get_max_threads();
+#endif
+        printf("# device      cpu (%d thread%s)\n", threads, threads == 1 ? "" : "s");
+    } else {
+        printf("# device      %s\n", c->dev->name);
+    }
+    printf("# memory      %s (%s)\n", sr_format_bytes(mem, sizeof mem, res->memory_bytes),
+           c->dev->kind == SR_DEVICE_CPU ? "the host's physical memory" : "device memory");
+    printf("# embedding   one table of %lld rows (dims 16, 64, 128: its first rows x dim "
+           "floats); bags of 1 id, %lld ids a launch from a pool of %lld\n",
+           (long long)z->rows, (long long)z->ids, (long long)z->pool);
+    printf("# timing      warm-up, then the median of %d blocks of ~%.2f s (device events)\n",
+           z->repeats, z->repeat_s);
+    printf("#\n# %-20s %4s  %-10s %9s %12s  %s\n", "measurement", "dim", "ids", "launches",
+           "ms/launch", "rate");
+    fflush(stdout);
+}
+
+/* One table row, and its object in res->rows. `rate` in `unit`; the table
+ * shows it scaled by `shown` (e.g. 1e-6 for M rows/s) with `shown_unit`. */
+struct bd_row {
+    const char *name;
+    int dim;          /* 0: none */
+    const char *ids;  /* NULL: none */
+    int64_t launches; /* 0: none */
+    double seconds;   /* per launch; 0: none */
+    double rate;
+    const char *unit;
+    double shown;
+    const char *shown_unit;
+    int64_t table_rows, ids_drawn; /* the embedding rows' table and id pool; 0: none */
+};
+
+static void add_row(struct bd_results *res, const struct bd_row *r)
+{
+    char dim[8] = "-", ms[24] = "-", launches[24] = "-";
+    if (r->dim)
+        snprintf(dim, sizeof dim, "%d", r->dim);
+    if (r->seconds > 0)
+        snprintf(ms, sizeof ms, "%.4f", r->seconds * 1e3);
+    if (r->launches)
+        snprintf(launches, sizeof launches, "%lld", (long long)r->launches);
+    printf("  %-20s %4s  %-10s %9s %12s  %.4g %s\n", r->name, dim, r->ids ? r->ids : "-", launches,
+           ms, r->rate * r->shown, r->shown_unit);
+    fflush(stdout);
+    cJSON *m = cJSON_CreateObject();
+    cJSON_AddStringToObject(m, "measurement", r->name);
+    if (r->dim)
+        cJSON_AddNumberToObject(m, "dim", r->dim);
+    if (r->ids)
+        cJSON_AddStringToObject(m, "ids", r->ids);
+    if (r->launches)
+        cJSON_AddNumberToObject(m, "launches", (double)r->launches);
+    if (r->seconds > 0)
+        cJSON_AddNumberToObject(m, "time_us", round(r->seconds * 1e9) / 1e3);
+    if (r->table_rows)
+        cJSON_AddNumberToObject(m, "table_rows", (double)r->table_rows);
+    if (r->ids_drawn)
+        cJSON_AddNumberToObject(m, "ids_drawn", (double)r->ids_drawn);
+    cJSON_AddNumberToObject(m, "rate", r->rate);
+    cJSON_AddStringToObject(m, "unit", r->unit);
+    cJSON_AddItemToArray(res->rows, m);
+}
+
+/* ---- copy and GEMM ---------------------------------------------------------------------- */
+
+struct bd_copy {
+    struct bd_ctx *c;
+    void *dst, *src;
+    size_t bytes;
+};
+
+static void copy_launch(void *arg, int64_t i)
+{
+    struct bd_copy *a = arg;
+    sr_dev_copy(a->c->dev, a->dst, a->src, a->bytes, a->c->stream);
+}
+
+static void measure_copy(struct bd_ctx *c, struct bd_results *res)
+{
+    struct sr_device *dev = c->dev;
+    struct bd_copy a = {c, NULL, NULL, c->z.copy_bytes};
+    a.src = sr_dev_alloc_named(dev, a.bytes, "bench device copy source");
+    a.dst = sr_dev_alloc_named(dev, a.bytes, "bench device copy destination");
+    sr_op_emb_fill(dev, a.src, (int64_t)(a.bytes / 4), 1.0f, c->stream);
+    sr_dev_memset(dev, a.dst, 0, a.bytes, c->stream);
+    const struct cli_timed_op t = {copy_launch, NULL, &a};
+    int64_t k;
+    const double s = cli_bench_timer_figure(&c->timer, &t, &k);
+    res->memory_gb_s = 2.0 * (double)a.bytes / s * 1e-9;
+    char name[32], size[32];
+    snprintf(name, sizeof name, "copy %s", sr_format_bytes(size, sizeof size, (double)a.bytes));
+    add_row(res, &(struct bd_row){.name = name,
+                                  .launches = k,
+                                  .seconds = s,
+                                  .rate = res->memory_gb_s,
+                                  .unit = "GB/s",
+                                  .shown = 1,
+                                  .shown_unit = "GB/s"});
+    sr_dev_sync(dev, c->stream);
+    sr_dev_free(dev, a.src);
+    sr_dev_free(dev, a.dst);
+}
+
+struct bd_gemm {
+    struct bd_ctx *c;
+    float *a, *b, *out;
+    int n;
+};
+
+static void gemm_launch(void *arg, int64_t i)
+{
+    struct bd_gemm *g = arg;
+    sr_op_dense_gemm(g->c->dev, g->c->stream, SR_NO_TRANS, SR_NO_TRANS, g->n, g->n, g->n, 1.0f,
+                     g->a, g->n, g->b, g->n, 0.0f, g->out, g->n);
+}
+
+/* A, B uniform in [-1, 1) (the embedding init op); each math mode asked for. */
+static void measure_gemm(struct bd_ctx *c, const struct bd_opts *o, struct bd_results *res)
+{
+    struct sr_device *dev = c->dev;
+    const int n = c->z.gemm_n;
+    const size_t bytes = (size_t)n * n * sizeof(float);
+    struct bd_gemm g = {c, sr_dev_alloc_named(dev, bytes, "bench device GEMM A"),
+                        sr_dev_alloc_named(dev, bytes, "bench device GEMM B"),
+                        sr_dev_alloc_named(dev, bytes, "bench device GEMM C"), n};
+    sr_op_emb_init_uniform(dev, g.a, n, n, 0, IDS_SEED, 1, -1.0, 1.0, c->stream);
+    sr_op_emb_init_uniform(dev, g.b, n, n, 0, IDS_SEED, 2, -1.0, 1.0, c->stream);
+    const enum sr_math saved = dev->math;
+    for (int m = 0; m < SR_TOPO_MATHS; m++) {
+        if (!o->maths[m])
+            continue;
+        dev->math = (enum sr_math)m;
+        const struct cli_timed_op t = {gemm_launch, NULL, &g};
+        int64_t k;
+        const double s = cli_bench_timer_figure(&c->timer, &t, &k);
+        res->gemm_flop_s[m] = 2.0 * (double)n * n * n / s;
+        res->gemm_done[m] = 1;
+        char name[40];
+        snprintf(name, sizeof name, "gemm %s %d^3", math_names[m], n);
+        add_row(res, &(struct bd_row){.name = name,
+                                      .launches = k,
+                                      .seconds = s,
+                                      .rate = res->gemm_flop_s[m] * 1e-12,
+                                      .unit = "TFLOP/s",
+                                      .shown = 1,
+                                      .shown_unit = "TFLOP/s"});
+    }
+    sr_dev_sync(dev, c->stream);
+    dev->math = saved;
+    sr_dev_free(dev, g.a);
+    sr_dev_free(dev, g.b);
+    sr_dev_free(dev, g.out);
+}
+
+/* ---- embedding gather and update ---------------------------------------------------------- */
+
+/* One table, one feature with bags of one id, on the device. */
+struct bd_emb {
+    struct bd_ctx *c;
+    struct sr_emb_table table;
+    struct sr_emb_feature feature;
+    struct sr_emb_layout layout;
+    struct sr_emb_batch batch;
+    struct sr_emb_update update;
+    int64_t feature_pos[1], table_pos[2];
+    float *weight;           /* (E, MAX_DIM) device: (E, D) views of its start */
+    int64_t *offsets;        /* (N + 1) device: bag b is id b */
+    int64_t *pool;           /* (pool) device, the ids launches cycle through */
+    float *pooled, *dpooled; /* (N, MAX_DIM) device */
+    void *workspace;         /* the layout's, for the current dim */
+    int64_t slices;          /* pool / N */
+};
+
+static void emb_init(struct bd_emb *e, struct bd_ctx *c)
+{
+    struct sr_device *dev = c->dev;
+    const struct bd_sizes *z = &c->z;
+    memset(e, 0, sizeof *e);
+    e->c = c;
+    e->slices = z->pool / z->ids;
+    e->weight = sr_dev_alloc_named(dev, (size_t)z->rows * MAX_DIM * 4, "bench device table");
+    e->offsets = sr_dev_alloc_named(dev, (size_t)(z->ids + 1) * 8, "bench device offsets");
+    e->pool = sr_dev_alloc_named(dev, (size_t)z->pool * 8, "bench device ids");
+    e->pooled = sr_dev_alloc_named(dev, (size_t)z->ids * MAX_DIM * 4, "bench device pooled");
+    e->dpooled = sr_dev_alloc_named(dev, (size_t)z->ids * MAX_DIM * 4, "bench device dpooled");
+    sr_op_emb_fill(dev, e->weight, z->rows * MAX_DIM, 0.01f, c->stream);
+    sr_op_emb_fill(dev, e->dpooled, z->ids * MAX_DIM, 1e-3f, c->stream);
+    int64_t *offsets = sr_dev_alloc_host(dev, (size_t)(z->ids + 1) * 8);
+    for (int64_t b = 0; b <= z->ids; b++)
+        offsets[b] = b;
+    sr_dev_copy(dev, e->offsets, offsets, (size_t)(z->ids + 1) * 8, c->stream);
+    sr_dev_sync(dev, c->stream);
+    sr_dev_free_host(dev, offsets);
+    e->table_pos[1] = z->ids;
+    e->update = (struct sr_emb_update){
+        .optim = sr_optim_config_default(SR_OPTIM_SGD), .lr = 1e-6f, .step = 1};
+}
+
+static void emb_free(struct bd_emb *e)
+{
+    struct sr_device *dev = e->c->dev;
+    sr_dev_sync(dev, e->c->stream);
+    sr_dev_free(dev, e->weight);
+    sr_dev_free(dev, e->offsets);
+    sr_dev_free(dev, e->pool);
+    sr_dev_free(dev, e->pooled);
+    sr_dev_free(dev, e->dpooled);
+}
+
+/* The layout and workspace for dim D (the previous workspace freed). */
+static void emb_set_dim(struct bd_emb *e, int D)
+{
+    struct sr_device *dev = e->c->dev;
+    const int64_t N = e->c->z.ids;
+    if (e->workspace) {
+        sr_dev_sync(dev, e->c->stream);
+        sr_dev_free(dev, e->workspace);
+    }
+    e->table = (struct sr_emb_table){.weight = e->weight, .rows = e->c->z.rows, .dim = D};
+    e->feature = (struct sr_emb_feature){.table = 0, .col = 0, .mean = 0};
+    e->layout = (struct sr_emb_layout){.num_tables = 1,
+                                       .tables = &e->table,
+                                       .num_features = 1,
+                                       .features = &e->feature,
+                                       .out_dim = D,
+                                       .max_dim = D,
+                                       .max_batch = (int)N,
+                                       .max_values = N,
+                                       .optim = SR_OPTIM_SGD};
+    e->workspace = sr_dev_alloc_named(dev, sr_op_emb_workspace_bytes(dev, &e->layout),
+                                      "bench device embedding workspace");
+    sr_op_emb_workspace_init(dev, &e->layout, e->workspace);
+    sr_dev_sync(dev, NULL); /* workspace_init runs on the default stream */
+}
+
+/* Launch i's batch: slice i mod slices of the pool. */
+static void emb_point(struct bd_emb *e, int64_t i)
+{
+    const int64_t N = e->c->z.ids;
+    e->batch = (struct sr_emb_batch){.batch = (int)N,
+                                     .num_values = N,
+                                     .offsets = e->offsets,
+                                     .values = e->pool + (i % e->slices) * N,
+                                     .weights = NULL,
+                                     .feature_pos = e->feature_pos,
+                                     .table_pos = e->table_pos};
+}
+
+static void gather_launch(void *arg, int64_t i)
+{
+    struct bd_emb *e = arg;
+    emb_point(e, i);
+    sr_op_emb_forward(e->c->dev, &e->layout, &e->batch, 1, e->pooled, e->workspace, e->c->stream);
+}
+
+static void update_launch(void *arg, int64_t i)
+{
+    struct bd_emb *e = arg;
+    emb_point(e, i);
+    sr_op_emb_backward(e->c->dev, &e->layout, &e->batch, e->dpooled, &e->update, e->workspace,
+                       e->c->stream);
+}
+
+/* Draw the pool (training's sampler, feature 0, samples 0 ..) through host
+ * memory in chunks; returns the share of its ids of popularity rank below
+ * E / 100 (at least rank 0): the hottest 1% of rows. */
+static double draw_pool(struct bd_emb *e, enum sr_id_dist dist)
+{
+    struct bd_ctx *c = e->c;
+    const int64_t P = c->z.pool, E = c->z.rows, hot_ranks = E / 100 > 0 ? E / 100 : 1;
+    const int64_t chunk = P < ((int64_t)1 << 20) ? P : (int64_t)1 << 20;
+    int64_t *ids = sr_dev_alloc_host(c->dev, (size_t)chunk * 8);
+    int64_t *ranks = sr_malloc((size_t)chunk * 8), hot = 0;
+    for (int64_t at = 0; at < P; at += chunk) {
+        const int64_t n = P - at < chunk ? P - at : chunk;
+        int rc = sr_synth_draw_ids(E, IDS_SEED, 0, dist, dist ? ZIPF_S : 0, at, n, ids, ranks);
+        SR_ASSERT(rc == SR_OK); /* sizes and law fixed above */
+        for (int64_t i = 0; i < n; i++)
+            hot += ranks[i] < hot_ranks;
+        sr_dev_copy(c->dev, e->pool + at, ids, (size_t)n * 8, c->stream);
+        sr_dev_sync(c->dev, c->stream); /* before the host buffer is refilled */
+    }
+    sr_dev_free_host(c->dev, ids);
+    sr_free(ranks);
+    return (double)hot / (double)P;
+}
+
+/* Gather and update at every dim on one pool of ids. */
+static void measure_dist(struct bd_emb *e, enum sr_id_dist dist, struct bd_results *res)
+{
+    const int64_t E = e->c->z.rows;
+    res->hot_share[dist] = draw_pool(e, dist);
+    for (int d = 0; d < SR_TOPO_DIMS; d++) {
+        const int D = sr_topology_dims[d];
+        emb_set_dim(e, D);
+        const struct cli_timed_op gather = {gather_launch, NULL, e};
+        const struct cli_timed_op update = {update_launch, gather_launch, e};
+        const double ids = (double)e->c->z.ids;
+        int64_t k;
+        double s = cli_bench_timer_figure(&e->c->timer, &gather, &k);
+        res->gather[dist][d] = ids / s;
+        add_row(res, &(struct bd_row){.name = "gather",
+                                      .dim = D,
+                                      .ids = dist_names[dist],
+                                      .launches = k,
+                                      .seconds = s,
+                                      .rate = ids / s,
+                                      .unit = "rows/s",
+                                      .shown = 1e-6,
+                                      .shown_unit = "M rows/s",
+                                      .table_rows = E});
+        s = cli_bench_timer_figure(&e->c->timer, &update, &k);
+        res->update[dist][d] = ids / s;
+        add_row(res, &(struct bd_row){.name = "update (sgd)",
+                                      .dim = D,
+                                      .ids = dist_names[dist],
+                                      .launches = k,
+                                      .seconds = s,
+                                      .rate = ids / s,
+                                      .unit = "rows/s",
+                                      .shown = 1e-6,
+                                      .shown_unit = "M rows/s",
+                                      .table_rows = E});
+    }
+    add_row(res, &(struct bd_row){.name = "hot share (top 1%)",
+                                  .ids = dist_names[dist],
+                                  .rate = res->hot_share[dist],
+                                  .unit = "share",
+                                  .shown = 1,
+                                  .shown_unit = "of ids",
+                                  .table_rows = E,
+                                  .ids_drawn = e->c->z.pool});
+}
+
+static void measure_embedding(struct bd_ctx *c, struct bd_results *res)
+{
+    struct bd_emb e;
+    emb_init(&e, c);
+    measure_dist(&e, SR_ID_DIST_UNIFORM, res);
+    measure_dist(&e, SR_ID_DIST_ZIPF, res);
+    sr_dev_sync(c->dev, c->stream);
+    sr_dev_free(c->dev, e.workspace);
+    emb_free(&e);
+}
+
+/* ---- the topology file ------------------------------------------------------------------- */
+
+static cJSON *rates_json(const double rates[SR_TOPO_SKEWS][SR_TOPO_DIMS])
+{
+    static const char *const skews[SR_TOPO_SKEWS] = {"uniform", "zipf"};
+    cJSON *o = cJSON_CreateObject();
+    for (int s = 0; s < SR_TOPO_SKEWS; s++) {
+        cJSON *a = cJSON_AddArrayToObject(o, skews[s]);
+        for (int d = 0; d < SR_TOPO_DIMS; d++)
+            cJSON_AddItemToArray(a, cJSON_CreateNumber(round(rates[s][d])));
+    }
+    return o;
+}
+
+/* topology.h's keys for what this run measured, plus its rows. */
+static cJSON *topology_json(const struct sr_device *dev, struct bd_results *res)
+{
+    cJSON *root = cJSON_CreateObject();
+    cJSON_AddStringToObject(root, "source", "shardrec bench device");
+    cJSON_AddStringToObject(root, "device", dev->kind == SR_DEVICE_CPU ? "cpu" : "cuda");
+    cJSON_AddNumberToObject(root, "memory_bytes", res->memory_bytes);
+    cJSON_AddNumberToObject(root, "memory_gb_s", round(res->memory_gb_s * 1e6) / 1e6);
+    cJSON_AddItemToObject(root, "gather_rows_s", rates_json(res->gather));
+    cJSON_AddItemToObject(root, "update_rows_s", rates_json(res->update));
+    cJSON_AddNumberToObject(root, "zipf_hot_share",
+                            round(res->hot_share[SR_ID_DIST_ZIPF] * 1e6) / 1e6);
+    cJSON *gemm = cJSON_AddObjectToObject(root, "gemm_tflop_s");
+    for (int m = 0; m < SR_TOPO_MATHS; m++)
+        if (res->gemm_done[m])
+            cJSON_AddNumberToObject(gemm, math_names[m],
+                                    round(res->gemm_flop_s[m] * 1e-12 * 1e6) / 1e6);
+    cJSON_AddItemToObject(root, "measurements", res->rows);
+    res->rows = NULL;
+    return root;
+}
+
+/* ---- the run -------------------------------------------------------------------------------- */
+
+static int run(const struct bd_opts *o, struct sr_device *dev)
+{
+    struct bd_ctx c;
+    struct bd_results res = {0};
+    ctx_init(&c, dev, o->quick);
+    res.rows = cJSON_CreateArray();
+    res.memory_bytes = dev->memory_bytes ? (double)dev->memory_bytes : (double)sr_machine_memory();
+    print_header(&c, &res);
+    add_row(&res, &(struct bd_row){.name = "memory capacity",
+                                   .rate = res.memory_bytes,
+                                   .unit = "bytes",
+                                   .shown = 1.0 / (1 << 30),
+                                   .shown_unit = "GiB"});
+    measure_copy(&c, &res);
+    measure_embedding(&c, &res);
+    measure_gemm(&c, o, &res);
+    int rc = o->out ? cli_bench_write_json(o->out, topology_json(dev, &res)) : SR_OK;
+    cJSON_Delete(res.rows);
+    cli_bench_timer_free(&c.timer);
+    return rc;
+}
+
+int cli_bench_device(int argc, char **argv)
+{
+    struct bd_opts o = {.device = SR_DEVICE_CHOICE_AUTO};
+    int rc = bench_device_parse(argc, argv, &o);
+    if (rc < 0) {
+        bench_device_help();
+        return 0;
+    }
+    if (rc)
+        return rc;
+    /* before any work, so a typo never costs a run */
+    if (o.out && sr_output_path_check(o.out, "--out", SR_OUTPUT_ATOMIC)) {
+        cli_error(CMD, "%s", sr_error_message());
+        return CLI_EXIT_USAGE;
+    }
+    struct sr_device *dev = NULL;
+    if ((rc = select_device(&o, &dev))) {
+        cli_error(CMD, "%s", sr_error_message());
+        return cli_exit_status(rc);
+    }
+    rc = run(&o, dev);
+    if (rc)
+        cli_error(CMD, "%s", sr_error_message());
+    return rc ? CLI_EXIT_FAIL : 0;
+}
