@@ -18,6 +18,8 @@ int cli_train(int argc, char **argv);
 int cli_gen(int argc, char **argv);
 int cli_convert(int argc, char **argv);
 int cli_bench(int argc, char **argv); /* `bench comm`: cli/cmd_bench.c */
+int cli_inspect(int argc, char **argv); /* cli/cmd_inspect.c */
+int cli_export(int argc, char **argv);  /* cli/cmd_inspect.c */
 
 /* Apply one job flag (--steps, --table-rows, ...) given without its leading
  * dashes. Returns SR_OK, an error status with a message, or 1 when the flag is

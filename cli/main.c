@@ -11,9 +11,11 @@ static void usage(FILE *f)
                "  train    train a DLRM (default: the built-in synthetic job)\n"
                "  gen      write synthetic data as Criteo TSV\n"
                "  convert  turn Criteo TSV into the binary format\n"
-               "  bench    measure the machine: `bench comm` times the collectives\n\n"
+               "  bench    measure the machine: `bench comm` times the collectives\n"
+               "  inspect  verify a checkpoint and print what it holds\n"
+               "  export   write a checkpoint's model as one weights file\n\n"
                "`shardrec <command> --help` lists a command's flags.\n"
-               "Not built yet: plan, eval, inspect.\n");
+               "Not built yet: plan, eval.\n");
 }
 
 int main(int argc, char **argv)
@@ -30,7 +32,11 @@ int main(int argc, char **argv)
         return cli_convert(argc - 1, argv + 1);
     if (strcmp(argv[1], "bench") == 0)
         return cli_bench(argc - 1, argv + 1);
-    if (!strcmp(argv[1], "plan") || !strcmp(argv[1], "eval") || !strcmp(argv[1], "inspect")) {
+    if (strcmp(argv[1], "inspect") == 0)
+        return cli_inspect(argc - 1, argv + 1);
+    if (strcmp(argv[1], "export") == 0)
+        return cli_export(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "plan") || !strcmp(argv[1], "eval")) {
         fprintf(stderr, "shardrec %s: not built yet in this version\n", argv[1]);
         return CLI_EXIT_USAGE;
     }
