@@ -23,7 +23,7 @@
 # nodes (dp, tw, rw, cw, twrw) -> 3 ranks rw; 2 ranks rw -> the mixed plan.
 # A resharded resume says "(resharded)" in its log line. Then the refusals
 # (exit status 2): a checkpoint of another table shape, the table named;
-# another global batch.
+# another embedding optimizer; another global batch.
 # Exit 0 pass, 77 skipped (no MPI or no python3), else fail.
 . "$(dirname "$0")/lib.sh"
 bin=$sr_shardrec
@@ -134,7 +134,7 @@ reshard_case mixed4-rw3 adagrad 4 "--plan $tmp/mixed4.json" 2 3 "--sharding rw" 
 reshard_case rw2-mixed4 adagrad 2 "--sharding rw" "" 4 "--plan $tmp/mixed4.json" 2
 unset SR_RANKS_PER_NODE
 
-# refusals: another table shape (the table named), another global batch
+# refusals: another table shape (the table named), optimizer, global batch
 expect2() { # NAME PATTERN ARGS...
     name=$1 pat=$2
     shift 2
@@ -146,6 +146,8 @@ expect2() { # NAME PATTERN ARGS...
 ck="$tmp/tw4-rw3/ck/step-0000000$K"
 expect2 other-rows "table 't3' is 333 rows x 8 in the checkpoint, 334 x 8" \
     --table-rows 1,7,50,334,1000,5 --emb-optimizer adagrad --steps 8 --resume "$ck"
+expect2 other-optimizer "another --emb-optimizer" \
+    --table-rows $ROWS --emb-optimizer sgd --steps 8 --resume "$ck"
 expect2 other-global-batch "global batch of 48 samples" \
     --table-rows $ROWS --emb-optimizer adagrad --global-batch-size 24 --steps 8 --resume "$ck"
 
