@@ -24,6 +24,8 @@ int cli_plan(int argc, char **argv);         /* cli/cmd_plan.c */
  * SR_ERR_IO with a message naming the path when it cannot (cli/cmd_bench.c). */
 struct cJSON;
 int cli_bench_write_json(const char *path, struct cJSON *root);
+int cli_inspect(int argc, char **argv);      /* cli/cmd_inspect.c */
+int cli_export(int argc, char **argv);       /* cli/cmd_inspect.c */
 
 /* Apply one job flag (--steps, --table-rows, ...) given without its leading
  * dashes. Returns SR_OK, an error status with a message, or 1 when the flag is

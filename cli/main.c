@@ -13,9 +13,11 @@ static void usage(FILE *f)
                "  convert  turn Criteo TSV into the binary format\n"
                "  plan     choose a sharding plan for a job on a topology, with its predicted cost\n"
                "  bench    measure the machine: `bench comm` times the collectives, `bench device`\n"
-               "           the device (copy, embedding gather and update, GEMM)\n\n"
+               "           the device (copy, embedding gather and update, GEMM)\n"
+               "  inspect  verify a checkpoint and print what it holds\n"
+               "  export   write a checkpoint's model as one weights file\n\n"
                "`shardrec <command> --help` lists a command's flags.\n"
-               "Not built yet: eval, inspect.\n");
+               "Not built yet: eval.\n");
 }
 
 int main(int argc, char **argv)
@@ -34,7 +36,11 @@ int main(int argc, char **argv)
         return cli_bench(argc - 1, argv + 1);
     if (strcmp(argv[1], "plan") == 0)
         return cli_plan(argc - 1, argv + 1);
-    if (!strcmp(argv[1], "eval") || !strcmp(argv[1], "inspect")) {
+    if (strcmp(argv[1], "inspect") == 0)
+        return cli_inspect(argc - 1, argv + 1);
+    if (strcmp(argv[1], "export") == 0)
+        return cli_export(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "eval")) {
         fprintf(stderr, "shardrec %s: not built yet in this version\n", argv[1]);
         return CLI_EXIT_USAGE;
     }

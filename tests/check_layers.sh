@@ -55,6 +55,7 @@ dense_optim model
 dlrm model
 lr_schedule model
 metrics train
+checkpoint train
 train_config train
 trainer train
 weights_io train

@@ -17,6 +17,8 @@
 #ifndef SHARDREC_WEIGHTS_IO_H
 #define SHARDREC_WEIGHTS_IO_H
 
+#include <stdint.h>
+
 struct sr_dlrm;
 struct sr_ebc;
 struct sr_ebc_config;
@@ -44,5 +46,25 @@ int sr_weights_save_tables(const char *path, const struct sr_dlrm *m,
                            const struct sr_ebc_config *ec, float *const *tables);
 int sr_weights_load_tables(const char *path, struct sr_dlrm *m, const struct sr_ebc_config *ec,
                            float *const *tables);
+
+/* One block of a table this rank holds under a plan: rows [row_offset,
+ * +rows) and columns [col_offset, +cols) of table `table`, at `weight`
+ * ((rows, cols) row-major, m's device). */
+struct sr_weights_shard {
+    int table;
+    int64_t row_offset, rows;
+    int col_offset, cols;
+    float *weight;
+};
+
+/* As sr_weights_load_tables for a sharded model, per rank and without a
+ * gather: the file must hold exactly the whole model's tensors and shapes
+ * (emb.TABLE.weight [rows, D] whole, the --save-weights format), and each
+ * rank copies the dense parameters and only its blocks of each table (the
+ * file is mapped: the other rows are not read). Finite values are checked
+ * for the dense tensors and this rank's blocks; nothing is copied until all
+ * of them hold. Not collective: the caller makes the ranks agree. */
+int sr_weights_load_shards(const char *path, struct sr_dlrm *m, const struct sr_ebc_config *ec,
+                           const struct sr_weights_shard *shards, int n_shards);
 
 #endif

@@ -1,6 +1,7 @@
 /*
  * Checkpoints: write and read back the whole training state at a step, so a
- * run stopped there continues bit for bit (same world size and plan).
+ * run stopped there continues bit for bit at the same world size and plan,
+ * and on the same trajectory under another (checkpoint_reshard.c).
  *
  *   DIR/step-NNNNNNNN/
  *     rank-RRRRR.safetensors  every rank: its table shards and their optimizer
@@ -12,7 +13,11 @@
  *                             m then v; absent for SGD)
  *     manifest.json           rank 0, LAST: step, world size, plan and settings
  *                             hashes, seed, data position, the lr schedule's
- *                             position, each file's size and FNV-1a 64 checksum
+ *                             position, each file's size and FNV-1a 64 checksum;
+ *                             and (version 2) the global batch, the optimizers,
+ *                             the tables, the plan itself and the dense tensors
+ *                             (checkpoint_format.c), so that --resume can
+ *                             reshard it and `shardrec inspect`/`export` read it
  *
  * Every file is written atomically (atomic_file.h), so a directory without a
  * valid manifest is an incomplete checkpoint: --resume without a path skips
@@ -45,13 +50,13 @@
 #include "shardrec/rng.h"
 #include "shardrec/safetensors.h"
 #include "train/checkpoint.h"
+#include "train/checkpoint_format.h"
 #include "train/trainer_internal.h"
 
-#define FORMAT       "shardrec-checkpoint"
-#define MANIFEST     "manifest.json"
-#define DENSE_FILE   "dense.safetensors"
-#define NAME_CAP     (SR_NAME_MAX + 32)
-#define MANIFEST_MAX ((long)16 << 20)
+#define FORMAT     SR_CKPT_FORMAT
+#define MANIFEST   SR_CKPT_MANIFEST
+#define DENSE_FILE SR_CKPT_DENSE
+#define NAME_CAP   SR_CKPT_NAME_CAP
 
 /* The settings that decide the model and its training trajectory: a
  * checkpoint continues only a run that agrees on every one. */
@@ -87,16 +92,15 @@ int sr_checkpoint_check_config(const struct sr_train_config *cfg)
 static void shard_name(char *buf, const struct sr_trainer *t, const struct sr_sharded_ebc_shard *sh,
                        const char *what)
 {
-    const char *table = t->cfg->tables[sh->table].name;
-    if (sh->shard < 0)
-        snprintf(buf, NAME_CAP, "emb.%s.dp.%s", table, what);
-    else
-        snprintf(buf, NAME_CAP, "emb.%s.shard%d.%s", table, sh->shard, what);
+    sr_ckpt_shard_name(buf, t->cfg->tables[sh->table].name, sh->shard, what);
 }
 
 static void rank_file(char *buf, size_t cap, const char *dir, int rank)
 {
-    snprintf(buf, cap, "%s/rank-%05d.safetensors", dir, rank);
+    char name[32];
+    sr_ckpt_rank_file(name, sizeof name, rank);
+    if (snprintf(buf, cap, "%s/%s", dir, name) >= (int)cap)
+        buf[0] = 0; /* cannot happen: cap fits SR_PATH_MAX + the name */
 }
 
 int sr_checkpoint_file_checksum(const char *path, uint64_t *hash, uint64_t *bytes)
@@ -177,14 +181,44 @@ static int write_dense_file(struct sr_trainer *t, const char *path)
  * size, the dense file's (rank 0), and its seconds (as bits). */
 enum { R_RC, R_HASH, R_BYTES, R_DHASH, R_DBYTES, R_SECONDS, R_N };
 
+/* Version 2's model description: global batch, optimizers, tables, the
+ * plan, and the dense tensors inside dense.params (checkpoint_format.c). */
+static void write_model(struct sr_trainer *t, FILE *f)
+{
+    const struct sr_train_config *cfg = t->cfg;
+    char *plan = sr_plan_to_json(t->plan);
+    fprintf(f, "  \"global_batch\": %" PRId64 ",\n  \"optimizer\": \"%s\",\n"
+               "  \"emb_optimizer\": \"%s\",\n  \"tables\": [",
+            t->global_batch, sr_optim_kind_name(cfg->optimizer),
+            sr_optim_kind_name(cfg->emb_optimizer));
+    for (int k = 0; k < cfg->num_tables; k++)
+        fprintf(f, "%s\n    {\"name\": \"%s\", \"rows\": %" PRId64 ", \"dim\": %d}", k ? "," : "",
+                cfg->tables[k].name, cfg->tables[k].num_embeddings, cfg->tables[k].embedding_dim);
+    fprintf(f, "\n  ],\n  \"plan\": %s,\n  \"dense_tensors\": [", plan);
+    for (int i = 0; i < sr_dlrm_num_tensors(t->dlrm); i++) {
+        const char *name;
+        int ndim;
+        int64_t shape[2] = {0, 0};
+        float *data;
+        sr_dlrm_tensor(t->dlrm, i, &name, &ndim, shape, &data);
+        fprintf(f, "%s\n    {\"name\": \"%s\", \"shape\": [%" PRId64, i ? "," : "", name, shape[0]);
+        if (ndim == 2)
+            fprintf(f, ", %" PRId64, shape[1]);
+        fprintf(f, "], \"offset\": %zu}", sr_dlrm_tensor_offset(t->dlrm, i));
+    }
+    fprintf(f, "\n  ],\n");
+    sr_free(plan);
+}
+
 static void write_manifest_body(struct sr_trainer *t, FILE *f, int64_t step, const uint64_t *all)
 {
     const struct sr_train_config *cfg = t->cfg;
     uint64_t plan = t->plan ? sr_plan_hash(t->plan) : 0;
-    fprintf(f, "{\n  \"format\": \"%s\",\n  \"version\": 1,\n  \"step\": %" PRId64 ",\n", FORMAT,
-            step);
+    fprintf(f, "{\n  \"format\": \"%s\",\n  \"version\": %d,\n  \"step\": %" PRId64 ",\n", FORMAT,
+            SR_CKPT_VERSION, step);
     fprintf(f, "  \"world_size\": %d,\n  \"plan_hash\": \"%016" PRIx64 "\",\n", t->world_size,
             plan);
+    write_model(t, f);
     fprintf(f, "  \"settings\": {");
     for (int k = 0; k < N_TRAJECTORY; k++)
         fprintf(f, "%s\n    \"%s\": \"%016" PRIx64 "\"", k ? "," : "", trajectory[k],

@@ -1,8 +1,10 @@
 /*
  * Checkpoints (checkpoint.c): every rank's shards with their optimizer
  * state, the dense block with its optimizer state, and a manifest written
- * last, under --checkpoint-dir DIR/step-NNNNNNNN/; --resume reads one back
- * at the same world size and plan and the run continues bit for bit.
+ * last, under --checkpoint-dir DIR/step-NNNNNNNN/; --resume reads one back,
+ * at the same world size and plan bit for bit, under another world size or
+ * plan by moving every row and its state to its new owner
+ * (checkpoint_reshard.c).
  */
 #ifndef SHARDREC_TRAIN_CHECKPOINT_H
 #define SHARDREC_TRAIN_CHECKPOINT_H
@@ -11,6 +13,8 @@
 
 struct sr_trainer;
 struct sr_train_config;
+struct sr_ckpt;
+struct sr_plan;
 
 /* What a checkpointing run keeps between saves (in struct sr_trainer). */
 struct sr_trainer_ckpt {
@@ -38,5 +42,10 @@ int sr_checkpoint_file_checksum(const char *path, uint64_t *hash, uint64_t *byte
 /* Collective: write the checkpoint of `step` (all steps up to it done). */
 int sr_checkpoint_save(struct sr_trainer *t, int64_t step);
 void sr_checkpoint_free(struct sr_trainer *t);
+/* Fill every shard this rank holds under the run's plan, weights and
+ * optimizer state, from checkpoint ck written under plan `old` (its rank
+ * files verified). Not collective. SR_ERR_DATA naming file and tensor. */
+int sr_checkpoint_load_shards(struct sr_trainer *t, const struct sr_ckpt *ck,
+                              const struct sr_plan *old);
 
 #endif

@@ -1,11 +1,17 @@
 /*
- * Checkpoints, the reading half (layout in checkpoint.c): find the
- * checkpoint (a PATH, or the latest complete step-NNNNNNNN/ under
- * --checkpoint-dir: one whose manifest.json parses), check that it belongs to
- * this job (world size, plan, settings: the first difference is named),
- * verify the FNV-1a 64 checksum of every file this rank reads, then copy the
- * rank's shards with their optimizer state and the dense block with its
- * state into the model. Collective: a rank that fails makes every rank fail.
+ * Checkpoints, the reading half (layout in checkpoint.c, format in
+ * checkpoint_format.c): find the checkpoint (a PATH, or the latest complete
+ * step-NNNNNNNN/ under --checkpoint-dir), check that it holds this job's
+ * model (the tables by name, rows and dims, then every setting that decides
+ * the model and its trajectory, and the global batch: the first difference
+ * is named), verify the FNV-1a 64 checksum of every file (each rank a share
+ * of the old rank files, every rank the dense file), then fill this rank's
+ * shards from the checkpoint's plan (checkpoint_reshard.c: any world size and
+ * plan) and copy the dense block with its optimizer state. Collective: a rank
+ * that fails makes every rank fail, after verifying and after loading.
+ *
+ * Version 1 manifests do not record their plan: they resume at the same world
+ * size and plan only, as before.
  */
 #include <cjson/cJSON.h>
 #include <dirent.h>
@@ -23,84 +29,13 @@
 #include "shardrec/rng.h"
 #include "shardrec/safetensors.h"
 #include "train/checkpoint.h"
+#include "train/checkpoint_format.h"
 #include "train/trainer_internal.h"
 
-#define NAME_CAP (SR_NAME_MAX + 32)
 #define HINT_JOB "HINT: resume with the flags of the run that wrote it, or start a new run"
 
 #define trajectory   sr_checkpoint_settings
 #define N_TRAJECTORY SR_CHECKPOINT_N_SETTINGS
-
-/* manifest.json of `dir`, parsed, or NULL (no file, not JSON, another format). */
-static cJSON *read_manifest(const char *dir)
-{
-    char path[SR_PATH_MAX + 64];
-    snprintf(path, sizeof path, "%s/manifest.json", dir);
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    char *buf = sr_malloc((size_t)1 << 20);
-    size_t n = fread(buf, 1, ((size_t)1 << 20) - 1, f);
-    fclose(f);
-    cJSON *j = cJSON_ParseWithLength(buf, n);
-    sr_free(buf);
-    const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(j, "format");
-    if (!cJSON_IsString(fmt) || strcmp(fmt->valuestring, "shardrec-checkpoint") ||
-        !cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(j, "step"))) {
-        cJSON_Delete(j);
-        return NULL;
-    }
-    return j;
-}
-
-/* The checkpoint to read into dir: the PATH, or the latest complete one. */
-static int find(const struct sr_trainer *t, char *dir, size_t cap, cJSON **out)
-{
-    const struct sr_train_config *cfg = t->cfg;
-    if (cfg->resume_path[0]) {
-        snprintf(dir, cap, "%s", cfg->resume_path);
-        if (!(*out = read_manifest(dir)))
-            return sr_error_set(SR_ERR_DATA,
-                                "--resume %s: no complete checkpoint there (no valid "
-                                "manifest.json); HINT: give a DIR/step-NNNNNNNN folder",
-                                dir);
-        return SR_OK;
-    }
-    int64_t best = -1;
-    DIR *d = opendir(cfg->checkpoint_dir);
-    struct dirent *e;
-    char path[2 * SR_PATH_MAX + 512];
-    *out = NULL;
-    while (d && (e = readdir(d))) {
-        const char *nm = e->d_name;
-        char *end;
-        if (strncmp(nm, "step-", 5) || strlen(nm) != 13)
-            continue;
-        int64_t s = strtoll(nm + 5, &end, 10);
-        if (*end || s <= best)
-            continue;
-        snprintf(path, sizeof path, "%s/%s", cfg->checkpoint_dir, nm);
-        cJSON *j = read_manifest(path);
-        if (!j) {
-            if (t->log)
-                fprintf(t->log, "warning: --resume: %s is incomplete (no valid manifest.json); "
-                                "skipped\n", path);
-            continue;
-        }
-        cJSON_Delete(*out);
-        *out = j, best = s;
-        if (snprintf(dir, cap, "%s", path) >= (int)cap)
-            dir[0] = 0;
-    }
-    if (d)
-        closedir(d);
-    if (!*out)
-        return sr_error_set(SR_ERR_DATA,
-                            "--resume: no complete checkpoint in --checkpoint-dir %s; HINT: "
-                            "run without --resume to start from step 1",
-                            cfg->checkpoint_dir);
-    return SR_OK;
-}
 
 static const char *str_of(const cJSON *j, const char *key)
 {
@@ -108,58 +43,103 @@ static const char *str_of(const cJSON *j, const char *key)
     return cJSON_IsString(v) ? v->valuestring : "";
 }
 
-/* The checkpoint belongs to this job: world size, plan, settings. */
-static int check_job(const struct sr_trainer *t, const char *dir, const cJSON *m)
+/* The tables of the checkpoint are this run's: names, rows, dims. */
+static int check_tables(const struct sr_trainer *t, const struct sr_ckpt *ck)
 {
-    char hex[32];
-    const cJSON *w = cJSON_GetObjectItemCaseSensitive(m, "world_size");
-    if (!cJSON_IsNumber(w) || w->valueint != t->world_size)
-        return sr_error_set(SR_ERR_DATA,
-                            "--resume %s: written by %d ranks, this run has %d; resharding to "
-                            "another world size is not built yet; %s",
-                            dir, cJSON_IsNumber(w) ? w->valueint : -1, t->world_size, HINT_JOB);
-    const cJSON *set = cJSON_GetObjectItemCaseSensitive(m, "settings");
-    for (int k = 0; k < N_TRAJECTORY; k++) {
-        snprintf(hex, sizeof hex, "%016" PRIx64, sr_trainer_setting_hash(t->cfg, trajectory[k]));
-        if (strcmp(str_of(set, trajectory[k]), hex))
+    const struct sr_train_config *cfg = t->cfg;
+    for (int k = 0; k < cfg->num_tables; k++) {
+        const struct sr_table_config *tc = &cfg->tables[k], *old = NULL;
+        for (int j = 0; j < ck->ec.num_tables && !old; j++)
+            if (!strcmp(ck->ec.tables[j].name, tc->name))
+                old = &ck->ec.tables[j];
+        if (!old)
+            return sr_error_set(SR_ERR_DATA, "--resume %s: table '%s' of this run is not in the "
+                                "checkpoint; %s", ck->dir, tc->name, HINT_JOB);
+        if (old->num_embeddings != tc->num_embeddings || old->embedding_dim != tc->embedding_dim)
             return sr_error_set(SR_ERR_DATA,
-                                "--resume %s: written by a run with another %s; %s", dir,
-                                trajectory[k], HINT_JOB);
+                                "--resume %s: table '%s' is %" PRId64 " rows x %d in the "
+                                "checkpoint, %" PRId64 " x %d in this run (another %s): its plan "
+                                "cannot be mapped (resharding moves rows, it adds or drops "
+                                "none); %s",
+                                ck->dir, tc->name, old->num_embeddings, old->embedding_dim,
+                                tc->num_embeddings, tc->embedding_dim,
+                                old->embedding_dim != tc->embedding_dim ? "--embedding-dim"
+                                                                        : "--table-rows",
+                                HINT_JOB);
     }
-    snprintf(hex, sizeof hex, "%016" PRIx64, t->plan ? sr_plan_hash(t->plan) : 0);
-    if (strcmp(str_of(m, "plan_hash"), hex))
-        return sr_error_set(SR_ERR_DATA,
-                            "--resume %s: written under another plan (--sharding, --plan); %s",
-                            dir, HINT_JOB);
+    for (int j = 0; j < ck->ec.num_tables; j++) {
+        int found = 0;
+        for (int k = 0; k < cfg->num_tables && !found; k++)
+            found = !strcmp(ck->ec.tables[j].name, cfg->tables[k].name);
+        if (!found)
+            return sr_error_set(SR_ERR_DATA, "--resume %s: the checkpoint holds table '%s', "
+                                "which this run does not have; %s", ck->dir,
+                                ck->ec.tables[j].name, HINT_JOB);
+    }
     return SR_OK;
 }
 
-/* The file `name` of the manifest matches its size and checksum. */
-static int verify(const char *dir, const cJSON *m, const char *name)
+/* Every setting that decides the model and its trajectory; a version 2
+ * checkpoint compares the global batch instead of the per-rank one. */
+static int check_settings(const struct sr_trainer *t, const struct sr_ckpt *ck)
 {
-    char path[SR_PATH_MAX + 64], hex[32];
-    const cJSON *f;
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    cJSON_ArrayForEach(f, cJSON_GetObjectItemCaseSensitive(m, "files"))
-    {
-        if (strcmp(str_of(f, "name"), name))
+    char hex[32];
+    const cJSON *set = cJSON_GetObjectItemCaseSensitive(ck->manifest, "settings");
+    for (int k = 0; k < N_TRAJECTORY; k++) {
+        if (ck->version >= 2 && !strcmp(trajectory[k], "--batch-size"))
             continue;
-        uint64_t h, bytes;
-        int rc = sr_checkpoint_file_checksum(path, &h, &bytes);
-        if (rc)
-            return rc;
-        snprintf(hex, sizeof hex, "%016" PRIx64, h);
-        const cJSON *b = cJSON_GetObjectItemCaseSensitive(f, "bytes");
-        if (!cJSON_IsNumber(b) || (uint64_t)b->valuedouble != bytes || strcmp(str_of(f, "fnv1a64"), hex))
+        snprintf(hex, sizeof hex, "%016" PRIx64, sr_trainer_setting_hash(t->cfg, trajectory[k]));
+        if (strcmp(str_of(set, trajectory[k]), hex))
             return sr_error_set(SR_ERR_DATA,
-                                "checkpoint file %s is damaged: %" PRIu64 " bytes with checksum "
-                                "%s, the manifest says %.0f bytes with %s; HINT: resume from an "
-                                "earlier checkpoint (give its PATH)",
-                                path, bytes, hex, cJSON_IsNumber(b) ? b->valuedouble : -1.0,
-                                str_of(f, "fnv1a64"));
-        return SR_OK;
+                                "--resume %s: written by a run with another %s; %s", ck->dir,
+                                trajectory[k], HINT_JOB);
     }
-    return sr_error_set(SR_ERR_DATA, "checkpoint %s: the manifest lists no file %s", dir, name);
+    if (ck->version >= 2 && ck->global_batch != t->global_batch)
+        return sr_error_set(SR_ERR_DATA,
+                            "--resume %s: written with a global batch of %" PRId64 " samples a "
+                            "step, this run has %" PRId64 " (%d ranks x %d); the same trajectory "
+                            "needs the same global batch; HINT: --global-batch-size %" PRId64,
+                            ck->dir, ck->global_batch, t->global_batch, t->world_size,
+                            t->cfg->batch_size, ck->global_batch);
+    return SR_OK;
+}
+
+/* The checkpoint belongs to this job; *old: the plan it was written under. */
+static int check_job(const struct sr_trainer *t, const struct sr_ckpt *ck,
+                     const struct sr_plan **old)
+{
+    char hex[32];
+    int rc;
+    *old = ck->plan;
+    if (ck->version >= 2)
+        return (rc = check_tables(t, ck)) ? rc : check_settings(t, ck);
+    *old = t->plan; /* version 1: the same world size and plan only */
+    if (ck->world_size != t->world_size)
+        return sr_error_set(SR_ERR_DATA,
+                            "--resume %s: written by %d ranks, this run has %d; its manifest "
+                            "(version 1) does not record its plan, so it cannot be resharded; "
+                            "%s", ck->dir, ck->world_size, t->world_size, HINT_JOB);
+    if ((rc = check_settings(t, ck)))
+        return rc;
+    snprintf(hex, sizeof hex, "%016" PRIx64, sr_plan_hash(t->plan));
+    if (strcmp(str_of(ck->manifest, "plan_hash"), hex))
+        return sr_error_set(SR_ERR_DATA,
+                            "--resume %s: written under another plan (--sharding, --plan), and "
+                            "its manifest (version 1) does not record it; %s", ck->dir, HINT_JOB);
+    return SR_OK;
+}
+
+/* This rank's share of the checksums: the dense file, which it reads whole,
+ * and the old rank files r, r + W, r + 2W, ... (W this run's world size). */
+static int verify_files(const struct sr_trainer *t, const struct sr_ckpt *ck)
+{
+    char file[64];
+    int rc = sr_ckpt_verify(ck, SR_CKPT_DENSE);
+    for (int r = t->rank; !rc && r < ck->world_size; r += t->world_size) {
+        sr_ckpt_rank_file(file, sizeof file, r);
+        rc = sr_ckpt_verify(ck, file);
+    }
+    return rc;
 }
 
 /* Copy n floats of a verified file into device memory. */
@@ -192,29 +172,6 @@ static int load_tensor(struct sr_trainer *t, const struct sr_st_file *f, const c
     return SR_OK;
 }
 
-static int load_rank(struct sr_trainer *t, const char *path)
-{
-    struct sr_st_file *f;
-    char name[NAME_CAP];
-    int rc = sr_st_open(&f, path);
-    for (int i = 0; !rc && i < sr_sharded_ebc_num_local_shards(t->sebc); i++) {
-        struct sr_sharded_ebc_shard sh;
-        sr_sharded_ebc_local_shard(t->sebc, i, &sh);
-        const char *tn = t->cfg->tables[sh.table].name;
-        if (sh.shard < 0)
-            snprintf(name, sizeof name, "emb.%s.dp.weight", tn);
-        else
-            snprintf(name, sizeof name, "emb.%s.shard%d.weight", tn, sh.shard);
-        rc = load_tensor(t, f, name, sh.weight, sh.rows, sh.dim);
-        if (rc || !sh.state_floats)
-            continue;
-        strcpy(name + strlen(name) - strlen("weight"), "state");
-        rc = load_tensor(t, f, name, sh.state, (int64_t)sh.state_floats, 1);
-    }
-    sr_st_close(f);
-    return rc;
-}
-
 static int load_dense(struct sr_trainer *t, const char *path)
 {
     struct sr_st_file *f;
@@ -230,32 +187,53 @@ static int load_dense(struct sr_trainer *t, const char *path)
     return rc;
 }
 
+/* Collective: SR_OK when every rank's rc is; else this rank's error, or one
+ * naming the lowest rank that failed (its own message says why). */
+static int agree(struct sr_trainer *t, int rc)
+{
+    int64_t mine = rc ? 1 : 0, worst = 0, *all = sr_calloc((size_t)t->world_size, sizeof *all);
+    sr_comm_all_gather(t->world, &mine, all, 1, SR_DTYPE_I64, NULL, NULL);
+    for (int r = t->world_size - 1; r >= 0; r--)
+        worst = all[r] ? r + 1 : worst;
+    sr_free(all);
+    if (!rc && worst)
+        rc = sr_error_set(SR_ERR_DATA, "--resume: rank %" PRId64 " could not read its part of "
+                          "the checkpoint (its message says why)", worst - 1);
+    return rc;
+}
+
+/* Collective: find, check, verify, agree; then load, agree. */
 static int resume(struct sr_trainer *t, int64_t *step)
 {
-    char dir[2 * SR_PATH_MAX + 512], file[64], path[3 * SR_PATH_MAX];
-    cJSON *m = NULL;
-    int rc = find(t, dir, sizeof dir, &m);
+    const struct sr_train_config *cfg = t->cfg;
+    const struct sr_plan *old = NULL;
+    char path[SR_CKPT_DIR_CAP + 64];
+    struct sr_ckpt ck;
+    int rc = cfg->resume_path[0] ? sr_ckpt_open(&ck, cfg->resume_path, 0, "--resume", t->log)
+                                 : sr_ckpt_open(&ck, cfg->checkpoint_dir, 1, "--resume", t->log);
+    int opened = rc == SR_OK;
     if (!rc)
-        rc = check_job(t, dir, m);
-    snprintf(file, sizeof file, "rank-%05d.safetensors", t->rank);
-    if (!rc && !(rc = verify(dir, m, file)) && !(rc = verify(dir, m, "dense.safetensors"))) {
-        snprintf(path, sizeof path, "%s/%s", dir, file);
-        rc = load_rank(t, path);
-        snprintf(path, sizeof path, "%s/dense.safetensors", dir);
-        if (!rc)
-            rc = load_dense(t, path);
-    }
-    if (!rc) {
-        *step = (int64_t)cJSON_GetObjectItemCaseSensitive(m, "step")->valuedouble;
-        if (*step >= t->cfg->steps)
-            rc = sr_error_set(SR_ERR_INVALID_ARG,
-                              "--resume %s: the checkpoint is at step %" PRId64 " and --steps is "
-                              "%" PRId64 ": nothing left to train; HINT: --steps is the run's "
-                              "total, raise it", dir, *step, t->cfg->steps);
-    }
+        rc = check_job(t, &ck, &old);
+    if (!rc && (*step = ck.step) >= cfg->steps)
+        rc = sr_error_set(SR_ERR_INVALID_ARG,
+                          "--resume %s: the checkpoint is at step %" PRId64 " and --steps is "
+                          "%" PRId64 ": nothing left to train; HINT: --steps is the run's "
+                          "total, raise it", ck.dir, *step, cfg->steps);
+    if (!rc)
+        rc = verify_files(t, &ck);
+    rc = agree(t, rc);
+    if (!rc)
+        rc = sr_checkpoint_load_shards(t, &ck, old);
+    snprintf(path, sizeof path, "%s/%s", opened ? ck.dir : "", SR_CKPT_DENSE);
+    if (!rc)
+        rc = load_dense(t, path);
+    rc = agree(t, rc);
     if (!rc && t->log)
-        fprintf(t->log, "resumed from %s at step %" PRId64 "\n", dir, *step);
-    cJSON_Delete(m);
+        fprintf(t->log, "resumed from %s at step %" PRId64 "%s\n", ck.dir, *step,
+                ck.world_size != t->world_size || sr_plan_hash(old) != sr_plan_hash(t->plan)
+                    ? " (resharded)" : "");
+    if (opened)
+        sr_ckpt_close(&ck);
     return rc;
 }
 
@@ -275,7 +253,7 @@ static size_t staging_floats(struct sr_trainer *t)
 int sr_checkpoint_init(struct sr_trainer *t)
 {
     const struct sr_train_config *cfg = t->cfg;
-    int64_t step = 0, rc = SR_OK, worst = 0;
+    int64_t step = 0, rc = SR_OK;
     t->ckpt.first_step = 1;
     if (cfg->checkpoint_dir[0] && mkdir(cfg->checkpoint_dir, 0777) && errno != EEXIST)
         return sr_error_set(SR_ERR_IO, "--checkpoint-dir %s: cannot create (%s)",
@@ -287,14 +265,6 @@ int sr_checkpoint_init(struct sr_trainer *t)
     if (!cfg->resume)
         return SR_OK;
     rc = resume(t, &step);
-    int64_t mine = rc ? 1 : 0, *all = sr_calloc((size_t)t->world_size, sizeof *all);
-    sr_comm_all_gather(t->world, &mine, all, 1, SR_DTYPE_I64, NULL, NULL);
-    for (int r = t->world_size - 1; r >= 0; r--)
-        worst = all[r] ? r + 1 : worst;
-    sr_free(all);
-    if (!rc && worst)
-        rc = sr_error_set(SR_ERR_DATA, "--resume: rank %" PRId64 " could not read its part of "
-                          "the checkpoint (its message says why)", worst - 1);
     if (!rc)
         t->ckpt.first_step = step + 1;
     return (int)rc;

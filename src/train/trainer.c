@@ -555,11 +555,37 @@ static float **local_tables(struct sr_trainer *t)
     return tables;
 }
 
+/* Every rank loads its own shards (weights_io.h); collective: when one rank
+ * fails, all fail. */
+static int load_sharded_weights(struct sr_trainer *t, const char *path)
+{
+    int n = sr_sharded_ebc_num_local_shards(t->sebc);
+    struct sr_weights_shard *ws = sr_calloc((size_t)n + 1, sizeof *ws);
+    for (int i = 0; i < n; i++) {
+        struct sr_sharded_ebc_shard sh;
+        sr_sharded_ebc_local_shard(t->sebc, i, &sh);
+        struct sr_shard s = sh.shard >= 0 ? t->plan->tables[sh.table].shards[sh.shard]
+                                          : (struct sr_shard){.rows = sh.rows, .cols = sh.dim};
+        ws[i] = (struct sr_weights_shard){.table = sh.table, .row_offset = s.row_offset,
+                                          .rows = sh.rows, .col_offset = s.col_offset,
+                                          .cols = sh.dim, .weight = sh.weight};
+    }
+    int rc = sr_weights_load_shards(path, t->dlrm, sr_sharded_ebc_config(t->sebc), ws, n);
+    sr_free(ws);
+    int64_t mine = rc ? 1 : 0, *all = sr_calloc((size_t)t->world_size, sizeof *all);
+    sr_comm_all_gather(t->world, &mine, all, 1, SR_DTYPE_I64, NULL, NULL);
+    for (int r = 0; r < t->world_size && !rc; r++)
+        if (all[r])
+            rc = sr_error_set(SR_ERR_DATA, "--init-weights %s: rank %d could not load its "
+                              "shards (its message says why)", path, r);
+    sr_free(all);
+    return rc;
+}
+
 int sr_trainer_load_weights(struct sr_trainer *t, const char *path)
 {
     if (!sr_sharded_ebc_is_local(t->sebc))
-        return sr_error_set(SR_ERR_UNSUPPORTED, "--init-weights with sharded tables is not built "
-                                                "yet; HINT: load on one rank without a plan");
+        return load_sharded_weights(t, path);
     float **tables = local_tables(t);
     int rc = sr_weights_load_tables(path, t->dlrm, sr_sharded_ebc_config(t->sebc), tables);
     sr_free(tables);

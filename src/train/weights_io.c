@@ -223,7 +223,7 @@ static int check_shape(const struct sr_st_file *f, const struct param *p)
         return sr_error_set(SR_ERR_DATA, "%s: tensor %s has shape %s, the model needs %s; %s",
                             sr_st_path(f), p->name, have, need, HINT_MODEL);
     }
-    int64_t numel = sr_st_numel(ndim, shape);
+    int64_t numel = p->data ? sr_st_numel(ndim, shape) : 0; /* a sharded table: per block */
     for (int64_t k = 0; k < numel; k++)
         if (!isfinite(data[k]))
             return sr_error_set(SR_ERR_NUMERIC,
@@ -278,6 +278,70 @@ int sr_weights_load_tables(const char *path, struct sr_dlrm *m, const struct sr_
     if (!(rc = match_file(f, p, n)))
         copy_in(sr_dlrm_device(m), f, p, n);
     sr_free(p);
+    sr_st_close(f);
+    return rc;
+}
+
+/* ---- load, sharded: this rank's blocks of each table ------------------------------------- */
+
+/* Rows [row_offset, +rows) and columns [col_offset, +cols) of the file's
+ * (E, D) tensor into host memory laid out (rows, cols); SR_ERR_NUMERIC at
+ * the first non-finite value (its global row and column). */
+static int copy_block(const struct sr_st_file *f, const char *name, int64_t D,
+                      const struct sr_weights_shard *sh, float *dst)
+{
+    const float *src;
+    sr_st_find(f, name, &src, NULL, NULL);
+    for (int64_t r = 0; r < sh->rows; r++) {
+        const float *row = src + (sh->row_offset + r) * D + sh->col_offset;
+        for (int c = 0; c < sh->cols; c++)
+            if (!isfinite(row[c]))
+                return sr_error_set(SR_ERR_NUMERIC,
+                                    "%s: tensor %s holds %f at row %" PRId64 ", column %d; "
+                                    "HINT: the run that wrote it diverged; use an earlier file",
+                                    sr_st_path(f), name, (double)row[c], sh->row_offset + r,
+                                    sh->col_offset + c);
+        if (dst) /* NULL: check only */
+            memcpy(dst + r * sh->cols, row, sizeof(float) * (size_t)sh->cols);
+    }
+    return SR_OK;
+}
+
+static int load_block(struct sr_device *dev, const struct sr_st_file *f, const struct param *p,
+                      const struct sr_weights_shard *sh)
+{
+    size_t n = (size_t)sh->rows * (size_t)sh->cols;
+    if (dev->host_visible)
+        return copy_block(f, p->name, p->shape[1], sh, sh->weight);
+    float *pinned = sr_dev_alloc_host(dev, sizeof(float) * (n ? n : 1));
+    int rc = copy_block(f, p->name, p->shape[1], sh, pinned);
+    if (!rc) {
+        sr_dev_copy(dev, sh->weight, pinned, sizeof(float) * n, NULL);
+        sr_dev_sync(dev, NULL);
+    }
+    sr_dev_free_host(dev, pinned);
+    return rc;
+}
+
+int sr_weights_load_shards(const char *path, struct sr_dlrm *m, const struct sr_ebc_config *ec,
+                           const struct sr_weights_shard *shards, int n_shards)
+{
+    struct sr_st_file *f;
+    int n, rc, nd = sr_dlrm_num_tensors(m);
+    if ((rc = sr_st_open(&f, path)))
+        return rc;
+    float **none = sr_calloc((size_t)ec->num_tables + 1, sizeof *none);
+    struct param *p = list_params(m, ec, none, &n);
+    rc = match_file(f, p, n); /* names and shapes of all; finite values: the dense ones */
+    for (int i = 0; !rc && i < n_shards; i++) /* every block checked before one is copied in */
+        rc = copy_block(f, p[nd + shards[i].table].name, p[nd + shards[i].table].shape[1],
+                        &shards[i], NULL);
+    if (!rc)
+        copy_in(sr_dlrm_device(m), f, p, nd);
+    for (int i = 0; !rc && i < n_shards; i++)
+        rc = load_block(sr_dlrm_device(m), f, &p[nd + shards[i].table], &shards[i]);
+    sr_free(p);
+    sr_free(none);
     sr_st_close(f);
     return rc;
 }
