@@ -3,7 +3,8 @@
  * checkpoint (a PATH, or the latest complete step-NNNNNNNN/ under
  * --checkpoint-dir: one whose manifest.json parses), check that it belongs to
  * this job (world size, plan, settings: the first difference is named),
- * verify the FNV-1a 64 checksum of every file this rank reads, then copy the
+ * check the data and place the reader (checkpoint_data.c), verify the
+ * FNV-1a 64 checksum of every file this rank reads, then copy the
  * rank's shards with their optimizer state and the dense block with its
  * state into the model. Collective: a rank that fails makes every rank fail.
  */
@@ -237,6 +238,8 @@ static int resume(struct sr_trainer *t, int64_t *step)
     int rc = find(t, dir, sizeof dir, &m);
     if (!rc)
         rc = check_job(t, dir, m);
+    if (!rc) /* --data: the same files; the reader at the first batch not trained */
+        rc = sr_checkpoint_data_resume(t, dir, m);
     snprintf(file, sizeof file, "rank-%05d.safetensors", t->rank);
     if (!rc && !(rc = verify(dir, m, file)) && !(rc = verify(dir, m, "dense.safetensors"))) {
         snprintf(path, sizeof path, "%s/%s", dir, file);
