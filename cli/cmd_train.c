@@ -204,9 +204,9 @@ static int parse_checkpoint_every(struct sr_train_config *cfg, const char *v)
     size_t n = strlen(v);
     cfg->checkpoint_every = 0;
     cfg->checkpoint_minutes = 0;
-    if (n < 2 || v[n - 1] != 'm')
+    if (n && strspn(v, "0123456789") == n)
         return sr_parse_i64("--checkpoint-every", v, 1, INT64_MAX / 4, &cfg->checkpoint_every);
-    if (n - 1 >= sizeof num || strspn(v, "0123456789.") != n - 1)
+    if (n < 2 || v[n - 1] != 'm' || n - 1 >= sizeof num || strspn(v, "0123456789.") != n - 1)
         return sr_error_set(SR_ERR_INVALID_ARG,
                             "--checkpoint-every %s: not N (steps) or Nm (minutes); HINT: "
                             "--checkpoint-every 1000 or --checkpoint-every 30m", v);

@@ -310,7 +310,8 @@ int sr_checkpoint_save(struct sr_trainer *t, int64_t step)
         all[R_DHASH] = mine[R_DHASH], all[R_DBYTES] = mine[R_DBYTES];
         rc = write_manifest(t, dir, step, all);
         if (rc)
-            rc = sr_error_set(SR_ERR_WRITE, "%s", sr_error_message());
+            rc = sr_error_set(SR_ERR_WRITE, "checkpoint step %" PRId64 ": %s", step,
+                              sr_error_message());
     }
     int64_t rc0 = rc;
     if (bad < 0)
