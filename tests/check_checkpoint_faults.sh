@@ -2,6 +2,8 @@
 # Checkpoints under injected faults (SR_FAULT, docs/user-guide.md "Fault
 # injection"), each compared with a straight run of the same job:
 #
+#   kill-step       a process SIGKILLed at the start of step 3: exit 137, the
+#                   checkpoints of steps 1 and 2 only
 #   kill-write      a process SIGKILLed while its checkpoint of step 8 is
 #                   being written (its file written, not yet renamed): the
 #                   step-8 folder has no manifest, step 4 stays complete, and
@@ -98,6 +100,18 @@ kill_case() { # NAME NP FAULT
 }
 kill_case kill-write 0 "kill:rank=0:write=step-00000008/dense"
 [ "$have_mpi" -eq 0 ] || kill_case kill-write-rank1 2 "kill:rank=1:write=step-00000008/rank-00001"
+
+# ---- kill -9 at a step's start: the job ends there, no checkpoint of it --------
+why=""
+SR_FAULT="kill:rank=0:step=3" launch 0 --steps 8 --checkpoint-dir "$tmp/ks.ck" \
+    --checkpoint-every 1 --metrics "$tmp/ks.jsonl" >"$tmp/ks.out" 2>&1
+rc=$?
+[ "$rc" -eq 137 ] || why="$why exit status $rc, not 137;"
+grep -q "SR_FAULT: SIGKILL at the start of step 3" "$tmp/ks.out" || why="$why no fault line;"
+[ "$(grep -c '"loss"' "$tmp/ks.jsonl")" -eq 2 ] || why="$why not 2 steps logged;"
+[ -f "$tmp/ks.ck/step-00000002/manifest.json" ] && [ ! -d "$tmp/ks.ck/step-00000003" ] ||
+    why="$why checkpoints not those of steps 1-2;"
+if [ -z "$why" ]; then ok kill-step; else bad kill-step "$why"; fi
 
 # ---- a failed write -------------------------------------------------------
 fail_case() { # NAME NP FAULT FILE
