@@ -60,13 +60,16 @@ static void train_help(void)
         "  --shuffle              visit --data in a seeded order of 4096-sample blocks, new\n"
         "                         each epoch, the same for any world size (binary files only;\n"
         "                         convert TSV first); default: file order\n"
+        "  --shuffle-block N      samples per --shuffle block (default 4096)\n"
         "weights\n"
         "  --init-weights FILE    start from safetensors weights (bot_mlp.K.*, top_mlp.K.*,\n"
         "                         dcn.L.V/U/bias with dcn, emb.TABLE.weight); shapes are\n"
         "                         checked\n"
         "  --save-weights FILE    write every parameter as safetensors at the end\n"
         "  --checkpoint-dir DIR   write checkpoints to DIR/step-NNNNNNNN/ (and at the end)\n"
-        "  --checkpoint-every N   a checkpoint every N steps (default: only at the end)\n"
+        "  --checkpoint-every N   a checkpoint every N steps (default: only at the end);\n"
+        "                         Nm: every N minutes of training (wall time; N may be a\n"
+        "                         decimal, e.g. 0.5m)\n"
         "  --checkpoint-keep K    complete checkpoints kept (default 2)\n"
         "  --resume [PATH]        continue from checkpoint PATH, or the latest complete one\n"
         "                         in --checkpoint-dir; --steps stays the run's total\n"
@@ -198,16 +201,28 @@ static int parse_pipeline(struct sr_train_config *cfg, const char *v)
     return SR_OK;
 }
 
-/* --checkpoint-every N (steps); Nm (minutes) is not built yet. */
+/* --checkpoint-every N (steps) or Nm (minutes of training, a decimal). */
 static int parse_checkpoint_every(struct sr_train_config *cfg, const char *v)
 {
+    char num[64];
     size_t n = strlen(v);
-    if (n > 1 && v[n - 1] == 'm')
-        return sr_error_set(SR_ERR_UNSUPPORTED,
-                            "--checkpoint-every %s: a period in minutes is not built yet; "
-                            "HINT: give a number of steps (--checkpoint-every 1000)",
-                            v);
-    return sr_parse_i64("--checkpoint-every", v, 1, INT64_MAX / 4, &cfg->checkpoint_every);
+    cfg->checkpoint_every = 0;
+    cfg->checkpoint_minutes = 0;
+    if (n && strspn(v, "0123456789") == n)
+        return sr_parse_i64("--checkpoint-every", v, 1, INT64_MAX / 4, &cfg->checkpoint_every);
+    if (n < 2 || v[n - 1] != 'm' || n - 1 >= sizeof num || strspn(v, "0123456789.") != n - 1)
+        return sr_error_set(SR_ERR_INVALID_ARG,
+                            "--checkpoint-every %s: not N (steps) or Nm (minutes); HINT: "
+                            "--checkpoint-every 1000 or --checkpoint-every 30m", v);
+    memcpy(num, v, n - 1);
+    num[n - 1] = '\0';
+    float minutes;
+    int rc = sr_parse_f32("--checkpoint-every", num, &minutes);
+    if (!rc && !(minutes >= 1e-6f && minutes <= 1e6f))
+        rc = sr_error_set(SR_ERR_INVALID_ARG, "--checkpoint-every %s: minutes out of range "
+                                              "[1e-6, 1e6]", v);
+    cfg->checkpoint_minutes = minutes;
+    return rc;
 }
 
 static int other_flag(void *ctx, const char *name, const char *value)
@@ -232,6 +247,11 @@ static int other_flag(void *ctx, const char *name, const char *value)
         int64_t k;
         int rc = sr_parse_i64("--checkpoint-keep", value, 1, 1000000, &k);
         cfg->checkpoint_keep = (int)k;
+        return rc;
+    } else if (!strcmp(name, "shuffle-block") && value) {
+        int64_t k;
+        int rc = sr_parse_i64("--shuffle-block", value, 1, 1 << 30, &k);
+        cfg->shuffle_block = (int)k;
         return rc;
     } else if (!strcmp(name, "resume")) {
         cfg->resume = 1;
@@ -337,7 +357,8 @@ int cli_train(int argc, char **argv)
 {
     static const char *const value_flags[] = {"init-weights", "save-weights", "trace",
                                               "trace-steps",  "pipeline",     "checkpoint-dir",
-                                              "checkpoint-every", "checkpoint-keep", "topology", NULL};
+                                              "checkpoint-every", "checkpoint-keep", "shuffle-block",
+                                              "topology", NULL};
     static struct sr_train_config cfg;
     struct train_args args = {.cfg = &cfg};
     struct sr_trainer *trainer;

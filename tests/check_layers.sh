@@ -24,6 +24,7 @@ cd "$top" || exit 1
 headers="
 alloc core
 atomic_file core
+fault core
 clock core
 error core
 half core

@@ -3,7 +3,9 @@
  * global batches exactly once, in an order other than the file's; 1, 2 and 3
  * ranks reconstruct the same global batches; the same seed repeats the order,
  * another seed or the next epoch changes it; blocks may cross files; TSV input
- * is refused with a hint to convert it.
+ * is refused with a hint to convert it; a reader put where another told it
+ * was (sr_reader_tell / sr_reader_seek, a checkpoint's data position) reads
+ * the same batches on, across the end of an epoch.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -225,6 +227,60 @@ static void test_seed_and_epoch(void **state)
     free(a);
 }
 
+/* The sample indices of rank r's next batch into out (B of them); 0 at the end. */
+static int next_ids(struct sr_reader *r, struct sr_batch *b, int64_t *out)
+{
+    int rc = sr_reader_next(r, b);
+    assert_true(rc == 0 || rc == 1);
+    for (int i = 0; rc && i < b->batch_size; i++)
+        out[i] = (int64_t)b->dense[(size_t)i * 13];
+    return rc;
+}
+
+static void test_tell_seek(void **state)
+{
+    (void)state;
+    const char *two[2] = {sr_test_path("a.bin"), sr_test_path("b.bin")};
+    int B = 40, world = 2, per_epoch = N / (B * world); /* 125 global batches */
+    for (int shuffle = 0; shuffle <= 1; shuffle++) {
+        struct sr_reader *a = open_shuffled(two, 2, 1, world, B, shuffle, 11);
+        struct sr_reader *b = open_shuffled(two, 2, 1, world, B, shuffle, 11);
+        struct sr_batch x, y;
+        int64_t ia[64], ib[64];
+        sr_reader_batch_init(a, &x, NULL);
+        sr_reader_batch_init(a, &y, NULL);
+        while (next_ids(a, &x, ia))
+            ;
+        assert_int_equal(sr_reader_rewind(a), SR_OK);
+        for (int k = 0; k < per_epoch - 3; k++)
+            assert_int_equal(next_ids(a, &x, ia), 1);
+        struct sr_reader_position pos;
+        sr_reader_tell(a, &pos);
+        assert_int_equal(pos.epoch, 1);
+        assert_int_equal(pos.batches, per_epoch - 3);
+        assert_int_equal(sr_reader_seek(b, &pos), SR_OK);
+        for (int k = 0; k < 3; k++) { /* the rest of epoch 1 */
+            assert_int_equal(next_ids(a, &x, ia), 1);
+            assert_int_equal(next_ids(b, &y, ib), 1);
+            assert_false(differs(ia, ib, B));
+        }
+        assert_int_equal(next_ids(a, &x, ia), 0);
+        assert_int_equal(next_ids(b, &y, ib), 0);
+        assert_int_equal(sr_reader_rewind(a), SR_OK); /* into epoch 2, alike */
+        assert_int_equal(sr_reader_rewind(b), SR_OK);
+        assert_int_equal(next_ids(a, &x, ia), 1);
+        assert_int_equal(next_ids(b, &y, ib), 1);
+        assert_false(differs(ia, ib, B));
+        pos.batches = per_epoch + 1; /* past the data: named */
+        assert_int_equal(sr_reader_seek(b, &pos), SR_ERR_DATA);
+        assert_non_null(strstr(sr_error_message(), "a.bin: the data ends"));
+        sr_batch_free(&x);
+        sr_batch_free(&y);
+        sr_reader_free(a);
+        sr_reader_free(b);
+    }
+}
+
 static void test_tsv_rejected(void **state)
 {
     (void)state;
@@ -252,7 +308,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_epoch_is_a_permutation), cmocka_unit_test(test_full_epoch_visits_all),
         cmocka_unit_test(test_same_batches_any_world), cmocka_unit_test(test_seed_and_epoch),
-        cmocka_unit_test(test_tsv_rejected),
+        cmocka_unit_test(test_tsv_rejected), cmocka_unit_test(test_tell_seek),
     };
     return cmocka_run_group_tests(tests, setup, sr_test_tmpdir_teardown);
 }

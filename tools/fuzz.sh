@@ -33,7 +33,8 @@ if [ -f tests/fuzz/fuzz_binfmt.c ]; then
     targets="$targets fuzz_binfmt"
 fi
 if [ -f tests/fuzz/fuzz_safetensors.c ]; then
-    build fuzz_safetensors tests/fuzz/fuzz_safetensors.c src/core/safetensors.c src/core/atomic_file.c -lcjson
+    build fuzz_safetensors tests/fuzz/fuzz_safetensors.c src/core/safetensors.c src/core/atomic_file.c \
+        src/core/fault.c -lcjson
     targets="$targets fuzz_safetensors"
 fi
 if [ -f tests/fuzz/fuzz_config.c ]; then
@@ -47,7 +48,7 @@ if [ -f tests/fuzz/fuzz_config.c ]; then
 fi
 if [ -f tests/fuzz/fuzz_plan.c ]; then
     build fuzz_plan tests/fuzz/fuzz_plan.c src/plan/plan_io.c src/plan/plan.c \
-        src/core/table_config.c src/core/rng.c src/core/atomic_file.c src/core/files.c \
+        src/core/table_config.c src/core/rng.c src/core/atomic_file.c src/core/fault.c src/core/files.c \
         src/core/json_kind.c -lcjson
     targets="$targets fuzz_plan"
 fi

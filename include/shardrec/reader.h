@@ -92,6 +92,24 @@ int sr_reader_next(struct sr_reader *r, struct sr_batch *batch);
  * cannot be reopened. */
 int sr_reader_rewind(struct sr_reader *r);
 
+/* Where the stream stands, in terms that survive the process: the pass
+ * (epoch: 0 at open, one more at each rewind; under shuffle it also picks
+ * the block order) and the global batches returned in that pass. A batch
+ * returned by sr_reader_next is counted once it is returned. */
+struct sr_reader_position {
+    uint64_t epoch;
+    int64_t batches;
+};
+void sr_reader_tell(const struct sr_reader *r, struct sr_reader_position *pos);
+
+/* Put the reader where sr_reader_tell said it was (a checkpoint's data
+ * position): start pass pos->epoch (its permutation under shuffle) and skip
+ * pos->batches global batches. Binary files move cursors; TSV lines are
+ * read and checked again (not stored), so bad lines are found and counted
+ * as in the first pass. SR_ERR_DATA naming the first file when the data
+ * ends before the position (the files changed), or a reading error. */
+int sr_reader_seek(struct sr_reader *r, const struct sr_reader_position *pos);
+
 /* Bad lines skipped so far in this pass, of one kind, or of all kinds for
  * SR_CRITEO_OK. */
 int64_t sr_reader_bad_lines(const struct sr_reader *r, enum sr_criteo_fault kind);

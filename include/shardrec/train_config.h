@@ -82,6 +82,7 @@ struct sr_train_config {
     char eval_data_paths[SR_MAX_DATA_FILES][SR_PATH_MAX]; /* --eval-data */
     int skip_bad_lines;                                   /* count bad lines instead of failing */
     int shuffle; /* --shuffle: seeded block order of --data (binary files), per epoch */
+    int shuffle_block; /* --shuffle-block N: samples per block; 0 = 4096 */
     /* training */
     int64_t steps;
     int steps_set;                    /* --steps given (else one epoch of --data) */
@@ -127,6 +128,7 @@ struct sr_train_config {
     /* checkpoints (src/train/checkpoint.c; docs/user-guide.md "Checkpoints") */
     char checkpoint_dir[SR_PATH_MAX]; /* --checkpoint-dir DIR: step-NNNNNNNN/ under it; "" = none */
     int64_t checkpoint_every;         /* --checkpoint-every N steps; 0 = only at the end */
+    double checkpoint_minutes;        /* --checkpoint-every Nm: wall minutes; 0 = steps */
     int checkpoint_keep;              /* --checkpoint-keep K complete checkpoints (2) */
     int resume;                       /* --resume [PATH] given */
     char resume_path[SR_PATH_MAX];    /* its PATH; "" = the latest complete in checkpoint_dir */

@@ -34,6 +34,7 @@
 #include "shardrec/clock.h"
 #include "shardrec/device.h"
 #include "shardrec/error.h"
+#include "shardrec/fault.h"
 #include "shardrec/trace.h"
 #include "comm/comm_internal.h"
 
@@ -79,6 +80,7 @@ static void count_each(sr_comm_t c, enum sr_coll k, uint64_t bytes)
 static void call_start(sr_comm_t c, enum sr_coll k, sr_comm_work_t *work)
 {
     struct sr_trace_args *a = &c->call;
+    sr_fault_collective(sr_comm_step()); /* SR_FAULT delay (tests); else nothing */
     a->bytes = a->bytes_inter = 0;
     a->peers = a->peers_inter = 0;
     c->call_traced = sr_trace_recording();

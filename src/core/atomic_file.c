@@ -31,6 +31,7 @@
 #include "shardrec/alloc.h"
 #include "shardrec/atomic_file.h"
 #include "shardrec/error.h"
+#include "shardrec/fault.h"
 
 #define TMP_TAG      ".sr-tmp-"
 #define BASE_KEEP    64 /* bytes of the target's name kept in the temporary name */
@@ -255,14 +256,16 @@ int sr_atomic_file_commit(struct sr_atomic_file *af)
 {
     int bad = fflush(af->f) != 0 || ferror(af->f) || fsync(fileno(af->f)) != 0;
     int e = errno;
+    int injected = bad ? SR_OK : sr_fault_write(af->path); /* SR_FAULT (tests): may not return */
     if (fclose(af->f) != 0 && !bad)
         bad = 1, e = errno;
     af->f = NULL;
-    int rc = bad ? sr_error_set(SR_ERR_IO,
-                                "%s: cannot write (%s); HINT: check the free disk "
-                                "space; the old file, if any, is unchanged",
-                                af->path, strerror(e))
-                 : check_replaceable(af->path);
+    int rc = bad        ? sr_error_set(SR_ERR_IO,
+                                       "%s: cannot write (%s); HINT: check the free disk "
+                                       "space; the old file, if any, is unchanged",
+                                       af->path, strerror(e))
+             : injected ? injected
+                        : check_replaceable(af->path);
     if (!rc && rename(af->tmp, af->path) != 0)
         rc = sr_error_set(SR_ERR_IO,
                           "%s: cannot replace the file (%s); HINT: check the path "

@@ -19,6 +19,7 @@
  * block may cross files and then makes one segment per file.
  * All memory is taken at open; next() does not allocate.
  */
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -531,17 +532,48 @@ int sr_reader_next(struct sr_reader *r, struct sr_batch *batch)
     return rc ? rc : 1;
 }
 
-int sr_reader_rewind(struct sr_reader *r)
+/* The start of pass `epoch`: its block order under shuffle, the first file. */
+static int start_pass(struct sr_reader *r, uint64_t epoch)
 {
     r->done = 0;
     r->global_batch = 0;
     memset(r->bad, 0, sizeof r->bad);
     memset(r->first_bad, 0, sizeof r->first_bad);
-    if (r->opt.shuffle) {
-        r->epoch++;
+    r->epoch = epoch;
+    if (r->opt.shuffle)
         make_permutation(r);
-    }
     return enter_file(r, 0);
+}
+
+int sr_reader_rewind(struct sr_reader *r)
+{
+    return start_pass(r, r->epoch + 1);
+}
+
+void sr_reader_tell(const struct sr_reader *r, struct sr_reader_position *pos)
+{
+    pos->epoch = r->epoch;
+    pos->batches = r->global_batch;
+}
+
+int sr_reader_seek(struct sr_reader *r, const struct sr_reader_position *pos)
+{
+    int64_t G = (int64_t)r->opt.batch_size * r->opt.world, got = 0;
+    if (pos->batches < 0 || pos->batches > INT64_MAX / G)
+        return sr_error_set(SR_ERR_INVALID_ARG, "reader: seek to global batch %lld",
+                            (long long)pos->batches);
+    int rc = start_pass(r, pos->epoch);
+    rc = rc ? rc : pull(r, NULL, 0, pos->batches * G, &got);
+    if (rc)
+        return rc;
+    if (got < pos->batches * G)
+        return sr_error_set(SR_ERR_DATA,
+                            "%s: the data ends after %lld samples, before global batch %lld of "
+                            "pass %llu; HINT: the data files changed",
+                            r->files[0].path, (long long)got, (long long)pos->batches,
+                            (unsigned long long)pos->epoch);
+    r->global_batch = pos->batches;
+    return SR_OK;
 }
 
 int64_t sr_reader_bad_lines(const struct sr_reader *r, enum sr_criteo_fault kind)

@@ -75,14 +75,10 @@ int sr_checkpoint_check_config(const struct sr_train_config *cfg)
         return sr_error_set(SR_ERR_INVALID_ARG, "--resume without a PATH needs --checkpoint-dir; "
                                                 "HINT: --resume DIR/step-NNNNNNNN, or add "
                                                 "--checkpoint-dir DIR");
-    if (cfg->resume && cfg->n_data)
-        return sr_error_set(SR_ERR_UNSUPPORTED,
-                            "--resume with --data is not built yet (only synthetic data "
-                            "resumes); HINT: restart the run, or use --init-weights");
     if (cfg->resume && cfg->init_weights_path[0])
         return sr_error_set(SR_ERR_INVALID_ARG, "--resume and --init-weights both set the "
                                                 "weights; HINT: give one of them");
-    if (cfg->checkpoint_every && !cfg->checkpoint_dir[0])
+    if ((cfg->checkpoint_every || cfg->checkpoint_minutes > 0) && !cfg->checkpoint_dir[0])
         return sr_error_set(SR_ERR_INVALID_ARG, "--checkpoint-every needs --checkpoint-dir DIR");
     return SR_OK;
 }
@@ -225,9 +221,7 @@ static void write_manifest_body(struct sr_trainer *t, FILE *f, int64_t step, con
                 sr_trainer_setting_hash(cfg, trajectory[k]));
     fprintf(f, "\n  },\n  \"rng\": {\"kind\": \"counter\", \"seed\": \"%" PRIu64 "\"},\n",
             cfg->seed);
-    fprintf(f, "  \"data\": {\"kind\": \"%s\", \"next_step\": %" PRId64
-               ", \"next_sample\": %" PRId64 "},\n",
-            cfg->n_data ? "files" : "synthetic", step + 1, step * t->global_batch);
+    sr_checkpoint_data_write(t, f, step);
     fprintf(f, "  \"lr_schedule\": {\"spec\": \"%s\", \"next_step\": %" PRId64
                ", \"dense_lr\": %.9g, \"emb_lr\": %.9g},\n",
             cfg->lr_schedule, step + 1, (double)sr_lr_at(&t->lr_dense, step + 1),
@@ -332,6 +326,8 @@ int sr_checkpoint_save(struct sr_trainer *t, int64_t step)
     sr_trainer_pipeline_pause(t); /* the next batch's exchange completes first */
     sr_trainer_streams_drain(t);
     int rc = write_files(t, dir, mine);
+    if (rc) /* a result of the run that could not be written: exit status 1 */
+        rc = sr_error_set(SR_ERR_WRITE, "checkpoint step %" PRId64 ": %s", step, sr_error_message());
     double secs = sr_now_s() - t0;
     mine[R_RC] = (uint64_t)(int64_t)rc;
     memcpy(&mine[R_SECONDS], &secs, sizeof secs);
@@ -348,7 +344,8 @@ int sr_checkpoint_save(struct sr_trainer *t, int64_t step)
         all[R_DHASH] = mine[R_DHASH], all[R_DBYTES] = mine[R_DBYTES];
         rc = write_manifest(t, dir, step, all);
         if (rc)
-            rc = sr_error_set(SR_ERR_WRITE, "%s", sr_error_message());
+            rc = sr_error_set(SR_ERR_WRITE, "checkpoint step %" PRId64 ": %s", step,
+                              sr_error_message());
     }
     int64_t rc0 = rc;
     if (bad < 0)
@@ -376,5 +373,20 @@ int sr_checkpoint_save(struct sr_trainer *t, int64_t step)
     }
     sr_free(all);
     t->ckpt.allocs += sr_alloc_count() - a0;
+    t->ckpt.last_save_s = sr_now_s();
     return rc;
+}
+
+int sr_checkpoint_due(struct sr_trainer *t, int64_t step, int last)
+{
+    const struct sr_train_config *cfg = t->cfg;
+    if (!cfg->checkpoint_dir[0] || step < t->ckpt.first_step)
+        return 0;
+    if (last)
+        return 1;
+    if (cfg->checkpoint_minutes <= 0)
+        return cfg->checkpoint_every > 0 && step % cfg->checkpoint_every == 0;
+    int64_t due = t->rank == 0 && sr_now_s() - t->ckpt.last_save_s >= 60.0 * cfg->checkpoint_minutes;
+    sr_comm_broadcast(t->world, &due, &due, 1, SR_DTYPE_I64, 0, NULL, NULL);
+    return due != 0;
 }

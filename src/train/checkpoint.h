@@ -10,11 +10,17 @@
 #define SHARDREC_TRAIN_CHECKPOINT_H
 
 #include <stdint.h>
+#include <stdio.h>
+
+#include "shardrec/reader.h"
 
 struct sr_trainer;
 struct sr_train_config;
 struct sr_ckpt;
 struct sr_plan;
+struct cJSON;
+
+#define SR_CKPT_POS_RING 8 /* > the steps the loader may run ahead (SR_LOADER_SLOTS) */
 
 /* What a checkpointing run keeps between saves (in struct sr_trainer). */
 struct sr_trainer_ckpt {
@@ -22,6 +28,10 @@ struct sr_trainer_ckpt {
     uint64_t allocs;    /* allocations made by saves (not the loop's) */
     float *pinned;      /* host staging on a device the host cannot address, or NULL */
     size_t pinned_floats;
+    /* --data: the reader's position just after step s's batch, at [s % SR_CKPT_POS_RING]
+     * (written by the loader, read by a save of step s: checkpoint_data.c) */
+    struct sr_reader_position pos[SR_CKPT_POS_RING];
+    double last_save_s; /* rank 0: when training began or the last save ended (Nm) */
 };
 
 /* The settings that decide the model and its trajectory (flag names, as
@@ -31,7 +41,7 @@ struct sr_trainer_ckpt {
 extern const char *const sr_checkpoint_settings[SR_CHECKPOINT_N_SETTINGS];
 
 /* The flags' own rules (exit status 2): --resume needs a path or
- * --checkpoint-dir; --resume with --data or --init-weights is refused. */
+ * --checkpoint-dir; --resume with --init-weights is refused. */
 int sr_checkpoint_check_config(const struct sr_train_config *cfg);
 /* After the trainer is built: make --checkpoint-dir, and with --resume
  * read the checkpoint into the model (collective over the world). */
@@ -39,8 +49,27 @@ int sr_checkpoint_init(struct sr_trainer *t);
 /* FNV-1a 64 of a whole file and its size (the manifest's checksum); a file
  * that cannot be opened or read is SR_ERR_DATA naming it. */
 int sr_checkpoint_file_checksum(const char *path, uint64_t *hash, uint64_t *bytes);
-/* Collective: write the checkpoint of `step` (all steps up to it done). */
+/* Whether to save after `step` (`last`: the run's last step): every
+ * --checkpoint-every N steps, or with Nm rank 0's decision that N minutes
+ * passed since training began or the last save, broadcast over the world
+ * (one 8-byte collective a step, so every rank agrees); always at the last
+ * step; never without --checkpoint-dir. Collective with Nm. */
+int sr_checkpoint_due(struct sr_trainer *t, int64_t step, int last);
+/* Collective: write the checkpoint of `step` (all steps up to it done). A
+ * file that cannot be written is SR_ERR_WRITE naming it (on its rank; the
+ * others name the rank), the previous checkpoint untouched. */
 int sr_checkpoint_save(struct sr_trainer *t, int64_t step);
+
+/* checkpoint_data.c: the data position of --data runs. On the loader, after
+ * step's batch was read: note the reader's position. */
+void sr_checkpoint_note_position(struct sr_trainer *t, int64_t step);
+/* The manifest's "data" member (rank 0). */
+void sr_checkpoint_data_write(struct sr_trainer *t, FILE *f, int64_t step);
+/* On resume, before the loader starts: the checkpoint's data kind and data
+ * settings match this run's, every --data and --eval-data file is the one
+ * it recorded (size and head checksum; SR_ERR_DATA naming the file), then
+ * the reader is put at the first batch not yet trained. */
+int sr_checkpoint_data_resume(struct sr_trainer *t, const char *dir, const struct cJSON *m);
 void sr_checkpoint_free(struct sr_trainer *t);
 /* Fill every shard this rank holds under the run's plan, weights and
  * optimizer state, from checkpoint ck written under plan `old` (its rank

@@ -4,7 +4,8 @@
  * step-NNNNNNNN/ under --checkpoint-dir), check that it holds this job's
  * model (the tables by name, rows and dims, then every setting that decides
  * the model and its trajectory, and the global batch: the first difference
- * is named), verify the FNV-1a 64 checksum of every file (each rank a share
+ * is named), check the data and place the reader (checkpoint_data.c), verify
+ * the FNV-1a 64 checksum of every file (each rank a share
  * of the old rank files, every rank the dense file), then fill this rank's
  * shards from the checkpoint's plan (checkpoint_reshard.c: any world size and
  * plan) and copy the dense block with its optimizer state. Collective: a rank
@@ -214,6 +215,8 @@ static int resume(struct sr_trainer *t, int64_t *step)
     int opened = rc == SR_OK;
     if (!rc)
         rc = check_job(t, &ck, &old);
+    if (!rc) /* --data: the same files; the reader at the first batch not trained */
+        rc = sr_checkpoint_data_resume(t, ck.dir, ck.manifest);
     if (!rc && (*step = ck.step) >= cfg->steps)
         rc = sr_error_set(SR_ERR_INVALID_ARG,
                           "--resume %s: the checkpoint is at step %" PRId64 " and --steps is "

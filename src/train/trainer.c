@@ -47,6 +47,7 @@
 
 #include "shardrec/alloc.h"
 #include "shardrec/error.h"
+#include "shardrec/fault.h"
 #include "shardrec/weights_io.h"
 #include "train/trainer_internal.h"
 
@@ -64,7 +65,8 @@ static int open_reader(struct sr_trainer *t, struct sr_reader **r, char (*paths)
                                     .keep_partial = keep_partial,
                                     .max_line = 0,
                                     .shuffle = shuffle,
-                                    .seed = t->cfg->seed};
+                                    .seed = t->cfg->seed,
+                                    .block_samples = shuffle ? t->cfg->shuffle_block : 0};
     for (int i = 0; i < n; i++)
         list[i] = paths[i];
     int rc = sr_reader_open(r, list, n, t->cfg->num_features, rows, &opt);
@@ -265,6 +267,7 @@ int sr_trainer_init(struct sr_trainer **out, struct sr_train_config *cfg, FILE *
     t->dev = sr_device_cpu();
     if ((rc = sr_train_config_check(cfg)) || (rc = sr_checkpoint_check_config(cfg)) ||
         (rc = sr_trainer_init_comms(t)) ||
+        (rc = sr_fault_init(getenv("SR_FAULT"), t->rank)) || /* tests: docs/user-guide.md */
         (rc = init_parts(t, log))) {
         sr_trainer_free(t);
         return rc;
@@ -406,6 +409,7 @@ static int timed_step(struct sr_trainer *t, int64_t step)
         sr_device_spans_reanchor(t->trace.dspans);
         sr_trace_set_recording(1);
     }
+    sr_fault_step(step); /* SR_FAULT kill or stop (tests); else nothing */
     sr_trace_set_step(step);
     sr_comm_set_step(step);
     sr_trace_take_stage_ns(ns); /* evaluation's, between steps */
@@ -462,6 +466,7 @@ static int run_steps(struct sr_trainer *t, struct sr_trainer_result *res, sr_eve
     int steady_started = 0;
     memset(res, 0, sizeof *res);
     warm += first - 1;
+    t->ckpt.last_save_s = start; /* --checkpoint-every Nm counts from here */
     for (step = first; step <= cfg->steps && !ended; step++) {
         double s0 = sr_now_s();
         if ((rc = timed_step(t, step)) == END_OF_DATA) {
@@ -499,8 +504,7 @@ static int run_steps(struct sr_trainer *t, struct sr_trainer_result *res, sr_eve
             sr_trainer_log_interval(t, step, loss, &iv, evaluated, sr_now_s() - start);
             memset(&iv, 0, sizeof iv);
         }
-        if (cfg->checkpoint_dir[0] && step >= first && (last || due(step, cfg->checkpoint_every, 0)) &&
-            (rc = sr_checkpoint_save(t, step)))
+        if (sr_checkpoint_due(t, step, last) && (rc = sr_checkpoint_save(t, step)))
             return rc;
     }
     fill_result(t, res, step - first, train_seconds, loss, allocs_after_first);

@@ -125,8 +125,10 @@ static int produce(struct sr_trainer *t, int64_t step, struct sr_batch *b)
         sr_synth_fill(t->synth, (step - 1) * t->global_batch + (int64_t)t->rank * B, B, b);
         return SR_OK;
     }
-    if ((rc = sr_reader_next(t->reader, b)) == 1)
+    if ((rc = sr_reader_next(t->reader, b)) == 1) {
+        sr_checkpoint_note_position(t, step);
         return SR_OK;
+    }
     if (rc < 0)
         return rc;
     if (t->epoch == 0 && step == 1)
@@ -138,6 +140,8 @@ static int produce(struct sr_trainer *t, int64_t step, struct sr_batch *b)
         return rc;
     t->epoch++;
     rc = sr_reader_next(t->reader, b);
+    if (rc == 1)
+        sr_checkpoint_note_position(t, step);
     return rc == 1 ? SR_OK : rc;
 }
 
