@@ -113,6 +113,7 @@ static int load_topology(const struct plan_args *a, const struct sr_train_config
         t->world_size = a->world_size;
     if (t->world_size && t->ranks_per_node > t->world_size)
         t->ranks_per_node = t->world_size;
+    sr_topology_split_host(t);
     return sr_topology_complete(t);
 }
 

@@ -309,6 +309,20 @@ static void test_topology_json(void **state)
     NEAR(t.inter.gb_s, 1.5);
     NEAR(t.inter.latency_us, 30);
     assert_int_equal(sr_topology_complete(&t), SR_OK);
+    /* a bench device file of the CPU measured the whole host: split over its ranks */
+    const char *dev = "{\"source\": \"shardrec bench device\", \"device\": \"cpu\", "
+                      "\"memory_bytes\": 8e9, \"memory_gb_s\": 20, \"gemm_tflop_s\": {\"fp32\": 0.1}, "
+                      "\"gather_rows_s\": {\"uniform\": [8e6, 4e6, 2e6], \"zipf\": [9e6, 5e6, 3e6]}}";
+    assert_int_equal(sr_topology_preset(&t, "cpu-2core"), SR_OK);
+    assert_int_equal(sr_topology_merge_json(&t, dev, "device.json"), SR_OK);
+    assert_int_equal(t.host_wide, 1);
+    sr_topology_split_host(&t); /* 2 ranks a node */
+    NEAR(t.memory_bytes, 4e9);
+    NEAR(t.memory_gb_s, 10);
+    NEAR(t.gather_rows_s[1][2], 1.5e6);
+    NEAR(t.gemm_flop_s[0], 0.05e12);
+    sr_topology_split_host(&t); /* once only */
+    NEAR(t.memory_gb_s, 10);
     /* strict: unknown keys (with a hint), wrong types, negative numbers, trailing text */
     assert_int_equal(sr_topology_merge_json(&t, "{\"memory_gbs\": 3}", "x.json"), SR_ERR_INVALID_ARG);
     assert_non_null(strstr(sr_error_message(), "memory_gb_s"));

@@ -65,6 +65,9 @@ struct sr_topology {
     double zipf_hot_share; /* hot share of the ids the Zipf rates were taken on */
     struct sr_topo_link intra, inter;
     int nic_ranks;
+    /* The memory and rates are the whole host's (a `bench device` file of
+     * the CPU: one process on every core), not one rank's. */
+    int host_wide;
 };
 
 /* The dims the rates are measured at: 16, 64, 128. */
@@ -89,6 +92,11 @@ int sr_topology_load(struct sr_topology *t, const char *name_or_path);
  * whole: W, L, memory and bandwidth known; SR_ERR_INVALID_ARG naming the
  * first missing field otherwise. */
 int sr_topology_complete(struct sr_topology *t);
+
+/* Once the ranks a node are known: a host-wide topology's memory, bandwidth,
+ * rates and GEMM rates become one rank's (divided by the ranks a node, which
+ * share the host's cores and memory); others are left as they are. */
+void sr_topology_split_host(struct sr_topology *t);
 
 /* JSON text of *t (caller frees with sr_free). */
 char *sr_topology_to_json(const struct sr_topology *t);

@@ -280,6 +280,10 @@ static int read_root(const struct reader *r, const cJSON *root)
         (rc = get_number(r, root, "zipf_hot_share", 1, &t->zipf_hot_share)) ||
         (rc = get_gemm(r, root)))
         return rc;
+    const cJSON *src = cJSON_GetObjectItemCaseSensitive(root, "source");
+    const cJSON *dev = cJSON_GetObjectItemCaseSensitive(root, "device");
+    if (cJSON_IsString(src) && !strcmp(src->valuestring, "shardrec bench device"))
+        t->host_wide = cJSON_IsString(dev) && !strcmp(dev->valuestring, "cpu");
     if (t->zipf_hot_share > 1)
         return sr_error_set(SR_ERR_INVALID_ARG, "topology '%s': \"zipf_hot_share\" is %g; it is "
                                                 "a share, at most 1",
@@ -341,6 +345,23 @@ int sr_topology_load(struct sr_topology *t, const char *name_or_path)
                             "from `shardrec bench comm|device --out`, or one of:\n%s",
                             name_or_path, sr_topology_preset_help());
     return sr_topology_merge_file(t, name_or_path);
+}
+
+void sr_topology_split_host(struct sr_topology *t)
+{
+    double L = t->ranks_per_node > 1 ? t->ranks_per_node : 1;
+    if (!t->host_wide)
+        return;
+    t->memory_bytes /= L;
+    t->memory_gb_s /= L;
+    for (int s = 0; s < SR_TOPO_SKEWS; s++)
+        for (int d = 0; d < SR_TOPO_DIMS; d++) {
+            t->gather_rows_s[s][d] /= L;
+            t->update_rows_s[s][d] /= L;
+        }
+    for (int m = 0; m < SR_TOPO_MATHS; m++)
+        t->gemm_flop_s[m] /= L;
+    t->host_wide = 0;
 }
 
 /* ---- completion and the rates ------------------------------------------------------ */

@@ -58,6 +58,7 @@ int sr_trainer_topology(const struct sr_trainer *t, struct sr_topology *out)
         return rc;
     out->world_size = t->world_size;
     out->ranks_per_node = L > 0 ? L : 1;
+    sr_topology_split_host(out);
     if (out->world_size > out->ranks_per_node && !(out->inter.gb_s > 0)) {
         out->inter = cfg->link_gb_per_s > 0
                          ? (struct sr_topo_link){cfg->link_gb_per_s, cfg->link_latency_us}
