@@ -13,9 +13,10 @@
  *            read and written once; rows/s = ids/s (duplicates included, as
  *            gather counts them). Each launch is preceded by an untimed
  *            forward that keeps its ids, as in training.
- *   gemm     the dense ops' gemm, C (n, n) = A (n, n) B (n, n), per math mode
+ *   gemm     the dense ops' gemm, C (m, n) = A (m, n) B (n, n) (a batch through
+ *            an MLP layer: the rate the planner costs the MLPs at), per math mode
  *            the device has (the CPU: fp32; CUDA: fp32, tf32, bf16, where bf16
- *            includes rounding the operands, as training pays it); 2 n^3 FLOP
+ *            includes rounding the operands, as training pays it); 2 m n^2 FLOP
  *
  * Gather and update run at dims 16, 64 and 128 on ids drawn uniformly and
  * from Zipf(1.05), by the synthetic generator's own sampler
@@ -37,6 +38,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #ifdef SR_USE_OMP
 #include <omp.h>
 #endif
@@ -79,7 +81,7 @@ struct bd_sizes {
     int64_t ids;       /* ids a launch (bags of one id) */
     int64_t pool;      /* ids drawn, a multiple of ids: launches cycle through them */
     size_t copy_bytes; /* the copy's size (read once, written once) */
-    int gemm_n;        /* n of the n x n x n GEMM */
+    int gemm_m, gemm_n; /* the (m, n) x (n, n) GEMM */
     double repeat_s;   /* a timed block lasts at least this */
     int repeats;
 };
@@ -95,6 +97,7 @@ struct bd_ctx {
 /* What was measured, for the JSON file. */
 struct bd_results {
     double memory_bytes, memory_gb_s;
+    double base_bytes; /* the process's resident memory before the bench allocates (CPU) */
     double gather[SR_TOPO_SKEWS][SR_TOPO_DIMS], update[SR_TOPO_SKEWS][SR_TOPO_DIMS];
     double hot_share[SR_TOPO_SKEWS];
     double gemm_flop_s[SR_TOPO_MATHS];
@@ -257,7 +260,8 @@ static struct bd_sizes sizes_for(const struct sr_device *dev, int quick)
         .ids = gpu ? (int64_t)1 << 20 : (int64_t)1 << 16,
         .pool = gpu ? (int64_t)8 << 20 : (int64_t)2 << 20,
         .copy_bytes = gpu ? (size_t)2 << 30 : (size_t)256 << 20,
-        .gemm_n = gpu ? 4096 : 1024,
+        .gemm_m = gpu ? 16384 : 2048,
+        .gemm_n = gpu ? 1024 : 512,
         .repeat_s = 0.2,
         .repeats = 5,
     };
@@ -266,7 +270,7 @@ static struct bd_sizes sizes_for(const struct sr_device *dev, int quick)
         z.ids /= 4;
         z.pool /= gpu ? 4 : 8;
         z.copy_bytes /= 4;
-        z.gemm_n /= 2;
+        z.gemm_m /= 2;
         z.repeat_s = 0.05;
         z.repeats = 3;
     }
@@ -402,43 +406,46 @@ static void measure_copy(struct bd_ctx *c, struct bd_results *res)
 struct bd_gemm {
     struct bd_ctx *c;
     float *a, *b, *out;
-    int n;
+    int m, n; /* (m, n) x (n, n): a batch through an MLP layer */
 };
 
 static void gemm_launch(void *arg, int64_t i)
 {
     struct bd_gemm *g = arg;
-    sr_op_dense_gemm(g->c->dev, g->c->stream, SR_NO_TRANS, SR_NO_TRANS, g->n, g->n, g->n, 1.0f,
+    sr_op_dense_gemm(g->c->dev, g->c->stream, SR_NO_TRANS, SR_NO_TRANS, g->m, g->n, g->n, 1.0f,
                      g->a, g->n, g->b, g->n, 0.0f, g->out, g->n);
 }
 
-/* A, B uniform in [-1, 1) (the embedding init op); each math mode asked for. */
+/* The shape of training's GEMMs, a batch of m rows through a layer of n x n
+ * (CPU 2048 x 512 x 512, GPU 16384 x 1024 x 1024), not a square peak: the
+ * planner costs the MLPs at this rate. A, B uniform in [-1, 1) (the
+ * embedding init op); each math mode asked for. */
 static void measure_gemm(struct bd_ctx *c, const struct bd_opts *o, struct bd_results *res)
 {
     struct sr_device *dev = c->dev;
-    const int n = c->z.gemm_n;
-    const size_t bytes = (size_t)n * n * sizeof(float);
+    const int m = c->z.gemm_m, n = c->z.gemm_n;
+    const size_t bytes = (size_t)m * n * sizeof(float), w_bytes = (size_t)n * n * sizeof(float);
     struct bd_gemm g = {c, sr_dev_alloc_named(dev, bytes, "bench device GEMM A"),
-                        sr_dev_alloc_named(dev, bytes, "bench device GEMM B"),
-                        sr_dev_alloc_named(dev, bytes, "bench device GEMM C"), n};
-    sr_op_emb_init_uniform(dev, g.a, n, n, 0, IDS_SEED, 1, -1.0, 1.0, c->stream);
+                        sr_dev_alloc_named(dev, w_bytes, "bench device GEMM B"),
+                        sr_dev_alloc_named(dev, bytes, "bench device GEMM C"), m, n};
+    sr_op_emb_init_uniform(dev, g.a, m, n, 0, IDS_SEED, 1, -1.0, 1.0, c->stream);
     sr_op_emb_init_uniform(dev, g.b, n, n, 0, IDS_SEED, 2, -1.0, 1.0, c->stream);
     const enum sr_math saved = dev->math;
-    for (int m = 0; m < SR_TOPO_MATHS; m++) {
-        if (!o->maths[m])
+    for (int mm = 0; mm < SR_TOPO_MATHS; mm++) {
+        if (!o->maths[mm])
             continue;
-        dev->math = (enum sr_math)m;
+        dev->math = (enum sr_math)mm;
         const struct cli_timed_op t = {gemm_launch, NULL, &g};
         int64_t k;
         const double s = cli_bench_timer_figure(&c->timer, &t, &k);
-        res->gemm_flop_s[m] = 2.0 * (double)n * n * n / s;
-        res->gemm_done[m] = 1;
+        res->gemm_flop_s[mm] = 2.0 * (double)m * n * n / s;
+        res->gemm_done[mm] = 1;
         char name[40];
-        snprintf(name, sizeof name, "gemm %s %d^3", math_names[m], n);
+        snprintf(name, sizeof name, "gemm %s %dx%dx%d", math_names[mm], m, n, n);
         add_row(res, &(struct bd_row){.name = name,
                                       .launches = k,
                                       .seconds = s,
-                                      .rate = res->gemm_flop_s[m] * 1e-12,
+                                      .rate = res->gemm_flop_s[mm] * 1e-12,
                                       .unit = "TFLOP/s",
                                       .shown = 1,
                                       .shown_unit = "TFLOP/s"});
@@ -663,6 +670,7 @@ static cJSON *topology_json(const struct sr_device *dev, struct bd_results *res)
     cJSON_AddStringToObject(root, "device", dev->kind == SR_DEVICE_CPU ? "cpu" : "cuda");
     cJSON_AddNumberToObject(root, "memory_bytes", res->memory_bytes);
     cJSON_AddNumberToObject(root, "memory_gb_s", round(res->memory_gb_s * 1e6) / 1e6);
+    cJSON_AddNumberToObject(root, "memory_base_bytes", res->base_bytes);
     cJSON_AddItemToObject(root, "gather_rows_s", rates_json(res->gather));
     cJSON_AddItemToObject(root, "update_rows_s", rates_json(res->update));
     cJSON_AddNumberToObject(root, "zipf_hot_share",
@@ -679,6 +687,19 @@ static cJSON *topology_json(const struct sr_device *dev, struct bd_results *res)
 
 /* ---- the run -------------------------------------------------------------------------------- */
 
+/* Resident bytes of this process now (/proc/self/statm), 0 if unknown. */
+static double resident_bytes(void)
+{
+    long pages = 0, resident = 0;
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (f) {
+        if (fscanf(f, "%ld %ld", &pages, &resident) != 2)
+            resident = 0;
+        fclose(f);
+    }
+    return (double)resident * (double)sysconf(_SC_PAGE_SIZE);
+}
+
 static int run(const struct bd_opts *o, struct sr_device *dev)
 {
     struct bd_ctx c;
@@ -686,6 +707,9 @@ static int run(const struct bd_opts *o, struct sr_device *dev)
     ctx_init(&c, dev, o->quick);
     res.rows = cJSON_CreateArray();
     res.memory_bytes = dev->memory_bytes ? (double)dev->memory_bytes : (double)sr_machine_memory();
+    /* a process's own footprint (code, libraries, runtime threads): on the CPU
+     * it counts against the memory a rank has; a GPU's allocations start at 0 */
+    res.base_bytes = dev->memory_bytes ? 0 : resident_bytes();
     print_header(&c, &res);
     add_row(&res, &(struct bd_row){.name = "memory capacity",
                                    .rate = res.memory_bytes,

@@ -6,6 +6,9 @@
  *
  *   world_size, ranks_per_node      W ranks, L per node (W a multiple of L)
  *   memory_bytes                    capacity of one rank's device memory
+ *   memory_base_bytes               what a process holds before it allocates
+ *                                   (code, libraries, runtimes), counted in a
+ *                                   rank's memory (bench device on the CPU)
  *   memory_gb_s                     copy bandwidth: bytes read + written per s
  *   gather_rows_s[skew][dim]        random-row gather rate (rows/s) at dims
  *                                   16, 64, 128 (sr_topology_dims), on uniform
@@ -58,6 +61,7 @@ struct sr_topology {
     char name[SR_TOPO_NAME];
     int world_size, ranks_per_node;
     double memory_bytes;
+    double memory_base_bytes; /* a process's own resident footprint (CPU; 0 on a GPU) */
     double memory_gb_s;
     double gather_rows_s[SR_TOPO_SKEWS][SR_TOPO_DIMS];
     double update_rows_s[SR_TOPO_SKEWS][SR_TOPO_DIMS];

@@ -150,13 +150,25 @@ static double state_floats(const struct pl_acc *a, double rows, double cols)
     }
 }
 
+/* Ids a bag of table t: the rates are measured on bags of one id, where
+ * each id also writes its pooled row (gather: a row read, a row written) or
+ * reads its gradient row (update: gradient read, row read, row written). In
+ * a bag of q ids those writes and reads are shared: an id costs (1 + 1/q)/2
+ * of a measured gather and (2 + 1/q)/3 of a measured update. */
+static double bag_ids(const struct pl_acc *a, int t)
+{
+    const struct sr_planner_table *st = &a->m->stats[t];
+    double q = st->features > 0 ? st->ids_per_sample / st->features : 1;
+    return q > 1 ? q : 1;
+}
+
 /* A shard's lookups and updates of n ids at `cols` columns, on `rank`. */
 static void work(struct pl_acc *a, int t, int rank, double n, int cols,
                  struct sr_planner_table_cost *cost)
 {
-    double h = a->m->stats[t].hot_share;
-    double lookup = n / sr_topology_gather_rows_s(a->topo, cols, h);
-    double update = n / sr_topology_update_rows_s(a->topo, cols, h);
+    double h = a->m->stats[t].hot_share, q = bag_ids(a, t);
+    double lookup = n * (1 + 1 / q) / 2 / sr_topology_gather_rows_s(a->topo, cols, h);
+    double update = n * (2 + 1 / q) / 3 / sr_topology_update_rows_s(a->topo, cols, h);
     if (a->m->emb_state == SR_PLANNER_STATE_ELEMENT)
         update *= 2; /* the state is read and written as the rows are */
     a->lookup[rank] += lookup;
@@ -192,7 +204,8 @@ static void add_dp(struct pl_acc *a, int t, struct sr_planner_table_cost *cost)
     double E = (double)tc->num_embeddings, D = tc->embedding_dim;
     double b = (double)a->m->global_batch / a->W;
     for (int r = 0; r < a->W; r++) {
-        double lookup = b * a->m->stats[t].ids_per_sample /
+        double q = bag_ids(a, t);
+        double lookup = b * a->m->stats[t].ids_per_sample * (1 + 1 / q) / 2 /
                         sr_topology_gather_rows_s(a->topo, (int)D, a->m->stats[t].hot_share);
         double update = E * D * 4 * 3 / (a->topo->memory_gb_s * 1e9);
         a->lookup[r] += lookup;
@@ -332,6 +345,19 @@ double pl_dense_params(const struct sr_planner_model *m)
     return p;
 }
 
+/* Activation values a sample: every MLP layer's input and output widths,
+ * the interaction's input (F + 1 vectors of D) and output. */
+static double activations(const struct sr_planner_model *m)
+{
+    int F1 = m->ebc->num_features + 1, D = m->bot[m->n_bot - 1];
+    double n = (double)F1 * D, in = m->dcn_layers ? n : D + F1 * (F1 - 1) / 2.0, w = n + in;
+    for (int l = 0; l < m->n_bot; l++)
+        w += m->bot[l];
+    for (int l = 0; l < m->n_top; l++)
+        w += m->top[l];
+    return w + (m->dcn_layers ? 3.0 * m->dcn_layers * n : 0); /* x, u, du a cross layer */
+}
+
 /* Forward FLOPs a sample: the MLPs, the interaction (dot: every pair of the
  * F + 1 vectors; dcn: V then U per layer). */
 static void dense_flops(const struct sr_planner_model *m, double *bottom, double *all)
@@ -381,7 +407,13 @@ void pl_acc_step(const struct pl_acc *a, double s[SR_PS_COUNT], int *collectives
     dense_flops(m, &bottom, &all);
     double bot_fwd = b * bottom / rate, bot_bwd = 2 * bot_fwd;
     double optimizer = params * 4 * (3 + 2.0 * m->dense_state_floats) / (a->topo->memory_gb_s * 1e9);
-    s[SR_PS_DENSE] = 3 * b * all / rate + optimizer;
+    /* memory passes over the activations, outside the GEMMs: the forward
+     * writes each value and its ReLU reads and writes it (3); the backward
+     * reads the value and its incoming gradient and writes the outgoing one
+     * (3), and the ReLU mask reads the value again (1), the bias gradient the
+     * gradient (1): 8 passes of 4 bytes */
+    double elementwise = 8.0 * 4 * b * activations(m) / (a->topo->memory_gb_s * 1e9);
+    s[SR_PS_DENSE] = 3 * b * all / rate + elementwise + optimizer;
     s[SR_PS_LOOKUP] = max_of(a->lookup, a->W);
     s[SR_PS_UPDATE] = max_of(a->update, a->W);
     *collectives = 0;
@@ -414,7 +446,8 @@ double pl_acc_memory_ratio(const struct pl_acc *a, int *rank)
     double dense = pl_dense_params(a->m) * 4 * (2.0 + a->m->dense_state_floats);
     double worst = -1;
     for (int r = 0; r < a->W; r++) {
-        double ratio = (a->mem[r] + dense + a->m->buffer_bytes) / a->topo->memory_bytes;
+        double ratio = (a->mem[r] + dense + a->m->buffer_bytes + a->topo->memory_base_bytes) /
+                       a->topo->memory_bytes;
         if (ratio > worst) {
             worst = ratio;
             *rank = r;

@@ -65,7 +65,7 @@ static void fill_report(struct sr_planner_report *r, const struct pl_acc *a)
     r->samples_s = r->stage_s[SR_PS_STEP] > 0 ? a->m->global_batch / r->stage_s[SR_PS_STEP] : 0;
     for (int k = 0; k < a->W; k++) {
         struct sr_planner_rank *rk = &r->ranks[k];
-        rk->memory_bytes = a->mem[k] + dense + a->m->buffer_bytes;
+        rk->memory_bytes = a->mem[k] + dense + a->m->buffer_bytes + a->topo->memory_base_bytes;
         rk->lookup_s = a->lookup[k];
         rk->update_s = a->update[k];
         for (int l = 0; l < 2; l++) {

@@ -252,7 +252,7 @@ static int get_links(const struct reader *r, const cJSON *o)
 
 static const char *const top_keys[] = {
     "name",          "source",        "backend",        "device",       "world_size",
-    "ranks_per_node", "memory_bytes", "memory_gb_s",    "gather_rows_s", "update_rows_s",
+    "ranks_per_node", "memory_bytes", "memory_base_bytes", "memory_gb_s",    "gather_rows_s", "update_rows_s",
     "zipf_hot_share", "gemm_tflop_s", "links",          "measurements",
 };
 
@@ -274,6 +274,7 @@ static int read_root(const struct reader *r, const cJSON *root)
     if ((rc = get_count(r, root, "world_size", &t->world_size)) ||
         (rc = get_count(r, root, "ranks_per_node", &t->ranks_per_node)) ||
         (rc = get_number(r, root, "memory_bytes", 1, &t->memory_bytes)) ||
+        (rc = get_number(r, root, "memory_base_bytes", 1, &t->memory_base_bytes)) ||
         (rc = get_number(r, root, "memory_gb_s", 1, &t->memory_gb_s)) ||
         (rc = get_rates(r, root, "gather_rows_s", t->gather_rows_s)) ||
         (rc = get_rates(r, root, "update_rows_s", t->update_rows_s)) ||
@@ -478,6 +479,7 @@ char *sr_topology_to_json(const struct sr_topology *t)
     cJSON_AddNumberToObject(root, "world_size", t->world_size);
     cJSON_AddNumberToObject(root, "ranks_per_node", t->ranks_per_node);
     cJSON_AddNumberToObject(root, "memory_bytes", t->memory_bytes);
+    cJSON_AddNumberToObject(root, "memory_base_bytes", t->memory_base_bytes);
     cJSON_AddNumberToObject(root, "memory_gb_s", t->memory_gb_s);
     cJSON_AddItemToObject(root, "gather_rows_s", rates_json(t->gather_rows_s));
     cJSON_AddItemToObject(root, "update_rows_s", rates_json(t->update_rows_s));

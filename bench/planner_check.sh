@@ -1,0 +1,138 @@
+#!/bin/sh
+# The planner's predictions against measurements on this host's CPUs
+# (docs/planner.md; BENCHMARKS.md "Planner: predicted against measured").
+#
+#  1. Topology files, measured here first: `bench device --out` (copy, gather,
+#     update, GEMM: the whole host, split over the ranks of a node by the
+#     planner; and on one thread, for the 2-node setup whose one-rank nodes
+#     share the host), `bench comm --out` on 2 ranks of one node (shared
+#     memory), and on 2 ranks as 2 nodes over the emulated link LINK
+#     (SR_EMULATE_LINK).
+#  2. Three models: workload K at reduced rows (tables capped at 100,000), M at
+#     CPU size (26 x 100,000 rows, dim 128, 20 ids a feature; batch MB a rank),
+#     and one drawn by a seeded generator (SEED; below, fixed before any
+#     measurement), on three setups: 1 rank; 2 ranks on one node; 2 ranks as 2
+#     nodes over LINK. Each run is `train` with the planner's plan (no --plan)
+#     on the measured topology; its summary prints predicted beside measured.
+#     The median over R runs of the measured step and peak memory, and the
+#     prediction's error against it.
+#  3. On the 2-node setup: the planner's plan against --sharding tw and
+#     --sharding rw, median of R each, interleaved.
+#
+#   R=5 STEPS=20 LINK=0.05,50 bench/planner_check.sh
+#
+# Threads: 1 rank OMP_NUM_THREADS=2 (the whole host, as bench device
+# measured it); 2 ranks one thread each.
+BUILD=${BUILD:-build}
+R=${R:-5}
+STEPS=${STEPS:-20}
+LINK=${LINK:-0.05,50}
+MB=${MB:-1024}
+SEED=${SEED:-20261202}
+here=$(cd "$(dirname "$0")/.." && pwd)
+bin="$here/$BUILD/shardrec"
+out=${OUTDIR:-$(mktemp -d)}
+mkdir -p "$out"
+as_root=""
+[ "$(id -u)" = 0 ] && as_root="--allow-run-as-root"
+unset SR_RANKS_PER_NODE SR_EMULATE_LINK
+mpi() { mpirun $as_root --oversubscribe --bind-to none -x OMP_NUM_THREADS=1 -x OPENBLAS_NUM_THREADS=1 "$@"; }
+
+# 1. topology files
+OMP_NUM_THREADS=2 OPENBLAS_NUM_THREADS=2 "$bin" bench device --out "$out/device.json" >"$out/device.txt" 2>&1 ||
+    { cat "$out/device.txt"; exit 1; }
+# one core's: the 2-node setup's ranks share this host's 2 cores, one each,
+# but a node of one rank is not split
+OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 "$bin" bench device --out "$out/device1.json" >"$out/device1.txt" 2>&1 ||
+    { cat "$out/device1.txt"; exit 1; }
+mpi -np 2 "$bin" bench comm --max-bytes 16M --out "$out/node.json" >"$out/node.txt" 2>&1 ||
+    { cat "$out/node.txt"; exit 1; }
+mpi -x SR_EMULATE_LINK="$LINK" -np 2 "$bin" bench comm --max-bytes 16M --ranks-per-node 1 \
+    --out "$out/link.json" >"$out/link.txt" 2>&1 || { cat "$out/link.txt"; exit 1; }
+echo "topology files in $out: device.json, node.json, link.json"
+
+# 2. models
+K_ROWS=1460,583,100000,100000,305,24,12517,633,3,93145,5683,100000,3194,27,14992,100000,10,5652,2173,4,100000,18,15,100000,105,100000
+K="--workload K --table-rows $K_ROWS --batch-size 2048"
+M="--workload M --table-rows $(python3 -c 'print(",".join(["100000"] * 26))') --batch-size $MB"
+# The drawn model: a seeded generator, the same figures for the same SEED.
+DRAWN=$(python3 - "$SEED" <<'EOF'
+import random, sys
+r = random.Random(int(sys.argv[1]))
+T = r.randint(4, 16)
+D = r.choice([16, 32, 64])
+rows = [int(10 ** r.uniform(1, 5.5)) for _ in range(T)]
+ids = [r.randint(1, 8) for _ in range(T)]
+bot = [13] + sorted([r.choice([64, 128, 256, 512]) for _ in range(r.randint(1, 2))], reverse=True) + [D]
+top = [r.choice([128, 256, 512]) for _ in range(r.randint(1, 2))] + [1]
+dist = r.choice(["uniform", "zipf:1.05"])
+batch = r.choice([512, 1024, 2048])
+print("--table-rows %s --embedding-dim %d --ids-per-feature %s --bot-mlp %s --top-mlp %s "
+      "--id-dist %s --batch-size %d" % (",".join(map(str, rows)), D, ",".join(map(str, ids)),
+      "-".join(map(str, bot)), "-".join(map(str, top)), dist, batch))
+EOF
+)
+echo "drawn model (seed $SEED): $DRAWN"
+COMMON="--steps $STEPS --eval-samples 0 --log-every 1000 --no-progress"
+
+# run TAG SETUP ARGS...: one run, its summary in $out/TAG.txt
+run() {
+    tag=$1 setup=$2
+    shift 2
+    case $setup in
+    1) OMP_NUM_THREADS=2 OPENBLAS_NUM_THREADS=2 "$bin" train "$@" $COMMON \
+           --topology "$out/device.json" >"$out/$tag.txt" 2>&1 ;;
+    node) mpi -np 2 "$bin" train "$@" $COMMON --topology cpu-2core --topology "$out/device.json" \
+              --topology "$out/node.json" >"$out/$tag.txt" 2>&1 ;;
+    link) mpi -x SR_EMULATE_LINK="$LINK" -np 2 "$bin" train "$@" $COMMON --ranks-per-node 1 \
+              --topology cpu-2core --topology "$out/device1.json" --topology "$out/link.json" \
+              >"$out/$tag.txt" 2>&1 ;;
+    esac
+}
+
+# the planner block of a summary: "pred_step meas_step pred_mem meas_mem"
+pick() {
+    awk '/^planner: predicted/ {on = 1}
+         on && $1 == "step" {ps = $2; ms = $3}
+         on && $1 == "memory" {pm = $2; mm = $3; sub(/M/, "", pm); sub(/M/, "", mm)}
+         END {print ps, ms, pm, mm}' "$1"
+}
+median() { sort -g | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
+
+printf '\n%-6s %-5s %12s %12s %8s %10s %10s %8s\n' model setup "pred ms" "meas ms" error \
+    "pred MiB" "meas MiB" error
+for model in K M drawn; do
+    case $model in K) args=$K ;; M) args=$M ;; drawn) args=$DRAWN ;; esac
+    for setup in 1 node link; do
+        : >"$out/$model-$setup.runs"
+        for i in $(seq 1 "$R"); do
+            run "$model-$setup-$i" "$setup" $args || { tail -3 "$out/$model-$setup-$i.txt"; continue; }
+            pick "$out/$model-$setup-$i.txt" >>"$out/$model-$setup.runs"
+        done
+        ps=$(awk '{print $1}' "$out/$model-$setup.runs" | median)
+        ms=$(awk '{print $2}' "$out/$model-$setup.runs" | median)
+        pm=$(awk '{print $3}' "$out/$model-$setup.runs" | median)
+        mm=$(awk '{print $4}' "$out/$model-$setup.runs" | median)
+        awk -v m="$model" -v s="$setup" -v ps="$ps" -v ms="$ms" -v pm="$pm" -v mm="$mm" 'BEGIN {
+            printf "%-6s %-5s %12.3f %12.3f %+7.1f%% %10.1f %10.1f %+7.1f%%\n", m, s, ps, ms,
+                   100 * (ps / ms - 1), pm, mm, 100 * (pm / mm - 1) }'
+    done
+done
+
+# 3. the planner's plan against all-tw and all-rw on the 2-node setup
+printf '\n%-6s %14s %14s %14s %10s\n' model "planner ms" "all tw ms" "all rw ms" "planner vs best"
+for model in K M drawn; do
+    case $model in K) args=$K ;; M) args=$M ;; drawn) args=$DRAWN ;; esac
+    : >"$out/cmp-$model-planner" && : >"$out/cmp-$model-tw" && : >"$out/cmp-$model-rw"
+    for i in $(seq 1 "$R"); do
+        for plan in planner tw rw; do
+            extra=""
+            [ $plan != planner ] && extra="--sharding $plan"
+            run "cmp-$model-$plan-$i" link $args $extra
+            pick "$out/cmp-$model-$plan-$i.txt" | awk '{print $2}' >>"$out/cmp-$model-$plan"
+        done
+    done
+    p=$(median <"$out/cmp-$model-planner") t=$(median <"$out/cmp-$model-tw") w=$(median <"$out/cmp-$model-rw")
+    awk -v m="$model" -v p="$p" -v t="$t" -v w="$w" 'BEGIN {
+        b = t < w ? t : w; printf "%-6s %14.3f %14.3f %14.3f %9.3fx\n", m, p, t, w, b / p }'
+done
