@@ -569,6 +569,22 @@ static void update_launch(void *arg, int64_t i)
 /* Draw the pool (training's sampler, feature 0, samples 0 ..) through host
  * memory in chunks; returns the share of its ids of popularity rank below
  * E / 100 (at least rank 0): the hottest 1% of rows. */
+/* A gather or update row: ids rows/s at dim D on ids of dist. */
+static void add_rate_row(struct bd_results *res, const char *name, int D, enum sr_id_dist dist,
+                         int64_t launches, double seconds, double ids, int64_t rows)
+{
+    add_row(res, &(struct bd_row){.name = name,
+                                  .dim = D,
+                                  .ids = dist_names[dist],
+                                  .launches = launches,
+                                  .seconds = seconds,
+                                  .rate = ids / seconds,
+                                  .unit = "rows/s",
+                                  .shown = 1e-6,
+                                  .shown_unit = "M rows/s",
+                                  .table_rows = rows});
+}
+
 static double draw_pool(struct bd_emb *e, enum sr_id_dist dist)
 {
     struct bd_ctx *c = e->c;
@@ -604,28 +620,10 @@ static void measure_dist(struct bd_emb *e, enum sr_id_dist dist, struct bd_resul
         int64_t k;
         double s = cli_bench_timer_figure(&e->c->timer, &gather, &k);
         res->gather[dist][d] = ids / s;
-        add_row(res, &(struct bd_row){.name = "gather",
-                                      .dim = D,
-                                      .ids = dist_names[dist],
-                                      .launches = k,
-                                      .seconds = s,
-                                      .rate = ids / s,
-                                      .unit = "rows/s",
-                                      .shown = 1e-6,
-                                      .shown_unit = "M rows/s",
-                                      .table_rows = E});
+        add_rate_row(res, "gather", D, dist, k, s, ids, E);
         s = cli_bench_timer_figure(&e->c->timer, &update, &k);
         res->update[dist][d] = ids / s;
-        add_row(res, &(struct bd_row){.name = "update (sgd)",
-                                      .dim = D,
-                                      .ids = dist_names[dist],
-                                      .launches = k,
-                                      .seconds = s,
-                                      .rate = ids / s,
-                                      .unit = "rows/s",
-                                      .shown = 1e-6,
-                                      .shown_unit = "M rows/s",
-                                      .table_rows = E});
+        add_rate_row(res, "update (sgd)", D, dist, k, s, ids, E);
     }
     add_row(res, &(struct bd_row){.name = "hot share (top 1%)",
                                   .ids = dist_names[dist],
