@@ -331,6 +331,10 @@ int sr_topology_merge_file(struct sr_topology *t, const char *path)
     } else {
         rc = sr_topology_merge_json(t, text, path);
     }
+    if (!rc && !t->name[0]) { /* a file without "name": its own name */
+        const char *base = strrchr(path, '/');
+        snprintf(t->name, sizeof t->name, "%s", base ? base + 1 : path);
+    }
     sr_free(text);
     return rc;
 }
