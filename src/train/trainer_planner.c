@@ -4,7 +4,7 @@
  * Topology: --topology NAME|FILE (repeatable, merged in order), or this
  * device's nominal one: the cpu-2core preset on the CPU (memory: the
  * machine's over the ranks of a node), the h200 preset on CUDA (memory: the
- * device's). Either way the world size and ranks a node are the run's, and
+ * device's), the least over the ranks so that every rank plans alike. Either way the world size and ranks a node are the run's, and
  * a run across nodes with no inter-node link in the topology takes
  * --emulate-link's figures, else a 100 Gb/s NIC a node (nominal).
  *
@@ -31,6 +31,20 @@
 #include "shardrec/trace.h"
 #include "train/trainer_internal.h"
 
+/* The least of v over the world's ranks (every rank plans alike, so the
+ * plans match even where hosts' memories differ). Collective. */
+static double least_over_ranks(const struct sr_trainer *t, double v)
+{
+    if (t->world_size < 2)
+        return v;
+    int64_t mine = (int64_t)v, *all = sr_calloc((size_t)t->world_size, sizeof *all);
+    sr_comm_all_gather(t->world, &mine, all, 1, SR_DTYPE_I64, NULL, NULL);
+    for (int r = 0; r < t->world_size; r++)
+        mine = all[r] < mine ? all[r] : mine;
+    sr_free(all);
+    return (double)mine;
+}
+
 static int nominal_topology(const struct sr_trainer *t, struct sr_topology *topo)
 {
     int cuda = t->dev->kind == SR_DEVICE_CUDA;
@@ -39,8 +53,9 @@ static int nominal_topology(const struct sr_trainer *t, struct sr_topology *topo
         return rc;
     int L = sr_comm_local_size(t->sparse);
     snprintf(topo->name, sizeof topo->name, "%s (nominal)", cuda ? "h200" : "cpu");
-    topo->memory_bytes = t->dev->memory_bytes ? (double)t->dev->memory_bytes
-                                              : (double)sr_machine_memory() / (L > 0 ? L : 1);
+    topo->memory_bytes = least_over_ranks(
+        t, t->dev->memory_bytes ? (double)t->dev->memory_bytes
+                                : (double)sr_machine_memory() / (L > 0 ? L : 1));
     return SR_OK;
 }
 
@@ -67,7 +82,7 @@ int sr_trainer_topology(const struct sr_trainer *t, struct sr_topology *out)
     }
     if (out->ranks_per_node > 1 && !(out->intra.gb_s > 0)) {
         struct sr_topology nominal;
-        if (!nominal_topology(t, &nominal))
+        if (!sr_topology_preset(&nominal, t->dev->kind == SR_DEVICE_CUDA ? "h200" : "cpu-2core"))
             out->intra = nominal.intra;
     }
     return sr_topology_complete(out);
