@@ -7,6 +7,7 @@
 #   tests/fuzz/fuzz_plan.c          the plan file reader (and a write/read round trip)
 #   tests/fuzz/fuzz_line_stream.c   the line stream over plain and gzip text (lines equal
 #                                   the text's; a cut gzip file is an error)
+#   tests/fuzz/fuzz_topology.c      the topology reader, and the planner's search on what it accepts
 # Usage: sh tools/fuzz.sh [SECONDS]   (default 30; each target gets SECONDS)
 # FUZZ_TARGETS="fuzz_config fuzz_plan" runs only those; FUZZ_OUT=DIR puts the
 # binaries and corpora there instead of build-fuzz/.
@@ -55,6 +56,12 @@ fi
 if [ -f tests/fuzz/fuzz_line_stream.c ]; then
     build fuzz_line_stream tests/fuzz/fuzz_line_stream.c src/data/line_stream.c -ldl -lz
     targets="$targets fuzz_line_stream"
+fi
+if [ -f tests/fuzz/fuzz_topology.c ]; then
+    build fuzz_topology tests/fuzz/fuzz_topology.c src/plan/topology.c src/plan/cost_model.c \
+        src/plan/planner.c src/plan/plan.c src/core/table_config.c src/core/rng.c src/core/files.c \
+        src/core/json_kind.c -lcjson
+    targets="$targets fuzz_topology"
 fi
 [ -n "${FUZZ_TARGETS:-}" ] && targets=$FUZZ_TARGETS
 status=0
