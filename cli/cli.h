@@ -19,7 +19,11 @@ int cli_gen(int argc, char **argv);
 int cli_convert(int argc, char **argv);
 int cli_bench(int argc, char **argv);        /* `bench comm`: cli/cmd_bench.c */
 int cli_bench_device(int argc, char **argv); /* `bench device`: cli/cmd_bench_device.c */
-int cli_plan(int argc, char **argv);         /* cli/cmd_plan.c */
+int cli_plan(int argc, char **argv);
+struct sr_topology;
+/* `bench device --quick` on the device train would use, silently, into *out
+ * (a topology of its figures; cli/cmd_bench_device.c). */
+int cli_bench_device_quick(struct sr_topology *out);         /* cli/cmd_plan.c */
 /* Write root as JSON text to path atomically (atomic_file.h) and free root;
  * SR_ERR_IO with a message naming the path when it cannot (cli/cmd_bench.c). */
 struct cJSON;

@@ -332,6 +332,8 @@ struct bd_row {
     int64_t table_rows, ids_drawn; /* the embedding rows' table and id pool; 0: none */
 };
 
+static int bd_quiet; /* the planner's quick measurement (cli_bench_device_quick) prints nothing */
+
 static void add_row(struct bd_results *res, const struct bd_row *r)
 {
     char dim[8] = "-", ms[24] = "-", launches[24] = "-";
@@ -341,9 +343,11 @@ static void add_row(struct bd_results *res, const struct bd_row *r)
         snprintf(ms, sizeof ms, "%.4f", r->seconds * 1e3);
     if (r->launches)
         snprintf(launches, sizeof launches, "%lld", (long long)r->launches);
-    printf("  %-20s %4s  %-10s %9s %12s  %.4g %s\n", r->name, dim, r->ids ? r->ids : "-", launches,
-           ms, r->rate * r->shown, r->shown_unit);
-    fflush(stdout);
+    if (!bd_quiet) {
+        printf("  %-20s %4s  %-10s %9s %12s  %.4g %s\n", r->name, dim, r->ids ? r->ids : "-",
+               launches, ms, r->rate * r->shown, r->shown_unit);
+        fflush(stdout);
+    }
     cJSON *m = cJSON_CreateObject();
     cJSON_AddStringToObject(m, "measurement", r->name);
     if (r->dim)
@@ -698,28 +702,59 @@ static double resident_bytes(void)
     return (double)resident * (double)sysconf(_SC_PAGE_SIZE);
 }
 
+/* Every figure into res (its rows printed unless quiet). */
+static void measure_all(struct bd_ctx *c, const struct bd_opts *o, struct bd_results *res)
+{
+    struct sr_device *dev = c->dev;
+    res->rows = cJSON_CreateArray();
+    res->memory_bytes = dev->memory_bytes ? (double)dev->memory_bytes : (double)sr_machine_memory();
+    /* a process's own footprint (code, libraries, runtime threads): on the CPU
+     * it counts against the memory a rank has; a GPU's allocations start at 0 */
+    res->base_bytes = dev->memory_bytes ? 0 : resident_bytes();
+    if (!bd_quiet)
+        print_header(c, res);
+    add_row(res, &(struct bd_row){.name = "memory capacity",
+                                  .rate = res->memory_bytes,
+                                  .unit = "bytes",
+                                  .shown = 1.0 / (1 << 30),
+                                  .shown_unit = "GiB"});
+    measure_copy(c, res);
+    measure_embedding(c, res);
+    measure_gemm(c, o, res);
+}
+
 static int run(const struct bd_opts *o, struct sr_device *dev)
 {
     struct bd_ctx c;
     struct bd_results res = {0};
     ctx_init(&c, dev, o->quick);
-    res.rows = cJSON_CreateArray();
-    res.memory_bytes = dev->memory_bytes ? (double)dev->memory_bytes : (double)sr_machine_memory();
-    /* a process's own footprint (code, libraries, runtime threads): on the CPU
-     * it counts against the memory a rank has; a GPU's allocations start at 0 */
-    res.base_bytes = dev->memory_bytes ? 0 : resident_bytes();
-    print_header(&c, &res);
-    add_row(&res, &(struct bd_row){.name = "memory capacity",
-                                   .rate = res.memory_bytes,
-                                   .unit = "bytes",
-                                   .shown = 1.0 / (1 << 30),
-                                   .shown_unit = "GiB"});
-    measure_copy(&c, &res);
-    measure_embedding(&c, &res);
-    measure_gemm(&c, o, &res);
+    measure_all(&c, o, &res);
     int rc = o->out ? cli_bench_write_json(o->out, topology_json(dev, &res)) : SR_OK;
     cJSON_Delete(res.rows);
     cli_bench_timer_free(&c.timer);
+    return rc;
+}
+
+int cli_bench_device_quick(struct sr_topology *out)
+{
+    struct bd_opts o = {.device = SR_DEVICE_CHOICE_AUTO, .quick = 1};
+    struct sr_device *dev = NULL;
+    struct bd_ctx c;
+    struct bd_results res = {0};
+    int rc = select_device(&o, &dev);
+    if (rc)
+        return rc;
+    bd_quiet = 1;
+    ctx_init(&c, dev, 1);
+    measure_all(&c, &o, &res);
+    cJSON *root = topology_json(dev, &res);
+    char *text = cJSON_PrintUnformatted(root);
+    cJSON_Delete(root);
+    memset(out, 0, sizeof *out);
+    rc = sr_topology_merge_json(out, text, "bench device --quick");
+    cJSON_free(text);
+    cli_bench_timer_free(&c.timer);
+    bd_quiet = 0;
     return rc;
 }
 

@@ -28,7 +28,9 @@ static void plan_help(void)
            "\n"
            "  --topology NAME|FILE   a preset, or a JSON file (`shardrec bench comm --out`,\n"
            "                         `shardrec bench device --out`, or by hand); repeat to\n"
-           "                         merge, later ones override. Presets:\n"
+           "                         merge, later ones override; what they lack of the\n"
+           "                         device's figures is measured here (bench device\n"
+           "                         --quick). Presets:\n"
            "%s"
            "  --world-size W         ranks (default: the topology's)\n"
            "  --nodes N              nodes of --ranks-per-node ranks (W = N x L)\n"
@@ -92,6 +94,36 @@ static int other_flag(void *ctx, const char *name, const char *value)
     return SR_OK;
 }
 
+/* What the files lack of the device's figures (memory, bandwidth, rates,
+ * GEMM) from a quick measurement of this machine, said on stderr. */
+static int fill_from_this_machine(struct sr_topology *t)
+{
+    struct sr_topology here;
+    int rows_missing = !(t->gather_rows_s[0][0] > 0);
+    if (t->memory_bytes > 0 && t->memory_gb_s > 0 && t->gemm_flop_s[0] > 0)
+        return SR_OK;
+    fprintf(stderr, "shardrec plan: the topology lacks the device's figures; measuring this "
+                    "machine (bench device --quick, a few seconds)\n");
+    int rc = cli_bench_device_quick(&here);
+    if (rc)
+        return rc;
+    if (!(t->memory_bytes > 0) || !(t->memory_gb_s > 0)) {
+        t->memory_bytes = here.memory_bytes;
+        t->memory_base_bytes = here.memory_base_bytes;
+        t->memory_gb_s = here.memory_gb_s;
+        t->host_wide = here.host_wide;
+    }
+    if (rows_missing) {
+        memcpy(t->gather_rows_s, here.gather_rows_s, sizeof t->gather_rows_s);
+        memcpy(t->update_rows_s, here.update_rows_s, sizeof t->update_rows_s);
+        t->zipf_hot_share = here.zipf_hot_share;
+    }
+    for (int m = 0; m < SR_TOPO_MATHS; m++)
+        if (!(t->gemm_flop_s[m] > 0))
+            t->gemm_flop_s[m] = here.gemm_flop_s[m];
+    return SR_OK;
+}
+
 static int load_topology(const struct plan_args *a, const struct sr_train_config *cfg,
                          struct sr_topology *t)
 {
@@ -113,6 +145,9 @@ static int load_topology(const struct plan_args *a, const struct sr_train_config
         t->world_size = a->world_size;
     if (t->world_size && t->ranks_per_node > t->world_size)
         t->ranks_per_node = t->world_size;
+    int rc = fill_from_this_machine(t);
+    if (rc)
+        return rc;
     sr_topology_split_host(t);
     return sr_topology_complete(t);
 }

@@ -7,7 +7,8 @@
 #     per-step losses, bit for bit, as `train` with no plan (which runs the
 #     planner on the same nominal topology); the summary prints the
 #     predicted beside the measured step;
-#  3. a bench comm file merges over a preset (its link and world);
+#  3. a bench comm file merges over a preset (its link and world); alone, the
+#     device's figures it lacks are measured on this machine;
 #  4. errors, exit status 2 with the message naming what is wrong: an
 #     unknown preset (the presets listed), a topology file with an unknown
 #     key (file and key named), a table no rank can hold (named), --out
@@ -78,6 +79,16 @@ if "$bin" plan --topology cpu-2core --topology "$tmp/links.json" $JOB --print-to
     ok "a bench comm file merges over a preset"
 else
     bad "merge" "$(head -5 "$tmp/m.out")"
+fi
+
+# 3b. a bench comm file alone: the device's figures are measured here
+"$bin" plan --topology "$tmp/links.json" $JOB --print-topology >"$tmp/q.out" 2>&1
+rc=$?
+if [ $rc -eq 0 ] && grep -q "measuring this machine" "$tmp/q.out" &&
+    grep -q '"memory_gb_s":[[:space:]]*[1-9]' "$tmp/q.out" && grep -q "^predicted: " "$tmp/q.out"; then
+    ok "what a file lacks is measured on this machine"
+else
+    bad "quick measurement" "rc $rc: $(head -5 "$tmp/q.out")"
 fi
 
 # 4. errors

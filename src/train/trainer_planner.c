@@ -1,8 +1,8 @@
 /*
  * The planner in a training run (trainer_planner.h; docs/planner.md).
  *
- * Topology: --topology NAME|FILE (repeatable, merged in order), or this
- * device's nominal one: the cpu-2core preset on the CPU (memory: the
+ * Topology: --topology NAME|FILE (repeatable, merged in order) over this
+ * device's nominal one (what the files lack comes from it): the cpu-2core preset on the CPU (memory: the
  * machine's over the ranks of a node), the h200 preset on CUDA (memory: the
  * device's), the least over the ranks so that every rank plans alike. Either way the world size and ranks a node are the run's, and
  * a run across nodes with no inter-node link in the topology takes
@@ -59,18 +59,32 @@ static int nominal_topology(const struct sr_trainer *t, struct sr_topology *topo
     return SR_OK;
 }
 
+/* "cpu-2core+device.json+link.json": what --topology gave, by name. */
+static void name_of(const struct sr_train_config *cfg, struct sr_topology *out)
+{
+    size_t at = 0;
+    out->name[0] = 0;
+    for (int i = 0; i < cfg->n_topologies && at + 1 < sizeof out->name; i++) {
+        const char *base = strrchr(cfg->topologies[i], '/');
+        at += (size_t)snprintf(out->name + at, sizeof out->name - at, "%s%s", i ? "+" : "",
+                               base ? base + 1 : cfg->topologies[i]);
+    }
+}
+
 int sr_trainer_topology(const struct sr_trainer *t, struct sr_topology *out)
 {
     const struct sr_train_config *cfg = t->cfg;
-    int L = sr_comm_local_size(t->sparse), rc = SR_OK;
+    int L = sr_comm_local_size(t->sparse);
     memset(out, 0, sizeof *out);
-    if (!cfg->n_topologies)
-        rc = nominal_topology(t, out);
+    /* the device's nominal figures first: a file replaces what it gives, a
+     * preset everything */
+    int rc = nominal_topology(t, out);
     for (int i = 0; i < cfg->n_topologies && !rc; i++)
-        rc = i == 0 ? sr_topology_load(out, cfg->topologies[i])
-                    : sr_topology_merge_file(out, cfg->topologies[i]);
+        rc = sr_topology_load(out, cfg->topologies[i]);
     if (rc)
         return rc;
+    if (cfg->n_topologies)
+        name_of(cfg, out);
     out->world_size = t->world_size;
     out->ranks_per_node = L > 0 ? L : 1;
     sr_topology_split_host(out);
