@@ -1,7 +1,7 @@
 /*
  * Ranks and the embedding stage (trainer_dist.c): communicators, the plan,
  * start-up checks that every rank runs the same job, the (sharded) EBC,
- * gathered weights.
+ * weights of a sharded model (written per rank, or gathered).
  */
 #ifndef SHARDREC_TRAIN_TRAINER_DIST_H
 #define SHARDREC_TRAIN_TRAINER_DIST_H
