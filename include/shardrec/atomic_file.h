@@ -46,6 +46,13 @@ int sr_atomic_file_open(struct sr_atomic_file *af, const char *path);
  * naming the target) the temporary file is removed and the target untouched. */
 int sr_atomic_file_commit(struct sr_atomic_file *af);
 
+/* As sr_atomic_file_commit, for a temporary file that several processes
+ * (the ranks of --save-weights on a sharded model) wrote through their own
+ * descriptors, opened by af->tmp, each of them fsyncing its writes and
+ * running the fault-injection hook (sr_fault_write) itself: this one does
+ * not run the hook again. */
+int sr_atomic_file_commit_written(struct sr_atomic_file *af);
+
 /* Give up: close and remove the temporary file, release af. A zeroed or
  * already released af is a no-op. */
 void sr_atomic_file_abort(struct sr_atomic_file *af);

@@ -80,6 +80,24 @@ int sr_st_find(const struct sr_st_file *f, const char *name, const float **data,
  * dimension out of range, NULL data for a non-empty tensor), SR_ERR_IO. */
 int sr_st_write(const char *path, int n, const struct sr_st_tensor *tensors);
 
+/* Where sr_st_write puts n tensors, computed without their data (which may
+ * be NULL): the bytes before the data area (the u64 header length and the
+ * padded JSON header, exactly as sr_st_write writes them), the file offset
+ * of each tensor's first byte (offset[i] for tensors[i], in the caller's
+ * order) and the file's size. The same tensors give the same layout in every
+ * process, so several writers can fill one file at these offsets
+ * (--save-weights of a sharded model). Errors as sr_st_write's, but for
+ * data; then *out is zeroed. Free with sr_st_layout_free. */
+struct sr_st_layout {
+    unsigned char *header; /* header_len bytes: file offsets [0, header_len) */
+    size_t header_len;
+    uint64_t *offset; /* (n) */
+    uint64_t file_size;
+};
+int sr_st_layout(const char *path, int n, const struct sr_st_tensor *tensors,
+                 struct sr_st_layout *out);
+void sr_st_layout_free(struct sr_st_layout *l); /* NULL or zeroed ok */
+
 /* numel of a shape, or -1 if it is negative or numel * 4 overflows int64. */
 int64_t sr_st_numel(int ndim, const int64_t *shape);
 

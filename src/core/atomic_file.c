@@ -252,11 +252,12 @@ static void sync_dir(const char *path)
     sr_free(dir);
 }
 
-int sr_atomic_file_commit(struct sr_atomic_file *af)
+/* hook: run the fault-injection hook (SR_FAULT) before the rename. */
+static int commit(struct sr_atomic_file *af, int hook)
 {
     int bad = fflush(af->f) != 0 || ferror(af->f) || fsync(fileno(af->f)) != 0;
     int e = errno;
-    int injected = bad ? SR_OK : sr_fault_write(af->path); /* SR_FAULT (tests): may not return */
+    int injected = bad || !hook ? SR_OK : sr_fault_write(af->path); /* may not return */
     if (fclose(af->f) != 0 && !bad)
         bad = 1, e = errno;
     af->f = NULL;
@@ -279,6 +280,16 @@ int sr_atomic_file_commit(struct sr_atomic_file *af)
     sync_dir(af->path);
     release(af);
     return SR_OK;
+}
+
+int sr_atomic_file_commit(struct sr_atomic_file *af)
+{
+    return commit(af, 1);
+}
+
+int sr_atomic_file_commit_written(struct sr_atomic_file *af)
+{
+    return commit(af, 0);
 }
 
 /* ---- start-up checks ------------------------------------------------------------- */

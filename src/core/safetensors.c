@@ -542,13 +542,10 @@ static char *build_header(int n, const struct sr_st_tensor *const *order, size_t
     return hdr;
 }
 
-static int write_body(FILE *f, int n, const struct sr_st_tensor *const *order)
+static int write_body(FILE *f, const struct sr_st_layout *l, int n,
+                      const struct sr_st_tensor *const *order)
 {
-    size_t hlen;
-    char *hdr = build_header(n, order, &hlen);
-    uint64_t len64 = hlen;
-    int bad = fwrite(&len64, 8, 1, f) != 1 || fwrite(hdr, 1, hlen, f) != hlen;
-    sr_free(hdr);
+    int bad = fwrite(l->header, 1, l->header_len, f) != l->header_len;
     for (int i = 0; !bad && i < n; i++) {
         int64_t numel = sr_st_numel(order[i]->ndim, order[i]->shape);
         if (numel > 0)
@@ -559,14 +556,15 @@ static int write_body(FILE *f, int n, const struct sr_st_tensor *const *order)
 
 /* Through an atomic write (include/shardrec/atomic_file.h): a failure leaves the
  * old file, if any, as it was and no temporary file behind. */
-static int write_file(const char *path, int n, const struct sr_st_tensor *const *order)
+static int write_file(const char *path, const struct sr_st_layout *l, int n,
+                      const struct sr_st_tensor *const *order)
 {
     struct sr_atomic_file af;
     int rc = sr_atomic_file_open(&af, path);
     if (rc)
         return rc;
     errno = 0;
-    if (write_body(af.f, n, order)) {
+    if (write_body(af.f, l, n, order)) {
         int e = errno ? errno : EIO;
         sr_atomic_file_abort(&af);
         return fail(SR_ERR_IO, path, "cannot write: %s; HINT: check free disk space", strerror(e));
@@ -574,15 +572,23 @@ static int write_file(const char *path, int n, const struct sr_st_tensor *const 
     return sr_atomic_file_commit(&af);
 }
 
-int sr_st_write(const char *path, int n, const struct sr_st_tensor *tensors)
+/* The tensors checked (data too when need_data) and sorted by name into
+ * *order_out (the caller frees it with sr_free). */
+static int sorted_tensors(const char *path, int n, const struct sr_st_tensor *tensors,
+                          int need_data, const struct sr_st_tensor ***order_out)
 {
     const struct sr_st_tensor **order;
     int rc = SR_OK;
+    *order_out = NULL;
     if (n < 0)
         return fail(SR_ERR_INVALID_ARG, path, "negative tensor count %d", n);
-    for (int i = 0; i < n; i++)
-        if ((rc = check_write_tensor(path, &tensors[i])))
+    for (int i = 0; i < n; i++) {
+        struct sr_st_tensor t = tensors[i];
+        if (!need_data)
+            t.data = (const float *)&t; /* any non-NULL pointer: only the shape is checked */
+        if ((rc = check_write_tensor(path, &t)))
             return rc;
+    }
     order = sr_malloc(sizeof *order * ((size_t)n + 1));
     for (int i = 0; i < n; i++)
         order[i] = &tensors[i];
@@ -590,8 +596,66 @@ int sr_st_write(const char *path, int n, const struct sr_st_tensor *tensors)
     for (int i = 1; i < n && !rc; i++)
         if (strcmp(order[i - 1]->name, order[i]->name) == 0)
             rc = fail(SR_ERR_INVALID_ARG, path, "tensor %s is given twice", order[i]->name);
-    if (!rc)
-        rc = write_file(path, n, order);
+    if (rc)
+        sr_free(order);
+    else
+        *order_out = order;
+    return rc;
+}
+
+/* The layout of tensors already sorted: header bytes and each tensor's file
+ * offset, stored at the tensor's index in `tensors`. */
+static void lay_out(struct sr_st_layout *l, int n, const struct sr_st_tensor *tensors,
+                    const struct sr_st_tensor *const *order)
+{
+    size_t hlen;
+    char *hdr = build_header(n, order, &hlen);
+    uint64_t len64 = hlen, at = 8 + (uint64_t)hlen;
+    l->header_len = 8 + hlen;
+    l->header = sr_malloc(l->header_len);
+    memcpy(l->header, &len64, 8); /* little-endian hosts only, as the reader */
+    memcpy(l->header + 8, hdr, hlen);
+    sr_free(hdr);
+    l->offset = sr_calloc((size_t)n + 1, sizeof *l->offset);
+    for (int i = 0; i < n; i++) {
+        l->offset[order[i] - tensors] = at;
+        at += (uint64_t)sr_st_numel(order[i]->ndim, order[i]->shape) * 4;
+    }
+    l->file_size = at;
+}
+
+int sr_st_layout(const char *path, int n, const struct sr_st_tensor *tensors,
+                 struct sr_st_layout *out)
+{
+    const struct sr_st_tensor **order;
+    memset(out, 0, sizeof *out);
+    int rc = sorted_tensors(path, n, tensors, 0, &order);
+    if (rc)
+        return rc;
+    lay_out(out, n, tensors, order);
+    sr_free(order);
+    return SR_OK;
+}
+
+void sr_st_layout_free(struct sr_st_layout *l)
+{
+    if (!l)
+        return;
+    sr_free(l->header);
+    sr_free(l->offset);
+    memset(l, 0, sizeof *l);
+}
+
+int sr_st_write(const char *path, int n, const struct sr_st_tensor *tensors)
+{
+    const struct sr_st_tensor **order;
+    struct sr_st_layout l = {0};
+    int rc = sorted_tensors(path, n, tensors, 1, &order);
+    if (rc)
+        return rc;
+    lay_out(&l, n, tensors, order);
+    rc = write_file(path, &l, n, order);
+    sr_st_layout_free(&l);
     sr_free(order);
     return rc;
 }

@@ -439,8 +439,10 @@ void sr_trainer_emb_dp_update(struct sr_trainer *t, float lr, int64_t step, sr_s
 /* ---- weights of a sharded model ------------------------------------------------ */
 
 /* Collective: every table is gathered to rank 0, which writes the file with
- * the dense parameters (DESIGN.md's tensor names). */
-int sr_trainer_save_sharded_weights(struct sr_trainer *t, const char *path)
+ * the dense parameters (DESIGN.md's tensor names). The fallback of
+ * sr_trainer_save_sharded_weights (weights_sharded.c) when the ranks do not
+ * share a file system. */
+int sr_trainer_gather_save_weights(struct sr_trainer *t, const char *path)
 {
     const struct sr_train_config *cfg = t->cfg;
     int n_dense = sr_dlrm_num_tensors(t->dlrm), n = n_dense + cfg->num_tables, rc = SR_OK;

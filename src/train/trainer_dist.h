@@ -1,7 +1,7 @@
 /*
  * Ranks and the embedding stage (trainer_dist.c): communicators, the plan,
  * start-up checks that every rank runs the same job, the (sharded) EBC,
- * gathered weights.
+ * weights of a sharded model (written per rank, or gathered).
  */
 #ifndef SHARDREC_TRAIN_TRAINER_DIST_H
 #define SHARDREC_TRAIN_TRAINER_DIST_H
@@ -29,6 +29,11 @@ void sr_trainer_emb_free(struct sr_trainer *t);
  * "features" for the features), for checkpoint manifests. */
 struct sr_train_config;
 uint64_t sr_trainer_setting_hash(const struct sr_train_config *cfg, const char *name);
+/* --save-weights of a sharded model, collective (world): every rank writes
+ * its own rows into the one file (weights_sharded.c); falls back to the
+ * gathering writer when the ranks do not share rank 0's file system. */
 int sr_trainer_save_sharded_weights(struct sr_trainer *t, const char *path);
+/* The gathering writer: every table to rank 0, which writes the file. */
+int sr_trainer_gather_save_weights(struct sr_trainer *t, const char *path);
 
 #endif
