@@ -28,6 +28,7 @@
 #include "shardrec/alloc.h"
 #include "shardrec/error.h"
 #include "shardrec/planner.h"
+#include "shardrec/table_stats.h"
 #include "shardrec/trace.h"
 #include "train/trainer_internal.h"
 
@@ -73,13 +74,36 @@ int sr_trainer_topology(const struct sr_trainer *t, struct sr_topology *out)
     return sr_topology_complete(out);
 }
 
-/* The model as the planner sees it; stats freed by the caller. */
-static struct sr_planner_table *model_of(struct sr_trainer *t, struct sr_ebc_config *ec,
-                                         struct sr_planner_model *m)
+/* The tables' statistics, made on the first call (every rank the same:
+ * sr_train_config_table_stats) and kept for the prediction; with --data,
+ * said on rank 0's log. */
+static int table_stats(struct sr_trainer *t)
 {
-    struct sr_planner_table *stats = sr_calloc((size_t)t->cfg->num_tables, sizeof *stats);
-    sr_train_config_planner(t->cfg, t->world_size, t->predicted.topo.ranks_per_node, ec, stats, m);
-    return stats;
+    struct sr_trainer_prediction *p = &t->predicted;
+    struct sr_ebc_config ec;
+    if (p->stats)
+        return SR_OK;
+    p->stats = sr_calloc((size_t)t->cfg->num_tables, sizeof *p->stats);
+    int rc = sr_train_config_table_stats(t->cfg, p->stats, &p->stats_samples);
+    if (rc) {
+        sr_free(p->stats);
+        p->stats = NULL;
+        return rc;
+    }
+    if (t->log && p->stats_samples) {
+        sr_train_config_ebc(t->cfg, &ec);
+        fprintf(t->log, "plan: table statistics measured on %lld samples of --data:\n",
+                (long long)p->stats_samples);
+        sr_table_stats_print(t->log, &ec, p->stats);
+    }
+    return SR_OK;
+}
+
+/* The model as the planner sees it, on the statistics table_stats made. */
+static void model_of(struct sr_trainer *t, struct sr_ebc_config *ec, struct sr_planner_model *m)
+{
+    sr_train_config_planner(t->cfg, t->world_size, t->predicted.topo.ranks_per_node, ec,
+                            t->predicted.stats, m);
 }
 
 int sr_trainer_plan_search(struct sr_trainer *t)
@@ -91,7 +115,9 @@ int sr_trainer_plan_search(struct sr_trainer *t)
     if (rc)
         return rc;
     t->predicted.nominal = !t->cfg->n_topologies;
-    struct sr_planner_table *stats = model_of(t, &ec, &m);
+    if ((rc = table_stats(t)))
+        return rc;
+    model_of(t, &ec, &m);
     rc = sr_planner_search(&m, &t->predicted.topo, &t->plan, &r);
     if (!rc && t->log) {
         fprintf(t->log, "plan: the planner's, on topology %s (docs/planner.md):\n",
@@ -100,7 +126,6 @@ int sr_trainer_plan_search(struct sr_trainer *t)
     }
     t->predicted.planned = !rc;
     sr_planner_report_free(r);
-    sr_free(stats);
     return rc;
 }
 
@@ -114,17 +139,23 @@ void sr_trainer_plan_predict(struct sr_trainer *t)
         return;
     }
     t->predicted.nominal = !t->cfg->n_topologies;
-    struct sr_planner_table *stats = model_of(t, &ec, &m);
+    if (table_stats(t)) { /* the data's reader says it again, and stops the run */
+        if (t->log)
+            fprintf(t->log, "warning: no prediction of the step: %s\n", sr_error_message());
+        return;
+    }
+    model_of(t, &ec, &m);
     /* one rank runs every table whole: a tw plan of world size 1 */
     if (sr_planner_predict(&m, &t->predicted.topo, t->plan, &t->predicted.report) && t->log)
         fprintf(t->log, "warning: no prediction of the step: %s\n", sr_error_message());
-    sr_free(stats);
 }
 
 void sr_trainer_prediction_free(struct sr_trainer *t)
 {
     sr_planner_report_free(t->predicted.report);
+    sr_free(t->predicted.stats);
     t->predicted.report = NULL;
+    t->predicted.stats = NULL;
 }
 
 static void row(FILE *f, const char *what, double predicted, double measured)
@@ -167,6 +198,9 @@ void sr_trainer_print_prediction(const struct sr_trainer *t, const struct sr_tra
     fprintf(f, "planner: predicted (topology %s%s) beside measured, ms per step on rank 0 (the "
                "step: the slowest rank's):\n",
             t->predicted.topo.name, t->predicted.nominal ? "; give --topology for measured rates" : "");
+    if (t->predicted.stats_samples)
+        fprintf(f, "  (table statistics: measured on %lld samples of --data)\n",
+                (long long)t->predicted.stats_samples);
     fprintf(f, "  %-10s %11s %11s %9s\n", "", "predicted", "measured", "error");
     row(f, "lookup", 1e3 * p[SR_PS_LOOKUP], lookup);
     row(f, "update", 1e3 * p[SR_PS_UPDATE], update);
