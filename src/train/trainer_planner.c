@@ -75,12 +75,10 @@ int sr_trainer_topology(const struct sr_trainer *t, struct sr_topology *out)
 }
 
 /* The tables' statistics, made on the first call (every rank the same:
- * sr_train_config_table_stats) and kept for the prediction; with --data,
- * said on rank 0's log. */
+ * sr_train_config_table_stats) and kept for the prediction. */
 static int table_stats(struct sr_trainer *t)
 {
     struct sr_trainer_prediction *p = &t->predicted;
-    struct sr_ebc_config ec;
     if (p->stats)
         return SR_OK;
     p->stats = sr_calloc((size_t)t->cfg->num_tables, sizeof *p->stats);
@@ -88,15 +86,20 @@ static int table_stats(struct sr_trainer *t)
     if (rc) {
         sr_free(p->stats);
         p->stats = NULL;
-        return rc;
     }
-    if (t->log && p->stats_samples) {
-        sr_train_config_ebc(t->cfg, &ec);
-        fprintf(t->log, "plan: table statistics measured on %lld samples of --data:\n",
-                (long long)p->stats_samples);
-        sr_table_stats_print(t->log, &ec, p->stats);
-    }
-    return SR_OK;
+    return rc;
+}
+
+/* With --data, the measured statistics the planner's plan rests on (rank 0). */
+static void print_table_stats(const struct sr_trainer *t)
+{
+    struct sr_ebc_config ec;
+    if (!t->log || !t->predicted.stats_samples)
+        return;
+    sr_train_config_ebc(t->cfg, &ec);
+    fprintf(t->log, "plan: table statistics measured on %lld samples of --data:\n",
+            (long long)t->predicted.stats_samples);
+    sr_table_stats_print(t->log, &ec, t->predicted.stats);
 }
 
 /* The model as the planner sees it, on the statistics table_stats made. */
@@ -119,6 +122,8 @@ int sr_trainer_plan_search(struct sr_trainer *t)
         return rc;
     model_of(t, &ec, &m);
     rc = sr_planner_search(&m, &t->predicted.topo, &t->plan, &r);
+    if (!rc)
+        print_table_stats(t);
     if (!rc && t->log) {
         fprintf(t->log, "plan: the planner's, on topology %s (docs/planner.md):\n",
                 t->predicted.topo.name);
@@ -139,11 +144,8 @@ void sr_trainer_plan_predict(struct sr_trainer *t)
         return;
     }
     t->predicted.nominal = !t->cfg->n_topologies;
-    if (table_stats(t)) { /* the data's reader says it again, and stops the run */
-        if (t->log)
-            fprintf(t->log, "warning: no prediction of the step: %s\n", sr_error_message());
-        return;
-    }
+    if (table_stats(t))
+        return; /* bad --data: its reader says so when the data opens, and stops the run */
     model_of(t, &ec, &m);
     /* one rank runs every table whole: a tw plan of world size 1 */
     if (sr_planner_predict(&m, &t->predicted.topo, t->plan, &t->predicted.report) && t->log)
