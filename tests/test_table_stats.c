@@ -67,8 +67,11 @@ static void fixture_init(struct fixture *x)
     x->ec = (struct sr_ebc_config){3, x->tables, 4, x->names, x->feature_table};
     memcpy(x->lengths, lengths, sizeof lengths);
     memcpy(x->values, values, sizeof values);
-    x->kjt = (struct sr_kjt){.num_keys = 4, .stride = 4, .lengths = x->lengths,
-                             .offsets = x->offsets, .values = x->values,
+    x->kjt = (struct sr_kjt){.num_keys = 4,
+                             .stride = 4,
+                             .lengths = x->lengths,
+                             .offsets = x->offsets,
+                             .values = x->values,
                              .num_values = (int64_t)(sizeof values / sizeof values[0])};
     assert_int_equal(sr_kjt_compute_offsets(&x->kjt), SR_OK);
     /* ids to rows as training maps them (sr_batch_check_ids applies this) */
@@ -142,8 +145,12 @@ static void test_big_table_exact(void **state)
         values[i] = (int64_t)i * 19 + 3;
     for (int i = 0; i < HOT * REPEAT; i++)
         values[DISTINCT + i] = (int64_t)(i % HOT) * 19 + 3;
-    struct sr_kjt kjt = {.num_keys = 1, .stride = 1, .lengths = lengths, .offsets = offsets,
-                         .values = values, .num_values = N};
+    struct sr_kjt kjt = {.num_keys = 1,
+                         .stride = 1,
+                         .lengths = lengths,
+                         .offsets = offsets,
+                         .values = values,
+                         .num_values = N};
     assert_int_equal(sr_kjt_compute_offsets(&kjt), SR_OK);
     struct sr_table_stats *s = NULL;
     struct sr_planner_table out;

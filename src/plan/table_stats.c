@@ -26,7 +26,7 @@ struct row_counts {
     uint64_t *rows;  /* (cap) row + 1, or 0: empty */
     int64_t *counts; /* (cap) */
     int64_t cap, used;
-    int shift;       /* 64 - log2(cap) */
+    int shift; /* 64 - log2(cap) */
 };
 
 struct sr_table_stats {
@@ -159,8 +159,7 @@ void sr_table_stats_finish(const struct sr_table_stats *s, struct sr_planner_tab
 {
     for (int t = 0; t < s->num_tables; t++) {
         out[t] = (struct sr_planner_table){0};
-        out[t].ids_per_sample =
-            s->samples > 0 ? (double)s->lookups[t] / (double)s->samples : 0;
+        out[t].ids_per_sample = s->samples > 0 ? (double)s->lookups[t] / (double)s->samples : 0;
         out[t].hot_share = hot_share(s, t);
     }
     for (int f = 0; f < s->num_features; f++)
@@ -189,6 +188,6 @@ void sr_table_stats_print(FILE *f, const struct sr_ebc_config *ec,
             "hot share");
     for (int t = 0; t < ec->num_tables; t++)
         fprintf(f, "  %-16s %12lld %8d %12.3f %10.4f\n", ec->tables[t].name,
-                (long long)ec->tables[t].num_embeddings, stats[t].features,
-                stats[t].ids_per_sample, stats[t].hot_share);
+                (long long)ec->tables[t].num_embeddings, stats[t].features, stats[t].ids_per_sample,
+                stats[t].hot_share);
 }
