@@ -6,7 +6,8 @@
 #     100000 rows, one with Zipf(1.05) ids and one with uniform ids;
 #     `plan --data` says "statistics: measured on 20000 samples of --data"
 #     (the data ends before --plan-sample's 65536) and 1 id a sample a table;
-#     --plan-sample 5000 measures 5000;
+#     --plan-sample 5000 measures 5000; the file converted to the binary
+#     format measures the same;
 #  2. the 1000-row table (10 hot rows): the Zipf file's hot share is more
 #     than 10 times the uniform file's, and close to both the generator's
 #     exact law and sr_planner_hot_share's analytic value, which
@@ -60,6 +61,15 @@ if "$bin" plan $JOB --data "$tmp/zipf.tsv" --plan-sample 5000 >"$tmp/s.out" 2>&1
     ok "--plan-sample 5000 measures 5000 samples"
 else
     bad "--plan-sample" "$(head -4 "$tmp/s.out")"
+fi
+
+if "$bin" convert "$tmp/zipf.tsv" -o "$tmp/zipf.bin" --table-rows 1000,100000 >/dev/null 2>&1 &&
+    "$bin" plan $JOB --data "$tmp/zipf.bin" >"$tmp/b.out" 2>&1 &&
+    [ "$(hot t0 "$tmp/b.out")" = "$(hot t0 "$tmp/z.out")" ] &&
+    [ "$(hot t1 "$tmp/b.out")" = "$(hot t1 "$tmp/z.out")" ]; then
+    ok "the binary file (convert) measures as its TSV"
+else
+    bad "binary --data" "$(head -6 "$tmp/b.out")"
 fi
 
 # 2. the 1000-row table's hot share
