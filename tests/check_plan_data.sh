@@ -20,8 +20,9 @@
 #     heavier), so 0.03 against the analytic value. Uniform ids: the 10
 #     fullest of 1000 rows, about 20 ids each, hold about 1.5%;
 #  3. train on 2 ranks with no plan runs the planner on the measured
-#     statistics (every rank measures the same sample: the plan check at
-#     start-up passes), logs them, and the summary says so;
+#     statistics (rank 0 measures and broadcasts them: the plan check at
+#     start-up passes), logs them, and the summary says so; also when rank
+#     1's copy of the file holds other ids (rank 0's statistics, one plan);
 #  4. a missing --data file: exit status 2, the file named.
 # Exit 0 pass, else fail (part 3 is skipped without mpirun).
 . "$(dirname "$0")/lib.sh"
@@ -99,6 +100,20 @@ if command -v mpirun >/dev/null 2>&1; then
         ok "train on 2 ranks plans on the measured statistics"
     else
         bad "train --data" "rc $rt; $(tail -5 "$tmp/t.out")"
+    fi
+    # rank 1's copy of d.tsv holds the uniform ids (the same size): the plan is
+    # still rank 0's, so the ranks agree on it and train
+    mkdir -p "$tmp/r0" "$tmp/r1"
+    cp "$tmp/zipf.tsv" "$tmp/r0/d.tsv"
+    cp "$tmp/uniform.tsv" "$tmp/r1/d.tsv"
+    sr_mpirun 2 sh -c 'cd "$0/r$OMPI_COMM_WORLD_RANK" && exec "$@"' "$tmp" \
+        "$bin" train --table-rows 1000,100000 --batch-size 64 --steps 2 --eval-samples 0 \
+        --data d.tsv >"$tmp/t2.out" 2>&1
+    rt=$?
+    if [ $rt -eq 0 ] && [ "$(hot t0 "$tmp/t2.out")" = "$hz" ]; then
+        ok "ranks whose --data differ in content plan on rank 0's statistics"
+    else
+        bad "train, different --data" "rc $rt; $(tail -5 "$tmp/t2.out")"
     fi
 else
     echo "skip 2-rank train (no mpirun)"

@@ -258,7 +258,8 @@ struct sr_planner_model;
  * samples (fewer when the data ends first), read in file order (never
  * shuffled) as one rank of one, with ids mapped to rows as training maps
  * them (the reader, then each table's id policy): every rank that calls it
- * gets the same bits. *measured = the samples read (0: from the config).
+ * gets the same bits from the same files (train calls it on rank 0 and
+ * broadcasts the result). *measured = the samples read (0: from the config).
  * A data file that cannot be read or holds a bad sample is the reader's
  * SR_ERR_IO / SR_ERR_DATA naming the file, as training would report it. */
 int sr_train_config_table_stats(const struct sr_train_config *cfg, struct sr_planner_table *stats,

@@ -74,15 +74,53 @@ int sr_trainer_topology(const struct sr_trainer *t, struct sr_topology *out)
     return sr_topology_complete(out);
 }
 
-/* The tables' statistics, made on the first call (every rank the same:
- * sr_train_config_table_stats) and kept for the prediction. */
+/* The statistics rank 0 sent (table_stats); the features from the config. */
+static void stats_of_message(struct sr_trainer *t, const double *msg)
+{
+    struct sr_trainer_prediction *p = &t->predicted;
+    int T = t->cfg->num_tables;
+    p->stats_samples = (int64_t)msg[1];
+    for (int k = 0; k < T; k++)
+        p->stats[k] = (struct sr_planner_table){.ids_per_sample = msg[2 + k],
+                                                .hot_share = msg[2 + T + k]};
+    for (int f = 0; f < t->cfg->num_features; f++)
+        p->stats[t->cfg->feature_table[f]].features++;
+}
+
+/* The tables' statistics, made on the first call and kept for the
+ * prediction: rank 0 makes them (sr_train_config_table_stats: with --data,
+ * on its first --plan-sample samples) and broadcasts them, so every rank
+ * plans on the same bits even where the ranks' --data files differ in
+ * content (a bad line that only one rank's copy holds is found by
+ * training, as without the planner). Collective over t->world: every rank
+ * calls it, first thing, in plan_search and plan_predict. A failure on
+ * rank 0 fails every rank. */
 static int table_stats(struct sr_trainer *t)
 {
     struct sr_trainer_prediction *p = &t->predicted;
+    int T = t->cfg->num_tables, rc = SR_OK;
     if (p->stats)
         return SR_OK;
-    p->stats = sr_calloc((size_t)t->cfg->num_tables, sizeof *p->stats);
-    int rc = sr_train_config_table_stats(t->cfg, p->stats, &p->stats_samples);
+    /* [status, samples, ids a sample (T), hot share (T)] */
+    double *msg = sr_calloc((size_t)(2 * T + 2), sizeof *msg);
+    p->stats = sr_calloc((size_t)T, sizeof *p->stats);
+    if (t->rank == 0) {
+        rc = sr_train_config_table_stats(t->cfg, p->stats, &p->stats_samples);
+        msg[0] = rc;
+        msg[1] = (double)p->stats_samples;
+        for (int k = 0; k < T && !rc; k++) {
+            msg[2 + k] = p->stats[k].ids_per_sample;
+            msg[2 + T + k] = p->stats[k].hot_share;
+        }
+    }
+    sr_comm_broadcast(t->world, msg, msg, (size_t)(2 * T + 2), SR_DTYPE_F64, 0, NULL, NULL);
+    rc = (int)msg[0];
+    if (!rc && t->rank != 0)
+        stats_of_message(t, msg);
+    if (rc && t->rank != 0)
+        sr_error_set(rc, "--data: rank 0 could not measure the tables' statistics on it (its "
+                         "message says why)");
+    sr_free(msg);
     if (rc) {
         sr_free(p->stats);
         p->stats = NULL;
@@ -114,12 +152,12 @@ int sr_trainer_plan_search(struct sr_trainer *t)
     struct sr_ebc_config ec;
     struct sr_planner_model m;
     struct sr_planner_report *r = NULL;
-    int rc = sr_trainer_topology(t, &t->predicted.topo);
+    int rc = table_stats(t); /* collective: first, whatever fails after */
+    if (!rc)
+        rc = sr_trainer_topology(t, &t->predicted.topo);
     if (rc)
         return rc;
     t->predicted.nominal = !t->cfg->n_topologies;
-    if ((rc = table_stats(t)))
-        return rc;
     model_of(t, &ec, &m);
     rc = sr_planner_search(&m, &t->predicted.topo, &t->plan, &r);
     if (!rc)
@@ -138,14 +176,14 @@ void sr_trainer_plan_predict(struct sr_trainer *t)
 {
     struct sr_ebc_config ec;
     struct sr_planner_model m;
+    if (table_stats(t)) /* collective: first; a bad --data: its reader says so */
+        return;         /* when the data opens, and stops the run */
     if (!t->predicted.planned && sr_trainer_topology(t, &t->predicted.topo)) {
         if (t->log)
             fprintf(t->log, "warning: no prediction of the step: %s\n", sr_error_message());
         return;
     }
     t->predicted.nominal = !t->cfg->n_topologies;
-    if (table_stats(t))
-        return; /* bad --data: its reader says so when the data opens, and stops the run */
     model_of(t, &ec, &m);
     /* one rank runs every table whole: a tw plan of world size 1 */
     if (sr_planner_predict(&m, &t->predicted.topo, t->plan, &t->predicted.report) && t->log)
