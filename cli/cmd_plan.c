@@ -10,6 +10,8 @@
 #include "shardrec/files.h"
 #include "shardrec/plan.h"
 #include "shardrec/planner.h"
+#include "shardrec/table_stats.h"
+#include "shardrec/train_config.h"
 #include "shardrec/topology.h"
 #include "cli.h"
 
@@ -41,10 +43,16 @@ static void plan_help(void)
            "                         the planner's plan on one node of L ranks: each one's\n"
            "                         samples/s a rank as a fraction of one node's\n"
            "  --print-topology       print the merged topology as JSON\n"
+           "  --data FILE...         measure each table's statistics (mean ids a sample, hot\n"
+           "                         share) on the first --plan-sample samples of these\n"
+           "                         files (Criteo TSV or binary, as train reads them)\n"
+           "                         instead of taking them from --ids-per-feature and\n"
+           "                         --id-dist\n"
+           "  --plan-sample N        samples of --data measured (default %d)\n"
            "\n"
            "The batch is --batch-size per rank (or --global-batch-size). Exit status: 0 done;\n"
            "2 bad flags or topology, or a job no plan fits.\n",
-           sr_topology_preset_help());
+           sr_topology_preset_help(), SR_PLAN_SAMPLE_DEFAULT);
 }
 
 struct plan_args {
@@ -159,9 +167,10 @@ static int write_plan(const struct sr_plan *plan, const char *path)
 
 /* --out is never an input (a topology file, a config) and can be written:
  * checked before any work. */
-static int check_out(int argc, char **argv, const struct plan_args *a)
+static int check_out(int argc, char **argv, const struct sr_train_config *cfg,
+                     const struct plan_args *a)
 {
-    struct sr_named_file f[MAX_TOPOLOGIES + 9];
+    struct sr_named_file f[MAX_TOPOLOGIES + 9 + SR_MAX_DATA_FILES];
     const char *configs[8];
     int n = 0, n_config = cli_config_paths(argc, argv, configs, 8);
     if (!a->out[0])
@@ -170,6 +179,8 @@ static int check_out(int argc, char **argv, const struct plan_args *a)
         f[n++] = (struct sr_named_file){"--topology", a->topologies[i], 0};
     for (int i = 0; i < n_config; i++)
         f[n++] = (struct sr_named_file){"--config", configs[i], 0};
+    for (int i = 0; i < cfg->n_data; i++)
+        f[n++] = (struct sr_named_file){"--data", cfg->data_paths[i], 0};
     f[n++] = (struct sr_named_file){"--out", a->out, 1};
     int rc = sr_files_check_distinct(f, n);
     return rc ? rc : sr_output_path_check(a->out, "--out", SR_OUTPUT_ATOMIC);
@@ -198,12 +209,12 @@ static int predict_uniform(const struct sr_planner_model *m, const struct sr_top
 }
 
 /* The planner's plan for the same job on one node of L ranks. */
-static double one_node_rate(struct sr_train_config *cfg, const struct sr_topology *t)
+static double one_node_rate(struct sr_train_config *cfg, const struct sr_topology *t,
+                            const struct sr_planner_table *stats)
 {
     struct sr_topology one = *t;
     one.world_size = t->ranks_per_node;
     struct sr_ebc_config ec;
-    struct sr_planner_table *stats = sr_calloc((size_t)cfg->num_tables, sizeof *stats);
     struct sr_planner_model m;
     struct sr_plan *plan = NULL;
     struct sr_planner_report *r = NULL;
@@ -213,7 +224,6 @@ static double one_node_rate(struct sr_train_config *cfg, const struct sr_topolog
         rate = r->samples_s / r->world_size;
     sr_plan_free(plan);
     sr_planner_report_free(r);
-    sr_free(stats);
     return rate;
 }
 
@@ -227,7 +237,7 @@ static int compare(struct sr_train_config *cfg, const struct sr_planner_model *m
     } others[] = {{"all tw", SR_SHARDING_TYPE_TABLE_WISE, 0},
                   {"all rw", SR_SHARDING_TYPE_ROW_WISE, 0},
                   {"default (dp + tw)", SR_SHARDING_TYPE_TABLE_WISE, 1}};
-    double one = one_node_rate(cfg, t);
+    double one = one_node_rate(cfg, t, m->stats);
     if (one <= 0)
         return sr_error_set(SR_ERR_INVALID_ARG, "--compare: no plan fits one node of %d ranks",
                             t->ranks_per_node);
@@ -256,6 +266,20 @@ static void print_header(const struct sr_train_config *cfg, const struct sr_topo
            (long long)(m->global_batch / t->world_size));
 }
 
+/* The tables' statistics the plan rests on, and where they come from. */
+static void print_stats(const struct sr_train_config *cfg, const struct sr_ebc_config *ec,
+                        const struct sr_planner_table *stats, int64_t measured)
+{
+    if (measured)
+        printf("statistics: measured on %lld samples of --data\n", (long long)measured);
+    else if (cfg->id_dist == SR_ID_DIST_ZIPF)
+        printf("statistics: from --ids-per-feature and --id-dist zipf:%g\n", cfg->zipf_s);
+    else
+        printf("statistics: from --ids-per-feature and --id-dist uniform\n");
+    sr_table_stats_print(stdout, ec, stats);
+    printf("\n");
+}
+
 static int run(struct sr_train_config *cfg, const struct plan_args *a)
 {
     struct sr_topology t;
@@ -272,10 +296,15 @@ static int run(struct sr_train_config *cfg, const struct plan_args *a)
         sr_free(json);
     }
     struct sr_planner_table *stats = sr_calloc((size_t)cfg->num_tables, sizeof *stats);
-    sr_train_config_planner(cfg, t.world_size, t.ranks_per_node, &ec, stats, &m);
-    rc = sr_planner_search(&m, &t, &plan, &r);
+    int64_t measured = 0;
+    rc = sr_train_config_table_stats(cfg, stats, &measured);
+    if (!rc) {
+        sr_train_config_planner(cfg, t.world_size, t.ranks_per_node, &ec, stats, &m);
+        rc = sr_planner_search(&m, &t, &plan, &r);
+    }
     if (!rc) {
         print_header(cfg, &t, &m);
+        print_stats(cfg, &ec, stats, measured);
         sr_planner_report_print(stdout, r, plan, &m, a->explain);
         if (a->compare)
             rc = compare(cfg, &m, &t, r);
@@ -302,7 +331,7 @@ int cli_plan(int argc, char **argv)
     }
     if (rc)
         return rc;
-    if (sr_train_config_check(&cfg) || check_out(argc, argv, &args) || run(&cfg, &args)) {
+    if (sr_train_config_check(&cfg) || check_out(argc, argv, &cfg, &args) || run(&cfg, &args)) {
         cli_error("plan", "%s", sr_error_message());
         return CLI_EXIT_USAGE;
     }

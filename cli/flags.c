@@ -51,6 +51,7 @@ static const char *const job_flags[] = {"steps",
                                         "math",
                                         "batch-pool",
                                         "loader-threads",
+                                        "plan-sample",
                                         NULL};
 
 /* Flags a user may expect that later versions provide. */
@@ -152,6 +153,8 @@ static int apply_numeric(struct sr_train_config *cfg, const char *name, const ch
         cfg->loader_threads = (int)x;
         return rc;
     }
+    if (!strcmp(name, "plan-sample"))
+        return set_int("--plan-sample", v, 1, (int64_t)1 << 30, &cfg->plan_sample);
     if (!strcmp(name, "batch-pool")) {
         rc = set_int("--batch-pool", v, 0, 1 << 16, &x);
         cfg->batch_pool = (int)x;

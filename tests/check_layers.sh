@@ -50,6 +50,7 @@ synthetic data
 plan plan
 topology plan
 planner plan
+table_stats plan
 ebc embed
 sharded_ebc embed
 dense_optim model

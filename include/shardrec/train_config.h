@@ -135,6 +135,7 @@ struct sr_train_config {
     /* the planner (src/train/trainer_planner.c; docs/planner.md) */
     char topologies[SR_MAX_TOPOLOGIES][SR_PATH_MAX]; /* --topology NAME|FILE, merged in order */
     int n_topologies;
+    int64_t plan_sample; /* --plan-sample N: samples of --data its table statistics read */
 };
 
 /* The embedded default job: workload K's model (dim 16, 13-512-256-64-16 /
@@ -247,11 +248,28 @@ uint64_t sr_machine_memory(void);
 
 struct sr_planner_table;
 struct sr_planner_model;
+#define SR_PLAN_SAMPLE_DEFAULT 65536
+
+/* Each table's statistics for the planner into stats[0..T) (planner.h):
+ * its features, the mean ids a sample takes from it and its hot share.
+ * Without --data, from the config: the middle of each feature's
+ * --ids-per-feature range, and --id-dist's hot share (sr_planner_hot_share).
+ * With --data, measured (shardrec/table_stats.h) on its first --plan-sample
+ * samples (fewer when the data ends first), read in file order (never
+ * shuffled) as one rank of one, with ids mapped to rows as training maps
+ * them (the reader, then each table's id policy): every rank that calls it
+ * gets the same bits from the same files (train calls it on rank 0 and
+ * broadcasts the result). *measured = the samples read (0: from the config).
+ * A data file that cannot be read or holds a bad sample is the reader's
+ * SR_ERR_IO / SR_ERR_DATA naming the file, as training would report it. */
+int sr_train_config_table_stats(const struct sr_train_config *cfg, struct sr_planner_table *stats,
+                                int64_t *measured);
+
 /* The planner's view of this job on W ranks, L a node (shardrec/planner.h):
- * *ec (views into cfg), stats[0..T) (mean ids a sample and the hot share of
- * --id-dist, per table) and *m pointing at both. */
+ * *ec (views into cfg) and *m pointing at it and at stats[0..T), which
+ * sr_train_config_table_stats filled (borrowed). */
 int sr_train_config_planner(struct sr_train_config *cfg, int world_size, int ranks_per_node,
-                            struct sr_ebc_config *ec, struct sr_planner_table *stats,
+                            struct sr_ebc_config *ec, const struct sr_planner_table *stats,
                             struct sr_planner_model *m);
 
 /* Derived descriptions for the layers below (views into cfg). */

@@ -66,6 +66,7 @@ void sr_train_config_default(struct sr_train_config *cfg)
     cfg->comm_dtype = SR_DTYPE_F32;
     cfg->dense_comm_dtype = SR_DTYPE_F32;
     cfg->comm_timeout = 60;
+    cfg->plan_sample = SR_PLAN_SAMPLE_DEFAULT;
 }
 
 int sr_train_config_set_table_rows(struct sr_train_config *cfg, const int64_t *rows, int n)

@@ -1,18 +1,23 @@
 /*
  * The planner's view of a training job (shardrec/planner.h): the model in
- * plain numbers, and each table's statistics from the config: its mean ids
- * a sample (the synthetic generator draws each feature's count uniformly in
- * its MIN-MAX range) and the share of lookups its hottest 1% of rows take
- * under --id-dist.
+ * plain numbers, and each table's statistics: from the config (the synthetic
+ * generator draws each feature's count uniformly in its MIN-MAX range; the
+ * hot share of --id-dist) or, with --data, measured on the data's first
+ * --plan-sample samples (shardrec/table_stats.h), read as training reads
+ * them.
  */
 #include <string.h>
 
 #include "shardrec/dlrm.h"
+#include "shardrec/alloc.h"
+#include "shardrec/batch.h"
 #include "shardrec/error.h"
 #include "shardrec/optim.h"
 #include "shardrec/plan.h"
 #include "shardrec/planner.h"
+#include "shardrec/reader.h"
 #include "shardrec/synthetic.h"
+#include "shardrec/table_stats.h"
 #include "shardrec/tensor.h"
 #include "shardrec/train_config.h"
 
@@ -47,13 +52,8 @@ static uint64_t buffer_bytes(struct sr_train_config *cfg, const struct sr_ebc_co
     return est.batch + est.eval;
 }
 
-int sr_train_config_planner(struct sr_train_config *cfg, int world_size, int ranks_per_node,
-                            struct sr_ebc_config *ec, struct sr_planner_table *stats,
-                            struct sr_planner_model *m)
+static void stats_of_config(const struct sr_train_config *cfg, struct sr_planner_table *stats)
 {
-    int per_row = 0;
-    memset(m, 0, sizeof *m);
-    sr_train_config_ebc(cfg, ec);
     for (int t = 0; t < cfg->num_tables; t++) {
         stats[t] = (struct sr_planner_table){0};
         double s = cfg->id_dist == SR_ID_DIST_ZIPF ? cfg->zipf_s : 0;
@@ -64,6 +64,86 @@ int sr_train_config_planner(struct sr_train_config *cfg, int world_size, int ran
         st->ids_per_sample += feature_mean_ids(cfg, f);
         st->features++;
     }
+}
+
+/* The samples of an open reader into s: batches of B until n samples or the
+ * end of the data, each checked and its ids mapped as the trainer's loader
+ * does (sr_batch_check_ids). */
+static int count_samples(const struct sr_train_config *cfg, struct sr_reader *r, int64_t n,
+                         struct sr_table_stats *s)
+{
+    int64_t rows[SR_MAX_FEATURES];
+    enum sr_id_policy policy[SR_MAX_FEATURES];
+    struct sr_batch b;
+    int rc = SR_OK;
+    for (int f = 0; f < cfg->num_features; f++) {
+        rows[f] = cfg->tables[cfg->feature_table[f]].num_embeddings;
+        policy[f] = cfg->tables[cfg->feature_table[f]].id_policy;
+    }
+    sr_reader_batch_init(r, &b, NULL);
+    while (sr_table_stats_samples(s) < n && (rc = sr_reader_next(r, &b)) == 1) {
+        int64_t left = n - sr_table_stats_samples(s);
+        if ((rc = sr_batch_check_ids(&b, rows, policy)))
+            break;
+        sr_table_stats_add(s, &b.kjt, b.batch_size < left ? b.batch_size : (int)left);
+    }
+    sr_batch_free(&b);
+    return rc < 0 ? rc : SR_OK;
+}
+
+/* --data's first cfg->plan_sample samples, counted (one rank of one, file
+ * order, the last partial batch kept). */
+static int stats_of_data(const struct sr_train_config *cfg, struct sr_planner_table *stats,
+                         int64_t *measured)
+{
+    int64_t rows[SR_MAX_FEATURES], n = cfg->plan_sample > 0 ? cfg->plan_sample : 1;
+    const char *paths[SR_MAX_DATA_FILES];
+    struct sr_reader_options opt = {.rank = 0, .world = 1, .skip_bad_lines = cfg->skip_bad_lines,
+                                    .keep_partial = 1};
+    struct sr_reader *r = NULL;
+    struct sr_table_stats *s = NULL;
+    struct sr_ebc_config ec;
+    opt.batch_size = n < 4096 ? (int)n : 4096;
+    for (int f = 0; f < cfg->num_features; f++)
+        rows[f] = cfg->tables[cfg->feature_table[f]].num_embeddings;
+    for (int i = 0; i < cfg->n_data; i++)
+        paths[i] = cfg->data_paths[i];
+    int rc = sr_reader_open(&r, paths, cfg->n_data, cfg->num_features, rows, &opt);
+    if (rc)
+        return rc;
+    sr_train_config_ebc((struct sr_train_config *)cfg, &ec);
+    sr_table_stats_init(&s, &ec);
+    rc = count_samples(cfg, r, n, s);
+    if (!rc) {
+        sr_table_stats_finish(s, stats);
+        *measured = sr_table_stats_samples(s);
+    }
+    if (!rc && *measured == 0)
+        rc = sr_error_set(SR_ERR_DATA, "%s: no samples to measure the tables on (--data)",
+                          paths[0]);
+    sr_table_stats_free(s);
+    sr_reader_free(r);
+    return rc;
+}
+
+int sr_train_config_table_stats(const struct sr_train_config *cfg, struct sr_planner_table *stats,
+                                int64_t *measured)
+{
+    *measured = 0;
+    if (!cfg->n_data) {
+        stats_of_config(cfg, stats);
+        return SR_OK;
+    }
+    return stats_of_data(cfg, stats, measured);
+}
+
+int sr_train_config_planner(struct sr_train_config *cfg, int world_size, int ranks_per_node,
+                            struct sr_ebc_config *ec, const struct sr_planner_table *stats,
+                            struct sr_planner_model *m)
+{
+    int per_row = 0;
+    memset(m, 0, sizeof *m);
+    sr_train_config_ebc(cfg, ec);
     m->ebc = ec;
     m->stats = stats;
     m->global_batch = cfg->global_batch_size > 0 ? cfg->global_batch_size

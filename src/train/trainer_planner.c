@@ -28,6 +28,7 @@
 #include "shardrec/alloc.h"
 #include "shardrec/error.h"
 #include "shardrec/planner.h"
+#include "shardrec/table_stats.h"
 #include "shardrec/trace.h"
 #include "train/trainer_internal.h"
 
@@ -102,13 +103,77 @@ int sr_trainer_topology(const struct sr_trainer *t, struct sr_topology *out)
     return sr_topology_complete(out);
 }
 
-/* The model as the planner sees it; stats freed by the caller. */
-static struct sr_planner_table *model_of(struct sr_trainer *t, struct sr_ebc_config *ec,
-                                         struct sr_planner_model *m)
+/* The statistics rank 0 sent (table_stats); the features from the config. */
+static void stats_of_message(struct sr_trainer *t, const double *msg)
 {
-    struct sr_planner_table *stats = sr_calloc((size_t)t->cfg->num_tables, sizeof *stats);
-    sr_train_config_planner(t->cfg, t->world_size, t->predicted.topo.ranks_per_node, ec, stats, m);
-    return stats;
+    struct sr_trainer_prediction *p = &t->predicted;
+    int T = t->cfg->num_tables;
+    p->stats_samples = (int64_t)msg[1];
+    for (int k = 0; k < T; k++)
+        p->stats[k] = (struct sr_planner_table){.ids_per_sample = msg[2 + k],
+                                                .hot_share = msg[2 + T + k]};
+    for (int f = 0; f < t->cfg->num_features; f++)
+        p->stats[t->cfg->feature_table[f]].features++;
+}
+
+/* The tables' statistics, made on the first call and kept for the
+ * prediction: rank 0 makes them (sr_train_config_table_stats: with --data,
+ * on its first --plan-sample samples) and broadcasts them, so every rank
+ * plans on the same bits even where the ranks' --data files differ in
+ * content (a bad line that only one rank's copy holds is found by
+ * training, as without the planner). Collective over t->world: every rank
+ * calls it, first thing, in plan_search and plan_predict. A failure on
+ * rank 0 fails every rank. */
+static int table_stats(struct sr_trainer *t)
+{
+    struct sr_trainer_prediction *p = &t->predicted;
+    int T = t->cfg->num_tables, rc = SR_OK;
+    if (p->stats)
+        return SR_OK;
+    /* [status, samples, ids a sample (T), hot share (T)] */
+    double *msg = sr_calloc((size_t)(2 * T + 2), sizeof *msg);
+    p->stats = sr_calloc((size_t)T, sizeof *p->stats);
+    if (t->rank == 0) {
+        rc = sr_train_config_table_stats(t->cfg, p->stats, &p->stats_samples);
+        msg[0] = rc;
+        msg[1] = (double)p->stats_samples;
+        for (int k = 0; k < T && !rc; k++) {
+            msg[2 + k] = p->stats[k].ids_per_sample;
+            msg[2 + T + k] = p->stats[k].hot_share;
+        }
+    }
+    sr_comm_broadcast(t->world, msg, msg, (size_t)(2 * T + 2), SR_DTYPE_F64, 0, NULL, NULL);
+    rc = (int)msg[0];
+    if (!rc && t->rank != 0)
+        stats_of_message(t, msg);
+    if (rc && t->rank != 0)
+        sr_error_set(rc, "--data: rank 0 could not measure the tables' statistics on it (its "
+                         "message says why)");
+    sr_free(msg);
+    if (rc) {
+        sr_free(p->stats);
+        p->stats = NULL;
+    }
+    return rc;
+}
+
+/* With --data, the measured statistics the planner's plan rests on (rank 0). */
+static void print_table_stats(const struct sr_trainer *t)
+{
+    struct sr_ebc_config ec;
+    if (!t->log || !t->predicted.stats_samples)
+        return;
+    sr_train_config_ebc(t->cfg, &ec);
+    fprintf(t->log, "plan: table statistics measured on %lld samples of --data:\n",
+            (long long)t->predicted.stats_samples);
+    sr_table_stats_print(t->log, &ec, t->predicted.stats);
+}
+
+/* The model as the planner sees it, on the statistics table_stats made. */
+static void model_of(struct sr_trainer *t, struct sr_ebc_config *ec, struct sr_planner_model *m)
+{
+    sr_train_config_planner(t->cfg, t->world_size, t->predicted.topo.ranks_per_node, ec,
+                            t->predicted.stats, m);
 }
 
 int sr_trainer_plan_search(struct sr_trainer *t)
@@ -116,12 +181,16 @@ int sr_trainer_plan_search(struct sr_trainer *t)
     struct sr_ebc_config ec;
     struct sr_planner_model m;
     struct sr_planner_report *r = NULL;
-    int rc = sr_trainer_topology(t, &t->predicted.topo);
+    int rc = table_stats(t); /* collective: first, whatever fails after */
+    if (!rc)
+        rc = sr_trainer_topology(t, &t->predicted.topo);
     if (rc)
         return rc;
     t->predicted.nominal = !t->cfg->n_topologies;
-    struct sr_planner_table *stats = model_of(t, &ec, &m);
+    model_of(t, &ec, &m);
     rc = sr_planner_search(&m, &t->predicted.topo, &t->plan, &r);
+    if (!rc)
+        print_table_stats(t);
     if (!rc && t->log) {
         fprintf(t->log, "plan: the planner's, on topology %s (docs/planner.md):\n",
                 t->predicted.topo.name);
@@ -129,7 +198,6 @@ int sr_trainer_plan_search(struct sr_trainer *t)
     }
     t->predicted.planned = !rc;
     sr_planner_report_free(r);
-    sr_free(stats);
     return rc;
 }
 
@@ -137,23 +205,26 @@ void sr_trainer_plan_predict(struct sr_trainer *t)
 {
     struct sr_ebc_config ec;
     struct sr_planner_model m;
+    if (table_stats(t)) /* collective: first; a bad --data: its reader says so */
+        return;         /* when the data opens, and stops the run */
     if (!t->predicted.planned && sr_trainer_topology(t, &t->predicted.topo)) {
         if (t->log)
             fprintf(t->log, "warning: no prediction of the step: %s\n", sr_error_message());
         return;
     }
     t->predicted.nominal = !t->cfg->n_topologies;
-    struct sr_planner_table *stats = model_of(t, &ec, &m);
+    model_of(t, &ec, &m);
     /* one rank runs every table whole: a tw plan of world size 1 */
     if (sr_planner_predict(&m, &t->predicted.topo, t->plan, &t->predicted.report) && t->log)
         fprintf(t->log, "warning: no prediction of the step: %s\n", sr_error_message());
-    sr_free(stats);
 }
 
 void sr_trainer_prediction_free(struct sr_trainer *t)
 {
     sr_planner_report_free(t->predicted.report);
+    sr_free(t->predicted.stats);
     t->predicted.report = NULL;
+    t->predicted.stats = NULL;
 }
 
 static void row(FILE *f, const char *what, double predicted, double measured)
@@ -196,6 +267,9 @@ void sr_trainer_print_prediction(const struct sr_trainer *t, const struct sr_tra
     fprintf(f, "planner: predicted (topology %s%s) beside measured, ms per step on rank 0 (the "
                "step: the slowest rank's):\n",
             t->predicted.topo.name, t->predicted.nominal ? "; give --topology for measured rates" : "");
+    if (t->predicted.stats_samples)
+        fprintf(f, "  (table statistics: measured on %lld samples of --data)\n",
+                (long long)t->predicted.stats_samples);
     fprintf(f, "  %-10s %11s %11s %9s\n", "", "predicted", "measured", "error");
     row(f, "lookup", 1e3 * p[SR_PS_LOOKUP], lookup);
     row(f, "update", 1e3 * p[SR_PS_UPDATE], update);

@@ -20,6 +20,8 @@ struct sr_trainer_prediction {
     int nominal;                      /* no --topology: data-sheet figures */
     int planned;                      /* the plan is the planner's */
     struct sr_planner_report *report; /* the plan in use, predicted; NULL: none */
+    struct sr_planner_table *stats;   /* (T) the tables' statistics, made once; NULL: not yet */
+    int64_t stats_samples;            /* samples of --data they were measured on; 0: config */
 };
 
 /* The run's topology: --topology's presets and files merged, or this
