@@ -196,12 +196,11 @@ static void compare_line(const char *what, const struct sr_planner_report *r, do
            r->samples_s / r->world_size, 100 * (r->samples_s / r->world_size) / one_node);
 }
 
-static int predict_uniform(const struct sr_planner_model *m, const struct sr_topology *t,
-                           enum sr_sharding_type type, int dflt, struct sr_planner_report **r)
+static int predict_whole(const struct sr_planner_model *m, const struct sr_topology *t, int i,
+                         struct sr_planner_report **r)
 {
     struct sr_plan *plan = NULL;
-    int rc = dflt ? sr_plan_default(&plan, m->ebc, t->world_size, t->ranks_per_node)
-                  : sr_plan_uniform(&plan, m->ebc, type, t->world_size, t->ranks_per_node);
+    int rc = sr_planner_whole_plan(i, m->ebc, t->world_size, t->ranks_per_node, &plan);
     if (!rc)
         rc = sr_planner_predict(m, t, plan, r);
     sr_plan_free(plan);
@@ -230,13 +229,6 @@ static double one_node_rate(struct sr_train_config *cfg, const struct sr_topolog
 static int compare(struct sr_train_config *cfg, const struct sr_planner_model *m,
                    const struct sr_topology *t, const struct sr_planner_report *planned)
 {
-    static const struct {
-        const char *name;
-        enum sr_sharding_type type;
-        int dflt;
-    } others[] = {{"all tw", SR_SHARDING_TYPE_TABLE_WISE, 0},
-                  {"all rw", SR_SHARDING_TYPE_ROW_WISE, 0},
-                  {"default (dp + tw)", SR_SHARDING_TYPE_TABLE_WISE, 1}};
     double one = one_node_rate(cfg, t, m->stats);
     if (one <= 0)
         return sr_error_set(SR_ERR_INVALID_ARG, "--compare: no plan fits one node of %d ranks",
@@ -244,13 +236,14 @@ static int compare(struct sr_train_config *cfg, const struct sr_planner_model *m
     printf("\ncompared (one node of %d ranks: %.0f samples/s a rank, the planner's plan):\n",
            t->ranks_per_node, one);
     compare_line("planner", planned, one);
-    for (size_t i = 0; i < sizeof others / sizeof others[0]; i++) {
+    for (int i = 0; i < SR_PLANNER_WHOLE_PLANS; i++) {
         struct sr_planner_report *r = NULL;
-        if (predict_uniform(m, t, others[i].type, others[i].dflt, &r)) {
-            printf("  %-22s does not apply here: %s\n", others[i].name, sr_error_message());
+        if (predict_whole(m, t, i, &r)) {
+            printf("  %-22s does not apply here: %s\n", sr_planner_whole_plan_name(i),
+                   sr_error_message());
             continue;
         }
-        compare_line(others[i].name, r, one);
+        compare_line(sr_planner_whole_plan_name(i), r, one);
         sr_planner_report_free(r);
     }
     return SR_OK;

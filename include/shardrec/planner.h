@@ -108,6 +108,16 @@ int sr_planner_predict(const struct sr_planner_model *m, const struct sr_topolog
 int sr_planner_search(const struct sr_planner_model *m, const struct sr_topology *topo,
                       struct sr_plan **plan, struct sr_planner_report **report);
 
+/* The whole plans the search is held against (and `plan --compare` shows):
+ * 0 all tw, 1 all rw, 2 the rule-based default (sr_plan_default). Their
+ * short names ("all tw", "all rw", "default (dp + tw)"), and plan i for the
+ * tables on W ranks, L a node (sr_plan_uniform's or sr_plan_default's
+ * errors). */
+#define SR_PLANNER_WHOLE_PLANS 3
+const char *sr_planner_whole_plan_name(int i);
+int sr_planner_whole_plan(int i, const struct sr_ebc_config *ebc, int world_size, int local_size,
+                          struct sr_plan **out);
+
 /* The table: per table its type, shards, ranks, memory, compute and
  * communication; per rank the totals; the step's stages and samples/s.
  * With explain, each table's reason. */

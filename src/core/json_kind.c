@@ -1,4 +1,8 @@
-/* What a parsed JSON value is, for messages (core/json_kind.h). */
+/* What a parsed JSON value is, and its keys' check, for messages (core/json_kind.h). */
+#include <string.h>
+
+#include "shardrec/error.h"
+#include "shardrec/nearest.h"
 #include "core/json_kind.h"
 
 const char *sr_json_kind(const cJSON *it)
@@ -14,4 +18,32 @@ const char *sr_json_kind(const cJSON *it)
     if (cJSON_IsBool(it))
         return "a boolean";
     return "null";
+}
+
+static int known(const char *key, const char *const *names, int n)
+{
+    for (int k = 0; k < n; k++)
+        if (strcmp(key, names[k]) == 0)
+            return 1;
+    return 0;
+}
+
+int sr_json_check_keys(const cJSON *o, const char *const *names, int n, const char *kind,
+                       const char *source, const char *where)
+{
+    const cJSON *it;
+    char hint[256];
+    cJSON_ArrayForEach(it, o)
+    {
+        if (!known(it->string, names, n)) {
+            sr_name_hint(hint, sizeof hint, it->string, names, n);
+            return sr_error_set(SR_ERR_INVALID_ARG, "%s '%s': %skey \"%s\" is unknown; HINT: %s",
+                                kind, source, where, it->string, hint);
+        }
+        for (const cJSON *j = it->next; j; j = j->next)
+            if (strcmp(j->string, it->string) == 0)
+                return sr_error_set(SR_ERR_INVALID_ARG, "%s '%s': %skey \"%s\" is given twice",
+                                    kind, source, where, it->string);
+    }
+    return SR_OK;
 }

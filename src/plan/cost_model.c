@@ -329,41 +329,53 @@ static double group_seconds(const struct pl_acc *a, enum pl_group g)
     return lat + fmax(t_intra, t_inter);
 }
 
+/* The interaction's shape: F + 1 vectors of D (n = (F + 1) D values), and
+ * the top MLP's input width (dot: z and every pair's dot product; dcn: n). */
+struct interaction {
+    int F1, D;
+    double n, out;
+};
+
+static struct interaction interaction_of(const struct sr_planner_model *m)
+{
+    struct interaction x = {.F1 = m->ebc->num_features + 1, .D = m->bot[m->n_bot - 1]};
+    x.n = (double)x.F1 * x.D;
+    x.out = m->dcn_layers ? x.n : x.D + x.F1 * (x.F1 - 1) / 2.0;
+    return x;
+}
+
 double pl_dense_params(const struct sr_planner_model *m)
 {
-    double p = 0, in;
-    int F1 = m->ebc->num_features + 1, D = m->bot[m->n_bot - 1];
+    struct interaction x = interaction_of(m);
+    double p = 0, in = x.out;
     for (int l = 0; l + 1 < m->n_bot; l++)
         p += (m->bot[l] + 1.0) * m->bot[l + 1];
-    double n = (double)F1 * D;
-    in = m->dcn_layers ? n : D + F1 * (F1 - 1) / 2.0;
     for (int l = 0; l < m->n_top; l++) {
         p += (in + 1) * m->top[l];
         in = m->top[l];
     }
-    p += m->dcn_layers * (2.0 * m->dcn_rank + 1) * n;
-    return p;
+    return p + m->dcn_layers * (2.0 * m->dcn_rank + 1) * x.n;
 }
 
 /* Activation values a sample: every MLP layer's input and output widths,
  * the interaction's input (F + 1 vectors of D) and output. */
 static double activations(const struct sr_planner_model *m)
 {
-    int F1 = m->ebc->num_features + 1, D = m->bot[m->n_bot - 1];
-    double n = (double)F1 * D, in = m->dcn_layers ? n : D + F1 * (F1 - 1) / 2.0, w = n + in;
+    struct interaction x = interaction_of(m);
+    double w = x.n + x.out;
     for (int l = 0; l < m->n_bot; l++)
         w += m->bot[l];
     for (int l = 0; l < m->n_top; l++)
         w += m->top[l];
-    return w + (m->dcn_layers ? 3.0 * m->dcn_layers * n : 0); /* x, u, du a cross layer */
+    return w + (m->dcn_layers ? 3.0 * m->dcn_layers * x.n : 0); /* x, u, du a cross layer */
 }
 
 /* Forward FLOPs a sample: the MLPs, the interaction (dot: every pair of the
  * F + 1 vectors; dcn: V then U per layer). */
 static void dense_flops(const struct sr_planner_model *m, double *bottom, double *all)
 {
-    int F1 = m->ebc->num_features + 1, D = m->bot[m->n_bot - 1];
-    double n = (double)F1 * D, in = m->dcn_layers ? n : D + F1 * (F1 - 1) / 2.0, top = 0;
+    struct interaction x = interaction_of(m);
+    double in = x.out, top = 0;
     *bottom = 0;
     for (int l = 0; l + 1 < m->n_bot; l++)
         *bottom += 2.0 * m->bot[l] * m->bot[l + 1];
@@ -371,7 +383,8 @@ static void dense_flops(const struct sr_planner_model *m, double *bottom, double
         top += 2.0 * in * m->top[l];
         in = m->top[l];
     }
-    double inter = m->dcn_layers ? m->dcn_layers * 4.0 * n * m->dcn_rank : (double)F1 * F1 * D;
+    double inter = m->dcn_layers ? m->dcn_layers * 4.0 * x.n * m->dcn_rank
+                                 : (double)x.F1 * x.F1 * x.D;
     *all = *bottom + top + inter;
 }
 
@@ -441,13 +454,17 @@ void pl_acc_step(const struct pl_acc *a, double s[SR_PS_COUNT], int *collectives
     s[SR_PS_STEP] = s[SR_PS_LOOKUP] + s[SR_PS_UPDATE] + s[SR_PS_DENSE] + s[SR_PS_EXPOSED];
 }
 
-double pl_acc_memory_ratio(const struct pl_acc *a, int *rank)
+double pl_acc_rank_memory(const struct pl_acc *a, int rank)
 {
     double dense = pl_dense_params(a->m) * 4 * (2.0 + a->m->dense_state_floats);
+    return a->mem[rank] + dense + a->m->buffer_bytes + a->topo->memory_base_bytes;
+}
+
+double pl_acc_memory_ratio(const struct pl_acc *a, int *rank)
+{
     double worst = -1;
     for (int r = 0; r < a->W; r++) {
-        double ratio = (a->mem[r] + dense + a->m->buffer_bytes + a->topo->memory_base_bytes) /
-                       a->topo->memory_bytes;
+        double ratio = pl_acc_rank_memory(a, r) / a->topo->memory_bytes;
         if (ratio > worst) {
             worst = ratio;
             *rank = r;

@@ -16,7 +16,6 @@
 #include "shardrec/atomic_file.h"
 #include "shardrec/error.h"
 #include "shardrec/files.h"
-#include "shardrec/nearest.h"
 #include "plan/plan_internal.h"
 
 /* ---- writing ------------------------------------------------------------ */
@@ -88,35 +87,10 @@ static const char *const shard_keys[] = {"rank", "row_offset", "rows", "col_offs
 #define PLAN_MAX_BYTES  ((size_t)64 << 20) /* a plan file, read whole */
 #define PLAN_SOURCE_MAX 1100               /* "plan 'PATH'" */
 
-static int in_list(const char *key, const char *const *names, int n)
-{
-    for (int k = 0; k < n; k++)
-        if (strcmp(key, names[k]) == 0)
-            return 1;
-    return 0;
-}
-
-/* Every key of object o is one of names[0..n) and is given once: a misspelt
- * key is an error (the nearest known one as the hint), never a default
- * silently taken. `where` locates o in the file ("" at the top level). */
 static int check_keys(const struct reader *r, const cJSON *o, const char *where,
                       const char *const *names, int n)
 {
-    const cJSON *it;
-    char hint[256];
-    cJSON_ArrayForEach(it, o)
-    {
-        if (!in_list(it->string, names, n)) {
-            sr_name_hint(hint, sizeof hint, it->string, names, n);
-            return sr_error_set(SR_ERR_INVALID_ARG, "plan '%s': %skey \"%s\" is unknown; HINT: %s",
-                                r->source, where, it->string, hint);
-        }
-        for (const cJSON *j = it->next; j; j = j->next)
-            if (strcmp(j->string, it->string) == 0)
-                return sr_error_set(SR_ERR_INVALID_ARG, "plan '%s': %skey \"%s\" is given twice",
-                                    r->source, where, it->string);
-    }
-    return SR_OK;
+    return sr_json_check_keys(o, names, n, "plan", r->source, where);
 }
 
 /* A table's keys: the common ones, and its type's short form unless it lists

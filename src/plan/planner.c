@@ -60,12 +60,11 @@ void sr_planner_report_free(struct sr_planner_report *r)
 
 static void fill_report(struct sr_planner_report *r, const struct pl_acc *a)
 {
-    double dense = pl_dense_params(a->m) * 4 * (2.0 + a->m->dense_state_floats);
     pl_acc_step(a, r->stage_s, &r->collectives);
     r->samples_s = r->stage_s[SR_PS_STEP] > 0 ? a->m->global_batch / r->stage_s[SR_PS_STEP] : 0;
     for (int k = 0; k < a->W; k++) {
         struct sr_planner_rank *rk = &r->ranks[k];
-        rk->memory_bytes = a->mem[k] + dense + a->m->buffer_bytes + a->topo->memory_base_bytes;
+        rk->memory_bytes = pl_acc_rank_memory(a, k);
         rk->lookup_s = a->lookup[k];
         rk->update_s = a->update[k];
         for (int l = 0; l < 2; l++) {
@@ -347,23 +346,32 @@ static int improve(struct search *s, struct sr_plan *plan, struct sr_planner_rep
     return moves;
 }
 
-/* The uniform plans (all tw, all rw) and the rule-based default, as whole
- * candidates: the searched plan is kept only when none of them is faster. */
+const char *sr_planner_whole_plan_name(int i)
+{
+    static const char *const names[SR_PLANNER_WHOLE_PLANS] = {"all tw", "all rw",
+                                                              "default (dp + tw)"};
+    return i >= 0 && i < SR_PLANNER_WHOLE_PLANS ? names[i] : "?";
+}
+
+int sr_planner_whole_plan(int i, const struct sr_ebc_config *ebc, int world_size, int local_size,
+                          struct sr_plan **out)
+{
+    if (i == 2)
+        return sr_plan_default(out, ebc, world_size, local_size);
+    return sr_plan_uniform(out, ebc, i ? SR_SHARDING_TYPE_ROW_WISE : SR_SHARDING_TYPE_TABLE_WISE,
+                           world_size, local_size);
+}
+
+/* The whole plans (all tw, all rw, the rule-based default) as candidates:
+ * the searched plan is kept only when none of them is faster. */
 static void against_uniform(struct search *s, struct sr_plan **plan, struct sr_planner_report *rep)
 {
-    static const struct {
-        const char *name;
-        enum sr_sharding_type type;
-        int dflt;
-    } whole[] = {{"all tw", SR_SHARDING_TYPE_TABLE_WISE, 0},
-                 {"all rw", SR_SHARDING_TYPE_ROW_WISE, 0},
-                 {"the default rule (dp up to 1024 rows, tw)", SR_SHARDING_TYPE_TABLE_WISE, 1}};
+    static const char *const why_names[SR_PLANNER_WHOLE_PLANS] = {
+        "all tw", "all rw", "the default rule (dp up to 1024 rows, tw)"};
     double best = plan_step(s, *plan, NULL), ratio;
-    for (size_t i = 0; i < sizeof whole / sizeof whole[0]; i++) {
+    for (int i = 0; i < SR_PLANNER_WHOLE_PLANS; i++) {
         struct sr_plan *u = NULL;
-        int rc = whole[i].dflt ? sr_plan_default(&u, s->m->ebc, s->W, s->L)
-                               : sr_plan_uniform(&u, s->m->ebc, whole[i].type, s->W, s->L);
-        if (rc) {
+        if (sr_planner_whole_plan(i, s->m->ebc, s->W, s->L, &u)) {
             sr_error_clear();
             continue;
         }
@@ -371,7 +379,7 @@ static void against_uniform(struct search *s, struct sr_plan **plan, struct sr_p
         if (ratio <= 1 && step < best * (1 - 1e-6)) {
             for (int t = 0; t < u->num_tables; t++)
                 snprintf(rep->why[t], sizeof rep->why[t],
-                         "%s: the whole plan's step %.4f ms beat the search's %.4f ms", whole[i].name,
+                         "%s: the whole plan's step %.4f ms beat the search's %.4f ms", why_names[i],
                          step * 1e3, best * 1e3);
             best = step;
             sr_plan_free(*plan);

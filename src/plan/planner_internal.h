@@ -40,6 +40,8 @@ void pl_acc_add_table(struct pl_acc *a, int t, const struct sr_table_plan *tp,
                       struct sr_planner_table_cost *cost);
 /* The step of what was added: stages, samples/s, collectives. */
 void pl_acc_step(const struct pl_acc *a, double stage_s[SR_PS_COUNT], int *collectives);
+/* A rank's memory: its shards, the dense block, the buffers, the process. */
+double pl_acc_rank_memory(const struct pl_acc *a, int rank);
 /* The largest memory of a rank over its capacity (> 1: does not fit); *rank
  * gets that rank. */
 double pl_acc_memory_ratio(const struct pl_acc *a, int *rank);

@@ -24,7 +24,6 @@
 #include "shardrec/alloc.h"
 #include "shardrec/error.h"
 #include "shardrec/files.h"
-#include "shardrec/nearest.h"
 #include "shardrec/topology.h"
 #include "core/json_kind.h"
 
@@ -106,24 +105,7 @@ struct reader {
 static int check_keys(const struct reader *r, const cJSON *o, const char *where,
                       const char *const *names, int n)
 {
-    char hint[256];
-    const cJSON *it;
-    cJSON_ArrayForEach(it, o)
-    {
-        int known = 0;
-        for (int k = 0; k < n; k++)
-            known |= strcmp(it->string, names[k]) == 0;
-        if (!known) {
-            sr_name_hint(hint, sizeof hint, it->string, names, n);
-            return sr_error_set(SR_ERR_INVALID_ARG, "topology '%s': %skey \"%s\" is unknown; HINT: %s",
-                                r->source, where, it->string, hint);
-        }
-        for (const cJSON *j = it->next; j; j = j->next)
-            if (strcmp(j->string, it->string) == 0)
-                return sr_error_set(SR_ERR_INVALID_ARG, "topology '%s': %skey \"%s\" is given twice",
-                                    r->source, where, it->string);
-    }
-    return SR_OK;
+    return sr_json_check_keys(o, names, n, "topology", r->source, where);
 }
 
 static int expect_object(const struct reader *r, const cJSON *it, const char *key)

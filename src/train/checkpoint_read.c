@@ -188,19 +188,9 @@ static int load_dense(struct sr_trainer *t, const char *path)
     return rc;
 }
 
-/* Collective: SR_OK when every rank's rc is; else this rank's error, or one
- * naming the lowest rank that failed (its own message says why). */
 static int agree(struct sr_trainer *t, int rc)
 {
-    int64_t mine = rc ? 1 : 0, worst = 0, *all = sr_calloc((size_t)t->world_size, sizeof *all);
-    sr_comm_all_gather(t->world, &mine, all, 1, SR_DTYPE_I64, NULL, NULL);
-    for (int r = t->world_size - 1; r >= 0; r--)
-        worst = all[r] ? r + 1 : worst;
-    sr_free(all);
-    if (!rc && worst)
-        rc = sr_error_set(SR_ERR_DATA, "--resume: rank %" PRId64 " could not read its part of "
-                          "the checkpoint (its message says why)", worst - 1);
-    return rc;
+    return sr_trainer_agree(t, rc, "--resume", "could not read its part of the checkpoint");
 }
 
 /* Collective: find, check, verify, agree; then load, agree. */

@@ -576,14 +576,9 @@ static int load_sharded_weights(struct sr_trainer *t, const char *path)
     }
     int rc = sr_weights_load_shards(path, t->dlrm, sr_sharded_ebc_config(t->sebc), ws, n);
     sr_free(ws);
-    int64_t mine = rc ? 1 : 0, *all = sr_calloc((size_t)t->world_size, sizeof *all);
-    sr_comm_all_gather(t->world, &mine, all, 1, SR_DTYPE_I64, NULL, NULL);
-    for (int r = 0; r < t->world_size && !rc; r++)
-        if (all[r])
-            rc = sr_error_set(SR_ERR_DATA, "--init-weights %s: rank %d could not load its "
-                              "shards (its message says why)", path, r);
-    sr_free(all);
-    return rc;
+    char what[SR_PATH_MAX + 32];
+    snprintf(what, sizeof what, "--init-weights %s", path);
+    return sr_trainer_agree(t, rc, what, "could not load its shards");
 }
 
 int sr_trainer_load_weights(struct sr_trainer *t, const char *path)

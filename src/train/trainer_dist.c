@@ -399,6 +399,17 @@ int sr_trainer_check_same(struct sr_trainer *t)
     return rc;
 }
 
+int sr_trainer_agree(struct sr_trainer *t, int rc, const char *what, const char *failed)
+{
+    int64_t mine = rc ? 1 : 0, *all = sr_calloc((size_t)t->world_size, sizeof *all);
+    sr_comm_all_gather(t->world, &mine, all, 1, SR_DTYPE_I64, NULL, NULL);
+    for (int r = 0; r < t->world_size && !rc; r++)
+        if (all[r])
+            rc = sr_error_set(SR_ERR_DATA, "%s: rank %d %s (its message says why)", what, r, failed);
+    sr_free(all);
+    return rc;
+}
+
 /* ---- the embedding stage ------------------------------------------------------ */
 
 int sr_trainer_emb_init(struct sr_trainer *t, const struct sr_optim_config *opt)

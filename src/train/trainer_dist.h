@@ -17,6 +17,10 @@ struct sr_trainer;
 int sr_trainer_init_comms(struct sr_trainer *t);
 int sr_trainer_init_plan(struct sr_trainer *t);
 int sr_trainer_check_same(struct sr_trainer *t);
+/* Collective (world): SR_OK when every rank's rc is; else this rank's own
+ * error, or on a rank that succeeded SR_ERR_DATA "WHAT: rank R FAILED (its
+ * message says why)" naming the lowest rank that failed. */
+int sr_trainer_agree(struct sr_trainer *t, int rc, const char *what, const char *failed);
 void sr_trainer_free_comms(struct sr_trainer *t);
 void sr_trainer_comm_snapshot(const struct sr_trainer *t, struct sr_comm_counters *out);
 int sr_trainer_emb_init(struct sr_trainer *t, const struct sr_optim_config *opt);

@@ -197,7 +197,7 @@ int sr_trainer_plan_search(struct sr_trainer *t)
         sr_planner_report_print(t->log, r, t->plan, &m, 0);
     }
     t->predicted.planned = !rc;
-    sr_planner_report_free(r);
+    t->predicted.report = r; /* the plan in use, predicted: sr_trainer_plan_predict keeps it */
     return rc;
 }
 
@@ -205,6 +205,8 @@ void sr_trainer_plan_predict(struct sr_trainer *t)
 {
     struct sr_ebc_config ec;
     struct sr_planner_model m;
+    if (t->predicted.report) /* the planner's own plan, predicted by its search */
+        return;
     if (table_stats(t)) /* collective: first; a bad --data: its reader says so */
         return;         /* when the data opens, and stops the run */
     if (!t->predicted.planned && sr_trainer_topology(t, &t->predicted.topo)) {

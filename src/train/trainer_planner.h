@@ -29,7 +29,8 @@ struct sr_trainer_prediction {
 int sr_trainer_topology(const struct sr_trainer *t, struct sr_topology *out);
 /* The planner's plan into t->plan; its table printed on rank 0's log. */
 int sr_trainer_plan_search(struct sr_trainer *t);
-/* Predict t->plan (after any plan is made); a failure only warns. */
+/* Predict t->plan (after any plan is made; the planner's own plan comes
+ * predicted from its search); a failure only warns. */
 void sr_trainer_plan_predict(struct sr_trainer *t);
 /* Predicted beside measured, per stage and memory (rank 0's summary). */
 void sr_trainer_print_prediction(const struct sr_trainer *t, const struct sr_trainer_result *res,
