@@ -71,6 +71,9 @@ static void train_help(void)
         "                         Nm: every N minutes of training (wall time; N may be a\n"
         "                         decimal, e.g. 0.5m)\n"
         "  --checkpoint-keep K    complete checkpoints kept (default 2)\n"
+        "  --checkpoint-write M   overlap: copy to host memory, then a thread writes while\n"
+        "                         training goes on; sync: training waits for the write;\n"
+        "                         auto (default): overlap on a GPU, sync on the CPU\n"
         "  --resume [PATH]        continue from checkpoint PATH, or the latest complete one\n"
         "                         in --checkpoint-dir; --steps stays the run's total\n"
         "synthetic data\n"
@@ -204,6 +207,19 @@ static int parse_pipeline(struct sr_train_config *cfg, const char *v)
     return SR_OK;
 }
 
+/* --checkpoint-write auto|overlap|sync */
+static int parse_checkpoint_write(struct sr_train_config *cfg, const char *v)
+{
+    static const char *const names[] = {"auto", "overlap", "sync"};
+    for (int k = 0; k < 3; k++)
+        if (!strcmp(v, names[k])) {
+            cfg->checkpoint_write = k;
+            return SR_OK;
+        }
+    return sr_error_set(SR_ERR_INVALID_ARG,
+                        "--checkpoint-write %s: expected auto, overlap or sync", v);
+}
+
 /* --checkpoint-every N (steps) or Nm (minutes of training, a decimal). */
 static int parse_checkpoint_every(struct sr_train_config *cfg, const char *v)
 {
@@ -246,6 +262,8 @@ static int other_flag(void *ctx, const char *name, const char *value)
         return set_path(cfg->checkpoint_dir, sizeof cfg->checkpoint_dir, name, value);
     } else if (!strcmp(name, "checkpoint-every") && value) {
         return parse_checkpoint_every(cfg, value);
+    } else if (!strcmp(name, "checkpoint-write") && value) {
+        return parse_checkpoint_write(cfg, value);
     } else if (!strcmp(name, "checkpoint-keep") && value) {
         int64_t k;
         int rc = sr_parse_i64("--checkpoint-keep", value, 1, 1000000, &k);
@@ -360,7 +378,8 @@ int cli_train(int argc, char **argv)
 {
     static const char *const value_flags[] = {"init-weights", "save-weights", "trace",
                                               "trace-steps",  "pipeline",     "checkpoint-dir",
-                                              "checkpoint-every", "checkpoint-keep", "shuffle-block",
+                                              "checkpoint-every", "checkpoint-keep", "checkpoint-write",
+                                              "shuffle-block",
                                               "topology", NULL};
     static struct sr_train_config cfg;
     struct train_args args = {.cfg = &cfg};

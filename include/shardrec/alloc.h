@@ -20,6 +20,9 @@ void sr_free(void *p);
 
 /* Number of allocations made through these wrappers since start (all threads). */
 uint64_t sr_alloc_count(void);
+/* The calling thread's share of sr_alloc_count() (a helper thread's, such as
+ * the checkpoint writer's, to subtract from a loop's count). */
+uint64_t sr_alloc_count_this_thread(void);
 
 /* What the calling thread is allocating now, for out-of-memory errors (a
  * device backend's, device.h): set around an allocation, the old label put

@@ -42,6 +42,13 @@ enum sr_device_choice {
     SR_DEVICE_CHOICE_CUDA = 2,
 };
 
+/* --checkpoint-write: how a checkpoint's files are written. */
+enum sr_checkpoint_write {
+    SR_CHECKPOINT_WRITE_AUTO = 0, /* overlap where the device's memory is not the host's, else sync */
+    SR_CHECKPOINT_WRITE_OVERLAP = 1, /* copied to host staging, written by a thread as training goes on */
+    SR_CHECKPOINT_WRITE_SYNC = 2,    /* written between two steps; training waits */
+};
+
 /* --comm: the transport of a multi-rank job (comm.h). */
 enum sr_comm_choice {
     SR_COMM_CHOICE_AUTO = 0, /* NCCL when the model is on CUDA and NCCL can run (this build
@@ -130,6 +137,7 @@ struct sr_train_config {
     int64_t checkpoint_every;         /* --checkpoint-every N steps; 0 = only at the end */
     double checkpoint_minutes;        /* --checkpoint-every Nm: wall minutes; 0 = steps */
     int checkpoint_keep;              /* --checkpoint-keep K complete checkpoints (2) */
+    int checkpoint_write;             /* --checkpoint-write: enum sr_checkpoint_write */
     int resume;                       /* --resume [PATH] given */
     char resume_path[SR_PATH_MAX];    /* its PATH; "" = the latest complete in checkpoint_dir */
     /* the planner (src/train/trainer_planner.c; docs/planner.md) */
@@ -221,10 +229,11 @@ int sr_train_config_synth(const struct sr_train_config *cfg, const int64_t *rows
 struct sr_plan;
 /* Before anything is allocated: the bytes `rank` needs for this job (its
  * tables or, with a plan, its shards of them, with optimizer state; the MLPs;
- * batch and evaluation buffers; --batch-pool's batches), summed with overflow
- * checks, against `mem_bytes` (0: sr_machine_memory()). A device's mem_bytes
- * holds all but the batch pool, which is host memory: it is checked alone
- * against sr_machine_memory(). SR_ERR_OOM naming the largest part (a table,
+ * batch and evaluation buffers; --batch-pool's batches; checkpoints' host
+ * staging), summed with overflow checks, against `mem_bytes` (0:
+ * sr_machine_memory()). A device's mem_bytes holds all but the batch pool
+ * and the staging, which are host memory: they are checked alone against
+ * sr_machine_memory(). SR_ERR_OOM naming the largest part (a table,
  * or the flags that size the buffers), the bytes and the memory. */
 int sr_train_config_check_memory(const struct sr_train_config *cfg, const struct sr_plan *plan,
                                  int rank, int world_size, uint64_t mem_bytes);
@@ -237,6 +246,7 @@ struct sr_memory_estimate {
     uint64_t batch;  /* batch buffers, pooled vectors, activations */
     uint64_t eval;   /* evaluation predictions and labels */
     uint64_t pool;   /* --batch-pool's host batches */
+    uint64_t staging; /* checkpoints' host copy of the tables (and dense block): train_memory.c */
     uint64_t total;
     int overflow;
 };

@@ -11,14 +11,21 @@
 #include "shardrec/error.h"
 
 static atomic_uint_fast64_t alloc_count;
-static _Thread_local const char *label; /* sr_alloc_label_set */
+static _Thread_local uint64_t thread_count; /* this thread's share of alloc_count */
+static _Thread_local const char *label;     /* sr_alloc_label_set */
+
+static void counted(void)
+{
+    atomic_fetch_add(&alloc_count, 1);
+    thread_count++;
+}
 
 void *sr_malloc_at(size_t bytes, const char *file, int line)
 {
     void *p = malloc(bytes ? bytes : 1);
     if (!p)
         sr_abort_at(file, line, "out of memory allocating %zu bytes", bytes);
-    atomic_fetch_add(&alloc_count, 1);
+    counted();
     return p;
 }
 
@@ -27,7 +34,7 @@ void *sr_calloc_at(size_t n, size_t size, const char *file, int line)
     void *p = calloc(n ? n : 1, size ? size : 1);
     if (!p)
         sr_abort_at(file, line, "out of memory allocating %zu x %zu bytes", n, size);
-    atomic_fetch_add(&alloc_count, 1);
+    counted();
     return p;
 }
 
@@ -36,7 +43,7 @@ void *sr_realloc_at(void *p, size_t bytes, const char *file, int line)
     void *q = realloc(p, bytes ? bytes : 1);
     if (!q)
         sr_abort_at(file, line, "out of memory reallocating to %zu bytes", bytes);
-    atomic_fetch_add(&alloc_count, 1);
+    counted();
     return q;
 }
 
@@ -46,7 +53,7 @@ void *sr_aligned_alloc_at(size_t bytes, const char *file, int line)
     if (posix_memalign(&p, 64, bytes ? bytes : 1) != 0)
         sr_abort_at(file, line, "out of memory allocating %zu aligned bytes%s%s", bytes,
                     label ? " for " : "", label ? label : "");
-    atomic_fetch_add(&alloc_count, 1);
+    counted();
     return p;
 }
 
@@ -66,6 +73,11 @@ void sr_free(void *p)
 uint64_t sr_alloc_count(void)
 {
     return atomic_load(&alloc_count);
+}
+
+uint64_t sr_alloc_count_this_thread(void)
+{
+    return thread_count;
 }
 
 const char *sr_alloc_label(void)

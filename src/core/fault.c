@@ -3,8 +3,9 @@
  *
  * SR_FAULT is parsed once into a small table of faults; only those for this
  * rank (or for every rank: fail-write without rank=) are kept. The hooks
- * walk the table: at a step's start (kill, stop), before each collective
- * (delay), before an atomic write is committed (kill, fail-write; the writes
+ * walk the table: at a step's start (kill, stop; noting the step), before
+ * each collective (delay), before an atomic write is committed (kill, delay,
+ * fail-write, hold-write; the writes
  * are counted here, per process, for nth=). Nothing allocates.
  */
 #include <errno.h>
@@ -22,7 +23,7 @@
 #define SUB_MAX    256
 #define SPEC_MAX   1024
 
-enum action { KILL, STOP, DELAY, FAIL_WRITE };
+enum action { KILL, STOP, DELAY, FAIL_WRITE, HOLD_WRITE };
 
 struct fault {
     enum action action;
@@ -32,7 +33,10 @@ struct fault {
 
 static struct fault faults[MAX_FAULTS];
 static int n_faults;
-static atomic_long writes; /* atomic writes committed or failed so far */
+static atomic_long writes;  /* atomic writes committed or failed so far */
+static atomic_long started; /* the training step this process last began (hold-write) */
+
+#define HOLD_MAX_MS 60000 /* a hold-write gives up after this long */
 
 /* A decimal in [lo, hi], digits only. */
 static int parse_num(const char *fault, const char *key, const char *v, int64_t lo, int64_t hi,
@@ -51,15 +55,15 @@ static int parse_num(const char *fault, const char *key, const char *v, int64_t 
 
 static int parse_action(const char *fault, const char *word, enum action *a)
 {
-    static const char *const names[] = {"kill", "stop", "delay", "fail-write"};
-    for (int k = 0; k < 4; k++)
+    static const char *const names[] = {"kill", "stop", "delay", "fail-write", "hold-write"};
+    for (int k = 0; k < 5; k++)
         if (!strcmp(word, names[k])) {
             *a = (enum action)k;
             return SR_OK;
         }
     return sr_error_set(SR_ERR_INVALID_ARG,
-                        "SR_FAULT '%s': unknown fault '%s'; HINT: kill, stop, delay or "
-                        "fail-write (docs/user-guide.md, \"Fault injection\")",
+                        "SR_FAULT '%s': unknown fault '%s'; HINT: kill, stop, delay, "
+                        "fail-write or hold-write (docs/user-guide.md, \"Fault injection\")",
                         fault, word);
 }
 
@@ -104,7 +108,9 @@ static int parse_field(const char *fault, struct fault *f, char *field)
 static int check_fault(const char *fault, const struct fault *f)
 {
     const char *why = NULL;
-    if (f->action != FAIL_WRITE && f->rank < 0)
+    if (f->action == HOLD_WRITE && (f->step < 0 || !f->sub[0] || f->ms >= 0 || f->nth >= 0))
+        why = "needs step=S and write=SUB, and takes only rank= besides";
+    else if (f->action != FAIL_WRITE && f->action != HOLD_WRITE && f->rank < 0)
         why = "needs rank=R";
     else if ((f->action == KILL || f->action == STOP) && (f->step < 0) == (f->sub[0] == 0))
         why = f->action == KILL ? "needs one of step=S and write=SUB" : "needs step=S";
@@ -112,8 +118,8 @@ static int check_fault(const char *fault, const struct fault *f)
         why = "takes step=S, not a path";
     else if ((f->action == KILL || f->action == STOP) && (f->ms >= 0 || f->nth >= 0))
         why = "takes no ms= or nth=";
-    else if (f->action == DELAY && (f->ms < 0 || f->nth >= 0 || f->sub[0]))
-        why = "needs ms=M and takes only rank=, ms= and step=";
+    else if (f->action == DELAY && (f->ms < 0 || f->nth >= 0 || (f->sub[0] && f->step >= 0)))
+        why = "needs ms=M and takes only rank=, ms= and one of step= and write=";
     else if (f->action == FAIL_WRITE && (f->nth >= 0) == (f->sub[0] != 0))
         why = "needs one of nth=N and path=SUB";
     else if (f->action == FAIL_WRITE && (f->step >= 0 || f->ms >= 0))
@@ -145,6 +151,7 @@ int sr_fault_init(const char *spec, int rank)
     char buf[SPEC_MAX], *save = NULL;
     n_faults = 0;
     atomic_store(&writes, 0);
+    atomic_store(&started, 0);
     if (!spec || !spec[0])
         return SR_OK;
     if (strlen(spec) >= sizeof buf)
@@ -174,6 +181,7 @@ int sr_fault_active(void)
 
 void sr_fault_step(int64_t step)
 {
+    atomic_store(&started, (long)step);
     for (int k = 0; k < n_faults; k++) {
         const struct fault *f = &faults[k];
         if (f->step != step || (f->action != KILL && f->action != STOP))
@@ -185,15 +193,35 @@ void sr_fault_step(int64_t step)
     }
 }
 
+static void sleep_ms(int64_t ms)
+{
+    struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) && errno == EINTR)
+        ;
+}
+
 void sr_fault_collective(int64_t step)
 {
     for (int k = 0; k < n_faults; k++) {
         const struct fault *f = &faults[k];
-        if (f->action != DELAY || (f->step >= 0 && f->step != step))
+        if (f->action != DELAY || f->sub[0] || (f->step >= 0 && f->step != step))
             continue;
-        struct timespec ts = {.tv_sec = f->ms / 1000, .tv_nsec = (f->ms % 1000) * 1000000L};
-        while (nanosleep(&ts, &ts) && errno == EINTR)
-            ;
+        sleep_ms(f->ms);
+    }
+}
+
+/* Wait until this process's training has begun `step` (at most HOLD_MAX_MS). */
+static void hold(int64_t step, const char *path)
+{
+    int64_t waited = 0;
+    while (atomic_load(&started) < step && waited < HOLD_MAX_MS) {
+        sleep_ms(1);
+        waited++;
+    }
+    if (atomic_load(&started) < step) {
+        fprintf(stderr, "SR_FAULT: hold-write of %s gave up after %d ms: training did not reach "
+                        "step %lld\n", path, HOLD_MAX_MS, (long long)step);
+        fflush(stderr);
     }
 }
 
@@ -208,6 +236,10 @@ int sr_fault_write(const char *path)
             fflush(stderr);
             raise(SIGKILL);
         }
+        if (f->action == DELAY && f->sub[0] && strstr(path, f->sub))
+            sleep_ms(f->ms);
+        if (f->action == HOLD_WRITE && strstr(path, f->sub))
+            hold(f->step, path);
         if (f->action == FAIL_WRITE && (f->nth == nth || (f->sub[0] && strstr(path, f->sub))))
             return sr_error_set(SR_ERR_IO, "%s: cannot write (injected by SR_FAULT, write #%ld)",
                                 path, nth);

@@ -51,12 +51,18 @@
 #include "shardrec/safetensors.h"
 #include "train/checkpoint.h"
 #include "train/checkpoint_format.h"
+#include "train/checkpoint_writer.h"
 #include "train/trainer_internal.h"
 
 #define FORMAT     SR_CKPT_FORMAT
 #define MANIFEST   SR_CKPT_MANIFEST
 #define DENSE_FILE SR_CKPT_DENSE
-#define NAME_CAP   SR_CKPT_NAME_CAP
+#define R_N        SR_CKPT_R_N
+#define R_RC       SR_CKPT_R_RC
+#define R_HASH     SR_CKPT_R_HASH
+#define R_BYTES    SR_CKPT_R_BYTES
+#define R_DHASH    SR_CKPT_R_DHASH
+#define R_DBYTES   SR_CKPT_R_DBYTES
 
 /* The settings that decide the model and its training trajectory: a
  * checkpoint continues only a run that agrees on every one. */
@@ -85,20 +91,6 @@ int sr_checkpoint_check_config(const struct sr_train_config *cfg)
 
 /* ---- names and checksums ------------------------------------------------------ */
 
-static void shard_name(char *buf, const struct sr_trainer *t, const struct sr_sharded_ebc_shard *sh,
-                       const char *what)
-{
-    sr_ckpt_shard_name(buf, t->cfg->tables[sh->table].name, sh->shard, what);
-}
-
-static void rank_file(char *buf, size_t cap, const char *dir, int rank)
-{
-    char name[32];
-    sr_ckpt_rank_file(name, sizeof name, rank);
-    if (snprintf(buf, cap, "%s/%s", dir, name) >= (int)cap)
-        buf[0] = 0; /* cannot happen: cap fits SR_PATH_MAX + the name */
-}
-
 int sr_checkpoint_file_checksum(const char *path, uint64_t *hash, uint64_t *bytes)
 {
     unsigned char buf[1 << 16];
@@ -118,64 +110,7 @@ int sr_checkpoint_file_checksum(const char *path, uint64_t *hash, uint64_t *byte
     return bad ? sr_error_set(SR_ERR_DATA, "checkpoint file %s: read error", path) : SR_OK;
 }
 
-/* ---- save --------------------------------------------------------------------- */
-
-/* A tensor's data where the writer can read it: the device pointer itself
- * on a host-visible device, else a copy in the pinned buffer at *at. */
-static const float *staged(struct sr_trainer *t, const float *src, size_t n, size_t *at)
-{
-    if (!t->ckpt.pinned || !n)
-        return src;
-    SR_ASSERT(*at + n <= t->ckpt.pinned_floats);
-    float *dst = t->ckpt.pinned + *at;
-    sr_dev_copy(t->dev, dst, src, sizeof(float) * n, NULL);
-    *at += n;
-    return dst;
-}
-
-static int write_rank_file(struct sr_trainer *t, const char *path)
-{
-    int ns = sr_sharded_ebc_num_local_shards(t->sebc), n = 0;
-    struct sr_st_tensor *ts = sr_calloc((size_t)2 * ns + 1, sizeof *ts);
-    char(*names)[NAME_CAP] = sr_calloc((size_t)2 * ns + 1, sizeof *names);
-    size_t at = 0;
-    for (int i = 0; i < ns; i++) {
-        struct sr_sharded_ebc_shard sh;
-        sr_sharded_ebc_local_shard(t->sebc, i, &sh);
-        shard_name(names[n], t, &sh, "weight");
-        ts[n] = (struct sr_st_tensor){.name = names[n], .ndim = 2, .shape = {sh.rows, sh.dim}};
-        ts[n++].data = staged(t, sh.weight, (size_t)sh.rows * sh.dim, &at);
-        if (!sh.state_floats)
-            continue;
-        shard_name(names[n], t, &sh, "state");
-        ts[n] = (struct sr_st_tensor){.name = names[n], .ndim = 1, .shape = {(int64_t)sh.state_floats}};
-        ts[n++].data = staged(t, sh.state, sh.state_floats, &at);
-    }
-    sr_dev_sync(t->dev, NULL);
-    int rc = sr_st_write(path, n, ts);
-    sr_free(names);
-    sr_free(ts);
-    return rc;
-}
-
-static int write_dense_file(struct sr_trainer *t, const char *path)
-{
-    size_t np, ns, at = 0;
-    float *params = sr_dlrm_params(t->dlrm, &np);
-    float *state = sr_dense_optim_state(t->dense_optim, &ns);
-    struct sr_st_tensor ts[2] = {
-        {.name = "dense.params", .ndim = 1, .shape = {(int64_t)np}},
-        {.name = "dense.optim_state", .ndim = 1, .shape = {(int64_t)ns}},
-    };
-    ts[0].data = staged(t, params, np, &at);
-    ts[1].data = staged(t, state, ns, &at);
-    sr_dev_sync(t->dev, NULL);
-    return sr_st_write(path, ns ? 2 : 1, ts);
-}
-
-/* What each rank tells rank 0 after writing: status, its file's checksum and
- * size, the dense file's (rank 0), and its seconds (as bits). */
-enum { R_RC, R_HASH, R_BYTES, R_DHASH, R_DBYTES, R_SECONDS, R_N };
+/* ---- save ---------------------------------------------------------------------- */
 
 /* Version 2's model description: global batch, optimizers, tables, the
  * plan, and the dense tensors inside dense.params (checkpoint_format.c). */
@@ -206,10 +141,17 @@ static void write_model(struct sr_trainer *t, FILE *f)
     sr_free(plan);
 }
 
-static void write_manifest_body(struct sr_trainer *t, FILE *f, int64_t step, const uint64_t *all)
+/* The manifest up to its file list, rendered when the save is staged (the
+ * data position of `step` is the loader's now, not later). */
+static char *manifest_head(struct sr_trainer *t, int64_t step)
 {
     const struct sr_train_config *cfg = t->cfg;
     uint64_t plan = t->plan ? sr_plan_hash(t->plan) : 0;
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    if (!f)
+        SR_ABORT("open_memstream: %s", strerror(errno));
     fprintf(f, "{\n  \"format\": \"%s\",\n  \"version\": %d,\n  \"step\": %" PRId64 ",\n", FORMAT,
             SR_CKPT_VERSION, step);
     fprintf(f, "  \"world_size\": %d,\n  \"plan_hash\": \"%016" PRIx64 "\",\n", t->world_size,
@@ -218,7 +160,7 @@ static void write_manifest_body(struct sr_trainer *t, FILE *f, int64_t step, con
     fprintf(f, "  \"settings\": {");
     for (int k = 0; k < N_TRAJECTORY; k++)
         fprintf(f, "%s\n    \"%s\": \"%016" PRIx64 "\"", k ? "," : "", trajectory[k],
-                sr_trainer_setting_hash(cfg, trajectory[k]));
+                t->ckpt.settings_hash[k]);
     fprintf(f, "\n  },\n  \"rng\": {\"kind\": \"counter\", \"seed\": \"%" PRIu64 "\"},\n",
             cfg->seed);
     sr_checkpoint_data_write(t, f, step);
@@ -226,25 +168,34 @@ static void write_manifest_body(struct sr_trainer *t, FILE *f, int64_t step, con
                ", \"dense_lr\": %.9g, \"emb_lr\": %.9g},\n",
             cfg->lr_schedule, step + 1, (double)sr_lr_at(&t->lr_dense, step + 1),
             (double)sr_lr_at(&t->lr_emb, step + 1));
+    fclose(f);
+    return text;
+}
+
+/* The head, then each file's size and checksum (all[]: every rank's results). */
+static void write_manifest_body(const struct sr_ckpt_job *j, int world_size, FILE *f,
+                                const uint64_t *all)
+{
+    fputs(j->manifest_head, f);
     fprintf(f, "  \"files\": [\n    {\"name\": \"%s\", \"bytes\": %" PRIu64
                ", \"fnv1a64\": \"%016" PRIx64 "\"}",
             DENSE_FILE, all[R_DBYTES], all[R_DHASH]);
-    for (int r = 0; r < t->world_size; r++)
+    for (int r = 0; r < world_size; r++)
         fprintf(f, ",\n    {\"name\": \"rank-%05d.safetensors\", \"bytes\": %" PRIu64
                    ", \"fnv1a64\": \"%016" PRIx64 "\"}",
                 r, all[(size_t)r * R_N + R_BYTES], all[(size_t)r * R_N + R_HASH]);
     fprintf(f, "\n  ]\n}\n");
 }
 
-static int write_manifest(struct sr_trainer *t, const char *dir, int64_t step, const uint64_t *all)
+static int write_manifest(const struct sr_ckpt_job *j, int world_size, const uint64_t *all)
 {
     char path[SR_PATH_MAX + 64];
     struct sr_atomic_file af;
-    snprintf(path, sizeof path, "%s/%s", dir, MANIFEST);
+    snprintf(path, sizeof path, "%s/%s", j->dir, MANIFEST);
     int rc = sr_atomic_file_open(&af, path);
     if (rc)
         return rc;
-    write_manifest_body(t, af.f, step, all);
+    write_manifest_body(j, world_size, af.f, all);
     return sr_atomic_file_commit(&af);
 }
 
@@ -302,79 +253,154 @@ static void prune(const struct sr_train_config *cfg, int64_t step)
         closedir(d);
 }
 
-static int write_files(struct sr_trainer *t, const char *dir, uint64_t *mine)
+static double seconds_of(uint64_t bits)
 {
-    char path[SR_PATH_MAX + 64];
-    int rc = SR_OK;
-    if (mkdir(dir, 0777) && errno != EEXIST)
-        rc = sr_error_set(SR_ERR_WRITE, "checkpoint %s: cannot create (%s)", dir, strerror(errno));
-    rank_file(path, sizeof path, dir, t->rank);
-    if (!rc && !(rc = write_rank_file(t, path)))
-        rc = sr_checkpoint_file_checksum(path, &mine[R_HASH], &mine[R_BYTES]);
-    snprintf(path, sizeof path, "%s/%s", dir, DENSE_FILE);
-    if (!rc && t->rank == 0 && !(rc = write_dense_file(t, path)))
-        rc = sr_checkpoint_file_checksum(path, &mine[R_DHASH], &mine[R_DBYTES]);
-    return rc;
+    double s;
+    memcpy(&s, &bits, sizeof s);
+    return s;
 }
 
-int sr_checkpoint_save(struct sr_trainer *t, int64_t step)
+static double max_d(double a, double b)
 {
-    double t0 = sr_now_s();
-    uint64_t a0 = sr_alloc_count(), mine[R_N] = {0};
-    char dir[SR_PATH_MAX + 32];
-    snprintf(dir, sizeof dir, "%s/step-%08" PRId64, t->cfg->checkpoint_dir, step);
-    sr_trainer_pipeline_pause(t); /* the next batch's exchange completes first */
-    sr_trainer_streams_drain(t);
-    int rc = write_files(t, dir, mine);
-    if (rc) /* a result of the run that could not be written: exit status 1 */
-        rc = sr_error_set(SR_ERR_WRITE, "checkpoint step %" PRId64 ": %s", step, sr_error_message());
-    double secs = sr_now_s() - t0;
-    mine[R_RC] = (uint64_t)(int64_t)rc;
-    memcpy(&mine[R_SECONDS], &secs, sizeof secs);
-    uint64_t *all = sr_calloc((size_t)t->world_size * R_N, sizeof *all);
-    sr_comm_all_gather(t->world, mine, all, R_N, SR_DTYPE_I64, NULL, NULL);
-    int bad = -1;
-    for (int r = 0; r < t->world_size && bad < 0; r++)
-        if (all[(size_t)r * R_N + R_RC])
-            bad = r;
-    if (bad >= 0 && !rc)
-        rc = sr_error_set(SR_ERR_WRITE, "checkpoint %s: rank %d could not write its file", dir,
-                          bad);
-    if (!rc && t->rank == 0) {
-        all[R_DHASH] = mine[R_DHASH], all[R_DBYTES] = mine[R_DBYTES];
-        rc = write_manifest(t, dir, step, all);
-        if (rc)
-            rc = sr_error_set(SR_ERR_WRITE, "checkpoint step %" PRId64 ": %s", step,
-                              sr_error_message());
+    return a > b ? a : b;
+}
+
+/* The run's totals and rank 0's line for a completed checkpoint: the
+ * training's stall (the slowest rank's, and rank 0's time since), the copy
+ * to host memory, and the write, behind how many steps of training. */
+static void report(struct sr_trainer *t, const struct sr_ckpt_job *j, const uint64_t *all,
+                   int64_t now, double since)
+{
+    double mb = 0, write_s = 0, rate = -1, copy_s = 0, gbps = -1, stall = 0;
+    uint64_t copied = 0;
+    for (int r = 0; r < t->world_size; r++) {
+        const uint64_t *a = &all[(size_t)r * R_N];
+        double w = seconds_of(a[SR_CKPT_R_WRITE_S]), c = seconds_of(a[SR_CKPT_R_COPY_S]);
+        double rank_mb = (double)(a[R_BYTES] + a[R_DBYTES]) / 1e6;
+        mb += rank_mb;
+        write_s = max_d(write_s, w);
+        copy_s = max_d(copy_s, c);
+        stall = max_d(stall, seconds_of(a[SR_CKPT_R_STALL_S]));
+        copied += a[SR_CKPT_R_COPY_BYTES];
+        if (w > 0 && (rate < 0 || rank_mb / w < rate))
+            rate = rank_mb / w;
+        if (c > 0 && a[SR_CKPT_R_COPY_BYTES] &&
+            (gbps < 0 || (double)a[SR_CKPT_R_COPY_BYTES] / 1e9 / c < gbps))
+            gbps = (double)a[SR_CKPT_R_COPY_BYTES] / 1e9 / c;
     }
+    stall += since;
+    t->ckpt.saves++;
+    t->ckpt.stall_s += stall;
+    t->ckpt.copy_s += copy_s;
+    t->ckpt.bytes += (uint64_t)(mb * 1e6);
+    if (!t->log)
+        return;
+    char copy[128], behind[96];
+    if (copied)
+        snprintf(copy, sizeof copy, "copy to host memory %.3f s, %.2f GB/s per rank", copy_s,
+                 gbps > 0 ? gbps : 0.0);
+    else
+        snprintf(copy, sizeof copy, "no copy: written from the tensors");
+    if (t->ckpt.overlap)
+        snprintf(behind, sizeof behind, "behind %" PRId64 " step%s of training", now - j->step,
+                 now - j->step == 1 ? "" : "s");
+    else
+        snprintf(behind, sizeof behind, "within the stall");
+    fprintf(t->log,
+            "checkpoint step %" PRId64 ": %s, %.2f MB from %d rank%s; stall %.3f s (%s); "
+            "write %.3f s %s (slowest rank; lowest rate %.1f MB/s per rank)\n",
+            j->step, j->dir, mb, t->world_size, t->world_size > 1 ? "s" : "", stall, copy,
+            write_s, behind, rate > 0 ? rate : 0.0);
+}
+
+/* Every rank's status after its files: the first rank that failed, or -1. */
+static int first_failed(const struct sr_trainer *t, const uint64_t *all)
+{
+    for (int r = 0; r < t->world_size; r++)
+        if (all[(size_t)r * R_N + R_RC])
+            return r;
+    return -1;
+}
+
+/* Collective: the save's files are written on every rank (or failed): rank
+ * 0 writes the manifest once every rank's are, every rank learns the
+ * outcome, and rank 0 prunes and reports. `now`: the step training reached. */
+static int complete(struct sr_trainer *t, int64_t now)
+{
+    struct sr_ckpt_job *j = t->ckpt.job;
+    double t0 = sr_now_s();
+    uint64_t a0 = sr_alloc_count_this_thread();
+    int rc = SR_OK;
+    sr_ckpt_job_join(j);
+    if (j->mine[R_RC]) /* a result of the run that could not be written: exit status 1 */
+        rc = sr_error_set(SR_ERR_WRITE, "checkpoint step %" PRId64 ": %s", j->step, j->error);
+    double stall = j->stall_s + sr_now_s() - t0;
+    memcpy(&j->mine[SR_CKPT_R_STALL_S], &stall, sizeof stall);
+    uint64_t *all = sr_calloc((size_t)t->world_size * R_N, sizeof *all);
+    sr_comm_all_gather(t->world, j->mine, all, R_N, SR_DTYPE_I64, NULL, NULL);
+    double gathered = sr_now_s();
+    int bad = first_failed(t, all);
+    if (bad >= 0 && !rc)
+        rc = sr_error_set(SR_ERR_WRITE, "checkpoint %s: rank %d could not write its file", j->dir,
+                          bad);
+    if (!rc && t->rank == 0 && (rc = write_manifest(j, t->world_size, all)))
+        rc = sr_error_set(SR_ERR_WRITE, "checkpoint step %" PRId64 ": %s", j->step,
+                          sr_error_message());
     int64_t rc0 = rc;
     if (bad < 0)
         sr_comm_broadcast(t->world, &rc0, &rc0, 1, SR_DTYPE_I64, 0, NULL, NULL);
     if (rc0 && !rc)
-        rc = sr_error_set(SR_ERR_WRITE, "checkpoint %s: rank 0 could not write the manifest", dir);
+        rc = sr_error_set(SR_ERR_WRITE, "checkpoint %s: rank 0 could not write the manifest",
+                          j->dir);
     if (!rc && t->rank == 0) {
-        prune(t->cfg, step);
-        double total = 0, worst = -1, slowest = 0;
-        for (int r = 0; r < t->world_size; r++) {
-            const uint64_t *a = &all[(size_t)r * R_N];
-            double s, mb = (double)(a[R_BYTES] + (r == 0 ? mine[R_DBYTES] : 0)) / 1e6;
-            memcpy(&s, &a[R_SECONDS], sizeof s);
-            total += mb;
-            slowest = s > slowest ? s : slowest;
-            if (s > 0 && (worst < 0 || mb / s < worst))
-                worst = mb / s;
-        }
-        if (t->log)
-            fprintf(t->log,
-                    "checkpoint step %" PRId64 ": %s, %.3f s, %.2f MB from %d rank%s (slowest "
-                    "rank %.3f s, lowest rate %.1f MB/s per rank)\n",
-                    step, dir, sr_now_s() - t0, total, t->world_size, t->world_size > 1 ? "s" : "",
-                    slowest, worst > 0 ? worst : 0.0);
+        prune(t->cfg, j->step);
+        report(t, j, all, now, sr_now_s() - gathered);
     }
     sr_free(all);
-    t->ckpt.allocs += sr_alloc_count() - a0;
+    t->ckpt.allocs += sr_alloc_count_this_thread() - a0 + j->thread_allocs;
+    sr_ckpt_job_free(j);
+    t->ckpt.job = NULL;
+    return rc;
+}
+
+int sr_checkpoint_save(struct sr_trainer *t, int64_t step, int wait)
+{
+    int rc = t->ckpt.job ? complete(t, step) : SR_OK; /* the previous save first */
+    if (rc)
+        return rc;
+    double t0 = sr_now_s();
+    uint64_t a0 = sr_alloc_count_this_thread();
+    char dir[SR_PATH_MAX + 32];
+    snprintf(dir, sizeof dir, "%s/step-%08" PRId64, t->cfg->checkpoint_dir, step);
+    sr_trainer_pipeline_pause(t); /* the next batch's exchange completes first */
+    sr_trainer_streams_drain(t);
+    struct sr_ckpt_job *j = sr_ckpt_job_stage(t, step, dir, t->world_size);
+    if (t->rank == 0)
+        j->manifest_head = manifest_head(t, step);
+    sr_ckpt_job_start(j, t->ckpt.overlap);
+    t->ckpt.job = j;
+    t->ckpt.allocs += sr_alloc_count_this_thread() - a0;
+    j->stall_s = sr_now_s() - t0;
+    if (!t->ckpt.overlap || wait)
+        rc = complete(t, step);
     t->ckpt.last_save_s = sr_now_s();
     return rc;
+}
+
+int sr_checkpoint_poll(struct sr_trainer *t, int64_t step)
+{
+    struct sr_ckpt_job *j = t->ckpt.job;
+    if (!j)
+        return SR_OK;
+    double t0 = sr_now_s();
+    uint64_t a0 = sr_alloc_count_this_thread();
+    int64_t done = atomic_load(&j->done), every = 1;
+    sr_comm_all_gather(t->world, &done, j->flags, 1, SR_DTYPE_I64, NULL, NULL);
+    for (int r = 0; r < t->world_size; r++)
+        every = every && j->flags[r];
+    t->ckpt.allocs += sr_alloc_count_this_thread() - a0;
+    j->stall_s += sr_now_s() - t0;
+    return every ? complete(t, step) : SR_OK;
 }
 
 int sr_checkpoint_due(struct sr_trainer *t, int64_t step, int last)

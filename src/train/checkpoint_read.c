@@ -31,6 +31,7 @@
 #include "shardrec/safetensors.h"
 #include "train/checkpoint.h"
 #include "train/checkpoint_format.h"
+#include "train/checkpoint_writer.h"
 #include "train/trainer_internal.h"
 
 #define HINT_JOB "HINT: resume with the flags of the run that wrote it, or start a new run"
@@ -161,10 +162,10 @@ static int load_tensor(struct sr_trainer *t, const struct sr_st_file *f, const c
     for (int64_t done = 0; done < n;) {
         size_t k = (size_t)(n - done);
         const float *from = src + done;
-        if (t->ckpt.pinned) {
-            k = k < t->ckpt.pinned_floats ? k : t->ckpt.pinned_floats;
-            memcpy(t->ckpt.pinned, from, sizeof(float) * k);
-            from = t->ckpt.pinned;
+        if (t->ckpt.staging) {
+            k = k < t->ckpt.staging_floats ? k : t->ckpt.staging_floats;
+            memcpy(t->ckpt.staging, from, sizeof(float) * k);
+            from = t->ckpt.staging;
         }
         sr_dev_copy(t->dev, dst + done, from, sizeof(float) * k, NULL);
         sr_dev_sync(t->dev, NULL);
@@ -230,19 +231,6 @@ static int resume(struct sr_trainer *t, int64_t *step)
     return rc;
 }
 
-static size_t staging_floats(struct sr_trainer *t)
-{
-    size_t n = 0, np, ns;
-    for (int i = 0; i < sr_sharded_ebc_num_local_shards(t->sebc); i++) {
-        struct sr_sharded_ebc_shard sh;
-        sr_sharded_ebc_local_shard(t->sebc, i, &sh);
-        n += (size_t)sh.rows * sh.dim + sh.state_floats;
-    }
-    sr_dlrm_params(t->dlrm, &np);
-    sr_dense_optim_state(t->dense_optim, &ns);
-    return (n > np + ns ? n : np + ns) + 1;
-}
-
 int sr_checkpoint_init(struct sr_trainer *t)
 {
     const struct sr_train_config *cfg = t->cfg;
@@ -251,9 +239,13 @@ int sr_checkpoint_init(struct sr_trainer *t)
     if (cfg->checkpoint_dir[0] && mkdir(cfg->checkpoint_dir, 0777) && errno != EEXIST)
         return sr_error_set(SR_ERR_IO, "--checkpoint-dir %s: cannot create (%s)",
                             cfg->checkpoint_dir, strerror(errno));
-    if ((cfg->checkpoint_dir[0] || cfg->resume) && !t->dev->host_visible) {
-        t->ckpt.pinned_floats = staging_floats(t);
-        t->ckpt.pinned = sr_dev_alloc_host(t->dev, sizeof(float) * t->ckpt.pinned_floats);
+    for (int k = 0; k < SR_CHECKPOINT_N_SETTINGS; k++)
+        t->ckpt.settings_hash[k] = sr_trainer_setting_hash(cfg, sr_checkpoint_settings[k]);
+    t->ckpt.overlap = cfg->checkpoint_write == SR_CHECKPOINT_WRITE_OVERLAP ||
+                      (cfg->checkpoint_write == SR_CHECKPOINT_WRITE_AUTO && !t->dev->host_visible);
+    if ((cfg->checkpoint_dir[0] || cfg->resume) && (t->ckpt.overlap || !t->dev->host_visible)) {
+        t->ckpt.staging_floats = sr_ckpt_staging_floats(t);
+        t->ckpt.staging = sr_dev_alloc_host(t->dev, sizeof(float) * t->ckpt.staging_floats);
     }
     if (!cfg->resume)
         return SR_OK;
@@ -265,7 +257,9 @@ int sr_checkpoint_init(struct sr_trainer *t)
 
 void sr_checkpoint_free(struct sr_trainer *t)
 {
-    if (t->ckpt.pinned)
-        sr_dev_free_host(t->dev, t->ckpt.pinned);
-    t->ckpt.pinned = NULL;
+    sr_ckpt_job_free(t->ckpt.job); /* waits for its thread */
+    t->ckpt.job = NULL;
+    if (t->ckpt.staging)
+        sr_dev_free_host(t->dev, t->ckpt.staging);
+    t->ckpt.staging = NULL;
 }

@@ -118,9 +118,9 @@ static int copy_overlap(struct source *S, int t, int j, const struct sr_shard *t
 static void to_device(struct sr_trainer *t, float *dst, const float *src, size_t n)
 {
     for (size_t done = 0; done < n;) {
-        size_t k = n - done < t->ckpt.pinned_floats ? n - done : t->ckpt.pinned_floats;
-        memcpy(t->ckpt.pinned, src + done, sizeof(float) * k);
-        sr_dev_copy(t->dev, dst + done, t->ckpt.pinned, sizeof(float) * k, NULL);
+        size_t k = n - done < t->ckpt.staging_floats ? n - done : t->ckpt.staging_floats;
+        memcpy(t->ckpt.staging, src + done, sizeof(float) * k);
+        sr_dev_copy(t->dev, dst + done, t->ckpt.staging, sizeof(float) * k, NULL);
         sr_dev_sync(t->dev, NULL);
         done += k;
     }

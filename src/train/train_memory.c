@@ -14,6 +14,10 @@
  *   evaluation  predictions and labels of --eval-samples, gathered on each rank
  *   batch pool  --batch-pool N host batches made at start-up (host memory, also
  *               when the model is on a GPU: checked against the machine's then)
+ *   staging     checkpoints' host copy of the rank's tables with their state
+ *               (and rank 0's dense block with its state): on a device the
+ *               host cannot address, or with --checkpoint-write overlap (host
+ *               memory, checked as the batch pool)
  *
  * The memory to compare with is the machine's physical memory (sysconf
  * _SC_PHYS_PAGES x _SC_PAGE_SIZE), or the cgroup v2 limit
@@ -30,7 +34,7 @@
 #include "shardrec/plan.h"
 #include "shardrec/train_config.h"
 
-enum mem_part { MEM_TABLE, MEM_DENSE, MEM_BATCH, MEM_EVAL, MEM_POOL, MEM_PARTS };
+enum mem_part { MEM_TABLE, MEM_DENSE, MEM_BATCH, MEM_EVAL, MEM_POOL, MEM_STAGING, MEM_PARTS };
 
 struct mem_tally {
     uint64_t total, largest;
@@ -103,10 +107,19 @@ static void count_tables(const struct sr_train_config *cfg, const struct sr_plan
     }
 }
 
+/* The MLPs' parameters (DCN's cross layers included). */
+static uint64_t dense_params(const struct sr_train_config *cfg, struct mem_tally *m);
+
 static void count_dense(const struct sr_train_config *cfg, struct mem_tally *m)
 {
-    struct sr_dlrm_config dc;
     int per_row = 0, per_elem = sr_optim_state_per_element(cfg->optimizer, &per_row);
+    mem_count(m, MEM_DENSE, -1,
+              mem_mul3(m, dense_params(cfg, m), 2 + (uint64_t)per_elem, sizeof(float)));
+}
+
+static uint64_t dense_params(const struct sr_train_config *cfg, struct mem_tally *m)
+{
+    struct sr_dlrm_config dc;
     uint64_t params = 0, in;
     sr_train_config_dlrm(cfg, &dc);
     for (int l = 0; l + 1 < cfg->n_bot; l++)
@@ -122,7 +135,30 @@ static void count_dense(const struct sr_train_config *cfg, struct mem_tally *m)
         uint64_t n = (uint64_t)sr_dlrm_interaction_dim(&dc), R = (uint64_t)dc.dcn_rank;
         params = mem_add(m, params, mem_mul3(m, (uint64_t)dc.dcn_layers, 2 * R + 1, n));
     }
-    mem_count(m, MEM_DENSE, -1, mem_mul3(m, params, 2 + (uint64_t)per_elem, sizeof(float)));
+    return params;
+}
+
+/* Whether checkpoints stage through host memory: on a device the host cannot
+ * address (`device`: the memory checked is a device's), or with
+ * --checkpoint-write overlap (checkpoint_read.c makes it so). */
+static int stages_on_host(const struct sr_train_config *cfg, int device)
+{
+    if (!cfg->checkpoint_dir[0] && !cfg->resume)
+        return 0;
+    return device || cfg->checkpoint_write == SR_CHECKPOINT_WRITE_OVERLAP;
+}
+
+/* The staging (checkpoint_writer.c): the rank's tables with their state, and
+ * on rank 0 the dense block with its optimizer state. */
+static void count_staging(const struct sr_train_config *cfg, int rank, uint64_t tables,
+                          struct mem_tally *m)
+{
+    int per_row = 0, per_elem = sr_optim_state_per_element(cfg->optimizer, &per_row);
+    uint64_t bytes = tables;
+    if (rank == 0)
+        bytes = mem_add(m, bytes, mem_mul3(m, dense_params(cfg, m), 1 + (uint64_t)per_elem,
+                                           sizeof(float)));
+    mem_count(m, MEM_STAGING, -1, bytes);
 }
 
 static void count_batch(const struct sr_train_config *cfg, int W, int sharded, struct mem_tally *m)
@@ -251,6 +287,12 @@ static int mem_error(const struct sr_train_config *cfg, const struct mem_tally *
         hint = "a smaller --batch-pool (a few batches suffice to take the generator out of "
                "the timing)";
         break;
+    case MEM_STAGING:
+        snprintf(what, sizeof what,
+                 "the checkpoints' host copy of the rank's tables and their state takes %s", part);
+        hint = "--checkpoint-write sync on the CPU (written from the tables, no copy), more "
+               "ranks, or smaller tables";
+        break;
     default:
         snprintf(what, sizeof what, "the evaluation buffers (--eval-samples %lld) take %s",
                  (long long)cfg->eval_samples, part);
@@ -263,17 +305,20 @@ static int mem_error(const struct sr_train_config *cfg, const struct mem_tally *
                         total, rank, have, what, hint);
 }
 
-/* The job's memory; the host's batch pool too when `pool` is set. */
+/* The job's memory; the host's batch pool and staging too when `host` is
+ * set (the memory is the host's: staging only with overlap, see above). */
 static void tally(const struct sr_train_config *cfg, const struct sr_plan *plan, int rank,
-                  int world_size, int pool, struct mem_tally *m)
+                  int world_size, int host, struct mem_tally *m)
 {
     int W = world_size > 0 ? world_size : 1;
     count_tables(cfg, plan, rank, m);
     count_dense(cfg, m);
     count_batch(cfg, W, plan != NULL, m);
     count_eval(cfg, W, m);
-    if (pool)
+    if (host)
         count_pool(cfg, m);
+    if (host && stages_on_host(cfg, 0))
+        count_staging(cfg, rank, m->part_sum[MEM_TABLE], m);
 }
 
 void sr_train_config_memory(const struct sr_train_config *cfg, const struct sr_plan *plan,
@@ -281,7 +326,10 @@ void sr_train_config_memory(const struct sr_train_config *cfg, const struct sr_p
 {
     struct mem_tally m = {0};
     tally(cfg, plan, rank, world_size, 1, &m);
+    if (cfg->device == SR_DEVICE_CHOICE_CUDA && stages_on_host(cfg, 1) && !stages_on_host(cfg, 0))
+        count_staging(cfg, rank, m.part_sum[MEM_TABLE], &m);
     *out = (struct sr_memory_estimate){.tables = m.part_sum[MEM_TABLE],
+                                       .staging = m.part_sum[MEM_STAGING],
                                        .dense = m.part_sum[MEM_DENSE],
                                        .batch = m.part_sum[MEM_BATCH],
                                        .eval = m.part_sum[MEM_EVAL],
@@ -300,7 +348,13 @@ int sr_train_config_check_memory(const struct sr_train_config *cfg, const struct
         return mem_error(cfg, &m, rank, mem);
     if (!mem_bytes) /* the host's memory: the pool was counted with the rest */
         return SR_OK;
-    count_pool(cfg, &pool); /* a device's: the pool is the host's */
+    count_pool(cfg, &pool); /* a device's: the pool and the staging are the host's */
+    if (stages_on_host(cfg, 1)) {
+        struct mem_tally tables = {0};
+        count_tables(cfg, plan, rank, &tables);
+        pool.overflow |= tables.overflow;
+        count_staging(cfg, rank, tables.part_sum[MEM_TABLE], &pool);
+    }
     mem = sr_machine_memory();
     return pool.overflow || pool.total > mem ? mem_error(cfg, &pool, rank, mem) : SR_OK;
 }

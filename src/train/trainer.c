@@ -504,7 +504,11 @@ static int run_steps(struct sr_trainer *t, struct sr_trainer_result *res, sr_eve
             sr_trainer_log_interval(t, step, loss, &iv, evaluated, sr_now_s() - start);
             memset(&iv, 0, sizeof iv);
         }
-        if (sr_checkpoint_due(t, step, last) && (rc = sr_checkpoint_save(t, step)))
+        if (sr_checkpoint_due(t, step, last))
+            rc = sr_checkpoint_save(t, step, last); /* complete on return at the last */
+        else
+            rc = sr_checkpoint_poll(t, step); /* a save being written: done everywhere? */
+        if (rc)
             return rc;
     }
     fill_result(t, res, step - first, train_seconds, loss, allocs_after_first);

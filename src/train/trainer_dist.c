@@ -110,6 +110,7 @@ static const struct setting settings[] = {
     FIELD("--checkpoint-every", checkpoint_every),
     FIELD("--checkpoint-every", checkpoint_minutes),
     FIELD("--checkpoint-keep", checkpoint_keep),
+    FIELD("--checkpoint-write", checkpoint_write),
     FIELD("--resume", resume),
     STRING("--resume", resume_path),
 };

@@ -265,7 +265,9 @@ static void print_memory(const struct sr_trainer *t, FILE *f)
             sr_format_bytes(bat, sizeof bat, (double)e0.batch),
             sr_format_bytes(ev, sizeof ev, (double)e0.eval));
     if (e0.pool)
-        fprintf(f, " and --batch-pool %s", sr_format_bytes(ev, sizeof ev, (double)e0.pool));
+        fprintf(f, ", --batch-pool %s", sr_format_bytes(ev, sizeof ev, (double)e0.pool));
+    if (e0.staging)
+        fprintf(f, ", checkpoint staging %s", sr_format_bytes(ev, sizeof ev, (double)e0.staging));
     fprintf(f, ")");
     if (t->world_size > 1)
         fprintf(f, "; the most: rank %d, %s", most,
@@ -279,6 +281,23 @@ static void print_memory(const struct sr_trainer *t, FILE *f)
         fprintf(f, ", peak allocated on %s %s", t->dev->name,
                 sr_format_bytes(tab, sizeof tab, (double)peak));
     fprintf(f, "\n");
+}
+
+/* What the checkpoints cost the training (checkpoint.c's totals, rank 0's
+ * view: each save's stall is the slowest rank's). */
+static void print_checkpoints(const struct sr_trainer *t, const struct sr_trainer_result *res,
+                              FILE *f)
+{
+    if (!t->ckpt.saves)
+        return;
+    double run = res->train_seconds + t->ckpt.stall_s;
+    fprintf(f,
+            "checkpoints: %d written (%s), %.2f MB in all; training stalled %.3f s for them "
+            "(%.2f%% of %.1f s), of which copies to host memory %.3f s\n",
+            t->ckpt.saves, t->ckpt.overlap ? "written by a thread as training went on"
+                                            : "written between steps",
+            (double)t->ckpt.bytes / 1e6, t->ckpt.stall_s,
+            run > 0 ? 100.0 * t->ckpt.stall_s / run : 0.0, run, t->ckpt.copy_s);
 }
 
 #ifdef SR_USE_OMP
@@ -323,6 +342,7 @@ void sr_trainer_print_summary(const struct sr_trainer *t, const struct sr_traine
                 sr_trainer_stage_mean_ms(t, SR_SPAN_LOAD));
     print_comm(t, res, f);
     print_memory(t, f);
+    print_checkpoints(t, res, f);
     sr_trainer_print_prediction(t, res, f);
     if (t->trace.on)
         print_trace(t, f);
