@@ -17,6 +17,10 @@
 #          "split L<L> <case> <op>  <ms>" each)
 #   k      workload K (BENCH.md): batch 2048 fp32 and tf32 SGD, batch 16384
 #   m      workload M: batch 16384, fp32 SGD, fp32 row-wise Adagrad, tf32 SGD
+#   ckpt   workload M's 13.3 GB of tables checkpointed while training: the run
+#          without checkpoints, then with a checkpoint every STEPS_CK/3 steps
+#          (default 1500 steps) overlapped and sync; each checkpoint's stall,
+#          copy to pinned host memory and write (CKPT_DIR, default /tmp/ck-m)
 #   d      workload D's tables (dot interaction, not DCNv2): batch 16384, tf32,
 #          row-wise Adagrad, 1-16 ids per feature
 #   peers  the PyTorch DLRM reference (.peers/dlrm/dlrm_s_pytorch.py) and
@@ -190,6 +194,24 @@ for st in "${stages[@]}"; do
         train uniform "K b2048 fp32 sgd no graphs" "$STEPS_K" $K_FLAGS --emb-optimizer sgd --batch-size 2048 --no-cuda-graphs
         both "K b2048 tf32 sgd" "$STEPS_K" $K_FLAGS --emb-optimizer sgd --batch-size 2048 --math tf32
         both "K b16384 fp32 sgd" "$STEPS_K" $K_FLAGS --emb-optimizer sgd --batch-size 16384
+        ;;
+    ckpt)
+        # workload M's tables (26 x 1M x 128 fp32: 13.3 GB) checkpointed while
+        # training, overlapped (the default on a GPU) and sync, beside the same
+        # run without checkpoints; a checkpoint every STEPS_CK/3 steps, the last
+        # at the run's end (which waits for its write); on $CKPT_DIR's disk
+        local_dir=${CKPT_DIR:-/tmp/ck-m}
+        every=$((${STEPS_CK:-1500} / 3))
+        train uniform "M b16384 fp32 sgd, no checkpoints" "${STEPS_CK:-1500}" $M_FLAGS --emb-optimizer sgd --batch-size 16384
+        for mode in overlap sync; do
+            rm -rf "$local_dir"
+            label="M b16384 fp32 sgd, checkpoints $mode"
+            train uniform "$label" "${STEPS_CK:-1500}" $M_FLAGS --emb-optimizer sgd --batch-size 16384 \
+                --checkpoint-dir "$local_dir" --checkpoint-every $every --checkpoint-keep 1 --checkpoint-write $mode
+            log=$OUTDIR/$(echo "$label" | tr -c 'A-Za-z0-9_.-' '_').log
+            grep -E '^(checkpoint step|checkpoints:)' "$log" | sed "s/^/  $mode: /" | tee -a "$TABLE"
+        done
+        rm -rf "$local_dir"
         ;;
     m)
         both "M b16384 fp32 sgd" "$STEPS_M" $M_FLAGS --emb-optimizer sgd --batch-size 16384

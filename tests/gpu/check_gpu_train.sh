@@ -21,6 +21,8 @@
 #   3. CUDA graphs replay the eager step bit for bit (part3).
 #   4. the default job (`shardrec train`: Zipf ids, row-wise Adagrad) for 1000
 #      steps on cuda and on cpu: the final evaluation's logloss within 0.1%.
+#   5. checkpoints on CUDA: overlapped writes hold sync's bytes, and --resume
+#      continues bit for bit (part5).
 #
 # Stops with a message and exit status 1 when no GPU is visible (or the build
 # lacks CUDA). Needs python3 (standard library only) and, for part 2, mpirun.
@@ -30,7 +32,7 @@ sr_threads=keep
 bin=${SHARDREC:-$sr_shardrec}
 rtol=${RTOL:-1e-4}
 equiv_rtol=${EQUIV_RTOL:-1e-5}
-parts=${PARTS:-1 2 3 4}
+parts=${PARTS:-1 2 3 4 5}
 sh "$sr_tests/gpu/require_gpu.sh" check_gpu_train || exit 1
 sr_need_built "$bin"
 command -v python3 >/dev/null 2>&1 || { echo "check_gpu_train: FAIL: python3 is needed"; exit 1; }
@@ -198,6 +200,50 @@ PY
         echo "FAIL default job, 1000 steps: $out (more than 0.1%)"
         fail=1
     fi
+}
+
+# ---- 5. checkpoints on CUDA: exact resume, overlap = sync -----------------------
+# A multi-hot job with row-wise Adagrad, 12 steps, a checkpoint every 4: the
+# overlapped write (the default on a GPU) holds the same bytes as sync's in
+# every file, and --resume from step 4 ends on the straight run's losses,
+# evaluations and weights, bit for bit; with each --pipeline, CUDA graphs on.
+part5() {
+    flags="--steps 12 --log-every 1 --no-progress --eval-every 6 --eval-samples 4096 --ids-per-feature 1-3 --emb-optimizer rowwise_adagrad --device cuda"
+    for pipe in sparse-dist none; do
+        why=""
+        for mode in overlap sync; do
+            rm -rf "$tmp/ck-$mode"
+            "$bin" train $flags --pipeline $pipe --checkpoint-dir "$tmp/ck-$mode" \
+                --checkpoint-every 4 --checkpoint-keep 10 --checkpoint-write $mode \
+                --metrics "$tmp/ck-$mode.jsonl" --save-weights "$tmp/ck-$mode.st" \
+                >"$tmp/ck-$mode.log" 2>&1 || why="$why the $mode run failed;"
+        done
+        for s in 4 8 12; do
+            d=step-$(printf '%08d' $s)
+            for f in "$tmp/ck-sync/$d"/*; do
+                cmp -s "$f" "$tmp/ck-overlap/$d/$(basename "$f")" ||
+                    why="$why $d/$(basename "$f") differs (overlap vs sync);"
+            done
+        done
+        grep -q "behind [0-9]* steps\{0,1\} of training" "$tmp/ck-overlap.log" ||
+            why="$why the overlap run did not overlap;"
+        "$bin" train $flags --pipeline $pipe --resume "$tmp/ck-overlap/step-00000004" \
+            --metrics "$tmp/ck-r.jsonl" --save-weights "$tmp/ck-r.st" >"$tmp/ck-r.log" 2>&1 ||
+            why="$why the resume failed;"
+        grep -o '"\(step\|loss\|eval_auc\|eval_logloss\)": *[^,}]*' "$tmp/ck-overlap.jsonl" |
+            awk '/"step"/ { s = $2 } s >= 5' >"$tmp/ca"
+        grep -o '"\(step\|loss\|eval_auc\|eval_logloss\)": *[^,}]*' "$tmp/ck-r.jsonl" >"$tmp/cb"
+        [ -s "$tmp/ca" ] && cmp -s "$tmp/ca" "$tmp/cb" || why="$why resumed metrics differ;"
+        cmp -s "$tmp/ck-overlap.st" "$tmp/ck-r.st" || why="$why resumed weights differ;"
+        if [ -z "$why" ]; then
+            echo "ok   checkpoints on cuda (--pipeline $pipe): overlap's files = sync's; resume from step 4 = the straight run, bit for bit"
+            grep "^checkpoint step 12" "$tmp/ck-overlap.log" | sed 's/^/     /'
+        else
+            echo "FAIL checkpoints on cuda (--pipeline $pipe):$why"
+            tail -3 "$tmp/ck-r.log"
+            fail=1
+        fi
+    done
 }
 
 for p in $parts; do
