@@ -56,15 +56,15 @@ static void fixture_init(struct fixture *x)
     enum sr_id_policy policy[4] = {SR_ID_POLICY_HASH, SR_ID_POLICY_HASH, SR_ID_POLICY_HASH,
                                    SR_ID_POLICY_ERROR};
     memset(x, 0, sizeof *x);
-    x->tables[0] = (struct sr_table_config){"shared", 200, 4, SR_POOLING_SUM, SR_ID_POLICY_HASH};
-    x->tables[1] = (struct sr_table_config){"small", 50, 4, SR_POOLING_SUM, SR_ID_POLICY_HASH};
-    x->tables[2] = (struct sr_table_config){"unused", 1000, 4, SR_POOLING_SUM, SR_ID_POLICY_ERROR};
+    x->tables[0] = (struct sr_table_config){"shared", 200, 4, SR_POOLING_SUM, SR_ID_POLICY_HASH, SR_DTYPE_F32};
+    x->tables[1] = (struct sr_table_config){"small", 50, 4, SR_POOLING_SUM, SR_ID_POLICY_HASH, SR_DTYPE_F32};
+    x->tables[2] = (struct sr_table_config){"unused", 1000, 4, SR_POOLING_SUM, SR_ID_POLICY_ERROR, SR_DTYPE_F32};
     for (int f = 0; f < 4; f++)
         snprintf(x->names[f], SR_NAME_MAX, "%c", 'a' + f);
     x->feature_table[0] = x->feature_table[1] = 0;
     x->feature_table[2] = 1;
     x->feature_table[3] = 2;
-    x->ec = (struct sr_ebc_config){3, x->tables, 4, x->names, x->feature_table};
+    x->ec = (struct sr_ebc_config){3, x->tables, 4, x->names, x->feature_table, 0};
     memcpy(x->lengths, lengths, sizeof lengths);
     memcpy(x->values, values, sizeof values);
     x->kjt = (struct sr_kjt){.num_keys = 4,
@@ -134,10 +134,11 @@ static void test_big_table_exact(void **state)
 {
     (void)state;
     enum { DISTINCT = 50000, HOT = 100, REPEAT = 100, N = DISTINCT + HOT * REPEAT };
-    struct sr_table_config table = {"big", 1000000, 4, SR_POOLING_SUM, SR_ID_POLICY_ERROR};
+    struct sr_table_config table = {"big", 1000000, 4, SR_POOLING_SUM, SR_ID_POLICY_ERROR,
+                                    SR_DTYPE_F32};
     char names[1][SR_NAME_MAX] = {"f"};
     int ft[1] = {0};
-    struct sr_ebc_config ec = {1, &table, 1, names, ft};
+    struct sr_ebc_config ec = {1, &table, 1, names, ft, 0};
     int32_t lengths[1] = {N};
     int64_t offsets[2];
     int64_t *values = sr_malloc(sizeof *values * N);

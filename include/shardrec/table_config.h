@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "shardrec/kjt.h"
+#include "shardrec/tensor.h"
 
 enum sr_pooling { SR_POOLING_SUM = 0, SR_POOLING_MEAN = 1 };
 
@@ -21,6 +22,8 @@ struct sr_table_config {
     int embedding_dim;      /* D */
     enum sr_pooling pooling;
     enum sr_id_policy id_policy; /* from kjt.h */
+    enum sr_dtype storage;       /* the weights' dtype: SR_DTYPE_F32 (0, the default),
+                                    F16 or BF16 (--emb-dtype; device/ops_embedding.h) */
 };
 
 struct sr_ebc_config {
@@ -29,6 +32,7 @@ struct sr_ebc_config {
     int num_features;                   /* F */
     char (*feature_names)[SR_NAME_MAX]; /* (F) */
     int *feature_table;                 /* (F) index of the table each feature looks up */
+    int stochastic_rounding;            /* 16-bit tables: updates rounded stochastically */
 };
 
 /* Check a config without allocating anything: at least one table and one

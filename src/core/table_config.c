@@ -48,6 +48,11 @@ static int validate_table(const struct sr_ebc_config *cfg, int t)
     if (tc->num_embeddings > INT64_MAX / 4 / tc->embedding_dim)
         return sr_error_set(SR_ERR_INVALID_ARG, "table '%s': %lld x %d is too large", tc->name,
                             (long long)tc->num_embeddings, tc->embedding_dim);
+    if (tc->storage != SR_DTYPE_F32 && tc->storage != SR_DTYPE_F16 &&
+        tc->storage != SR_DTYPE_BF16)
+        return sr_error_set(SR_ERR_INVALID_ARG,
+                            "table '%s': storage dtype %d is not fp32, fp16 or bf16", tc->name,
+                            (int)tc->storage);
     if (tc->pooling != SR_POOLING_SUM && tc->pooling != SR_POOLING_MEAN)
         return sr_error_set(SR_ERR_INVALID_ARG, "table '%s': unknown pooling %d (sum or mean)",
                             tc->name, (int)tc->pooling);
@@ -110,6 +115,7 @@ void sr_ebc_config_copy(struct sr_ebc_config *dst, const struct sr_ebc_config *c
 {
     dst->num_tables = cfg->num_tables;
     dst->num_features = cfg->num_features;
+    dst->stochastic_rounding = cfg->stochastic_rounding;
     dst->tables = sr_malloc(sizeof *dst->tables * (size_t)cfg->num_tables);
     memcpy(dst->tables, cfg->tables, sizeof *dst->tables * (size_t)cfg->num_tables);
     dst->feature_names = sr_malloc(sizeof *dst->feature_names * (size_t)cfg->num_features);

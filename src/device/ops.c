@@ -109,7 +109,7 @@ void sr_emb_tables_regions(struct sr_op_regions *r, const struct sr_emb_layout *
     for (int t = 0; t < l->num_tables; t++) {
         const struct sr_emb_table *tab = &l->tables[t];
         sr_op_region(r, "tables[t].weight", tab->weight,
-                     SR_F32((size_t)tab->rows * (size_t)tab->dim),
+                     (size_t)tab->rows * (size_t)tab->dim * sr_emb_elem_bytes(tab->dtype),
                      update ? SR_OP_INOUT : SR_OP_IN);
         if (update)
             sr_op_region(r, "tables[t].state", tab->state, sr_emb_state_bytes(l->optim, tab),

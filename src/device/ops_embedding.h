@@ -47,15 +47,49 @@
 
 #include "shardrec/device.h"
 #include "shardrec/optim.h"
+#include "shardrec/tensor.h"
 #include "device/op_decl.h"
 
+/* Table storage (--emb-dtype). Weights are kept in `dtype`: SR_DTYPE_F32, or
+ * SR_DTYPE_F16 / SR_DTYPE_BF16 (half the bytes moved by every lookup and
+ * update). Every op widens a stored weight to fp32, computes in fp32 (pooled
+ * sums, row gradients, the optimizer, whose state is always fp32), and an
+ * update narrows the new weight back: to nearest even, or stochastically
+ * (layout->stochastic) with the 32 random bits
+ *   sr_rng_u64(layout->seed + step * SR_EMB_ROUND_STEP, tab->stream,
+ *              the table's element: sr_emb_global_elem)
+ * (core/half_bits.h), the same on every device for the same fp32 value.
+ * Initial weights are the fp32 draws rounded to nearest even. */
+#define SR_EMB_ROUND_STEP 0x9e3779b97f4a7c15ull
+
 struct sr_emb_table {
-    float *weight; /* (E, D) device */
+    void *weight;  /* (E, D) device, in dtype */
     float *state;  /* device, by optimizer: sgd NULL; adagrad (E, D); rowwise adagrad (E);
                       adam m (E, D) then v (E, D), contiguous */
     int64_t rows;  /* E */
     int dim;       /* D */
+    enum sr_dtype dtype; /* the weights' storage: F32 (0, the default), F16 or BF16 */
+    uint64_t stream;     /* the table's rng stream (stochastic rounding) */
+    /* Where a shard sits in its table, so that stochastic rounding draws by
+     * the table's element, the same under any plan: local (row, col) is the
+     * table's (global_row0 + row, global_col0 + col) of global_dim columns
+     * (0: the table is whole, global_dim = dim). */
+    int64_t global_row0;
+    int global_col0, global_dim;
 };
+
+/* The table's element index of local (row, col): stochastic rounding's counter. */
+static inline int64_t sr_emb_global_elem(const struct sr_emb_table *t, int64_t row, int col)
+{
+    const int64_t gd = t->global_dim ? t->global_dim : t->dim;
+    return (t->global_row0 + row) * gd + t->global_col0 + col;
+}
+
+/* Bytes of one stored weight of a table. */
+static inline size_t sr_emb_elem_bytes(enum sr_dtype dtype)
+{
+    return dtype == SR_DTYPE_F32 ? 4 : 2;
+}
 
 struct sr_emb_feature {
     int table; /* index into the tables */
@@ -74,6 +108,8 @@ struct sr_emb_layout {
     int max_batch;                         /* largest B */
     int64_t max_values;                    /* largest N; below 2^31 */
     enum sr_optim_kind optim;
+    int stochastic;                        /* 16-bit tables: round updates stochastically */
+    uint64_t seed;                         /* ... with this seed (see sr_emb_table) */
 };
 
 /* One step's sparse input, ids already in range. */
@@ -137,9 +173,10 @@ void sr_emb_tables_regions(struct sr_op_regions *r, const struct sr_emb_layout *
     /* weight (rows, dim), holding global rows [row_begin, row_begin + rows):                      \
      * element (r, c) = (float)(lo + (hi - lo) * sr_rng_uniform(seed, stream,                      \
      * (row_begin + r) * dim + c)), computed in double, so any shard draws the                     \
-     * same values. */                                                                             \
+     * same values; stored in dtype (rounded to nearest even). */                                  \
     OP(emb, init_uniform,                                                                          \
-       SR_OUT(float *, weight, SR_F32((size_t)rows * (size_t)dim)) SR_ARG(int64_t, rows)           \
+       SR_OUT(void *, weight, (size_t)rows * (size_t)dim * sr_emb_elem_bytes(dtype))               \
+       SR_ARG(enum sr_dtype, dtype) SR_ARG(int64_t, rows)                                          \
        SR_ARG(int, dim) SR_ARG(int64_t, row_begin) SR_ARG(uint64_t, seed)                          \
        SR_ARG(uint64_t, stream) SR_ARG(double, lo) SR_ARG(double, hi) SR_STREAM(s))                \
     /* p[0 .. n) = value. */                                                                       \

@@ -114,6 +114,7 @@ static void build_layout(struct sr_ebc *e, int max_batch, int64_t max_values)
     for (int t = 0; t < c->num_tables; t++) {
         e->tables[t].rows = c->tables[t].num_embeddings;
         e->tables[t].dim = c->tables[t].embedding_dim;
+        e->tables[t].dtype = c->tables[t].storage;
         if (c->tables[t].embedding_dim > max_dim)
             max_dim = c->tables[t].embedding_dim;
     }
@@ -125,7 +126,8 @@ static void build_layout(struct sr_ebc *e, int max_batch, int64_t max_values)
                                        .max_dim = max_dim,
                                        .max_batch = max_batch,
                                        .max_values = max_values,
-                                       .optim = e->optim.kind};
+                                       .optim = e->optim.kind,
+                                       .stochastic = c->stochastic_rounding};
     meta_init(&e->kept, c->num_features, c->num_tables);
     meta_init(&e->scratch, c->num_features, c->num_tables);
 }
@@ -134,19 +136,21 @@ static void build_layout(struct sr_ebc *e, int max_batch, int64_t max_values)
 static void init_table(struct sr_ebc *e, int t, uint64_t seed)
 {
     struct sr_emb_table *tab = &e->tables[t];
-    size_t wfloats = floats_padded(tab->rows * tab->dim);
+    size_t wbytes = 4 * floats_padded(((int64_t)sr_emb_elem_bytes(tab->dtype) * tab->rows *
+                                       tab->dim + 3) / 4);
     size_t sfloats = state_floats(e->optim.kind, tab->rows, tab->dim);
     char what[SR_NAME_MAX + 96];
     snprintf(what, sizeof what, "table '%s' (%lld rows x %d, weights and optimizer state)",
              e->cfg.tables[t].name, (long long)tab->rows, tab->dim);
-    tab->weight = sr_dev_alloc_named(e->dev, sizeof(float) * (wfloats + sfloats), what);
-    tab->state = sfloats ? tab->weight + wfloats : NULL;
+    tab->weight = sr_dev_alloc_named(e->dev, wbytes + sizeof(float) * sfloats, what);
+    tab->state = sfloats ? (float *)((char *)tab->weight + wbytes) : NULL;
 
     char name[SR_NAME_MAX + 16];
     snprintf(name, sizeof name, "emb.%s.weight", e->cfg.tables[t].name);
     double bound = sqrt(1.0 / (double)tab->rows);
-    sr_op_emb_init_uniform(e->dev, tab->weight, tab->rows, tab->dim, 0, seed,
-                           sr_rng_stream_of(name), -bound, bound, NULL);
+    tab->stream = sr_rng_stream_of(name);
+    sr_op_emb_init_uniform(e->dev, tab->weight, tab->dtype, tab->rows, tab->dim, 0, seed,
+                           tab->stream, -bound, bound, NULL);
     if (!sfloats)
         return;
     float s0 = e->optim.kind == SR_OPTIM_ADAM ? 0.0f : e->optim.initial_accumulator;
@@ -171,6 +175,7 @@ int sr_ebc_init(struct sr_ebc **out, struct sr_device *dev, const struct sr_ebc_
     e->optim = o;
     sr_ebc_config_copy(&e->cfg, cfg);
     build_layout(e, max_batch, max_values);
+    e->layout.seed = seed;
     for (int t = 0; t < e->cfg.num_tables; t++)
         init_table(e, t, seed);
     e->workspace = sr_dev_alloc_named(dev, sr_op_emb_workspace_bytes(dev, &e->layout),

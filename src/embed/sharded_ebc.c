@@ -220,12 +220,13 @@ static void *upload_meta(struct sr_sharded_ebc *s, const void *host, size_t byte
 
 /* Allocate a local shard and draw its rows as the global table's (ebc.h). */
 static void init_shard(struct sr_sharded_ebc *s, struct sr_emb_table *tab, int t,
-                       const struct sr_shard *sh, uint64_t seed)
+                       const struct sr_shard *sh, uint64_t seed, int dp)
 {
     const struct sr_table_config *tc = &s->cfg.tables[t];
     int per_row = 0;
     int per_elem = sr_optim_state_per_element(s->optim.kind, &per_row);
-    size_t wf = floats_padded(sh->rows * sh->cols);
+    tab->dtype = dp ? SR_DTYPE_F32 : tc->storage; /* dp replicas stay fp32 (sharded_ebc.h) */
+    size_t wf = floats_padded(((int64_t)sr_emb_elem_bytes(tab->dtype) * sh->rows * sh->cols + 3) / 4);
     size_t sf = per_row ? (size_t)sh->rows : (size_t)per_elem * sh->rows * sh->cols;
     tab->rows = sh->rows;
     tab->dim = sh->cols;
@@ -238,23 +239,29 @@ static void init_shard(struct sr_sharded_ebc *s, struct sr_emb_table *tab, int t
                  "table '%s' shard (%lld rows x %d from row %lld, weights and optimizer state)",
                  tc->name, (long long)sh->rows, sh->cols, (long long)sh->row_offset);
     tab->weight = sr_dev_alloc_named(s->dev, sizeof(float) * (wf + sf + 16), what);
-    tab->state = sf ? tab->weight + wf : NULL;
+    tab->state = sf ? (float *)tab->weight + wf : NULL;
 
     char name[SR_NAME_MAX + 16];
     snprintf(name, sizeof name, "emb.%s.weight", tc->name);
     const uint64_t stream = sr_rng_stream_of(name);
     const double bound = sqrt(1.0 / (double)tc->num_embeddings);
     const int D = tc->embedding_dim;
+    const size_t elem = sr_emb_elem_bytes(tab->dtype);
+    /* stochastic rounding draws by the table's element, whatever the plan */
+    tab->stream = stream;
+    tab->global_row0 = sh->row_offset;
+    tab->global_col0 = sh->col_offset;
+    tab->global_dim = D;
     if (sh->cols == D) {
-        sr_op_emb_init_uniform(s->dev, tab->weight, sh->rows, D, sh->row_offset, seed, stream,
-                               -bound, bound, NULL);
+        sr_op_emb_init_uniform(s->dev, tab->weight, tab->dtype, sh->rows, D, sh->row_offset,
+                               seed, stream, -bound, bound, NULL);
     } else {
         /* A column piece j of n: global counter ((row * n) + j) * cols + c. */
         const int n = D / sh->cols, j = sh->col_offset / sh->cols;
         for (int64_t r = 0; r < sh->rows; r++)
-            sr_op_emb_init_uniform(s->dev, tab->weight + r * sh->cols, 1, sh->cols,
-                                   (sh->row_offset + r) * n + j, seed, stream, -bound, bound,
-                                   NULL);
+            sr_op_emb_init_uniform(s->dev, (char *)tab->weight + (size_t)r * sh->cols * elem,
+                                   tab->dtype, 1, sh->cols, (sh->row_offset + r) * n + j, seed,
+                                   stream, -bound, bound, NULL);
     }
     if (sf)
         sr_op_emb_fill(s->dev, tab->state, (int64_t)sf,
@@ -287,7 +294,7 @@ static void group_tables(struct sr_sharded_ebc *s, struct group *g, uint64_t see
                     g->table_of[n] = t;
                     g->shard_of[n] = j;
                     g->row_base[n] = tp->shards[j].row_offset;
-                    init_shard(s, &g->tables[n], t, &tp->shards[j], seed);
+                    init_shard(s, &g->tables[n], t, &tp->shards[j], seed, g->kind == GROUP_DP);
                 }
                 n++;
             }
@@ -381,7 +388,9 @@ static int build_group(struct sr_sharded_ebc *s, enum group_kind kind, uint64_t 
                                        .max_dim = max_dim,
                                        .max_batch = g->batch,
                                        .max_values = maxv,
-                                       .optim = s->optim.kind};
+                                       .optim = s->optim.kind,
+                                       .stochastic = s->cfg.stochastic_rounding,
+                                       .seed = seed};
     g->workspace_bytes = sr_op_emb_workspace_bytes(s->dev, &g->layout);
     if (kind != GROUP_DP) /* a batch's buffers: sharded_batch.c */
         group_sources(s, g);

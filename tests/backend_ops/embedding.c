@@ -42,7 +42,7 @@ static void run_init_uniform(struct sr_device *dev, void *ctx, struct ops_case *
     struct ops_arena a;
     ops_arena_init(&a, dev);
     float *w = ops_poisoned(&a, n * 4);
-    sr_op_emb_init_uniform(dev, w + GUARD, x->rows, x->dim, x->row_begin, x->seed, x->stream, x->lo,
+    sr_op_emb_init_uniform(dev, w + GUARD, SR_DTYPE_F32, x->rows, x->dim, x->row_begin, x->seed, x->stream, x->lo,
                            x->hi, NULL);
     ops_take(c, which, "weight and guards", OPS_EXACT, 0, dev, w, n * 4);
     ops_arena_free(&a);

@@ -11,7 +11,8 @@
  *   bag       (N) int32    bag of each id: f * B + b
  *   scale     (N) float    d pooled / d row: per-id weight, times 1/len for mean
  *   in_b      (T) int32    1 when a table's sorted ids ended in key_b/idx_b
- *   grad      (P, D_max)   one row gradient per thread, padded to 64 bytes
+ *   grad      (P, 2 D_max) per thread one row gradient and one row of widened
+ *                          16-bit weights, each padded to 64 bytes
  *
  * Determinism: forward gives each bag to one thread; backward sorts stably, so
  * every row's gradient is summed in id order by one thread, and threads split
@@ -98,7 +99,7 @@ static struct ws_header header_for(const struct sr_emb_layout *layout)
     struct ws_header h = {.num_threads = threads,
                           .num_tables = layout->num_tables,
                           .max_dim = layout->max_dim,
-                          .grad_stride = (int)(align64((size_t)layout->max_dim * 4) / 4),
+                          .grad_stride = 2 * (int)(align64((size_t)layout->max_dim * 4) / 4),
                           .max_values = layout->max_values};
     return h;
 }
@@ -136,18 +137,18 @@ static void advise_huge(void *p, size_t bytes)
 #endif
 }
 
-static void cpu_init_uniform(struct sr_device *dev, float *weight, int64_t rows, int dim,
-                             int64_t row_begin, uint64_t seed, uint64_t stream, double lo,
-                             double hi, sr_stream_t s)
+static void cpu_init_uniform(struct sr_device *dev, void *weight, enum sr_dtype dtype,
+                             int64_t rows, int dim, int64_t row_begin, uint64_t seed,
+                             uint64_t stream, double lo, double hi, sr_stream_t s)
 {
     const double a = lo, span = hi - lo;
-    advise_huge(weight, (size_t)rows * dim * sizeof(float));
+    advise_huge(weight, (size_t)rows * dim * sr_emb_elem_bytes(dtype));
 #pragma omp parallel for schedule(static) if (rows * dim > MIN_PAR)
     for (int64_t r = 0; r < rows; r++) {
         uint64_t base = (uint64_t)(row_begin + r) * (uint64_t)dim;
-        float *w = weight + r * dim;
         for (int c = 0; c < dim; c++)
-            w[c] = (float)(a + span * sr_rng_uniform(seed, stream, base + (uint64_t)c));
+            sr_emb_put(weight, dtype, r * dim + c,
+                       (float)(a + span * sr_rng_uniform(seed, stream, base + (uint64_t)c)), 0, 0);
     }
 }
 
@@ -177,10 +178,16 @@ static void pool_bag(const struct sr_emb_layout *layout, const struct sr_emb_bat
     for (int c = 0; c < d; c++)
         out[c] = 0.0f;
     for (int64_t i = begin; i < end; i++) {
-        const float *restrict row = tab->weight + batch->values[i] * d;
         float w = wts ? wts[i] : 1.0f;
-        for (int c = 0; c < d; c++)
-            out[c] += w * row[c];
+        if (tab->dtype == SR_DTYPE_F32) {
+            const float *restrict row = (const float *)tab->weight + batch->values[i] * d;
+            for (int c = 0; c < d; c++)
+                out[c] += w * row[c];
+        } else {
+            const int64_t base = batch->values[i] * d;
+            for (int c = 0; c < d; c++)
+                out[c] += w * sr_emb_get(tab->weight, tab->dtype, base + c);
+        }
     }
     float inv = (fe->mean && end > begin) ? 1.0f / (float)(end - begin) : 1.0f;
     if (inv != 1.0f)
@@ -313,7 +320,7 @@ static void update_share(const struct sr_emb_layout *layout, const struct sr_emb
         while (e < tp[t + 1] && key[e] == key[j])
             e++;
         row_grad(layout, batch, v, idx, j, e, layout->tables[t].dim, dpooled, g);
-        apply_row(k, &layout->tables[t], (int64_t)key[j], g);
+        apply_row(k, &layout->tables[t], (int64_t)key[j], g, g + v->h->grad_stride / 2);
         j = e;
     }
 }
@@ -327,7 +334,9 @@ static void cpu_backward(struct sr_device *dev, const struct sr_emb_layout *layo
     SR_ASSERT(update->optim.kind == layout->optim);
     const int64_t *tp = batch->table_pos;
     const int64_t total = tp[layout->num_tables];
-    const struct step_consts k = step_consts_of(update);
+    struct step_consts k = step_consts_of(update);
+    k.stochastic = layout->stochastic;
+    k.seed = layout->seed;
 
 #pragma omp parallel num_threads(v.h->num_threads) if (total * layout->max_dim > MIN_PAR)
     {

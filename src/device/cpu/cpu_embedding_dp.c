@@ -57,7 +57,7 @@ static void cpu_dp_apply(struct sr_device *dev, const struct sr_emb_table *tab, 
 #pragma omp parallel for schedule(static) if (tab->rows > PAR_MIN_ROWS)
     for (int64_t r = 0; r < tab->rows; r++)
         if (counts[r] > 0.0f)
-            apply_row(&k, tab, r, grad + r * tab->dim);
+            apply_row(&k, tab, r, grad + r * tab->dim, NULL); /* dp tables are fp32 */
 }
 
 const struct sr_emb_dp_ops sr_cpu_emb_dp_ops = {

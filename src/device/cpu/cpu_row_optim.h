@@ -11,12 +11,16 @@
 #include <stdint.h>
 
 #include "shardrec/error.h"
+#include "device/emb_storage.h"
 #include "device/ops_embedding.h"
 
 struct step_consts {
     enum sr_optim_kind kind;
     float lr, eps, b1, b2;
     float c1, c2; /* adam: 1 / (1 - b1^t), 1 / (1 - b2^t) */
+    int64_t step;
+    int stochastic;  /* 16-bit tables: the layout's rounding (emb_storage.h) */
+    uint64_t seed;
 };
 
 /* Σ g², summed in SQ_LANES interleaved partial sums and then in lane order:
@@ -37,11 +41,11 @@ static inline float sum_squares(const float *restrict g, int d)
     return sum;
 }
 
-static inline void apply_row(const struct step_consts *k, const struct sr_emb_table *tab,
-                             int64_t row, const float *restrict g)
+/* The update of one row of weights w (fp32) and its state. */
+static inline void apply_row_f32(const struct step_consts *k, const struct sr_emb_table *tab,
+                                 int64_t row, const float *restrict g, float *restrict w)
 {
     const int d = tab->dim;
-    float *restrict w = tab->weight + row * d;
     switch (k->kind) {
     case SR_OPTIM_SGD:
         for (int c = 0; c < d; c++)
@@ -76,6 +80,28 @@ static inline void apply_row(const struct step_consts *k, const struct sr_emb_ta
     }
 }
 
+/* The update of one row in place: an fp32 table's directly; a 16-bit
+ * table's widened into tmp (dim floats), updated, and narrowed back. */
+static inline void apply_row(const struct step_consts *k, const struct sr_emb_table *tab,
+                             int64_t row, const float *restrict g, float *restrict tmp)
+{
+    const int d = tab->dim;
+    if (tab->dtype == SR_DTYPE_F32) {
+        apply_row_f32(k, tab, row, g, (float *)tab->weight + row * d);
+        return;
+    }
+    SR_ASSERT(tmp);
+    const int64_t base = row * d;
+    for (int c = 0; c < d; c++)
+        tmp[c] = sr_emb_get(tab->weight, tab->dtype, base + c);
+    apply_row_f32(k, tab, row, g, tmp);
+    const int64_t elem0 = sr_emb_global_elem(tab, row, 0);
+    for (int c = 0; c < d; c++)
+        sr_emb_put(tab->weight, tab->dtype, base + c, tmp[c], k->stochastic,
+                   k->stochastic ? sr_emb_round_bits(k->seed, k->step, tab->stream, elem0 + c)
+                                 : 0);
+}
+
 static inline struct step_consts step_consts_of(const struct sr_emb_update *u)
 {
     const int64_t step = u->step_dev ? *u->step_dev : u->step; /* read as the op runs */
@@ -85,7 +111,8 @@ static inline struct step_consts step_consts_of(const struct sr_emb_update *u)
                             .b1 = u->optim.beta1,
                             .b2 = u->optim.beta2,
                             .c1 = 1.0f,
-                            .c2 = 1.0f};
+                            .c2 = 1.0f,
+                            .step = step};
     if (k.kind == SR_OPTIM_ADAM) {
         SR_ASSERT(step >= 1);
         k.c1 = (float)(1.0 / (1.0 - pow(u->optim.beta1, (double)step)));

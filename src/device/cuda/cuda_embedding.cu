@@ -36,6 +36,7 @@
 
 extern "C" {
 #include "shardrec/rng.h"
+#include "device/emb_storage.h"
 #include "shardrec/alloc.h"
 }
 
@@ -44,15 +45,16 @@ extern "C" {
 
 /* ---- kernels: rng, fill, upload ------------------------------------------------- */
 
-/* w[e] = (float)(lo + span * sr_rng_uniform(seed, stream, counter0 + e)), in double. */
-__global__ void init_uniform_kernel(float *w, int64_t n, uint64_t counter0, uint64_t seed,
-                                    uint64_t stream, double lo, double span)
+/* w[e] = (float)(lo + span * sr_rng_uniform(seed, stream, counter0 + e)), in double,
+ * stored in dtype (rounded to nearest even: emb_storage.h, as the CPU). */
+__global__ void init_uniform_kernel(void *w, int dtype, int64_t n, uint64_t counter0,
+                                    uint64_t seed, uint64_t stream, double lo, double span)
 {
     for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < n;
          e += (int64_t)gridDim.x * blockDim.x) {
         double u = __ull2double_rn(sr_rng_u64(seed, stream, counter0 + (uint64_t)e) >> 11) *
                    (1.0 / 9007199254740992.0);
-        w[e] = __double2float_rn(__dadd_rn(lo, __dmul_rn(span, u)));
+        sr_emb_put(w, dtype, e, __double2float_rn(__dadd_rn(lo, __dmul_rn(span, u))), 0, 0);
     }
 }
 
@@ -187,7 +189,9 @@ static void cu_workspace_init(struct sr_device *dev, const struct sr_emb_layout 
     for (int t = 0; t < T; t++) {
         const struct sr_emb_table *tab = &layout->tables[t];
         SR_ASSERT(tab->dim >= 1 && tab->dim <= layout->max_dim);
-        tables[t] = (struct cu_table){tab->weight, tab->state, tab->rows, tab->dim};
+        if (tab->dtype != SR_DTYPE_F32) /* the trainer refuses it first (train_config.c) */
+            SR_ABORT("CUDA embedding ops: 16-bit table storage is not built yet");
+        tables[t] = (struct cu_table){(float *)tab->weight, tab->state, tab->rows, tab->dim};
     }
     for (int f = 0; f < F; f++) {
         const struct sr_emb_feature *fe = &layout->features[f];
@@ -219,16 +223,16 @@ int sr_cu_emb_vec_width(const struct sr_emb_layout *layout, const float *pooled,
 
 /* ---- init_uniform, fill ------------------------------------------------------------ */
 
-static void cu_init_uniform(struct sr_device *dev, float *weight, int64_t rows, int dim,
-                            int64_t row_begin, uint64_t seed, uint64_t stream, double lo, double hi,
-                            sr_stream_t s)
+static void cu_init_uniform(struct sr_device *dev, void *weight, enum sr_dtype dtype, int64_t rows,
+                            int dim, int64_t row_begin, uint64_t seed, uint64_t stream, double lo,
+                            double hi, sr_stream_t s)
 {
     const int64_t n = rows * dim;
     if (n <= 0)
         return;
     const uint64_t counter0 = (uint64_t)row_begin * (uint64_t)dim;
     init_uniform_kernel<<<sr_cu_blocks(n, 256), 256, 0, sr_cu_stream(dev, s)>>>(
-        weight, n, counter0, seed, stream, lo, hi - lo);
+        weight, (int)dtype, n, counter0, seed, stream, lo, hi - lo);
     SR_CU_LAUNCHED();
 }
 

@@ -370,7 +370,8 @@ static void cu_dp_apply(struct sr_device *dev, const struct sr_emb_table *tab, c
                       ? 4
                       : 1;
     apply_params p;
-    p.weight = tab->weight;
+    SR_ASSERT(tab->dtype == SR_DTYPE_F32); /* dp replicas stay fp32 */
+    p.weight = (float *)tab->weight;
     p.state = tab->state;
     p.grad = grad;
     p.counts = counts;
