@@ -307,10 +307,11 @@ static void print_job(const struct sr_train_config *cfg)
     if (cfg->workload[0])
         snprintf(workload, sizeof workload, "workload %s, ", cfg->workload);
     fprintf(stderr,
-            "shardrec train: %s%d tables (%lld rows, %.1f MiB), %d features (up to %lld ids a "
-            "sample), dim %d, %s, batch %d, %lld steps, optimizer %s / embeddings %s\n",
+            "shardrec train: %s%d tables (%lld rows, %.1f MiB in %s), %d features (up to %lld ids "
+            "a sample), dim %d, %s, batch %d, %lld steps, optimizer %s / embeddings %s\n",
             workload, cfg->num_tables, (long long)rows,
-            (double)rows * cfg->embedding_dim * 4 / (1 << 20), cfg->num_features,
+            (double)rows * cfg->embedding_dim * (double)sr_dtype_size(cfg->emb_dtype) / (1 << 20),
+            sr_dtype_name(cfg->emb_dtype), cfg->num_features,
             (long long)sr_train_config_ids_per_sample(cfg), cfg->embedding_dim,
             cfg->interaction == SR_INTERACTION_DCN ? "dcn" : "dot", cfg->batch_size,
             (long long)cfg->steps, sr_optim_kind_name(cfg->optimizer),

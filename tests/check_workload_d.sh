@@ -26,7 +26,7 @@ expect_line() { # NAME PATTERN: the job line
 }
 
 run d --batch-size 32 --workload D --table-rows "$rows"
-expect_line d "workload D, 26 tables (26000 rows, 12.7 MiB), 26 features (up to 214 ids a sample)"
+expect_line d "workload D, 26 tables (26000 rows, 12.7 MiB in fp32), 26 features (up to 214 ids a sample)"
 expect_line d "dim 128, dcn, batch 32, 3 steps, optimizer adagrad / embeddings rowwise_adagrad"
 # three finite training losses and a finite evaluation
 awk -F'"loss": *' 'NF > 1 { split($2, v, /[,}]/); n++

@@ -43,6 +43,7 @@ struct sr_planner_model {
     int math;                             /* enum sr_math: the GEMM rate used */
     enum sr_planner_state emb_state;
     int dense_state_floats; /* per dense parameter: 0 SGD, 1 Adagrad, 2 Adam */
+    int emb_elem_bytes;     /* a stored weight of a sharded table: 4 (0 too), or 2 (--emb-dtype) */
     int wire_bytes;         /* pooled embeddings and their gradients on the wire */
     int dense_wire_bytes;   /* dense gradient buckets on the wire */
     int pipeline;           /* 1: batch i+1's input dist overlaps step i */

@@ -99,6 +99,9 @@ struct sr_train_config {
     char lr_schedule[128];            /* "constant" or "warmup_poly:..." */
     enum sr_optim_kind optimizer;     /* dense */
     enum sr_optim_kind emb_optimizer; /* embeddings */
+    enum sr_dtype emb_dtype;          /* --emb-dtype: tables stored in fp32, fp16 or bf16 */
+    int emb_rounding;                 /* --emb-rounding: 1 stochastic (default), 0 nearest;
+                                         0 for fp32 tables, where nothing is rounded */
     enum sr_pipeline pipeline;        /* --pipeline: the step's schedule (trainer.h) */
     enum sr_device_choice device;     /* --device auto|cpu|cuda */
     int math;                         /* --math: enum sr_math (device.h), dense GEMMs */

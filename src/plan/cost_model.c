@@ -150,6 +150,20 @@ static double state_floats(const struct pl_acc *a, double rows, double cols)
     }
 }
 
+/* Bytes of one stored weight of a sharded table (--emb-dtype); dp tables are fp32. */
+static int elem_bytes(const struct pl_acc *a)
+{
+    return a->m->emb_elem_bytes > 0 ? a->m->emb_elem_bytes : 4;
+}
+
+/* The columns of an fp32 row as many bytes as a stored row of `cols`: the
+ * rates are measured on fp32 rows, and moving a row is its bytes. */
+static int rate_cols(const struct pl_acc *a, int cols)
+{
+    int c = (cols * elem_bytes(a) + 3) / 4;
+    return c > 0 ? c : 1;
+}
+
 /* Ids a bag of table t: the rates are measured on bags of one id, where
  * each id also writes its pooled row (gather: a row read, a row written) or
  * reads its gradient row (update: gradient read, row read, row written). In
@@ -167,6 +181,7 @@ static void work(struct pl_acc *a, int t, int rank, double n, int cols,
                  struct sr_planner_table_cost *cost)
 {
     double h = a->m->stats[t].hot_share, q = bag_ids(a, t);
+    cols = rate_cols(a, cols);
     double lookup = n * (1 + 1 / q) / 2 / sr_topology_gather_rows_s(a->topo, cols, h);
     double update = n * (2 + 1 / q) / 3 / sr_topology_update_rows_s(a->topo, cols, h);
     if (a->m->emb_state == SR_PLANNER_STATE_ELEMENT)
@@ -177,10 +192,10 @@ static void work(struct pl_acc *a, int t, int rank, double n, int cols,
         cost->compute_s += lookup + update;
 }
 
-static void memory(struct pl_acc *a, int rank, double rows, double cols,
+static void memory(struct pl_acc *a, int rank, double rows, double cols, int elem,
                    struct sr_planner_table_cost *cost)
 {
-    double bytes = 4 * (rows * cols + state_floats(a, rows, cols));
+    double bytes = elem * rows * cols + 4 * state_floats(a, rows, cols);
     a->mem[rank] += bytes;
     if (cost)
         cost->memory_bytes += bytes;
@@ -210,7 +225,7 @@ static void add_dp(struct pl_acc *a, int t, struct sr_planner_table_cost *cost)
         double update = E * D * 4 * 3 / (a->topo->memory_gb_s * 1e9);
         a->lookup[r] += lookup;
         a->update[r] += update;
-        memory(a, r, E, D, cost);
+        memory(a, r, E, D, 4, cost);
         a->mem[r] += 4 * E * D; /* its dense gradient */
         if (cost) {
             cost->compute_s += lookup + update;
@@ -229,7 +244,7 @@ static void add_owned(struct pl_acc *a, int t, const struct sr_shard *sh,
     const struct sr_planner_table *st = &a->m->stats[t];
     double B = (double)a->m->global_batch, b = B / a->W;
     work(a, t, sh->rank, B * st->ids_per_sample, sh->cols, cost);
-    memory(a, sh->rank, (double)sh->rows, sh->cols, cost);
+    memory(a, sh->rank, (double)sh->rows, sh->cols, elem_bytes(a), cost);
     ids_to(a, t, sh->rank, 1.0, cost);
     for (int r = 0; r < a->W; r++)
         send(a, PL_A2A, sh->rank, r, b * st->features * sh->cols * a->m->wire_bytes, cost);
@@ -243,7 +258,7 @@ static void add_block(struct pl_acc *a, int t, const struct sr_shard *sh,
     double E = (double)a->m->ebc->tables[t].num_embeddings;
     double share = E > 0 ? (double)sh->rows / E : 0;
     work(a, t, sh->rank, (double)a->m->global_batch * st->ids_per_sample * share, sh->cols, cost);
-    memory(a, sh->rank, (double)sh->rows, sh->cols, cost);
+    memory(a, sh->rank, (double)sh->rows, sh->cols, elem_bytes(a), cost);
     ids_to(a, t, sh->rank, share, cost);
 }
 

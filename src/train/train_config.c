@@ -55,6 +55,8 @@ void sr_train_config_default(struct sr_train_config *cfg)
     snprintf(cfg->lr_schedule, sizeof cfg->lr_schedule, "constant");
     cfg->optimizer = SR_OPTIM_SGD;
     cfg->emb_optimizer = SR_OPTIM_ROWWISE_ADAGRAD;
+    cfg->emb_dtype = SR_DTYPE_F32;
+    cfg->emb_rounding = 1;
     cfg->pipeline = SR_PIPELINE_SPARSE_DIST;
     cfg->eval_every = 250;
     cfg->eval_samples = 1 << 17;
@@ -209,6 +211,8 @@ static const struct json_key top_keys[] = {
     {"dcn_rank", JSON_KIND_INT, 1, 1 << 20},
     {"optimizer", JSON_KIND_STRING, 0, 0},
     {"emb_optimizer", JSON_KIND_STRING, 0, 0},
+    {"emb_dtype", JSON_KIND_STRING, 0, 0},
+    {"emb_rounding", JSON_KIND_STRING, 0, 0},
     {"id_dist", JSON_KIND_STRING, 0, 0},
     {"lr_schedule", JSON_KIND_STRING, 0, 0},
     {"metrics", JSON_KIND_STRING, 0, 0},
@@ -544,6 +548,10 @@ static int json_strings(struct sr_train_config *cfg, const cJSON *root, const ch
         return json_err(path, "optimizer", "%s", sr_error_message());
     if ((s = json_str(root, "emb_optimizer")) && sr_optim_kind_parse(s, &cfg->emb_optimizer))
         return json_err(path, "emb_optimizer", "%s", sr_error_message());
+    if ((s = json_str(root, "emb_dtype")) && sr_train_config_set(cfg, "emb-dtype", s))
+        return json_err(path, "emb_dtype", "%s", sr_error_message());
+    if ((s = json_str(root, "emb_rounding")) && sr_train_config_set(cfg, "emb-rounding", s))
+        return json_err(path, "emb_rounding", "%s", sr_error_message());
     if ((s = json_str(root, "interaction")) && sr_interaction_parse(s, &cfg->interaction))
         return json_err(path, "interaction", "%s", sr_error_message());
     if ((s = json_str(root, "id_dist")) && sr_id_dist_parse(s, &cfg->id_dist, &cfg->zipf_s))
@@ -618,6 +626,24 @@ int sr_train_config_load_json(struct sr_train_config *cfg, const char *path)
 
 /* ---- checks ----------------------------------------------------------------- */
 
+/* 16-bit tables: what is not built for them yet (exit status 2). */
+static int check_emb_dtype(const struct sr_train_config *cfg)
+{
+    const char *what = cfg->checkpoint_dir[0] ? "--checkpoint-dir"
+                       : cfg->resume          ? "--resume"
+                       : cfg->save_weights_path[0] ? "--save-weights"
+                       : cfg->init_weights_path[0] ? "--init-weights"
+                       : cfg->device == SR_DEVICE_CHOICE_CUDA ? "--device cuda"
+                                                              : NULL;
+    if (cfg->emb_dtype == SR_DTYPE_F32 || !what)
+        return SR_OK;
+    return sr_error_set(SR_ERR_UNSUPPORTED,
+                        "--emb-dtype %s with %s: not built yet (16-bit tables train on the CPU; "
+                        "they are not yet written to or read from files, nor looked up on a "
+                        "GPU); HINT: --emb-dtype fp32",
+                        sr_dtype_name(cfg->emb_dtype), what);
+}
+
 int sr_train_config_check(const struct sr_train_config *cfg)
 {
     struct sr_dlrm_config dc;
@@ -660,6 +686,8 @@ int sr_train_config_check(const struct sr_train_config *cfg)
         return sr_error_set(SR_ERR_INVALID_ARG, "--batch-size and --steps must be at least 1");
     if (cfg->lr <= 0 || (cfg->emb_lr <= 0 && cfg->emb_lr != -1.0f))
         return sr_error_set(SR_ERR_INVALID_ARG, "learning rates must be positive");
+    if ((rc = check_emb_dtype(cfg)))
+        return rc;
     if (!sr_dtype_is_wire(cfg->comm_dtype) || !sr_dtype_is_wire(cfg->dense_comm_dtype))
         return sr_error_set(SR_ERR_INVALID_ARG,
                             "--comm-dtype and --dense-comm-dtype take fp32, fp16 or bf16");
@@ -698,6 +726,9 @@ int sr_interaction_parse(const char *s, enum sr_interaction *out)
 
 void sr_train_config_ebc(struct sr_train_config *cfg, struct sr_ebc_config *out)
 {
+    for (int t = 0; t < cfg->num_tables; t++) /* --emb-dtype, whichever flag came first */
+        cfg->tables[t].storage = cfg->emb_dtype;
+    out->stochastic_rounding = cfg->emb_dtype != SR_DTYPE_F32 && cfg->emb_rounding;
     out->num_tables = cfg->num_tables;
     out->tables = cfg->tables;
     out->num_features = cfg->num_features;

@@ -103,7 +103,8 @@ static void count_tables(const struct sr_train_config *cfg, const struct sr_plan
         uint64_t rows, elems;
         local_table(cfg, plan, rank, t, &rows, &elems, m);
         uint64_t state = per_row ? rows : mem_mul3(m, (uint64_t)per_elem, elems, 1);
-        mem_count(m, MEM_TABLE, t, mem_mul3(m, mem_add(m, elems, state), sizeof(float), 1));
+        uint64_t weights = mem_mul3(m, elems, sr_dtype_size(cfg->emb_dtype), 1); /* --emb-dtype */
+        mem_count(m, MEM_TABLE, t, mem_add(m, weights, mem_mul3(m, state, sizeof(float), 1)));
     }
 }
 

@@ -160,6 +160,7 @@ int sr_train_config_planner(struct sr_train_config *cfg, int world_size, int ran
     m->math = cfg->math;
     m->emb_state = emb_state(cfg->emb_optimizer);
     m->dense_state_floats = sr_optim_state_per_element(cfg->optimizer, &per_row);
+    m->emb_elem_bytes = (int)sr_dtype_size(cfg->emb_dtype);
     m->wire_bytes = (int)sr_dtype_size(cfg->comm_dtype);
     m->dense_wire_bytes = (int)sr_dtype_size(cfg->dense_comm_dtype);
     m->pipeline = cfg->pipeline == SR_PIPELINE_SPARSE_DIST;

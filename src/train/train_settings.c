@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "shardrec/error.h"
+#include "shardrec/half.h"
 #include "shardrec/train_config.h"
 
 #define IDS_MAX (1 << 20) /* ids of one feature in one sample */
@@ -27,7 +28,7 @@ static const char *const setting_names[] = {
     "batch-size", "embedding-dim", "bot-mlp",       "top-mlp", "interaction",
     "dcn-layers", "dcn-rank",      "table-rows",    "pooling", "ids-per-feature",
     "id-dist",    "optimizer",     "emb-optimizer", "lr",      "emb-lr",
-    NULL,
+    "emb-dtype",  "emb-rounding",  NULL,
 };
 
 int sr_train_config_is_setting(const char *name)
@@ -218,6 +219,18 @@ int sr_train_config_set(struct sr_train_config *cfg, const char *name, const cha
         return sr_optim_kind_parse(v, &cfg->optimizer);
     if (!strcmp(name, "emb-optimizer"))
         return sr_optim_kind_parse(v, &cfg->emb_optimizer);
+    if (!strcmp(name, "emb-dtype"))
+        return sr_wire_dtype_parse(v, &cfg->emb_dtype)
+                   ? sr_error_set(SR_ERR_INVALID_ARG, "--emb-dtype %s: expected fp32, fp16 or bf16",
+                                  v)
+                   : SR_OK;
+    if (!strcmp(name, "emb-rounding")) {
+        if (strcmp(v, "nearest") && strcmp(v, "stochastic"))
+            return sr_error_set(SR_ERR_INVALID_ARG,
+                                "--emb-rounding %s: expected nearest or stochastic", v);
+        cfg->emb_rounding = !strcmp(v, "stochastic");
+        return SR_OK;
+    }
     if (!strcmp(name, "bot-mlp"))
         return sr_parse_widths("--bot-mlp", v, cfg->bot_mlp, &cfg->n_bot, SR_MLP_MAX);
     if (!strcmp(name, "top-mlp"))

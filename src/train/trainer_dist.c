@@ -78,6 +78,8 @@ static const struct setting settings[] = {
     STRING("--lr-schedule", lr_schedule),
     FIELD("--optimizer", optimizer),
     FIELD("--emb-optimizer", emb_optimizer),
+    FIELD("--emb-dtype", emb_dtype),
+    FIELD("--emb-dtype", emb_rounding),
     FIELD("--pipeline", pipeline),
     FIELD("--device", device),
     FIELD("--math", math),
