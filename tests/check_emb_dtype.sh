@@ -1,0 +1,107 @@
+#!/bin/sh
+# Tables stored in 16 bits (--emb-dtype), end to end on the CPU:
+#   - distributed equals single-rank: bf16 tables with stochastic rounding on
+#     2 ranks (rw, tw), 4 ranks (cw, SGD embeddings) and fp16 with nearest
+#     rounding on 3 ranks (rw) give the one-rank run's per-step losses and
+#     evaluations within 1e-5 relative (stochastic rounding draws by the
+#     table's element, so every plan rounds alike); the control: fp32 tables
+#     differ from bf16 ones by more than that;
+#   - it learns: a small job's final eval AUC with bf16 tables (stochastic)
+#     within 0.005 of fp32's;
+#   - what is not built for 16-bit tables yet is refused (exit 2, named):
+#     weights files, checkpoints, CUDA.
+. "$(dirname "$0")/lib.sh"
+bin=$sr_shardrec
+sr_need_built "$bin"
+sr_need_python3
+fail=0
+JOB="--table-rows 1,7,50,333,1000,5 --embedding-dim 8 --bot-mlp 13-16-8 --top-mlp 16-1
+     --ids-per-feature 0-3 --id-dist zipf:1.05 --global-batch-size 48 --steps 12
+     --optimizer sgd --lr 0.05 --emb-optimizer adagrad --eval-samples 200 --eval-every 6
+     --log-every 1 --no-progress"
+
+# compare A B: per-step losses and evaluations within 1e-5 relative; prints the worst
+compare() {
+    python3 - "$tmp/$1.jsonl" "$tmp/$2.jsonl" <<'PY'
+import json, sys
+rows = lambda p: [json.loads(l) for l in open(p)]
+a, b = rows(sys.argv[1]), rows(sys.argv[2])
+assert len(a) == len(b) == 12, (len(a), len(b))
+worst = max(abs(x[k] - y[k]) / abs(x[k]) for x, y in zip(a, b)
+            for k in ("loss", "eval_auc", "eval_logloss") if k in x)
+print("%.1e" % worst)
+sys.exit(0 if worst <= 1e-5 else 1)
+PY
+}
+one() { # NAME ARGS...: the one-process run
+    n=$1
+    shift
+    "$bin" train $JOB "$@" --metrics "$tmp/$n.jsonl" >"$tmp/$n.out" 2>&1 ||
+        { echo "FAIL $n: run failed: $(tail -1 "$tmp/$n.out")"; fail=1; }
+}
+ranks() { # NAME REF NP ARGS...: the same job on NP ranks against REF
+    n=$1 ref=$2 np=$3
+    shift 3
+    if ! sr_mpirun "$np" "$bin" train $JOB "$@" --metrics "$tmp/$n.jsonl" >"$tmp/$n.out" 2>&1; then
+        echo "FAIL $n: run failed: $(tail -1 "$tmp/$n.out")"
+        fail=1
+    elif w=$(compare "$ref" "$n"); then
+        echo "ok   $n: equals one rank (worst $w relative)"
+    else
+        echo "FAIL $n: differs from one rank ($w relative)"
+        fail=1
+    fi
+}
+
+one bf16 --emb-dtype bf16
+one fp32
+one bf16-sgd --emb-dtype bf16 --emb-optimizer sgd
+one fp16-nearest --emb-dtype fp16 --emb-rounding nearest
+if w=$(compare fp32 bf16); then
+    echo "FAIL control: bf16 tables train as fp32 ones ($w): the comparison sees nothing"
+    fail=1
+else
+    echo "ok   control: bf16 differs from fp32 by $w relative"
+fi
+grep -q "MiB in bf16)" "$tmp/bf16.out" || { echo "FAIL the job line does not name bf16"; fail=1; }
+if command -v mpirun >/dev/null 2>&1; then
+    ranks bf16-2rw bf16 2 --emb-dtype bf16 --sharding rw
+    ranks bf16-2tw bf16 2 --emb-dtype bf16 --sharding tw
+    ranks bf16-4cw bf16-sgd 4 --emb-dtype bf16 --emb-optimizer sgd --sharding cw
+    ranks fp16-3rw fp16-nearest 3 --emb-dtype fp16 --emb-rounding nearest --sharding rw
+else
+    echo "(no mpirun: the multi-rank cases were not run)"
+fi
+
+# ---- it learns --------------------------------------------------------------------
+LEARN="--steps 300 --batch-size 512 --eval-every 0 --eval-samples 16384 --no-progress"
+"$bin" train $LEARN >"$tmp/l32.out" 2>&1 && "$bin" train $LEARN --emb-dtype bf16 >"$tmp/l16.out" 2>&1 ||
+    { echo "FAIL learn: a run failed"; fail=1; }
+a32=$(sed -n 's/^eval on .* AUC \([0-9.]*\) .*/\1/p' "$tmp/l32.out")
+a16=$(sed -n 's/^eval on .* AUC \([0-9.]*\) .*/\1/p' "$tmp/l16.out")
+if python3 -c "import sys; sys.exit(0 if abs($a32 - $a16) <= 0.005 else 1)" 2>/dev/null; then
+    echo "ok   learn: eval AUC fp32 $a32, bf16 $a16"
+else
+    echo "FAIL learn: eval AUC fp32 '$a32', bf16 '$a16' (more than 0.005 apart)"
+    fail=1
+fi
+
+# ---- refusals -------------------------------------------------------------------------
+refuse() { # NAME PATTERN ARGS...
+    name=$1 pat=$2
+    shift 2
+    "$bin" train --steps 2 --emb-dtype bf16 "$@" >"$tmp/$name.out" 2>&1
+    rc=$?
+    if [ "$rc" -eq 2 ] && grep -q -- "$pat" "$tmp/$name.out"; then echo "ok   refuse $name"; else
+        echo "FAIL refuse $name: status $rc: $(tail -1 "$tmp/$name.out")"
+        fail=1
+    fi
+}
+refuse save "--emb-dtype bf16 with --save-weights: not built yet" --save-weights "$tmp/w.st"
+refuse checkpoint "with --checkpoint-dir: not built yet" --checkpoint-dir "$tmp/ck"
+refuse cuda "with --device cuda: not built yet" --device cuda
+refuse bad-dtype "--emb-dtype bf17: expected fp32, fp16 or bf16" --emb-dtype bf17
+refuse bad-rounding "--emb-rounding up: expected nearest or stochastic" --emb-rounding up
+
+[ $fail -eq 0 ] && echo "$sr_name: passed"
+exit $fail
