@@ -285,16 +285,76 @@ static void test_shapes(void **state)
     reject_json("{" ONE("w", "\"4\"", 0, 16) "}", 16, SR_ERR_DATA, "tensor w", "\"shape\"");
 }
 
+/* F16 and BF16 open (sr_st_get hands them out with their dtype); sr_st_find
+ * wants F32 and says so. */
+static void find_refused(const char *dtype)
+{
+    char json[160];
+    size_t n;
+    struct sr_st_file *f = NULL;
+    struct sr_st_tensor t;
+    snprintf(json, sizeof json, "{\"h\":{\"dtype\":\"%s\",\"shape\":[8],\"data_offsets\":[0,16]}}",
+             dtype);
+    uint8_t *buf = make_file(json, 16, &n);
+    assert_int_equal(sr_st_open_memory(&f, buf, n, "mem"), SR_OK);
+    sr_st_get(f, 0, &t);
+    assert_int_equal(t.dtype, strcmp(dtype, "F16") ? SR_DTYPE_BF16 : SR_DTYPE_F16);
+    assert_int_equal(sr_st_find(f, "h", NULL, NULL, NULL), SR_ERR_UNSUPPORTED);
+    assert_non_null(strstr(sr_error_message(), "tensor h has dtype"));
+    assert_non_null(strstr(sr_error_message(), "F32 only here"));
+    sr_st_close(f);
+    sr_free(buf);
+}
+
 static void test_dtypes(void **state)
 {
-    reject_json("{\"h\":{\"dtype\":\"F16\",\"shape\":[8],\"data_offsets\":[0,16]}}", 16,
-                SR_ERR_UNSUPPORTED, "tensor h has dtype F16", "F32 only");
-    reject_json("{\"h\":{\"dtype\":\"BF16\",\"shape\":[8],\"data_offsets\":[0,16]}}", 16,
-                SR_ERR_UNSUPPORTED, "BF16", "HINT");
+    find_refused("F16");
+    find_refused("BF16");
+    reject_json("{\"h\":{\"dtype\":\"F16\",\"shape\":[8],\"data_offsets\":[0,8]}}", 16,
+                SR_ERR_DATA, "shape [8] of F16 needs 16", NULL);
+    reject_json("{\"a\":{\"dtype\":\"F16\",\"shape\":[1],\"data_offsets\":[0,2]},"
+                "\"b\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[2,6]},"
+                "\"c\":{\"dtype\":\"F16\",\"shape\":[1],\"data_offsets\":[6,8]}}", 8,
+                SR_ERR_UNSUPPORTED, "tensor b (F32) starts at data offset 2", NULL);
+    reject_json("{\"h\":{\"dtype\":\"I8\",\"shape\":[8],\"data_offsets\":[0,8]}}", 8,
+                SR_ERR_UNSUPPORTED, "tensor h has dtype I8", "HINT");
     reject_json("{\"h\":{\"dtype\":\"Q4\",\"shape\":[8],\"data_offsets\":[0,16]}}", 16, SR_ERR_DATA,
                 "unknown dtype \"Q4\"", NULL);
     reject_json("{\"h\":{\"shape\":[4],\"data_offsets\":[0,16]}}", 16, SR_ERR_DATA,
                 "tensor h has no \"dtype\"", NULL);
+}
+
+/* 16-bit tensors beside F32 ones: written widest first whatever their names,
+ * read back bit for bit with their dtypes. */
+static void test_round_trip_16(void **state)
+{
+    float w[3] = {1.5f, -2, 0.25f};
+    uint16_t h[5] = {0x3c00, 0xbc00, 0x7bff, 0x0001, 0x8000}, g[2] = {0x3f80, 0xc049};
+    struct sr_st_tensor in[] = {
+        {.name = "a.half", .ndim = 1, .shape = {5}, .data = (const float *)h, .dtype = SR_DTYPE_F16},
+        {.name = "b.bf", .ndim = 2, .shape = {1, 2}, .data = (const float *)g,
+         .dtype = SR_DTYPE_BF16},
+        {.name = "z.float", .ndim = 1, .shape = {3}, .data = w},
+    };
+    const char *path = path_of("rt16.safetensors");
+    struct sr_st_file *f;
+    struct sr_st_tensor t;
+    assert_int_equal(sr_st_write(path, 3, in), SR_OK);
+    assert_int_equal(sr_st_open(&f, path), SR_OK);
+    sr_st_get(f, 0, &t); /* data-offset order: the F32 tensor first */
+    assert_string_equal(t.name, "z.float");
+    assert_int_equal(t.dtype, SR_DTYPE_F32);
+    assert_memory_equal(t.data, w, sizeof w);
+    sr_st_get(f, 1, &t);
+    assert_string_equal(t.name, "a.half");
+    assert_int_equal(t.dtype, SR_DTYPE_F16);
+    assert_memory_equal(t.data, h, sizeof h);
+    sr_st_get(f, 2, &t);
+    assert_string_equal(t.name, "b.bf");
+    assert_int_equal(t.dtype, SR_DTYPE_BF16);
+    assert_int_equal(t.shape[1], 2);
+    assert_memory_equal(t.data, g, sizeof g);
+    sr_st_close(f);
 }
 
 static void test_json(void **state)
@@ -412,6 +472,7 @@ int main(void)
         cmocka_unit_test(test_offsets),
         cmocka_unit_test(test_shapes),
         cmocka_unit_test(test_dtypes),
+        cmocka_unit_test(test_round_trip_16),
         cmocka_unit_test(test_json),
         cmocka_unit_test(test_writer_errors),
         cmocka_unit_test(test_helpers),

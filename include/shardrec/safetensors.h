@@ -11,14 +11,17 @@
  *
  * BEGIN and END are byte offsets into the data area, END exclusive; tensors
  * are row-major and little-endian. The header is padded with spaces so the
- * data area starts on an 8-byte boundary. This version reads and writes F32
- * only: other dtypes are rejected with a hint to convert them.
+ * data area starts on an 8-byte boundary. This version reads and writes F32,
+ * F16 and BF16 (sr_st_find hands out F32 only; sr_st_get any of the three);
+ * other dtypes are rejected with a hint to convert them. Every tensor must
+ * start on a multiple of its element size (the reference writer puts wider
+ * dtypes first; so does sr_st_write).
  *
  * What a reader accepts (as the reference Rust implementation does): a header
  * length in [2, min(file size - 8, 100 MB)] that parses as one JSON object
  * (cJSON; only whitespace after it); unique, non-empty tensor names; shapes of
  * at most SR_ST_MAX_DIMS non-negative integers whose product times 4 does not
- * overflow; offsets with BEGIN <= END and END - BEGIN == numel * 4; tensors
+ * overflow; offsets with BEGIN <= END and END - BEGIN == numel * element size; tensors
  * that, sorted by offset, tile the data area exactly: no overlap, no gap, no
  * trailing bytes. Anything else is SR_ERR_DATA naming the file, the tensor and
  * what is wrong, with a HINT.
@@ -29,17 +32,25 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "shardrec/tensor.h"
+
 #define SR_ST_MAX_DIMS 4
 /* Largest header the reader accepts (the reference implementation's limit). */
 #define SR_ST_MAX_HEADER ((uint64_t)100 * 1000 * 1000)
 
-/* One tensor to write, or a view of one read: fp32, row-major, host memory. */
+/* One tensor to write, or a view of one read: row-major, host memory. */
 struct sr_st_tensor {
     const char *name;
     int ndim; /* 0 (a scalar) .. SR_ST_MAX_DIMS */
     int64_t shape[SR_ST_MAX_DIMS];
-    const float *data; /* numel floats; may be NULL when numel is 0 */
+    const float *data;   /* numel elements of dtype (2-byte ones for F16, BF16: read them
+                            through a uint16_t pointer); may be NULL when numel is 0 */
+    enum sr_dtype dtype; /* SR_DTYPE_F32 (0, the default), SR_DTYPE_F16 or SR_DTYPE_BF16 */
 };
+
+/* A dtype's element size in bytes and its safetensors name ("F32", "F16", "BF16"). */
+int sr_st_dtype_bytes(enum sr_dtype dtype);
+const char *sr_st_dtype_name(enum sr_dtype dtype);
 
 struct sr_st_file;
 
@@ -64,9 +75,10 @@ void sr_st_get(const struct sr_st_file *f, int i, struct sr_st_tensor *out);
 /* The file's path or label, for messages. */
 const char *sr_st_path(const struct sr_st_file *f);
 
-/* Look a tensor up by name: SR_OK and its data (numel floats), ndim and shape
- * (unused entries 0); SR_ERR_DATA naming file and tensor if it is absent (any
- * of data, ndim, shape may be NULL). */
+/* Look an F32 tensor up by name: SR_OK and its data (numel floats), ndim and
+ * shape (unused entries 0); SR_ERR_DATA naming file and tensor if it is
+ * absent, SR_ERR_UNSUPPORTED if it is F16 or BF16 (any of data, ndim, shape
+ * may be NULL). */
 int sr_st_find(const struct sr_st_file *f, const char *name, const float **data, int *ndim,
                int64_t shape[SR_ST_MAX_DIMS]);
 
@@ -74,8 +86,8 @@ int sr_st_find(const struct sr_st_file *f, const char *name, const float **data,
  * created exclusively beside PATH under a random name, fsync, rename over PATH,
  * fsync the directory); a failure removes the temporary file and leaves any
  * old PATH untouched; a symbolic link at PATH is replaced, not followed.
- * Tensors are laid out in name order (the reference writer's order for a
- * single dtype) and the header carries __metadata__ {"format": "pt"}.
+ * Tensors are laid out by element size, widest first, then by name (the
+ * reference writer's order) and the header carries __metadata__ {"format": "pt"}.
  * Errors: SR_ERR_INVALID_ARG (empty, over-long or duplicate name, ndim or a
  * dimension out of range, NULL data for a non-empty tensor), SR_ERR_IO. */
 int sr_st_write(const char *path, int n, const struct sr_st_tensor *tensors);

@@ -43,6 +43,7 @@
 
 struct st_entry {
     char *name;
+    enum sr_dtype dtype; /* F32, F16 or BF16 */
     int ndim;
     int64_t shape[SR_ST_MAX_DIMS];
     uint64_t begin, end; /* byte offsets into the data area, end exclusive */
@@ -114,21 +115,28 @@ static int get_count(const cJSON *item, uint64_t *out)
     return 0;
 }
 
-static int check_dtype(const char *label, const char *name, const cJSON *dtype)
+static int check_dtype(const char *label, const char *name, const cJSON *dtype,
+                       enum sr_dtype *out)
 {
-    static const char *const known[] = {"F16", "BF16", "F64",     "I8",      "I16",
-                                        "I32", "I64",  "U8",      "U16",     "U32",
-                                        "U64", "BOOL", "F8_E4M3", "F8_E5M2", NULL};
+    static const char *const known[] = {"F64", "I8",   "I16",     "I32",     "I64",
+                                        "U8",  "U16",  "U32",     "U64",     "BOOL",
+                                        "F8_E4M3", "F8_E5M2", NULL};
     if (!cJSON_IsString(dtype))
         return fail(SR_ERR_DATA, label, "tensor %s has no \"dtype\" string; %s", name,
                     HINT_CORRUPT);
-    if (strcmp(dtype->valuestring, "F32") == 0)
-        return SR_OK;
+    for (int d = 0; d < 3; d++) {
+        const enum sr_dtype k = d == 0 ? SR_DTYPE_F32 : d == 1 ? SR_DTYPE_F16 : SR_DTYPE_BF16;
+        if (strcmp(dtype->valuestring, sr_st_dtype_name(k)) == 0) {
+            *out = k;
+            return SR_OK;
+        }
+    }
     for (int i = 0; known[i]; i++)
         if (strcmp(dtype->valuestring, known[i]) == 0)
             return fail(SR_ERR_UNSUPPORTED, label,
-                        "tensor %s has dtype %s; this version of shardrec reads F32 only; "
-                        "HINT: convert it in PyTorch with tensor.float() before saving",
+                        "tensor %s has dtype %s; this version of shardrec reads F32, F16 and "
+                        "BF16 only; HINT: convert it in PyTorch with tensor.float() before "
+                        "saving",
                         name, known[i]);
     return fail(SR_ERR_DATA, label, "tensor %s has unknown dtype \"%.32s\"; %s", name,
                 dtype->valuestring, HINT_CORRUPT);
@@ -181,14 +189,20 @@ static int parse_offsets(const char *label, const char *name, const cJSON *offs,
                     "tensor %s: data_offsets [%" PRIu64 ", %" PRIu64 "] run past the end of the "
                     "data area (%" PRIu64 " bytes); HINT: the file is truncated; write it again",
                     name, e->begin, e->end, data_len);
-    uint64_t want = (uint64_t)sr_st_numel(e->ndim, e->shape) * 4;
+    uint64_t want = (uint64_t)sr_st_numel(e->ndim, e->shape) * sr_st_dtype_bytes(e->dtype);
     if (e->end - e->begin != want) {
         sr_st_shape_str(e->ndim, e->shape, shp, sizeof shp);
         return fail(SR_ERR_DATA, label,
-                    "tensor %s: data_offsets hold %" PRIu64 " bytes, shape %s of F32 needs %" PRIu64
+                    "tensor %s: data_offsets hold %" PRIu64 " bytes, shape %s of %s needs %" PRIu64
                     "; %s",
-                    name, e->end - e->begin, shp, want, HINT_CORRUPT);
+                    name, e->end - e->begin, shp, sr_st_dtype_name(e->dtype), want, HINT_CORRUPT);
     }
+    if (e->begin % sr_st_dtype_bytes(e->dtype))
+        return fail(SR_ERR_UNSUPPORTED, label,
+                    "tensor %s (%s) starts at data offset %" PRIu64 ", not a multiple of its "
+                    "%d-byte elements; HINT: write the file with the safetensors library (it "
+                    "puts wider dtypes first)",
+                    name, sr_st_dtype_name(e->dtype), e->begin, sr_st_dtype_bytes(e->dtype));
     return SR_OK;
 }
 
@@ -199,7 +213,8 @@ static int parse_entry(const char *label, const cJSON *item, uint64_t data_len, 
     if (!cJSON_IsObject(item))
         return fail(SR_ERR_DATA, label, "tensor %s: its header entry is not an object; %s", name,
                     HINT_CORRUPT);
-    if ((rc = check_dtype(label, name, cJSON_GetObjectItemCaseSensitive(item, "dtype"))))
+    if ((rc = check_dtype(label, name, cJSON_GetObjectItemCaseSensitive(item, "dtype"),
+                          &e->dtype)))
         return rc;
     if ((rc = parse_shape(label, name, cJSON_GetObjectItemCaseSensitive(item, "shape"), e)))
         return rc;
@@ -451,6 +466,7 @@ void sr_st_get(const struct sr_st_file *f, int i, struct sr_st_tensor *out)
     out->ndim = e->ndim;
     memcpy(out->shape, e->shape, sizeof e->shape);
     out->data = (const float *)(f->data + e->begin);
+    out->dtype = e->dtype;
 }
 
 int sr_st_find(const struct sr_st_file *f, const char *name, const float **data, int *ndim,
@@ -461,6 +477,11 @@ int sr_st_find(const struct sr_st_file *f, const char *name, const float **data,
             continue;
         struct sr_st_tensor t;
         sr_st_get(f, i, &t);
+        if (t.dtype != SR_DTYPE_F32)
+            return fail(SR_ERR_UNSUPPORTED, f->path,
+                        "tensor %s has dtype %s; shardrec reads F32 only here; HINT: convert it "
+                        "in PyTorch with tensor.float() before saving",
+                        name, sr_st_dtype_name(t.dtype));
         if (data)
             *data = t.data;
         if (ndim)
@@ -493,13 +514,30 @@ static int check_write_tensor(const char *path, const struct sr_st_tensor *t)
                     t->name);
     if (numel > 0 && !t->data)
         return fail(SR_ERR_INVALID_ARG, path, "tensor %s has no data", t->name);
+    if (t->dtype != SR_DTYPE_F32 && t->dtype != SR_DTYPE_F16 && t->dtype != SR_DTYPE_BF16)
+        return fail(SR_ERR_INVALID_ARG, path, "tensor %s: dtype %d is not F32, F16 or BF16",
+                    t->name, (int)t->dtype);
     return SR_OK;
 }
 
+/* The reference writer's order: wider elements first (so every tensor starts
+ * on a multiple of its element size), then by name. */
 static int cmp_tensor_name(const void *a, const void *b)
 {
-    return strcmp((*(const struct sr_st_tensor *const *)a)->name,
-                  (*(const struct sr_st_tensor *const *)b)->name);
+    const struct sr_st_tensor *x = *(const struct sr_st_tensor *const *)a;
+    const struct sr_st_tensor *y = *(const struct sr_st_tensor *const *)b;
+    int wx = sr_st_dtype_bytes(x->dtype), wy = sr_st_dtype_bytes(y->dtype);
+    return wx != wy ? wy - wx : strcmp(x->name, y->name);
+}
+
+int sr_st_dtype_bytes(enum sr_dtype dtype)
+{
+    return dtype == SR_DTYPE_F16 || dtype == SR_DTYPE_BF16 ? 2 : 4;
+}
+
+const char *sr_st_dtype_name(enum sr_dtype dtype)
+{
+    return dtype == SR_DTYPE_F16 ? "F16" : dtype == SR_DTYPE_BF16 ? "BF16" : "F32";
 }
 
 static cJSON *json_int(uint64_t v)
@@ -521,8 +559,8 @@ static char *build_header(int n, const struct sr_st_tensor *const *order, size_t
         cJSON *e = cJSON_AddObjectToObject(root, t->name);
         cJSON *shape = cJSON_AddArrayToObject(e, "shape");
         cJSON *offs;
-        uint64_t bytes = (uint64_t)sr_st_numel(t->ndim, t->shape) * 4;
-        cJSON_AddStringToObject(e, "dtype", "F32");
+        uint64_t bytes = (uint64_t)sr_st_numel(t->ndim, t->shape) * sr_st_dtype_bytes(t->dtype);
+        cJSON_AddStringToObject(e, "dtype", sr_st_dtype_name(t->dtype));
         for (int d = 0; d < t->ndim; d++)
             cJSON_AddItemToArray(shape, json_int((uint64_t)t->shape[d]));
         offs = cJSON_AddArrayToObject(e, "data_offsets");
@@ -548,8 +586,9 @@ static int write_body(FILE *f, const struct sr_st_layout *l, int n,
     int bad = fwrite(l->header, 1, l->header_len, f) != l->header_len;
     for (int i = 0; !bad && i < n; i++) {
         int64_t numel = sr_st_numel(order[i]->ndim, order[i]->shape);
+        size_t w = (size_t)sr_st_dtype_bytes(order[i]->dtype);
         if (numel > 0)
-            bad = fwrite(order[i]->data, 4, (size_t)numel, f) != (size_t)numel;
+            bad = fwrite(order[i]->data, w, (size_t)numel, f) != (size_t)numel;
     }
     return bad;
 }
@@ -619,7 +658,8 @@ static void lay_out(struct sr_st_layout *l, int n, const struct sr_st_tensor *te
     l->offset = sr_calloc((size_t)n + 1, sizeof *l->offset);
     for (int i = 0; i < n; i++) {
         l->offset[order[i] - tensors] = at;
-        at += (uint64_t)sr_st_numel(order[i]->ndim, order[i]->shape) * 4;
+        at += (uint64_t)sr_st_numel(order[i]->ndim, order[i]->shape) *
+              sr_st_dtype_bytes(order[i]->dtype);
     }
     l->file_size = at;
 }
