@@ -81,6 +81,8 @@ const char *sr_st_path(const struct sr_st_file *f);
  * may be NULL). */
 int sr_st_find(const struct sr_st_file *f, const char *name, const float **data, int *ndim,
                int64_t shape[SR_ST_MAX_DIMS]);
+/* Any tensor by name, whatever its dtype (as sr_st_get); SR_ERR_DATA if absent. */
+int sr_st_find_any(const struct sr_st_file *f, const char *name, struct sr_st_tensor *out);
 
 /* Write n tensors to `path` atomically (sr_atomic_file_open: a temporary file
  * created exclusively beside PATH under a random name, fsync, rename over PATH,

@@ -352,7 +352,8 @@ struct sr_sharded_ebc_shard {
     int shard;           /* index in the table's plan; -1: a dp table */
     int64_t rows;        /* rows of the shard */
     int dim;             /* its columns */
-    float *weight;       /* (rows, dim) device */
+    float *weight;       /* (rows, dim) device, elements of dtype (2-byte ones for 16-bit) */
+    enum sr_dtype dtype; /* the weights' storage (--emb-dtype; dp tables fp32) */
     float *state;        /* (state_floats) device, or NULL (sgd) */
     size_t state_floats; /* optimizer state values (optim.h's layout) */
 };

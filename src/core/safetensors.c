@@ -469,6 +469,19 @@ void sr_st_get(const struct sr_st_file *f, int i, struct sr_st_tensor *out)
     out->dtype = e->dtype;
 }
 
+int sr_st_find_any(const struct sr_st_file *f, const char *name, struct sr_st_tensor *out)
+{
+    for (int i = 0; i < f->n; i++)
+        if (strcmp(f->e[i].name, name) == 0) {
+            sr_st_get(f, i, out);
+            return SR_OK;
+        }
+    return fail(SR_ERR_DATA, f->path,
+                "no tensor named %s; HINT: list the file's tensors with "
+                "python3 tools/torch_dlrm.py list FILE",
+                name);
+}
+
 int sr_st_find(const struct sr_st_file *f, const char *name, const float **data, int *ndim,
                int64_t shape[SR_ST_MAX_DIMS])
 {

@@ -123,6 +123,7 @@ void sr_sharded_ebc_local_shard(const struct sr_sharded_ebc *s, int i,
     out->rows = tab->rows;
     out->dim = tab->dim;
     out->weight = tab->weight;
+    out->dtype = tab->dtype;
     out->state = tab->state;
     out->state_floats = !tab->state ? 0
                         : per_row   ? (size_t)tab->rows

@@ -123,8 +123,9 @@ static void write_model(struct sr_trainer *t, FILE *f)
             t->global_batch, sr_optim_kind_name(cfg->optimizer),
             sr_optim_kind_name(cfg->emb_optimizer));
     for (int k = 0; k < cfg->num_tables; k++)
-        fprintf(f, "%s\n    {\"name\": \"%s\", \"rows\": %" PRId64 ", \"dim\": %d}", k ? "," : "",
-                cfg->tables[k].name, cfg->tables[k].num_embeddings, cfg->tables[k].embedding_dim);
+        fprintf(f, "%s\n    {\"name\": \"%s\", \"rows\": %" PRId64 ", \"dim\": %d, \"dtype\": \"%s\"}",
+                k ? "," : "", cfg->tables[k].name, cfg->tables[k].num_embeddings,
+                cfg->tables[k].embedding_dim, sr_dtype_name(cfg->emb_dtype));
     fprintf(f, "\n  ],\n  \"plan\": %s,\n  \"dense_tensors\": [", plan);
     for (int i = 0; i < sr_dlrm_num_tensors(t->dlrm); i++) {
         const char *name;

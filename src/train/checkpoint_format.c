@@ -23,6 +23,7 @@
 
 #include "shardrec/alloc.h"
 #include "shardrec/error.h"
+#include "shardrec/half.h"
 #include "shardrec/files.h"
 #include "shardrec/rng.h"
 #include "train/checkpoint.h"
@@ -139,6 +140,9 @@ static int read_tables(struct sr_ckpt *ck)
         snprintf(tc->name, sizeof tc->name, "%s", nm->valuestring);
         tc->num_embeddings = (int64_t)rows->valuedouble;
         tc->embedding_dim = dim->valueint;
+        const cJSON *dt = item(it, "dtype"); /* absent before 16-bit tables: fp32 */
+        if (dt && (!cJSON_IsString(dt) || sr_wire_dtype_parse(dt->valuestring, &tc->storage)))
+            return bad_field(ck, "tables");
         snprintf(ck->ec.feature_names[t], SR_NAME_MAX, "%s", nm->valuestring);
         ck->ec.feature_table[t] = t;
         t++;

@@ -26,6 +26,7 @@
 #include "shardrec/error.h"
 #include "shardrec/files.h"
 #include "shardrec/safetensors.h"
+#include "device/emb_storage.h"
 #include "train/checkpoint_format.h"
 
 #define HINT_OTHER "HINT: resume from (or export) an earlier checkpoint"
@@ -79,14 +80,20 @@ static int check_file_list(const struct sr_ckpt *ck)
 static int expect(const struct sr_st_file *f, const char *name, int64_t d0, int64_t d1,
                   const char *what)
 {
-    int ndim;
-    int64_t shape[SR_ST_MAX_DIMS], want[2] = {d0, d1};
+    struct sr_st_tensor t;
+    int64_t want[2] = {d0, d1};
     char have[96], need[96];
-    if (sr_st_find(f, name, NULL, &ndim, shape)) {
+    if (sr_st_find_any(f, name, &t)) {
         sr_error_clear();
         return sr_error_set(SR_ERR_DATA, "checkpoint file %s: tensor %s (%s) is missing; %s",
                             sr_st_path(f), name, what, HINT_OTHER);
     }
+    const int ndim = t.ndim;
+    const int64_t *shape = t.shape;
+    if (t.dtype != SR_DTYPE_F32 && (d1 < 0 || !strstr(name, ".weight")))
+        return sr_error_set(SR_ERR_DATA, "checkpoint file %s: tensor %s is %s; only table "
+                            "weights may be 16-bit; %s", sr_st_path(f), name,
+                            sr_st_dtype_name(t.dtype), HINT_OTHER);
     int nd = d1 < 0 ? 1 : 2;
     if (ndim != nd || shape[0] != d0 || (nd == 2 && shape[1] != d1)) {
         sr_st_shape_str(ndim, shape, have, sizeof have);
@@ -199,8 +206,9 @@ static void print_plan(const struct sr_ckpt *ck, FILE *out)
     for (int t = 0; t < ck->plan->num_tables; t++) {
         const struct sr_table_plan *tp = &ck->plan->tables[t];
         const struct sr_table_config *tc = &ck->ec.tables[t];
-        fprintf(out, "  %-12s %10" PRId64 " x %-4d %-4s %d shard%s on rank%s", tp->name,
-                tc->num_embeddings, tc->embedding_dim, sr_sharding_type_name(tp->type),
+        fprintf(out, "  %-12s %10" PRId64 " x %-4d %-4s %-4s %d shard%s on rank%s", tp->name,
+                tc->num_embeddings, tc->embedding_dim, sr_dtype_name(tc->storage),
+                sr_sharding_type_name(tp->type),
                 tp->num_shards, tp->num_shards > 1 ? "s" : "", tp->num_shards > 1 ? "s" : "");
         for (int j = 0; j < tp->num_shards && j < 16; j++)
             fprintf(out, "%s%d", j ? "," : " ", tp->shards[j].rank);
@@ -309,7 +317,7 @@ static int assemble_table(const struct sr_ckpt *ck, struct sr_st_file **files, i
     int dp = tp->type == SR_SHARDING_TYPE_DATA_PARALLEL;
     for (int j = 0; j < (dp ? 1 : tp->num_shards); j++) {
         const struct sr_shard *s = &tp->shards[j];
-        const float *src;
+        struct sr_st_tensor src;
         int rc;
         if (!files[s->rank]) {
             sr_ckpt_rank_file(file, sizeof file, s->rank);
@@ -318,10 +326,17 @@ static int assemble_table(const struct sr_ckpt *ck, struct sr_st_file **files, i
                 return rc;
         }
         sr_ckpt_shard_name(name, tp->name, dp ? -1 : j, "weight");
-        if ((rc = sr_st_find(files[s->rank], name, &src, NULL, NULL)))
+        if ((rc = sr_st_find_any(files[s->rank], name, &src)))
             return rc;
-        sr_ckpt_copy_block(src, s, full, &whole, s->row_offset, s->row_offset + s->rows,
-                           s->col_offset, s->col_offset + s->cols);
+        if (src.dtype == SR_DTYPE_F32) {
+            sr_ckpt_copy_block(src.data, s, full, &whole, s->row_offset, s->row_offset + s->rows,
+                               s->col_offset, s->col_offset + s->cols);
+            continue;
+        }
+        for (int64_t r = 0; r < s->rows; r++) /* 16-bit tables widen (exact) into the fp32 file */
+            for (int c = 0; c < s->cols; c++)
+                full[(s->row_offset + r) * whole.cols + s->col_offset + c] =
+                    sr_emb_get(src.data, src.dtype, r * s->cols + c);
     }
     return SR_OK;
 }

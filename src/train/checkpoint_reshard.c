@@ -24,6 +24,7 @@
 #include "shardrec/alloc.h"
 #include "shardrec/error.h"
 #include "shardrec/safetensors.h"
+#include "device/emb_storage.h"
 #include "train/checkpoint.h"
 #include "train/checkpoint_format.h"
 #include "train/trainer_internal.h"
@@ -67,9 +68,46 @@ static int find_tensor(const struct sr_st_file *f, const char *name, int64_t n, 
     return SR_OK;
 }
 
-/* Old shard j of table t: its block of the new shard `to` (weight w, state s). */
-static int copy_overlap(struct source *S, int t, int j, const struct sr_shard *to, float *w,
-                        float *s, int64_t *covered)
+/* The weights tensor `name` of f: n values of F32, F16 or BF16. */
+static int find_weights(const struct sr_st_file *f, const char *name, int64_t n,
+                        struct sr_st_tensor *w)
+{
+    int rc = sr_st_find_any(f, name, w);
+    if (rc)
+        return sr_error_set(SR_ERR_DATA, "%s; %s", sr_error_message(), HINT_REDO);
+    if (sr_st_numel(w->ndim, w->shape) != n)
+        return sr_error_set(SR_ERR_DATA,
+                            "%s: tensor %s holds %" PRId64 " values, its shard in the "
+                            "checkpoint's plan %" PRId64 "; %s",
+                            sr_st_path(f), name, sr_st_numel(w->ndim, w->shape), n, HINT_REDO);
+    return SR_OK;
+}
+
+/* Rows [r0, r1) x columns [c0, c1) of weights `src` (shard `from`, dtype sd)
+ * into `dst` (shard `to`, dtype dd): copied when the dtypes agree, else
+ * widened (exact) or narrowed to nearest even (--emb-dtype changed on resume). */
+static void copy_weights(const void *src, enum sr_dtype sd, const struct sr_shard *from,
+                         void *dst, enum sr_dtype dd, const struct sr_shard *to, int64_t r0,
+                         int64_t r1, int c0, int c1)
+{
+    const size_t se = (size_t)sr_st_dtype_bytes(sd), de = (size_t)sr_st_dtype_bytes(dd);
+    for (int64_t r = r0; r < r1; r++) {
+        const int64_t i = (r - from->row_offset) * from->cols + (c0 - from->col_offset);
+        const int64_t o = (r - to->row_offset) * to->cols + (c0 - to->col_offset);
+        if (sd == dd) {
+            memcpy((char *)dst + (size_t)o * de, (const char *)src + (size_t)i * se,
+                   se * (size_t)(c1 - c0));
+            continue;
+        }
+        for (int c = 0; c < c1 - c0; c++)
+            sr_emb_put(dst, dd, o + c, sr_emb_get(src, sd, i + c), 0, 0);
+    }
+}
+
+/* Old shard j of table t: its block of the new shard `to` (weight w of dtype
+ * wd, state s). */
+static int copy_overlap(struct source *S, int t, int j, const struct sr_shard *to, void *w,
+                        enum sr_dtype wd, float *s, int64_t *covered)
 {
     const struct sr_table_plan *tp = &S->plan->tables[t];
     const struct sr_shard *from = &tp->shards[j];
@@ -83,6 +121,7 @@ static int copy_overlap(struct source *S, int t, int j, const struct sr_shard *t
     if (r1 <= r0 || c1 <= c0)
         return SR_OK;
     struct sr_st_file *f;
+    struct sr_st_tensor wt;
     const float *src;
     char name[SR_CKPT_NAME_CAP];
     int shard = tp->type == SR_SHARDING_TYPE_DATA_PARALLEL ? -1 : j, planes, rc;
@@ -90,9 +129,9 @@ static int copy_overlap(struct source *S, int t, int j, const struct sr_shard *t
     if ((rc = open_file(S, from->rank, &f)))
         return rc;
     sr_ckpt_shard_name(name, tp->name, shard, "weight");
-    if ((rc = find_tensor(f, name, from->rows * from->cols, &src)))
+    if ((rc = find_weights(f, name, from->rows * from->cols, &wt)))
         return rc;
-    sr_ckpt_copy_block(src, from, w, to, r0, r1, c0, c1);
+    copy_weights(wt.data, wt.dtype, from, w, wd, to, r0, r1, c0, c1);
     *covered += (r1 - r0) * (c1 - c0);
     sr_ckpt_state_layout(S->kind, from->rows, from->cols, &planes, &per_old);
     sr_ckpt_state_layout(S->kind, to->rows, to->cols, &planes, &per_new);
@@ -114,13 +153,14 @@ static int copy_overlap(struct source *S, int t, int j, const struct sr_shard *t
     return SR_OK;
 }
 
-/* Host memory to the device through the pinned buffer, in pieces. */
-static void to_device(struct sr_trainer *t, float *dst, const float *src, size_t n)
+/* n bytes of host memory to the device through the pinned buffer, in pieces. */
+static void to_device(struct sr_trainer *t, void *dst, const void *src, size_t n)
 {
+    const size_t cap = sizeof(float) * t->ckpt.staging_floats;
     for (size_t done = 0; done < n;) {
-        size_t k = n - done < t->ckpt.staging_floats ? n - done : t->ckpt.staging_floats;
-        memcpy(t->ckpt.staging, src + done, sizeof(float) * k);
-        sr_dev_copy(t->dev, dst + done, t->ckpt.staging, sizeof(float) * k, NULL);
+        size_t k = n - done < cap ? n - done : cap;
+        memcpy(t->ckpt.staging, (const char *)src + done, k);
+        sr_dev_copy(t->dev, (char *)dst + done, t->ckpt.staging, k, NULL);
         sr_dev_sync(t->dev, NULL);
         done += k;
     }
@@ -133,16 +173,19 @@ static int load_shard(struct sr_trainer *t, struct source *S, const struct sr_sh
     struct sr_shard to = sh->shard >= 0 ? np->shards[sh->shard]
                                         : (struct sr_shard){.rank = t->rank, .rows = sh->rows,
                                                             .cols = sh->dim};
-    size_t nw = (size_t)sh->rows * (size_t)sh->dim;
-    float *host = t->dev->host_visible ? NULL : sr_malloc(sizeof(float) * (nw + sh->state_floats + 1));
-    float *w = host ? host : sh->weight, *s = host ? host + nw : sh->state;
+    size_t nw = (size_t)sh->rows * (size_t)sh->dim, wb = nw * sr_st_dtype_bytes(sh->dtype);
+    float *host = t->dev->host_visible
+                      ? NULL
+                      : sr_malloc(sizeof(float) * ((wb + 3) / 4 + sh->state_floats + 1));
+    void *w = host ? (void *)host : (void *)sh->weight;
+    float *s = host ? host + (wb + 3) / 4 : sh->state;
     int64_t covered = 0;
     int rc = SR_OK;
     SR_ASSERT(to.rows == sh->rows && to.cols == sh->dim);
     for (int j = 0; !rc && j < op->num_shards; j++) {
         if (op->type == SR_SHARDING_TYPE_DATA_PARALLEL && j != t->rank % S->plan->world_size)
             continue; /* one copy of a replicated table */
-        rc = copy_overlap(S, sh->table, j, &to, w, s, &covered);
+        rc = copy_overlap(S, sh->table, j, &to, w, sh->dtype, s, &covered);
     }
     if (!rc && covered != (int64_t)nw)
         rc = sr_error_set(SR_ERR_DATA,
@@ -150,8 +193,8 @@ static int load_shard(struct sr_trainer *t, struct source *S, const struct sr_sh
                           " of the %zu values of this rank's shard %d; %s",
                           S->ck->dir, np->name, covered, nw, sh->shard, HINT_REDO);
     if (!rc && host) {
-        to_device(t, sh->weight, w, nw);
-        to_device(t, sh->state, s, sh->state_floats);
+        to_device(t, sh->weight, w, wb);
+        to_device(t, sh->state, s, sizeof(float) * sh->state_floats);
     }
     sr_free(host);
     return rc;

@@ -30,16 +30,22 @@ static void put_seconds(uint64_t *slot, double s)
     memcpy(slot, &s, sizeof s);
 }
 
-/* A tensor's data where the writer can read it: the tensor itself without
- * staging, else a copy at *at in the staging buffer (synced later). */
-static const float *staged(struct sr_trainer *t, const float *src, size_t n, size_t *at)
+/* Floats of staging that `bytes` take (16-bit tables: half a float each). */
+static size_t floats_of(size_t bytes)
 {
-    if (!t->ckpt.staging || !n)
+    return (bytes + 3) / 4;
+}
+
+/* A tensor's data where the writer can read it: the tensor itself without
+ * staging, else a copy at *at (in floats) in the staging buffer (synced later). */
+static const float *staged(struct sr_trainer *t, const void *src, size_t bytes, size_t *at)
+{
+    if (!t->ckpt.staging || !bytes)
         return src;
-    SR_ASSERT(*at + n <= t->ckpt.staging_floats);
+    SR_ASSERT(*at + floats_of(bytes) <= t->ckpt.staging_floats);
     float *dst = t->ckpt.staging + *at;
-    sr_dev_copy(t->dev, dst, src, sizeof(float) * n, NULL);
-    *at += n;
+    sr_dev_copy(t->dev, dst, src, bytes, NULL);
+    *at += floats_of(bytes);
     return dst;
 }
 
@@ -54,14 +60,15 @@ static void stage_shards(struct sr_trainer *t, struct sr_ckpt_job *j, size_t *at
         const char *table = t->cfg->tables[sh.table].name;
         sr_ckpt_shard_name(j->names[j->n], table, sh.shard, "weight");
         j->ts[j->n] = (struct sr_st_tensor){.name = j->names[j->n], .ndim = 2,
-                                            .shape = {sh.rows, sh.dim}};
-        j->ts[j->n++].data = staged(t, sh.weight, (size_t)sh.rows * sh.dim, at);
+                                            .shape = {sh.rows, sh.dim}, .dtype = sh.dtype};
+        j->ts[j->n++].data = staged(t, sh.weight,
+                                    (size_t)sh.rows * sh.dim * sr_st_dtype_bytes(sh.dtype), at);
         if (!sh.state_floats)
             continue;
         sr_ckpt_shard_name(j->names[j->n], table, sh.shard, "state");
         j->ts[j->n] = (struct sr_st_tensor){.name = j->names[j->n], .ndim = 1,
                                             .shape = {(int64_t)sh.state_floats}};
-        j->ts[j->n++].data = staged(t, sh.state, sh.state_floats, at);
+        j->ts[j->n++].data = staged(t, sh.state, sizeof(float) * sh.state_floats, at);
     }
 }
 
@@ -73,8 +80,8 @@ static void stage_dense(struct sr_trainer *t, struct sr_ckpt_job *j, size_t *at)
     j->dense[0] = (struct sr_st_tensor){.name = "dense.params", .ndim = 1, .shape = {(int64_t)np}};
     j->dense[1] = (struct sr_st_tensor){.name = "dense.optim_state", .ndim = 1,
                                         .shape = {(int64_t)ns}};
-    j->dense[0].data = staged(t, params, np, at);
-    j->dense[1].data = staged(t, state, ns, at);
+    j->dense[0].data = staged(t, params, sizeof(float) * np, at);
+    j->dense[1].data = staged(t, state, sizeof(float) * ns, at);
     j->n_dense = ns ? 2 : 1;
 }
 
@@ -170,7 +177,7 @@ size_t sr_ckpt_staging_floats(struct sr_trainer *t)
     for (int i = 0; i < sr_sharded_ebc_num_local_shards(t->sebc); i++) {
         struct sr_sharded_ebc_shard sh;
         sr_sharded_ebc_local_shard(t->sebc, i, &sh);
-        n += (size_t)sh.rows * sh.dim + sh.state_floats;
+        n += floats_of((size_t)sh.rows * sh.dim * sr_st_dtype_bytes(sh.dtype)) + sh.state_floats;
     }
     if (t->rank == 0) {
         sr_dlrm_params(t->dlrm, &np);
