@@ -51,6 +51,7 @@
 
 #include "shardrec/device.h"
 #include "shardrec/error.h"
+#include "shardrec/half.h"
 #include "shardrec/optim.h"
 #include "shardrec/rng.h"
 #include "shardrec/synthetic.h"
@@ -76,6 +77,7 @@ struct opts {
     int reps, warmup;
     int64_t copy_mb; /* 0: 2048 on a GPU, 256 elsewhere */
     uint64_t seed;
+    enum sr_dtype emb_dtype; /* --emb-dtype: the tables' storage */
 };
 
 /* One case on the device: tables, batch, workspace. */
@@ -104,13 +106,15 @@ static void usage(FILE *f)
 {
     fprintf(f, "usage: emb_ops [--device cpu|cuda] [--case d128|d16|all] [--reps N] [--warmup N]\n"
                "               [--rows N] [--batch N] [--copy-mb N] [--seed N]\n"
-               "               [--id-dist uniform|zipf:S]\n"
+               "               [--id-dist uniform|zipf:S] [--emb-dtype fp32|fp16|bf16]\n"
                "Times the embedding forward and backward (+SGD, +row-wise Adagrad) with device\n"
                "events; prints ms, GB/s of the least traffic and %% of the device's copy\n"
                "bandwidth. --rows and --batch shrink a case (defaults: 2^24 rows, >= 256 MB of\n"
                "rows per launch). --id-dist: ids uniform over the rows (default) or Zipf with\n"
                "exponent S (e.g. zipf:1.05, as the trainer's synthetic data), drawn from --seed;\n"
                "each case line gives the ids, distinct rows and longest run of one row.\n"
+               "--emb-dtype: tables stored in 16 bits (rows move half the bytes; updates\n"
+               "rounded stochastically).\n"
                "Environment: SR_EMB_RUN_SPLIT=L (a power of two, 8..65536) sets the CUDA\n"
                "backward's hot-row split (default 64); a sweep:\n"
                "  for L in 16 32 64 128 256; do SR_EMB_RUN_SPLIT=$L emb_ops ...; done\n");
@@ -149,6 +153,12 @@ static int parse(int argc, char **argv, struct opts *o)
             o->seed = strtoull(v, NULL, 0);
         else if (strcmp(a, "--id-dist") == 0)
             o->id_dist = v;
+        else if (strcmp(a, "--emb-dtype") == 0) {
+            if (sr_wire_dtype_parse(v, &o->emb_dtype)) {
+                fprintf(stderr, "emb_ops: --emb-dtype %s: expected fp32, fp16 or bf16\n", v);
+                return -1;
+            }
+        }
         else {
             fprintf(stderr, "emb_ops: unknown flag %s\n", a);
             return -1;
@@ -363,11 +373,15 @@ static void bench_init(const struct opts *o, struct bench *b, const struct bench
     b->n = (int64_t)c->features * c->batch * c->ids_per_bag;
     for (int t = 0; t < c->tables; t++) {
         const int64_t n = c->rows * c->dim;
-        b->tables[t] = (struct sr_emb_table){.weight = sr_dev_alloc(dev, (size_t)n * 4),
+        const size_t elem = sr_emb_elem_bytes(o->emb_dtype);
+        b->tables[t] = (struct sr_emb_table){.weight = sr_dev_alloc(dev, (size_t)n * elem),
                                              .state = sr_dev_alloc(dev, (size_t)c->rows * 4),
                                              .rows = c->rows,
-                                             .dim = c->dim};
-        dev->emb->fill(dev, b->tables[t].weight, n, 0.01f, NULL);
+                                             .dim = c->dim,
+                                             .dtype = o->emb_dtype,
+                                             .stream = (uint64_t)t + 1};
+        dev->emb->init_uniform(dev, b->tables[t].weight, o->emb_dtype, c->rows, c->dim, 0, 7,
+                               (uint64_t)t + 1, 0.005, 0.015, NULL);
         dev->emb->fill(dev, b->tables[t].state, c->rows, 0.0f, NULL);
     }
     for (int f = 0; f < c->features; f++)
@@ -380,7 +394,9 @@ static void bench_init(const struct opts *o, struct bench *b, const struct bench
                                        .max_dim = c->dim,
                                        .max_batch = c->batch,
                                        .max_values = b->n,
-                                       .optim = SR_OPTIM_SGD};
+                                       .optim = SR_OPTIM_SGD,
+                                       .stochastic = 1,
+                                       .seed = 7};
     const int64_t bags = (int64_t)c->features * c->batch;
     int64_t *offsets = malloc((size_t)(bags + 1) * 8), *values = malloc((size_t)b->n * 8);
     SR_ASSERT(offsets && values);
@@ -432,12 +448,13 @@ static int run_case(const struct opts *o, const struct bench_case *c, struct res
     struct bench b;
     bench_init(o, &b, c);
     const double D = c->dim, pooled = (double)c->batch * b.layout.out_dim * 4;
-    const double rows_read = (double)b.n * D * 4;
+    const double E = (double)sr_emb_elem_bytes(o->emb_dtype); /* bytes of a stored weight */
+    const double rows_read = (double)b.n * D * E;
     printf("case %s: D %d, ids per bag %d, %d features over %d tables of %lld rows, batch %d, "
-           "%s ids; per launch %lld ids, %lld distinct rows, longest run %lld; "
+           "%s ids, %s tables; per launch %lld ids, %lld distinct rows, longest run %lld; "
            "%.0f MB of rows per forward%s\n",
            c->name, c->dim, c->ids_per_bag, c->features, c->tables, (long long)c->rows, c->batch,
-           o->id_dist, (long long)b.n, (long long)b.unique, (long long)b.longest, rows_read / 1e6,
+           o->id_dist, sr_dtype_name(o->emb_dtype), (long long)b.n, (long long)b.unique, (long long)b.longest, rows_read / 1e6,
            rows_read < 256e6 || c->rows < ((int64_t)1 << 24)
                ? " (below the benchmark's 2^24 rows / 256 MB: a smoke run)"
                : "");
@@ -448,10 +465,10 @@ static int run_case(const struct opts *o, const struct bench_case *c, struct res
     res[0] = (struct result){"forward", c->dim, time_op(o, &t, OP_FORWARD), fwd};
     res[1] = (struct result){"forward (keep_ids)", c->dim, time_op(o, &t, OP_FORWARD_KEEP), fwd};
     res[2] = (struct result){"backward+sgd", c->dim, time_op(o, &t, OP_BACKWARD_SGD),
-                             (double)b.unique * D * 4 * 2 + bwd_common};
+                             (double)b.unique * D * E * 2 + bwd_common};
     res[3] =
         (struct result){"backward+rowwise_adagrad", c->dim, time_op(o, &t, OP_BACKWARD_ROWWISE),
-                        (double)b.unique * (D + 1) * 4 * 2 + bwd_common};
+                        (double)b.unique * (D * E + 4) * 2 + bwd_common};
     bench_free(o->dev, &b);
     return 4;
 }

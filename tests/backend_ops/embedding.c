@@ -16,6 +16,7 @@
 #include <cmocka.h>
 
 #include "shardrec/device.h"
+#include "shardrec/half.h"
 #include "shardrec/optim.h"
 #include "device/ops_embedding.h"
 #include "device/ops_embedding_dp.h"
@@ -136,7 +137,21 @@ struct emb_data {
     /* the run */
     enum sr_optim_kind kind;
     int backward;
+    enum sr_dtype dtype; /* the tables' storage (16-bit: the weights narrowed to nearest) */
+    int stochastic;      /* 16-bit updates rounded stochastically */
 };
+
+/* The rule and tolerance of a 16-bit table's weights, or of what reads them:
+ * the same fp32 update narrows to the same bits (stochastic bits come from
+ * the element, not the device), so only a row whose fp32 sums differ (hot
+ * rows summed in pieces: step_tol above OPS_TOL) may land one 16-bit unit
+ * (2^-8 of bf16, 2^-11 of fp16, for weights below 1) apart, per term read. */
+static double tol16(const struct emb_data *d, int terms)
+{
+    if (d->step_tol <= OPS_TOL)
+        return OPS_TOL;
+    return terms * (d->dtype == SR_DTYPE_BF16 ? 0x1p-8 : 0x1p-11) + d->step_tol;
+}
 
 /* Floats of a table's optimizer state, as the ops declare it (ops_embedding.h). */
 static size_t state_floats(enum sr_optim_kind kind, int64_t rows, int dim)
@@ -410,10 +425,24 @@ static void emb_tables_on(struct ops_arena *a, const struct emb_data *d, enum sr
         const int64_t E = d->s->rows[t];
         const int D = d->s->dim[t];
         const size_t ns = state_floats(kind, E, D);
-        tabs[t] = (struct sr_emb_table){.weight = ops_upload(a, d->weight[t], (size_t)E * D * 4),
+        void *w;
+        if (d->dtype == SR_DTYPE_F32) {
+            w = ops_upload(a, d->weight[t], (size_t)E * D * 4);
+        } else {
+            uint16_t *h = malloc(sizeof *h * ((size_t)E * D + 1));
+            for (int64_t i = 0; i < E * D; i++)
+                h[i] = d->dtype == SR_DTYPE_BF16 ? sr_fp32_to_bf16(d->weight[t][i])
+                                                 : sr_fp32_to_fp16(d->weight[t][i]);
+            w = ops_upload(a, h, (size_t)E * D * 2);
+            sr_dev_sync(a->dev, NULL); /* a deferred device copies when waited for */
+            free(h);
+        }
+        tabs[t] = (struct sr_emb_table){.weight = w,
                                         .state = ns ? ops_upload(a, d->state[t], ns * 4) : NULL,
                                         .rows = E,
-                                        .dim = D};
+                                        .dim = D,
+                                        .dtype = d->dtype,
+                                        .stream = 1000 + (uint64_t)t};
     }
 }
 
@@ -441,7 +470,9 @@ static struct sr_emb_layout emb_layout_of(const struct emb_data *d, const struct
                                   .max_dim = d->max_dim,
                                   .max_batch = d->s->B,
                                   .max_values = d->n ? d->n : 16,
-                                  .optim = kind};
+                                  .optim = kind,
+                                  .stochastic = d->stochastic,
+                                  .seed = 4242};
 }
 
 /* forward (keep_ids 0 and 1); with backward: two steps of forward + backward,
@@ -474,7 +505,9 @@ static void run_emb(struct sr_device *dev, void *ctx, struct ops_case *c, int wh
         pooled = ops_poisoned(&a, pooled_bytes);
         sr_op_emb_forward(dev, &l, &batch, 1, pooled, ws, NULL);
         /* reads the rows step 1 wrote, so it carries their tolerance */
-        ops_take(c, which, "pooled after step 1", OPS_F32, d->step_tol, dev, pooled, pooled_bytes);
+        ops_take(c, which, "pooled after step 1", OPS_F32,
+                 d->dtype == SR_DTYPE_F32 ? d->step_tol : tol16(d, d->s->len_hi), dev, pooled,
+                 pooled_bytes);
         const float lr = 0.03f;
         const int64_t step = 2;
         const struct sr_emb_update u2 = {.optim = cfg,
@@ -487,8 +520,12 @@ static void run_emb(struct sr_device *dev, void *ctx, struct ops_case *c, int wh
         for (int t = 0; t < d->s->T; t++) {
             char name[32];
             snprintf(name, sizeof name, "t%d weight", t);
-            ops_take(c, which, name, OPS_F32, d->step_tol, dev, tabs[t].weight,
-                     (size_t)tabs[t].rows * tabs[t].dim * 4);
+            if (d->dtype == SR_DTYPE_F32)
+                ops_take(c, which, name, OPS_F32, d->step_tol, dev, tabs[t].weight,
+                         (size_t)tabs[t].rows * tabs[t].dim * 4);
+            else
+                ops_take(c, which, name, d->dtype == SR_DTYPE_BF16 ? OPS_BF16 : OPS_F16,
+                         tol16(d, 1), dev, tabs[t].weight, (size_t)tabs[t].rows * tabs[t].dim * 2);
             const size_t ns = state_floats(d->kind, tabs[t].rows, tabs[t].dim);
             snprintf(name, sizeof name, "t%d state", t);
             if (ns)
@@ -591,6 +628,26 @@ void test_embedding(void **state)
             snprintf(op, sizeof op, "emb.backward.%s", sr_optim_kind_name(d.kind));
             ops_check(op, name, run_emb, &d);
         }
+        /* 16-bit tables: bf16 with stochastic rounding, fp16 to nearest; SGD and
+         * row-wise Adagrad (the elementwise optimizers share their stores) */
+        for (int v = 0; v < 2; v++) {
+            d.dtype = v ? SR_DTYPE_F16 : SR_DTYPE_BF16;
+            d.stochastic = !v;
+            d.backward = 0;
+            d.kind = SR_OPTIM_SGD;
+            char op[48], name16[160];
+            snprintf(name16, sizeof name16, "%s, %s", name,
+                     v ? "fp16 table, nearest" : "bf16 table, stochastic");
+            ops_check("emb.forward", name16, run_emb, &d);
+            d.backward = 1;
+            for (int k = 0; k < 2; k++) {
+                d.kind = k ? SR_OPTIM_ROWWISE_ADAGRAD : SR_OPTIM_SGD;
+                snprintf(op, sizeof op, "emb.backward.%s", sr_optim_kind_name(d.kind));
+                ops_check(op, name16, run_emb, &d);
+            }
+        }
+        d.dtype = SR_DTYPE_F32;
+        d.stochastic = 0;
         emb_data_free(&d);
     }
     ops_fail_if_any("embedding");

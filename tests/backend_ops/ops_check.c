@@ -15,6 +15,7 @@
 #include <cmocka.h>
 
 #include "shardrec/error.h"
+#include "shardrec/half.h"
 #include "shardrec/rng.h"
 #include "device/cpu/cpu_device.h"
 #include "device/ops_cast.h"
@@ -341,6 +342,19 @@ int ops_compare(int rule, double tol, const void *want, const void *got, size_t 
         detail[0] = 0;
     if ((rule & 0xff) == OPS_EXACT)
         return compare_exact(want, got, bytes, err, detail, detail_len);
+    if ((rule & 0xff) == OPS_BF16 || (rule & 0xff) == OPS_F16) {
+        const size_t n = bytes / 2;
+        float *a = malloc(sizeof(float) * (n + 1)), *b = malloc(sizeof(float) * (n + 1));
+        const uint16_t *x = want, *y = got;
+        for (size_t i = 0; i < n; i++) {
+            a[i] = (rule & 0xff) == OPS_BF16 ? sr_bf16_to_fp32(x[i]) : sr_fp16_to_fp32(x[i]);
+            b[i] = (rule & 0xff) == OPS_BF16 ? sr_bf16_to_fp32(y[i]) : sr_fp16_to_fp32(y[i]);
+        }
+        const int ok = compare_f32(rule & OPS_NAN_OK, tol, a, b, n, err, detail, detail_len);
+        free(a);
+        free(b);
+        return ok;
+    }
     return compare_f32(rule, tol, want, got, bytes / sizeof(float), err, detail, detail_len);
 }
 

@@ -20,6 +20,7 @@
  *   OPS_F32       max|a - b| <= tol * max(1, max|ref|)   (elementwise, pooling)
  *   OPS_F32_FROB  ||a - b||_F <= tol * ||ref||_F          (GEMM)
  *   OPS_EXACT     every byte equal                        (integers, casts, init)
+ *   OPS_BF16, OPS_F16  16-bit elements, widened, then as OPS_F32 (16-bit tables)
  *
  * fp32 elements with identical bits count as equal (so NaN left in a region
  * the op must not write compares equal when both devices left it alone); a
@@ -45,7 +46,7 @@
 
 #define OPS_TOL 1e-5 /* fp32 elementwise and pooling ops */
 
-enum ops_cmp { OPS_F32, OPS_F32_FROB, OPS_EXACT };
+enum ops_cmp { OPS_F32, OPS_F32_FROB, OPS_EXACT, OPS_BF16, OPS_F16 };
 #define OPS_NAN_OK 0x100 /* or-ed into the rule: NaN in the reference is expected */
 
 #define OPS_MAX_OUT   48

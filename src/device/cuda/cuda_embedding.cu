@@ -189,9 +189,11 @@ static void cu_workspace_init(struct sr_device *dev, const struct sr_emb_layout 
     for (int t = 0; t < T; t++) {
         const struct sr_emb_table *tab = &layout->tables[t];
         SR_ASSERT(tab->dim >= 1 && tab->dim <= layout->max_dim);
-        if (tab->dtype != SR_DTYPE_F32) /* the trainer refuses it first (train_config.c) */
-            SR_ABORT("CUDA embedding ops: 16-bit table storage is not built yet");
-        tables[t] = (struct cu_table){(float *)tab->weight, tab->state, tab->rows, tab->dim};
+        SR_ASSERT(tab->dtype == SR_DTYPE_F32 || tab->dtype == SR_DTYPE_F16 ||
+                  tab->dtype == SR_DTYPE_BF16);
+        tables[t] = (struct cu_table){tab->weight, tab->state, tab->rows, tab->dim,
+                                      (int)tab->dtype, tab->stream, tab->global_row0,
+                                      tab->global_col0, tab->global_dim};
     }
     for (int f = 0; f < F; f++) {
         const struct sr_emb_feature *fe = &layout->features[f];

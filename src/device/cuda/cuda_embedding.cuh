@@ -22,6 +22,7 @@
 
 #include "device/cuda/cuda_internal.h"
 #include "device/cuda/cuda_row_optim.cuh"
+#include "device/emb_storage.h"
 
 extern "C" {
 #include "device/ops_embedding.h"
@@ -34,11 +35,78 @@ extern "C" {
 #define GROUP_SMEM(max_dim) (2 * (max_dim) + 16) /* floats of a backward group (row-wise) */
 
 struct cu_table {
-    float *weight;
+    void *weight; /* elements of dtype */
     float *state;
     int64_t rows;
     int dim;
+    int dtype;               /* enum sr_dtype: F32, F16 or BF16 (ops_embedding.h) */
+    uint64_t stream;         /* stochastic rounding: the table's stream ... */
+    int64_t grow0;           /* ... and the shard's place in the table */
+    int gcol0, gdim;
 };
+
+/* How an update narrows 16-bit weights (ops_embedding.h, "Table storage"). */
+struct cu_round {
+    int stochastic;
+    uint64_t seed;
+};
+
+/* Columns [e, e + W) of a table's stored weights, widened: read-only
+ * (__ldg) or streaming (__ldcs) loads; fp32 as float4 when W = 4, 16-bit as
+ * one 8-byte load. */
+template <int W, bool ONCE>
+__device__ __forceinline__ sr_cu_vec<W> sr_cu_w_load(const struct cu_table &tb, int64_t e)
+{
+    if (tb.dtype == SR_DTYPE_F32) {
+        const float *w = (const float *)tb.weight + e;
+        if constexpr (ONCE)
+            return sr_cu_load_once<W>(w);
+        else
+            return sr_cu_ldg<W>(w);
+    }
+    const unsigned short *h = (const unsigned short *)tb.weight + e;
+    uint16_t b[W];
+    if constexpr (W == 4) {
+        const uint2 u = ONCE ? __ldcs((const uint2 *)h) : __ldg((const uint2 *)h);
+        b[0] = (uint16_t)(u.x & 0xffffu), b[1] = (uint16_t)(u.x >> 16);
+        b[2] = (uint16_t)(u.y & 0xffffu), b[3] = (uint16_t)(u.y >> 16);
+    } else {
+        b[0] = ONCE ? __ldcs(h) : __ldg(h);
+    }
+    sr_cu_vec<W> v;
+#pragma unroll
+    for (int i = 0; i < W; i++)
+        v.x[i] = tb.dtype == SR_DTYPE_BF16 ? sr_hb_from_bf16(b[i]) : sr_hb_from_fp16(b[i]);
+    return v;
+}
+
+/* Store x as columns [col, col + W) of `row` (element e = row * dim + col),
+ * narrowed for a 16-bit table as the CPU's apply_row does (streaming). */
+template <int W>
+__device__ __forceinline__ void sr_cu_w_store(const struct cu_table &tb, int64_t row, int col,
+                                              sr_cu_vec<W> x, const struct cu_round &rd,
+                                              int64_t step)
+{
+    const int64_t e = row * tb.dim + col;
+    if (tb.dtype == SR_DTYPE_F32) {
+        sr_cu_store_once<W>((float *)tb.weight + e, x);
+        return;
+    }
+    const int64_t g0 = (tb.grow0 + row) * (tb.gdim ? tb.gdim : tb.dim) + tb.gcol0 + col;
+    uint16_t b[W];
+#pragma unroll
+    for (int i = 0; i < W; i++) {
+        const uint32_t r = rd.stochastic ? sr_emb_round_bits(rd.seed, step, tb.stream, g0 + i) : 0;
+        b[i] = tb.dtype == SR_DTYPE_BF16 ? sr_hb_to_bf16(x.x[i], rd.stochastic, r)
+                                         : sr_hb_to_fp16(x.x[i], rd.stochastic, r);
+    }
+    unsigned short *h = (unsigned short *)tb.weight + e;
+    if constexpr (W == 4)
+        __stcs((uint2 *)h, make_uint2((uint32_t)b[0] | ((uint32_t)b[1] << 16),
+                                      (uint32_t)b[2] | ((uint32_t)b[3] << 16)));
+    else
+        __stcs(h, (unsigned short)b[0]);
+}
 
 struct cu_feature {
     int table, col, mean;

@@ -59,6 +59,7 @@ template <typename K> struct bwd_params {
     int pstride;          /* floats of a piece sum: max_dim rounded up to 4 */
     int row_bits;         /* R: a key is table << R | row */
     struct sr_cu_optim optim;
+    struct cu_round round; /* 16-bit tables: how updates are narrowed */
 };
 
 /* Columns [c, c + W) of the gradient of ids j, j + 1, ... < end while their
@@ -164,7 +165,9 @@ __device__ __forceinline__ void update_row(const bwd_params<K> &p, const struct 
                                            const Grad &grad, int lig, unsigned mask, float *gs)
 {
     const int d = tb.dim;
-    const struct sr_cu_row r = sr_cu_row_of(OPT, tb.weight, tb.state, tb.rows, row, d);
+    /* r's weight pointer is fp32's; weights go through sr_cu_w_load / _store,
+     * which read and write them in the table's dtype */
+    const struct sr_cu_row r = sr_cu_row_of(OPT, (float *)tb.weight, tb.state, tb.rows, row, d);
     float s_old = 0.0f;
     if constexpr (OPT == SR_OPTIM_ROWWISE_ADAGRAD) {
         s_old = *r.s;
@@ -175,7 +178,7 @@ __device__ __forceinline__ void update_row(const bwd_params<K> &p, const struct 
              * the same bits (the CPU's 16-partial order is within rounding). */
             const int c = lig * W;
             const bool mine = c < d;
-            const sr_cu_vec<W> w = mine ? sr_cu_load_once<W>(r.w + c) : sr_cu_zero<W>();
+            const sr_cu_vec<W> w = mine ? sr_cu_w_load<W, true>(tb, row * d + c) : sr_cu_zero<W>();
             const sr_cu_vec<W> g = mine ? grad(c) : sr_cu_zero<W>();
             float sq = 0.0f;
 #pragma unroll
@@ -189,19 +192,22 @@ __device__ __forceinline__ void update_row(const bwd_params<K> &p, const struct 
                 *r.s = s_new;
             const float rate = __fdiv_rn(k.lr, __fadd_rn(__fsqrt_rn(s_new), k.eps));
             if (mine)
-                sr_cu_store_once<W>(r.w + c, sr_cu_rowwise_step<W>(w, rate, g));
+                sr_cu_w_store<W>(tb, row, c, sr_cu_rowwise_step<W>(w, rate, g), p.round, k.step);
             return;
         }
     }
     for (int c = lig * W; c < d; c += p.G * W) {
-        sr_cu_chunk<W> x = sr_cu_chunk_load<OPT, W>(r, c);
+        sr_cu_chunk<W> x;
+        x.w = sr_cu_w_load<W, true>(tb, row * d + c);
+        sr_cu_chunk_load_state<OPT, W>(r, c, x);
         sr_cu_vec<W> g = grad(c);
         if constexpr (OPT == SR_OPTIM_ROWWISE_ADAGRAD) {
             sr_cu_store<W>(gs + c, g);
             sr_cu_store<W>(gs + p.max_dim + c, x.w);
         } else {
             sr_cu_chunk_update<OPT, W>(k, x, g);
-            sr_cu_chunk_store<OPT, W>(r, c, x);
+            sr_cu_w_store<W>(tb, row, c, x.w, p.round, k.step);
+            sr_cu_chunk_store_state<OPT, W>(r, c, x);
         }
     }
     if constexpr (OPT == SR_OPTIM_ROWWISE_ADAGRAD) {
@@ -209,7 +215,8 @@ __device__ __forceinline__ void update_row(const bwd_params<K> &p, const struct 
         const float rate = sr_cu_rowwise_rate(k, gs, d, s_old, lig, p.G, mask, part, r.s);
         for (int c = lig * W; c < d; c += p.G * W) {
             sr_cu_vec<W> w = sr_cu_load<W>(gs + p.max_dim + c);
-            sr_cu_store<W>(r.w + c, sr_cu_rowwise_step<W>(w, rate, sr_cu_load<W>(gs + c)));
+            sr_cu_w_store<W>(tb, row, c, sr_cu_rowwise_step<W>(w, rate, sr_cu_load<W>(gs + c)),
+                             p.round, k.step);
         }
     }
 }
@@ -513,6 +520,8 @@ static void backward_as(const struct sr_device *dev, const struct sr_emb_layout 
     p.log2G = sr_cu_log2(p.G);
     p.row_bits = v->row_bits;
     p.optim = sr_cu_optim_of(update);
+    p.round.stochastic = layout->stochastic;
+    p.round.seed = layout->seed;
     size_t smem;
     const int threads = sr_cu_emb_bwd_threads(layout, p.G, &smem);
     switch (layout->optim) {

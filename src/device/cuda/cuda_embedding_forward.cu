@@ -43,7 +43,7 @@ template <int MAXF> struct fwd_pos {
  * loads of a batch are unconditional (past the end they repeat the last id,
  * which is not added), so all FWD_ROWS rows are in flight together. */
 template <int W>
-__device__ __forceinline__ sr_cu_vec<W> pool_chunk(const float *weight, int d,
+__device__ __forceinline__ sr_cu_vec<W> pool_chunk(const struct cu_table &tb,
                                                    const int64_t *values, const float *wts,
                                                    int64_t s, int64_t e, int c)
 {
@@ -60,7 +60,7 @@ __device__ __forceinline__ sr_cu_vec<W> pool_chunk(const float *weight, int d,
         }
 #pragma unroll
         for (int u = 0; u < FWD_ROWS; u++)
-            x[u] = sr_cu_ldg<W>(weight + id[u] * d + c);
+            x[u] = sr_cu_w_load<W, false>(tb, id[u] * tb.dim + c);
 #pragma unroll
         for (int u = 0; u < FWD_ROWS; u++)
             if (i + u < e)
@@ -96,7 +96,7 @@ __global__ void __launch_bounds__(FWD_THREADS)
         const float inv = fe.mean && e > s ? __fdiv_rn(1.0f, (float)(e - s)) : 1.0f;
         const int src = b * p.out_dim + fe.col;
         for (int c = lig * W; c < tb.dim; c += p.G * W) {
-            sr_cu_vec<W> acc = pool_chunk<W>(tb.weight, tb.dim, p.values, p.weights, s, e, c);
+            sr_cu_vec<W> acc = pool_chunk<W>(tb, p.values, p.weights, s, e, c);
             if (inv != 1.0f)
                 acc = sr_cu_scale<W>(acc, inv);
             sr_cu_store<W>(p.pooled + src + c, acc);
@@ -139,7 +139,7 @@ __global__ void __launch_bounds__(FWD_THREADS)
             const int live = e[u] > s[u] && c < tb[u].dim;
             const int64_t id = live ? __ldg(p.values + s[u]) : 0;
             w0[u] = live && p.weights ? __ldg(p.weights + s[u]) : 1.0f;
-            x[u] = live ? sr_cu_ldg<W>(tb[u].weight + id * tb[u].dim + c) : sr_cu_zero<W>();
+            x[u] = live ? sr_cu_w_load<W, false>(tb[u], id * tb[u].dim + c) : sr_cu_zero<W>();
         }
 #pragma unroll
         for (int u = 0; u < SHORT_BAGS; u++) {
@@ -157,7 +157,7 @@ __global__ void __launch_bounds__(FWD_THREADS)
                 for (int64_t i = s[u] + 1; i < e[u]; i++) {
                     const float wi = p.weights ? __ldg(p.weights + i) : 1.0f;
                     acc = sr_cu_axpy<W>(acc, wi,
-                                        sr_cu_ldg<W>(tb[u].weight + __ldg(p.values + i) * tb[u].dim + c));
+                                        sr_cu_w_load<W, false>(tb[u], __ldg(p.values + i) * tb[u].dim + c));
                 }
                 if (inv != 1.0f)
                     acc = sr_cu_scale<W>(acc, inv);

@@ -131,11 +131,13 @@ struct sr_cu_optim {
     float c1, c2;            /* adam: 1 / (1 - b^t), when step_dev is NULL */
     const float *lr_dev;     /* read when the kernel runs, or NULL */
     const int64_t *step_dev; /* read when the kernel runs, or NULL */
+    int64_t step;            /* the step, when step_dev is NULL */
 };
 
 /* The constants a row update uses, resolved on the device. */
 struct sr_cu_step {
     float lr, eps, b1, b2, c1, c2;
+    int64_t step; /* stochastic rounding of 16-bit tables */
 };
 
 static inline struct sr_cu_optim sr_cu_optim_of(const struct sr_emb_update *u)
@@ -150,6 +152,7 @@ static inline struct sr_cu_optim sr_cu_optim_of(const struct sr_emb_update *u)
     o.c2 = 1.0f;
     o.lr_dev = u->lr_dev;
     o.step_dev = u->step_dev;
+    o.step = u->step;
     if (u->optim.kind == SR_OPTIM_ADAM && !u->step_dev) {
         SR_ASSERT(u->step >= 1);
         o.c1 = (float)(1.0 / (1.0 - pow(u->optim.beta1, (double)u->step)));
@@ -161,7 +164,8 @@ static inline struct sr_cu_optim sr_cu_optim_of(const struct sr_emb_update *u)
 template <int OPT>
 __device__ __forceinline__ struct sr_cu_step sr_cu_step_of(const struct sr_cu_optim &o)
 {
-    struct sr_cu_step k = {o.lr_dev ? *o.lr_dev : o.lr, o.eps, o.b1, o.b2, o.c1, o.c2};
+    struct sr_cu_step k = {o.lr_dev ? *o.lr_dev : o.lr, o.eps, o.b1, o.b2, o.c1, o.c2,
+                           o.step_dev ? *o.step_dev : o.step};
     if (OPT == SR_OPTIM_ADAM && o.step_dev) {
         const int64_t step = *o.step_dev;
         if (step < 1)
@@ -202,15 +206,34 @@ template <int W> struct sr_cu_chunk {
     sr_cu_vec<W> w, s, v;
 };
 
+/* The state of the chunk alone (the weights: the caller's, by their dtype). */
+template <int OPT, int W>
+__device__ __forceinline__ void sr_cu_chunk_load_state(const struct sr_cu_row &r, int c,
+                                                       sr_cu_chunk<W> &x)
+{
+    if constexpr (OPT == SR_OPTIM_ADAGRAD || OPT == SR_OPTIM_ADAM)
+        x.s = sr_cu_load_once<W>(r.s + c);
+    if constexpr (OPT == SR_OPTIM_ADAM)
+        x.v = sr_cu_load_once<W>(r.v + c);
+}
+
+template <int OPT, int W>
+__device__ __forceinline__ void sr_cu_chunk_store_state(const struct sr_cu_row &r, int c,
+                                                        const sr_cu_chunk<W> &x)
+{
+    if constexpr (OPT == SR_OPTIM_ADAGRAD || OPT == SR_OPTIM_ADAM)
+        sr_cu_store_once<W>(r.s + c, x.s);
+    if constexpr (OPT == SR_OPTIM_ADAM)
+        sr_cu_store_once<W>(r.v + c, x.v);
+}
+
+/* The chunk of an fp32 row: weights and state. */
 template <int OPT, int W>
 __device__ __forceinline__ sr_cu_chunk<W> sr_cu_chunk_load(const struct sr_cu_row &r, int c)
 {
     sr_cu_chunk<W> x;
     x.w = sr_cu_load_once<W>(r.w + c);
-    if constexpr (OPT == SR_OPTIM_ADAGRAD || OPT == SR_OPTIM_ADAM)
-        x.s = sr_cu_load_once<W>(r.s + c);
-    if constexpr (OPT == SR_OPTIM_ADAM)
-        x.v = sr_cu_load_once<W>(r.v + c);
+    sr_cu_chunk_load_state<OPT, W>(r, c, x);
     return x;
 }
 
@@ -219,10 +242,7 @@ __device__ __forceinline__ void sr_cu_chunk_store(const struct sr_cu_row &r, int
                                                   const sr_cu_chunk<W> &x)
 {
     sr_cu_store_once<W>(r.w + c, x.w);
-    if constexpr (OPT == SR_OPTIM_ADAGRAD || OPT == SR_OPTIM_ADAM)
-        sr_cu_store_once<W>(r.s + c, x.s);
-    if constexpr (OPT == SR_OPTIM_ADAM)
-        sr_cu_store_once<W>(r.v + c, x.v);
+    sr_cu_chunk_store_state<OPT, W>(r, c, x);
 }
 
 /* The elementwise optimizers (sgd, adagrad, adam) on a loaded chunk with
