@@ -3,8 +3,8 @@
 # ending in one printed table. Run from the repository root on the GPU
 # machine:
 #
-#   bench/gpu.sh [STAGE...]     stages: setup test ceil ops k m d peers twonode
-#                               (default: all but peers and twonode)
+#   bench/gpu.sh [STAGE...]     stages: setup test ceil ops ops16 k m ckpt d peers twonode
+#                               (default: setup test ceil ops k m d)
 #
 #   setup  unpack the Debian packages in .debs/ the GPU image lacks (cJSON,
 #          cmocka) and build (make all tests bench, BUILD=build-gpu)
@@ -15,6 +15,9 @@
 #          then a sweep of the CUDA backward's hot-row split on Zipf ids
 #          (SR_EMB_RUN_SPLIT=L, L in 16..256; cases d128 and d16; a row
 #          "split L<L> <case> <op>  <ms>" each)
+#   ops16  emb_ops with bf16 tables (--emb-dtype bf16, stochastic rounding) on
+#          uniform and Zipf ids: the 16-bit kernels' time; bytes are the least
+#          the op moves at 2 bytes a weight
 #   k      workload K (BENCH.md): batch 2048 fp32 and tf32 SGD, batch 16384
 #   m      workload M: batch 16384, fp32 SGD, fp32 row-wise Adagrad, tf32 SGD
 #   ckpt   workload M's 13.3 GB of tables checkpointed while training: the run
@@ -116,9 +119,9 @@ both() {
 
 # emb_ops on one id distribution: its case lines, shortened, and its table.
 emb_ops_on() {
-    local dist=$1
-    timeout 300 $BUILD/bench/emb_ops --device cuda --id-dist "$dist" 2>&1 |
-        tee "$OUTDIR/emb_ops_$(echo "$dist" | tr -c 'A-Za-z0-9_.-' '_').txt" |
+    local dist=$1 dtype=${2:-fp32}
+    timeout 300 $BUILD/bench/emb_ops --device cuda --id-dist "$dist" --emb-dtype "$dtype" 2>&1 |
+        tee "$OUTDIR/emb_ops_${dtype}_$(echo "$dist" | tr -c 'A-Za-z0-9_.-' '_').txt" |
         sed -nE -e "s/^case ([a-z0-9]+):.*per launch ([^;]*);.*/emb_ops $dist \1: \2/p" \
             -e '/^(copy|forward|backward)/p' | tee -a "$TABLE" ||
         row "emb_ops $dist" "FAILED (see $OUTDIR/emb_ops_*.txt)"
@@ -188,6 +191,10 @@ for st in "${stages[@]}"; do
         emb_ops_on uniform
         emb_ops_on "$ZIPF"
         split_sweep
+        ;;
+    ops16)
+        emb_ops_on uniform bf16
+        emb_ops_on "$ZIPF" bf16
         ;;
     k)
         both "K b2048 fp32 sgd" "$STEPS_K" $K_FLAGS --emb-optimizer sgd --batch-size 2048
