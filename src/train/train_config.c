@@ -629,17 +629,21 @@ int sr_train_config_load_json(struct sr_train_config *cfg, const char *path)
 /* 16-bit tables: what is not built for them yet (exit status 2). */
 static int check_emb_dtype(const struct sr_train_config *cfg)
 {
-    const char *what = cfg->save_weights_path[0] ? "--save-weights"
-                       : cfg->init_weights_path[0] ? "--init-weights"
-                       : cfg->device == SR_DEVICE_CHOICE_CUDA ? "--device cuda"
-                                                              : NULL;
-    if (cfg->emb_dtype == SR_DTYPE_F32 || !what)
+    if (cfg->emb_dtype == SR_DTYPE_F32)
         return SR_OK;
-    return sr_error_set(SR_ERR_UNSUPPORTED,
-                        "--emb-dtype %s with %s: not built yet (16-bit tables train on the CPU "
-                        "and go into checkpoints; they are not yet written to or read from "
-                        "weights files, nor looked up on a GPU); HINT: --emb-dtype fp32",
-                        sr_dtype_name(cfg->emb_dtype), what);
+    if (cfg->save_weights_path[0] || cfg->init_weights_path[0])
+        return sr_error_set(SR_ERR_UNSUPPORTED,
+                            "--emb-dtype %s with %s: not built yet (weights files hold fp32 "
+                            "tables); HINT: --checkpoint-dir DIR, then `shardrec export DIR "
+                            "--out FILE` writes the weights file, or --emb-dtype fp32",
+                            sr_dtype_name(cfg->emb_dtype),
+                            cfg->save_weights_path[0] ? "--save-weights" : "--init-weights");
+    if (cfg->device == SR_DEVICE_CHOICE_CUDA)
+        return sr_error_set(SR_ERR_UNSUPPORTED,
+                            "--emb-dtype %s with --device cuda: not built yet (16-bit tables "
+                            "train on the CPU); HINT: --emb-dtype fp32",
+                            sr_dtype_name(cfg->emb_dtype));
+    return SR_OK;
 }
 
 int sr_train_config_check(const struct sr_train_config *cfg)
