@@ -31,23 +31,8 @@ bin=$sr_shardrec
 sr_need_built "$bin"
 unset SR_CPU_DEFERRED SR_FAULT
 sr_timeout=180 sr_timeout_opts="-s KILL"
-JOB="--table-rows 1,7,50,333,1000,5 --embedding-dim 8 --bot-mlp 13-16-8 --top-mlp 16-1
-     --ids-per-feature 0-3 --global-batch-size 48 --optimizer adam --lr 0.01
-     --emb-optimizer adagrad --eval-samples 200 --eval-every 4 --log-every 1 --no-progress"
-pass=0 fail=0
-have_mpi=1
-command -v mpirun >/dev/null 2>&1 || have_mpi=0
+. "$(dirname "$0")/checkpoint_lib.sh"
 
-ok() { pass=$((pass + 1)); echo "ok   $1"; }
-bad() { fail=$((fail + 1)); echo "FAIL $1: $2"; }
-fields() { grep -o '"\(step\|loss\|eval_auc\|eval_logloss\)": *[^,}]*' "$1"; }
-fields_from() { fields "$1" | awk -v k="$2" '/"step"/ { s = $2 } s >= k'; }
-launch() { # NP ARGS...
-    np=$1
-    shift
-    if [ "$np" -eq 0 ]; then timeout -s KILL "$sr_timeout" "$bin" train $JOB "$@"; else
-        sr_mpirun "$np" "$bin" train $JOB "$@"; fi
-}
 # run NAME NP MODE STEPS EVERY ARGS...: checkpoints in $tmp/NAME.ck, metrics,
 # final weights and log beside
 run() {
