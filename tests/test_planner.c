@@ -211,6 +211,20 @@ static void test_row_state(void **state)
     sr_planner_report_free(r);
 }
 
+/* 16-bit tables (--emb-dtype): 2 bytes a weight in memory (the row-wise
+ * state stays fp32); the pooled vectors on the wire are --comm-dtype's. */
+static void test_emb_dtype(void **state)
+{
+    struct fixture f;
+    setup(&f, 2, 1);
+    f.m.emb_elem_bytes = 2;
+    f.m.emb_state = SR_PLANNER_STATE_ROW;
+    struct sr_planner_report *r = predict(&f, SR_SHARDING_TYPE_TABLE_WISE);
+    NEAR(r->tables[0].memory_bytes, E * DIM * 2 + E * 4);
+    NEAR(r->ranks[1].send_bytes[1], 600 + 3200);
+    sr_planner_report_free(r);
+}
+
 /* Memory: the search keeps every rank within capacity. With room for half
  * the table but not all of it on a rank, tw and dp do not fit; rw does. */
 static void test_memory_limit(void **state)
@@ -373,7 +387,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_tw_two_nodes),   cmocka_unit_test(test_rw_one_node),
         cmocka_unit_test(test_dp),             cmocka_unit_test(test_cw),
-        cmocka_unit_test(test_row_state),      cmocka_unit_test(test_memory_limit),
+        cmocka_unit_test(test_row_state),
+        cmocka_unit_test(test_emb_dtype),      cmocka_unit_test(test_memory_limit),
         cmocka_unit_test(test_search_slow_link), cmocka_unit_test(test_hot_share),
         cmocka_unit_test(test_topology_json),  cmocka_unit_test(test_rates),
     };
