@@ -2,8 +2,10 @@
  * libFuzzer target for the safetensors reader (src/core/safetensors.c): the
  * input is a whole file. Checked: verification never reads outside the buffer
  * or leaks (cJSON's tree included), and for a file it accepts every tensor's
- * data lies inside the buffer (each float is read), names are unique and
- * found by sr_st_find with the same view, and offsets tile the data area.
+ * data lies inside the buffer (each byte is read) on a multiple of its
+ * element size, names are unique and found by sr_st_find_any with the same
+ * view (by sr_st_find too when F32, which refuses F16 and BF16), and offsets
+ * tile the data area.
  * Build and run with tools/fuzz.sh; seeds in tests/fuzz/seeds_fuzz_safetensors.
  */
 #include <stdint.h>
@@ -13,11 +15,11 @@
 #include "shardrec/error.h"
 #include "shardrec/safetensors.h"
 
-static volatile float sink;
+static volatile unsigned sink;
 
 static void check_tensor(const struct sr_st_file *f, int i, const struct sr_st_tensor *prev)
 {
-    struct sr_st_tensor t;
+    struct sr_st_tensor t, any;
     const float *data;
     int ndim;
     int64_t shape[SR_ST_MAX_DIMS];
@@ -25,15 +27,25 @@ static void check_tensor(const struct sr_st_file *f, int i, const struct sr_st_t
     int64_t numel = sr_st_numel(t.ndim, t.shape);
     if (numel < 0 || t.ndim > SR_ST_MAX_DIMS)
         abort();
-    float acc = 0;
-    for (int64_t k = 0; k < numel; k++)
-        acc += t.data[k];
+    const int w = sr_st_dtype_bytes(t.dtype);
+    const uint8_t *bytes = (const uint8_t *)t.data;
+    unsigned acc = 0;
+    for (int64_t k = 0; k < numel * w; k++)
+        acc += bytes[k];
     sink = acc;
-    /* tensors follow each other in offset order without gaps */
-    if (prev && (const uint8_t *)t.data !=
-                    (const uint8_t *)prev->data + 4 * sr_st_numel(prev->ndim, prev->shape))
+    /* tensors follow each other in offset order without gaps, each on its element size */
+    if (prev && bytes != (const uint8_t *)prev->data +
+                             (int64_t)sr_st_dtype_bytes(prev->dtype) * sr_st_numel(prev->ndim, prev->shape))
         abort();
-    if (sr_st_find(f, t.name, &data, &ndim, shape) != SR_OK || data != t.data || ndim != t.ndim)
+    struct sr_st_tensor first; /* at data offset 0: tensors tile the data area */
+    sr_st_get(f, 0, &first);
+    if ((uintptr_t)(bytes - (const uint8_t *)first.data) % (uintptr_t)w)
+        abort();
+    if (sr_st_find_any(f, t.name, &any) != SR_OK || any.data != t.data || any.dtype != t.dtype)
+        abort();
+    const int rc = sr_st_find(f, t.name, &data, &ndim, shape);
+    if (t.dtype == SR_DTYPE_F32 ? rc != SR_OK || data != t.data || ndim != t.ndim
+                                : rc != SR_ERR_UNSUPPORTED)
         abort();
 }
 
