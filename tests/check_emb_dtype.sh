@@ -11,8 +11,12 @@
 #   - checkpoints hold 16-bit tables in their dtype: a bf16 run resumes bit
 #     for bit (overlapped write), reshards from 2 ranks onto 1 within 1e-5,
 #     is sound to inspect, exports as F32 and resumes as fp32;
+#   - weights files stay fp32: a bf16 run's --save-weights equals the export
+#     of its last checkpoint (1 rank, 2 ranks rw, and the gathering
+#     fallback), and --init-weights of bf16-exact values gives fp32's first
+#     loss;
 #   - what is not built for 16-bit tables yet is refused (exit 2, named):
-#     weights files, CUDA.
+#     GPU training.
 . "$(dirname "$0")/lib.sh"
 bin=$sr_shardrec
 sr_need_built "$bin"
@@ -128,6 +132,31 @@ PY
     ck_ok "checkpoints: bf16 2 ranks rw resharded onto 1 within 1e-5 of the straight run" "$why"
 fi
 
+# ---- weights files: fp32, widened on save, rounded to nearest on load -------------------
+why=""
+"$bin" train $JOB --emb-dtype bf16 --save-weights "$tmp/w1.st" --checkpoint-dir "$tmp/wck" \
+    >"$tmp/w1.out" 2>&1 || why="$why the 1-rank save failed: $(tail -1 "$tmp/w1.out");"
+"$bin" export "$tmp/wck" --out "$tmp/w1e.st" >/dev/null 2>&1 || why="$why export failed;"
+cmp -s "$tmp/w1.st" "$tmp/w1e.st" || why="$why 1 rank: --save-weights differs from the export of its last checkpoint;"
+if command -v mpirun >/dev/null 2>&1; then
+    sr_mpirun 2 "$bin" train $JOB --emb-dtype bf16 --sharding rw --save-weights "$tmp/w2.st" \
+        --checkpoint-dir "$tmp/wck2" >"$tmp/w2.out" 2>&1 || why="$why the 2-rank save failed;"
+    "$bin" export "$tmp/wck2" --out "$tmp/w2e.st" >/dev/null 2>&1 || why="$why export failed;"
+    cmp -s "$tmp/w2.st" "$tmp/w2e.st" || why="$why 2 ranks: --save-weights differs from the export;"
+    SR_SAVE_WEIGHTS_UNSHARED=1 sr_mpirun 2 "$bin" train $JOB --emb-dtype bf16 --sharding rw \
+        --save-weights "$tmp/w3.st" >"$tmp/w3.out" 2>&1 || why="$why the gathering save failed;"
+    grep -q "gathered to rank 0" "$tmp/w3.out" || why="$why the save did not gather;"
+    cmp -s "$tmp/w2.st" "$tmp/w3.st" || why="$why the gathered file differs from the sharded one;"
+fi
+# a file of bf16-exact values loads into bf16 tables unchanged: step 1 as fp32's
+"$bin" train $JOB --emb-dtype bf16 --init-weights "$tmp/w1.st" --steps 1 \
+    --metrics "$tmp/i16.jsonl" >"$tmp/i16.out" 2>&1 || why="$why the bf16 load failed;"
+"$bin" train $JOB --init-weights "$tmp/w1.st" --steps 1 --metrics "$tmp/i32.jsonl" \
+    >"$tmp/i32.out" 2>&1 || why="$why the fp32 load failed;"
+[ -s "$tmp/i16.jsonl" ] && [ "$(fields "$tmp/i16.jsonl" | head -2)" = "$(fields "$tmp/i32.jsonl" | head -2)" ] ||
+    why="$why loaded bf16 tables do not give fp32's first loss;"
+ck_ok "weights files: bf16 runs save fp32 files equal to their exports (1 rank, 2 ranks, gathered) and load them exactly" "$why"
+
 # ---- it learns --------------------------------------------------------------------
 LEARN="--steps 300 --batch-size 512 --eval-every 0 --eval-samples 16384 --no-progress"
 "$bin" train $LEARN >"$tmp/l32.out" 2>&1 && "$bin" train $LEARN --emb-dtype bf16 >"$tmp/l16.out" 2>&1 ||
@@ -152,7 +181,6 @@ refuse() { # NAME PATTERN ARGS...
         fail=1
     fi
 }
-refuse save "--emb-dtype bf16 with --save-weights: not built yet" --save-weights "$tmp/w.st"
 refuse cuda "with --device cuda: not built yet" --device cuda
 refuse bad-dtype "--emb-dtype bf17: expected fp32, fp16 or bf16" --emb-dtype bf17
 refuse bad-rounding "--emb-rounding up: expected nearest or stochastic" --emb-rounding up

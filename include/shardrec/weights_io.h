@@ -19,6 +19,8 @@
 
 #include <stdint.h>
 
+#include "shardrec/tensor.h"
+
 struct sr_dlrm;
 struct sr_ebc;
 struct sr_ebc_config;
@@ -54,7 +56,8 @@ struct sr_weights_shard {
     int table;
     int64_t row_offset, rows;
     int col_offset, cols;
-    float *weight;
+    float *weight;       /* device; elements of dtype (2-byte ones for 16-bit) */
+    enum sr_dtype dtype; /* F32 (0), or F16/BF16: the file's fp32 rounded to nearest */
 };
 
 /* As sr_weights_load_tables for a sharded model, per rank and without a

@@ -13,6 +13,7 @@
 
 #include "shardrec/alloc.h"
 #include "shardrec/error.h"
+#include "device/emb_storage.h"
 #include "embed/sharded_internal.h"
 
 /* Copy table t's shards that `rank` owns, in shard order, to or from buf. */
@@ -35,7 +36,15 @@ static void pack_my_shards(struct sr_sharded_ebc *s, int t, float *buf)
             continue;
         const struct sr_emb_table *tab = &g->tables[sr_sharded_local_table(g, t, j)];
         size_t n = (size_t)tab->rows * tab->dim;
-        sr_dev_copy(s->dev, buf + off, tab->weight, sizeof(float) * n, NULL);
+        if (tab->dtype == SR_DTYPE_F32) {
+            sr_dev_copy(s->dev, buf + off, tab->weight, sizeof(float) * n, NULL);
+        } else { /* 16-bit: into the top half of its floats, widened front to back */
+            const uint16_t *raw = (const uint16_t *)(buf + off) + n;
+            sr_dev_copy(s->dev, (void *)raw, tab->weight, 2 * n, NULL);
+            sr_dev_sync(s->dev, NULL);
+            for (size_t i = 0; i < n; i++)
+                buf[off + i] = sr_emb_get(raw, tab->dtype, (int64_t)i);
+        }
         off += n;
     }
 }

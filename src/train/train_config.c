@@ -626,18 +626,11 @@ int sr_train_config_load_json(struct sr_train_config *cfg, const char *path)
 
 /* ---- checks ----------------------------------------------------------------- */
 
-/* 16-bit tables: what is not built for them yet (exit status 2). */
+/* 16-bit tables: what is not built for them yet (exit status 2): GPU training. */
 static int check_emb_dtype(const struct sr_train_config *cfg)
 {
     if (cfg->emb_dtype == SR_DTYPE_F32)
         return SR_OK;
-    if (cfg->save_weights_path[0] || cfg->init_weights_path[0])
-        return sr_error_set(SR_ERR_UNSUPPORTED,
-                            "--emb-dtype %s with %s: not built yet (weights files hold fp32 "
-                            "tables); HINT: --checkpoint-dir DIR, then `shardrec export DIR "
-                            "--out FILE` writes the weights file, or --emb-dtype fp32",
-                            sr_dtype_name(cfg->emb_dtype),
-                            cfg->save_weights_path[0] ? "--save-weights" : "--init-weights");
     if (cfg->device == SR_DEVICE_CHOICE_CUDA)
         return sr_error_set(SR_ERR_UNSUPPORTED,
                             "--emb-dtype %s with --device cuda: not built yet (16-bit tables "

@@ -576,7 +576,8 @@ static int load_sharded_weights(struct sr_trainer *t, const char *path)
                                           : (struct sr_shard){.rows = sh.rows, .cols = sh.dim};
         ws[i] = (struct sr_weights_shard){.table = sh.table, .row_offset = s.row_offset,
                                           .rows = sh.rows, .col_offset = s.col_offset,
-                                          .cols = sh.dim, .weight = sh.weight};
+                                          .cols = sh.dim, .weight = sh.weight,
+                                          .dtype = sh.dtype};
     }
     int rc = sr_weights_load_shards(path, t->dlrm, sr_sharded_ebc_config(t->sebc), ws, n);
     sr_free(ws);
@@ -585,9 +586,16 @@ static int load_sharded_weights(struct sr_trainer *t, const char *path)
     return sr_trainer_agree(t, rc, what, "could not load its shards");
 }
 
+/* 16-bit tables (--emb-dtype) are read and written per shard, converted on
+ * the way, also on one rank (the whole-table paths take fp32 tables). */
+static int per_shard(const struct sr_trainer *t)
+{
+    return !sr_sharded_ebc_is_local(t->sebc) || t->cfg->emb_dtype != SR_DTYPE_F32;
+}
+
 int sr_trainer_load_weights(struct sr_trainer *t, const char *path)
 {
-    if (!sr_sharded_ebc_is_local(t->sebc))
+    if (per_shard(t))
         return load_sharded_weights(t, path);
     float **tables = local_tables(t);
     int rc = sr_weights_load_tables(path, t->dlrm, sr_sharded_ebc_config(t->sebc), tables);
@@ -597,7 +605,7 @@ int sr_trainer_load_weights(struct sr_trainer *t, const char *path)
 
 int sr_trainer_save_weights(struct sr_trainer *t, const char *path)
 {
-    if (!sr_sharded_ebc_is_local(t->sebc))
+    if (per_shard(t))
         return sr_trainer_save_sharded_weights(t, path);
     float **tables = local_tables(t);
     int rc = sr_weights_save_tables(path, t->dlrm, sr_sharded_ebc_config(t->sebc), tables);

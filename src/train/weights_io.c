@@ -27,6 +27,7 @@
 #include "shardrec/dlrm.h"
 #include "shardrec/ebc.h"
 #include "shardrec/error.h"
+#include "shardrec/half.h"
 #include "shardrec/safetensors.h"
 #include "shardrec/weights_io.h"
 
@@ -311,12 +312,20 @@ static int load_block(struct sr_device *dev, const struct sr_st_file *f, const s
                       const struct sr_weights_shard *sh)
 {
     size_t n = (size_t)sh->rows * (size_t)sh->cols;
-    if (dev->host_visible)
+    if (dev->host_visible && sh->dtype == SR_DTYPE_F32)
         return copy_block(f, p->name, p->shape[1], sh, sh->weight);
     float *pinned = sr_dev_alloc_host(dev, sizeof(float) * (n ? n : 1));
     int rc = copy_block(f, p->name, p->shape[1], sh, pinned);
+    size_t bytes = sizeof(float) * n;
+    if (!rc && sh->dtype != SR_DTYPE_F32) { /* narrowed in place, front to back */
+        uint16_t *h = (uint16_t *)pinned;
+        for (size_t i = 0; i < n; i++)
+            h[i] = sh->dtype == SR_DTYPE_BF16 ? sr_fp32_to_bf16(pinned[i])
+                                              : sr_fp32_to_fp16(pinned[i]);
+        bytes = 2 * n;
+    }
     if (!rc) {
-        sr_dev_copy(dev, sh->weight, pinned, sizeof(float) * n, NULL);
+        sr_dev_copy(dev, sh->weight, pinned, bytes, NULL);
         sr_dev_sync(dev, NULL);
     }
     sr_dev_free_host(dev, pinned);

@@ -38,6 +38,7 @@
 #include "shardrec/alloc.h"
 #include "shardrec/atomic_file.h"
 #include "shardrec/error.h"
+#include "shardrec/half.h"
 #include "shardrec/fault.h"
 #include "shardrec/safetensors.h"
 #include "train/trainer_internal.h"
@@ -195,20 +196,34 @@ static int write_rows(const struct job *j, int fd, int k, int64_t D, const struc
 
 /* Block s of this rank, in chunks of rows through `stage` (NULL: the host
  * reads the device's memory itself). */
+/* Rows of a 16-bit shard (raw, rows x cols elements) widened into out (the file is fp32). */
+static void widen_rows(const struct sr_sharded_ebc_shard *sh, const uint16_t *raw, size_t n,
+                       float *out)
+{
+    for (size_t i = 0; i < n; i++)
+        out[i] = sh->dtype == SR_DTYPE_BF16 ? sr_bf16_to_fp32(raw[i]) : sr_fp16_to_fp32(raw[i]);
+}
+
 static int write_block(struct sr_trainer *t, const struct job *j, int fd,
                        const struct sr_sharded_ebc_shard *sh, const struct sr_shard *s,
-                       float *stage)
+                       float *stage, float *wide)
 {
     int64_t D = t->cfg->tables[sh->table].embedding_dim;
+    const size_t elem = sh->dtype == SR_DTYPE_F32 ? 4 : 2;
     int64_t chunk = (int64_t)(STAGE_BYTES / (sizeof(float) * (size_t)(s->cols ? s->cols : 1)));
     chunk = chunk < 1 ? 1 : chunk;
     for (int64_t r0 = 0; r0 < sh->rows; r0 += chunk) {
         int64_t rows = sh->rows - r0 < chunk ? sh->rows - r0 : chunk;
-        const float *src = sh->weight + r0 * s->cols;
+        const size_t n = (size_t)(rows * s->cols);
+        const void *src = (const char *)sh->weight + (size_t)(r0 * s->cols) * elem;
         if (stage) {
-            sr_dev_copy(t->dev, stage, src, sizeof(float) * (size_t)(rows * s->cols), NULL);
+            sr_dev_copy(t->dev, stage, src, elem * n, NULL);
             sr_dev_sync(t->dev, NULL);
             src = stage;
+        }
+        if (sh->dtype != SR_DTYPE_F32) {
+            widen_rows(sh, src, n, wide);
+            src = wide;
         }
         if (write_rows(j, fd, sh->table, D, s, r0, rows, src))
             return io_error(j, "write its rows", errno);
@@ -220,13 +235,15 @@ static int write_blocks(struct sr_trainer *t, const struct job *j, int fd)
 {
     int n = sr_sharded_ebc_num_local_shards(t->sebc), rc = SR_OK;
     float *stage = t->dev->host_visible ? NULL : sr_dev_alloc_host(t->dev, STAGE_BYTES);
+    float *wide = t->cfg->emb_dtype != SR_DTYPE_F32 ? sr_malloc(STAGE_BYTES) : NULL;
     sr_dev_sync(t->dev, NULL); /* the last step's updates have run */
     for (int i = 0; i < n && !rc; i++) {
         struct sr_sharded_ebc_shard sh;
         struct sr_shard s;
         if (my_block(t, i, &sh, &s))
-            rc = write_block(t, j, fd, &sh, &s, stage);
+            rc = write_block(t, j, fd, &sh, &s, stage, wide);
     }
+    sr_free(wide);
     sr_dev_free_host(t->dev, stage);
     return rc;
 }
