@@ -143,12 +143,14 @@ struct emb_data {
 
 /* The rule and tolerance of a 16-bit table's weights, or of what reads them:
  * the same fp32 update narrows to the same bits (stochastic bits come from
- * the element, not the device), so only a row whose fp32 sums differ (hot
- * rows summed in pieces: step_tol above OPS_TOL) may land one 16-bit unit
- * (2^-8 of bf16, 2^-11 of fp16, for weights below 1) apart, per term read. */
+ * the element, not the device), so only a row whose fp32 update may differ
+ * in its last bits may land one 16-bit unit (2^-8 of bf16, 2^-11 of fp16,
+ * for weights below 1) apart, per term read: hot rows summed in pieces
+ * (step_tol above OPS_TOL), and row-wise Adagrad, whose Σ g² a device may
+ * add in another order. */
 static double tol16(const struct emb_data *d, int terms)
 {
-    if (d->step_tol <= OPS_TOL)
+    if (d->step_tol <= OPS_TOL && d->kind != SR_OPTIM_ROWWISE_ADAGRAD)
         return OPS_TOL;
     return terms * (d->dtype == SR_DTYPE_BF16 ? 0x1p-8 : 0x1p-11) + d->step_tol;
 }
