@@ -197,7 +197,7 @@ static void test_shape_mismatch(void **state)
 static void write_subset(const char *path, struct model *a, const char *const *drop,
                          const struct sr_st_tensor *extra, int n_extra)
 {
-    struct sr_st_tensor t[32];
+    struct sr_st_tensor t[32] = {{0}};
     int n = 0;
     char names[F][32];
     const float *params = HV(sr_dlrm_params(a->dlrm, NULL)); /* the host's view: 1 + F in all */
