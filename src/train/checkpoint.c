@@ -26,10 +26,15 @@
  * batch of step s is a function of s, and the learning rates and the
  * optimizers' step count are functions of the step.
  *
- * A save waits for the step's streams, copies each tensor to the host (a
- * pinned buffer made at init when the host cannot address the device) and
- * writes; it is synchronous. Its allocations (the writer's) are counted apart
- * from the loop's.
+ * A save waits for the step's streams and stages this rank's tensors
+ * (checkpoint_writer.c: copied into host staging made at init, pinned on a
+ * GPU); the files are written by a thread while training goes on
+ * (--checkpoint-write overlap) or before the next step (sync). A save is
+ * complete when every rank's files are (an 8-byte all-gather after each step
+ * while one is in flight: sr_checkpoint_poll) and rank 0 has written the
+ * manifest; only then are older checkpoints pruned. 16-bit tables are written
+ * as stored (F16/BF16 tensors). Its allocations, the writer thread's
+ * included, are counted apart from the loop's.
  */
 #include <cjson/cJSON.h>
 #include <dirent.h>
