@@ -3,7 +3,7 @@
 # ending in one printed table. Run from the repository root on the GPU
 # machine:
 #
-#   bench/gpu.sh [STAGE...]     stages: setup test ceil ops ops16 k m ckpt d peers twonode
+#   bench/gpu.sh [STAGE...]     stages: setup test ceil ops ops16 k m ckpt d dd peers twonode
 #                               (default: setup test ceil ops k m d)
 #
 #   setup  unpack the Debian packages in .debs/ the GPU image lacks (cJSON,
@@ -26,6 +26,8 @@
 #          copy to pinned host memory and write (CKPT_DIR, default /tmp/ck-m)
 #   d      workload D's tables (dot interaction, not DCNv2): batch 16384, tf32,
 #          row-wise Adagrad, 1-16 ids per feature
+#   dd     workload D itself (--workload D: DCNv2, BENCH.md's ids per feature),
+#          tf32, tables in $EMB_DTYPE (fp32 by default; bf16: 16-bit tables)
 #   peers  the PyTorch DLRM reference (.peers/dlrm/dlrm_s_pytorch.py) and
 #          TorchRec (torchrec_gpu.py from .peers/, shared/peers/ or
 #          ../shared/peers/; wheels from $PEER_WHL, else /tmp/whl as
@@ -229,6 +231,15 @@ for st in "${stages[@]}"; do
     d)
         TRAIN_TIMEOUT=${TRAIN_TIMEOUT:-540} both "D b16384 tf32 rowwise_adagrad" "$STEPS_D" $D_FLAGS \
             --math tf32 --emb-optimizer rowwise_adagrad --emb-lr 0.01 --batch-size 16384
+        ;;
+    dd)
+        # workload D as BENCH.md has it (--workload D: DCNv2, 214 ids a sample,
+        # row-wise Adagrad), tf32, on uniform and Zipf ids; tables in
+        # $EMB_DTYPE (default fp32; bf16 halves their bytes)
+        # (the preset's optimizers: COMMON without its --optimizer and --lr)
+        COMMON="--device cuda --batch-pool 8 --eval-samples 0 --eval-every 0 --no-progress" \
+            TRAIN_TIMEOUT=${TRAIN_TIMEOUT:-540} both "D dcn b16384 tf32 ${EMB_DTYPE:-fp32} tables" \
+            "$STEPS_D" --workload D --math tf32 --emb-dtype "${EMB_DTYPE:-fp32}"
         ;;
     peers)
         PEERS=${PEERS:-.peers}
