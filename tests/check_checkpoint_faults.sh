@@ -182,6 +182,8 @@ expect2 fault-twice "rank given twice" "kill:rank=0:rank=1:step=2"
 expect2 fault-empty-field "an empty field" "kill::rank=0:step=2"
 expect2 fault-empty "an empty fault" "kill:rank=0:step=2,"
 expect2 fault-nth-and-path "needs one of nth=N and path=SUB" "fail-write:nth=2:path=x"
+expect2 fault-delay-both "one of step= and write=" "delay:rank=0:ms=5:step=2:write=x"
+expect2 fault-hold-no-step "needs step=S and write=SUB" "hold-write:write=x"
 expect2 every-bad "not N (steps) or Nm" "" --checkpoint-dir "$tmp/e" --checkpoint-every 5x
 expect2 every-zero "out of range" "" --checkpoint-dir "$tmp/e" --checkpoint-every 0m
 expect2 every-no-dir "needs --checkpoint-dir" "" --checkpoint-every 2m

@@ -16,6 +16,9 @@
 #                  run's bits. Sync cannot pass this: its write would wait for
 #                  a step that never starts (60 s, then "behind" is absent).
 #                  One process, and rank 1 of 2 held.
+#   slow-disk      every commit of step 4's files delayed 300 ms (SR_FAULT
+#                  delay ... write=): the write takes at least 0.6 s (rank file
+#                  and dense file), its bytes are sync's
 #   fail-write     a file of step 4 that cannot be written, found after the
 #                  steps that went on meanwhile: exit status 1 naming the
 #                  file, step 4 without a manifest, nothing pruned
@@ -103,6 +106,17 @@ flight_case() { # NAME NP RANK
 }
 flight_case in-flight 0 0
 [ "$have_mpi" -eq 0 ] || flight_case in-flight-rank1 2 1
+
+# ---- a slow disk: every commit of a step-4 file sleeps 300 ms ------------------------
+why=""
+SR_FAULT="delay:rank=0:ms=300:write=step-00000004/" run slow 0 overlap 8 4 ||
+    why="$why run failed: $(tail -1 "$tmp/slow.out");"
+w=$(sed -n 's/^checkpoint step 4: .*; write \([0-9.]*\) s .*/\1/p' "$tmp/slow.out")
+python3 -c "import sys; sys.exit(0 if float('${w:-0}') >= 0.6 else 1)" ||
+    why="$why the write took '$w' s, not at least the 2 x 300 ms of its two delayed commits;"
+f=$(same_files "$tmp/in-flight.s.ck/step-00000004" "$tmp/slow.ck/step-00000004") ||
+    why="$why step 4's $f differs from sync's;"
+if [ -z "$why" ]; then ok "slow-disk (write $w s)"; else bad slow-disk "$why"; fi
 
 # ---- a failed write, found steps later -----------------------------------------
 why=""
