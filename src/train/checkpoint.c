@@ -259,13 +259,6 @@ static void prune(const struct sr_train_config *cfg, int64_t step)
         closedir(d);
 }
 
-static double seconds_of(uint64_t bits)
-{
-    double s;
-    memcpy(&s, &bits, sizeof s);
-    return s;
-}
-
 static double max_d(double a, double b)
 {
     return a > b ? a : b;
@@ -281,12 +274,12 @@ static void report(struct sr_trainer *t, const struct sr_ckpt_job *j, const uint
     uint64_t copied = 0;
     for (int r = 0; r < t->world_size; r++) {
         const uint64_t *a = &all[(size_t)r * R_N];
-        double w = seconds_of(a[SR_CKPT_R_WRITE_S]), c = seconds_of(a[SR_CKPT_R_COPY_S]);
+        double w = sr_ckpt_seconds(a[SR_CKPT_R_WRITE_S]), c = sr_ckpt_seconds(a[SR_CKPT_R_COPY_S]);
         double rank_mb = (double)(a[R_BYTES] + a[R_DBYTES]) / 1e6;
         mb += rank_mb;
         write_s = max_d(write_s, w);
         copy_s = max_d(copy_s, c);
-        stall = max_d(stall, seconds_of(a[SR_CKPT_R_STALL_S]));
+        stall = max_d(stall, sr_ckpt_seconds(a[SR_CKPT_R_STALL_S]));
         copied += a[SR_CKPT_R_COPY_BYTES];
         if (w > 0 && (rate < 0 || rank_mb / w < rate))
             rate = rank_mb / w;
@@ -340,8 +333,7 @@ static int complete(struct sr_trainer *t, int64_t now)
     sr_ckpt_job_join(j);
     if (j->mine[R_RC]) /* a result of the run that could not be written: exit status 1 */
         rc = sr_error_set(SR_ERR_WRITE, "checkpoint step %" PRId64 ": %s", j->step, j->error);
-    double stall = j->stall_s + sr_now_s() - t0;
-    memcpy(&j->mine[SR_CKPT_R_STALL_S], &stall, sizeof stall);
+    sr_ckpt_put_seconds(&j->mine[SR_CKPT_R_STALL_S], j->stall_s + sr_now_s() - t0);
     uint64_t *all = sr_calloc((size_t)t->world_size * R_N, sizeof *all);
     sr_comm_all_gather(t->world, j->mine, all, R_N, SR_DTYPE_I64, NULL, NULL);
     double gathered = sr_now_s();
@@ -380,7 +372,7 @@ int sr_checkpoint_save(struct sr_trainer *t, int64_t step, int wait)
     snprintf(dir, sizeof dir, "%s/step-%08" PRId64, t->cfg->checkpoint_dir, step);
     sr_trainer_pipeline_pause(t); /* the next batch's exchange completes first */
     sr_trainer_streams_drain(t);
-    struct sr_ckpt_job *j = sr_ckpt_job_stage(t, step, dir, t->world_size);
+    struct sr_ckpt_job *j = sr_ckpt_job_stage(t, step, dir);
     if (t->rank == 0)
         j->manifest_head = manifest_head(t, step);
     sr_ckpt_job_start(j, t->ckpt.overlap);

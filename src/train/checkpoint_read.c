@@ -239,7 +239,7 @@ int sr_checkpoint_init(struct sr_trainer *t)
     if (cfg->checkpoint_dir[0] && mkdir(cfg->checkpoint_dir, 0777) && errno != EEXIST)
         return sr_error_set(SR_ERR_IO, "--checkpoint-dir %s: cannot create (%s)",
                             cfg->checkpoint_dir, strerror(errno));
-    for (int k = 0; k < SR_CHECKPOINT_N_SETTINGS; k++)
+    for (int k = 0; cfg->checkpoint_dir[0] && k < SR_CHECKPOINT_N_SETTINGS; k++)
         t->ckpt.settings_hash[k] = sr_trainer_setting_hash(cfg, sr_checkpoint_settings[k]);
     t->ckpt.overlap = cfg->checkpoint_write == SR_CHECKPOINT_WRITE_OVERLAP ||
                       (cfg->checkpoint_write == SR_CHECKPOINT_WRITE_AUTO && !t->dev->host_visible);

@@ -52,34 +52,22 @@ static int open_file(struct source *S, int rank, struct sr_st_file **out)
     return SR_OK;
 }
 
-/* Tensor `name` of f, holding exactly n floats. */
-static int find_tensor(const struct sr_st_file *f, const char *name, int64_t n, const float **data)
+/* Tensor `name` of f, holding exactly n values (weights may be F16 or
+ * BF16; the optimizer state is F32: `f32`). */
+static int find_tensor(const struct sr_st_file *f, const char *name, int64_t n, int f32,
+                       struct sr_st_tensor *t)
 {
-    int ndim;
-    int64_t shape[SR_ST_MAX_DIMS];
-    int rc = sr_st_find(f, name, data, &ndim, shape);
+    int rc = sr_st_find_any(f, name, t);
     if (rc)
         return sr_error_set(SR_ERR_DATA, "%s; %s", sr_error_message(), HINT_REDO);
-    if (sr_st_numel(ndim, shape) != n)
+    if (f32 && t->dtype != SR_DTYPE_F32)
+        return sr_error_set(SR_ERR_DATA, "%s: tensor %s is %s, not F32; %s", sr_st_path(f), name,
+                            sr_st_dtype_name(t->dtype), HINT_REDO);
+    if (sr_st_numel(t->ndim, t->shape) != n)
         return sr_error_set(SR_ERR_DATA,
                             "%s: tensor %s holds %" PRId64 " values, its shard in the "
                             "checkpoint's plan %" PRId64 "; %s",
-                            sr_st_path(f), name, sr_st_numel(ndim, shape), n, HINT_REDO);
-    return SR_OK;
-}
-
-/* The weights tensor `name` of f: n values of F32, F16 or BF16. */
-static int find_weights(const struct sr_st_file *f, const char *name, int64_t n,
-                        struct sr_st_tensor *w)
-{
-    int rc = sr_st_find_any(f, name, w);
-    if (rc)
-        return sr_error_set(SR_ERR_DATA, "%s; %s", sr_error_message(), HINT_REDO);
-    if (sr_st_numel(w->ndim, w->shape) != n)
-        return sr_error_set(SR_ERR_DATA,
-                            "%s: tensor %s holds %" PRId64 " values, its shard in the "
-                            "checkpoint's plan %" PRId64 "; %s",
-                            sr_st_path(f), name, sr_st_numel(w->ndim, w->shape), n, HINT_REDO);
+                            sr_st_path(f), name, sr_st_numel(t->ndim, t->shape), n, HINT_REDO);
     return SR_OK;
 }
 
@@ -121,15 +109,14 @@ static int copy_overlap(struct source *S, int t, int j, const struct sr_shard *t
     if (r1 <= r0 || c1 <= c0)
         return SR_OK;
     struct sr_st_file *f;
-    struct sr_st_tensor wt;
-    const float *src;
+    struct sr_st_tensor wt, st;
     char name[SR_CKPT_NAME_CAP];
     int shard = tp->type == SR_SHARDING_TYPE_DATA_PARALLEL ? -1 : j, planes, rc;
     int64_t per_old, per_new;
     if ((rc = open_file(S, from->rank, &f)))
         return rc;
     sr_ckpt_shard_name(name, tp->name, shard, "weight");
-    if ((rc = find_weights(f, name, from->rows * from->cols, &wt)))
+    if ((rc = find_tensor(f, name, from->rows * from->cols, 0, &wt)))
         return rc;
     copy_weights(wt.data, wt.dtype, from, w, wd, to, r0, r1, c0, c1);
     *covered += (r1 - r0) * (c1 - c0);
@@ -138,8 +125,9 @@ static int copy_overlap(struct source *S, int t, int j, const struct sr_shard *t
     if (!planes)
         return SR_OK;
     sr_ckpt_shard_name(name, tp->name, shard, "state");
-    if ((rc = find_tensor(f, name, planes * per_old, &src)))
+    if ((rc = find_tensor(f, name, planes * per_old, 1, &st)))
         return rc;
+    const float *src = st.data;
     int by_row = 0;
     sr_optim_state_per_element(S->kind, &by_row);
     struct sr_shard rf = *from, rt = *to; /* row-wise state: one column per row */

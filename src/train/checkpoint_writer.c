@@ -25,11 +25,6 @@
 #include "train/checkpoint_writer.h"
 #include "train/trainer_internal.h"
 
-static void put_seconds(uint64_t *slot, double s)
-{
-    memcpy(slot, &s, sizeof s);
-}
-
 /* Floats of staging that `bytes` take (16-bit tables: half a float each). */
 static size_t floats_of(size_t bytes)
 {
@@ -85,11 +80,10 @@ static void stage_dense(struct sr_trainer *t, struct sr_ckpt_job *j, size_t *at)
     j->n_dense = ns ? 2 : 1;
 }
 
-struct sr_ckpt_job *sr_ckpt_job_stage(struct sr_trainer *t, int64_t step, const char *dir,
-                                     int world_size)
+struct sr_ckpt_job *sr_ckpt_job_stage(struct sr_trainer *t, int64_t step, const char *dir)
 {
     struct sr_ckpt_job *j = sr_calloc(1, sizeof *j);
-    j->flags = sr_calloc((size_t)world_size, sizeof *j->flags);
+    j->flags = sr_calloc((size_t)t->world_size, sizeof *j->flags);
     double t0 = sr_now_s();
     size_t at = 0;
     j->step = step;
@@ -100,7 +94,7 @@ struct sr_ckpt_job *sr_ckpt_job_stage(struct sr_trainer *t, int64_t step, const 
     if (t->rank == 0)
         stage_dense(t, j, &at);
     sr_dev_sync(t->dev, NULL);
-    put_seconds(&j->mine[SR_CKPT_R_COPY_S], sr_now_s() - t0);
+    sr_ckpt_put_seconds(&j->mine[SR_CKPT_R_COPY_S], sr_now_s() - t0);
     j->mine[SR_CKPT_R_COPY_BYTES] = t->ckpt.staging ? sizeof(float) * (uint64_t)at : 0;
     return j;
 }
@@ -131,7 +125,7 @@ static void write_files(struct sr_ckpt_job *j)
     if (rc)
         snprintf(j->error, sizeof j->error, "%s", sr_error_message());
     m[SR_CKPT_R_RC] = (uint64_t)(int64_t)rc;
-    put_seconds(&m[SR_CKPT_R_WRITE_S], sr_now_s() - t0);
+    sr_ckpt_put_seconds(&m[SR_CKPT_R_WRITE_S], sr_now_s() - t0);
     j->thread_allocs = sr_alloc_count_this_thread() - a0;
     atomic_store(&j->done, 1);
 }

@@ -12,6 +12,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "shardrec/safetensors.h"
 #include "train/checkpoint_format.h"
@@ -34,6 +35,19 @@ enum {
     SR_CKPT_R_COPY_BYTES,
     SR_CKPT_R_N
 };
+
+/* Seconds travel in mine[] as the bits of a double. */
+static inline void sr_ckpt_put_seconds(uint64_t *slot, double s)
+{
+    memcpy(slot, &s, sizeof s);
+}
+
+static inline double sr_ckpt_seconds(uint64_t bits)
+{
+    double s;
+    memcpy(&s, &bits, sizeof s);
+    return s;
+}
 
 struct sr_ckpt_job {
     int64_t step;
@@ -58,8 +72,7 @@ struct sr_ckpt_job {
 /* Between two steps, the streams drained: stage this rank's tensors for the
  * checkpoint of `step` in `dir` (copied into t->ckpt.staging when there is
  * one, the copy timed into mine[SR_CKPT_R_COPY_S]). */
-struct sr_ckpt_job *sr_ckpt_job_stage(struct sr_trainer *t, int64_t step, const char *dir,
-                                     int world_size);
+struct sr_ckpt_job *sr_ckpt_job_stage(struct sr_trainer *t, int64_t step, const char *dir);
 /* Write the job's files: on a thread of its own when `thread`, else here. */
 void sr_ckpt_job_start(struct sr_ckpt_job *j, int thread);
 /* Wait for the files (a no-op once joined or when written here). */

@@ -109,15 +109,6 @@ static void count_tables(const struct sr_train_config *cfg, const struct sr_plan
 }
 
 /* The MLPs' parameters (DCN's cross layers included). */
-static uint64_t dense_params(const struct sr_train_config *cfg, struct mem_tally *m);
-
-static void count_dense(const struct sr_train_config *cfg, struct mem_tally *m)
-{
-    int per_row = 0, per_elem = sr_optim_state_per_element(cfg->optimizer, &per_row);
-    mem_count(m, MEM_DENSE, -1,
-              mem_mul3(m, dense_params(cfg, m), 2 + (uint64_t)per_elem, sizeof(float)));
-}
-
 static uint64_t dense_params(const struct sr_train_config *cfg, struct mem_tally *m)
 {
     struct sr_dlrm_config dc;
@@ -137,6 +128,13 @@ static uint64_t dense_params(const struct sr_train_config *cfg, struct mem_tally
         params = mem_add(m, params, mem_mul3(m, (uint64_t)dc.dcn_layers, 2 * R + 1, n));
     }
     return params;
+}
+
+static void count_dense(const struct sr_train_config *cfg, struct mem_tally *m)
+{
+    int per_row = 0, per_elem = sr_optim_state_per_element(cfg->optimizer, &per_row);
+    mem_count(m, MEM_DENSE, -1,
+              mem_mul3(m, dense_params(cfg, m), 2 + (uint64_t)per_elem, sizeof(float)));
 }
 
 /* Whether checkpoints stage through host memory: on a device the host cannot
