@@ -181,7 +181,7 @@ for st in "${stages[@]}"; do
         row "build" "ok ($(git rev-parse --short HEAD 2>/dev/null || echo tree))"
         ;;
     test)
-        timeout 480 make BUILD=$BUILD test-gpu >"$OUTDIR/test-gpu.log" 2>&1
+        timeout ${TEST_TIMEOUT:-480} make BUILD=$BUILD test-gpu >"$OUTDIR/test-gpu.log" 2>&1
         rc=$?
         grep -E "FAIL|PASS|ok|not ok" "$OUTDIR/test-gpu.log" | tail -40
         row "make test-gpu" "$([ $rc -eq 0 ] && echo passed || echo "FAILED rc $rc")"

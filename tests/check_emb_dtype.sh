@@ -181,7 +181,6 @@ refuse() { # NAME PATTERN ARGS...
         fail=1
     fi
 }
-refuse cuda "with --device cuda: not built yet" --device cuda
 refuse bad-dtype "--emb-dtype bf17: expected fp32, fp16 or bf16" --emb-dtype bf17
 refuse bad-rounding "--emb-rounding up: expected nearest or stochastic" --emb-rounding up
 

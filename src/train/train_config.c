@@ -626,19 +626,6 @@ int sr_train_config_load_json(struct sr_train_config *cfg, const char *path)
 
 /* ---- checks ----------------------------------------------------------------- */
 
-/* 16-bit tables: what is not built for them yet (exit status 2): GPU training. */
-static int check_emb_dtype(const struct sr_train_config *cfg)
-{
-    if (cfg->emb_dtype == SR_DTYPE_F32)
-        return SR_OK;
-    if (cfg->device == SR_DEVICE_CHOICE_CUDA)
-        return sr_error_set(SR_ERR_UNSUPPORTED,
-                            "--emb-dtype %s with --device cuda: not built yet (16-bit tables "
-                            "train on the CPU); HINT: --emb-dtype fp32",
-                            sr_dtype_name(cfg->emb_dtype));
-    return SR_OK;
-}
-
 int sr_train_config_check(const struct sr_train_config *cfg)
 {
     struct sr_dlrm_config dc;
@@ -681,8 +668,6 @@ int sr_train_config_check(const struct sr_train_config *cfg)
         return sr_error_set(SR_ERR_INVALID_ARG, "--batch-size and --steps must be at least 1");
     if (cfg->lr <= 0 || (cfg->emb_lr <= 0 && cfg->emb_lr != -1.0f))
         return sr_error_set(SR_ERR_INVALID_ARG, "learning rates must be positive");
-    if ((rc = check_emb_dtype(cfg)))
-        return rc;
     if (!sr_dtype_is_wire(cfg->comm_dtype) || !sr_dtype_is_wire(cfg->dense_comm_dtype))
         return sr_error_set(SR_ERR_INVALID_ARG,
                             "--comm-dtype and --dense-comm-dtype take fp32, fp16 or bf16");

@@ -85,11 +85,6 @@ int sr_trainer_select_device(struct sr_trainer *t)
         if (gpu)
             dev = gpu;
     }
-    if (cfg->emb_dtype != SR_DTYPE_F32 && dev->kind == SR_DEVICE_CUDA)
-        return sr_error_set(SR_ERR_UNSUPPORTED,
-                            "--emb-dtype %s on %s: 16-bit tables are not looked up on a GPU yet; "
-                            "HINT: --device cpu, or --emb-dtype fp32",
-                            sr_dtype_name(cfg->emb_dtype), dev->name);
     if (cfg->math != SR_MATH_FP32 && dev->kind != SR_DEVICE_CUDA)
         return sr_error_set(SR_ERR_UNSUPPORTED,
                             "--math %s needs a CUDA device; the CPU computes in fp32 only "

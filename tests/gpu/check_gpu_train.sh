@@ -23,6 +23,8 @@
 #      steps on cuda and on cpu: the final evaluation's logloss within 0.1%.
 #   5. checkpoints on CUDA: overlapped writes hold sync's bytes, and --resume
 #      continues bit for bit (part5).
+#   6. 16-bit tables (--emb-dtype bf16|fp16) on CUDA equal the CPU's, and
+#      their checkpoints resume bit for bit (part6).
 #
 # Stops with a message and exit status 1 when no GPU is visible (or the build
 # lacks CUDA). Needs python3 (standard library only) and, for part 2, mpirun.
@@ -32,7 +34,7 @@ sr_threads=keep
 bin=${SHARDREC:-$sr_shardrec}
 rtol=${RTOL:-1e-4}
 equiv_rtol=${EQUIV_RTOL:-1e-5}
-parts=${PARTS:-1 2 3 4 5}
+parts=${PARTS:-1 2 3 4 5 6}
 sh "$sr_tests/gpu/require_gpu.sh" check_gpu_train || exit 1
 sr_need_built "$bin"
 command -v python3 >/dev/null 2>&1 || { echo "check_gpu_train: FAIL: python3 is needed"; exit 1; }
@@ -207,43 +209,80 @@ PY
 # overlapped write (the default on a GPU) holds the same bytes as sync's in
 # every file, and --resume from step 4 ends on the straight run's losses,
 # evaluations and weights, bit for bit; with each --pipeline, CUDA graphs on.
+ck_case() { # PIPELINE LABEL EXTRA-FLAGS...
+    pipe=$1 label=$2
+    shift 2
+    flags="--steps 12 --log-every 1 --no-progress --eval-every 6 --eval-samples 4096 --ids-per-feature 1-3 --emb-optimizer rowwise_adagrad --device cuda $*"
+    why=""
+    for mode in overlap sync; do
+        rm -rf "$tmp/ck-$mode"
+        "$bin" train $flags --pipeline $pipe --checkpoint-dir "$tmp/ck-$mode" \
+            --checkpoint-every 4 --checkpoint-keep 10 --checkpoint-write $mode \
+            --metrics "$tmp/ck-$mode.jsonl" --save-weights "$tmp/ck-$mode.st" \
+            >"$tmp/ck-$mode.log" 2>&1 || why="$why the $mode run failed;"
+    done
+    for s in 4 8 12; do
+        d=step-$(printf '%08d' $s)
+        for f in "$tmp/ck-sync/$d"/*; do
+            cmp -s "$f" "$tmp/ck-overlap/$d/$(basename "$f")" ||
+                why="$why $d/$(basename "$f") differs (overlap vs sync);"
+        done
+    done
+    grep -q "behind [0-9]* steps\{0,1\} of training" "$tmp/ck-overlap.log" ||
+        why="$why the overlap run did not overlap;"
+    "$bin" train $flags --pipeline $pipe --resume "$tmp/ck-overlap/step-00000004" \
+        --metrics "$tmp/ck-r.jsonl" --save-weights "$tmp/ck-r.st" >"$tmp/ck-r.log" 2>&1 ||
+        why="$why the resume failed;"
+    grep -o '"\(step\|loss\|eval_auc\|eval_logloss\)": *[^,}]*' "$tmp/ck-overlap.jsonl" |
+        awk '/"step"/ { s = $2 } s >= 5' >"$tmp/ca"
+    grep -o '"\(step\|loss\|eval_auc\|eval_logloss\)": *[^,}]*' "$tmp/ck-r.jsonl" >"$tmp/cb"
+    [ -s "$tmp/ca" ] && cmp -s "$tmp/ca" "$tmp/cb" || why="$why resumed metrics differ;"
+    cmp -s "$tmp/ck-overlap.st" "$tmp/ck-r.st" || why="$why resumed weights differ;"
+    if [ -z "$why" ]; then
+        echo "ok   checkpoints on cuda ($label): overlap's files = sync's; resume from step 4 = the straight run, bit for bit"
+        grep "^checkpoint step 12" "$tmp/ck-overlap.log" | sed 's/^/     /'
+    else
+        echo "FAIL checkpoints on cuda ($label):$why"
+        tail -3 "$tmp/ck-r.log"
+        fail=1
+    fi
+}
+
 part5() {
-    flags="--steps 12 --log-every 1 --no-progress --eval-every 6 --eval-samples 4096 --ids-per-feature 1-3 --emb-optimizer rowwise_adagrad --device cuda"
     for pipe in sparse-dist none; do
+        ck_case $pipe "--pipeline $pipe"
+    done
+}
+
+# ---- 6. 16-bit tables on CUDA ---------------------------------------------------
+# --emb-dtype on the GPU against the CPU: part 1's job (20 steps, lr 0.01,
+# fp32 math) with bf16 tables and stochastic rounding (SGD and row-wise
+# Adagrad) and fp16 tables rounded to nearest. Both devices draw the same
+# rounding bits, so they part only where their fp32 sums differ in the last
+# bits next to a 16-bit rounding boundary: losses and evaluations within
+# RTOL16 (1e-3) relative, weights within 2 ulps of bf16 (8e-3). Then a
+# checkpoint of bf16 tables on CUDA resumes bit for bit (part 5's check).
+part6() {
+    rtol16=${RTOL16:-1e-3}
+    base="--steps 20 --log-every 1 --math fp32 --no-progress --lr 0.01"
+    for case in "bf16 sgd stochastic" "bf16 rowwise_adagrad stochastic" "fp16 sgd nearest"; do
+        set -- $case
+        flags="$base --emb-dtype $1 --emb-optimizer $2 --emb-rounding $3"
         why=""
-        for mode in overlap sync; do
-            rm -rf "$tmp/ck-$mode"
-            "$bin" train $flags --pipeline $pipe --checkpoint-dir "$tmp/ck-$mode" \
-                --checkpoint-every 4 --checkpoint-keep 10 --checkpoint-write $mode \
-                --metrics "$tmp/ck-$mode.jsonl" --save-weights "$tmp/ck-$mode.st" \
-                >"$tmp/ck-$mode.log" 2>&1 || why="$why the $mode run failed;"
+        for dev in cuda cpu; do
+            "$bin" train $flags --device $dev --metrics "$tmp/h-$dev.jsonl" \
+                --save-weights "$tmp/h-$dev.st" >"$tmp/h-$dev.log" 2>&1 ||
+                { why="$why --device $dev failed: $(tail -1 "$tmp/h-$dev.log");"; }
         done
-        for s in 4 8 12; do
-            d=step-$(printf '%08d' $s)
-            for f in "$tmp/ck-sync/$d"/*; do
-                cmp -s "$f" "$tmp/ck-overlap/$d/$(basename "$f")" ||
-                    why="$why $d/$(basename "$f") differs (overlap vs sync);"
-            done
-        done
-        grep -q "behind [0-9]* steps\{0,1\} of training" "$tmp/ck-overlap.log" ||
-            why="$why the overlap run did not overlap;"
-        "$bin" train $flags --pipeline $pipe --resume "$tmp/ck-overlap/step-00000004" \
-            --metrics "$tmp/ck-r.jsonl" --save-weights "$tmp/ck-r.st" >"$tmp/ck-r.log" 2>&1 ||
-            why="$why the resume failed;"
-        grep -o '"\(step\|loss\|eval_auc\|eval_logloss\)": *[^,}]*' "$tmp/ck-overlap.jsonl" |
-            awk '/"step"/ { s = $2 } s >= 5' >"$tmp/ca"
-        grep -o '"\(step\|loss\|eval_auc\|eval_logloss\)": *[^,}]*' "$tmp/ck-r.jsonl" >"$tmp/cb"
-        [ -s "$tmp/ca" ] && cmp -s "$tmp/ca" "$tmp/cb" || why="$why resumed metrics differ;"
-        cmp -s "$tmp/ck-overlap.st" "$tmp/ck-r.st" || why="$why resumed weights differ;"
-        if [ -z "$why" ]; then
-            echo "ok   checkpoints on cuda (--pipeline $pipe): overlap's files = sync's; resume from step 4 = the straight run, bit for bit"
-            grep "^checkpoint step 12" "$tmp/ck-overlap.log" | sed 's/^/     /'
+        if [ -z "$why" ] && out=$(compare "$tmp/h-cuda.jsonl" "$tmp/h-cpu.jsonl" "$rtol16" 20) &&
+            wout=$(compare "$tmp/h-cuda.jsonl" "$tmp/h-cpu.jsonl" 8e-3 20 "$tmp/h-cuda.st" "$tmp/h-cpu.st"); then
+            echo "ok   $1 tables on cuda = cpu ($2, $3 rounding, 20 steps, rtol $rtol16; weights 8e-3): $out"
         else
-            echo "FAIL checkpoints on cuda (--pipeline $pipe):$why"
-            tail -3 "$tmp/ck-r.log"
+            echo "FAIL $1 tables on cuda vs cpu ($2, $3 rounding):$why ${out:-} ${wout:-}"
             fail=1
         fi
     done
+    ck_case sparse-dist "bf16 tables" --emb-dtype bf16
 }
 
 for p in $parts; do
