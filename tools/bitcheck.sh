@@ -15,7 +15,8 @@
 # sharding type and a mixed plan, both pipelines, fp32 and bf16/fp16 wires.
 # Run it once per device: plain, SR_CPU_DEFERRED=1 and SR_CPU_DEFERRED=opaque
 # in the environment. cuda: the same on --device cuda with graphs on and off
-# (ranks share the GPU). quick: a shorter list (1 and 2 ranks).
+# (ranks share the GPU). quick: a shorter list (1 and 2 ranks). Both run the
+# DCNv2 interaction too (1 rank).
 set -u
 old=$1 new=$2 dev=${3:-cpu} quick=${4:-}
 sr_threads=keep
@@ -74,7 +75,13 @@ case_() { # name np args...
 }
 
 pipes="none sparse-dist"
+# DCNv2 cross layers: D 8 (the GPU's float4 path) and D 6 (its scalar path)
+for d in 8 6; do
+    case_ "1r-dcn-d$d" 1 --interaction dcn --dcn-layers 2 --dcn-rank 8 --embedding-dim $d --bot-mlp 13-16-$d \
+        --optimizer adagrad
+done
 if [ "$dev" = cuda ]; then
+    case_ "1r-dcn-tf32" 1 --interaction dcn --dcn-layers 3 --dcn-rank 8 --math tf32
     for g in --cuda-graphs --no-cuda-graphs; do
         for o in sgd rowwise_adagrad; do
             case_ "1r-sparse-dist-$o$g" 1 --pipeline sparse-dist --emb-optimizer $o $g

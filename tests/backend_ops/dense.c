@@ -338,7 +338,9 @@ static void interaction_cases(void)
  * demb start as u's first B·D values and emb's: any values do. */
 static void dcn_cases(void)
 {
-    static const int shapes[][3] = {{256, 26, 16}, {1, 1, 1}, {33, 8, 130}, {7, 3, 5}, {2048, 26, 16}};
+    /* D a multiple of 4 takes the GPU's float4 path; B 70000 passes its 65535 block rows */
+    static const int shapes[][3] = {{256, 26, 16}, {1, 1, 1},    {33, 8, 130},  {7, 3, 5},
+                                    {2048, 26, 16}, {300, 26, 128}, {70000, 1, 4}};
     struct ops_rng r = ops_rng_of("dcn");
     char name[96];
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {

@@ -260,25 +260,31 @@ part5() {
 # Adagrad) and fp16 tables rounded to nearest. Both devices draw the same
 # rounding bits, so they part only where their fp32 sums differ in the last
 # bits next to a 16-bit rounding boundary: losses and evaluations within
-# RTOL16 (1e-3) relative, weights within 2 ulps of bf16 (8e-3). Then a
-# checkpoint of bf16 tables on CUDA resumes bit for bit (part 5's check).
+# RTOL16 (1e-3) relative. With SGD the weights too, within 2 ulps of bf16
+# (8e-3) plus 1e-5. Not with row-wise Adagrad: its first update of a row
+# moves it by about lr whatever the gradient's size, so a gradient that is
+# rounding noise on both devices moves a weight far, by chance (measured on
+# an H200: 10 bf16 ulps in one element, 2% in a dense weight near zero, the
+# evaluations within 1.5e-4). Then a checkpoint of bf16 tables on CUDA
+# resumes bit for bit (part 5's check).
 part6() {
     rtol16=${RTOL16:-1e-3}
     base="--steps 20 --log-every 1 --math fp32 --no-progress --lr 0.01"
     for case in "bf16 sgd stochastic" "bf16 rowwise_adagrad stochastic" "fp16 sgd nearest"; do
         set -- $case
         flags="$base --emb-dtype $1 --emb-optimizer $2 --emb-rounding $3"
-        why=""
+        why="" wout="" weights="" what="weights 8e-3 + 1e-5"
         for dev in cuda cpu; do
             "$bin" train $flags --device $dev --metrics "$tmp/h-$dev.jsonl" \
                 --save-weights "$tmp/h-$dev.st" >"$tmp/h-$dev.log" 2>&1 ||
                 { why="$why --device $dev failed: $(tail -1 "$tmp/h-$dev.log");"; }
         done
+        [ "$2" = sgd ] && weights="$tmp/h-cuda.st $tmp/h-cpu.st" || what="losses only"
         if [ -z "$why" ] && out=$(compare "$tmp/h-cuda.jsonl" "$tmp/h-cpu.jsonl" "$rtol16" 20) &&
-            wout=$(compare "$tmp/h-cuda.jsonl" "$tmp/h-cpu.jsonl" 8e-3 20 "$tmp/h-cuda.st" "$tmp/h-cpu.st"); then
-            echo "ok   $1 tables on cuda = cpu ($2, $3 rounding, 20 steps, rtol $rtol16; weights 8e-3): $out"
+            wout=$(ATOL=1e-5 compare "$tmp/h-cuda.jsonl" "$tmp/h-cpu.jsonl" 8e-3 20 $weights); then
+            echo "ok   $1 tables on cuda = cpu ($2, $3 rounding, 20 steps, rtol $rtol16; $what): $out"
         else
-            echo "FAIL $1 tables on cuda vs cpu ($2, $3 rounding):$why ${out:-} ${wout:-}"
+            echo "FAIL $1 tables on cuda vs cpu ($2, $3 rounding):$why ${out:-} $wout"
             fail=1
         fi
     done

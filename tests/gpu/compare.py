@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """compare.py A.jsonl B.jsonl RTOL STEPS [A.st B.st]: two runs' metrics (per-step
 losses and eval_* values) within RTOL relative, and with two safetensors files
-every weight too (|a - b| <= RTOL |a| + 1e-7). Prints the largest differences;
+every weight too (|a - b| <= RTOL |a| + ATOL, ATOL from the environment,
+default 1e-7). Prints the largest differences;
 exit status 1 when any is past RTOL. Standard library only."""
 import json, struct, sys
 from array import array
@@ -40,13 +41,14 @@ for s in sorted(la):
         if r > rtol:
             bad.append(f"step {s} {k}: {x!r} vs {y!r} (rel {r:.2e})")
 wmax = 0.0
+atol = float(__import__('os').environ.get('ATOL', '1e-7'))
 if len(sys.argv) > 6:
     wa, wb = tensors(sys.argv[5]), tensors(sys.argv[6])
     assert wa.keys() == wb.keys(), (sorted(wa), sorted(wb))
     for k in sorted(wa):
         for x, y in zip(wa[k], wb[k]):
             d = abs(x - y)
-            if d > rtol * abs(x) + 1e-7:
+            if d > rtol * abs(x) + atol:
                 bad.append(f"weight {k}: {x!r} vs {y!r}")
                 break
             wmax = max(wmax, d / (abs(x) + 1e-6))

@@ -1,7 +1,7 @@
 /*
  * CUDA dense ops (the table of device/ops_dense.h): GEMMs through cuBLASLt,
- * the linear layer's epilogues, ReLU, the DLRM dot interaction, the DCNv2
- * cross layer's elementwise parts and the fused BCE loss.
+ * the linear layer's epilogues, ReLU, the DLRM dot interaction and the fused
+ * BCE loss (the DCNv2 cross layer's elementwise parts: cuda_dcn.cu).
  *
  * GEMM. Matrices are row-major; cuBLASLt is column-major, and a row-major
  * (r, c) matrix with stride ld is the column-major (c, r) matrix with the same
@@ -15,9 +15,10 @@
  * operands are rounded to bf16 into a scratch buffer by a cast kernel and
  * multiplied with fp32 accumulation into the fp32 C).
  *
- * Reductions. Column sums (bias gradients) run in two deterministic passes:
- * each block sums a fixed chunk of rows per column into a partial row, then
- * one thread per column adds the partials in chunk order. The loss is summed
+ * Reductions. Column sums (bias gradients) run in two deterministic passes
+ * (cuda_column_sums.cuh): each block sums a fixed chunk of rows per column
+ * into a partial row, then one thread per column adds the partials in chunk
+ * order. The loss is summed
  * in double by one block in a fixed tree. Nothing uses atomics, so reruns are
  * bit-identical.
  *
@@ -32,6 +33,7 @@
 #include <cublasLt.h>
 #include <cuda_bf16.h>
 
+#include "device/cuda/cuda_column_sums.cuh"
 #include "device/cuda/cuda_internal.h"
 
 extern "C" {
@@ -344,36 +346,6 @@ static void cu_relu_backward(struct sr_device *dev, sr_stream_t s, const float *
     SR_CU_LAUNCHED();
 }
 
-/* Pass 1 of the column sums: block (x, y) masks (when relu) and sums rows
- * [y*chunk, (y+1)*chunk) of columns [32Vx, 32Vx + 32V) into partial[y][col].
- * Threads (tx, ty): columns 32Vx + V tx .. + V (V = 4: float4, when cols and
- * the pointers allow), rows ty, ty + 8, ... of the chunk, 4 rows' loads in
- * flight, added in row order; then the 8 row lanes are added in a fixed tree. */
-#define SUM_TY 8
-template <int V> struct colvec {
-    float x[V];
-};
-
-template <int V> __device__ __forceinline__ colvec<V> col_load(const float *p)
-{
-    colvec<V> v;
-    if constexpr (V == 4) {
-        const float4 t = *(const float4 *)p;
-        v.x[0] = t.x, v.x[1] = t.y, v.x[2] = t.z, v.x[3] = t.w;
-    } else {
-        v.x[0] = *p;
-    }
-    return v;
-}
-
-template <int V> __device__ __forceinline__ void col_store(float *p, colvec<V> v)
-{
-    if constexpr (V == 4)
-        *(float4 *)p = make_float4(v.x[0], v.x[1], v.x[2], v.x[3]);
-    else
-        *p = v.x[0];
-}
-
 /* dy masked by y > 0 (relu) or as it is; stored back when masked. */
 template <int V>
 __device__ __forceinline__ colvec<V> masked(const float *y, float *dy, size_t i, int relu)
@@ -389,53 +361,22 @@ __device__ __forceinline__ colvec<V> masked(const float *y, float *dy, size_t i,
     return v;
 }
 
+/* Pass 1 of the column sums (cuda_column_sums.cuh), dy masked by y > 0 first
+ * when relu. */
 template <int V>
 __global__ void column_partials_kernel(const float *y, float *dy, int rows, int cols, int relu,
                                        int chunk, float *partial)
 {
-    __shared__ float lane[SUM_TY][32 * V + 1];
     const int c = (blockIdx.x * 32 + threadIdx.x) * V;
     const int r0 = blockIdx.y * chunk, r1 = min(rows, r0 + chunk);
     float acc[V];
 #pragma unroll
     for (int e = 0; e < V; e++)
         acc[e] = 0.0f;
-    if (c < cols) {
-        int r = r0 + threadIdx.y;
-        for (; r + 3 * SUM_TY < r1; r += 4 * SUM_TY) {
-            colvec<V> v[4];
-#pragma unroll
-            for (int u = 0; u < 4; u++)
-                v[u] = masked<V>(y, dy, (size_t)(r + u * SUM_TY) * cols + c, relu);
-#pragma unroll
-            for (int u = 0; u < 4; u++)
-#pragma unroll
-                for (int e = 0; e < V; e++)
-                    acc[e] += v[u].x[e];
-        }
-        for (; r < r1; r += SUM_TY) {
-            const colvec<V> v = masked<V>(y, dy, (size_t)r * cols + c, relu);
-#pragma unroll
-            for (int e = 0; e < V; e++)
-                acc[e] += v.x[e];
-        }
-    }
-#pragma unroll
-    for (int e = 0; e < V; e++)
-        lane[threadIdx.y][threadIdx.x * V + e] = acc[e];
-    __syncthreads();
-    for (int half = SUM_TY / 2; half > 0; half /= 2) {
-        if (threadIdx.y < half)
-#pragma unroll
-            for (int e = 0; e < V; e++)
-                lane[threadIdx.y][threadIdx.x * V + e] +=
-                    lane[threadIdx.y + half][threadIdx.x * V + e];
-        __syncthreads();
-    }
-    if (threadIdx.y == 0 && c < cols)
-#pragma unroll
-        for (int e = 0; e < V; e++)
-            partial[(size_t)blockIdx.y * cols + c + e] = lane[0][threadIdx.x * V + e];
+    if (c < cols)
+        colsum_rows<V>(r0, r1, acc,
+                       [&](int r) { return masked<V>(y, dy, (size_t)r * cols + c, relu); });
+    colsum_block_store<V>(acc, c, cols, partial);
 }
 
 /* Pass 2: dbias[c] = the chunks' partials added in chunk order. */
@@ -451,6 +392,33 @@ __global__ void column_finish_kernel(const float *partial, int chunks, int cols,
     dbias[c] = acc;
 }
 
+extern "C" struct sr_cu_colsum sr_cu_colsum_plan(struct sr_device *dev, int rows, int cols,
+                                                 int V)
+{
+    struct sr_cu_colsum p;
+    p.col_blocks = (cols + 32 * V - 1) / (32 * V);
+    /* About 4 blocks per multiprocessor, chunks of at least 64 rows. */
+    int want = 4 * sr_cu_ctx(dev)->num_sms / p.col_blocks;
+    int chunks = want < 1 ? 1 : want;
+    if (chunks > (rows + 63) / 64)
+        chunks = (rows + 63) / 64;
+    if ((size_t)chunks * cols > PARTIAL_FLOATS)
+        chunks = (int)(PARTIAL_FLOATS / cols);
+    SR_ASSERT(chunks >= 1);
+    p.chunk = (rows + chunks - 1) / chunks;
+    p.chunks = (rows + p.chunk - 1) / p.chunk;
+    p.partial = state_of(dev)->partial;
+    return p;
+}
+
+extern "C" void sr_cu_colsum_finish(cudaStream_t st, const struct sr_cu_colsum *plan, int cols,
+                                    float *dbias)
+{
+    column_finish_kernel<<<(cols + 127) / 128, 128, 0, st>>>(plan->partial, plan->chunks, cols,
+                                                             dbias);
+    SR_CU_LAUNCHED();
+}
+
 static void cu_relu_bias_backward(struct sr_device *dev, sr_stream_t s, const float *y, float *dy,
                                   int rows, int cols, int relu, float *dbias)
 {
@@ -461,27 +429,15 @@ static void cu_relu_bias_backward(struct sr_device *dev, sr_stream_t s, const fl
         SR_CU_CHECK(cudaMemsetAsync(dbias, 0, sizeof(float) * cols, st));
         return;
     }
-    struct dense_state *ds = state_of(dev);
     const int V = cols % 4 == 0 && ((uintptr_t)y & 15) == 0 && ((uintptr_t)dy & 15) == 0 ? 4 : 1;
-    int col_blocks = (cols + 32 * V - 1) / (32 * V);
-    /* About 4 blocks per multiprocessor, chunks of at least 64 rows. */
-    int want = 4 * sr_cu_ctx(dev)->num_sms / col_blocks;
-    int chunks = want < 1 ? 1 : want;
-    if (chunks > (rows + 63) / 64)
-        chunks = (rows + 63) / 64;
-    if ((size_t)chunks * cols > PARTIAL_FLOATS)
-        chunks = (int)(PARTIAL_FLOATS / cols);
-    SR_ASSERT(chunks >= 1);
-    int chunk = (rows + chunks - 1) / chunks;
-    chunks = (rows + chunk - 1) / chunk;
-    dim3 grid(col_blocks, chunks), block(32, SUM_TY);
+    const struct sr_cu_colsum p = sr_cu_colsum_plan(dev, rows, cols, V);
+    dim3 grid(p.col_blocks, p.chunks), block(32, SUM_TY);
     if (V == 4)
-        column_partials_kernel<4><<<grid, block, 0, st>>>(y, dy, rows, cols, relu, chunk, ds->partial);
+        column_partials_kernel<4><<<grid, block, 0, st>>>(y, dy, rows, cols, relu, p.chunk, p.partial);
     else
-        column_partials_kernel<1><<<grid, block, 0, st>>>(y, dy, rows, cols, relu, chunk, ds->partial);
+        column_partials_kernel<1><<<grid, block, 0, st>>>(y, dy, rows, cols, relu, p.chunk, p.partial);
     SR_CU_LAUNCHED();
-    column_finish_kernel<<<(cols + 127) / 128, 128, 0, st>>>(ds->partial, chunks, cols, dbias);
-    SR_CU_LAUNCHED();
+    sr_cu_colsum_finish(st, &p, cols, dbias);
 }
 
 static void cu_bias_grad(struct sr_device *dev, sr_stream_t s, const float *dy, int rows, int cols,
@@ -664,77 +620,6 @@ static void cu_interaction_backward(struct sr_device *dev, sr_stream_t s, const 
     SR_CU_LAUNCHED();
 }
 
-/* ---- DCNv2 cross layer ------------------------------------------------------------ */
-
-/* x0's element c of sample b, x0 = [z_b | emb_b] (n = (F+1) D columns). */
-__device__ static inline float dcn_x0(const float *z, const float *emb, size_t b, int c, int F,
-                                      int D)
-{
-    return c < D ? z[b * D + c] : emb[b * (size_t)F * D + (c - D)];
-}
-
-/* One thread per element of (B, n), grid-stride. */
-__global__ void dcn_cross_forward_kernel(const float *z, const float *emb, const float *u,
-                                         const float *bias, const float *xl, int F, int D,
-                                         size_t total, float *y)
-{
-    const int n = (F + 1) * D;
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total;
-         i += (size_t)gridDim.x * blockDim.x) {
-        const size_t b = i / n;
-        const int c = (int)(i - b * n);
-        const float x0 = dcn_x0(z, emb, b, c, F, D);
-        y[i] = x0 * (u[i] + bias[c]) + (xl ? xl[i] : x0);
-    }
-}
-
-/* du = dy x0, and x0's share dy (u + bias) [+ dy] into dz / demb (overwritten
- * or added to); the bias gradient is du's column sums, a second pass. */
-__global__ void dcn_cross_backward_kernel(const float *z, const float *emb, const float *u,
-                                          const float *bias, const float *dy, int F, int D,
-                                          int residual, int accumulate, size_t total, float *du,
-                                          float *dz, float *demb)
-{
-    const int n = (F + 1) * D;
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total;
-         i += (size_t)gridDim.x * blockDim.x) {
-        const size_t b = i / n;
-        const int c = (int)(i - b * n);
-        const float g = dy[i] * (u[i] + bias[c]) + (residual ? dy[i] : 0.0f);
-        float *dx0 = c < D ? dz + b * D + c : demb + b * (size_t)F * D + (c - D);
-        *dx0 = accumulate ? *dx0 + g : g;
-        du[i] = dy[i] * dcn_x0(z, emb, b, c, F, D);
-    }
-}
-
-static void cu_dcn_cross_forward(struct sr_device *dev, sr_stream_t s, const float *z,
-                                 const float *emb, const float *u, const float *bias,
-                                 const float *xl, int B, int F, int D, float *y)
-{
-    const size_t total = (size_t)B * ((size_t)F + 1) * D;
-    if (!total)
-        return;
-    dcn_cross_forward_kernel<<<sr_cu_blocks((long long)total, 256), 256, 0,
-                               sr_cu_stream(dev, s)>>>(z, emb, u, bias, xl, F, D, total, y);
-    SR_CU_LAUNCHED();
-}
-
-static void cu_dcn_cross_backward(struct sr_device *dev, sr_stream_t s, const float *z,
-                                  const float *emb, const float *u, const float *bias,
-                                  const float *dy, int B, int F, int D, int residual,
-                                  int accumulate, float *du, float *dbias, float *dz, float *demb)
-{
-    const int n = (F + 1) * D;
-    const size_t total = (size_t)B * n;
-    if (total) {
-        dcn_cross_backward_kernel<<<sr_cu_blocks((long long)total, 256), 256, 0,
-                                    sr_cu_stream(dev, s)>>>(z, emb, u, bias, dy, F, D, residual,
-                                                            accumulate, total, du, dz, demb);
-        SR_CU_LAUNCHED();
-    }
-    cu_bias_grad(dev, s, du, B, n, dbias); /* fixed-order column sums, as the linear layers' */
-}
-
 /* ---- loss ------------------------------------------------------------------------- */
 
 __device__ static inline float sigmoidf_stable(float x)
@@ -792,7 +677,7 @@ extern "C" const struct sr_dense_ops sr_cuda_dense_ops = {
     .relu_bias_backward = cu_relu_bias_backward,
     .interaction_forward = cu_interaction_forward,
     .interaction_backward = cu_interaction_backward,
-    .dcn_cross_forward = cu_dcn_cross_forward,
-    .dcn_cross_backward = cu_dcn_cross_backward,
+    .dcn_cross_forward = sr_cu_dcn_cross_forward,
+    .dcn_cross_backward = sr_cu_dcn_cross_backward,
     .bce_with_logits = cu_bce_with_logits,
 };

@@ -73,6 +73,15 @@ extern const struct sr_cast_ops sr_cuda_cast_ops;             /* cuda_cast.cu */
 /* cuda_dense.cu: the dense state of a new device (cuBLASLt) and its release. */
 void sr_cuda_dense_init(struct sr_device *dev);
 void sr_cuda_dense_free(struct sr_device *dev);
+
+/* cuda_dcn.cu: the dense ops dcn_cross_forward and dcn_cross_backward. */
+void sr_cu_dcn_cross_forward(struct sr_device *dev, sr_stream_t s, const float *z,
+                             const float *emb, const float *u, const float *bias, const float *xl,
+                             int B, int F, int D, float *y);
+void sr_cu_dcn_cross_backward(struct sr_device *dev, sr_stream_t s, const float *z,
+                              const float *emb, const float *u, const float *bias, const float *dy,
+                              int B, int F, int D, int residual, int accumulate, float *du,
+                              float *dbias, float *dz, float *demb);
 #ifdef __cplusplus
 }
 #endif
