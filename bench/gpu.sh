@@ -27,7 +27,8 @@
 #   d      workload D's tables (dot interaction, not DCNv2): batch 16384, tf32,
 #          row-wise Adagrad, 1-16 ids per feature
 #   dd     workload D itself (--workload D: DCNv2, BENCH.md's ids per feature),
-#          tf32, tables in $EMB_DTYPE (fp32 by default; bf16: 16-bit tables)
+#          math $MATH (tf32 by default), tables in $EMB_DTYPE (fp32 by default;
+#          bf16: 16-bit tables)
 #   peers  the PyTorch DLRM reference (.peers/dlrm/dlrm_s_pytorch.py) and
 #          TorchRec (torchrec_gpu.py from .peers/, shared/peers/ or
 #          ../shared/peers/; wheels from $PEER_WHL, else /tmp/whl as
@@ -238,8 +239,8 @@ for st in "${stages[@]}"; do
         # $EMB_DTYPE (default fp32; bf16 halves their bytes)
         # (the preset's optimizers: COMMON without its --optimizer and --lr)
         COMMON="--device cuda --batch-pool 8 --eval-samples 0 --eval-every 0 --no-progress" \
-            TRAIN_TIMEOUT=${TRAIN_TIMEOUT:-540} both "D dcn b16384 tf32 ${EMB_DTYPE:-fp32} tables" \
-            "$STEPS_D" --workload D --math tf32 --emb-dtype "${EMB_DTYPE:-fp32}"
+            TRAIN_TIMEOUT=${TRAIN_TIMEOUT:-540} both "D dcn b16384 ${MATH:-tf32} ${EMB_DTYPE:-fp32} tables" \
+            "$STEPS_D" --workload D --math "${MATH:-tf32}" --emb-dtype "${EMB_DTYPE:-fp32}"
         ;;
     peers)
         PEERS=${PEERS:-.peers}

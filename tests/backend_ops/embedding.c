@@ -145,12 +145,15 @@ struct emb_data {
  * the same fp32 update narrows to the same bits (stochastic bits come from
  * the element, not the device), so only a row whose fp32 update may differ
  * in its last bits may land one 16-bit unit (2^-8 of bf16, 2^-11 of fp16,
- * for weights below 1) apart, per term read: hot rows summed in pieces
- * (step_tol above OPS_TOL), and row-wise Adagrad, whose Σ g² a device may
+ * for weights below 1) apart, per term read: a row with more than one id in
+ * the step, whose gradient a device may add in another order (even where the
+ * fp32 sums agree within OPS_TOL, one bit of difference next to a 16-bit
+ * rounding boundary flips it: seen on an H200 in a run of 201 ids of an fp16
+ * table rounded to nearest), and row-wise Adagrad, whose Σ g² a device may
  * add in another order. */
 static double tol16(const struct emb_data *d, int terms)
 {
-    if (d->step_tol <= OPS_TOL && d->kind != SR_OPTIM_ROWWISE_ADAGRAD)
+    if (d->longest_run <= 1 && d->kind != SR_OPTIM_ROWWISE_ADAGRAD)
         return OPS_TOL;
     return terms * (d->dtype == SR_DTYPE_BF16 ? 0x1p-8 : 0x1p-11) + d->step_tol;
 }
