@@ -51,7 +51,7 @@ static void train_help(void)
         "  --lr X                 dense learning rate (default 0.1)\n"
         "  --emb-lr X             embedding learning rate (default: --lr)\n"
         "  --emb-dtype T          tables stored in fp32 (default), fp16 or bf16; arithmetic\n"
-        "                         and optimizer state stay fp32 (16-bit: CPU only for now)\n"
+        "                         and optimizer state stay fp32 (half the table memory)\n"
         "  --emb-rounding R       16-bit tables: stochastic (default) or nearest\n"
         "  --lr-schedule S        constant | warmup_poly:WARMUP:DECAY_START:DECAY_STEPS[:POWER]\n"
         "                         (linear warm-up, then polynomial decay to 0; default constant)\n"
