@@ -21,9 +21,11 @@
 #   k      workload K (BENCH.md): batch 2048 fp32 and tf32 SGD, batch 16384
 #   m      workload M: batch 16384, fp32 SGD, fp32 row-wise Adagrad, tf32 SGD
 #   ckpt   workload M's 13.3 GB of tables checkpointed while training: the run
-#          without checkpoints, then with a checkpoint every STEPS_CK/3 steps
-#          (default 1500 steps) overlapped and sync; each checkpoint's stall,
-#          copy to pinned host memory and write (CKPT_DIR, default /tmp/ck-m)
+#          without checkpoints (CK_BASE=0: not run), then with a checkpoint
+#          every CK_EVERY steps (default STEPS_CK/3; STEPS_CK default 1500)
+#          in each of CKPT_MODES (default "overlap sync"); each checkpoint's
+#          stall, copy to pinned host memory and write (CKPT_DIR, default
+#          /tmp/ck-m)
 #   d      workload D's tables (dot interaction, not DCNv2): batch 16384, tf32,
 #          row-wise Adagrad, 1-16 ids per feature
 #   dd     workload D itself (--workload D: DCNv2, BENCH.md's ids per feature),
@@ -207,16 +209,21 @@ for st in "${stages[@]}"; do
         ;;
     ckpt)
         # workload M's tables (26 x 1M x 128 fp32: 13.3 GB) checkpointed while
-        # training, overlapped (the default on a GPU) and sync, beside the same
-        # run without checkpoints; a checkpoint every STEPS_CK/3 steps, the last
-        # at the run's end (which waits for its write); on $CKPT_DIR's disk
+        # training in each of $CKPT_MODES (default: overlapped, the default on
+        # a GPU, and sync), beside the same run without checkpoints (CK_BASE=0
+        # leaves it out); a checkpoint every $CK_EVERY steps (default
+        # STEPS_CK/3), the last at the run's end (which waits for its write);
+        # on $CKPT_DIR's disk. A mid-run checkpoint stalls training only by its
+        # copy when its write ends within CK_EVERY steps.
         local_dir=${CKPT_DIR:-/tmp/ck-m}
-        every=$((${STEPS_CK:-1500} / 3))
-        train uniform "M b16384 fp32 sgd, no checkpoints" "${STEPS_CK:-1500}" $M_FLAGS --emb-optimizer sgd --batch-size 16384
-        for mode in overlap sync; do
+        steps_ck=${STEPS_CK:-1500}
+        every=${CK_EVERY:-$((steps_ck / 3))}
+        [ "${CK_BASE:-1}" = 0 ] ||
+            train uniform "M b16384 fp32 sgd, no checkpoints" "$steps_ck" $M_FLAGS --emb-optimizer sgd --batch-size 16384
+        for mode in ${CKPT_MODES:-overlap sync}; do
             rm -rf "$local_dir"
             label="M b16384 fp32 sgd, checkpoints $mode"
-            train uniform "$label" "${STEPS_CK:-1500}" $M_FLAGS --emb-optimizer sgd --batch-size 16384 \
+            train uniform "$label" "$steps_ck" $M_FLAGS --emb-optimizer sgd --batch-size 16384 \
                 --checkpoint-dir "$local_dir" --checkpoint-every $every --checkpoint-keep 1 --checkpoint-write $mode
             log=$OUTDIR/$(echo "$label" | tr -c 'A-Za-z0-9_.-' '_').log
             grep -E '^(checkpoint step|checkpoints:)' "$log" | sed "s/^/  $mode: /" | tee -a "$TABLE"
