@@ -137,10 +137,42 @@ static void test_single_stream(void **state)
     sr_comm_free(c);
 }
 
+/* Host values (sr_comm_all_gather_host, sr_comm_broadcast_host) wait for
+ * nothing on the bound device's stream: queued work stays queued (its output
+ * still poisoned) and no host wait is made; the stream-ordered call would
+ * have run it. The calls are counted as any other. */
+static void test_single_host_values(void **state)
+{
+    struct sr_device *dev = sr_cpu_deferred_device();
+    sr_comm_t c = sr_comm_init_single();
+    sr_comm_bind_device(c, dev);
+    enum { N = 16 };
+    float x[N], y[N];
+    int64_t flag = 7, flags[1] = {0}, root = 3;
+    for (int i = 0; i < N; i++)
+        x[i] = (float)(i + 1);
+    dev->dense->relu_forward(dev, NULL, x, y, N); /* queued on the default stream */
+    uint64_t before = waits();
+    sr_comm_all_gather_host(c, &flag, flags, 1, SR_DTYPE_I64);
+    sr_comm_broadcast_host(c, &root, &root, 1, SR_DTYPE_I64, 0);
+    assert_int_equal(flags[0], 7);
+    assert_int_equal(root, 3);
+    assert_true(waits() == before);
+    assert_true(y[0] != y[0]); /* still NaN: the relu has not run */
+    const struct sr_comm_counters *k = sr_comm_counters(c);
+    assert_int_equal(k->calls[SR_COLL_ALL_GATHER], 1);
+    assert_int_equal(k->calls[SR_COLL_BROADCAST], 1);
+    /* the stream-ordered call waits for it */
+    sr_comm_all_gather(c, &flag, flags, 1, SR_DTYPE_I64, NULL, NULL);
+    assert_memory_equal(y, x, sizeof x);
+    sr_comm_free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_single_collectives),
                                        cmocka_unit_test(test_single_derived),
-                                       cmocka_unit_test(test_single_stream)};
+                                       cmocka_unit_test(test_single_stream),
+                                       cmocka_unit_test(test_single_host_values)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

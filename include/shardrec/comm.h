@@ -382,6 +382,15 @@ void sr_comm_all_gather(sr_comm_t comm, const void *send, void *recv, size_t sen
 void sr_comm_broadcast(sr_comm_t comm, const void *send, void *recv, size_t count,
                        enum sr_dtype dtype, int root, sr_stream_t stream, sr_comm_work_t *work);
 void sr_comm_barrier(sr_comm_t comm);
+/* Blocking sr_comm_all_gather and sr_comm_broadcast of host values that no
+ * device work makes or reads (flags, counters): counted and timed as any
+ * call, but not ordered after the bound device's stream, so the caller never
+ * waits for the device's queued work (a poll each step stays off the
+ * device's critical path). */
+void sr_comm_all_gather_host(sr_comm_t comm, const void *send, void *recv, size_t send_count,
+                             enum sr_dtype dtype);
+void sr_comm_broadcast_host(sr_comm_t comm, const void *send, void *recv, size_t count,
+                            enum sr_dtype dtype, int root);
 
 /* Complete a non-blocking call (the handle is released); blocks without
  * spinning. NULL is a no-op. */

@@ -244,6 +244,24 @@ void sr_comm_broadcast(sr_comm_t c, const void *send, void *recv, size_t count, 
     call_end(c, SR_COLL_BROADCAST, work);
 }
 
+void sr_comm_all_gather_host(sr_comm_t c, const void *send, void *recv, size_t send_count,
+                             enum sr_dtype dtype)
+{
+    struct sr_device *dev = c->dev; /* host values: no stream to wait for */
+    c->dev = NULL;
+    sr_comm_all_gather(c, send, recv, send_count, dtype, NULL, NULL);
+    c->dev = dev;
+}
+
+void sr_comm_broadcast_host(sr_comm_t c, const void *send, void *recv, size_t count,
+                            enum sr_dtype dtype, int root)
+{
+    struct sr_device *dev = c->dev;
+    c->dev = NULL;
+    sr_comm_broadcast(c, send, recv, count, dtype, root, NULL, NULL);
+    c->dev = dev;
+}
+
 void sr_comm_barrier(sr_comm_t c)
 {
     call_start(c, SR_COLL_BARRIER, NULL);

@@ -335,7 +335,7 @@ static int complete(struct sr_trainer *t, int64_t now)
         rc = sr_error_set(SR_ERR_WRITE, "checkpoint step %" PRId64 ": %s", j->step, j->error);
     sr_ckpt_put_seconds(&j->mine[SR_CKPT_R_STALL_S], j->stall_s + sr_now_s() - t0);
     uint64_t *all = sr_calloc((size_t)t->world_size * R_N, sizeof *all);
-    sr_comm_all_gather(t->world, j->mine, all, R_N, SR_DTYPE_I64, NULL, NULL);
+    sr_comm_all_gather_host(t->world, j->mine, all, R_N, SR_DTYPE_I64);
     double gathered = sr_now_s();
     int bad = first_failed(t, all);
     if (bad >= 0 && !rc)
@@ -346,7 +346,7 @@ static int complete(struct sr_trainer *t, int64_t now)
                           sr_error_message());
     int64_t rc0 = rc;
     if (bad < 0)
-        sr_comm_broadcast(t->world, &rc0, &rc0, 1, SR_DTYPE_I64, 0, NULL, NULL);
+        sr_comm_broadcast_host(t->world, &rc0, &rc0, 1, SR_DTYPE_I64, 0);
     if (rc0 && !rc)
         rc = sr_error_set(SR_ERR_WRITE, "checkpoint %s: rank 0 could not write the manifest",
                           j->dir);
@@ -393,7 +393,7 @@ int sr_checkpoint_poll(struct sr_trainer *t, int64_t step)
     double t0 = sr_now_s();
     uint64_t a0 = sr_alloc_count_this_thread();
     int64_t done = atomic_load(&j->done), every = 1;
-    sr_comm_all_gather(t->world, &done, j->flags, 1, SR_DTYPE_I64, NULL, NULL);
+    sr_comm_all_gather_host(t->world, &done, j->flags, 1, SR_DTYPE_I64);
     for (int r = 0; r < t->world_size; r++)
         every = every && j->flags[r];
     t->ckpt.allocs += sr_alloc_count_this_thread() - a0;
@@ -411,6 +411,6 @@ int sr_checkpoint_due(struct sr_trainer *t, int64_t step, int last)
     if (cfg->checkpoint_minutes <= 0)
         return cfg->checkpoint_every > 0 && step % cfg->checkpoint_every == 0;
     int64_t due = t->rank == 0 && sr_now_s() - t->ckpt.last_save_s >= 60.0 * cfg->checkpoint_minutes;
-    sr_comm_broadcast(t->world, &due, &due, 1, SR_DTYPE_I64, 0, NULL, NULL);
+    sr_comm_broadcast_host(t->world, &due, &due, 1, SR_DTYPE_I64, 0);
     return due != 0;
 }
