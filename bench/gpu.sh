@@ -3,7 +3,7 @@
 # ending in one printed table. Run from the repository root on the GPU
 # machine:
 #
-#   bench/gpu.sh [STAGE...]     stages: setup test ceil ops ops16 k m ckpt d dd peers twonode
+#   bench/gpu.sh [STAGE...]     stages: setup test ceil ops ops16 k m ckpt d dd peers nvlink twonode
 #                               (default: setup test ceil ops k m d)
 #
 #   setup  unpack the Debian packages in .debs/ the GPU image lacks (cJSON,
@@ -39,6 +39,9 @@
 #          M --tf32, M --emb-opt rowwise_adagrad, each with --id-dist uniform
 #          and --id-dist $ZIPF; set it to a few runs a call to stay within
 #          the device tool's 10 minutes)
+#   nvlink weak scaling over a node's GPUs (2 or more): M and K on 1 GPU and
+#          on all, per-GPU efficiency, TorchRec the same way (see the stage;
+#          not run on one GPU unless NVLINK_DRY=1)
 #   twonode  the TorchRec user's two nodes, emulated on the one GPU: 2 NCCL
 #          ranks, each its own node (--ranks-per-node 1, NCCL's socket
 #          transport on loopback). First the link, measured by `shardrec
@@ -289,6 +292,52 @@ for st in "${stages[@]}"; do
             done
         fi
         ;;
+    nvlink)
+        # weak scaling over one node's GPUs (NCCL over NVLink; NVLS off), fp32
+        # math, SGD: each run on 1 GPU, then on all NG GPUs (mpirun, a rank a
+        # GPU, --comm nccl, the batch per GPU kept); per-GPU efficiency = the
+        # NG-GPU samples/s over NG x the 1-GPU run's, both from this call.
+        # Runs: $NVLINK_RUNS (';'-separated "WORKLOAD DIST", default M uniform,
+        # M $ZIPF, K uniform); then TorchRec the same way (torchrun, 1 and NG
+        # processes) when its wheels are there. With one GPU it is not run,
+        # unless NVLINK_DRY=1: then 2 ranks share the GPU as two emulated
+        # nodes (NCCL's socket transport), to try the stage, not to measure.
+        ng=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+        nv_env=()
+        if [ "$ng" -lt 2 ]; then
+            if [ "${NVLINK_DRY:-0}" != 1 ]; then
+                row "nvlink" "not run: $ng GPU visible (needs 2 or more; NVLINK_DRY=1 tries it on one)"
+                continue
+            fi
+            ng=2 nv_env=(--ranks-per-node 1)
+            export NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_IB_DISABLE=1 NCCL_SOCKET_IFNAME=lo
+        fi
+        IFS=';' read -r -a nv <<<"${NVLINK_RUNS:-M uniform;M $ZIPF;K uniform}"
+        for r in "${nv[@]}"; do
+            read -r w dist <<<"$r"
+            if [ "$w" = M ]; then set -- "$STEPS_M" $M_FLAGS --batch-size 16384; else set -- "$STEPS_K" $K_FLAGS --batch-size 2048; fi
+            train "$dist" "$w b/gpu fp32 sgd, 1 GPU" "$@" --emb-optimizer sgd
+            one=$(tail -1 "$TABLE" | awk '$NF == "samples/s" { print $(NF - 1) }')
+            LAUNCH="mpirun --allow-run-as-root --bind-to none -np $ng" train "$dist" \
+                "$w b/gpu fp32 sgd, $ng GPUs" "$@" --emb-optimizer sgd --comm nccl "${nv_env[@]}"
+            all=$(tail -1 "$TABLE" | awk '$NF == "samples/s" { print $(NF - 1) }')
+            [ -n "$one" ] && [ -n "$all" ] &&
+                row "  per-GPU efficiency" "$(awk -v a="$all" -v o="$one" -v n="$ng" 'BEGIN { printf "%.1f%%", 100 * a / (n * o) }')"
+        done
+        if torchrec_ready; then
+            for r in "${nv[@]}"; do
+                read -r w dist <<<"$r"
+                # (a dry run on one GPU: TorchRec's 1-GPU runs only; its ranks
+                # on one GPU need the twonode stage's distinct host ids)
+                for n in 1 $([ ${#nv_env[@]} -eq 0 ] && echo "$ng"); do
+                    l=$(timeout 400 torchrun --nproc_per_node "$n" "$runner" --workload "$w" \
+                        --id-dist "$dist" 2>&1 | tail -1)
+                    row "TorchRec $w $dist, $n GPU(s)" "$l"
+                done
+            done
+        fi
+        unset NCCL_P2P_DISABLE NCCL_SHM_DISABLE NCCL_IB_DISABLE NCCL_SOCKET_IFNAME
+        ;;
     twonode)
         export NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_IB_DISABLE=1 NCCL_SOCKET_IFNAME=lo
         MPIRUN="mpirun --allow-run-as-root --oversubscribe --bind-to none -np 2"
@@ -310,10 +359,14 @@ for st in "${stages[@]}"; do
         if torchrec_ready; then
             IFS=';' read -r -a tp <<<"${TWONODE_PEERS:-M --id-dist uniform;M --id-dist $ZIPF;K --id-dist uniform;K --id-dist $ZIPF}"
             for w in "${tp[@]}"; do
+                # one GPU: both ranks on it; two or more: a GPU each
+                gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
                 for r in 0 1; do
-                    MASTER_ADDR=127.0.0.1 MASTER_PORT=29611 RANK=$r WORLD_SIZE=2 LOCAL_RANK=0 \
+                    lr=0 per=2
+                    [ "$gpus" -ge 2 ] && lr=$r per=1
+                    MASTER_ADDR=127.0.0.1 MASTER_PORT=29611 RANK=$r WORLD_SIZE=2 LOCAL_RANK=$lr \
                         LOCAL_WORLD_SIZE=1 NCCL_HOSTID=emu$r timeout 400 python3 "$runner" \
-                        --workload $w --nodes-as-ranks --ranks-per-gpu 2 --steps 40 --warmup 10 \
+                        --workload $w --nodes-as-ranks --ranks-per-gpu $per --steps 40 --warmup 10 \
                         >"$OUTDIR/tr2_$r.log" 2>&1 &
                 done
                 wait
