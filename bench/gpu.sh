@@ -3,7 +3,7 @@
 # ending in one printed table. Run from the repository root on the GPU
 # machine:
 #
-#   bench/gpu.sh [STAGE...]     stages: setup test ceil ops ops16 k m ckpt d dd peers nvlink twonode
+#   bench/gpu.sh [STAGE...]     stages: setup test ceil ops ops16 k m ckpt d dd peers nvlink halves twonode
 #                               (default: setup test ceil ops k m d)
 #
 #   setup  unpack the Debian packages in .debs/ the GPU image lacks (cJSON,
@@ -40,8 +40,13 @@
 #          and --id-dist $ZIPF; set it to a few runs a call to stay within
 #          the device tool's 10 minutes)
 #   nvlink weak scaling over a node's GPUs (2 or more): M and K on 1 GPU and
-#          on all, per-GPU efficiency, TorchRec the same way (see the stage;
-#          not run on one GPU unless NVLINK_DRY=1)
+#          on 2, 4, ... all, per-GPU efficiency, TorchRec on 1 and all (see
+#          the stage; not run on one GPU unless NVLINK_DRY=1)
+#   halves the GPUs (4 or more) as two emulated nodes of half each, sockets
+#          between the halves, NVLink inside: the link, M and K under
+#          all-TW, all-RW and the planner's plan with the link bound, one
+#          node of half the GPUs beside, TorchRec the same (HALVES_DRY=1 on
+#          one GPU tries it)
 #   twonode  the TorchRec user's two nodes, emulated on the one GPU: 2 NCCL
 #          ranks, each its own node (--ranks-per-node 1, NCCL's socket
 #          transport on loopback). First the link, measured by `shardrec
@@ -318,18 +323,20 @@ for st in "${stages[@]}"; do
             if [ "$w" = M ]; then set -- "$STEPS_M" $M_FLAGS --batch-size 16384; else set -- "$STEPS_K" $K_FLAGS --batch-size 2048; fi
             train "$dist" "$w b/gpu fp32 sgd, 1 GPU" "$@" --emb-optimizer sgd
             one=$(tail -1 "$TABLE" | awk '$NF == "samples/s" { print $(NF - 1) }')
-            LAUNCH="mpirun --allow-run-as-root --bind-to none -np $ng" train "$dist" \
-                "$w b/gpu fp32 sgd, $ng GPUs" "$@" --emb-optimizer sgd --comm nccl "${nv_env[@]}"
-            all=$(tail -1 "$TABLE" | awk '$NF == "samples/s" { print $(NF - 1) }')
-            [ -n "$one" ] && [ -n "$all" ] &&
-                row "  per-GPU efficiency" "$(awk -v a="$all" -v o="$one" -v n="$ng" 'BEGIN { printf "%.1f%%", 100 * a / (n * o) }')"
+            for ((n = 2; n <= ng; n *= 2)); do # 2, 4, 8, ... GPUs
+                LAUNCH="mpirun --allow-run-as-root --bind-to none -np $n" train "$dist" \
+                    "$w b/gpu fp32 sgd, $n GPUs" "$@" --emb-optimizer sgd --comm nccl "${nv_env[@]}"
+                all=$(tail -1 "$TABLE" | awk '$NF == "samples/s" { print $(NF - 1) }')
+                [ -n "$one" ] && [ -n "$all" ] &&
+                    row "  per-GPU efficiency" "$(awk -v a="$all" -v o="$one" -v n="$n" 'BEGIN { printf "%.1f%%", 100 * a / (n * o) }')"
+            done
         done
         if torchrec_ready; then
             for r in "${nv[@]}"; do
                 read -r w dist <<<"$r"
                 # (a dry run on one GPU: TorchRec's 1-GPU runs only; its ranks
                 # on one GPU need the twonode stage's distinct host ids)
-                for n in 1 $([ ${#nv_env[@]} -eq 0 ] && echo "$ng"); do
+                for n in 1 $([ ${#nv_env[@]} -eq 0 ] && echo "$ng"); do # 1 GPU and all
                     l=$(timeout 400 torchrun --nproc_per_node "$n" "$runner" --workload "$w" \
                         --id-dist "$dist" 2>&1 | tail -1)
                     row "TorchRec $w $dist, $n GPU(s)" "$l"
@@ -337,6 +344,67 @@ for st in "${stages[@]}"; do
             done
         fi
         unset NCCL_P2P_DISABLE NCCL_SHM_DISABLE NCCL_IB_DISABLE NCCL_SOCKET_IFNAME
+        ;;
+    halves)
+        # the TorchRec user's topology in miniature: NG GPUs (4 or more, even)
+        # as two emulated nodes of NG/2 ranks (--ranks-per-node NG/2: each
+        # half claims its own NCCL host id), so NCCL keeps NVLink inside a
+        # half and takes its socket transport on loopback between them
+        # (NCCL_IB_DISABLE=1 NCCL_SOCKET_IFNAME=lo). First the link (`bench
+        # comm` in the same layout); then M (uniform, $ZIPF) and K (uniform)
+        # under all-TW, all-RW and the planner's plan (--topology the
+        # measured link), each row with its link bound; then one node of
+        # NG/2 GPUs, the same runs, for "within 1.25x of max(one node's
+        # step, the link bound)"; then TorchRec on the same 2 x NG/2 layout.
+        # HALVES_DRY=1 on one GPU: 2 ranks as 2 nodes of 1 (socket transport
+        # between them), to try the stage, not to measure.
+        ng=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+        hv_env=(NCCL_IB_DISABLE=1 NCCL_SOCKET_IFNAME=lo)
+        if [ "$ng" -lt 4 ] || [ $((ng % 2)) -ne 0 ]; then
+            if [ "${HALVES_DRY:-0}" != 1 ]; then
+                row "halves" "not run: $ng GPU(s) visible (needs an even 4 or more; HALVES_DRY=1 tries it on one)"
+                continue
+            fi
+            ng=2 hv_env+=(NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1)
+        fi
+        half=$((ng / 2))
+        MPIRUN="env ${hv_env[*]} mpirun --allow-run-as-root --bind-to none -np $ng"
+        timeout 300 $MPIRUN "$SR" bench comm --ranks-per-node $half --comm nccl --device cuda \
+            --out "$OUTDIR/link_halves.json" >"$OUTDIR/bench_comm_halves.txt" 2>&1 ||
+            row "bench comm ($ng ranks, 2 nodes)" "FAILED ($(tail -1 "$OUTDIR/bench_comm_halves.txt"))"
+        LINK_GB_S=$(python3 -c 'import json,sys; l=json.load(open(sys.argv[1]))["links"]; print(min(v["bandwidth_gb_s"] for v in l.values()))' "$OUTDIR/link_halves.json" 2>/dev/null)
+        row "link between the halves (bench comm)" "${LINK_GB_S:-unknown} GB/s"
+        IFS=';' read -r -a hr <<<"${HALVES_RUNS:-M uniform;M $ZIPF;K uniform}"
+        for r in "${hr[@]}"; do
+            read -r w dist <<<"$r"
+            if [ "$w" = M ]; then set -- "$STEPS_M" $M_FLAGS --batch-size 16384; else set -- "$STEPS_K" $K_FLAGS --batch-size 2048; fi
+            for plan in tw rw planner; do
+                pf=(--sharding "$plan")
+                [ "$plan" = planner ] && pf=(--topology "$OUTDIR/link_halves.json")
+                LAUNCH=$MPIRUN train "$dist" "2 x $half GPUs $w b/gpu fp32 $plan" "$@" \
+                    --emb-optimizer sgd --comm nccl --ranks-per-node $half "${pf[@]}"
+            done
+            LINK_GB_S_SAVED=$LINK_GB_S LINK_GB_S=
+            LAUNCH="env ${hv_env[*]} mpirun --allow-run-as-root --bind-to none -np $half" \
+                train "$dist" "1 x $half GPUs $w b/gpu fp32 (one node)" "$@" --emb-optimizer sgd \
+                --comm nccl
+            LINK_GB_S=$LINK_GB_S_SAVED
+        done
+        LINK_GB_S=
+        if torchrec_ready; then
+            for r in "${hr[@]}"; do
+                read -r w dist <<<"$r"
+                for ((k = 0; k < ng; k++)); do
+                    env "${hv_env[@]}" MASTER_ADDR=127.0.0.1 MASTER_PORT=29612 RANK=$k \
+                        WORLD_SIZE=$ng LOCAL_RANK=$((ng > 2 ? k % half : 0)) LOCAL_WORLD_SIZE=$half \
+                        NCCL_HOSTID=half$((k / half)) timeout 400 python3 "$runner" --workload "$w" \
+                        --id-dist "$dist" --ranks-per-gpu $((ng > 2 ? 1 : 2)) --steps 40 --warmup 10 \
+                        >"$OUTDIR/trh_$k.log" 2>&1 &
+                done
+                wait
+                row "TorchRec 2 x $half GPUs $w $dist" "$(tail -1 "$OUTDIR/trh_0.log")"
+            done
+        fi
         ;;
     twonode)
         export NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_IB_DISABLE=1 NCCL_SOCKET_IFNAME=lo
