@@ -27,9 +27,9 @@
 #include "shardrec/dlrm.h"
 #include "shardrec/ebc.h"
 #include "shardrec/error.h"
-#include "shardrec/half.h"
 #include "shardrec/safetensors.h"
 #include "shardrec/weights_io.h"
+#include "device/emb_storage.h"
 
 #define NAME_CAP (SR_NAME_MAX + 16)
 #define LIST_MAX 5 /* missing or extra names quoted in one message */
@@ -317,11 +317,9 @@ static int load_block(struct sr_device *dev, const struct sr_st_file *f, const s
     float *pinned = sr_dev_alloc_host(dev, sizeof(float) * (n ? n : 1));
     int rc = copy_block(f, p->name, p->shape[1], sh, pinned);
     size_t bytes = sizeof(float) * n;
-    if (!rc && sh->dtype != SR_DTYPE_F32) { /* narrowed in place, front to back */
-        uint16_t *h = (uint16_t *)pinned;
+    if (!rc && sh->dtype != SR_DTYPE_F32) { /* narrowed in place, front to back, to nearest */
         for (size_t i = 0; i < n; i++)
-            h[i] = sh->dtype == SR_DTYPE_BF16 ? sr_fp32_to_bf16(pinned[i])
-                                              : sr_fp32_to_fp16(pinned[i]);
+            sr_emb_put(pinned, sh->dtype, (int64_t)i, pinned[i], 0, 0);
         bytes = 2 * n;
     }
     if (!rc) {

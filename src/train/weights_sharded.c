@@ -38,9 +38,9 @@
 #include "shardrec/alloc.h"
 #include "shardrec/atomic_file.h"
 #include "shardrec/error.h"
-#include "shardrec/half.h"
 #include "shardrec/fault.h"
 #include "shardrec/safetensors.h"
+#include "device/emb_storage.h"
 #include "train/trainer_internal.h"
 
 #define NAME_CAP     (SR_NAME_MAX + 16)
@@ -195,15 +195,8 @@ static int write_rows(const struct job *j, int fd, int k, int64_t D, const struc
 }
 
 /* Block s of this rank, in chunks of rows through `stage` (NULL: the host
- * reads the device's memory itself). */
-/* Rows of a 16-bit shard (raw, rows x cols elements) widened into out (the file is fp32). */
-static void widen_rows(const struct sr_sharded_ebc_shard *sh, const uint16_t *raw, size_t n,
-                       float *out)
-{
-    for (size_t i = 0; i < n; i++)
-        out[i] = sh->dtype == SR_DTYPE_BF16 ? sr_bf16_to_fp32(raw[i]) : sr_fp16_to_fp32(raw[i]);
-}
-
+ * reads the device's memory itself); 16-bit rows widened through `wide` (the
+ * file is fp32). */
 static int write_block(struct sr_trainer *t, const struct job *j, int fd,
                        const struct sr_sharded_ebc_shard *sh, const struct sr_shard *s,
                        float *stage, float *wide)
@@ -222,7 +215,8 @@ static int write_block(struct sr_trainer *t, const struct job *j, int fd,
             src = stage;
         }
         if (sh->dtype != SR_DTYPE_F32) {
-            widen_rows(sh, src, n, wide);
+            for (size_t i = 0; i < n; i++)
+                wide[i] = sr_emb_get(src, sh->dtype, (int64_t)i);
             src = wide;
         }
         if (write_rows(j, fd, sh->table, D, s, r0, rows, src))
