@@ -124,6 +124,15 @@ train() {
             "  link", inter * 1024 / 1e6, bound, (bound > 0 ? ms / bound : 0), exposed }' | tee -a "$TABLE"
 }
 
+# Steps and flags of workload W (M or K) at its batch per GPU, into the array wl.
+workload_run() {
+    if [ "$1" = M ]; then
+        wl=("$STEPS_M" $M_FLAGS --batch-size 16384)
+    else
+        wl=("$STEPS_K" $K_FLAGS --batch-size 2048)
+    fi
+}
+
 # The same run on uniform ids, then on $ZIPF.
 both() {
     train uniform "$@"
@@ -320,7 +329,8 @@ for st in "${stages[@]}"; do
         IFS=';' read -r -a nv <<<"${NVLINK_RUNS:-M uniform;M $ZIPF;K uniform}"
         for r in "${nv[@]}"; do
             read -r w dist <<<"$r"
-            if [ "$w" = M ]; then set -- "$STEPS_M" $M_FLAGS --batch-size 16384; else set -- "$STEPS_K" $K_FLAGS --batch-size 2048; fi
+            workload_run "$w"
+            set -- "${wl[@]}"
             train "$dist" "$w b/gpu fp32 sgd, 1 GPU" "$@" --emb-optimizer sgd
             one=$(tail -1 "$TABLE" | awk '$NF == "samples/s" { print $(NF - 1) }')
             for ((n = 2; n <= ng; n *= 2)); do # 2, 4, 8, ... GPUs
@@ -377,18 +387,17 @@ for st in "${stages[@]}"; do
         IFS=';' read -r -a hr <<<"${HALVES_RUNS:-M uniform;M $ZIPF;K uniform}"
         for r in "${hr[@]}"; do
             read -r w dist <<<"$r"
-            if [ "$w" = M ]; then set -- "$STEPS_M" $M_FLAGS --batch-size 16384; else set -- "$STEPS_K" $K_FLAGS --batch-size 2048; fi
+            workload_run "$w"
+            set -- "${wl[@]}"
             for plan in tw rw planner; do
                 pf=(--sharding "$plan")
                 [ "$plan" = planner ] && pf=(--topology "$OUTDIR/link_halves.json")
                 LAUNCH=$MPIRUN train "$dist" "2 x $half GPUs $w b/gpu fp32 $plan" "$@" \
                     --emb-optimizer sgd --comm nccl --ranks-per-node $half "${pf[@]}"
             done
-            LINK_GB_S_SAVED=$LINK_GB_S LINK_GB_S=
-            LAUNCH="env ${hv_env[*]} mpirun --allow-run-as-root --bind-to none -np $half" \
+            LINK_GB_S= LAUNCH="env ${hv_env[*]} mpirun --allow-run-as-root --bind-to none -np $half" \
                 train "$dist" "1 x $half GPUs $w b/gpu fp32 (one node)" "$@" --emb-optimizer sgd \
                 --comm nccl
-            LINK_GB_S=$LINK_GB_S_SAVED
         done
         LINK_GB_S=
         if torchrec_ready; then
@@ -418,7 +427,8 @@ for st in "${stages[@]}"; do
         IFS=';' read -r -a tn <<<"${TWONODE_RUNS:-M sparse-dist bf16;M sparse-dist fp32;M none bf16;K sparse-dist bf16;K sparse-dist fp32}"
         for r in "${tn[@]}"; do
             read -r w pipe wire <<<"$r"
-            if [ "$w" = M ]; then set -- "$STEPS_M" $M_FLAGS --batch-size 16384; else set -- "$STEPS_K" $K_FLAGS --batch-size 2048; fi
+            workload_run "$w"
+            set -- "${wl[@]}"
             LAUNCH=$MPIRUN both "2 nodes $w b/rank fp32 $pipe $wire" "$@" --emb-optimizer sgd \
                 --comm nccl --ranks-per-node 1 --pipeline "$pipe" --comm-dtype "$wire" \
                 --dense-comm-dtype "$wire"
