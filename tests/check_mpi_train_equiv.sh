@@ -7,7 +7,8 @@
 # by W, empty bags (0-3 ids per feature) and ranks that receive no ids.
 # Also: the collectives per step are the documented counts, a DCNv2 model
 # (--interaction dcn) on 2 ranks equals its one-rank run, and so does a job
-# whose features each draw their own number of ids (--ids-per-feature A,B,...).
+# whose features each draw their own number of ids (--ids-per-feature A,B,...)
+# and one with a column-wise table of 300,000 rows.
 . "$(dirname "$0")/lib.sh"
 bin=$sr_shardrec
 sr_need_mpirun
@@ -98,6 +99,16 @@ IDS="--ids-per-feature 0-3,1,2-5,0-1,1-2,4"
     { cat "$tmp/ref.err"; exit 1; }
 run_case "ids-rw-np3" 3 $IDS --sharding rw --ranks-per-node 3
 run_case "ids-mixed-np4" 4 $IDS --plan "$tmp/plan4.json" --ranks-per-node 2
+
+# a column-wise table of 300,000 rows on 2 ranks: each shard is drawn in one
+# op (it was one op a row: on the deferred device its queue scan made that
+# quadratic, on a GPU 26 x 1M launches; both looked like a hang)
+BIG="--table-rows 1,7,50,333,300000,5"
+"$bin" train $JOB $BIG --metrics "$tmp/ref.jsonl" --save-weights "$tmp/ref.st" 2>"$tmp/ref.err" ||
+    { cat "$tmp/ref.err"; exit 1; }
+sr_timeout=60
+run_case "bigcw-np2" 2 $BIG --sharding cw --ranks-per-node 2
+sr_timeout=300
 
 # collectives per step of the mixed plan on 4 ranks: input dist 2 (counts +
 # data), tw+cw 1 all-to-all each way, rw reduce-scatter + all-gather, twrw

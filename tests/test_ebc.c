@@ -27,6 +27,7 @@
 #include "shardrec/ebc.h"
 #include "shardrec/error.h"
 #include "shardrec/rng.h"
+#include "device/ops_embedding.h"
 
 #define MAX_T    4
 #define MAX_F    4
@@ -447,6 +448,30 @@ static void test_init_matches_counter_rng(void **state)
     sr_ebc_free(ebc);
 }
 
+/* A column piece (a cw shard) drawn in one call holds exactly those columns
+ * of the whole rows' draw, at any row offset, for any piece width. */
+static void test_init_column_piece_matches_whole_rows(void **state)
+{
+    struct sr_device *dev = sr_device_cpu();
+    enum { ROWS = 37, FULL = 24 };
+    static const int pieces[][2] = {{0, 8}, {8, 8}, {16, 8}, {5, 13}, {23, 1}, {0, FULL}};
+    float whole[ROWS * FULL], piece[ROWS * FULL];
+    const int64_t row0 = ((int64_t)1 << 33) + 11;
+    sr_op_emb_init_uniform(dev, whole, SR_DTYPE_F32, ROWS, FULL, row0, 0, FULL, 99, 7, -0.5, 0.5,
+                           NULL);
+    for (int64_t i = 0; i < ROWS * FULL; i++) /* the whole rows: the counter (row, col) */
+        assert_true(whole[i] == (float)(-0.5 + sr_rng_uniform(99, 7, (uint64_t)(row0 * FULL + i))));
+    for (size_t k = 0; k < sizeof pieces / sizeof pieces[0]; k++) {
+        const int c0 = pieces[k][0], w = pieces[k][1];
+        sr_op_emb_init_uniform(dev, piece, SR_DTYPE_F32, ROWS, w, row0, c0, FULL, 99, 7, -0.5, 0.5,
+                               NULL);
+        for (int r = 0; r < ROWS; r++)
+            for (int c = 0; c < w; c++)
+                if (piece[r * w + c] != whole[r * FULL + c0 + c])
+                    fail_msg("piece at column %d (width %d): row %d column %d differs", c0, w, r, c);
+    }
+}
+
 static void expect_config_error(const struct tcfg *c, const char *needle)
 {
     struct sr_ebc *ebc = (struct sr_ebc *)&ebc;
@@ -757,6 +782,7 @@ int main(void)
         cmocka_unit_test(test_weighted_sum),
         cmocka_unit_test(test_mean_with_weights_rejected),
         cmocka_unit_test(test_init_matches_counter_rng),
+        cmocka_unit_test(test_init_column_piece_matches_whole_rows),
         cmocka_unit_test(test_config_errors_name_the_culprit),
         cmocka_unit_test(test_kjt_errors),
         cmocka_unit_test(test_large_batch_parallel),

@@ -170,14 +170,17 @@ void sr_emb_tables_regions(struct sr_op_regions *r, const struct sr_emb_layout *
     OP(emb, workspace_init,                                                                        \
        SR_ARG(const struct sr_emb_layout *, layout)                                                \
        SR_OUT(void *, workspace, sr_op_emb_workspace_bytes(dev, layout)))                          \
-    /* weight (rows, dim), holding global rows [row_begin, row_begin + rows):                      \
-     * element (r, c) = (float)(lo + (hi - lo) * sr_rng_uniform(seed, stream,                      \
-     * (row_begin + r) * dim + c)), computed in double, so any shard draws the                     \
-     * same values; stored in dtype (rounded to nearest even). */                                  \
+    /* weight (rows, dim), holding columns [col_begin, col_begin + dim) of the                     \
+     * global rows [row_begin, row_begin + rows) of a table full_dim wide (a                       \
+     * whole table: col_begin 0, full_dim = dim): element (r, c) = (float)(lo +                    \
+     * (hi - lo) * sr_rng_uniform(seed, stream, (row_begin + r) * full_dim +                       \
+     * col_begin + c)), computed in double, so any shard, row-wise or column-wise,                 \
+     * draws the same values; stored in dtype (rounded to nearest even). */                        \
     OP(emb, init_uniform,                                                                          \
        SR_OUT(void *, weight, (size_t)rows * (size_t)dim * sr_emb_elem_bytes(dtype))               \
        SR_ARG(enum sr_dtype, dtype) SR_ARG(int64_t, rows)                                          \
-       SR_ARG(int, dim) SR_ARG(int64_t, row_begin) SR_ARG(uint64_t, seed)                          \
+       SR_ARG(int, dim) SR_ARG(int64_t, row_begin) SR_ARG(int, col_begin) SR_ARG(int, full_dim)    \
+       SR_ARG(uint64_t, seed)                                                                      \
        SR_ARG(uint64_t, stream) SR_ARG(double, lo) SR_ARG(double, hi) SR_STREAM(s))                \
     /* p[0 .. n) = value. */                                                                       \
     OP(emb, fill,                                                                                  \

@@ -246,23 +246,14 @@ static void init_shard(struct sr_sharded_ebc *s, struct sr_emb_table *tab, int t
     const uint64_t stream = sr_rng_stream_of(name);
     const double bound = sqrt(1.0 / (double)tc->num_embeddings);
     const int D = tc->embedding_dim;
-    const size_t elem = sr_emb_elem_bytes(tab->dtype);
     /* stochastic rounding draws by the table's element, whatever the plan */
     tab->stream = stream;
     tab->global_row0 = sh->row_offset;
     tab->global_col0 = sh->col_offset;
     tab->global_dim = D;
-    if (sh->cols == D) {
-        sr_op_emb_init_uniform(s->dev, tab->weight, tab->dtype, sh->rows, D, sh->row_offset,
-                               seed, stream, -bound, bound, NULL);
-    } else {
-        /* A column piece j of n: global counter ((row * n) + j) * cols + c. */
-        const int n = D / sh->cols, j = sh->col_offset / sh->cols;
-        for (int64_t r = 0; r < sh->rows; r++)
-            sr_op_emb_init_uniform(s->dev, (char *)tab->weight + (size_t)r * sh->cols * elem,
-                                   tab->dtype, 1, sh->cols, (sh->row_offset + r) * n + j, seed,
-                                   stream, -bound, bound, NULL);
-    }
+    /* one launch for the shard, a column piece too (its columns of each row) */
+    sr_op_emb_init_uniform(s->dev, tab->weight, tab->dtype, sh->rows, sh->cols, sh->row_offset,
+                           sh->col_offset, D, seed, stream, -bound, bound, NULL);
     if (sf)
         sr_op_emb_fill(s->dev, tab->state, (int64_t)sf,
                        s->optim.kind == SR_OPTIM_ADAM ? 0.0f : s->optim.initial_accumulator,

@@ -28,7 +28,7 @@
 
 struct init_ctx {
     int64_t rows, row_begin, n;
-    int dim;
+    int dim, col_begin, full_dim; /* full_dim 0: the whole row (dim) */
     uint64_t seed, stream;
     double lo, hi;
     float value;
@@ -43,8 +43,8 @@ static void run_init_uniform(struct sr_device *dev, void *ctx, struct ops_case *
     struct ops_arena a;
     ops_arena_init(&a, dev);
     float *w = ops_poisoned(&a, n * 4);
-    sr_op_emb_init_uniform(dev, w + GUARD, SR_DTYPE_F32, x->rows, x->dim, x->row_begin, x->seed, x->stream, x->lo,
-                           x->hi, NULL);
+    sr_op_emb_init_uniform(dev, w + GUARD, SR_DTYPE_F32, x->rows, x->dim, x->row_begin, x->col_begin,
+                           x->full_dim ? x->full_dim : x->dim, x->seed, x->stream, x->lo, x->hi, NULL);
     ops_take(c, which, "weight and guards", OPS_EXACT, 0, dev, w, n * 4);
     ops_arena_free(&a);
 }
@@ -70,14 +70,23 @@ static void init_fill_cases(void)
         {.rows = 3, .dim = 16, .row_begin = (int64_t)1 << 40, .lo = 0, .hi = 1},
         {.rows = 777, .dim = 4, .row_begin = 5, .lo = -0.0358748, .hi = 0.0358748},
         {.rows = 4099, .dim = 128, .row_begin = ((int64_t)1 << 31) - 7, .lo = -2, .hi = 3},
+        /* column pieces (cw shards): the last 32 of 128, an odd piece of 130 */
+        {.rows = 1000, .dim = 32, .row_begin = 77, .col_begin = 96, .full_dim = 128, .lo = -1, .hi = 1},
+        {.rows = 3001, .dim = 7, .row_begin = ((int64_t)1 << 31) - 7, .col_begin = 61, .full_dim = 130,
+         .lo = -0.05, .hi = 0.05},
     };
     char name[96];
     for (size_t i = 0; i < sizeof inits / sizeof inits[0]; i++) {
         struct init_ctx x = inits[i];
         x.seed = (uint64_t)ops_below(&r, INT64_MAX);
         x.stream = (uint64_t)ops_below(&r, 1000);
-        snprintf(name, sizeof name, "rows %lld dim %d row_begin %lld", (long long)x.rows, x.dim,
-                 (long long)x.row_begin);
+        if (x.full_dim)
+            snprintf(name, sizeof name, "rows %lld cols %d-%d of %d row_begin %lld",
+                     (long long)x.rows, x.col_begin, x.col_begin + x.dim - 1, x.full_dim,
+                     (long long)x.row_begin);
+        else
+            snprintf(name, sizeof name, "rows %lld dim %d row_begin %lld", (long long)x.rows, x.dim,
+                     (long long)x.row_begin);
         ops_check("emb.init_uniform", name, run_init_uniform, &x);
     }
     static const int64_t sizes[] = {1, 17, 1000003};

@@ -138,14 +138,16 @@ static void advise_huge(void *p, size_t bytes)
 }
 
 static void cpu_init_uniform(struct sr_device *dev, void *weight, enum sr_dtype dtype,
-                             int64_t rows, int dim, int64_t row_begin, uint64_t seed,
-                             uint64_t stream, double lo, double hi, sr_stream_t s)
+                             int64_t rows, int dim, int64_t row_begin, int col_begin,
+                             int full_dim, uint64_t seed, uint64_t stream, double lo, double hi,
+                             sr_stream_t s)
 {
+    SR_ASSERT(col_begin >= 0 && col_begin + dim <= full_dim);
     const double a = lo, span = hi - lo;
     advise_huge(weight, (size_t)rows * dim * sr_emb_elem_bytes(dtype));
 #pragma omp parallel for schedule(static) if (rows * dim > MIN_PAR)
     for (int64_t r = 0; r < rows; r++) {
-        uint64_t base = (uint64_t)(row_begin + r) * (uint64_t)dim;
+        uint64_t base = (uint64_t)(row_begin + r) * (uint64_t)full_dim + (uint64_t)col_begin;
         for (int c = 0; c < dim; c++)
             sr_emb_put(weight, dtype, r * dim + c,
                        (float)(a + span * sr_rng_uniform(seed, stream, base + (uint64_t)c)), 0, 0);

@@ -45,14 +45,20 @@ extern "C" {
 
 /* ---- kernels: rng, fill, upload ------------------------------------------------- */
 
-/* w[e] = (float)(lo + span * sr_rng_uniform(seed, stream, counter0 + e)), in double,
- * stored in dtype (rounded to nearest even: emb_storage.h, as the CPU). */
-__global__ void init_uniform_kernel(void *w, int dtype, int64_t n, uint64_t counter0,
-                                    uint64_t seed, uint64_t stream, double lo, double span)
+/* w[e] = (float)(lo + span * sr_rng_uniform(seed, stream, counter)), in double,
+ * stored in dtype (rounded to nearest even: emb_storage.h, as the CPU); the
+ * counter of element e (row e / dim, column e % dim) is counter0 + e when the
+ * rows are whole (gap 0), else counter0 + e + (e / dim) * gap: a column piece
+ * skips the gap = full_dim - dim other columns of each row. */
+__global__ void init_uniform_kernel(void *w, int dtype, int64_t n, uint64_t counter0, int dim,
+                                    int gap, uint64_t seed, uint64_t stream, double lo,
+                                    double span)
 {
     for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < n;
          e += (int64_t)gridDim.x * blockDim.x) {
-        double u = __ull2double_rn(sr_rng_u64(seed, stream, counter0 + (uint64_t)e) >> 11) *
+        const uint64_t counter =
+            counter0 + (uint64_t)e + (gap ? (uint64_t)(e / dim) * (uint64_t)gap : 0);
+        double u = __ull2double_rn(sr_rng_u64(seed, stream, counter) >> 11) *
                    (1.0 / 9007199254740992.0);
         sr_emb_put(w, dtype, e, __double2float_rn(__dadd_rn(lo, __dmul_rn(span, u))), 0, 0);
     }
@@ -226,15 +232,16 @@ int sr_cu_emb_vec_width(const struct sr_emb_layout *layout, const float *pooled,
 /* ---- init_uniform, fill ------------------------------------------------------------ */
 
 static void cu_init_uniform(struct sr_device *dev, void *weight, enum sr_dtype dtype, int64_t rows,
-                            int dim, int64_t row_begin, uint64_t seed, uint64_t stream, double lo,
-                            double hi, sr_stream_t s)
+                            int dim, int64_t row_begin, int col_begin, int full_dim, uint64_t seed,
+                            uint64_t stream, double lo, double hi, sr_stream_t s)
 {
+    SR_ASSERT(col_begin >= 0 && col_begin + dim <= full_dim);
     const int64_t n = rows * dim;
     if (n <= 0)
         return;
-    const uint64_t counter0 = (uint64_t)row_begin * (uint64_t)dim;
+    const uint64_t counter0 = (uint64_t)row_begin * (uint64_t)full_dim + (uint64_t)col_begin;
     init_uniform_kernel<<<sr_cu_blocks(n, 256), 256, 0, sr_cu_stream(dev, s)>>>(
-        weight, (int)dtype, n, counter0, seed, stream, lo, hi - lo);
+        weight, (int)dtype, n, counter0, dim, full_dim - dim, seed, stream, lo, hi - lo);
     SR_CU_LAUNCHED();
 }
 
