@@ -65,10 +65,6 @@ struct sr_mem_ops {
     void (*copy)(struct sr_device *dev, void *dst, const void *src, size_t bytes, sr_stream_t s);
     void (*memset)(struct sr_device *dev, void *p, int value, size_t bytes, sr_stream_t s);
     sr_stream_t (*stream_create)(struct sr_device *dev);
-    /* A stream whose ready work the device runs before other streams' (CUDA:
-     * the highest stream priority), for work that others wait on while it
-     * could share the device with them. Optional: NULL makes stream_create's. */
-    sr_stream_t (*stream_create_urgent)(struct sr_device *dev);
     void (*stream_destroy)(struct sr_device *dev, sr_stream_t s);
     void (*stream_sync)(struct sr_device *dev, sr_stream_t s);
     sr_event_t (*event_create)(struct sr_device *dev);
@@ -179,7 +175,6 @@ uint64_t sr_dev_peak_bytes(struct sr_device *dev);
 /* 1 when dev can capture and replay graphs (mem->capture_begin is set). */
 int sr_dev_has_graphs(const struct sr_device *dev);
 sr_stream_t sr_dev_stream_create(struct sr_device *dev);
-sr_stream_t sr_dev_stream_create_urgent(struct sr_device *dev);
 void sr_dev_stream_destroy(struct sr_device *dev, sr_stream_t s);
 sr_event_t sr_dev_event_create(struct sr_device *dev);
 void sr_dev_event_destroy(struct sr_device *dev, sr_event_t e);

@@ -133,12 +133,6 @@ sr_stream_t sr_dev_stream_create(struct sr_device *dev)
     return dev->mem->stream_create(dev);
 }
 
-sr_stream_t sr_dev_stream_create_urgent(struct sr_device *dev)
-{
-    return dev->mem->stream_create_urgent ? dev->mem->stream_create_urgent(dev)
-                                          : dev->mem->stream_create(dev);
-}
-
 void sr_dev_stream_destroy(struct sr_device *dev, sr_stream_t s)
 {
     if (s)

@@ -60,7 +60,6 @@
  * Nothing here allocates after sr_trainer_pipeline_init.
  */
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "shardrec/error.h"
@@ -87,11 +86,7 @@ int sr_trainer_pipeline_init(struct sr_trainer *t)
                             "another plan, or --comm nccl) runs without graphs: leave it out");
     if (p->depth > 0 && t->cfg->cuda_graphs >= 0 && local && sr_dev_has_graphs(t->dev)) {
         p->loss_stage = sr_dev_alloc(t->dev, sizeof(float));
-        /* urgent: its blocks take the SMs the dense weight GEMMs leave idle
-         * (SR_EMB_STREAM_URGENT=0, for benchmarks: an ordinary stream) */
-        const char *urgent = getenv("SR_EMB_STREAM_URGENT");
-        p->emb_stream = urgent && !strcmp(urgent, "0") ? sr_dev_stream_create(t->dev)
-                                                       : sr_dev_stream_create_urgent(t->dev);
+        p->emb_stream = sr_dev_stream_create(t->dev);
         p->emb_fork = sr_dev_event_create(t->dev);
         p->emb_join = sr_dev_event_create(t->dev);
     }

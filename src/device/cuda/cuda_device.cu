@@ -157,15 +157,6 @@ static sr_stream_t cu_stream_create(struct sr_device *dev)
     return (sr_stream_t)st;
 }
 
-static sr_stream_t cu_stream_create_urgent(struct sr_device *dev)
-{
-    int least, greatest; /* numerically: greatest is the lowest number */
-    cudaStream_t st;
-    SR_CU_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
-    SR_CU_CHECK(cudaStreamCreateWithPriority(&st, cudaStreamNonBlocking, greatest));
-    return (sr_stream_t)st;
-}
-
 static void cu_stream_destroy(struct sr_device *dev, sr_stream_t s)
 {
     if (s)
@@ -296,7 +287,6 @@ static const struct sr_mem_ops cu_mem_ops = {
     .copy = cu_copy,
     .memset = cu_memset,
     .stream_create = cu_stream_create,
-    .stream_create_urgent = cu_stream_create_urgent,
     .stream_destroy = cu_stream_destroy,
     .stream_sync = cu_stream_sync,
     .event_create = cu_event_create,
