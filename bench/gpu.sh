@@ -3,13 +3,15 @@
 # ending in one printed table. Run from the repository root on the GPU
 # machine:
 #
-#   bench/gpu.sh [STAGE...]     stages: setup test ceil ops ops16 k m ckpt d dd peers nvlink halves twonode
+#   bench/gpu.sh [STAGE...]     stages: setup test test-ops test-train test-nccl test-torch ceil ops ops16 k m ckpt d dd peers nvlink halves twonode
 #                               (default: setup test ceil ops k m d)
 #
 #   setup  unpack the Debian packages in .debs/ the GPU image lacks (cJSON,
 #          cmocka) and build (make all tests bench, BUILD=build-gpu)
 #   test   make test-gpu (backend ops against the CPU, GPU-vs-CPU training,
-#          2 ranks against 1 on the GPU, the PyTorch check)
+#          2 ranks against 1 on the GPU, the PyTorch check): about 10 minutes
+#          on an H200, so a call holds it alone; or its parts, one a stage:
+#          test-ops, test-train, test-nccl, test-torch (each its time)
 #   ceil   the ceilings: a large device copy, a large GEMM per math mode
 #   ops    the embedding op benchmark (bench/emb_ops) on uniform and Zipf ids,
 #          then a sweep of the CUDA backward's hot-row split on Zipf ids
@@ -205,6 +207,22 @@ for st in "${stages[@]}"; do
         rc=$?
         grep -E "FAIL|PASS|ok|not ok" "$OUTDIR/test-gpu.log" | tail -40
         row "make test-gpu" "$([ $rc -eq 0 ] && echo passed || echo "FAILED rc $rc")"
+        ;;
+    test-ops | test-train | test-nccl | test-torch)
+        # make test-gpu's parts one by one (the whole ran past 560 s on an
+        # H200: more than one 10-minute call holds with the rest)
+        case $st in
+        test-ops) cmd=(env SR_TEST_DEVICE=cuda SR_TEST_BIG=1 "$BUILD/tests/test_backend_ops") ;;
+        test-train) cmd=(env BUILD="$BUILD" sh tests/gpu/check_gpu_train.sh) ;;
+        test-nccl) cmd=(env BUILD="$BUILD" sh tests/gpu/check_nccl_train.sh) ;;
+        test-torch) cmd=(env BUILD="$BUILD" sh tests/gpu/check_gpu_torch.sh) ;;
+        esac
+        sh tests/gpu/require_gpu.sh "$st" || { row "$st" "FAILED (no GPU)"; continue; }
+        t0=$(date +%s)
+        timeout ${TEST_TIMEOUT:-480} "${cmd[@]}" >"$OUTDIR/$st.log" 2>&1
+        rc=$?
+        grep -E "FAIL|ok  |PASSED" "$OUTDIR/$st.log" | tail -20
+        row "$st" "$([ $rc -eq 0 ] && echo passed || echo "FAILED rc $rc") in $(($(date +%s) - t0)) s"
         ;;
     ceil)
         $BUILD/bench/ceilings --device cuda 2>&1 | tee "$OUTDIR/ceilings.txt" | while read -r l; do row "${l:0:44}" "${l:44}"; done
