@@ -25,6 +25,10 @@
 #      continues bit for bit (part5).
 #   6. 16-bit tables (--emb-dtype bf16|fp16) on CUDA equal the CPU's, and
 #      their checkpoints resume bit for bit (part6).
+#   7. resharding on CUDA: a checkpoint of 2 ranks (rw) resumed by 1, and of 1
+#      resumed by 2 ranks (tw), continue within 1e-5 of the straight run at
+#      the new world size (part7; the CPU suite's check_checkpoint_reshard
+#      holds the other layouts).
 #
 # Stops with a message and exit status 1 when no GPU is visible (or the build
 # lacks CUDA). Needs python3 (standard library only) and, for part 2, mpirun.
@@ -34,7 +38,7 @@ sr_threads=keep
 bin=${SHARDREC:-$sr_shardrec}
 rtol=${RTOL:-1e-4}
 equiv_rtol=${EQUIV_RTOL:-1e-5}
-parts=${PARTS:-1 2 3 4 5 6}
+parts=${PARTS:-1 2 3 4 5 6 7}
 sh "$sr_tests/gpu/require_gpu.sh" check_gpu_train || exit 1
 sr_need_built "$bin"
 command -v python3 >/dev/null 2>&1 || { echo "check_gpu_train: FAIL: python3 is needed"; exit 1; }
@@ -290,6 +294,47 @@ part6() {
         fi
     done
     ck_case sparse-dist "bf16 tables" --emb-dtype bf16
+}
+
+# ---- 7. resharding on CUDA -------------------------------------------------------
+# 12 steps with a checkpoint at step 6 on world size A, --resume on world size
+# B to step 12, against 12 straight steps on B: steps 7-12's losses and the
+# evaluation at step 12 within 1e-5 relative (row-wise Adagrad: each row's
+# state moves with it).
+reshard_case() { # NP-A FLAGS-A NP-B FLAGS-B LABEL
+    job="--device cuda --math fp32 --table-rows 1,7,50,333,1000,5 --embedding-dim 8
+         --bot-mlp 13-16-8 --top-mlp 16-1 --ids-per-feature 0-3 --global-batch-size 48
+         --steps 12 --optimizer sgd --lr 0.05 --emb-optimizer rowwise_adagrad --emb-lr 0.05
+         --eval-samples 200 --eval-every 12 --log-every 1 --no-progress"
+    why=""
+    rm -rf "$tmp/rs-ck"
+    sr_mpirun "$1" "$bin" train $job $2 --checkpoint-dir "$tmp/rs-ck" --checkpoint-every 6 \
+        >"$tmp/rs-a.log" 2>&1 || why="$why the run on $1 failed;"
+    sr_mpirun "$3" "$bin" train $job $4 --resume "$tmp/rs-ck/step-00000006" \
+        --metrics "$tmp/rs-b.jsonl" >"$tmp/rs-b.log" 2>&1 || why="$why the resume on $3 failed;"
+    grep -q "resharded" "$tmp/rs-b.log" || why="$why the resume did not say it resharded;"
+    sr_mpirun "$3" "$bin" train $job $4 --metrics "$tmp/rs-s.jsonl" >"$tmp/rs-s.log" 2>&1 ||
+        why="$why the straight run on $3 failed;"
+    python3 -c 'import json, sys
+for l in open(sys.argv[1]):
+    if l.strip() and json.loads(l)["step"] >= 7: print(l, end="")' "$tmp/rs-s.jsonl" >"$tmp/rs-s7.jsonl"
+    if [ -z "$why" ] && out=$(compare "$tmp/rs-s7.jsonl" "$tmp/rs-b.jsonl" "$equiv_rtol" 6); then
+        echo "ok   resharding on cuda ($5): steps 7-12 = the straight run on $3 (rtol $equiv_rtol): $out"
+    else
+        echo "FAIL resharding on cuda ($5):$why ${out:-}"
+        tail -3 "$tmp/rs-b.log"
+        fail=1
+    fi
+}
+
+part7() {
+    if ! command -v mpirun >/dev/null 2>&1; then
+        echo "FAIL resharding on cuda: mpirun not found (HINT: tools/install-deps.sh)"
+        fail=1
+        return
+    fi
+    reshard_case 2 "--sharding rw --ranks-per-node 2" 1 "" "2 ranks rw -> 1"
+    reshard_case 1 "" 2 "--sharding tw --ranks-per-node 2" "1 -> 2 ranks tw"
 }
 
 for p in $parts; do
