@@ -200,7 +200,11 @@ for st in "${stages[@]}"; do
         for f in .debs/*.deb; do dpkg -x "$f" / ; done; ldconfig
         nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv,noheader | tee "$OUTDIR/gpu.txt"
         make -j16 BUILD=$BUILD all tests bench >"$OUTDIR/build.log" 2>&1 || { tail -30 "$OUTDIR/build.log"; exit 1; }
-        row "build" "ok ($(git rev-parse --short HEAD 2>/dev/null || echo tree))"
+        # the device's copy of .git may be older than the tree it was sent
+        # with: say when the tree differs from the HEAD it names
+        rev=$(git rev-parse --short HEAD 2>/dev/null || echo tree)
+        git diff --quiet HEAD -- 2>/dev/null || rev="$rev + changes: not that commit"
+        row "build" "ok ($rev)"
         ;;
     test)
         timeout ${TEST_TIMEOUT:-480} make BUILD=$BUILD test-gpu >"$OUTDIR/test-gpu.log" 2>&1
