@@ -25,7 +25,8 @@
 #      continues bit for bit (part5).
 #   6. 16-bit tables (--emb-dtype bf16|fp16) on CUDA equal the CPU's, and
 #      their checkpoints resume bit for bit (part6).
-#   7. resharding on CUDA: a checkpoint of 2 ranks (rw) resumed by 1, and of 1
+#   7. checkpoints of 2 CUDA ranks: every sharding type resumes bit for bit;
+#      and resharding: a checkpoint of 2 ranks (rw) resumed by 1, and of 1
 #      resumed by 2 ranks (tw), continue within 1e-5 of the straight run at
 #      the new world size (part7; the CPU suite's check_checkpoint_reshard
 #      holds the other layouts).
@@ -327,12 +328,47 @@ for l in open(sys.argv[1]):
     fi
 }
 
+# Exact resume of every sharding type on 2 CUDA ranks: 12 steps with
+# checkpoints every 6, then --resume from step 6: steps 7-12's metrics and
+# the final weights equal the straight run's, bit for bit (element-wise
+# Adagrad: cw needs it).
+exact2_case() { # SHARDING
+    job="--device cuda --math fp32 --table-rows 1,7,50,333,1000,5 --embedding-dim 8
+         --bot-mlp 13-16-8 --top-mlp 16-1 --ids-per-feature 0-3 --global-batch-size 48
+         --steps 12 --optimizer sgd --lr 0.05 --emb-optimizer adagrad --emb-lr 0.05
+         --eval-samples 200 --eval-every 6 --log-every 1 --no-progress --sharding $1
+         --ranks-per-node 2"
+    why=""
+    rm -rf "$tmp/ex-ck"
+    sr_mpirun 2 "$bin" train $job --checkpoint-dir "$tmp/ex-ck" --checkpoint-every 6 \
+        --metrics "$tmp/ex-s.jsonl" --save-weights "$tmp/ex-s.st" >"$tmp/ex-s.log" 2>&1 ||
+        why="$why the straight run failed;"
+    sr_mpirun 2 "$bin" train $job --resume "$tmp/ex-ck/step-00000006" \
+        --metrics "$tmp/ex-r.jsonl" --save-weights "$tmp/ex-r.st" >"$tmp/ex-r.log" 2>&1 ||
+        why="$why the resume failed;"
+    grep -o '"\(step\|loss\|eval_auc\|eval_logloss\)": *[^,}]*' "$tmp/ex-s.jsonl" |
+        awk '/"step"/ { s = $2 } s >= 7' >"$tmp/ea"
+    grep -o '"\(step\|loss\|eval_auc\|eval_logloss\)": *[^,}]*' "$tmp/ex-r.jsonl" >"$tmp/eb"
+    [ -s "$tmp/ea" ] && cmp -s "$tmp/ea" "$tmp/eb" || why="$why resumed metrics differ;"
+    cmp -s "$tmp/ex-s.st" "$tmp/ex-r.st" || why="$why resumed weights differ;"
+    if [ -z "$why" ]; then
+        echo "ok   exact resume on 2 cuda ranks ($1): steps 7-12 and the weights = the straight run, bit for bit"
+    else
+        echo "FAIL exact resume on 2 cuda ranks ($1):$why"
+        tail -3 "$tmp/ex-r.log"
+        fail=1
+    fi
+}
+
 part7() {
     if ! command -v mpirun >/dev/null 2>&1; then
         echo "FAIL resharding on cuda: mpirun not found (HINT: tools/install-deps.sh)"
         fail=1
         return
     fi
+    for c in dp tw rw cw twrw; do
+        exact2_case $c
+    done
     reshard_case 2 "--sharding rw --ranks-per-node 2" 1 "" "2 ranks rw -> 1"
     reshard_case 1 "" 2 "--sharding tw --ranks-per-node 2" "1 -> 2 ranks tw"
 }
