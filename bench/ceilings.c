@@ -5,7 +5,15 @@
  * per math mode (TFLOP/s). Random data (the embedding ops' init_uniform),
  * device events, median of the repetitions after a warm-up.
  *
- *   ceilings [--device cuda|cpu] [--copy-mib N] [--gemm N] [--reps R]
+ * --wgrad adds the weight-gradient GEMMs of workload D (dW = dYᵀ X, reduced
+ * over the batch of 16384: the DCN layers' 3456 x 512 and 512 x 3456, the top
+ * MLP's 1024 x 3456) in each operand layout, per math mode: "batch-major" as
+ * the step stores its activations (both operands (batch, features), so the
+ * reduction runs along their rows), "K-major" with both stored transposed
+ * (features, batch), and the two mixed. What a layout change of the step's
+ * activations would gain, before making it.
+ *
+ *   ceilings [--device cuda|cpu] [--copy-mib N] [--gemm N] [--reps R] [--wgrad]
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -69,6 +77,23 @@ static void do_gemm(void *p)
                         g->b, g->n, 0.0f, g->c, g->n);
 }
 
+/* dW (m, n) = Aᵀ B over k rows: A stored (k, m) or, transposed, (m, k); B
+ * (k, n) or (n, k). */
+struct wgrad_arg {
+    struct sr_device *dev;
+    float *a, *b, *c;
+    int m, n, k, a_kmajor, b_kmajor;
+};
+
+static void do_wgrad(void *p)
+{
+    struct wgrad_arg *g = p;
+    g->dev->dense->gemm(g->dev, NULL, g->a_kmajor ? SR_NO_TRANS : SR_TRANS,
+                        g->b_kmajor ? SR_TRANS : SR_NO_TRANS, g->m, g->n, g->k, 1.0f, g->a,
+                        g->a_kmajor ? g->k : g->m, g->b, g->b_kmajor ? g->k : g->n, 0.0f, g->c,
+                        g->n);
+}
+
 static float *random_matrix(struct sr_device *dev, int64_t rows, int cols, uint64_t stream)
 {
     float *p = sr_dev_alloc(dev, sizeof(float) * (size_t)rows * (size_t)cols);
@@ -76,11 +101,44 @@ static float *random_matrix(struct sr_device *dev, int64_t rows, int cols, uint6
     return p;
 }
 
+/* Workload D's weight-gradient GEMMs in each operand layout, per math mode. */
+static void wgrad_gemms(struct sr_device *dev, int reps)
+{
+    static const int shapes[][3] = {{3456, 512, 16384}, {512, 3456, 16384}, {1024, 3456, 16384}};
+    static const char *const maths[] = {"fp32", "tf32", "bf16"};
+    static const char *const layouts[] = {"batch-major", "A K-major", "B K-major", "K-major"};
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        const int m = shapes[s][0], n = shapes[s][1], k = shapes[s][2];
+        struct wgrad_arg g = {dev, random_matrix(dev, k, m, 4), random_matrix(dev, k, n, 5),
+                              sr_dev_alloc(dev, sizeof(float) * (size_t)m * (size_t)n), m, n, k,
+                              0, 0};
+        for (int mm = 0; mm < (dev->kind == SR_DEVICE_CUDA ? 3 : 1); mm++) {
+            dev->math = (enum sr_math)mm;
+            for (int l = 0; l < 4; l++) {
+                g.a_kmajor = l & 1;
+                g.b_kmajor = (l >> 1) & 1;
+                const float ms = time_ms(dev, reps, do_wgrad, &g);
+                printf("wgrad    %s %4d x %4d over %5d, %-11s %9.3f ms  %8.1f TFLOP/s\n",
+                       maths[mm], m, n, k, layouts[l], ms,
+                       2.0 * (double)m * n * k / (ms * 1e9));
+            }
+        }
+        sr_dev_free(dev, g.a);
+        sr_dev_free(dev, g.b);
+        sr_dev_free(dev, g.c);
+    }
+}
+
 int main(int argc, char **argv)
 {
     const char *device = "cuda";
     long copy_mib = 4096, gemm_n = 8192, reps = 20;
-    for (int i = 1; i + 1 < argc; i += 2) {
+    int wgrad = 0;
+    for (int i = 1; i < argc; i += 2) {
+        if (i + 1 >= argc && strcmp(argv[i], "--wgrad")) {
+            fprintf(stderr, "ceilings: %s needs a value\n", argv[i]);
+            return 2;
+        }
         if (!strcmp(argv[i], "--device"))
             device = argv[i + 1];
         else if (!strcmp(argv[i], "--copy-mib"))
@@ -89,7 +147,10 @@ int main(int argc, char **argv)
             gemm_n = atol(argv[i + 1]);
         else if (!strcmp(argv[i], "--reps"))
             reps = atol(argv[i + 1]);
-        else {
+        else if (!strcmp(argv[i], "--wgrad")) {
+            wgrad = 1;
+            i--; /* a flag without a value */
+        } else {
             fprintf(stderr, "ceilings: unknown flag %s\n", argv[i]);
             return 2;
         }
@@ -118,6 +179,11 @@ int main(int argc, char **argv)
         printf("ceiling  gemm   %s %ld^3          %9.3f ms  %8.1f TFLOP/s\n", names[m], gemm_n, ms,
                2.0 * (double)gemm_n * gemm_n * gemm_n / (ms * 1e9));
     }
+    sr_dev_free(dev, ga.a);
+    sr_dev_free(dev, ga.b);
+    sr_dev_free(dev, ga.c);
+    if (wgrad)
+        wgrad_gemms(dev, (int)(reps < 10 ? reps : 10));
     dev->math = SR_MATH_FP32;
     return 0;
 }

@@ -13,6 +13,8 @@
 #          on an H200, so a call holds it alone; or its parts, one a stage:
 #          test-ops, test-train, test-nccl, test-torch (each its time)
 #   ceil   the ceilings: a large device copy, a large GEMM per math mode
+#          (CEIL_FLAGS=--wgrad: also D's weight-gradient GEMMs per operand
+#          layout, about 40 s more)
 #   ops    the embedding op benchmark (bench/emb_ops) on uniform and Zipf ids,
 #          then a sweep of the CUDA backward's hot-row split on Zipf ids
 #          (SR_EMB_RUN_SPLIT=L, L in 16..256; cases d128 and d16; a row
@@ -229,7 +231,7 @@ for st in "${stages[@]}"; do
         row "$st" "$([ $rc -eq 0 ] && echo passed || echo "FAILED rc $rc") in $(($(date +%s) - t0)) s"
         ;;
     ceil)
-        $BUILD/bench/ceilings --device cuda 2>&1 | tee "$OUTDIR/ceilings.txt" | while read -r l; do row "${l:0:44}" "${l:44}"; done
+        $BUILD/bench/ceilings --device cuda ${CEIL_FLAGS:-} 2>&1 | tee "$OUTDIR/ceilings.txt" | while read -r l; do row "${l:0:44}" "${l:44}"; done
         ;;
     ops)
         emb_ops_on uniform
