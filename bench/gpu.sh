@@ -14,7 +14,7 @@
 #          test-ops, test-train, test-nccl, test-torch (each its time)
 #   ceil   the ceilings: a large device copy, a large GEMM per math mode
 #          (CEIL_FLAGS=--wgrad: also D's weight-gradient GEMMs per operand
-#          layout, about 40 s more)
+#          layout, seconds more)
 #   ops    the embedding op benchmark (bench/emb_ops) on uniform and Zipf ids,
 #          then a sweep of the CUDA backward's hot-row split on Zipf ids
 #          (SR_EMB_RUN_SPLIT=L, L in 16..256; cases d128 and d16; a row
