@@ -97,7 +97,8 @@ static void do_wgrad(void *p)
 static float *random_matrix(struct sr_device *dev, int64_t rows, int cols, uint64_t stream)
 {
     float *p = sr_dev_alloc(dev, sizeof(float) * (size_t)rows * (size_t)cols);
-    dev->emb->init_uniform(dev, p, SR_DTYPE_F32, rows, cols, 0, 0, cols, 7, stream, -1.0, 1.0, NULL);
+    dev->emb->init_uniform(dev, p, SR_DTYPE_F32, rows, cols, 0, 0, cols, 7, stream, -1.0, 1.0,
+                           NULL);
     return p;
 }
 

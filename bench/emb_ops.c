@@ -380,8 +380,8 @@ static void bench_init(const struct opts *o, struct bench *b, const struct bench
                                              .dim = c->dim,
                                              .dtype = o->emb_dtype,
                                              .stream = (uint64_t)t + 1};
-        dev->emb->init_uniform(dev, b->tables[t].weight, o->emb_dtype, c->rows, c->dim, 0, 0, c->dim, 7,
-                               (uint64_t)t + 1, 0.005, 0.015, NULL);
+        dev->emb->init_uniform(dev, b->tables[t].weight, o->emb_dtype, c->rows, c->dim, 0, 0,
+                               c->dim, 7, (uint64_t)t + 1, 0.005, 0.015, NULL);
         dev->emb->fill(dev, b->tables[t].state, c->rows, 0.0f, NULL);
     }
     for (int f = 0; f < c->features; f++)

@@ -432,8 +432,10 @@ static void measure_gemm(struct bd_ctx *c, const struct bd_opts *o, struct bd_re
     struct bd_gemm g = {c, sr_dev_alloc_named(dev, bytes, "bench device GEMM A"),
                         sr_dev_alloc_named(dev, w_bytes, "bench device GEMM B"),
                         sr_dev_alloc_named(dev, bytes, "bench device GEMM C"), m, n};
-    sr_op_emb_init_uniform(dev, g.a, SR_DTYPE_F32, m, n, 0, 0, n, IDS_SEED, 1, -1.0, 1.0, c->stream);
-    sr_op_emb_init_uniform(dev, g.b, SR_DTYPE_F32, n, n, 0, 0, n, IDS_SEED, 2, -1.0, 1.0, c->stream);
+    sr_op_emb_init_uniform(dev, g.a, SR_DTYPE_F32, m, n, 0, 0, n, IDS_SEED, 1, -1.0, 1.0,
+                           c->stream);
+    sr_op_emb_init_uniform(dev, g.b, SR_DTYPE_F32, n, n, 0, 0, n, IDS_SEED, 2, -1.0, 1.0,
+                           c->stream);
     const enum sr_math saved = dev->math;
     for (int mm = 0; mm < SR_TOPO_MATHS; mm++) {
         if (!o->maths[mm])

@@ -468,7 +468,8 @@ static void test_init_column_piece_matches_whole_rows(void **state)
         for (int r = 0; r < ROWS; r++)
             for (int c = 0; c < w; c++)
                 if (piece[r * w + c] != whole[r * FULL + c0 + c])
-                    fail_msg("piece at column %d (width %d): row %d column %d differs", c0, w, r, c);
+                    fail_msg("piece at column %d (width %d): row %d column %d differs", c0, w, r,
+                             c);
     }
 }
 

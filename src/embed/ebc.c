@@ -149,8 +149,8 @@ static void init_table(struct sr_ebc *e, int t, uint64_t seed)
     snprintf(name, sizeof name, "emb.%s.weight", e->cfg.tables[t].name);
     double bound = sqrt(1.0 / (double)tab->rows);
     tab->stream = sr_rng_stream_of(name);
-    sr_op_emb_init_uniform(e->dev, tab->weight, tab->dtype, tab->rows, tab->dim, 0, 0, tab->dim, seed,
-                           tab->stream, -bound, bound, NULL);
+    sr_op_emb_init_uniform(e->dev, tab->weight, tab->dtype, tab->rows, tab->dim, 0, 0, tab->dim,
+                           seed, tab->stream, -bound, bound, NULL);
     if (!sfloats)
         return;
     float s0 = e->optim.kind == SR_OPTIM_ADAM ? 0.0f : e->optim.initial_accumulator;

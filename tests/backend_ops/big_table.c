@@ -66,7 +66,8 @@ static void run_big(struct sr_device *dev, void *ctx, struct ops_case *c, int wh
         window = x->weight + x->base * BIG_D; /* 64-bit pointer arithmetic on the host */
         state_window = x->state + x->base;
     }
-    sr_op_emb_init_uniform(dev, window, SR_DTYPE_F32, R, BIG_D, x->base, 0, BIG_D, x->seed, x->stream, lo, hi, NULL);
+    sr_op_emb_init_uniform(dev, window, SR_DTYPE_F32, R, BIG_D, x->base, 0, BIG_D, x->seed,
+                           x->stream, lo, hi, NULL);
     sr_op_emb_fill(dev, state_window, R, 0.25f, NULL);
     struct sr_emb_feature features[BIG_F];
     for (int f = 0; f < BIG_F; f++)
@@ -123,8 +124,8 @@ static int64_t big_compare_all(struct sr_device *dev, const struct big_ctx *x, i
             for (size_t i = 0; i < n; i++)
                 want[i] = value;
         else
-            ref->emb->init_uniform(ref, want, SR_DTYPE_F32, rows, BIG_D, r0, 0, BIG_D, x->seed, x->stream, -0.05, 0.05,
-                                   NULL);
+            ref->emb->init_uniform(ref, want, SR_DTYPE_F32, rows, BIG_D, r0, 0, BIG_D, x->seed,
+                                   x->stream, -0.05, 0.05, NULL);
         sr_dev_copy(dev, got, x->weight + r0 * BIG_D, n * 4, NULL);
         sr_dev_sync(dev, NULL);
         if (memcmp(want, got, n * 4) != 0) {
@@ -169,7 +170,8 @@ static void big_whole_table(struct sr_device *dev, struct big_ctx *x, const char
     sr_op_emb_fill(dev, x->weight, n, 0.5f, NULL);
     int64_t bad = big_compare_all(dev, x, 1, 0.5f, want, got);
     ops_report("emb.fill", name, bad == 0, (double)bad, -1.0, "-", "");
-    sr_op_emb_init_uniform(dev, x->weight, SR_DTYPE_F32, x->E, BIG_D, 0, 0, BIG_D, x->seed, x->stream, -0.05, 0.05, NULL);
+    sr_op_emb_init_uniform(dev, x->weight, SR_DTYPE_F32, x->E, BIG_D, 0, 0, BIG_D, x->seed,
+                           x->stream, -0.05, 0.05, NULL);
     bad = big_compare_all(dev, x, 0, 0.0f, want, got);
     ops_report("emb.init_uniform", name, bad == 0, (double)bad, -1.0, "-", "");
     free(want), free(got);

@@ -43,8 +43,9 @@ static void run_init_uniform(struct sr_device *dev, void *ctx, struct ops_case *
     struct ops_arena a;
     ops_arena_init(&a, dev);
     float *w = ops_poisoned(&a, n * 4);
-    sr_op_emb_init_uniform(dev, w + GUARD, SR_DTYPE_F32, x->rows, x->dim, x->row_begin, x->col_begin,
-                           x->full_dim ? x->full_dim : x->dim, x->seed, x->stream, x->lo, x->hi, NULL);
+    sr_op_emb_init_uniform(dev, w + GUARD, SR_DTYPE_F32, x->rows, x->dim, x->row_begin,
+                           x->col_begin, x->full_dim ? x->full_dim : x->dim, x->seed, x->stream,
+                           x->lo, x->hi, NULL);
     ops_take(c, which, "weight and guards", OPS_EXACT, 0, dev, w, n * 4);
     ops_arena_free(&a);
 }
@@ -71,9 +72,10 @@ static void init_fill_cases(void)
         {.rows = 777, .dim = 4, .row_begin = 5, .lo = -0.0358748, .hi = 0.0358748},
         {.rows = 4099, .dim = 128, .row_begin = ((int64_t)1 << 31) - 7, .lo = -2, .hi = 3},
         /* column pieces (cw shards): the last 32 of 128, an odd piece of 130 */
-        {.rows = 1000, .dim = 32, .row_begin = 77, .col_begin = 96, .full_dim = 128, .lo = -1, .hi = 1},
-        {.rows = 3001, .dim = 7, .row_begin = ((int64_t)1 << 31) - 7, .col_begin = 61, .full_dim = 130,
-         .lo = -0.05, .hi = 0.05},
+        {.rows = 1000, .dim = 32, .row_begin = 77, .col_begin = 96, .full_dim = 128, .lo = -1,
+         .hi = 1},
+        {.rows = 3001, .dim = 7, .row_begin = ((int64_t)1 << 31) - 7, .col_begin = 61,
+         .full_dim = 130, .lo = -0.05, .hi = 0.05},
     };
     char name[96];
     for (size_t i = 0; i < sizeof inits / sizeof inits[0]; i++) {
