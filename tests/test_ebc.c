@@ -455,22 +455,27 @@ static void test_init_column_piece_matches_whole_rows(void **state)
     struct sr_device *dev = sr_device_cpu();
     enum { ROWS = 37, FULL = 24 };
     static const int pieces[][2] = {{0, 8}, {8, 8}, {16, 8}, {5, 13}, {23, 1}, {0, FULL}};
-    float whole[ROWS * FULL], piece[ROWS * FULL];
+    float whole[ROWS * FULL];
+    float *w_dev = sr_dev_alloc(dev, sizeof whole), *p_dev = sr_dev_alloc(dev, sizeof whole);
     const int64_t row0 = ((int64_t)1 << 33) + 11;
-    sr_op_emb_init_uniform(dev, whole, SR_DTYPE_F32, ROWS, FULL, row0, 0, FULL, 99, 7, -0.5, 0.5,
+    sr_op_emb_init_uniform(dev, w_dev, SR_DTYPE_F32, ROWS, FULL, row0, 0, FULL, 99, 7, -0.5, 0.5,
                            NULL);
+    sr_dev_sync(dev, NULL);
+    memcpy(whole, HV(w_dev), sizeof whole);
     for (int64_t i = 0; i < ROWS * FULL; i++) /* the whole rows: the counter (row, col) */
         assert_true(whole[i] == (float)(-0.5 + sr_rng_uniform(99, 7, (uint64_t)(row0 * FULL + i))));
     for (size_t k = 0; k < sizeof pieces / sizeof pieces[0]; k++) {
         const int c0 = pieces[k][0], w = pieces[k][1];
-        sr_op_emb_init_uniform(dev, piece, SR_DTYPE_F32, ROWS, w, row0, c0, FULL, 99, 7, -0.5, 0.5,
-                               NULL);
+        sr_op_emb_init_uniform(dev, p_dev, SR_DTYPE_F32, ROWS, w, row0, c0, FULL, 99, 7, -0.5,
+                               0.5, NULL);
+        sr_dev_sync(dev, NULL);
+        const float *piece = HV(p_dev);
         for (int r = 0; r < ROWS; r++)
             for (int c = 0; c < w; c++)
                 if (piece[r * w + c] != whole[r * FULL + c0 + c])
-                    fail_msg("piece at column %d (width %d): row %d column %d differs", c0, w, r,
-                             c);
+                    fail_msg("piece %d+%d: row %d column %d differs", c0, w, r, c);
     }
+    sr_dev_free(dev, w_dev), sr_dev_free(dev, p_dev);
 }
 
 static void expect_config_error(const struct tcfg *c, const char *needle)
