@@ -135,24 +135,27 @@ int main(int argc, char **argv)
     const char *device = "cuda";
     long copy_mib = 4096, gemm_n = 8192, reps = 20;
     int wgrad = 0;
-    for (int i = 1; i < argc; i += 2) {
-        if (i + 1 >= argc && strcmp(argv[i], "--wgrad")) {
-            fprintf(stderr, "ceilings: %s needs a value\n", argv[i]);
+    for (int i = 1; i < argc; i++) {
+        const char *flag = argv[i];
+        if (!strcmp(flag, "--wgrad")) {
+            wgrad = 1;
+            continue;
+        }
+        if (i + 1 >= argc) {
+            fprintf(stderr, "ceilings: %s needs a value\n", flag);
             return 2;
         }
-        if (!strcmp(argv[i], "--device"))
-            device = argv[i + 1];
-        else if (!strcmp(argv[i], "--copy-mib"))
-            copy_mib = atol(argv[i + 1]);
-        else if (!strcmp(argv[i], "--gemm"))
-            gemm_n = atol(argv[i + 1]);
-        else if (!strcmp(argv[i], "--reps"))
-            reps = atol(argv[i + 1]);
-        else if (!strcmp(argv[i], "--wgrad")) {
-            wgrad = 1;
-            i--; /* a flag without a value */
-        } else {
-            fprintf(stderr, "ceilings: unknown flag %s\n", argv[i]);
+        const char *value = argv[++i];
+        if (!strcmp(flag, "--device"))
+            device = value;
+        else if (!strcmp(flag, "--copy-mib"))
+            copy_mib = atol(value);
+        else if (!strcmp(flag, "--gemm"))
+            gemm_n = atol(value);
+        else if (!strcmp(flag, "--reps"))
+            reps = atol(value);
+        else {
+            fprintf(stderr, "ceilings: unknown flag %s\n", flag);
             return 2;
         }
     }

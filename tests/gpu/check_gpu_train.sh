@@ -209,6 +209,17 @@ PY
     fi
 }
 
+# resumed_same STRAIGHT RESUMED FROM: RESUMED.jsonl's steps, losses and
+# evaluations equal STRAIGHT.jsonl's from step FROM on, and RESUMED.st equals
+# STRAIGHT.st, bit for bit; else appends the difference to $why.
+resumed_same() {
+    grep -o '"\(step\|loss\|eval_auc\|eval_logloss\)": *[^,}]*' "$1.jsonl" |
+        awk -v from="$3" '/"step"/ { s = $2 } s >= from' >"$tmp/same-a"
+    grep -o '"\(step\|loss\|eval_auc\|eval_logloss\)": *[^,}]*' "$2.jsonl" >"$tmp/same-b"
+    [ -s "$tmp/same-a" ] && cmp -s "$tmp/same-a" "$tmp/same-b" || why="$why resumed metrics differ;"
+    cmp -s "$1.st" "$2.st" || why="$why resumed weights differ;"
+}
+
 # ---- 5. checkpoints on CUDA: exact resume, overlap = sync -----------------------
 # A multi-hot job with row-wise Adagrad, 12 steps, a checkpoint every 4: the
 # overlapped write (the default on a GPU) holds the same bytes as sync's in
@@ -238,11 +249,7 @@ ck_case() { # PIPELINE LABEL EXTRA-FLAGS...
     "$bin" train $flags --pipeline $pipe --resume "$tmp/ck-overlap/step-00000004" \
         --metrics "$tmp/ck-r.jsonl" --save-weights "$tmp/ck-r.st" >"$tmp/ck-r.log" 2>&1 ||
         why="$why the resume failed;"
-    grep -o '"\(step\|loss\|eval_auc\|eval_logloss\)": *[^,}]*' "$tmp/ck-overlap.jsonl" |
-        awk '/"step"/ { s = $2 } s >= 5' >"$tmp/ca"
-    grep -o '"\(step\|loss\|eval_auc\|eval_logloss\)": *[^,}]*' "$tmp/ck-r.jsonl" >"$tmp/cb"
-    [ -s "$tmp/ca" ] && cmp -s "$tmp/ca" "$tmp/cb" || why="$why resumed metrics differ;"
-    cmp -s "$tmp/ck-overlap.st" "$tmp/ck-r.st" || why="$why resumed weights differ;"
+    resumed_same "$tmp/ck-overlap" "$tmp/ck-r" 5
     if [ -z "$why" ]; then
         echo "ok   checkpoints on cuda ($label): overlap's files = sync's; resume from step 4 = the straight run, bit for bit"
         grep "^checkpoint step 12" "$tmp/ck-overlap.log" | sed 's/^/     /'
@@ -346,11 +353,7 @@ exact2_case() { # SHARDING
     sr_mpirun 2 "$bin" train $job --resume "$tmp/ex-ck/step-00000006" \
         --metrics "$tmp/ex-r.jsonl" --save-weights "$tmp/ex-r.st" >"$tmp/ex-r.log" 2>&1 ||
         why="$why the resume failed;"
-    grep -o '"\(step\|loss\|eval_auc\|eval_logloss\)": *[^,}]*' "$tmp/ex-s.jsonl" |
-        awk '/"step"/ { s = $2 } s >= 7' >"$tmp/ea"
-    grep -o '"\(step\|loss\|eval_auc\|eval_logloss\)": *[^,}]*' "$tmp/ex-r.jsonl" >"$tmp/eb"
-    [ -s "$tmp/ea" ] && cmp -s "$tmp/ea" "$tmp/eb" || why="$why resumed metrics differ;"
-    cmp -s "$tmp/ex-s.st" "$tmp/ex-r.st" || why="$why resumed weights differ;"
+    resumed_same "$tmp/ex-s" "$tmp/ex-r" 7
     if [ -z "$why" ]; then
         echo "ok   exact resume on 2 cuda ranks ($1): steps 7-12 and the weights = the straight run, bit for bit"
     else
