@@ -62,10 +62,11 @@ int main(void)
     if (ops_init() != 0) /* the device under test is missing: a failure, not a skip */
         return 1;
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_gemm),         cmocka_unit_test(test_dense),
-        cmocka_unit_test(test_optim),        cmocka_unit_test(test_embedding),
-        cmocka_unit_test(test_embedding_dp), cmocka_unit_test(test_sparse_dist),
-        cmocka_unit_test(test_cast),         cmocka_unit_test(test_big_table),
+        cmocka_unit_test(test_gemm),        cmocka_unit_test(test_gemm_tf32),
+        cmocka_unit_test(test_dense),       cmocka_unit_test(test_optim),
+        cmocka_unit_test(test_embedding),   cmocka_unit_test(test_embedding_dp),
+        cmocka_unit_test(test_sparse_dist), cmocka_unit_test(test_cast),
+        cmocka_unit_test(test_big_table),
     };
     const int failed = cmocka_run_group_tests(tests, NULL, NULL);
     printf("test_backend_ops: %d case line(s) failed on %s (seed %llu)\n", ops_failures(),

@@ -4,6 +4,7 @@
 #define SHARDREC_TEST_BACKEND_OPS_CASES_H
 
 void test_gemm(void **state);         /* dense.c */
+void test_gemm_tf32(void **state);    /* dense.c */
 void test_dense(void **state);        /* dense.c */
 void test_optim(void **state);        /* dense.c */
 void test_embedding(void **state);    /* embedding.c */

@@ -29,7 +29,6 @@ struct gemm_ctx {
     size_t a_n, b_n, c_n;
 };
 
-
 /* A column sum of R terms, added in another order than the CPU's (a GPU
  * reduces in chunks): its rounding error grows with the terms' magnitudes,
  * about sqrt(R) times the result's for terms of mixed sign, so the bound is
@@ -47,8 +46,8 @@ static void run_gemm(struct sr_device *dev, void *ctx, struct ops_case *c, int w
     float *dc = ops_upload(&a, g->c, g->c_n * 4); /* all NaN when beta = 0 */
     const enum sr_transpose ta = g->ta ? SR_TRANS : SR_NO_TRANS;
     const enum sr_transpose tb = g->tb ? SR_TRANS : SR_NO_TRANS;
-    sr_op_dense_gemm(dev, NULL, ta, tb, g->m, g->n, g->k, g->alpha, da, g->lda, db, g->ldb,
-                     g->beta, dc, g->ldc);
+    sr_op_dense_gemm(dev, NULL, ta, tb, g->m, g->n, g->k, g->alpha, da, g->lda, db, g->ldb, g->beta,
+                     dc, g->ldc);
     /* The rule is the relative Frobenius error; an elementwise bound 10 times
      * looser catches a few wrong elements that the norm would dilute. C is
      * taken whole, the last row's padding too (its declared size ends at the
@@ -102,6 +101,39 @@ void test_gemm(void **state)
             for (int j = 0; j < 2; j++)
                 gemm_case(t >> 1, t & 1, shapes[s][0], shapes[s][1], shapes[s][2], shapes[s][3],
                           ab[j][0], ab[j][1]);
+    ops_fail_if_any("dense.gemm");
+}
+
+/* tf32 math (tensor cores on CUDA; the CPU reference stays fp32), within
+ * tf32's rounding. On CUDA the big weight-gradient shapes (Tᵀ N over a long
+ * k, one side wide) take the K-major path, one operand transposed into
+ * scratch first: A when m is the narrower side, B when n is; k = 4097 and the
+ * padding give the transposed copy a stride that is not k. */
+void test_gemm_tf32(void **state)
+{
+    static const int shapes[][4] = {
+        {2048, 512, 367, 0},
+        {512, 367, 2048, 0},
+        {16, 13, 2048, 1},
+    };
+    static const int wide[][4] = {
+        {64, 2048, 8192, 0},
+        {2048, 48, 8192, 3},
+        {17, 2048, 4097, 1},
+        {2048, 2048, 4096, 0},
+    };
+    static const float ab[][2] = {{1.0f, 0.0f}, {0.5f, -1.5f}};
+    struct sr_device *dut = ops_dut();
+    const enum sr_math was = dut->math;
+    dut->math = SR_MATH_TF32;
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+        for (int t = 0; t < 4; t++)
+            gemm_case(t >> 1, t & 1, shapes[s][0], shapes[s][1], shapes[s][2], shapes[s][3], 1.0f,
+                      0.0f);
+    for (size_t s = 0; ops_big_wanted() && s < sizeof wide / sizeof wide[0]; s++)
+        for (int j = 0; j < 2; j++)
+            gemm_case(1, 0, wide[s][0], wide[s][1], wide[s][2], wide[s][3], ab[j][0], ab[j][1]);
+    dut->math = was;
     ops_fail_if_any("dense.gemm");
 }
 
@@ -217,8 +249,8 @@ static void run_dense(struct sr_device *dev, void *ctx, struct ops_case *c, int 
         break;
     case DCN_BWD: { /* z, emb, u, bias, dy; dz and demb start as given when accumulating */
         float *du, *dbias, *dz, *demb;
-        OPS_REGIONS(&r, dense, dcn_cross_backward, dev, NULL, p[0], p[1], p[2], p[3], p[4], R, C,
-                    D, x->first, x->accumulate, NULL, NULL, NULL, NULL);
+        OPS_REGIONS(&r, dense, dcn_cross_backward, dev, NULL, p[0], p[1], p[2], p[3], p[4], R, C, D,
+                    x->first, x->accumulate, NULL, NULL, NULL, NULL);
         du = ops_poisoned(&a, ops_bytes(&r, "du"));
         dbias = ops_poisoned(&a, ops_bytes(&r, "dbias"));
         dz = x->accumulate ? ops_upload(&a, x->in[2], ops_bytes(&r, "dz"))
@@ -227,8 +259,8 @@ static void run_dense(struct sr_device *dev, void *ctx, struct ops_case *c, int 
                              : ops_poisoned(&a, ops_bytes(&r, "demb"));
         sr_op_dense_dcn_cross_backward(dev, NULL, p[0], p[1], p[2], p[3], p[4], R, C, D, x->first,
                                        x->accumulate, du, dbias, dz, demb);
-        OPS_REGIONS(&r, dense, dcn_cross_backward, dev, NULL, p[0], p[1], p[2], p[3], p[4], R, C,
-                    D, x->first, x->accumulate, du, dbias, dz, demb);
+        OPS_REGIONS(&r, dense, dcn_cross_backward, dev, NULL, p[0], p[1], p[2], p[3], p[4], R, C, D,
+                    x->first, x->accumulate, du, dbias, dz, demb);
         ops_take_region(c, which, &r, "du", OPS_F32, OPS_TOL, dev);
         ops_take_region(c, which, &r, "dbias", OPS_F32, sum_tol(R), dev);
         ops_take_region(c, which, &r, "dz", OPS_F32, OPS_TOL, dev);
@@ -339,7 +371,7 @@ static void interaction_cases(void)
 static void dcn_cases(void)
 {
     /* D a multiple of 4 takes the GPU's float4 path; B 70000 passes its 65535 block rows */
-    static const int shapes[][3] = {{256, 26, 16}, {1, 1, 1},    {33, 8, 130},  {7, 3, 5},
+    static const int shapes[][3] = {{256, 26, 16},  {1, 1, 1},      {33, 8, 130}, {7, 3, 5},
                                     {2048, 26, 16}, {300, 26, 128}, {70000, 1, 4}};
     struct ops_rng r = ops_rng_of("dcn");
     char name[96];
@@ -357,10 +389,10 @@ static void dcn_cases(void)
                 dense_in(&x, &r, 4, (size_t)B * n, -1, 1, 0);
             dense_case("dense.dcn_cross_forward", name, &x);
             for (int acc = 0; acc <= 1; acc++) {
-                snprintf(name, sizeof name, "B %d F %d D %d%s%s", B, F, D,
-                         first ? " residual" : "", acc ? " accumulate" : "");
-                x = (struct dense_ctx){.op = DCN_BWD, .rows = B, .cols = F, .D = D,
-                                       .first = first, .accumulate = acc};
+                snprintf(name, sizeof name, "B %d F %d D %d%s%s", B, F, D, first ? " residual" : "",
+                         acc ? " accumulate" : "");
+                x = (struct dense_ctx){
+                    .op = DCN_BWD, .rows = B, .cols = F, .D = D, .first = first, .accumulate = acc};
                 dense_in(&x, &r, 0, (size_t)B * D, -1, 1, 0);
                 dense_in(&x, &r, 1, (size_t)B * F * D, -1, 1, 0);
                 dense_in(&x, &r, 2, (size_t)B * n, -1, 1, 0);
