@@ -23,11 +23,31 @@
 #
 # Threads: 1 rank OMP_NUM_THREADS=2 (the whole host, as bench device
 # measured it); 2 ranks one thread each.
+#
+# DEVICE=cuda runs the same on one GPU, at full size (K's own rows, M's 26 x
+# 1M; batch MB = 16384 a rank unless set): setups 1 GPU, and 2 NCCL ranks
+# sharing the GPU as 2 nodes (`--ranks-per-node 1 --comm nccl`, NCCL's socket
+# transport on loopback, as bench/gpu.sh twonode). Topology files: `bench
+# device --device cuda` alone, and twice at once (the 2-node setup's ranks
+# take turns on the GPU: each gets what one of two concurrent runs measures),
+# and `bench comm` on the 2 ranks. PARTS picks "predict", "compare" or both
+# (the default), so that the halves can go to separate calls of a
+# time-limited machine.
 BUILD=${BUILD:-build}
+DEVICE=${DEVICE:-cpu}
 R=${R:-5}
 STEPS=${STEPS:-20}
 LINK=${LINK:-0.05,50}
-MB=${MB:-1024}
+PARTS=${PARTS:-predict compare}
+if [ "$DEVICE" = cuda ]; then
+    MB=${MB:-16384}
+    SETUPS="1 link"
+    export NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_IB_DISABLE=1 NCCL_SOCKET_IFNAME=lo
+    export NCCL_NVLS_ENABLE=0
+else
+    MB=${MB:-1024}
+    SETUPS="1 node link"
+fi
 SEED=${SEED:-20261202}
 here=$(cd "$(dirname "$0")/.." && pwd)
 bin="$here/$BUILD/shardrec"
@@ -39,6 +59,21 @@ unset SR_RANKS_PER_NODE SR_EMULATE_LINK
 mpi() { mpirun $as_root --oversubscribe --bind-to none -x OMP_NUM_THREADS=1 -x OPENBLAS_NUM_THREADS=1 "$@"; }
 
 # 1. topology files
+topology_cuda() {
+    "$bin" bench device --device cuda --out "$out/device.json" >"$out/device.txt" 2>&1 ||
+        { cat "$out/device.txt"; exit 1; }
+    # two at once: what each of two ranks sharing the GPU gets
+    "$bin" bench device --device cuda --out "$out/device1.json" >"$out/device1.txt" 2>&1 &
+    "$bin" bench device --device cuda --out "$out/device1b.json" >"$out/device1b.txt" 2>&1 ||
+        { cat "$out/device1b.txt"; exit 1; }
+    wait $! || { cat "$out/device1.txt"; exit 1; }
+    mpi -np 2 "$bin" bench comm --device cuda --comm nccl --max-bytes 64M --ranks-per-node 1 \
+        --out "$out/link.json" >"$out/link.txt" 2>&1 || { cat "$out/link.txt"; exit 1; }
+    echo "topology files in $out: device.json, device1.json (2 at once), link.json"
+}
+if [ "$DEVICE" = cuda ]; then
+    topology_cuda
+else
 OMP_NUM_THREADS=2 OPENBLAS_NUM_THREADS=2 "$bin" bench device --out "$out/device.json" >"$out/device.txt" 2>&1 ||
     { cat "$out/device.txt"; exit 1; }
 # one core's: the 2-node setup's ranks share this host's 2 cores, one each,
@@ -50,11 +85,19 @@ mpi -np 2 "$bin" bench comm --max-bytes 16M --out "$out/node.json" >"$out/node.t
 mpi -x SR_EMULATE_LINK="$LINK" -np 2 "$bin" bench comm --max-bytes 16M --ranks-per-node 1 \
     --out "$out/link.json" >"$out/link.txt" 2>&1 || { cat "$out/link.txt"; exit 1; }
 echo "topology files in $out: device.json, node.json, link.json"
+fi
 
 # 2. models
 K_ROWS=1460,583,100000,100000,305,24,12517,633,3,93145,5683,100000,3194,27,14992,100000,10,5652,2173,4,100000,18,15,100000,105,100000
+M_ROWS=$(python3 -c 'print(",".join(["100000"] * 26))')
+DEV=""
+if [ "$DEVICE" = cuda ]; then # full size: the presets' rows
+    K_ROWS=1460,583,10131227,2202608,305,24,12517,633,3,93145,5683,8351593,3194,27,14992,5461306,10,5652,2173,4,7046547,18,15,286181,105,142572
+    M_ROWS=$(python3 -c 'print(",".join(["1000000"] * 26))')
+    DEV="--device cuda"
+fi
 K="--workload K --table-rows $K_ROWS --batch-size 2048"
-M="--workload M --table-rows $(python3 -c 'print(",".join(["100000"] * 26))') --batch-size $MB"
+M="--workload M --table-rows $M_ROWS --batch-size $MB"
 # The drawn model: a seeded generator, the same figures for the same SEED.
 DRAWN=$(python3 - "$SEED" <<'EOF'
 import random, sys
@@ -73,7 +116,7 @@ print("--table-rows %s --embedding-dim %d --ids-per-feature %s --bot-mlp %s --to
 EOF
 )
 echo "drawn model (seed $SEED): $DRAWN"
-COMMON="--steps $STEPS --eval-samples 0 --log-every 1000 --no-progress"
+COMMON="--steps $STEPS --eval-samples 0 --log-every 1000 --no-progress $DEV"
 
 # run TAG SETUP ARGS...: one run, its summary in $out/TAG.txt
 run() {
@@ -84,9 +127,14 @@ run() {
            --topology "$out/device.json" >"$out/$tag.txt" 2>&1 ;;
     node) mpi -np 2 "$bin" train "$@" $COMMON --topology cpu-2core --topology "$out/device.json" \
               --topology "$out/node.json" >"$out/$tag.txt" 2>&1 ;;
-    link) mpi -x SR_EMULATE_LINK="$LINK" -np 2 "$bin" train "$@" $COMMON --ranks-per-node 1 \
-              --topology cpu-2core --topology "$out/device1.json" --topology "$out/link.json" \
-              >"$out/$tag.txt" 2>&1 ;;
+    link) if [ "$DEVICE" = cuda ]; then
+              mpi -np 2 "$bin" train "$@" $COMMON --ranks-per-node 1 --comm nccl \
+                  --topology "$out/device1.json" --topology "$out/link.json" >"$out/$tag.txt" 2>&1
+          else
+              mpi -x SR_EMULATE_LINK="$LINK" -np 2 "$bin" train "$@" $COMMON --ranks-per-node 1 \
+                  --topology cpu-2core --topology "$out/device1.json" --topology "$out/link.json" \
+                  >"$out/$tag.txt" 2>&1
+          fi ;;
     esac
 }
 
@@ -99,11 +147,12 @@ pick() {
 }
 median() { sort -g | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
 
+case " $PARTS " in *" predict "*)
 printf '\n%-6s %-5s %12s %12s %8s %10s %10s %8s\n' model setup "pred ms" "meas ms" error \
     "pred MiB" "meas MiB" error
 for model in K M drawn; do
     case $model in K) args=$K ;; M) args=$M ;; drawn) args=$DRAWN ;; esac
-    for setup in 1 node link; do
+    for setup in $SETUPS; do
         : >"$out/$model-$setup.runs"
         for i in $(seq 1 "$R"); do
             run "$model-$setup-$i" "$setup" $args || { tail -3 "$out/$model-$setup-$i.txt"; continue; }
@@ -118,8 +167,10 @@ for model in K M drawn; do
                    100 * (ps / ms - 1), pm, mm, 100 * (pm / mm - 1) }'
     done
 done
+esac
 
 # 3. the planner's plan against all-tw and all-rw on the 2-node setup
+case " $PARTS " in *" compare "*) ;; *) exit 0 ;; esac
 printf '\n%-6s %14s %14s %14s %10s\n' model "planner ms" "all tw ms" "all rw ms" "planner vs best"
 for model in K M drawn; do
     case $model in K) args=$K ;; M) args=$M ;; drawn) args=$DRAWN ;; esac
