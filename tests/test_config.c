@@ -298,6 +298,15 @@ static void test_memory_estimate(void **state)
     assert_true(e0.tables + e1.tables == t0 + t1);
     assert_true((e0.tables == t0 && e1.tables == t1) || (e0.tables == t1 && e1.tables == t0));
     assert_true(e0.dense == e.dense && e1.dense == e.dense);
+    /* the batch part holds the embedding's three batch contexts (the sharded
+     * EBC's own and the pipeline's two), each receiving the global batch's
+     * pooled vectors and their gradients: 2 ranks' blocks instead of one's,
+     * at least 3 x B x F x D x 8 bytes more than one rank's (counted once
+     * before: 4 GB short on a GPU at M's size) */
+    uint64_t BF = (uint64_t)cfg.batch_size * (uint64_t)cfg.num_features;
+    struct sr_memory_estimate one;
+    sr_train_config_memory(&cfg, NULL, 0, 1, &one);
+    assert_true(e0.batch - one.batch >= 3 * BF * D * 8 && e1.batch == e0.batch);
     sr_plan_free(plan);
 }
 

@@ -155,9 +155,31 @@ static void count_staging(const struct sr_train_config *cfg, int rank, uint64_t 
     int per_row = 0, per_elem = sr_optim_state_per_element(cfg->optimizer, &per_row);
     uint64_t bytes = tables;
     if (rank == 0)
-        bytes = mem_add(m, bytes, mem_mul3(m, dense_params(cfg, m), 1 + (uint64_t)per_elem,
-                                           sizeof(float)));
+        bytes = mem_add(m, bytes,
+                        mem_mul3(m, dense_params(cfg, m), 1 + (uint64_t)per_elem, sizeof(float)));
     mem_count(m, MEM_STAGING, -1, bytes);
+}
+
+/* Batch contexts the embeddings hold: the sharded EBC's own and the
+ * pipeline's two (trainer_step.c), each with every buffer of a batch (one
+ * rank with no plan too: its EBC runs in local mode). */
+#define EMB_CONTEXTS 3
+
+/* One embedding context's buffers for n ids in bags of bf bags: per id, the
+ * workspace's sort keys and values, run lists and per-run partial sums (about
+ * 40 + D / 8 bytes on either backend: cpu_embedding.c's and
+ * cuda_embedding.cu's carve) and, under a plan, the received values and
+ * weights (12) and the input dist's send and receive words (8); per bag,
+ * lengths and offsets (20 bytes) and the pooled vector with its gradient (8
+ * bytes a value); under a plan also the send block of the rank's own bags
+ * (own_bf, 4 bytes a value). */
+static uint64_t emb_context_bytes(struct mem_tally *m, uint64_t n, uint64_t bf, uint64_t own_bf,
+                                  uint64_t D, int sharded)
+{
+    uint64_t per_id = 40 + D / 8 + (sharded ? 20 : 0);
+    uint64_t bytes = mem_add(m, mem_mul3(m, n, per_id, 1), mem_mul3(m, bf, 20, 1));
+    bytes = mem_add(m, bytes, mem_mul3(m, bf, D, 8));
+    return sharded ? mem_add(m, bytes, mem_mul3(m, own_bf, D, 4)) : bytes;
 }
 
 static void count_batch(const struct sr_train_config *cfg, int W, int sharded, struct mem_tally *m)
@@ -165,7 +187,7 @@ static void count_batch(const struct sr_train_config *cfg, int W, int sharded, s
     uint64_t B = (uint64_t)cfg->batch_size, F = (uint64_t)cfg->num_features;
     uint64_t D = (uint64_t)cfg->embedding_dim, width = 0, top = 0;
     uint64_t BS = sharded ? B * (uint64_t)W : B; /* samples a rank's EBC receives */
-    uint64_t BF = mem_mul3(m, BS, F, 1);
+    uint64_t per_sample = (uint64_t)sr_train_config_ids_per_sample(cfg);
     struct sr_dlrm_config dc;
     sr_train_config_dlrm(cfg, &dc);
     for (int l = 0; l < cfg->n_bot; l++)
@@ -174,20 +196,22 @@ static void count_batch(const struct sr_train_config *cfg, int W, int sharded, s
         top = mem_add(m, top, (uint64_t)cfg->top_mlp[l]);
     width = mem_add(m, width, top);
     width = mem_add(m, width, (uint64_t)sr_dlrm_interaction_dim(&dc));
-    /* ids: values and weights on the host and in the EBC (24 bytes each);
-     * lengths and offsets (20 bytes a bag); pooled vectors and their gradients,
-     * sent and received (16 bytes each); activations, their gradients and
-     * pre-activations (12 bytes each); the top MLP's output gradients, kept
-     * for its deferred weight gradients (4 bytes each) */
-    uint64_t bytes = mem_mul3(m, BS, (uint64_t)sr_train_config_ids_per_sample(cfg), 24);
-    bytes = mem_add(m, bytes, mem_mul3(m, BF, 20, 1));
-    bytes = mem_add(m, bytes, mem_mul3(m, BF, D, 16));
+    uint64_t ctx = emb_context_bytes(m, mem_mul3(m, BS, per_sample, 1), mem_mul3(m, BS, F, 1),
+                                     mem_mul3(m, B, F, 1), D, sharded);
+    uint64_t bytes = mem_mul3(m, ctx, EMB_CONTEXTS, 1);
+    /* the host batch's values and weights (12 bytes an id); the model's pooled
+     * vectors and their gradients (8 bytes a value) */
+    bytes = mem_add(m, bytes, mem_mul3(m, B, per_sample, 12));
+    bytes = mem_add(m, bytes, mem_mul3(m, mem_mul3(m, B, F, D), 8, 1));
+    /* activations, their gradients and pre-activations (12 bytes each); the
+     * top MLP's output gradients, kept for its deferred weight gradients (4) */
     bytes = mem_add(m, bytes, mem_mul3(m, B, width, 12));
     bytes = mem_add(m, bytes, mem_mul3(m, B, top, 4));
     if (dc.interaction == SR_INTERACTION_DCN) { /* per cross layer x, u, du (n), h, dh (R) */
         uint64_t n = (uint64_t)sr_dlrm_interaction_dim(&dc), R = (uint64_t)dc.dcn_rank;
         uint64_t per_layer = mem_add(m, mem_mul3(m, 3, n, 1), mem_mul3(m, 2, R, 1));
-        bytes = mem_add(m, bytes, mem_mul3(m, mem_mul3(m, B, (uint64_t)dc.dcn_layers, 4), per_layer, 1));
+        bytes = mem_add(m, bytes,
+                        mem_mul3(m, mem_mul3(m, B, (uint64_t)dc.dcn_layers, 4), per_layer, 1));
     }
     mem_count(m, MEM_BATCH, -1, bytes);
 }
@@ -312,7 +336,7 @@ static void tally(const struct sr_train_config *cfg, const struct sr_plan *plan,
     int W = world_size > 0 ? world_size : 1;
     count_tables(cfg, plan, rank, m);
     count_dense(cfg, m);
-    count_batch(cfg, W, plan != NULL, m);
+    count_batch(cfg, W, plan != NULL && W > 1, m); /* one rank: local mode, no exchange */
     count_eval(cfg, W, m);
     if (host)
         count_pool(cfg, m);
@@ -320,8 +344,8 @@ static void tally(const struct sr_train_config *cfg, const struct sr_plan *plan,
         count_staging(cfg, rank, m->part_sum[MEM_TABLE], m);
 }
 
-void sr_train_config_memory(const struct sr_train_config *cfg, const struct sr_plan *plan,
-                            int rank, int world_size, struct sr_memory_estimate *out)
+void sr_train_config_memory(const struct sr_train_config *cfg, const struct sr_plan *plan, int rank,
+                            int world_size, struct sr_memory_estimate *out)
 {
     struct mem_tally m = {0};
     tally(cfg, plan, rank, world_size, 1, &m);
