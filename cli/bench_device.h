@@ -55,7 +55,8 @@ struct bd_results {
     double hot_share[SR_TOPO_SKEWS];
     double gemm_flop_s[SR_TOPO_MATHS];
     int gemm_done[SR_TOPO_MATHS];
-    cJSON *rows; /* "measurements": one object per table row */
+    double launch_s; /* one small op */
+    cJSON *rows;     /* "measurements": one object per table row */
 };
 
 /* One table row, and its object in res->rows. `rate` in `unit`; the table

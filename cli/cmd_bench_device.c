@@ -17,6 +17,10 @@
  *            an MLP layer: the rate the planner costs the MLPs at), per math mode
  *            the device has (the CPU: fp32; CUDA: fp32, tf32, bf16, where bf16
  *            includes rounding the operands, as training pays it); 2 m n^2 FLOP
+ *   launch   one of a step's smallest ops: the dense ops' bias + ReLU over
+ *            64 x 64 values, back to back; its time is what a step's many
+ *            small ops cost at least (the launch and one block on a GPU, the
+ *            call and its threads on the CPU), which the planner adds per op
  *
  * Gather and update run at dims 16, 64 and 128 on ids drawn uniformly and
  * from Zipf(1.05), by the synthetic generator's own sampler
@@ -411,6 +415,47 @@ static void measure_gemm(struct bd_ctx *c, const struct bd_opts *o, struct bd_re
     sr_dev_free(dev, g.out);
 }
 
+/* ---- launch ---------------------------------------------------------------------------------- */
+
+#define LAUNCH_SIDE 64
+
+struct bd_launch {
+    struct bd_ctx *c;
+    float *y, *bias;
+};
+
+static void launch_launch(void *arg, int64_t i)
+{
+    struct bd_launch *l = arg;
+    sr_op_dense_bias_relu_forward(l->c->dev, l->c->stream, l->y, l->bias, LAUNCH_SIDE, LAUNCH_SIDE,
+                                  1);
+}
+
+static void measure_launch(struct bd_ctx *c, struct bd_results *res)
+{
+    struct sr_device *dev = c->dev;
+    struct bd_launch l = {
+        c,
+        sr_dev_alloc_named(dev, LAUNCH_SIDE * LAUNCH_SIDE * sizeof(float),
+                           "bench device launch values"),
+        sr_dev_alloc_named(dev, LAUNCH_SIDE * sizeof(float), "bench device launch bias")};
+    sr_op_emb_fill(dev, l.y, LAUNCH_SIDE * LAUNCH_SIDE, 0.5f, c->stream);
+    sr_op_emb_fill(dev, l.bias, LAUNCH_SIDE, 0.0f, c->stream);
+    const struct cli_timed_op t = {launch_launch, NULL, &l};
+    int64_t k;
+    res->launch_s = cli_bench_timer_figure(&c->timer, &t, &k);
+    bd_add_row(res, &(struct bd_row){.name = "launch (64x64 op)",
+                                     .launches = k,
+                                     .seconds = res->launch_s,
+                                     .rate = res->launch_s * 1e6,
+                                     .unit = "us",
+                                     .shown = 1,
+                                     .shown_unit = "us per op"});
+    sr_dev_sync(dev, c->stream);
+    sr_dev_free(dev, l.y);
+    sr_dev_free(dev, l.bias);
+}
+
 /* ---- the topology file ------------------------------------------------------------------- */
 
 static cJSON *rates_json(const double rates[SR_TOPO_SKEWS][SR_TOPO_DIMS])
@@ -443,6 +488,7 @@ static cJSON *topology_json(const struct sr_device *dev, struct bd_results *res)
         if (res->gemm_done[m])
             cJSON_AddNumberToObject(gemm, math_names[m],
                                     round(res->gemm_flop_s[m] * 1e-12 * 1e6) / 1e6);
+    cJSON_AddNumberToObject(root, "launch_us", round(res->launch_s * 1e9) / 1e3);
     cJSON_AddItemToObject(root, "measurements", res->rows);
     res->rows = NULL;
     return root;
@@ -482,6 +528,7 @@ static void measure_all(struct bd_ctx *c, const struct bd_opts *o, struct bd_res
     measure_copy(c, res);
     bd_measure_embedding(c, res);
     measure_gemm(c, o, res);
+    measure_launch(c, res);
 }
 
 static int run(const struct bd_opts *o, struct sr_device *dev)

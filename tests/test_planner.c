@@ -72,12 +72,21 @@ static void setup(struct fixture *f, int W, int L)
     f->table.num_embeddings = (int64_t)E;
     f->table.embedding_dim = DIM;
     snprintf(f->feature_name, SR_NAME_MAX, "f0");
-    f->ebc = (struct sr_ebc_config){.num_tables = 1, .tables = &f->table, .num_features = 1,
-                                    .feature_names = &f->feature_name, .feature_table = &f->feature_table};
+    f->ebc = (struct sr_ebc_config){.num_tables = 1,
+                                    .tables = &f->table,
+                                    .num_features = 1,
+                                    .feature_names = &f->feature_name,
+                                    .feature_table = &f->feature_table};
     f->stats = (struct sr_planner_table){.ids_per_sample = P, .features = 1, .hot_share = 0.01};
-    f->m = (struct sr_planner_model){.ebc = &f->ebc, .stats = &f->stats, .global_batch = (int64_t)B,
-                                     .num_dense = 4, .n_bot = 2, .n_top = 1,
-                                     .wire_bytes = 4, .dense_wire_bytes = 4, .pipeline = 0,
+    f->m = (struct sr_planner_model){.ebc = &f->ebc,
+                                     .stats = &f->stats,
+                                     .global_batch = (int64_t)B,
+                                     .num_dense = 4,
+                                     .n_bot = 2,
+                                     .n_top = 1,
+                                     .wire_bytes = 4,
+                                     .dense_wire_bytes = 4,
+                                     .pipeline = 0,
                                      .bucket_bytes = 1 << 20};
     f->m.bot[0] = 4, f->m.bot[1] = DIM, f->m.top[0] = 1;
     topology(&f->topo, W, L);
@@ -87,8 +96,8 @@ static struct sr_planner_report *predict(struct fixture *f, enum sr_sharding_typ
 {
     struct sr_plan *plan = NULL;
     struct sr_planner_report *r = NULL;
-    assert_int_equal(sr_plan_uniform(&plan, &f->ebc, type, f->topo.world_size,
-                                     f->topo.ranks_per_node), SR_OK);
+    assert_int_equal(
+        sr_plan_uniform(&plan, &f->ebc, type, f->topo.world_size, f->topo.ranks_per_node), SR_OK);
     assert_int_equal(sr_planner_predict(&f->m, &f->topo, plan, &r), SR_OK);
     sr_plan_free(plan);
     return r;
@@ -124,7 +133,7 @@ static void test_tw_two_nodes(void **state)
     NEAR(r->ranks[0].lookup_s, B * P * GATHER_SHARE / 1e6);
     NEAR(r->ranks[0].update_s, B * P * UPDATE_SHARE / 5e5);
     NEAR(r->ranks[1].lookup_s, 0);
-    NEAR(r->ranks[0].send_bytes[1], 3200);      /* pooled vectors out */
+    NEAR(r->ranks[0].send_bytes[1], 3200);       /* pooled vectors out */
     NEAR(r->ranks[1].send_bytes[1], 600 + 3200); /* ids, then the gradients */
     NEAR(r->ranks[0].send_bytes[0], 0);
     NEAR(r->stage_s[SR_PS_INPUT_DIST], 600 / 0.5e9);
@@ -319,10 +328,11 @@ static void test_topology_json(void **state)
     NEAR(back.gemm_flop_s[1], t.gemm_flop_s[1]);
     NEAR(back.update_rows_s[1][2], t.update_rows_s[1][2]);
     /* a bench comm file merged over a preset: its link and world replace them */
-    const char *bench = "{\"source\": \"shardrec bench comm\", \"backend\": \"mpi\", "
-                        "\"world_size\": 2, \"ranks_per_node\": 1, \"device\": \"cpu\", "
-                        "\"links\": {\"inter_node\": {\"bandwidth_gb_s\": 1.5, \"latency_us\": 30}},"
-                        " \"measurements\": []}";
+    const char *bench =
+        "{\"source\": \"shardrec bench comm\", \"backend\": \"mpi\", "
+        "\"world_size\": 2, \"ranks_per_node\": 1, \"device\": \"cpu\", "
+        "\"links\": {\"inter_node\": {\"bandwidth_gb_s\": 1.5, \"latency_us\": 30}},"
+        " \"measurements\": []}";
     assert_int_equal(sr_topology_preset(&t, "cpu-2core"), SR_OK);
     assert_int_equal(sr_topology_merge_json(&t, bench, "links.json"), SR_OK);
     assert_int_equal(t.world_size, 2);
@@ -331,9 +341,11 @@ static void test_topology_json(void **state)
     NEAR(t.inter.latency_us, 30);
     assert_int_equal(sr_topology_complete(&t), SR_OK);
     /* a bench device file of the CPU measured the whole host: split over its ranks */
-    const char *dev = "{\"source\": \"shardrec bench device\", \"device\": \"cpu\", "
-                      "\"memory_bytes\": 8e9, \"memory_gb_s\": 20, \"gemm_tflop_s\": {\"fp32\": 0.1}, "
-                      "\"gather_rows_s\": {\"uniform\": [8e6, 4e6, 2e6], \"zipf\": [9e6, 5e6, 3e6]}}";
+    const char *dev =
+        "{\"source\": \"shardrec bench device\", \"device\": \"cpu\", "
+        "\"memory_bytes\": 8e9, \"memory_gb_s\": 20, \"gemm_tflop_s\": {\"fp32\": 0.1}, "
+        "\"launch_us\": 4, "
+        "\"gather_rows_s\": {\"uniform\": [8e6, 4e6, 2e6], \"zipf\": [9e6, 5e6, 3e6]}}";
     assert_int_equal(sr_topology_preset(&t, "cpu-2core"), SR_OK);
     assert_int_equal(sr_topology_merge_json(&t, dev, "device.json"), SR_OK);
     assert_int_equal(t.host_wide, 1);
@@ -342,29 +354,57 @@ static void test_topology_json(void **state)
     NEAR(t.memory_gb_s, 10);
     NEAR(t.gather_rows_s[1][2], 1.5e6);
     NEAR(t.gemm_flop_s[0], 0.05e12);
+    NEAR(t.launch_us, 4);       /* an op's time is not shared out */
     sr_topology_split_host(&t); /* once only */
     NEAR(t.memory_gb_s, 10);
     /* strict: unknown keys (with a hint), wrong types, negative numbers, trailing text */
-    assert_int_equal(sr_topology_merge_json(&t, "{\"memory_gbs\": 3}", "x.json"), SR_ERR_INVALID_ARG);
-    assert_non_null(strstr(sr_error_message(), "memory_gb_s"));
-    assert_int_equal(sr_topology_merge_json(&t, "{\"world_size\": \"2\"}", "x.json"), SR_ERR_INVALID_ARG);
-    assert_int_equal(sr_topology_merge_json(&t, "{\"memory_gb_s\": -1}", "x.json"), SR_ERR_INVALID_ARG);
-    assert_int_equal(sr_topology_merge_json(&t, "{} {}", "x.json"), SR_ERR_INVALID_ARG);
-    assert_int_equal(sr_topology_merge_json(&t, "{\"gather_rows_s\": {\"uniform\": [1, 2]}}", "x.json"),
+    assert_int_equal(sr_topology_merge_json(&t, "{\"memory_gbs\": 3}", "x.json"),
                      SR_ERR_INVALID_ARG);
+    assert_non_null(strstr(sr_error_message(), "memory_gb_s"));
+    assert_int_equal(sr_topology_merge_json(&t, "{\"world_size\": \"2\"}", "x.json"),
+                     SR_ERR_INVALID_ARG);
+    assert_int_equal(sr_topology_merge_json(&t, "{\"memory_gb_s\": -1}", "x.json"),
+                     SR_ERR_INVALID_ARG);
+    assert_int_equal(sr_topology_merge_json(&t, "{\"launch_us\": -2}", "x.json"),
+                     SR_ERR_INVALID_ARG);
+    assert_int_equal(sr_topology_merge_json(&t, "{} {}", "x.json"), SR_ERR_INVALID_ARG);
+    assert_int_equal(
+        sr_topology_merge_json(&t, "{\"gather_rows_s\": {\"uniform\": [1, 2]}}", "x.json"),
+        SR_ERR_INVALID_ARG);
     assert_non_null(strstr(sr_error_message(), "x.json"));
     assert_int_equal(sr_topology_preset(&t, "h100"), SR_ERR_INVALID_ARG);
     assert_non_null(strstr(sr_error_message(), "h200x8"));
     /* incomplete: several nodes and no inter-node link */
     memset(&t, 0, sizeof t);
-    assert_int_equal(sr_topology_merge_json(&t, "{\"world_size\": 4, \"ranks_per_node\": 2, "
-                                               "\"memory_bytes\": 1e9, \"memory_gb_s\": 10, "
-                                               "\"gemm_tflop_s\": {\"fp32\": 1}, \"links\": "
-                                               "{\"intra_node\": {\"bandwidth_gb_s\": 5}}}",
+    assert_int_equal(sr_topology_merge_json(&t,
+                                            "{\"world_size\": 4, \"ranks_per_node\": 2, "
+                                            "\"memory_bytes\": 1e9, \"memory_gb_s\": 10, "
+                                            "\"gemm_tflop_s\": {\"fp32\": 1}, \"links\": "
+                                            "{\"intra_node\": {\"bandwidth_gb_s\": 5}}}",
                                             "y.json"),
                      SR_OK);
     assert_int_equal(sr_topology_complete(&t), SR_ERR_INVALID_ARG);
     assert_non_null(strstr(sr_error_message(), "inter-node"));
+}
+
+/* Every op a step issues costs the topology's launch time: one rank, one
+ * tw group; bottom 4-16 and top 1 are 2 layers of 7 ops, the dot
+ * interaction 2, 10 fixed: 26 in the dense stage; the group's 3 in the
+ * lookup and 8 in the update. A launch time of 0 counts nothing. */
+static void test_launches(void **state)
+{
+    struct fixture f;
+    setup(&f, 1, 1);
+    struct sr_planner_report *r0 = predict(&f, SR_SHARDING_TYPE_TABLE_WISE);
+    f.topo.launch_us = 10;
+    struct sr_planner_report *r1 = predict(&f, SR_SHARDING_TYPE_TABLE_WISE);
+    NEAR(r0->stage_s[SR_PS_DENSE], dense_seconds(B));
+    NEAR(r1->stage_s[SR_PS_DENSE] - r0->stage_s[SR_PS_DENSE], 26 * 10e-6);
+    NEAR(r1->stage_s[SR_PS_LOOKUP] - r0->stage_s[SR_PS_LOOKUP], 3 * 10e-6);
+    NEAR(r1->stage_s[SR_PS_UPDATE] - r0->stage_s[SR_PS_UPDATE], 8 * 10e-6);
+    NEAR(r1->stage_s[SR_PS_STEP] - r0->stage_s[SR_PS_STEP], 37 * 10e-6);
+    sr_planner_report_free(r0);
+    sr_planner_report_free(r1);
 }
 
 /* Rates between the measured dims: linear in time a row; and the Zipf rate
@@ -373,9 +413,9 @@ static void test_rates(void **state)
 {
     struct sr_topology t;
     topology(&t, 1, 1);
-    t.gather_rows_s[0][0] = 4e6;  /* dim 16 */
-    t.gather_rows_s[0][1] = 2e6;  /* dim 64 */
-    t.gather_rows_s[1][1] = 4e6;  /* Zipf at dim 64 */
+    t.gather_rows_s[0][0] = 4e6; /* dim 16 */
+    t.gather_rows_s[0][1] = 2e6; /* dim 64 */
+    t.gather_rows_s[1][1] = 4e6; /* Zipf at dim 64 */
     t.zipf_hot_share = 0.51;
     NEAR(1 / sr_topology_gather_rows_s(&t, 40, 0.01), 0.5 / 4e6 + 0.5 / 2e6);
     NEAR(1 / sr_topology_gather_rows_s(&t, 64, 0.26), 0.5 / 2e6 + 0.5 / 4e6);
@@ -385,12 +425,12 @@ static void test_rates(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_tw_two_nodes),   cmocka_unit_test(test_rw_one_node),
-        cmocka_unit_test(test_dp),             cmocka_unit_test(test_cw),
-        cmocka_unit_test(test_row_state),
-        cmocka_unit_test(test_emb_dtype),      cmocka_unit_test(test_memory_limit),
-        cmocka_unit_test(test_search_slow_link), cmocka_unit_test(test_hot_share),
-        cmocka_unit_test(test_topology_json),  cmocka_unit_test(test_rates),
+        cmocka_unit_test(test_tw_two_nodes), cmocka_unit_test(test_rw_one_node),
+        cmocka_unit_test(test_dp),           cmocka_unit_test(test_cw),
+        cmocka_unit_test(test_row_state),    cmocka_unit_test(test_emb_dtype),
+        cmocka_unit_test(test_memory_limit), cmocka_unit_test(test_search_slow_link),
+        cmocka_unit_test(test_hot_share),    cmocka_unit_test(test_topology_json),
+        cmocka_unit_test(test_rates),        cmocka_unit_test(test_launches),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

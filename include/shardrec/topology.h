@@ -18,6 +18,11 @@
  *   zipf_hot_share                  the share of lookups the hottest 1% of rows
  *                                   took in the Zipf measurement (its table's)
  *   gemm_flop_s[math]               dense GEMM rate per math mode (device.h)
+ *   launch_us                       the time of one of a step's smallest ops
+ *                                   (bench device's "launch"); the cost model
+ *                                   adds it once per op a step issues. 0 (the
+ *                                   presets: no data sheet gives it): not
+ *                                   counted
  *   intra.gb_s, intra.latency_us    one rank's link to a rank of its node, one
  *                                   direction
  *   inter.gb_s, inter.latency_us    one NIC, one direction
@@ -30,7 +35,7 @@
  *     "memory_bytes": 1.5e11, "memory_gb_s": 4800,
  *     "gather_rows_s": { "uniform": [a16, a64, a128], "zipf": [...] },
  *     "update_rows_s": { "uniform": [...], "zipf": [...] },
- *     "zipf_hot_share": 0.75,
+ *     "zipf_hot_share": 0.75, "launch_us": 2.5,
  *     "gemm_tflop_s": { "fp32": 60, "tf32": 400, "bf16": 800 },
  *     "links": { "intra_node": { "bandwidth_gb_s": 450, "latency_us": 10 },
  *                "inter_node": { "bandwidth_gb_s": 12.5, "latency_us": 20,
@@ -46,10 +51,10 @@
 
 #include <stdint.h>
 
-#define SR_TOPO_DIMS   3 /* gather/update rates at dims 16, 64, 128 */
-#define SR_TOPO_SKEWS  2 /* uniform, Zipf(1.05) */
-#define SR_TOPO_MATHS  3 /* enum sr_math: fp32, tf32, bf16 */
-#define SR_TOPO_NAME   64
+#define SR_TOPO_DIMS      3 /* gather/update rates at dims 16, 64, 128 */
+#define SR_TOPO_SKEWS     2 /* uniform, Zipf(1.05) */
+#define SR_TOPO_MATHS     3 /* enum sr_math: fp32, tf32, bf16 */
+#define SR_TOPO_NAME      64
 #define SR_TOPO_MAX_BYTES ((long)1 << 20) /* a topology file's size cap */
 
 struct sr_topo_link {
@@ -67,6 +72,7 @@ struct sr_topology {
     double update_rows_s[SR_TOPO_SKEWS][SR_TOPO_DIMS];
     double gemm_flop_s[SR_TOPO_MATHS];
     double zipf_hot_share; /* hot share of the ids the Zipf rates were taken on */
+    double launch_us;      /* one small op's time; 0: not known */
     struct sr_topo_link intra, inter;
     int nic_ranks;
     /* The memory and rates are the whole host's (a `bench device` file of

@@ -21,6 +21,14 @@
  *   memory    rows x c x 4 bytes + optimizer state, the dense block x
  *             (2 + its state) x 4 bytes, and the caller's buffers
  *
+ *   launches  every op a step issues costs at least the device's launch
+ *             time (topology launch_us): per MLP layer 7 (forward GEMM, bias
+ *             and ReLU; backward ReLU and bias gradients, data and weight
+ *             GEMMs), the dot interaction 2 or per cross layer 10, 10 more
+ *             (batch copies, loss, dense optimizer); per embedding group (one
+ *             per sharding type placed) 3 in the lookup and 8 in the update
+ *             (its sort's passes, run lists, the update's kernels)
+ *
  * A collective takes its latency plus its slowest rank's bytes over the
  * link: in-node bytes over intra GB/s; bytes across nodes summed over the
  * ranks that share a NIC, over inter GB/s; sending and receiving overlap,
@@ -39,8 +47,8 @@
 #define LEN_BYTES 4.0 /* a bag's length */
 
 static const char *const stage_names[SR_PS_COUNT] = {
-    "lookup", "update", "dense", "input_dist", "output_dist", "grad_dist", "allreduce",
-    "exposed", "step",
+    "lookup",    "update",    "dense",   "input_dist", "output_dist",
+    "grad_dist", "allreduce", "exposed", "step",
 };
 
 const char *sr_planner_stage_name(enum sr_planner_stage s)
@@ -100,6 +108,7 @@ void pl_acc_copy(struct pl_acc *dst, const struct pl_acc *src)
     SR_ASSERT(dst->W == src->W);
     memcpy(dst->storage, src->storage, sizeof(double) * PER_RANK_ARRAYS * src->W);
     memcpy(dst->active, src->active, sizeof dst->active);
+    dst->kinds = src->kinds;
     dst->dp_bytes = src->dp_bytes;
 }
 
@@ -107,6 +116,7 @@ void pl_acc_clear(struct pl_acc *a)
 {
     memset(a->storage, 0, sizeof(double) * PER_RANK_ARRAYS * a->W);
     memset(a->active, 0, sizeof a->active);
+    a->kinds = 0;
     a->dp_bytes = 0;
 }
 
@@ -209,8 +219,8 @@ static void ids_to(struct pl_acc *a, int t, int owner, double share,
     const struct sr_planner_table *st = &a->m->stats[t];
     double b = (double)a->m->global_batch / a->W;
     for (int r = 0; r < a->W; r++)
-        send(a, PL_INPUT, r, owner, b * st->ids_per_sample * share * ID_BYTES +
-                                        b * st->features * LEN_BYTES, cost);
+        send(a, PL_INPUT, r, owner,
+             b * st->ids_per_sample * share * ID_BYTES + b * st->features * LEN_BYTES, cost);
 }
 
 static void add_dp(struct pl_acc *a, int t, struct sr_planner_table_cost *cost)
@@ -292,6 +302,8 @@ void pl_acc_add_table(struct pl_acc *a, int t, const struct sr_table_plan *tp,
 {
     if (cost)
         memset(cost, 0, sizeof *cost);
+    if (tp->type >= 0 && tp->type < 32)
+        a->kinds |= 1u << tp->type;
     switch (tp->type) {
     case SR_SHARDING_TYPE_DATA_PARALLEL:
         add_dp(a, t, cost);
@@ -398,9 +410,32 @@ static void dense_flops(const struct sr_planner_model *m, double *bottom, double
         top += 2.0 * in * m->top[l];
         in = m->top[l];
     }
-    double inter = m->dcn_layers ? m->dcn_layers * 4.0 * x.n * m->dcn_rank
-                                 : (double)x.F1 * x.F1 * x.D;
+    double inter =
+        m->dcn_layers ? m->dcn_layers * 4.0 * x.n * m->dcn_rank : (double)x.F1 * x.F1 * x.D;
     *all = *bottom + top + inter;
+}
+
+/* Ops a step issues outside the embedding groups (the header's counts). */
+#define OPS_PER_LAYER    7
+#define OPS_DOT          2
+#define OPS_PER_CROSS    10
+#define OPS_FIXED        10
+#define OPS_GROUP_LOOKUP 3
+#define OPS_GROUP_UPDATE 8
+
+static double dense_ops(const struct sr_planner_model *m)
+{
+    double layers = (m->n_bot > 1 ? m->n_bot - 1 : 0) + m->n_top;
+    return OPS_PER_LAYER * layers + (m->dcn_layers ? OPS_PER_CROSS * m->dcn_layers : OPS_DOT) +
+           OPS_FIXED;
+}
+
+static int groups_of(unsigned kinds)
+{
+    int n = 0;
+    for (; kinds; kinds &= kinds - 1)
+        n++;
+    return n;
 }
 
 static double all_reduce_seconds(const struct pl_acc *a, double bytes, int buckets)
@@ -434,23 +469,26 @@ void pl_acc_step(const struct pl_acc *a, double s[SR_PS_COUNT], int *collectives
     memset(s, 0, sizeof(double) * SR_PS_COUNT);
     dense_flops(m, &bottom, &all);
     double bot_fwd = b * bottom / rate, bot_bwd = 2 * bot_fwd;
-    double optimizer = params * 4 * (3 + 2.0 * m->dense_state_floats) / (a->topo->memory_gb_s * 1e9);
+    double optimizer =
+        params * 4 * (3 + 2.0 * m->dense_state_floats) / (a->topo->memory_gb_s * 1e9);
     /* memory passes over the activations, outside the GEMMs: the forward
      * writes each value and its ReLU reads and writes it (3); the backward
      * reads the value and its incoming gradient and writes the outgoing one
      * (3), and the ReLU mask reads the value again (1), the bias gradient the
      * gradient (1): 8 passes of 4 bytes */
     double elementwise = 8.0 * 4 * b * activations(m) / (a->topo->memory_gb_s * 1e9);
-    s[SR_PS_DENSE] = 3 * b * all / rate + elementwise + optimizer;
-    s[SR_PS_LOOKUP] = max_of(a->lookup, a->W);
-    s[SR_PS_UPDATE] = max_of(a->update, a->W);
+    const double launch = a->topo->launch_us * 1e-6, groups = groups_of(a->kinds);
+    s[SR_PS_DENSE] = 3 * b * all / rate + elementwise + optimizer + dense_ops(m) * launch;
+    s[SR_PS_LOOKUP] = max_of(a->lookup, a->W) + groups * OPS_GROUP_LOOKUP * launch;
+    s[SR_PS_UPDATE] = max_of(a->update, a->W) + groups * OPS_GROUP_UPDATE * launch;
     *collectives = 0;
     if (a->W > 1) {
         double dense_bytes = params * m->dense_wire_bytes + a->dp_bytes;
         int buckets = (int)ceil(params * m->dense_wire_bytes / fmax(m->bucket_bytes, 1));
         buckets = buckets < 1 ? 1 : buckets;
-        s[SR_PS_INPUT_DIST] = group_seconds(a, PL_INPUT) +
-                              (a->L < a->W ? a->topo->inter.latency_us : a->topo->intra.latency_us) * 1e-6;
+        s[SR_PS_INPUT_DIST] =
+            group_seconds(a, PL_INPUT) +
+            (a->L < a->W ? a->topo->inter.latency_us : a->topo->intra.latency_us) * 1e-6;
         for (int g = PL_A2A; g < PL_GROUPS; g++) {
             s[SR_PS_OUTPUT_DIST] += group_seconds(a, (enum pl_group)g);
             *collectives += 2 * a->active[g];

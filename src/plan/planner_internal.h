@@ -24,14 +24,16 @@ struct pl_acc {
     const struct sr_planner_model *m;
     const struct sr_topology *topo;
     int W, L;
-    double *mem, *lookup, *update;            /* (W) bytes, seconds, seconds */
+    double *mem, *lookup, *update;                   /* (W) bytes, seconds, seconds */
     double *send[PL_GROUPS][2], *recv[PL_GROUPS][2]; /* (W) bytes: [0] in the node, [1] across */
     int active[PL_GROUPS];
+    unsigned kinds;  /* bit per sharding type placed: each an embedding group of its own */
     double dp_bytes; /* dp tables' gradients, in the all-reduce */
     double *storage;
 };
 
-void pl_acc_init(struct pl_acc *a, const struct sr_planner_model *m, const struct sr_topology *topo);
+void pl_acc_init(struct pl_acc *a, const struct sr_planner_model *m,
+                 const struct sr_topology *topo);
 void pl_acc_copy(struct pl_acc *dst, const struct pl_acc *src); /* both initialised alike */
 void pl_acc_free(struct pl_acc *a);
 void pl_acc_clear(struct pl_acc *a); /* back to no tables */

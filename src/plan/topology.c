@@ -47,17 +47,56 @@ struct preset {
  * 100 Gb/s = 12.5 GB/s, 400 Gb/s = 50 GB/s. The 2-core host: 12 GB a rank
  * (half of 24 GiB), nominal DDR and AVX2 figures, shared-memory MPI. */
 static const struct preset presets[] = {
-    {"cpu-2core", "this host: 2 ranks on 2 cores, shared-memory MPI (nominal; measure it)",
-     2, 2, 1, 12, 20, {0.08, 0.08, 0.08}, {5, 5}, {0, 0}},
-    {"h200", "one H200 (141 GB HBM3e, 4.8 TB/s)", 1, 1, 1, 141, 4800, {67, 495, 989},
-     {450, 10}, {0, 0}},
-    {"h200x8", "one node of 8 H200 over NVLink (450 GB/s a GPU one way)", 8, 8, 1, 141, 4800,
-     {67, 495, 989}, {450, 10}, {0, 0}},
+    {"cpu-2core",
+     "this host: 2 ranks on 2 cores, shared-memory MPI (nominal; measure it)",
+     2,
+     2,
+     1,
+     12,
+     20,
+     {0.08, 0.08, 0.08},
+     {5, 5},
+     {0, 0}},
+    {"h200",
+     "one H200 (141 GB HBM3e, 4.8 TB/s)",
+     1,
+     1,
+     1,
+     141,
+     4800,
+     {67, 495, 989},
+     {450, 10},
+     {0, 0}},
+    {"h200x8",
+     "one node of 8 H200 over NVLink (450 GB/s a GPU one way)",
+     8,
+     8,
+     1,
+     141,
+     4800,
+     {67, 495, 989},
+     {450, 10},
+     {0, 0}},
     {"a100x8-2node-100g",
-     "workload T: 2 nodes x 8 A100-80GB, NVLink inside, one 100 Gb/s NIC a node", 16, 8, 8, 80,
-     2039, {19.5, 156, 312}, {300, 10}, {12.5, 20}},
-    {"h200x8-400g", "2 nodes x 8 H200, NVLink inside, one 400 Gb/s NIC per GPU", 16, 8, 1, 141,
-     4800, {67, 495, 989}, {450, 10}, {50, 15}},
+     "workload T: 2 nodes x 8 A100-80GB, NVLink inside, one 100 Gb/s NIC a node",
+     16,
+     8,
+     8,
+     80,
+     2039,
+     {19.5, 156, 312},
+     {300, 10},
+     {12.5, 20}},
+    {"h200x8-400g",
+     "2 nodes x 8 H200, NVLink inside, one 400 Gb/s NIC per GPU",
+     16,
+     8,
+     1,
+     141,
+     4800,
+     {67, 495, 989},
+     {450, 10},
+     {50, 15}},
 };
 
 int sr_topology_preset(struct sr_topology *out, const char *name)
@@ -112,8 +151,8 @@ static int expect_object(const struct reader *r, const cJSON *it, const char *ke
 {
     if (cJSON_IsObject(it))
         return SR_OK;
-    return sr_error_set(SR_ERR_INVALID_ARG, "topology '%s': \"%s\" is %s, not an object",
-                        r->source, key, sr_json_kind(it));
+    return sr_error_set(SR_ERR_INVALID_ARG, "topology '%s': \"%s\" is %s, not an object", r->source,
+                        key, sr_json_kind(it));
 }
 
 /* A finite number >= 0 (scaled) into *out when the key is present. */
@@ -129,8 +168,8 @@ static int get_number(const struct reader *r, const cJSON *o, const char *key, d
     double v = it->valuedouble;
     if (!isfinite(v) || v < 0)
         return sr_error_set(SR_ERR_INVALID_ARG,
-                            "topology '%s': \"%s\" is %g; it must be a number >= 0", r->source,
-                            key, v);
+                            "topology '%s': \"%s\" is %g; it must be a number >= 0", r->source, key,
+                            v);
     *out = v * scale;
     return SR_OK;
 }
@@ -175,8 +214,8 @@ static int get_rates(const struct reader *r, const cJSON *o, const char *key,
             const cJSON *v = cJSON_GetArrayItem(a, d);
             if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble) || v->valuedouble <= 0)
                 return sr_error_set(SR_ERR_INVALID_ARG,
-                                    "topology '%s': \"%s.%s\"[%d] must be a number > 0",
-                                    r->source, key, skews[s], d);
+                                    "topology '%s': \"%s.%s\"[%d] must be a number > 0", r->source,
+                                    key, skews[s], d);
             rates[s][d] = v->valuedouble;
         }
     }
@@ -233,9 +272,10 @@ static int get_links(const struct reader *r, const cJSON *o)
 }
 
 static const char *const top_keys[] = {
-    "name",          "source",        "backend",        "device",       "world_size",
-    "ranks_per_node", "memory_bytes", "memory_base_bytes", "memory_gb_s",    "gather_rows_s", "update_rows_s",
-    "zipf_hot_share", "gemm_tflop_s", "links",          "measurements",
+    "name",         "source",         "backend",       "device",
+    "world_size",   "ranks_per_node", "memory_bytes",  "memory_base_bytes",
+    "memory_gb_s",  "gather_rows_s",  "update_rows_s", "zipf_hot_share",
+    "gemm_tflop_s", "links",          "measurements",  "launch_us",
 };
 
 static int read_root(const struct reader *r, const cJSON *root)
@@ -261,15 +301,16 @@ static int read_root(const struct reader *r, const cJSON *root)
         (rc = get_rates(r, root, "gather_rows_s", t->gather_rows_s)) ||
         (rc = get_rates(r, root, "update_rows_s", t->update_rows_s)) ||
         (rc = get_number(r, root, "zipf_hot_share", 1, &t->zipf_hot_share)) ||
-        (rc = get_gemm(r, root)))
+        (rc = get_number(r, root, "launch_us", 1, &t->launch_us)) || (rc = get_gemm(r, root)))
         return rc;
     const cJSON *src = cJSON_GetObjectItemCaseSensitive(root, "source");
     const cJSON *dev = cJSON_GetObjectItemCaseSensitive(root, "device");
     if (cJSON_IsString(src) && !strcmp(src->valuestring, "shardrec bench device"))
         t->host_wide = cJSON_IsString(dev) && !strcmp(dev->valuestring, "cpu");
     if (t->zipf_hot_share > 1)
-        return sr_error_set(SR_ERR_INVALID_ARG, "topology '%s': \"zipf_hot_share\" is %g; it is "
-                                                "a share, at most 1",
+        return sr_error_set(SR_ERR_INVALID_ARG,
+                            "topology '%s': \"zipf_hot_share\" is %g; it is "
+                            "a share, at most 1",
                             r->source, t->zipf_hot_share);
     return get_links(r, root);
 }
@@ -290,8 +331,8 @@ int sr_topology_merge_json(struct sr_topology *t, const char *text, const char *
     if (*end) {
         cJSON_Delete(root);
         return sr_error_set(SR_ERR_INVALID_ARG,
-                            "topology '%s': text after the JSON object at offset %zu",
-                            source, (size_t)(end - text));
+                            "topology '%s': text after the JSON object at offset %zu", source,
+                            (size_t)(end - text));
     }
     struct reader r = {.source = source, .t = t};
     rc = read_root(&r, root);
@@ -470,6 +511,7 @@ char *sr_topology_to_json(const struct sr_topology *t)
     cJSON_AddItemToObject(root, "gather_rows_s", rates_json(t->gather_rows_s));
     cJSON_AddItemToObject(root, "update_rows_s", rates_json(t->update_rows_s));
     cJSON_AddNumberToObject(root, "zipf_hot_share", t->zipf_hot_share);
+    cJSON_AddNumberToObject(root, "launch_us", t->launch_us);
     cJSON *g = cJSON_AddObjectToObject(root, "gemm_tflop_s");
     cJSON_AddNumberToObject(g, "fp32", t->gemm_flop_s[0] / 1e12);
     cJSON_AddNumberToObject(g, "tf32", t->gemm_flop_s[1] / 1e12);
