@@ -165,29 +165,54 @@ static void count_staging(const struct sr_train_config *cfg, int rank, uint64_t 
  * rank with no plan too: its EBC runs in local mode). */
 #define EMB_CONTEXTS 3
 
-/* One embedding context's buffers for n ids in bags of bf bags: per id, the
+/* One embedding context's buffers for n ids in bf bags: per id, the
  * workspace's sort keys and values, run lists and per-run partial sums (about
  * 40 + D / 8 bytes on either backend: cpu_embedding.c's and
- * cuda_embedding.cu's carve) and, under a plan, the received values and
- * weights (12) and the input dist's send and receive words (8); per bag,
- * lengths and offsets (20 bytes) and the pooled vector with its gradient (8
- * bytes a value); under a plan also the send block of the rank's own bags
- * (own_bf, 4 bytes a value). */
+ * cuda_embedding.cu's carve); per bag, lengths and offsets (20 bytes). Under
+ * a plan of several ranks (`several`) each id's values and weights are the
+ * context's own (12); the exchanged features (`exchange`: tables not
+ * data-parallel) add per id the input dist's send and receive words (8), per
+ * bag the pooled vector with its gradient (8 bytes a value) and the send
+ * block of the rank's own bags (own_bf, 4). A data-parallel feature's bags
+ * hold their pooled vector and gradient in one view of that send block (4);
+ * one rank's (local mode) both (8). */
 static uint64_t emb_context_bytes(struct mem_tally *m, uint64_t n, uint64_t bf, uint64_t own_bf,
-                                  uint64_t D, int sharded)
+                                  uint64_t D, int exchange, int several)
 {
-    uint64_t per_id = 40 + D / 8 + (sharded ? 20 : 0);
+    uint64_t per_id = 40 + D / 8 + (several ? 12 : 0) + (exchange ? 8 : 0);
     uint64_t bytes = mem_add(m, mem_mul3(m, n, per_id, 1), mem_mul3(m, bf, 20, 1));
-    bytes = mem_add(m, bytes, mem_mul3(m, bf, D, 8));
-    return sharded ? mem_add(m, bytes, mem_mul3(m, own_bf, D, 4)) : bytes;
+    bytes = mem_add(m, bytes, mem_mul3(m, bf, D, several && !exchange ? 4 : 8));
+    return exchange ? mem_add(m, bytes, mem_mul3(m, own_bf, D, 4)) : bytes;
 }
 
-static void count_batch(const struct sr_train_config *cfg, int W, int sharded, struct mem_tally *m)
+/* Ids a sample and features of the tables a plan of W ranks exchanges
+ * (`want` 1) or keeps data-parallel (0); with no plan or one rank every
+ * feature is local: counted as kept (want 0). */
+static void feature_split(const struct sr_train_config *cfg, const struct sr_plan *plan, int W,
+                          int want, uint64_t *ids, uint64_t *features)
+{
+    *ids = *features = 0;
+    for (int f = 0; f < cfg->num_features; f++) {
+        const int t = cfg->feature_table[f];
+        int exchanged = plan && W > 1 && t < plan->num_tables &&
+                        plan->tables[t].type != SR_SHARDING_TYPE_DATA_PARALLEL;
+        if (exchanged != want)
+            continue;
+        *ids += (uint64_t)(cfg->n_feature_ids ? cfg->feature_ids_max[f] : cfg->ids_max);
+        *features += 1;
+    }
+}
+
+static void count_batch(const struct sr_train_config *cfg, const struct sr_plan *plan, int W,
+                        struct mem_tally *m)
 {
     uint64_t B = (uint64_t)cfg->batch_size, F = (uint64_t)cfg->num_features;
     uint64_t D = (uint64_t)cfg->embedding_dim, width = 0, top = 0;
-    uint64_t BS = sharded ? B * (uint64_t)W : B; /* samples a rank's EBC receives */
     uint64_t per_sample = (uint64_t)sr_train_config_ids_per_sample(cfg);
+    uint64_t ids_x, f_x, ids_k, f_k, BS = B * (uint64_t)(W > 0 ? W : 1);
+    feature_split(cfg, plan, W, 1, &ids_x, &f_x);
+    feature_split(cfg, plan, W, 0, &ids_k, &f_k);
+    const int several = plan && W > 1;
     struct sr_dlrm_config dc;
     sr_train_config_dlrm(cfg, &dc);
     for (int l = 0; l < cfg->n_bot; l++)
@@ -196,8 +221,12 @@ static void count_batch(const struct sr_train_config *cfg, int W, int sharded, s
         top = mem_add(m, top, (uint64_t)cfg->top_mlp[l]);
     width = mem_add(m, width, top);
     width = mem_add(m, width, (uint64_t)sr_dlrm_interaction_dim(&dc));
-    uint64_t ctx = emb_context_bytes(m, mem_mul3(m, BS, per_sample, 1), mem_mul3(m, BS, F, 1),
-                                     mem_mul3(m, B, F, 1), D, sharded);
+    /* exchanged features receive every rank's samples (BS); kept ones the rank's own */
+    uint64_t ctx = emb_context_bytes(m, mem_mul3(m, BS, ids_x, 1), mem_mul3(m, BS, f_x, 1),
+                                     mem_mul3(m, B, f_x, 1), D, 1, 1);
+    ctx = mem_add(
+        m, ctx,
+        emb_context_bytes(m, mem_mul3(m, B, ids_k, 1), mem_mul3(m, B, f_k, 1), 0, D, 0, several));
     uint64_t bytes = mem_mul3(m, ctx, EMB_CONTEXTS, 1);
     /* the host batch's values and weights (12 bytes an id); the model's pooled
      * vectors and their gradients (8 bytes a value) */
@@ -336,7 +365,7 @@ static void tally(const struct sr_train_config *cfg, const struct sr_plan *plan,
     int W = world_size > 0 ? world_size : 1;
     count_tables(cfg, plan, rank, m);
     count_dense(cfg, m);
-    count_batch(cfg, W, plan != NULL && W > 1, m); /* one rank: local mode, no exchange */
+    count_batch(cfg, plan, W, m);
     count_eval(cfg, W, m);
     if (host)
         count_pool(cfg, m);

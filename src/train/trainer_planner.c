@@ -176,6 +176,15 @@ static void model_of(struct sr_trainer *t, struct sr_ebc_config *ec, struct sr_p
                             t->predicted.stats, m);
 }
 
+/* The batch and evaluation buffers of the plan in use (the search costs
+ * every candidate with a table-wise plan's: the same for all of them). */
+static void buffers_of_plan(const struct sr_trainer *t, struct sr_planner_model *m)
+{
+    struct sr_memory_estimate est = {0};
+    sr_train_config_memory(t->cfg, t->world_size > 1 ? t->plan : NULL, 0, t->world_size, &est);
+    m->buffer_bytes = (double)(est.batch + est.eval);
+}
+
 int sr_trainer_plan_search(struct sr_trainer *t)
 {
     struct sr_ebc_config ec;
@@ -189,6 +198,12 @@ int sr_trainer_plan_search(struct sr_trainer *t)
     t->predicted.nominal = !t->cfg->n_topologies;
     model_of(t, &ec, &m);
     rc = sr_planner_search(&m, &t->predicted.topo, &t->plan, &r);
+    if (!rc) { /* the chosen plan, predicted with its own buffers */
+        buffers_of_plan(t, &m);
+        sr_planner_report_free(r);
+        r = NULL;
+        rc = sr_planner_predict(&m, &t->predicted.topo, t->plan, &r);
+    }
     if (!rc)
         print_table_stats(t);
     if (!rc && t->log) {
@@ -216,6 +231,7 @@ void sr_trainer_plan_predict(struct sr_trainer *t)
     }
     t->predicted.nominal = !t->cfg->n_topologies;
     model_of(t, &ec, &m);
+    buffers_of_plan(t, &m);
     /* one rank runs every table whole: a tw plan of world size 1 */
     if (sr_planner_predict(&m, &t->predicted.topo, t->plan, &t->predicted.report) && t->log)
         fprintf(t->log, "warning: no prediction of the step: %s\n", sr_error_message());
