@@ -166,9 +166,8 @@ static void count_staging(const struct sr_train_config *cfg, int rank, uint64_t 
 #define EMB_CONTEXTS 3
 
 /* One embedding context's buffers for n ids in bf bags: per id, the
- * workspace's sort keys and values, run lists and per-run partial sums (about
- * 40 + D / 8 bytes on either backend: cpu_embedding.c's and
- * cuda_embedding.cu's carve); per bag, lengths and offsets (20 bytes). Under
+ * workspace (ws_id bytes: its sort keys and values, and on CUDA per-run
+ * partial sums); per bag, lengths and offsets (20 bytes). Under
  * a plan of several ranks (`several`) each id's values and weights are the
  * context's own (12); the exchanged features (`exchange`: tables not
  * data-parallel) add per id the input dist's send and receive words (8), per
@@ -177,9 +176,9 @@ static void count_staging(const struct sr_train_config *cfg, int rank, uint64_t 
  * hold their pooled vector and gradient in one view of that send block (4);
  * one rank's (local mode) both (8). */
 static uint64_t emb_context_bytes(struct mem_tally *m, uint64_t n, uint64_t bf, uint64_t own_bf,
-                                  uint64_t D, int exchange, int several)
+                                  uint64_t D, uint64_t ws_id, int exchange, int several)
 {
-    uint64_t per_id = 40 + D / 8 + (several ? 12 : 0) + (exchange ? 8 : 0);
+    uint64_t per_id = ws_id + (several ? 12 : 0) + (exchange ? 8 : 0);
     uint64_t bytes = mem_add(m, mem_mul3(m, n, per_id, 1), mem_mul3(m, bf, 20, 1));
     bytes = mem_add(m, bytes, mem_mul3(m, bf, D, several && !exchange ? 4 : 8));
     return exchange ? mem_add(m, bytes, mem_mul3(m, own_bf, D, 4)) : bytes;
@@ -213,6 +212,10 @@ static void count_batch(const struct sr_train_config *cfg, const struct sr_plan 
     feature_split(cfg, plan, W, 1, &ids_x, &f_x);
     feature_split(cfg, plan, W, 0, &ids_k, &f_k);
     const int several = plan && W > 1;
+    /* the workspace an id: cpu_embedding.c's carve 32 bytes (two 8-byte keys,
+     * four 4-byte indices); cuda_embedding.cu's keys and values (up to 32)
+     * and a partial row of D floats per 64-id run split (D / 8) */
+    const uint64_t ws_id = cfg->device == SR_DEVICE_CHOICE_CPU ? 32 : 32 + D / 8;
     struct sr_dlrm_config dc;
     sr_train_config_dlrm(cfg, &dc);
     for (int l = 0; l < cfg->n_bot; l++)
@@ -223,10 +226,10 @@ static void count_batch(const struct sr_train_config *cfg, const struct sr_plan 
     width = mem_add(m, width, (uint64_t)sr_dlrm_interaction_dim(&dc));
     /* exchanged features receive every rank's samples (BS); kept ones the rank's own */
     uint64_t ctx = emb_context_bytes(m, mem_mul3(m, BS, ids_x, 1), mem_mul3(m, BS, f_x, 1),
-                                     mem_mul3(m, B, f_x, 1), D, 1, 1);
-    ctx = mem_add(
-        m, ctx,
-        emb_context_bytes(m, mem_mul3(m, B, ids_k, 1), mem_mul3(m, B, f_k, 1), 0, D, 0, several));
+                                     mem_mul3(m, B, f_x, 1), D, ws_id, 1, 1);
+    ctx = mem_add(m, ctx,
+                  emb_context_bytes(m, mem_mul3(m, B, ids_k, 1), mem_mul3(m, B, f_k, 1), 0, D,
+                                    ws_id, 0, several));
     uint64_t bytes = mem_mul3(m, ctx, EMB_CONTEXTS, 1);
     /* the host batch's values and weights (12 bytes an id); the model's pooled
      * vectors and their gradients (8 bytes a value) */
