@@ -65,9 +65,9 @@ d = json.load(open(sys.argv[1]))
 # the keys the planner's reader knows (src/plan/topology.c, top_keys)
 reader = {"name", "source", "backend", "device", "world_size", "ranks_per_node",
           "memory_bytes", "memory_base_bytes", "memory_gb_s", "gather_rows_s", "update_rows_s",
-          "zipf_hot_share", "gemm_tflop_s", "links", "measurements"}
+          "zipf_hot_share", "gemm_tflop_s", "links", "measurements", "launch_us"}
 want = {"source", "device", "memory_bytes", "memory_base_bytes", "memory_gb_s", "gather_rows_s",
-        "update_rows_s", "zipf_hot_share", "gemm_tflop_s", "measurements"}
+        "update_rows_s", "zipf_hot_share", "gemm_tflop_s", "measurements", "launch_us"}
 assert set(d) == want, sorted(set(d) ^ want)
 assert want <= reader
 assert d["source"] == "shardrec bench device", d["source"]
@@ -78,6 +78,8 @@ def positive(x, what):
 
 positive(d["memory_bytes"], "memory_bytes")
 positive(d["memory_gb_s"], "memory_gb_s")
+positive(d["launch_us"], "launch_us")
+assert d["launch_us"] < 1e4, d["launch_us"]  # an op's time, in microseconds
 for key in ("gather_rows_s", "update_rows_s"):
     assert set(d[key]) == {"uniform", "zipf"}, (key, d[key])
     for law, rates in d[key].items():
