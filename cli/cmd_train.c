@@ -138,11 +138,13 @@ static void train_help(void)
         "                         where two ranks of one node share a GPU or with\n"
         "                         --emulate-link; else mpi\n"
         "  --bucket-kib N         dense gradient all-reduce bucket size (default 4096)\n"
-        "  --pipeline sparse-dist|none  sparse-dist (default): while batch i trains, batch\n"
+        "  --pipeline auto|sparse-dist|none  sparse-dist: while batch i trains, batch\n"
         "                         i+1 is copied and its input dist is in flight, batch i+2\n"
         "                         loads on a loader thread; output and gradient dists\n"
         "                         overlap the bottom MLP. none: one batch at a time. Same\n"
-        "                         results, bit for bit\n"
+        "                         results, bit for bit. auto (default): sparse-dist, but\n"
+        "                         none where NCCL ranks take turns on one GPU (emulated\n"
+        "                         nodes: overlapped exchanges cost more than they hide)\n"
         "  --comm-dtype fp32|fp16|bf16  pooled embeddings (forward) and their gradients\n"
         "                         (backward) on the wire; 16-bit halves those bytes, sums\n"
         "                         stay fp32 (rw/twrw reduce-scatter: all-to-all + local\n"
@@ -205,8 +207,11 @@ static int parse_pipeline(struct sr_train_config *cfg, const char *v)
         cfg->pipeline = SR_PIPELINE_NONE;
     else if (!strcmp(v, "sparse-dist"))
         cfg->pipeline = SR_PIPELINE_SPARSE_DIST;
+    else if (!strcmp(v, "auto"))
+        cfg->pipeline = SR_PIPELINE_AUTO;
     else
-        return sr_error_set(SR_ERR_INVALID_ARG, "--pipeline: '%s'; choose sparse-dist or none", v);
+        return sr_error_set(SR_ERR_INVALID_ARG,
+                            "--pipeline: '%s'; choose auto, sparse-dist or none", v);
     return SR_OK;
 }
 
@@ -219,8 +224,8 @@ static int parse_checkpoint_write(struct sr_train_config *cfg, const char *v)
             cfg->checkpoint_write = k;
             return SR_OK;
         }
-    return sr_error_set(SR_ERR_INVALID_ARG,
-                        "--checkpoint-write %s: expected auto, overlap or sync", v);
+    return sr_error_set(SR_ERR_INVALID_ARG, "--checkpoint-write %s: expected auto, overlap or sync",
+                        v);
 }
 
 /* --checkpoint-every N (steps) or Nm (minutes of training, a decimal). */
@@ -235,14 +240,17 @@ static int parse_checkpoint_every(struct sr_train_config *cfg, const char *v)
     if (n < 2 || v[n - 1] != 'm' || n - 1 >= sizeof num || strspn(v, "0123456789.") != n - 1)
         return sr_error_set(SR_ERR_INVALID_ARG,
                             "--checkpoint-every %s: not N (steps) or Nm (minutes); HINT: "
-                            "--checkpoint-every 1000 or --checkpoint-every 30m", v);
+                            "--checkpoint-every 1000 or --checkpoint-every 30m",
+                            v);
     memcpy(num, v, n - 1);
     num[n - 1] = '\0';
     float minutes;
     int rc = sr_parse_f32("--checkpoint-every", num, &minutes);
     if (!rc && !(minutes >= 1e-6f && minutes <= 1e6f))
-        rc = sr_error_set(SR_ERR_INVALID_ARG, "--checkpoint-every %s: minutes out of range "
-                                              "[1e-6, 1e6]", v);
+        rc = sr_error_set(SR_ERR_INVALID_ARG,
+                          "--checkpoint-every %s: minutes out of range "
+                          "[1e-6, 1e6]",
+                          v);
     cfg->checkpoint_minutes = minutes;
     return rc;
 }
@@ -380,11 +388,11 @@ static int finish(struct sr_trainer *trainer, const struct sr_train_config *cfg,
 
 int cli_train(int argc, char **argv)
 {
-    static const char *const value_flags[] = {"init-weights", "save-weights", "trace",
-                                              "trace-steps",  "pipeline",     "checkpoint-dir",
-                                              "checkpoint-every", "checkpoint-keep", "checkpoint-write",
-                                              "shuffle-block",
-                                              "topology", NULL};
+    static const char *const value_flags[] = {
+        "init-weights",     "save-weights",    "trace",
+        "trace-steps",      "pipeline",        "checkpoint-dir",
+        "checkpoint-every", "checkpoint-keep", "checkpoint-write",
+        "shuffle-block",    "topology",        NULL};
     static struct sr_train_config cfg;
     struct train_args args = {.cfg = &cfg};
     struct sr_trainer *trainer;

@@ -186,6 +186,9 @@ int sr_comm_has_nccl(void);
  * node drive the same physical device (dev->uid, on one host), with the
  * lowest such pair in *a, *b; 0 otherwise (also for devices without a uid). */
 int sr_comm_gpu_shared_in_node(sr_comm_t comm, struct sr_device *dev, int *a, int *b);
+/* The same for any two of its ranks, of one node or not (emulated nodes on
+ * one host: --ranks-per-node): 1 when two ranks take turns on one device. */
+int sr_comm_gpu_shared(sr_comm_t comm, struct sr_device *dev, int *a, int *b);
 /* Shut MPI down (if sr_comm_init_mpi started it). Every MPI communicator must
  * have been freed (else abort). A no-op without MPI. */
 void sr_comm_finalize(void);

@@ -18,21 +18,26 @@
 #include "shardrec/synthetic.h"
 #include "shardrec/tensor.h"
 
-#define SR_MAX_TABLES     256
-#define SR_MAX_FEATURES   256
-#define SR_PATH_MAX       1024
+#define SR_MAX_TABLES       256
+#define SR_MAX_FEATURES     256
+#define SR_PATH_MAX         1024
 #define SR_DCN_RANK_DEFAULT 512
-#define SR_MAX_DATA_FILES 64
-#define SR_MAX_TOPOLOGIES 4
+#define SR_MAX_DATA_FILES   64
+#define SR_MAX_TOPOLOGIES   4
 #define SR_CONFIG_MAX_BYTES ((size_t)64 << 20) /* a --config file, read whole */
 
 /* --pipeline: the training loop's schedule. none: each step loads, copies,
  * exchanges and trains its batch in turn. sparse-dist: batch i+1's copy and
  * input dist, and batch i+2's load (a loader thread), run while batch i
- * trains; the results are the same bits. */
+ * trains; the results are the same bits. auto (the default): sparse-dist,
+ * except where NCCL ranks take turns on one GPU (several processes on one
+ * device: the GPU time-slices them, and a collective waiting for its peer
+ * holds the GPU for its slice, so overlapped exchanges cost more than they
+ * hide); the trainer resolves it once its world is known. */
 enum sr_pipeline {
     SR_PIPELINE_NONE = 0,
     SR_PIPELINE_SPARSE_DIST = 1,
+    SR_PIPELINE_AUTO = 2,
 };
 
 /* --device: where the model lives and computes. */
@@ -44,9 +49,11 @@ enum sr_device_choice {
 
 /* --checkpoint-write: how a checkpoint's files are written. */
 enum sr_checkpoint_write {
-    SR_CHECKPOINT_WRITE_AUTO = 0, /* overlap where the device's memory is not the host's, else sync */
-    SR_CHECKPOINT_WRITE_OVERLAP = 1, /* copied to host staging, written by a thread as training goes on */
-    SR_CHECKPOINT_WRITE_SYNC = 2,    /* written between two steps; training waits */
+    SR_CHECKPOINT_WRITE_AUTO =
+        0, /* overlap where the device's memory is not the host's, else sync */
+    SR_CHECKPOINT_WRITE_OVERLAP =
+        1, /* copied to host staging, written by a thread as training goes on */
+    SR_CHECKPOINT_WRITE_SYNC = 2, /* written between two steps; training waits */
 };
 
 /* --comm: the transport of a multi-rank job (comm.h). */
@@ -63,13 +70,13 @@ enum sr_comm_choice {
 struct sr_train_config {
     char workload[SR_WORKLOAD_NAME_MAX]; /* the preset applied first ("K", "M", "D"), or "" */
     /* model */
-    int embedding_dim;                                /* D */
-    int bot_mlp[SR_MLP_MAX], n_bot;                   /* widths incl. input (13-...-D) */
-    int top_mlp[SR_MLP_MAX], n_top;                   /* layers after the interaction */
-    enum sr_interaction interaction;                  /* --interaction dot|dcn */
-    int dcn_layers;                                   /* --dcn-layers L (dcn) */
-    int dcn_rank; /* --dcn-rank R (dcn); 0: the default, 512 or n = (F+1)·D when smaller */
-    int num_tables;                                   /* T */
+    int embedding_dim;               /* D */
+    int bot_mlp[SR_MLP_MAX], n_bot;  /* widths incl. input (13-...-D) */
+    int top_mlp[SR_MLP_MAX], n_top;  /* layers after the interaction */
+    enum sr_interaction interaction; /* --interaction dot|dcn */
+    int dcn_layers;                  /* --dcn-layers L (dcn) */
+    int dcn_rank;   /* --dcn-rank R (dcn); 0: the default, 512 or n = (F+1)·D when smaller */
+    int num_tables; /* T */
     struct sr_table_config tables[SR_MAX_TABLES];     /* (T) */
     int num_features;                                 /* F */
     char feature_names[SR_MAX_FEATURES][SR_NAME_MAX]; /* (F) */
@@ -88,7 +95,7 @@ struct sr_train_config {
     char data_paths[SR_MAX_DATA_FILES][SR_PATH_MAX];      /* --data, read in order */
     char eval_data_paths[SR_MAX_DATA_FILES][SR_PATH_MAX]; /* --eval-data */
     int skip_bad_lines;                                   /* count bad lines instead of failing */
-    int shuffle; /* --shuffle: seeded block order of --data (binary files), per epoch */
+    int shuffle;       /* --shuffle: seeded block order of --data (binary files), per epoch */
     int shuffle_block; /* --shuffle-block N: samples per block; 0 = 4096 */
     /* training */
     int64_t steps;
@@ -126,15 +133,15 @@ struct sr_train_config {
     double link_gb_per_s;           /* --emulate-link bandwidth (tests only); 0: none */
     double link_latency_us;         /* --emulate-link latency */
     /* evaluation and logging */
-    int64_t eval_every;             /* steps; 0 = only at the end */
-    int64_t eval_samples;           /* held-back samples evaluated */
-    int64_t log_every;              /* steps between log lines / metrics */
-    char metrics_path[SR_PATH_MAX]; /* "" = none */
-    char trace_path[SR_PATH_MAX];   /* --trace FILE: Chrome trace events; "" = none */
-    int64_t trace_first, trace_last; /* --trace-steps A:B; 0, 0: a few steps after warm-up */
+    int64_t eval_every;                  /* steps; 0 = only at the end */
+    int64_t eval_samples;                /* held-back samples evaluated */
+    int64_t log_every;                   /* steps between log lines / metrics */
+    char metrics_path[SR_PATH_MAX];      /* "" = none */
+    char trace_path[SR_PATH_MAX];        /* --trace FILE: Chrome trace events; "" = none */
+    int64_t trace_first, trace_last;     /* --trace-steps A:B; 0, 0: a few steps after warm-up */
     char init_weights_path[SR_PATH_MAX]; /* --init-weights FILE: safetensors; "" = none */
     char save_weights_path[SR_PATH_MAX]; /* --save-weights FILE: written at the end; "" = none */
-    int progress;                   /* -1 auto (terminal), 0 off, 1 on */
+    int progress;                        /* -1 auto (terminal), 0 off, 1 on */
     /* checkpoints (src/train/checkpoint.c; docs/user-guide.md "Checkpoints") */
     char checkpoint_dir[SR_PATH_MAX]; /* --checkpoint-dir DIR: step-NNNNNNNN/ under it; "" = none */
     int64_t checkpoint_every;         /* --checkpoint-every N steps; 0 = only at the end */
@@ -244,17 +251,17 @@ int sr_train_config_check_memory(const struct sr_train_config *cfg, const struct
  * sr_train_config_check_memory compares with the memory (overflow: a sum
  * passed 2^64, the parts are then meaningless). */
 struct sr_memory_estimate {
-    uint64_t tables; /* its tables or shards, with their optimizer state */
-    uint64_t dense;  /* MLP weights, gradients and optimizer state */
-    uint64_t batch;  /* batch buffers, pooled vectors, activations */
-    uint64_t eval;   /* evaluation predictions and labels */
-    uint64_t pool;   /* --batch-pool's host batches */
+    uint64_t tables;  /* its tables or shards, with their optimizer state */
+    uint64_t dense;   /* MLP weights, gradients and optimizer state */
+    uint64_t batch;   /* batch buffers, pooled vectors, activations */
+    uint64_t eval;    /* evaluation predictions and labels */
+    uint64_t pool;    /* --batch-pool's host batches */
     uint64_t staging; /* checkpoints' host copy of the tables (and dense block): train_memory.c */
     uint64_t total;
     int overflow;
 };
-void sr_train_config_memory(const struct sr_train_config *cfg, const struct sr_plan *plan,
-                            int rank, int world_size, struct sr_memory_estimate *out);
+void sr_train_config_memory(const struct sr_train_config *cfg, const struct sr_plan *plan, int rank,
+                            int world_size, struct sr_memory_estimate *out);
 /* This machine's physical memory (sysconf _SC_PHYS_PAGES x _SC_PAGE_SIZE), or
  * the cgroup v2 limit in /sys/fs/cgroup/memory.max when lower. */
 uint64_t sr_machine_memory(void);

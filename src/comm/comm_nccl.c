@@ -38,10 +38,13 @@ static uint64_t host_hash(void)
     return sr_hash_bytes(SR_HASH_INIT, name, strlen(name));
 }
 
-int sr_comm_gpu_shared_in_node(sr_comm_t comm, struct sr_device *dev, int *a, int *b)
+/* Two ranks on one host with the same device uid, and (same_node) the same
+ * node. */
+static int gpu_shared(sr_comm_t comm, struct sr_device *dev, int same_node, int *a, int *b)
 {
     const int W = comm->size;
-    int64_t mine[3] = {comm->node, (int64_t)host_hash(), dev ? (int64_t)dev->uid : 0};
+    int64_t mine[3] = {same_node ? comm->node : 0, (int64_t)host_hash(),
+                       dev ? (int64_t)dev->uid : 0};
     int64_t *all = sr_calloc(3 * (size_t)W, sizeof *all);
     struct sr_device *bound = comm->dev; /* host values: no stream to wait for */
     comm->dev = NULL;
@@ -59,6 +62,16 @@ int sr_comm_gpu_shared_in_node(sr_comm_t comm, struct sr_device *dev, int *a, in
     return found;
 }
 
+int sr_comm_gpu_shared_in_node(sr_comm_t comm, struct sr_device *dev, int *a, int *b)
+{
+    return gpu_shared(comm, dev, 1, a, b);
+}
+
+int sr_comm_gpu_shared(sr_comm_t comm, struct sr_device *dev, int *a, int *b)
+{
+    return gpu_shared(comm, dev, 0, a, b);
+}
+
 #ifdef SR_USE_NCCL
 
 #include "comm/comm_nccl_internal.h"
@@ -71,13 +84,20 @@ int sr_comm_has_nccl(void)
 static ncclDataType_t nccl_type(enum sr_dtype t)
 {
     switch (t) {
-    case SR_DTYPE_F32: return ncclFloat32;
-    case SR_DTYPE_F16: return ncclFloat16;
-    case SR_DTYPE_BF16: return ncclBfloat16;
-    case SR_DTYPE_F64: return ncclFloat64;
-    case SR_DTYPE_I32: return ncclInt32;
-    case SR_DTYPE_I64: return ncclInt64;
-    case SR_DTYPE_U8: return ncclUint8;
+    case SR_DTYPE_F32:
+        return ncclFloat32;
+    case SR_DTYPE_F16:
+        return ncclFloat16;
+    case SR_DTYPE_BF16:
+        return ncclBfloat16;
+    case SR_DTYPE_F64:
+        return ncclFloat64;
+    case SR_DTYPE_I32:
+        return ncclInt32;
+    case SR_DTYPE_I64:
+        return ncclInt64;
+    case SR_DTYPE_U8:
+        return ncclUint8;
     }
     SR_ABORT("NCCL: no NCCL type for dtype %d", (int)t);
 }
@@ -168,8 +188,8 @@ static void nccl_all_to_allv(sr_comm_t c, const void *send, const size_t *send_c
             SR_NCCL_CHECK(ncclSend((const char *)send + send_displs[p] * es, send_counts[p], t, p,
                                    s->comm, st));
         if (recv_counts[p])
-            SR_NCCL_CHECK(ncclRecv((char *)recv + recv_displs[p] * es, recv_counts[p], t, p,
-                                   s->comm, st));
+            SR_NCCL_CHECK(
+                ncclRecv((char *)recv + recv_displs[p] * es, recv_counts[p], t, p, s->comm, st));
     }
     SR_NCCL_CHECK(ncclGroupEnd());
     sr_nccl_end(s, w, stream, work);
@@ -217,14 +237,13 @@ static void nccl_all_gather(sr_comm_t c, const void *send, void *recv, size_t se
     }
     const double bytes = (double)(send_count * sr_dtype_size(dtype) * (size_t)(c->size + 1));
     struct sr_comm_work *w = sr_nccl_begin(s, SR_COLL_ALL_GATHER, bytes, stream);
-    SR_NCCL_CHECK(ncclAllGather(send, recv, send_count, nccl_type(dtype), s->comm,
-                                native(s, stream)));
+    SR_NCCL_CHECK(
+        ncclAllGather(send, recv, send_count, nccl_type(dtype), s->comm, native(s, stream)));
     sr_nccl_end(s, w, stream, work);
 }
 
 static void nccl_broadcast(sr_comm_t c, const void *send, void *recv, size_t count,
-                           enum sr_dtype dtype, int root, sr_stream_t stream,
-                           sr_comm_work_t *work)
+                           enum sr_dtype dtype, int root, sr_stream_t stream, sr_comm_work_t *work)
 {
     struct nccl_state *s = c->state;
     if (c->rank != root)
@@ -399,9 +418,8 @@ int sr_comm_init_nccl(sr_comm_t *world, sr_comm_t mpi, struct sr_device *dev)
     attach(c, host, comm, dev);
     int version = 0;
     ncclGetVersion(&version);
-    SR_DEBUG("comm", "NCCL %d world: %d ranks on %s, node %d of %d-rank nodes%s", version,
-             c->size, dev->name, c->node, c->local_size,
-             mpi->nodes_emulated ? " (emulated)" : "");
+    SR_DEBUG("comm", "NCCL %d world: %d ranks on %s, node %d of %d-rank nodes%s", version, c->size,
+             dev->name, c->node, c->local_size, mpi->nodes_emulated ? " (emulated)" : "");
     *world = c;
     return SR_OK;
 }

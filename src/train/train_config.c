@@ -57,7 +57,7 @@ void sr_train_config_default(struct sr_train_config *cfg)
     cfg->emb_optimizer = SR_OPTIM_ROWWISE_ADAGRAD;
     cfg->emb_dtype = SR_DTYPE_F32;
     cfg->emb_rounding = 1;
-    cfg->pipeline = SR_PIPELINE_SPARSE_DIST;
+    cfg->pipeline = SR_PIPELINE_AUTO;
     cfg->eval_every = 250;
     cfg->eval_samples = 1 << 17;
     cfg->log_every = 50;

@@ -31,7 +31,9 @@ static double feature_mean_ids(const struct sr_train_config *cfg, int f)
 static enum sr_planner_state emb_state(enum sr_optim_kind kind)
 {
     int per_row = 0, per_elem = sr_optim_state_per_element(kind, &per_row);
-    return per_row ? SR_PLANNER_STATE_ROW : per_elem ? SR_PLANNER_STATE_ELEMENT : SR_PLANNER_STATE_NONE;
+    return per_row    ? SR_PLANNER_STATE_ROW
+           : per_elem ? SR_PLANNER_STATE_ELEMENT
+                      : SR_PLANNER_STATE_NONE;
 }
 
 static void mlp(const int *widths, int n, int *out, int *n_out)
@@ -98,8 +100,8 @@ static int stats_of_data(const struct sr_train_config *cfg, struct sr_planner_ta
 {
     int64_t rows[SR_MAX_FEATURES], n = cfg->plan_sample > 0 ? cfg->plan_sample : 1;
     const char *paths[SR_MAX_DATA_FILES];
-    struct sr_reader_options opt = {.rank = 0, .world = 1, .skip_bad_lines = cfg->skip_bad_lines,
-                                    .keep_partial = 1};
+    struct sr_reader_options opt = {
+        .rank = 0, .world = 1, .skip_bad_lines = cfg->skip_bad_lines, .keep_partial = 1};
     struct sr_reader *r = NULL;
     struct sr_table_stats *s = NULL;
     struct sr_ebc_config ec;
@@ -119,8 +121,8 @@ static int stats_of_data(const struct sr_train_config *cfg, struct sr_planner_ta
         *measured = sr_table_stats_samples(s);
     }
     if (!rc && *measured == 0)
-        rc = sr_error_set(SR_ERR_DATA, "%s: no samples to measure the tables on (--data)",
-                          paths[0]);
+        rc =
+            sr_error_set(SR_ERR_DATA, "%s: no samples to measure the tables on (--data)", paths[0]);
     sr_table_stats_free(s);
     sr_reader_free(r);
     return rc;
@@ -146,16 +148,16 @@ int sr_train_config_planner(struct sr_train_config *cfg, int world_size, int ran
     sr_train_config_ebc(cfg, ec);
     m->ebc = ec;
     m->stats = stats;
-    m->global_batch = cfg->global_batch_size > 0 ? cfg->global_batch_size
-                                                 : (int64_t)cfg->batch_size * world_size;
+    m->global_batch =
+        cfg->global_batch_size > 0 ? cfg->global_batch_size : (int64_t)cfg->batch_size * world_size;
     m->num_dense = cfg->num_dense;
     mlp(cfg->bot_mlp, cfg->n_bot, m->bot, &m->n_bot);
     mlp(cfg->top_mlp, cfg->n_top, m->top, &m->n_top);
     if (cfg->interaction == SR_INTERACTION_DCN) {
         int n = (cfg->num_features + 1) * cfg->embedding_dim;
         m->dcn_layers = cfg->dcn_layers;
-        m->dcn_rank = cfg->dcn_rank > 0 ? cfg->dcn_rank
-                                        : (n < SR_DCN_RANK_DEFAULT ? n : SR_DCN_RANK_DEFAULT);
+        m->dcn_rank =
+            cfg->dcn_rank > 0 ? cfg->dcn_rank : (n < SR_DCN_RANK_DEFAULT ? n : SR_DCN_RANK_DEFAULT);
     }
     m->math = cfg->math;
     m->emb_state = emb_state(cfg->emb_optimizer);
@@ -163,7 +165,7 @@ int sr_train_config_planner(struct sr_train_config *cfg, int world_size, int ran
     m->emb_elem_bytes = (int)sr_dtype_size(cfg->emb_dtype);
     m->wire_bytes = (int)sr_dtype_size(cfg->comm_dtype);
     m->dense_wire_bytes = (int)sr_dtype_size(cfg->dense_comm_dtype);
-    m->pipeline = cfg->pipeline == SR_PIPELINE_SPARSE_DIST;
+    m->pipeline = cfg->pipeline != SR_PIPELINE_NONE; /* auto before a world: sparse-dist */
     m->bucket_bytes = 1024.0 * cfg->bucket_kib;
     m->buffer_bytes = (double)buffer_bytes(cfg, ec, world_size, ranks_per_node);
     return SR_OK;

@@ -19,8 +19,8 @@
 static int host_ranks(void)
 {
     static const char *const vars[] = {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS",
-                                       "LOCAL_WORLD_SIZE", "SLURM_NTASKS_PER_NODE",
-                                       "SLURM_STEP_TASKS_PER_NODE", NULL};
+                                       "LOCAL_WORLD_SIZE",           "SLURM_NTASKS_PER_NODE",
+                                       "SLURM_STEP_TASKS_PER_NODE",  NULL};
     for (int i = 0; vars[i]; i++) {
         const char *v = getenv(vars[i]);
         if (v && atoi(v) > 0)
@@ -93,11 +93,12 @@ int sr_trainer_select_device(struct sr_trainer *t)
     if (cfg->cuda_graphs > 0 && !sr_dev_has_graphs(dev))
         return sr_error_set(SR_ERR_UNSUPPORTED,
                             "--cuda-graphs needs a CUDA device (%s has no graphs); HINT: "
-                            "--device cuda, or leave --cuda-graphs out", dev->name);
-    if (cfg->cuda_graphs > 0 && cfg->pipeline != SR_PIPELINE_SPARSE_DIST)
+                            "--device cuda, or leave --cuda-graphs out",
+                            dev->name);
+    if (cfg->cuda_graphs > 0 && cfg->pipeline == SR_PIPELINE_NONE)
         return sr_error_set(SR_ERR_UNSUPPORTED,
                             "--cuda-graphs replays the pipelined step: it needs --pipeline "
-                            "sparse-dist (the default)");
+                            "sparse-dist (or auto, the default)");
     dev->math = (enum sr_math)cfg->math;
     t->dev = dev;
     return SR_OK;

@@ -275,6 +275,28 @@ static int choose_transport(struct sr_trainer *t)
     return SR_OK;
 }
 
+/* --pipeline auto: none where NCCL ranks take turns on one GPU, else
+ * sparse-dist (train_config.h). Collective: every rank resolves alike. */
+static void resolve_pipeline(struct sr_trainer *t)
+{
+    struct sr_train_config *cfg = t->cfg;
+    if (cfg->pipeline != SR_PIPELINE_AUTO)
+        return;
+    cfg->pipeline = SR_PIPELINE_SPARSE_DIST;
+    int a = 0, b = 0;
+    if (strcmp(sr_comm_backend_name(t->world), "nccl") != 0 || cfg->cuda_graphs > 0 ||
+        !sr_comm_gpu_shared(t->world, t->dev, &a, &b))
+        return;
+    cfg->pipeline = SR_PIPELINE_NONE;
+    if (t->rank == 0)
+        sr_log(SR_LOG_INFO, "train",
+               "--pipeline auto: none, since NCCL ranks %d and %d take turns on one GPU (a "
+               "collective waiting for its peer holds the GPU for its time slice, so "
+               "overlapped exchanges cost more than they hide); --pipeline sparse-dist to "
+               "overlap anyway",
+               a, b);
+}
+
 int sr_trainer_init_comms(struct sr_trainer *t)
 {
     const struct sr_train_config *cfg = t->cfg;
@@ -306,6 +328,7 @@ int sr_trainer_init_comms(struct sr_trainer *t)
         rc = choose_transport(t);
     if (rc)
         return rc;
+    resolve_pipeline(t);
     sr_comm_bind_device(t->world, t->dev); /* and its stream order */
     t->sparse = sr_comm_dup(t->world);
     t->input = sr_comm_dup(t->world);
@@ -408,7 +431,8 @@ int sr_trainer_agree(struct sr_trainer *t, int rc, const char *what, const char 
     sr_comm_all_gather(t->world, &mine, all, 1, SR_DTYPE_I64, NULL, NULL);
     for (int r = 0; r < t->world_size && !rc; r++)
         if (all[r])
-            rc = sr_error_set(SR_ERR_DATA, "%s: rank %d %s (its message says why)", what, r, failed);
+            rc =
+                sr_error_set(SR_ERR_DATA, "%s: rank %d %s (its message says why)", what, r, failed);
     sr_free(all);
     return rc;
 }
@@ -420,8 +444,11 @@ int sr_trainer_emb_init(struct sr_trainer *t, const struct sr_optim_config *opt)
     struct sr_ebc_config ec;
     struct sr_train_config *cfg = t->cfg;
     sr_train_config_ebc(cfg, &ec);
-    struct sr_sharded_ebc_comms comms = {
-        .sparse = t->sparse, .node = t->node, .cross = t->cross, .input = t->input, .pooled_dtype = cfg->comm_dtype};
+    struct sr_sharded_ebc_comms comms = {.sparse = t->sparse,
+                                         .node = t->node,
+                                         .cross = t->cross,
+                                         .input = t->input,
+                                         .pooled_dtype = cfg->comm_dtype};
     return sr_sharded_ebc_init(&t->sebc, t->dev, &comms, &ec, t->plan, opt, cfg->batch_size,
                                t->batch.max_values, cfg->seed);
 }

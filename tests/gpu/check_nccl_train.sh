@@ -7,7 +7,8 @@
 #   1. 2, 3 and 4 NCCL ranks against 1 rank (one process on the GPU): the
 #      job of check_gpu_train.sh part 2 (tables of 1..1000 rows, 0-3 ids per
 #      feature, Zipf ids, global batch 48) for 20 steps in fp32 math, every
-#      sharding type and a mixed plan (2 ranks: both pipelines); per-step
+#      sharding type and a mixed plan (2 ranks: both pipelines, and auto,
+#      which must choose none: the ranks take turns on one GPU); per-step
 #      losses, evaluations and the final weights within 1e-5 relative. Each
 #      run's summary must name the nccl backend.
 #   2. NCCL against MPI at the same world size (2 ranks, --comm mpi), with
@@ -93,7 +94,7 @@ part1() {
     for np in 2 3 4; do
         sr_mixed_plan "$np" 1 >"$tmp/plan$np.json"
         pipes=sparse-dist
-        [ "$np" = 2 ] && pipes="sparse-dist none"
+        [ "$np" = 2 ] && pipes="sparse-dist none auto"
         for c in dp tw rw cw twrw mixed; do
             if [ "$c" = mixed ]; then
                 set -- --plan "$tmp/plan$np.json"
@@ -104,6 +105,10 @@ part1() {
                 name=nccl$np-$c-$p
                 run "$name" "$np" "$@" --pipeline "$p" --comm nccl --ranks-per-node 1 || continue
                 check_backend "$name" nccl || continue
+                if [ "$p" = auto ] && ! grep -q "pipeline auto: none, since NCCL ranks 0 and 1 take turns on one GPU" "$tmp/$name.log"; then
+                    echo "FAIL $name: --pipeline auto did not choose none for ranks sharing the GPU"
+                    fail=1
+                fi
                 judge "$np NCCL ranks vs 1 rank, $c, --pipeline $p" np1 "$name"
             done
         done
