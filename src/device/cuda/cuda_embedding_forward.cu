@@ -32,7 +32,7 @@ template <typename K> struct fwd_params {
     K *key;                 /* (N) kept keys, NULL without keep_ids */
     uint64_t *val;          /* (N) kept values */
     int batch, nbags, out_dim, G, log2G;
-    int row_bits; /* R: a key is table << R | row */
+    int row_bits;   /* R: a key is table << R | row */
     int short_bags; /* forward_short_kernel: at most 2 ids a bag on average, a chunk a lane */
 };
 
@@ -43,9 +43,8 @@ template <int MAXF> struct fwd_pos {
  * loads of a batch are unconditional (past the end they repeat the last id,
  * which is not added), so all FWD_ROWS rows are in flight together. */
 template <int W>
-__device__ __forceinline__ sr_cu_vec<W> pool_chunk(const struct cu_table &tb,
-                                                   const int64_t *values, const float *wts,
-                                                   int64_t s, int64_t e, int c)
+__device__ __forceinline__ sr_cu_vec<W> pool_chunk(const struct cu_table &tb, const int64_t *values,
+                                                   const float *wts, int64_t s, int64_t e, int c)
 {
     sr_cu_vec<W> acc = sr_cu_zero<W>();
     for (int64_t i = s; i < e; i += FWD_ROWS) {
@@ -156,8 +155,9 @@ __global__ void __launch_bounds__(FWD_THREADS)
                     acc = sr_cu_axpy<W>(acc, w0[u], x[u]);
                 for (int64_t i = s[u] + 1; i < e[u]; i++) {
                     const float wi = p.weights ? __ldg(p.weights + i) : 1.0f;
-                    acc = sr_cu_axpy<W>(acc, wi,
-                                        sr_cu_w_load<W, false>(tb[u], __ldg(p.values + i) * tb[u].dim + c));
+                    acc = sr_cu_axpy<W>(
+                        acc, wi,
+                        sr_cu_w_load<W, false>(tb[u], __ldg(p.values + i) * tb[u].dim + c));
                 }
                 if (inv != 1.0f)
                     acc = sr_cu_scale<W>(acc, inv);
@@ -168,6 +168,116 @@ __global__ void __launch_bounds__(FWD_THREADS)
                 keep_bag<K>(p, base, s[u], e[u], lig, src, inv, (uint64_t)fe.table << p.row_bits);
             }
         }
+    }
+}
+
+/* The forward of short bags in narrow rows (several groups to a warp: D up
+ * to 8 W), a warp WARP_BAGS bags at a time. Set-up: lane j reads bag j's
+ * offsets, first id, feature and table (coalesced reads, one dependent step)
+ * into the warp's records in shared memory, and keeps the bag's ids. Pooling:
+ * each group of G lanes takes every (32 / G)-th record, FWD_ROWS_NARROW rows
+ * in flight a lane. Sums and scales are the general kernel's, in bag order. */
+#define WARP_BAGS 64 /* bags a warp sets up at a time: two a lane */
+#ifndef FWD_ROWS_NARROW
+#define FWD_ROWS_NARROW 4 /* rows in flight a lane (measured: 4 beat 8) */
+#endif
+#ifndef NARROW_BLOCKS
+#define NARROW_BLOCKS 3 /* blocks a multiprocessor holds at least (80 registers) */
+#endif
+struct warp_bag {
+    const void *weight; /* the bag's table */
+    int64_t e0;         /* the first id's row, as an element of the table */
+    int64_t s;          /* the bag's first id */
+    int n;              /* ids in the bag; -1: past the batch */
+    int src;            /* its pooled offset */
+    float inv, w0;      /* the mean's scale; the first id's weight */
+    int dim, dtype;
+};
+
+template <int W, typename K, int MAXF>
+__device__ __forceinline__ struct warp_bag warp_bag_setup(const fwd_params<K> &p,
+                                                          const fwd_pos<MAXF> &pos, int k)
+{
+    struct warp_bag r;
+    r.n = -1;
+    if (k >= p.nbags)
+        return r;
+    const int f = k / p.batch, b = k - f * p.batch;
+    const struct cu_feature fe = p.features[f];
+    const struct cu_table *tb = &p.tables[fe.table];
+    const int64_t s = p.offsets[k], e = p.offsets[k + 1];
+    r.weight = tb->weight;
+    r.dim = tb->dim;
+    r.dtype = tb->dtype;
+    r.s = s;
+    r.n = (int)(e - s);
+    r.e0 = e > s ? __ldg(p.values + s) * r.dim : 0;
+    r.w0 = e > s && p.weights ? __ldg(p.weights + s) : 1.0f;
+    r.inv = fe.mean && e > s ? __fdiv_rn(1.0f, (float)(e - s)) : 1.0f;
+    r.src = b * p.out_dim + fe.col;
+    if (p.key) {
+        const int64_t base = pos.feature_pos[f] - p.offsets[(int64_t)f * p.batch];
+        const uint64_t key_table = (uint64_t)fe.table << p.row_bits;
+        for (int64_t i = s; i < e; i++) {
+            const float w = p.weights ? p.weights[i] : 1.0f;
+            p.key[base + i] = (K)(key_table | (uint64_t)p.values[i]);
+            p.val[base + i] = pack_val(r.src, __fmul_rn(w, r.inv));
+        }
+    }
+    return r;
+}
+
+template <int W>
+__device__ __forceinline__ sr_cu_vec<W> warp_bag_row(const struct warp_bag &r, int64_t e)
+{
+    struct cu_table t;
+    t.weight = (void *)r.weight;
+    t.dtype = r.dtype;
+    return sr_cu_w_load<W, false>(t, e);
+}
+
+template <int W, typename K, int MAXF>
+__global__ void __launch_bounds__(FWD_THREADS, NARROW_BLOCKS)
+    forward_narrow_kernel(const fwd_params<K> p, const fwd_pos<MAXF> pos)
+{
+    __shared__ struct warp_bag recs[(FWD_THREADS / 32) * WARP_BAGS];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+    struct warp_bag *wb = recs + warp * WARP_BAGS;
+    const int c = (lane & (p.G - 1)) * W, grp = lane >> p.log2G, groups = 32 >> p.log2G;
+    const int chunks = (p.nbags + WARP_BAGS - 1) / WARP_BAGS; /* nbags: an int */
+    for (int ch = blockIdx.x * warps + warp; ch < chunks; ch += gridDim.x * warps) {
+#pragma unroll
+        for (int j = lane; j < WARP_BAGS; j += 32)
+            wb[j] = warp_bag_setup<W, K, MAXF>(p, pos, ch * WARP_BAGS + j);
+        __syncwarp();
+        for (int j0 = grp; j0 < WARP_BAGS; j0 += groups * FWD_ROWS_NARROW) {
+            sr_cu_vec<W> x[FWD_ROWS_NARROW];
+#pragma unroll
+            for (int u = 0; u < FWD_ROWS_NARROW; u++) {
+                const int j = j0 + u * groups;
+                const int live = j < WARP_BAGS && wb[j].n > 0 && c < wb[j].dim;
+                x[u] = live ? warp_bag_row<W>(wb[j], wb[j].e0 + c) : sr_cu_zero<W>();
+            }
+#pragma unroll
+            for (int u = 0; u < FWD_ROWS_NARROW; u++) {
+                const int j = j0 + u * groups;
+                if (j >= WARP_BAGS || wb[j].n < 0 || c >= wb[j].dim)
+                    continue;
+                const struct warp_bag &r = wb[j];
+                sr_cu_vec<W> acc = sr_cu_zero<W>();
+                if (r.n > 0)
+                    acc = sr_cu_axpy<W>(acc, r.w0, x[u]);
+                for (int64_t i = r.s + 1; i < r.s + r.n; i++) {
+                    const float wi = p.weights ? __ldg(p.weights + i) : 1.0f;
+                    acc =
+                        sr_cu_axpy<W>(acc, wi, warp_bag_row<W>(r, __ldg(p.values + i) * r.dim + c));
+                }
+                if (r.inv != 1.0f)
+                    acc = sr_cu_scale<W>(acc, r.inv);
+                sr_cu_store<W>(p.pooled + r.src + c, acc);
+            }
+        }
+        __syncwarp();
     }
 }
 
@@ -183,7 +293,11 @@ static void launch_forward(const struct sr_device *dev, const fwd_params<K> &p,
         pos.feature_pos[f] = keep ? batch->feature_pos[f] : 0;
     const int groups = FWD_THREADS / p.G;
     const unsigned grid = sr_cu_grid(dev, p.nbags, groups, GRID_PER_SM);
-    if (p.short_bags)
+    if (p.short_bags && p.G <= 8)
+        forward_narrow_kernel<W, K, MAXF><<<sr_cu_grid(dev, (p.nbags + WARP_BAGS - 1) / WARP_BAGS,
+                                                       FWD_THREADS / 32, GRID_PER_SM),
+                                            FWD_THREADS, 0, st>>>(p, pos);
+    else if (p.short_bags)
         forward_short_kernel<W, K, MAXF><<<grid, FWD_THREADS, 0, st>>>(p, pos);
     else
         forward_kernel<W, K, MAXF><<<grid, FWD_THREADS, 0, st>>>(p, pos);
@@ -240,4 +354,3 @@ void sr_cu_emb_forward(struct sr_device *dev, const struct sr_emb_layout *layout
     else
         forward_as<1, uint32_t>(dev, layout, batch, keep_ids, pooled, &v, st);
 }
-
