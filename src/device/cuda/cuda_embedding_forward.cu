@@ -10,6 +10,12 @@
  * offset it reads its gradient from, and its scale) at the
  * table-grouped position.
  *
+ * Three kernels, one sum: the general one (a group a bag, FWD_ROWS rows
+ * in flight a lane); short bags (at most 2 ids on average) of rows one
+ * chunk a lane wide, SHORT_BAGS bags a group at a time; and, where several
+ * groups share a warp (D up to 8 W), the narrow kernel, which sets up a
+ * warp's 64 bags with coalesced reads before pooling them.
+ *
  * Determinism: each bag has one group, which sums in bag order.
  */
 #include <stdint.h>
