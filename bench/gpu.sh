@@ -59,8 +59,9 @@
 #          that crossed the link per step and rank, the link bound (those
 #          bytes over the measured bandwidth) and the exposed communication;
 #          runs are $TWONODE_RUNS (';'-separated "WORKLOAD PIPELINE WIRE",
-#          default M and K with sparse-dist and bf16 wires, M also with
-#          fp32 wires and with --pipeline none); then TorchRec the same way
+#          default: M with bf16 and fp32 wires, K with fp32, each with
+#          --pipeline auto (which runs none here: the ranks share the GPU),
+#          and M bf16 and K also with sparse-dist); then TorchRec the same way
 #          ($TWONODE_PEERS: ';'-separated runner flags, default M and K on
 #          both id distributions) when its wheels are there (see peers)
 #
@@ -448,7 +449,7 @@ for st in "${stages[@]}"; do
         cat "$OUTDIR/bench_comm.txt"
         LINK_GB_S=$(python3 -c 'import json,sys; l=json.load(open(sys.argv[1]))["links"]; print(list(l.values())[0]["bandwidth_gb_s"])' "$OUTDIR/link.json" 2>/dev/null)
         row "link (bench comm, all-to-all busbw)" "${LINK_GB_S:-unknown} GB/s"
-        IFS=';' read -r -a tn <<<"${TWONODE_RUNS:-M sparse-dist bf16;M sparse-dist fp32;M none bf16;K sparse-dist bf16;K sparse-dist fp32}"
+        IFS=';' read -r -a tn <<<"${TWONODE_RUNS:-M auto bf16;M sparse-dist bf16;M auto fp32;K auto fp32;K sparse-dist fp32}"
         for r in "${tn[@]}"; do
             read -r w pipe wire <<<"$r"
             workload_run "$w"
