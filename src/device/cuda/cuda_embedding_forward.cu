@@ -188,7 +188,7 @@ __global__ void __launch_bounds__(FWD_THREADS)
 #define FWD_ROWS_NARROW 4 /* rows in flight a lane (measured: 4 beat 8) */
 #endif
 #ifndef NARROW_BLOCKS
-#define NARROW_BLOCKS 3 /* blocks a multiprocessor holds at least (80 registers) */
+#define NARROW_BLOCKS 3 /* blocks a multiprocessor holds at least (at most 80 registers a thread) */
 #endif
 struct warp_bag {
     const void *weight; /* the bag's table */
