@@ -484,15 +484,19 @@ static double algbw_of(const struct bench_row *r)
 static void print_row(const struct bench_row *r, int W)
 {
     double algbw = algbw_of(r);
-    printf("  %12zu  %-10s  %12.2f  %11.3f  %11.3f\n", r->bytes, coll_names[r->coll],
+    /* %g: a slow small call (a loaded host) still shows a non-zero rate */
+    printf("  %12zu  %-10s  %12.2f  %11.4g  %11.4g\n", r->bytes, coll_names[r->coll],
            r->seconds * 1e6, algbw, algbw * bus_factor(r->coll, W));
     fflush(stdout);
 }
 
-/* Whole microseconds and GB/s to 1e-6: enough digits, short JSON. */
+/* Six significant digits: enough, short JSON, and a tiny rate stays non-zero. */
 static double rounded(double x)
 {
-    return round(x * 1e6) / 1e6;
+    if (x == 0 || !isfinite(x))
+        return x;
+    double scale = pow(10, 5 - (int)floor(log10(fabs(x))));
+    return round(x * scale) / scale;
 }
 
 static cJSON *row_json(const struct bench_row *r, int W)

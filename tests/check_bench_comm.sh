@@ -31,7 +31,11 @@ rows() {
             awk -v c="$coll" -v s="$size" -v w="$2" '
                 $1 == s && $2 == c && $3 > 0 && $4 > 0 && (w == 1 || $5 > 0) { found = 1 }
                 END { exit !found }' "$3" ||
-                { fail "$1: no row for $coll at $size bytes (or a zero bandwidth)"; return; }
+                {
+                    fail "$1: no row for $coll at $size bytes (or a zero bandwidth)"
+                    cat "$3"
+                    return
+                }
         done
     done
     echo "ok: $1: rows for both collectives at 1 KiB..1 MiB"
@@ -97,8 +101,9 @@ fi
 
 # 3. two ranks
 sr_need_mpirun
+# stderr apart: a launcher's warning must not split a table row
 sr_mpirun 2 "$bin" bench comm --max-bytes 1048576 --iters 5 --out "$tmp/w2.json" \
-    >"$tmp/w2.out" 2>&1
+    >"$tmp/w2.out" 2>"$tmp/w2.err"
 rc=$?
 if [ "$rc" -eq 0 ]; then
     rows "2 ranks" 2 "$tmp/w2.out"
@@ -107,7 +112,7 @@ if [ "$rc" -eq 0 ]; then
     done
     json "2 ranks" "$tmp/w2.json" 2 intra_node
 else
-    cat "$tmp/w2.out"
+    cat "$tmp/w2.out" "$tmp/w2.err"
     fail "2 ranks: exit status $rc"
 fi
 sr_mpirun 2 "$bin" bench comm --max-bytes 1048576 --iters 2 --ranks-per-node 1 \
