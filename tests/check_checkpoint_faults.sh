@@ -122,7 +122,7 @@ fail_case fail-write-nth 0 "fail-write:nth=6" manifest.json
 if [ "$have_mpi" -eq 1 ]; then
     why=""
     t0=$(date +%s)
-    SR_FAULT="stop:rank=1:step=5" sr_mpirun 2 "$bin" train $JOB --steps 100 --comm-timeout 3 \
+    SR_FAULT="stop:rank=1:step=5" sr_mpirun 2 "$bin" train $JOB --steps 100 --comm-timeout 10 \
         --checkpoint-dir "$tmp/stop.ck" >"$tmp/stop.out" 2>&1
     rc=$? secs=$(($(date +%s) - t0))
     [ "$rc" -ne 0 ] || why="$why exit status 0;"

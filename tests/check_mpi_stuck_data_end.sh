@@ -13,7 +13,7 @@ sr_need_built "$bin"
 sr_timeout=120 sr_timeout_opts="-s KILL"
 ROWS=1000,2000,50
 JOB="--table-rows $ROWS --embedding-dim 8 --bot-mlp 13-16-8 --top-mlp 16-1 --eval-samples 0
-     --log-every 1 --no-progress --skip-bad-lines --comm-timeout 5"
+     --log-every 1 --no-progress --skip-bad-lines --comm-timeout 30"
 fail=0
 
 "$bin" gen --out "$tmp/full.tsv" --samples 320 --table-rows $ROWS || exit 1

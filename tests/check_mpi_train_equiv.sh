@@ -106,9 +106,7 @@ run_case "ids-mixed-np4" 4 $IDS --plan "$tmp/plan4.json" --ranks-per-node 2
 BIG="--table-rows 1,7,50,333,300000,5"
 "$bin" train $JOB $BIG --metrics "$tmp/ref.jsonl" --save-weights "$tmp/ref.st" 2>"$tmp/ref.err" ||
     { cat "$tmp/ref.err"; exit 1; }
-sr_timeout=60
 run_case "bigcw-np2" 2 $BIG --sharding cw --ranks-per-node 2
-sr_timeout=300
 
 # collectives per step of the mixed plan on 4 ranks: input dist 2 (counts +
 # data), tw+cw 1 all-to-all each way, rw reduce-scatter + all-gather, twrw

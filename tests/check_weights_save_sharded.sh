@@ -25,7 +25,7 @@ sr_need_built "$bin"
 sr_need_mpirun
 unset SR_CPU_DEFERRED SR_FAULT SR_SAVE_WEIGHTS_UNSHARED
 sr_timeout_opts="-s KILL"
-sr_timeout=120
+sr_timeout=300
 JOB="--table-rows 1,7,50,333,1000,5 --embedding-dim 8 --bot-mlp 13-16-8 --top-mlp 16-1
      --ids-per-feature 0-3 --global-batch-size 48 --emb-optimizer adagrad --log-every 1
      --no-progress"
