@@ -300,13 +300,45 @@ static void test_memory_estimate(void **state)
     assert_true(e0.dense == e.dense && e1.dense == e.dense);
     /* the batch part holds the embedding's three batch contexts (the sharded
      * EBC's own and the pipeline's two), each receiving the global batch's
-     * pooled vectors and their gradients: 2 ranks' blocks instead of one's,
-     * at least 3 x B x F x D x 8 bytes more than one rank's (counted once
-     * before: 4 GB short on a GPU at M's size) */
-    uint64_t BF = (uint64_t)cfg.batch_size * (uint64_t)cfg.num_features;
-    struct sr_memory_estimate one;
-    sr_train_config_memory(&cfg, NULL, 0, 1, &one);
-    assert_true(e0.batch - one.batch >= 3 * BF * D * 8 && e1.batch == e0.batch);
+     * pooled vectors and their gradients for its one table's feature (counted
+     * once before: 4 GB short on a GPU at M's size): at least 3 x 2B x D x 8
+     * bytes (test_memory_follows_shards has the exact sum) */
+    assert_true(e0.batch_slots >= 3 * 2 * (uint64_t)cfg.batch_size * D * 8);
+    assert_true(e1.batch == e0.batch && e1.batch_slots == e0.batch_slots);
+    sr_plan_free(plan);
+}
+
+/* Under a plan, what a rank receives follows the shards it holds: each
+ * shard adds every rank's samples of its features (global batch x
+ * sr_train_config_slot_sample_bytes); the rest of the batch part is the same
+ * on every rank. Three tables on 2 ranks: one rank holds two. */
+static void test_memory_follows_shards(void **state)
+{
+    int64_t rows[3] = {1000, 300000, 50};
+    struct sr_memory_estimate e[2];
+    struct sr_ebc_config ec;
+    struct sr_plan *plan;
+    sr_train_config_default(&cfg);
+    assert_int_equal(sr_train_config_set_table_rows(&cfg, rows, 3), SR_OK);
+    cfg.ids_min = 1, cfg.ids_max = 5;
+    cfg.device = SR_DEVICE_CHOICE_CPU; /* a workspace of 32 bytes an id */
+    sr_train_config_ebc(&cfg, &ec);
+    assert_int_equal(sr_plan_uniform(&plan, &ec, SR_SHARDING_TYPE_TABLE_WISE, 2, 2), SR_OK);
+    const uint64_t BS = 2 * (uint64_t)cfg.batch_size;
+    uint64_t per_sample[2] = {0, 0};
+    for (int f = 0; f < cfg.num_features; f++) {
+        const uint64_t one = sr_train_config_slot_sample_bytes(&cfg, f);
+        /* 3 contexts x (ids_max ids x (32 workspace + 12 values + 4 received)
+         * + a bag's 20 bytes + its pooled vector and gradient) */
+        assert_true(one == 3 * (5 * 48 + 20 + 8 * (uint64_t)cfg.embedding_dim));
+        per_sample[plan->tables[cfg.feature_table[f]].shards[0].rank] += one;
+    }
+    assert_true(per_sample[0] != per_sample[1]);
+    for (int r = 0; r < 2; r++) {
+        sr_train_config_memory(&cfg, plan, r, 2, &e[r]);
+        assert_true(e[r].batch_slots == BS * per_sample[r]);
+    }
+    assert_true(e[0].batch - e[0].batch_slots == e[1].batch - e[1].batch_slots);
     sr_plan_free(plan);
 }
 
@@ -374,6 +406,7 @@ int main(void)
         cmocka_unit_test(test_json_strict),        cmocka_unit_test(test_wrapped_message),
         cmocka_unit_test(test_memory_check),       cmocka_unit_test(test_memory_estimate),
         cmocka_unit_test(test_memory_batch_pool),  cmocka_unit_test(test_json_hints_and_nul),
+        cmocka_unit_test(test_memory_follows_shards),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

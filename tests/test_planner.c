@@ -158,6 +158,35 @@ static void test_tw_two_nodes(void **state)
     sr_planner_report_free(r);
 }
 
+/* What a shard receives is memory on its rank: tw puts the table's B x
+ * slot_bytes on its owner only, rw on both ranks (each holds a shard), dp on
+ * neither; one rank exchanges nothing. */
+static void test_shard_buffers(void **state)
+{
+    struct fixture f;
+    const double slot = 123.0, table = E * DIM * 4;
+    setup(&f, 2, 2);
+    f.stats.slot_bytes = slot;
+    f.m.buffer_bytes = 1000;
+    struct sr_planner_report *r = predict(&f, SR_SHARDING_TYPE_TABLE_WISE);
+    double base = r->ranks[1].memory_bytes; /* the dense block, the caller's buffers */
+    NEAR(r->ranks[0].memory_bytes - base, table + B * slot);
+    sr_planner_report_free(r);
+    r = predict(&f, SR_SHARDING_TYPE_ROW_WISE);
+    for (int k = 0; k < 2; k++)
+        NEAR(r->ranks[k].memory_bytes - base, table / 2 + B * slot);
+    sr_planner_report_free(r);
+    r = predict(&f, SR_SHARDING_TYPE_DATA_PARALLEL);
+    NEAR(r->ranks[0].memory_bytes - base, 2 * table); /* weights and their dense gradient */
+    sr_planner_report_free(r);
+    setup(&f, 1, 1);
+    f.stats.slot_bytes = slot;
+    f.m.buffer_bytes = 1000;
+    r = predict(&f, SR_SHARDING_TYPE_TABLE_WISE);
+    NEAR(r->ranks[0].memory_bytes - base, table);
+    sr_planner_report_free(r);
+}
+
 /* rw on one node of two: each rank looks up its half (100 ids), sends the
  * other 50 x 1 ids + 50 lengths = 400 bytes in the node, and 50 x 16 x 4 =
  * 3200 bytes of partial sums each way. */
@@ -425,7 +454,8 @@ static void test_rates(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_tw_two_nodes), cmocka_unit_test(test_rw_one_node),
+        cmocka_unit_test(test_tw_two_nodes),
+        cmocka_unit_test(test_shard_buffers), cmocka_unit_test(test_rw_one_node),
         cmocka_unit_test(test_dp),           cmocka_unit_test(test_cw),
         cmocka_unit_test(test_row_state),    cmocka_unit_test(test_emb_dtype),
         cmocka_unit_test(test_memory_limit), cmocka_unit_test(test_search_slow_link),

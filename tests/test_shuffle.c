@@ -303,12 +303,70 @@ static void test_tsv_rejected(void **state)
     assert_int_equal(sr_reader_open(&r, mixed, 1, F, rows, &o), SR_ERR_INVALID_ARG);
 }
 
+/* Each feature's most ids in a batch (what the sharded exchange is sized
+ * by): one id a sample in a TSV and in a file of fixed bags; where a
+ * feature's bags vary, the file's most ids in one sample. */
+static void test_feature_bounds(void **state)
+{
+    (void)state;
+    enum { Bn = 8, n = 40 };
+    const char *var = sr_test_path("var.bin"), *tsv = sr_test_path("one.tsv");
+    struct sr_binfmt_writer *w;
+    struct sr_batch b;
+    sr_batch_init(&b, n, 13, F, 4 * n, 0, NULL);
+    memset(b.dense, 0, sizeof(float) * 13 * n);
+    int64_t k = 0;
+    for (int i = 0; i < n; i++) {
+        b.labels[i] = 0;
+        b.kjt.lengths[i] = 1; /* feature 0: always one id */
+        b.kjt.values[k++] = i;
+    }
+    for (int i = 0; i < n; i++) { /* feature 1: 0..3 ids */
+        b.kjt.lengths[n + i] = i % 4;
+        for (int j = 0; j < i % 4; j++)
+            b.kjt.values[k++] = j;
+    }
+    b.batch_size = b.kjt.stride = n;
+    b.kjt.num_values = k;
+    assert_int_equal(sr_kjt_compute_offsets(&b.kjt), SR_OK);
+    assert_int_equal(sr_binfmt_writer_open(&w, var, 13, F, rows, 0, 0), SR_OK);
+    assert_int_equal(sr_binfmt_writer_append(w, &b), SR_OK);
+    assert_int_equal(sr_binfmt_writer_close(w), SR_OK);
+    sr_batch_free(&b);
+    FILE *f = fopen(tsv, "w");
+    assert_non_null(f);
+    fputs("1\t1\t2\t3\t4\t5\t6\t7\t8\t9\t10\t11\t12\t13\taa\tbb\n", f);
+    fclose(f);
+
+    struct sr_reader_options o = {.world = 1, .batch_size = Bn};
+    struct sr_reader *r;
+    const char *fixed = sr_test_path("all.bin");
+    const struct {
+        const char *path;
+        int64_t f0, f1;
+    } want[3] = {{fixed, Bn, Bn}, {tsv, Bn, Bn}, {var, Bn, 4 * Bn}};
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(sr_reader_open(&r, &want[i].path, 1, F, rows, &o), SR_OK);
+        assert_int_equal(sr_reader_feature_max_values(r, 0), want[i].f0);
+        assert_int_equal(sr_reader_feature_max_values(r, 1), want[i].f1);
+        assert_true(sr_reader_feature_max_values(r, 1) <= sr_reader_max_values(r));
+        sr_reader_free(r);
+    }
+    /* several files: the most of each feature over them */
+    const char *both[2] = {fixed, var};
+    assert_int_equal(sr_reader_open(&r, both, 2, F, rows, &o), SR_OK);
+    assert_int_equal(sr_reader_feature_max_values(r, 0), Bn);
+    assert_int_equal(sr_reader_feature_max_values(r, 1), 4 * Bn);
+    sr_reader_free(r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_epoch_is_a_permutation), cmocka_unit_test(test_full_epoch_visits_all),
         cmocka_unit_test(test_same_batches_any_world), cmocka_unit_test(test_seed_and_epoch),
         cmocka_unit_test(test_tsv_rejected), cmocka_unit_test(test_tell_seek),
+        cmocka_unit_test(test_feature_bounds),
     };
     return cmocka_run_group_tests(tests, setup, sr_test_tmpdir_teardown);
 }

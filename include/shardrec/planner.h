@@ -26,6 +26,8 @@ struct sr_planner_table {
     double ids_per_sample; /* mean ids a sample looks up in it, over its features */
     int features;          /* features that look it up: pooled outputs of D each */
     double hot_share;      /* the share of its lookups the hottest 1% of rows take */
+    double slot_bytes;     /* buffers a shard of it holds on its rank, per sample of the
+                              global batch (its features' ids and bags received there) */
 };
 
 /* Embedding optimizer state: none (SGD), one float per row (row-wise
@@ -48,8 +50,9 @@ struct sr_planner_model {
     int dense_wire_bytes;   /* dense gradient buckets on the wire */
     int pipeline;           /* 1: batch i+1's input dist overlaps step i */
     double bucket_bytes;    /* dense all-reduce bucket size */
-    double buffer_bytes;    /* a rank's batch buffers, evaluation and pool (the
-                               caller's estimate; the same for every plan) */
+    double buffer_bytes;    /* a rank's batch buffers, evaluation and pool, but for
+                               what its shards receive (slot_bytes; the caller's
+                               estimate; the same for every plan) */
 };
 
 /* The stages of a predicted step (seconds). Communication is per

@@ -74,6 +74,10 @@ void sr_reader_batch_init(const struct sr_reader *r, struct sr_batch *batch,
                           const char *const *keys);
 int sr_reader_num_dense(const struct sr_reader *r);      /* 13 unless binary files say otherwise */
 int64_t sr_reader_max_values(const struct sr_reader *r); /* most ids in one batch */
+/* Most ids of feature f in one batch: B times its most in one sample (TSV 1;
+ * a binary file's fixed bag length, or where bags vary its most ids in one
+ * sample), at most sr_reader_max_values. */
+int64_t sr_reader_feature_max_values(const struct sr_reader *r, int f);
 int sr_reader_has_weights(const struct sr_reader *r);
 
 /* Fill batch with this rank's slice of the next global batch: dense, labels,

@@ -200,7 +200,10 @@ struct sr_sharded_ebc;
 
 /* Create this rank's part: validates cfg, the plan (sr_plan_validate with W
  * and L of comms->sparse), the optimizer (NULL: SGD), B >= 1 and max_values;
- * SR_ERR_INVALID_ARG on any, naming the table. Allocates the local shards,
+ * SR_ERR_INVALID_ARG on any, naming the table. max_values bounds a batch's
+ * ids; feature_max_values (F entries, or NULL: max_values each) bounds each
+ * feature's, and sizes what a rank receives by the features of the tables it
+ * owns (a batch over a bound is refused as forward says). Allocates the local shards,
  * initialised as rows of the global tables are (ebc.h: uniform(-sqrt(1/E),
  * sqrt(1/E)) drawn at the global (row, col)), so any plan starts from the
  * same model as sr_ebc_init with the same seed. Not collective (no
@@ -208,7 +211,7 @@ struct sr_sharded_ebc;
 int sr_sharded_ebc_init(struct sr_sharded_ebc **out, struct sr_device *dev,
                         const struct sr_sharded_ebc_comms *comms, const struct sr_ebc_config *cfg,
                         const struct sr_plan *plan, const struct sr_optim_config *optim, int B,
-                        int64_t max_values, uint64_t seed);
+                        int64_t max_values, const int64_t *feature_max_values, uint64_t seed);
 void sr_sharded_ebc_free(struct sr_sharded_ebc *s); /* NULL ok; not collective */
 
 int sr_sharded_ebc_out_dim(const struct sr_sharded_ebc *s); /* Σ D over features */
@@ -218,7 +221,8 @@ const struct sr_ebc_config *sr_sharded_ebc_config(const struct sr_sharded_ebc *s
  * output_dist_wait on the EBC's own context. kjt: this rank's B samples (stride must be B;
  * offsets filled, ids checked and in range as sr_ebc_forward requires: the
  * loader's sr_kjt_validate and sr_kjt_apply_id_policy), its shape checked as
- * sr_ebc_forward checks it. A rank whose KJT
+ * sr_ebc_forward checks it, and each feature's ids (length_per_key, needed
+ * when init bounded a feature) against init's bounds. A rank whose KJT
  * is rejected still takes part in the count exchange, flagged: then EVERY
  * rank returns SR_ERR_DATA (the rejecting rank with its own message, the
  * others naming it) and none hangs; pooled is then undefined. On success

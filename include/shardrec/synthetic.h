@@ -74,6 +74,8 @@ void sr_synth_free(struct sr_synth *s); /* NULL is a no-op */
  * their max (B * F * ids_max for one range). Size batches with
  * sr_batch_init(b, B, num_dense, F, sr_synth_max_values(s, B), ...). */
 int64_t sr_synth_max_values(const struct sr_synth *s, int B);
+/* The most ids feature f holds in a batch of B samples: B times its max. */
+int64_t sr_synth_feature_max_values(const struct sr_synth *s, int f, int B);
 
 /* Fill batch with global samples first_index .. first_index+B-1: dense (B,
  * num_dense) as Criteo's transform gives it, labels 0/1, KJT lengths, offsets and

@@ -254,6 +254,9 @@ struct sr_memory_estimate {
     uint64_t tables;  /* its tables or shards, with their optimizer state */
     uint64_t dense;   /* MLP weights, gradients and optimizer state */
     uint64_t batch;   /* batch buffers, pooled vectors, activations */
+    uint64_t batch_slots; /* of batch: what the rank's shards receive (a shard of a
+                             table: sr_train_config_slot_sample_bytes of its
+                             features x the global batch) */
     uint64_t eval;    /* evaluation predictions and labels */
     uint64_t pool;    /* --batch-pool's host batches */
     uint64_t staging; /* checkpoints' host copy of the tables (and dense block): train_memory.c */
@@ -262,6 +265,11 @@ struct sr_memory_estimate {
 };
 void sr_train_config_memory(const struct sr_train_config *cfg, const struct sr_plan *plan, int rank,
                             int world_size, struct sr_memory_estimate *out);
+/* The batch buffers one shard of feature f's table adds on its rank, per
+ * sample of the global batch (every rank's samples of f are received there:
+ * ids, bags, pooled vectors and gradients, in each of the embeddings' batch
+ * contexts). */
+uint64_t sr_train_config_slot_sample_bytes(const struct sr_train_config *cfg, int f);
 /* This machine's physical memory (sysconf _SC_PHYS_PAGES x _SC_PAGE_SIZE), or
  * the cgroup v2 limit in /sys/fs/cgroup/memory.max when lower. */
 uint64_t sr_machine_memory(void);
@@ -284,6 +292,9 @@ struct sr_planner_model;
  * SR_ERR_IO / SR_ERR_DATA naming the file, as training would report it. */
 int sr_train_config_table_stats(const struct sr_train_config *cfg, struct sr_planner_table *stats,
                                 int64_t *measured);
+/* Each table's slot_bytes (planner.h) from the config (table_stats sets
+ * them too): the sum of sr_train_config_slot_sample_bytes over its features. */
+void sr_train_config_slot_stats(const struct sr_train_config *cfg, struct sr_planner_table *stats);
 
 /* The planner's view of this job on W ranks, L a node (shardrec/planner.h):
  * *ec (views into cfg) and *m pointing at it and at stats[0..T), which

@@ -63,6 +63,7 @@ struct sr_reader {
     struct segment *segs;
     int n_segs, segs_cap;
     int64_t max_values;
+    int64_t *feature_max; /* (F) most ids of feature f in one sample, over all files */
     int64_t global_batch; /* index of the next global batch */
     int done;
     /* shuffle: blocks of `block` samples of the whole stream, visited as perm says */
@@ -120,11 +121,26 @@ static int check_binary(struct sr_reader *r, const struct sr_binfmt_view *v)
     return SR_OK;
 }
 
+/* The most ids of each feature in one sample of a binary file: a chunk's
+ * fixed bag length, or where a chunk's bags vary, the file's most ids in one
+ * sample. */
+static void feature_max_of(struct sr_reader *r, const struct sr_binfmt_view *v)
+{
+    for (int64_t c = 0; c < v->num_chunks; c++)
+        for (int f = 0; f < r->F; f++) {
+            const uint32_t len = v->sections[c * r->F + f].fixed_len;
+            const int64_t most = len == SR_BINFMT_VARIABLE ? v->max_sample_values : (int64_t)len;
+            if (most > r->feature_max[f])
+                r->feature_max[f] = most;
+        }
+}
+
 /* Map and check every binary file; fix num_dense, weights and the ids capacity. */
 static int open_files(struct sr_reader *r, const char *const *paths)
 {
     int64_t per_sample = r->F; /* TSV: one id per feature */
     r->num_dense = -1;
+    r->feature_max = sr_calloc((size_t)r->F, sizeof *r->feature_max);
     for (int i = 0; i < r->n_files; i++) {
         struct rfile *fl = &r->files[i];
         fl->path = sr_strdup(paths[i]);
@@ -141,6 +157,10 @@ static int open_files(struct sr_reader *r, const char *const *paths)
             r->has_weights |= fl->view.has_weights;
             if (fl->view.max_sample_values > per_sample)
                 per_sample = fl->view.max_sample_values;
+            feature_max_of(r, &fl->view);
+        } else { /* TSV: one id per feature */
+            for (int f = 0; f < r->F; f++)
+                r->feature_max[f] = r->feature_max[f] > 1 ? r->feature_max[f] : 1;
         }
         if (r->num_dense >= 0 && nd != r->num_dense)
             return sr_error_set(SR_ERR_DATA,
@@ -264,6 +284,13 @@ int sr_reader_num_dense(const struct sr_reader *r)
 int64_t sr_reader_max_values(const struct sr_reader *r)
 {
     return r->max_values;
+}
+
+int64_t sr_reader_feature_max_values(const struct sr_reader *r, int f)
+{
+    SR_ASSERT(f >= 0 && f < r->F);
+    const int64_t n = r->feature_max[f] * r->opt.batch_size;
+    return n < r->max_values ? n : r->max_values;
 }
 
 int sr_reader_has_weights(const struct sr_reader *r)
@@ -612,6 +639,7 @@ void sr_reader_free(struct sr_reader *r)
     }
     sr_free(r->files);
     sr_free(r->rows);
+    sr_free(r->feature_max);
     sr_free(r->buf);
     sr_free(r->tsv_ids);
     sr_free(r->segs);

@@ -165,6 +165,12 @@ int64_t sr_synth_max_values(const struct sr_synth *s, int B)
     return (int64_t)B * s->ids_max_sum;
 }
 
+int64_t sr_synth_feature_max_values(const struct sr_synth *s, int f, int B)
+{
+    SR_ASSERT(f >= 0 && f < s->cfg.num_features);
+    return (int64_t)B * s->ids_max[f];
+}
+
 int64_t sr_synth_dense_count(const struct sr_synth *s, int64_t i, int j)
 {
     const struct sr_dense_model *d = &s->dense[j];

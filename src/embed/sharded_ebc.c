@@ -9,11 +9,14 @@
  *
  * Sizes of each batch context's buffers, per rank (S slots in all, n_me of
  * them mine, k = most slots of one feature on me, c = most owners one id is
- * copied to: cw pieces):
+ * copied to: cw pieces; cap_f = the most ids of feature f in one batch, the
+ * caller's bound or max_values):
  *
  *   send      S*B lengths + max_values * c ids (+ weights), in words
- *   recv      W * (n_me*B lengths + max_values * k ids (+ weights))
- *   group g   W*B bags per slot, W * max_values * k_g ids (dp: B, max_values)
+ *   recv      W * (n_me*B lengths + here ids (+ weights)), here = min(Σ over
+ *             my slots of cap_f, max_values * k): a source sends a slot at most
+ *             its feature's ids, so a rank's buffers follow the tables it owns
+ *   group g   W*B bags per slot, W * here_g ids (dp: B, max_values)
  *
  * The tables the sparse-dist ops read (device/ops_sparse_dist.h: slots per
  * feature and rank, the counts message's layout, each group's slot positions
@@ -195,6 +198,19 @@ static int max_copies_here(const struct sr_sharded_ebc *s, int g)
     return best;
 }
 
+/* The most ids one source sends this rank's slots of group g (g < 0: any
+ * group) in one batch: each slot at most its feature's cap, and never more
+ * than max_values for each copy of a feature. */
+static int64_t ids_here(const struct sr_sharded_ebc *s, int g)
+{
+    int64_t sum = 0;
+    for (int i = 0; i < s->num_slots; i++)
+        if (s->slots[i].rank == s->rank && (g < 0 || (int)s->slots[i].group == g))
+            sum += s->feature_cap[s->slots[i].feature];
+    const int64_t worst = s->max_values * max_copies_here(s, g);
+    return sum < worst ? sum : worst;
+}
+
 /* ---- local shard tables --------------------------------------------------- */
 
 static size_t floats_padded(int64_t n)
@@ -359,13 +375,12 @@ static int build_group(struct sr_sharded_ebc *s, enum group_kind kind, uint64_t 
     for (int t = 0; t < s->cfg.num_tables; t++)
         g->active |= sr_sharded_group_of(s->plan->tables[t].type) == kind;
     g->batch = kind == GROUP_DP ? s->B : s->W * s->B;
-    int64_t maxv =
-        kind == GROUP_DP ? s->max_values : (int64_t)s->W * s->max_values * max_copies_here(s, kind);
+    int64_t maxv = kind == GROUP_DP ? s->max_values : (int64_t)s->W * ids_here(s, kind);
     if (maxv >= INT32_MAX)
         return sr_error_set(SR_ERR_INVALID_ARG,
                             "sharded EBC: rank %d may receive %lld ids in one step (%d ranks x "
                             "%lld); HINT: lower the batch size or spread the tables",
-                            s->rank, (long long)maxv, s->W, (long long)s->max_values);
+                            s->rank, (long long)maxv, s->W, (long long)(maxv / s->W));
     group_tables(s, g, seed);
     group_features(s, g);
     int max_dim = 1;
@@ -405,9 +420,8 @@ static void size_input_dist(struct sr_sharded_ebc *s)
     }
     const size_t per_id = (size_t)s->id_words + 1;
     s->send_cap = (size_t)S * s->B + (size_t)s->max_values * copies * per_id + 1;
-    s->recv_cap = (size_t)W * ((size_t)s->nslots_at[s->rank] * s->B +
-                               (size_t)s->max_values * max_copies_here(s, -1) * per_id) +
-                  1;
+    s->recv_cap =
+        (size_t)W * ((size_t)s->nslots_at[s->rank] * s->B + (size_t)ids_here(s, -1) * per_id) + 1;
     s->count_displ = sr_calloc((size_t)W + 1, sizeof *s->count_displ);
     for (int r = 0; r < W; r++)
         s->count_displ[r + 1] = s->count_displ[r] + s->nslots_at[r] + 1;
@@ -601,13 +615,18 @@ static void build_features(struct sr_sharded_ebc *s)
 int sr_sharded_ebc_init(struct sr_sharded_ebc **out, struct sr_device *dev,
                         const struct sr_sharded_ebc_comms *comms, const struct sr_ebc_config *cfg,
                         const struct sr_plan *plan, const struct sr_optim_config *optim, int B,
-                        int64_t max_values, uint64_t seed)
+                        int64_t max_values, const int64_t *feature_max_values, uint64_t seed)
 {
     *out = NULL;
     struct sr_optim_config o = optim ? *optim : sr_optim_config_default(SR_OPTIM_SGD);
     int rc = sr_ebc_config_validate(cfg);
     if (!rc)
         rc = check_args(dev, &o, B, max_values, cfg->num_features);
+    for (int f = 0; !rc && feature_max_values && f < cfg->num_features; f++)
+        if (feature_max_values[f] < 0)
+            rc = sr_error_set(SR_ERR_INVALID_ARG,
+                              "sharded EBC: feature '%s' bounded to %lld ids a batch (negative)",
+                              cfg->feature_names[f], (long long)feature_max_values[f]);
     if (!rc && (!comms || !comms->sparse))
         rc = sr_error_set(SR_ERR_INVALID_ARG, "sharded EBC: no sparse communicator");
     if (!rc)
@@ -634,6 +653,12 @@ int sr_sharded_ebc_init(struct sr_sharded_ebc **out, struct sr_device *dev,
     s->local_rank = s->rank % s->L;
     sr_ebc_config_copy(&s->cfg, cfg);
     s->plan = plan_copy(plan);
+    s->feature_cap = sr_calloc((size_t)cfg->num_features + 1, sizeof *s->feature_cap);
+    for (int f = 0; f < cfg->num_features; f++) {
+        const int64_t cap = feature_max_values ? feature_max_values[f] : max_values;
+        s->feature_cap[f] = cap < max_values ? cap : max_values;
+        s->caps_given |= s->feature_cap[f] < max_values;
+    }
     build_features(s);
     build_slots(s);
     for (int k = 0; !rc && k < GROUP_COUNT; k++)
@@ -684,7 +709,7 @@ void sr_sharded_ebc_free(struct sr_sharded_ebc *s)
     sr_dev_free(s->dev, s->dp_buf);
     for (int i = 0; i < s->num_dev_meta; i++)
         sr_dev_free(s->dev, s->dev_meta[i]);
-    void *host[] = {s->feature_col, s->slots,         s->first_slot,   s->block,
+    void *host[] = {s->feature_cap, s->feature_col,   s->slots,        s->first_slot,   s->block,
                     s->nslots_at,   s->slot_at,       s->group_out,    s->count_displ,
                     s->a_counts,    s->a_displs,      s->b_counts,     s->b_displs,
                     s->dp_grad,     s->dp_counts,     s->wire_scounts, s->wire_rcounts,

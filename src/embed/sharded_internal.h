@@ -160,7 +160,10 @@ struct sr_sharded_ebc {
     const int64_t *step_dev;
     int W, L, nodes, rank, node, local_rank, B;
     int64_t max_values;
-    int out_dim;      /* Σ D */
+    int64_t *feature_cap; /* (F) the most ids of feature f in one batch: the caller's
+                             bound (sr_sharded_ebc_init) or max_values */
+    int caps_given;       /* 1: the caller bounded some feature below max_values */
+    int out_dim;          /* Σ D */
     int *feature_col; /* (F) first pooled column */
 
     int num_slots;

@@ -76,6 +76,29 @@ static int in_flight(const struct sr_sharded_ebc *s, enum batch_state st)
            (st == BATCH_COUNTS || st == BATCH_DATA || st == BATCH_OUTPUT || st == BATCH_GRADS);
 }
 
+/* Each feature's ids within the bound its exchange buffers were sized for
+ * (sr_sharded_ebc_init's feature_max_values). */
+static int check_feature_caps(const struct sr_sharded_ebc *s, const struct sr_kjt *kjt)
+{
+    const struct sr_ebc_config *c = &s->cfg;
+    if (!s->caps_given)
+        return SR_OK;
+    if (!kjt->length_per_key)
+        return sr_error_set(SR_ERR_INVALID_ARG,
+                            "sharded EBC: KJT without length_per_key, but the EBC bounds each "
+                            "feature's ids; HINT: fill it with sr_kjt_fill_length_per_key");
+    for (int f = 0; f < c->num_features; f++)
+        if (kjt->length_per_key[f] > s->feature_cap[f])
+            return sr_error_set(SR_ERR_DATA,
+                                "sharded EBC: feature '%s' holds %lld ids in this batch of %d "
+                                "samples, more than the %lld its exchange was sized for; HINT: "
+                                "the bound comes from --ids-per-feature or the data's ids a "
+                                "sample (a binary file's fixed bag length)",
+                                c->feature_names[f], (long long)kjt->length_per_key[f], s->B,
+                                (long long)s->feature_cap[f]);
+    return SR_OK;
+}
+
 static int check_kjt(const struct sr_sharded_ebc *s, struct sr_kjt *kjt)
 {
     const struct sr_ebc_config *c = &s->cfg;
@@ -94,7 +117,7 @@ static int check_kjt(const struct sr_sharded_ebc *s, struct sr_kjt *kjt)
             return sr_error_set(SR_ERR_INVALID_ARG,
                                 "sharded EBC: KJT feature %d is '%s' but the config's is '%s'", f,
                                 kjt->keys[f], c->feature_names[f]);
-    int rc = SR_OK;
+    int rc = check_feature_caps(s, kjt);
     for (int f = 0; !rc && kjt->weights && f < c->num_features; f++)
         if (c->tables[c->feature_table[f]].pooling == SR_POOLING_MEAN)
             rc = sr_error_set(SR_ERR_INVALID_ARG,

@@ -19,7 +19,9 @@
  *   all-reduce  dense parameters and dp tables' gradients, ring:
  *             2 (W - 1) / W bytes over the slowest link it crosses
  *   memory    rows x c x 4 bytes + optimizer state, the dense block x
- *             (2 + its state) x 4 bytes, and the caller's buffers
+ *             (2 + its state) x 4 bytes, the caller's buffers, and on
+ *             several ranks B x slot_bytes for each shard a rank holds
+ *             (what it receives of every rank's samples)
  *
  *   launches  every op a step issues costs at least the device's launch
  *             time (topology launch_us): per MLP layer 7 (forward GEMM, bias
@@ -202,6 +204,14 @@ static void work(struct pl_acc *a, int t, int rank, double n, int cols,
         cost->compute_s += lookup + update;
 }
 
+/* The batch buffers a shard of table t holds on `rank`: every rank's samples
+ * of its features are received there. */
+static void shard_buffers(struct pl_acc *a, int t, int rank)
+{
+    if (a->W > 1) /* one rank exchanges nothing: its tables are looked up in place */
+        a->mem[rank] += (double)a->m->global_batch * a->m->stats[t].slot_bytes;
+}
+
 static void memory(struct pl_acc *a, int rank, double rows, double cols, int elem,
                    struct sr_planner_table_cost *cost)
 {
@@ -255,6 +265,7 @@ static void add_owned(struct pl_acc *a, int t, const struct sr_shard *sh,
     double B = (double)a->m->global_batch, b = B / a->W;
     work(a, t, sh->rank, B * st->ids_per_sample, sh->cols, cost);
     memory(a, sh->rank, (double)sh->rows, sh->cols, elem_bytes(a), cost);
+    shard_buffers(a, t, sh->rank);
     ids_to(a, t, sh->rank, 1.0, cost);
     for (int r = 0; r < a->W; r++)
         send(a, PL_A2A, sh->rank, r, b * st->features * sh->cols * a->m->wire_bytes, cost);
@@ -269,6 +280,7 @@ static void add_block(struct pl_acc *a, int t, const struct sr_shard *sh,
     double share = E > 0 ? (double)sh->rows / E : 0;
     work(a, t, sh->rank, (double)a->m->global_batch * st->ids_per_sample * share, sh->cols, cost);
     memory(a, sh->rank, (double)sh->rows, sh->cols, elem_bytes(a), cost);
+    shard_buffers(a, t, sh->rank);
     ids_to(a, t, sh->rank, share, cost);
 }
 

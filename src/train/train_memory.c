@@ -37,7 +37,7 @@
 enum mem_part { MEM_TABLE, MEM_DENSE, MEM_BATCH, MEM_EVAL, MEM_POOL, MEM_STAGING, MEM_PARTS };
 
 struct mem_tally {
-    uint64_t total, largest;
+    uint64_t total, largest, batch_slots;
     uint64_t part_sum[MEM_PARTS];
     enum mem_part part;
     int table;
@@ -170,18 +170,23 @@ static void count_staging(const struct sr_train_config *cfg, int rank, uint64_t 
  * partial sums); per bag, lengths and offsets (20 bytes). Under
  * a plan of several ranks (`several`) each id's values and weights are the
  * context's own (12); the exchanged features (`exchange`: tables not
- * data-parallel) add per id the input dist's send and receive words (8), per
- * bag the pooled vector with its gradient (8 bytes a value) and the send
- * block of the rank's own bags (own_bf, 4). A data-parallel feature's bags
+ * data-parallel) add per id the input dist's receive word (4), per bag the
+ * pooled vector with its gradient (8 bytes a value), and the send block of the
+ * rank's own bags (own_bf, 4 bytes a value) with its own ids' send words
+ * (own_ids, 4). A data-parallel feature's bags
  * hold their pooled vector and gradient in one view of that send block (4);
  * one rank's (local mode) both (8). */
 static uint64_t emb_context_bytes(struct mem_tally *m, uint64_t n, uint64_t bf, uint64_t own_bf,
-                                  uint64_t D, uint64_t ws_id, int exchange, int several)
+                                  uint64_t own_ids, uint64_t D, uint64_t ws_id, int exchange,
+                                  int several)
 {
-    uint64_t per_id = ws_id + (several ? 12 : 0) + (exchange ? 8 : 0);
+    uint64_t per_id = ws_id + (several ? 12 : 0) + (exchange ? 4 : 0);
     uint64_t bytes = mem_add(m, mem_mul3(m, n, per_id, 1), mem_mul3(m, bf, 20, 1));
     bytes = mem_add(m, bytes, mem_mul3(m, bf, D, several && !exchange ? 4 : 8));
-    return exchange ? mem_add(m, bytes, mem_mul3(m, own_bf, D, 4)) : bytes;
+    if (!exchange)
+        return bytes;
+    bytes = mem_add(m, bytes, mem_mul3(m, own_ids, 4, 1));
+    return mem_add(m, bytes, mem_mul3(m, own_bf, D, 4));
 }
 
 /* Ids a sample and features of the tables a plan of W ranks exchanges
@@ -202,8 +207,49 @@ static void feature_split(const struct sr_train_config *cfg, const struct sr_pla
     }
 }
 
+/* The workspace an id: cpu_embedding.c's carve 32 bytes (two 8-byte keys,
+ * four 4-byte indices); cuda_embedding.cu's keys and values (up to 32) and a
+ * partial row of D floats per 64-id run split (D / 8). */
+static uint64_t workspace_per_id(const struct sr_train_config *cfg)
+{
+    return cfg->device == SR_DEVICE_CHOICE_CPU ? 32 : 32 + (uint64_t)cfg->embedding_dim / 8;
+}
+
+uint64_t sr_train_config_slot_sample_bytes(const struct sr_train_config *cfg, int f)
+{
+    struct mem_tally m = {0};
+    uint64_t ids = (uint64_t)(cfg->n_feature_ids ? cfg->feature_ids_max[f] : cfg->ids_max);
+    uint64_t one = emb_context_bytes(&m, ids, 1, 0, 0, (uint64_t)cfg->embedding_dim,
+                                     workspace_per_id(cfg), 1, 1);
+    return EMB_CONTEXTS * one;
+}
+
+/* What `rank` receives of the exchanged features (sharded_ebc.c's sizes):
+ * its slots (a feature's shard on it) and the most ids a source sends them,
+ * each slot at most its feature's ids (ids_max a sample), never more than a
+ * whole sample's (per_sample) for each copy of one feature. */
+static void slots_here(const struct sr_train_config *cfg, const struct sr_plan *plan, int W,
+                       int rank, uint64_t per_sample, uint64_t *ids, uint64_t *slots)
+{
+    uint64_t most_copies = 0;
+    *ids = *slots = 0;
+    for (int f = 0; plan && W > 1 && f < cfg->num_features; f++) {
+        const int t = cfg->feature_table[f];
+        if (t >= plan->num_tables || plan->tables[t].type == SR_SHARDING_TYPE_DATA_PARALLEL)
+            continue;
+        uint64_t copies = 0;
+        for (int i = 0; i < plan->tables[t].num_shards; i++)
+            copies += plan->tables[t].shards[i].rank == rank;
+        *slots += copies;
+        *ids += copies * (uint64_t)(cfg->n_feature_ids ? cfg->feature_ids_max[f] : cfg->ids_max);
+        most_copies = copies > most_copies ? copies : most_copies;
+    }
+    if (*ids > per_sample * most_copies)
+        *ids = per_sample * most_copies;
+}
+
 static void count_batch(const struct sr_train_config *cfg, const struct sr_plan *plan, int W,
-                        struct mem_tally *m)
+                        int rank, struct mem_tally *m)
 {
     uint64_t B = (uint64_t)cfg->batch_size, F = (uint64_t)cfg->num_features;
     uint64_t D = (uint64_t)cfg->embedding_dim, width = 0, top = 0;
@@ -212,10 +258,7 @@ static void count_batch(const struct sr_train_config *cfg, const struct sr_plan 
     feature_split(cfg, plan, W, 1, &ids_x, &f_x);
     feature_split(cfg, plan, W, 0, &ids_k, &f_k);
     const int several = plan && W > 1;
-    /* the workspace an id: cpu_embedding.c's carve 32 bytes (two 8-byte keys,
-     * four 4-byte indices); cuda_embedding.cu's keys and values (up to 32)
-     * and a partial row of D floats per 64-id run split (D / 8) */
-    const uint64_t ws_id = cfg->device == SR_DEVICE_CHOICE_CPU ? 32 : 32 + D / 8;
+    const uint64_t ws_id = workspace_per_id(cfg);
     struct sr_dlrm_config dc;
     sr_train_config_dlrm(cfg, &dc);
     for (int l = 0; l < cfg->n_bot; l++)
@@ -224,11 +267,20 @@ static void count_batch(const struct sr_train_config *cfg, const struct sr_plan 
         top = mem_add(m, top, (uint64_t)cfg->top_mlp[l]);
     width = mem_add(m, width, top);
     width = mem_add(m, width, (uint64_t)sr_dlrm_interaction_dim(&dc));
-    /* exchanged features receive every rank's samples (BS); kept ones the rank's own */
-    uint64_t ctx = emb_context_bytes(m, mem_mul3(m, BS, ids_x, 1), mem_mul3(m, BS, f_x, 1),
-                                     mem_mul3(m, B, f_x, 1), D, ws_id, 1, 1);
+    /* the rank's slots of exchanged features receive every rank's samples
+     * (BS); it sends its own bags of every exchanged feature; kept features
+     * hold the rank's own samples */
+    uint64_t ids_in, slots_in;
+    slots_here(cfg, plan, W, rank, per_sample, &ids_in, &slots_in);
+    uint64_t ctx = emb_context_bytes(m, mem_mul3(m, BS, ids_in, 1), mem_mul3(m, BS, slots_in, 1),
+                                     mem_mul3(m, B, f_x, 1), mem_mul3(m, B, ids_x, 1), D, ws_id,
+                                     1, 1);
+    m->batch_slots = mem_mul3(m, EMB_CONTEXTS,
+                              emb_context_bytes(m, mem_mul3(m, BS, ids_in, 1),
+                                                mem_mul3(m, BS, slots_in, 1), 0, 0, D, ws_id, 1, 1),
+                              1);
     ctx = mem_add(m, ctx,
-                  emb_context_bytes(m, mem_mul3(m, B, ids_k, 1), mem_mul3(m, B, f_k, 1), 0, D,
+                  emb_context_bytes(m, mem_mul3(m, B, ids_k, 1), mem_mul3(m, B, f_k, 1), 0, 0, D,
                                     ws_id, 0, several));
     uint64_t bytes = mem_mul3(m, ctx, EMB_CONTEXTS, 1);
     /* the host batch's values and weights (12 bytes an id); the model's pooled
@@ -368,7 +420,7 @@ static void tally(const struct sr_train_config *cfg, const struct sr_plan *plan,
     int W = world_size > 0 ? world_size : 1;
     count_tables(cfg, plan, rank, m);
     count_dense(cfg, m);
-    count_batch(cfg, plan, W, m);
+    count_batch(cfg, plan, W, rank, m);
     count_eval(cfg, W, m);
     if (host)
         count_pool(cfg, m);
@@ -384,6 +436,7 @@ void sr_train_config_memory(const struct sr_train_config *cfg, const struct sr_p
     if (cfg->device == SR_DEVICE_CHOICE_CUDA && stages_on_host(cfg, 1) && !stages_on_host(cfg, 0))
         count_staging(cfg, rank, m.part_sum[MEM_TABLE], &m);
     *out = (struct sr_memory_estimate){.tables = m.part_sum[MEM_TABLE],
+                                       .batch_slots = m.batch_slots,
                                        .staging = m.part_sum[MEM_STAGING],
                                        .dense = m.part_sum[MEM_DENSE],
                                        .batch = m.part_sum[MEM_BATCH],

@@ -42,6 +42,8 @@ static void mlp(const int *widths, int n, int *out, int *n_out)
     memcpy(out, widths, sizeof(int) * (size_t)*n_out);
 }
 
+/* A table-wise plan's buffers on rank 0, but for what its shards receive
+ * (the cost model adds that per shard: sr_planner_table.slot_bytes). */
 static uint64_t buffer_bytes(struct sr_train_config *cfg, const struct sr_ebc_config *ec, int W,
                              int L)
 {
@@ -51,7 +53,16 @@ static uint64_t buffer_bytes(struct sr_train_config *cfg, const struct sr_ebc_co
         return 0;
     sr_train_config_memory(cfg, W > 1 ? plan : NULL, 0, W, &est);
     sr_plan_free(plan);
-    return est.batch + est.eval;
+    return est.batch - est.batch_slots + est.eval;
+}
+
+void sr_train_config_slot_stats(const struct sr_train_config *cfg, struct sr_planner_table *stats)
+{
+    for (int t = 0; t < cfg->num_tables; t++)
+        stats[t].slot_bytes = 0;
+    for (int f = 0; f < cfg->num_features; f++)
+        stats[cfg->feature_table[f]].slot_bytes +=
+            (double)sr_train_config_slot_sample_bytes(cfg, f);
 }
 
 static void stats_of_config(const struct sr_train_config *cfg, struct sr_planner_table *stats)
@@ -132,11 +143,13 @@ int sr_train_config_table_stats(const struct sr_train_config *cfg, struct sr_pla
                                 int64_t *measured)
 {
     *measured = 0;
-    if (!cfg->n_data) {
+    int rc = SR_OK;
+    if (!cfg->n_data)
         stats_of_config(cfg, stats);
-        return SR_OK;
-    }
-    return stats_of_data(cfg, stats, measured);
+    else
+        rc = stats_of_data(cfg, stats, measured);
+    sr_train_config_slot_stats(cfg, stats);
+    return rc;
 }
 
 int sr_train_config_planner(struct sr_train_config *cfg, int world_size, int ranks_per_node,

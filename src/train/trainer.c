@@ -88,6 +88,12 @@ static int init_files(struct sr_trainer *t, const int64_t *rows, const char *con
     int64_t mv = sr_reader_max_values(t->reader);
     if (t->eval_reader && sr_reader_max_values(t->eval_reader) > mv)
         mv = sr_reader_max_values(t->eval_reader);
+    for (int f = 0; f < cfg->num_features; f++) {
+        int64_t n = sr_reader_feature_max_values(t->reader, f);
+        if (t->eval_reader && sr_reader_feature_max_values(t->eval_reader, f) > n)
+            n = sr_reader_feature_max_values(t->eval_reader, f);
+        t->feature_max_values[f] = n;
+    }
     sr_trainer_batch_init(t, mv,
                           sr_reader_has_weights(t->reader) ||
                               (t->eval_reader && sr_reader_has_weights(t->eval_reader)),
@@ -115,6 +121,8 @@ static int init_data(struct sr_trainer *t)
     if (cfg->n_data)
         return init_files(t, rows, keys);
     int64_t max_values = sr_synth_max_values(t->synth, cfg->batch_size);
+    for (int f = 0; f < cfg->num_features; f++)
+        t->feature_max_values[f] = sr_synth_feature_max_values(t->synth, f, cfg->batch_size);
     sr_trainer_batch_init(t, max_values, 0, keys);
     return SR_OK;
 }

@@ -450,7 +450,7 @@ int sr_trainer_emb_init(struct sr_trainer *t, const struct sr_optim_config *opt)
                                          .input = t->input,
                                          .pooled_dtype = cfg->comm_dtype};
     return sr_sharded_ebc_init(&t->sebc, t->dev, &comms, &ec, t->plan, opt, cfg->batch_size,
-                               t->batch.max_values, cfg->seed);
+                               t->batch.max_values, t->feature_max_values, cfg->seed);
 }
 
 void sr_trainer_emb_free(struct sr_trainer *t)

@@ -79,6 +79,8 @@ struct sr_trainer {
     struct sr_pipe pipe;            /* the ring, contexts, batch i+1's state */
     /* the loader's id policy: E and policy of each feature's table (F), set by init_data */
     int64_t feature_rows[SR_MAX_FEATURES];
+    int64_t feature_max_values[SR_MAX_FEATURES]; /* most ids of feature f in a batch: the
+                                                    embeddings' exchange is sized by them */
     enum sr_id_policy feature_policy[SR_MAX_FEATURES];
     /* model */
     struct sr_sharded_ebc *sebc; /* every run; one rank without a plan: tw, local mode */

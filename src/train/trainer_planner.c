@@ -114,6 +114,7 @@ static void stats_of_message(struct sr_trainer *t, const double *msg)
                                                 .hot_share = msg[2 + T + k]};
     for (int f = 0; f < t->cfg->num_features; f++)
         p->stats[t->cfg->feature_table[f]].features++;
+    sr_train_config_slot_stats(t->cfg, p->stats);
 }
 
 /* The tables' statistics, made on the first call and kept for the
@@ -182,7 +183,7 @@ static void buffers_of_plan(const struct sr_trainer *t, struct sr_planner_model 
 {
     struct sr_memory_estimate est = {0};
     sr_train_config_memory(t->cfg, t->world_size > 1 ? t->plan : NULL, 0, t->world_size, &est);
-    m->buffer_bytes = (double)(est.batch + est.eval);
+    m->buffer_bytes = (double)(est.batch - est.batch_slots + est.eval); /* shards: per rank */
 }
 
 int sr_trainer_plan_search(struct sr_trainer *t)

@@ -307,6 +307,10 @@ static int has_cw_pieces(const struct sr_plan *p)
     return 0;
 }
 
+/* Each feature's bound for the case being run (sr_sharded_ebc_init's
+ * feature_max_values), or NULL. */
+static const int64_t *caps;
+
 static void run_case(const char *name, const struct tcfg *c, const struct sr_plan *p,
                      enum sr_optim_kind kind, const struct world *w, int steps, struct outcome *o)
 {
@@ -322,7 +326,7 @@ static void run_case(const char *name, const struct tcfg *c, const struct sr_pla
     struct sr_sharded_ebc_comms comms = {w->sparse, w->node, w->cross, wire, NULL};
     struct sr_sharded_ebc *s;
     struct sr_ebc *ref;
-    int rc = sr_sharded_ebc_init(&s, sr_device_cpu(), &comms, &c->cfg, p, &oc, B, maxv, 42);
+    int rc = sr_sharded_ebc_init(&s, sr_device_cpu(), &comms, &c->cfg, p, &oc, B, maxv, caps, 42);
     if (kind == SR_OPTIM_ROWWISE_ADAGRAD && has_cw_pieces(p)) {
         CHECK(rc == SR_ERR_UNSUPPORTED && strstr(sr_error_message(), "rowwise_adagrad"),
               "cw in pieces with rowwise_adagrad: %d %s", rc, sr_error_message());
@@ -369,6 +373,71 @@ static void run_world(struct world *w)
     sr_plan_free(p);
     SR_ASSERT(sr_plan_default(&p, &c.cfg, w->W, w->L) == SR_OK);
     run_case("default", &c, p, SR_OPTIM_ROWWISE_ADAGRAD, w, STEPS, NULL);
+    sr_plan_free(p);
+}
+
+/* Every feature bounded by what its bags can hold (B x max_len): buffers
+ * sized by the features of the tables a rank owns, the same results for
+ * every sharding type and the mixed plan. */
+static void run_bounded(struct world *w)
+{
+    static const enum sr_sharding_type types[] = {
+        SR_SHARDING_TYPE_TABLE_WISE, SR_SHARDING_TYPE_ROW_WISE, SR_SHARDING_TYPE_COLUMN_WISE,
+        SR_SHARDING_TYPE_TABLE_ROW_WISE};
+    struct tcfg c;
+    int64_t bound[MAX_F];
+    main_config(&c);
+    for (int f = 0; f < c.cfg.num_features; f++)
+        bound[f] = (int64_t)B * c.max_len;
+    caps = bound;
+    for (int i = 0; i <= 4; i++) {
+        struct sr_plan *p = i < 4 ? uniform(&c, types[i], w) : mixed(&c, w);
+        run_case(i < 4 ? sr_sharding_type_name(types[i]) : "mixed, bounded features", &c, p,
+                 SR_OPTIM_ADAGRAD, w, STEPS, NULL);
+        sr_plan_free(p);
+    }
+    caps = NULL;
+}
+
+/* A batch with more ids of a feature than its bound: that rank's forward
+ * names the feature, and every rank returns SR_ERR_DATA (none hangs). */
+static void run_over_bound(struct world *w)
+{
+    struct tcfg c;
+    int64_t bound[MAX_F];
+    main_config(&c);
+    where = "a feature over its bound";
+    for (int f = 0; f < c.cfg.num_features; f++)
+        bound[f] = (int64_t)B * c.max_len;
+    struct sr_plan *p = uniform(&c, SR_SHARDING_TYPE_TABLE_WISE, w);
+    struct sr_sharded_ebc_comms comms = {w->sparse, w->node, w->cross, SR_DTYPE_F32, NULL};
+    struct sr_sharded_ebc *s;
+    struct batch bt;
+    make_batch(&bt, &c, 1, (int64_t)w->rank * B, B);
+    int64_t ids = bt.kjt.length_per_key[1], most = 0, every[8];
+    SR_ASSERT(w->W <= 8);
+    sr_comm_all_gather(w->world, &ids, every, 1, SR_DTYPE_I64, NULL, NULL);
+    for (int r = 0; r < w->W; r++)
+        most = every[r] > most ? every[r] : most;
+    CHECK(most > 0, "no rank has ids of feature 1");
+    if (most == 0) {
+        free_batch(&bt);
+        sr_plan_free(p);
+        return;
+    }
+    bound[1] = most - 1; /* the ranks with the most ids of feature 1 are over it */
+    SR_ASSERT(sr_sharded_ebc_init(&s, sr_device_cpu(), &comms, &c.cfg, p, NULL, B,
+                                  (int64_t)B * c.cfg.num_features * c.max_len, bound, 1) == SR_OK);
+    float *pooled = sr_calloc((size_t)B * sr_sharded_ebc_out_dim(s), sizeof(float));
+    int rc = sr_sharded_ebc_forward(s, &bt.kjt, pooled, NULL);
+    CHECK(rc == SR_ERR_DATA, "forward returned %d, not SR_ERR_DATA", rc);
+    if (ids == most)
+        CHECK(strstr(sr_error_message(), "feature 'f1' holds") &&
+                  strstr(sr_error_message(), "its exchange was sized for"),
+              "the rank over the bound says: %s", sr_error_message());
+    free_batch(&bt);
+    sr_free(pooled);
+    sr_sharded_ebc_free(s);
     sr_plan_free(p);
 }
 
@@ -447,7 +516,7 @@ static void run_rejected(struct world *w)
     struct sr_plan *p = uniform(&c, SR_SHARDING_TYPE_ROW_WISE, w);
     struct sr_sharded_ebc_comms comms = {w->sparse, w->node, w->cross, SR_DTYPE_F32, NULL};
     struct sr_sharded_ebc *s;
-    SR_ASSERT(sr_sharded_ebc_init(&s, sr_device_cpu(), &comms, &c.cfg, p, NULL, B, 1000, 1) ==
+    SR_ASSERT(sr_sharded_ebc_init(&s, sr_device_cpu(), &comms, &c.cfg, p, NULL, B, 1000, NULL, 1) ==
               SR_OK);
     struct batch bt;
     make_batch_raw(&bt, &c, 1, (int64_t)w->rank * B, B);
@@ -494,6 +563,8 @@ int main(int argc, char **argv)
         if (W == 4 && L == 2)
             run_topology(&w);
         run_rejected(&w);
+        run_bounded(&w);
+        run_over_bound(&w);
         sr_comm_free(w.cross);
         sr_comm_free(w.node);
         sr_comm_free(w.sparse);

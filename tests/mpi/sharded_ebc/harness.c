@@ -161,7 +161,8 @@ void make_batch_raw(struct batch *bt, const struct tcfg *c, int step, int64_t g0
                               .values = bt->values,
                               .weights = bt->weights,
                               .num_values = N,
-                              .num_weights = bt->weights ? N : 0};
+                              .num_weights = bt->weights ? N : 0,
+                              .length_per_key = bt->per_key};
     /* weights: same values for a sample whatever slice it is in */
     if (bt->weights) {
         k = 0;
@@ -172,6 +173,7 @@ void make_batch_raw(struct batch *bt, const struct tcfg *c, int step, int64_t g0
                         (float)(0.5 + sr_rng_uniform(7, (uint64_t)f, (uint64_t)(g0 + b) * 64 + i));
     }
     SR_ASSERT(sr_kjt_compute_offsets(&bt->kjt) == SR_OK);
+    sr_kjt_fill_length_per_key(&bt->kjt);
 }
 
 /* A batch as the loader hands it over: checked, ids in range. */

@@ -58,6 +58,7 @@ struct batch {
     int32_t *lengths;
     int64_t *offsets, *values;
     float *weights;
+    int64_t per_key[MAX_F]; /* the KJT's length_per_key */
     struct sr_kjt kjt;
 };
 

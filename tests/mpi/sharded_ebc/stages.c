@@ -87,7 +87,7 @@ static void staged_init(struct staged *x, const struct tcfg *c, const struct sr_
 {
     int64_t maxv = (int64_t)B * c->cfg.num_features * (c->max_len + 2);
     struct sr_sharded_ebc_comms comms = {w->sparse, w->node, w->cross, wire, NULL};
-    SR_ASSERT(sr_sharded_ebc_init(&x->s, sr_device_cpu(), &comms, &c->cfg, p, oc, B, maxv, 42) ==
+    SR_ASSERT(sr_sharded_ebc_init(&x->s, sr_device_cpu(), &comms, &c->cfg, p, oc, B, maxv, NULL, 42) ==
               SR_OK);
     const int D = sr_sharded_ebc_out_dim(x->s);
     for (int step = 1; step <= ISTEPS; step++) {
