@@ -101,5 +101,7 @@ int sr_trainer_select_device(struct sr_trainer *t)
                             "sparse-dist (or auto, the default)");
     dev->math = (enum sr_math)cfg->math;
     t->dev = dev;
+    /* auto resolved: the memory estimate sizes the workspace by the device */
+    t->cfg->device = dev->kind == SR_DEVICE_CUDA ? SR_DEVICE_CHOICE_CUDA : SR_DEVICE_CHOICE_CPU;
     return SR_OK;
 }
