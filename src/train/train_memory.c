@@ -175,7 +175,8 @@ static void count_staging(const struct sr_train_config *cfg, int rank, uint64_t 
  * rank's own bags (own_bf, 4 bytes a value) with its own ids' send words
  * (own_ids, 4). A data-parallel feature's bags
  * hold their pooled vector and gradient in one view of that send block (4);
- * one rank's (local mode) both (8). */
+ * one rank's (local mode) both (8), but for the EBC's own context, whose
+ * forward and backward bind the caller's. */
 static uint64_t emb_context_bytes(struct mem_tally *m, uint64_t n, uint64_t bf, uint64_t own_bf,
                                   uint64_t own_ids, uint64_t D, uint64_t ws_id, int exchange,
                                   int several)
@@ -283,6 +284,8 @@ static void count_batch(const struct sr_train_config *cfg, const struct sr_plan 
                   emb_context_bytes(m, mem_mul3(m, B, ids_k, 1), mem_mul3(m, B, f_k, 1), 0, 0, D,
                                     ws_id, 0, several));
     uint64_t bytes = mem_mul3(m, ctx, EMB_CONTEXTS, 1);
+    if (!several) /* local mode: the EBC's own context binds the caller's pooled blocks */
+        bytes -= mem_mul3(m, mem_mul3(m, B, f_k, D), 8, 1);
     /* the host batch's values and weights (12 bytes an id); the model's pooled
      * vectors and their gradients (8 bytes a value) */
     bytes = mem_add(m, bytes, mem_mul3(m, B, per_sample, 12));
