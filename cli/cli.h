@@ -37,6 +37,8 @@ int cli_export(int argc, char **argv);       /* cli/cmd_inspect.c */
 int cli_apply_job_flag(struct sr_train_config *cfg, const char *name, const char *value);
 /* Whether `name` is a job flag that takes a value. */
 int cli_is_job_flag(const char *name);
+/* --pipeline auto|sparse-dist|none into cfg (train, plan). */
+int cli_parse_pipeline(struct sr_train_config *cfg, const char *v);
 /* SR_ERR_INVALID_ARG: "--FLAG: an empty path" (flag without its dashes). */
 int cli_empty_path(const char *flag);
 /* The --config files of argv, in order, into paths[0..cap); returns how many. */

@@ -38,6 +38,10 @@ static void plan_help(void)
            "  --nodes N              nodes of --ranks-per-node ranks (W = N x L)\n"
            "  --ranks-per-node L     ranks a node (default: the topology's)\n"
            "  --out FILE             write the plan as JSON (train --plan FILE)\n"
+           "  --pipeline MODE        the pipeline predicted: sparse-dist (batch i+1's input\n"
+           "                         dist behind step i), none, or auto (the default;\n"
+           "                         predicted as sparse-dist: train takes none only where\n"
+           "                         NCCL ranks share a GPU, which plan cannot see)\n"
            "  --explain              per table, why its option beat the runner-up\n"
            "  --compare              also predict all-tw, all-rw and the default plan, and\n"
            "                         the planner's plan on one node of L ranks: each one's\n"
@@ -61,6 +65,7 @@ struct plan_args {
     int world_size, nodes;
     char out[SR_PATH_MAX];
     int explain, compare, print_topology;
+    struct sr_train_config *cfg;
 };
 
 static int parse_count(const char *flag, const char *v, int *out)
@@ -90,6 +95,8 @@ static int other_flag(void *ctx, const char *name, const char *value)
         if (strlen(value) >= sizeof a->out)
             return sr_error_set(SR_ERR_INVALID_ARG, "--out: path too long");
         snprintf(a->out, sizeof a->out, "%s", value);
+    } else if (!strcmp(name, "pipeline") && value) {
+        return cli_parse_pipeline(a->cfg, value);
     } else if (!strcmp(name, "explain") && !value) {
         a->explain = 1;
     } else if (!strcmp(name, "compare") && !value) {
@@ -314,9 +321,10 @@ static int run(struct sr_train_config *cfg, const struct plan_args *a)
 
 int cli_plan(int argc, char **argv)
 {
-    static const char *const value_flags[] = {"topology", "world-size", "nodes", "out", NULL};
+    static const char *const value_flags[] = {"topology", "world-size", "nodes",
+                                              "out",      "pipeline",   NULL};
     static struct sr_train_config cfg;
-    struct plan_args args = {0};
+    struct plan_args args = {.cfg = &cfg};
     int rc = cli_parse_job(argc, argv, &cfg, other_flag, &args, value_flags);
     if (rc < 0) {
         plan_help();

@@ -201,20 +201,6 @@ static int parse_trace_steps(struct sr_train_config *cfg, const char *v)
     return rc;
 }
 
-static int parse_pipeline(struct sr_train_config *cfg, const char *v)
-{
-    if (!strcmp(v, "none"))
-        cfg->pipeline = SR_PIPELINE_NONE;
-    else if (!strcmp(v, "sparse-dist"))
-        cfg->pipeline = SR_PIPELINE_SPARSE_DIST;
-    else if (!strcmp(v, "auto"))
-        cfg->pipeline = SR_PIPELINE_AUTO;
-    else
-        return sr_error_set(SR_ERR_INVALID_ARG,
-                            "--pipeline: '%s'; choose auto, sparse-dist or none", v);
-    return SR_OK;
-}
-
 /* --checkpoint-write auto|overlap|sync */
 static int parse_checkpoint_write(struct sr_train_config *cfg, const char *v)
 {
@@ -264,7 +250,7 @@ static int other_flag(void *ctx, const char *name, const char *value)
     } else if (!strcmp(name, "trace-steps") && value) {
         return parse_trace_steps(cfg, value);
     } else if (!strcmp(name, "pipeline") && value) {
-        return parse_pipeline(cfg, value);
+        return cli_parse_pipeline(cfg, value);
     } else if (!strcmp(name, "init-weights") && value) {
         return set_path(cfg->init_weights_path, sizeof cfg->init_weights_path, name, value);
     } else if (!strcmp(name, "save-weights") && value) {

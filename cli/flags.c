@@ -102,6 +102,20 @@ int cli_is_job_flag(const char *name)
     return in_list(job_flags, name);
 }
 
+int cli_parse_pipeline(struct sr_train_config *cfg, const char *v)
+{
+    if (!strcmp(v, "none"))
+        cfg->pipeline = SR_PIPELINE_NONE;
+    else if (!strcmp(v, "sparse-dist"))
+        cfg->pipeline = SR_PIPELINE_SPARSE_DIST;
+    else if (!strcmp(v, "auto"))
+        cfg->pipeline = SR_PIPELINE_AUTO;
+    else
+        return sr_error_set(SR_ERR_INVALID_ARG,
+                            "--pipeline: '%s'; choose auto, sparse-dist or none", v);
+    return SR_OK;
+}
+
 int cli_empty_path(const char *flag)
 {
     return sr_error_set(SR_ERR_INVALID_ARG,

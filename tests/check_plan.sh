@@ -12,7 +12,9 @@
 #  4. errors, exit status 2 with the message naming what is wrong: an
 #     unknown preset (the presets listed), a topology file with an unknown
 #     key (file and key named), a table no rank can hold (named), --out
-#     naming the --topology file (both flags named), no --topology.
+#     naming the --topology file (both flags named), no --topology, an
+#     unknown --pipeline; --pipeline none predicts more exposed
+#     communication than sparse-dist.
 # Exit 0 pass, 77 skipped (no mpirun for 2), else fail.
 . "$(dirname "$0")/lib.sh"
 bin=$sr_shardrec
@@ -111,6 +113,20 @@ expect2 "table too large" "table 't0'.*fits no rank" --topology h200 --table-row
 expect2 "--out is an input" "--topology" --topology "$tmp/links.json" --topology cpu-2core $JOB \
     --out "$tmp/links.json"
 expect2 "no topology" "--topology is required" $JOB
+expect2 "bad --pipeline" "--pipeline: 'sideways'" --topology cpu-2core --pipeline sideways $JOB
+
+# --pipeline: none exposes the input dist that sparse-dist hides behind the
+# step's compute (2 nodes over a slow NIC: an input dist to hide)
+for p in none sparse-dist; do
+    "$bin" plan --workload K --topology a100x8-2node-100g --pipeline $p >"$tmp/p-$p" 2>&1
+done
+exposed() { sed -n 's/^predicted step (ms): .*exposed \([0-9.]*\),.*/\1/p' "$1"; }
+if awk -v n="$(exposed "$tmp/p-none")" -v s="$(exposed "$tmp/p-sparse-dist")" \
+    'BEGIN { exit !(n > 0 && s > 0 && n > s) }'; then
+    ok "--pipeline: exposed $(exposed "$tmp/p-none") ms with none > $(exposed "$tmp/p-sparse-dist") with sparse-dist"
+else
+    bad "--pipeline" "none: $(tail -2 "$tmp/p-none") sparse-dist: $(tail -2 "$tmp/p-sparse-dist")"
+fi
 
 echo "check_plan: $pass passed, $fail failed"
 [ $fail -eq 0 ]
