@@ -328,9 +328,10 @@ static void test_memory_follows_shards(void **state)
     uint64_t per_sample[2] = {0, 0};
     for (int f = 0; f < cfg.num_features; f++) {
         const uint64_t one = sr_train_config_slot_sample_bytes(&cfg, f);
-        /* 3 contexts x (ids_max ids x (32 workspace + 12 values + 4 received)
-         * + a bag's 20 bytes + its pooled vector and gradient) */
-        assert_true(one == 3 * (5 * 48 + 20 + 8 * (uint64_t)cfg.embedding_dim));
+        /* 3 contexts x (ids_max ids x (32 workspace + 12 values + 8 received:
+         * id and weight words) + a bag's 20 bytes + its pooled vector and
+         * gradient) */
+        assert_true(one == 3 * (5 * 52 + 20 + 8 * (uint64_t)cfg.embedding_dim));
         per_sample[plan->tables[cfg.feature_table[f]].shards[0].rank] += one;
     }
     assert_true(per_sample[0] != per_sample[1]);

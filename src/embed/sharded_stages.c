@@ -87,6 +87,14 @@ static int check_feature_caps(const struct sr_sharded_ebc *s, const struct sr_kj
         return sr_error_set(SR_ERR_INVALID_ARG,
                             "sharded EBC: KJT without length_per_key, but the EBC bounds each "
                             "feature's ids; HINT: fill it with sr_kjt_fill_length_per_key");
+    int64_t sum = 0;
+    for (int f = 0; f < c->num_features; f++)
+        sum += kjt->length_per_key[f];
+    if (sum != kjt->num_values)
+        return sr_error_set(SR_ERR_INVALID_ARG,
+                            "sharded EBC: the KJT's length_per_key sums to %lld ids, its values "
+                            "are %lld; HINT: refill it with sr_kjt_fill_length_per_key",
+                            (long long)sum, (long long)kjt->num_values);
     for (int f = 0; f < c->num_features; f++)
         if (kjt->length_per_key[f] > s->feature_cap[f])
             return sr_error_set(SR_ERR_DATA,

@@ -170,10 +170,11 @@ static void count_staging(const struct sr_train_config *cfg, int rank, uint64_t 
  * partial sums); per bag, lengths and offsets (20 bytes). Under
  * a plan of several ranks (`several`) each id's values and weights are the
  * context's own (12); the exchanged features (`exchange`: tables not
- * data-parallel) add per id the input dist's receive word (4), per bag the
- * pooled vector with its gradient (8 bytes a value), and the send block of the
- * rank's own bags (own_bf, 4 bytes a value) with its own ids' send words
- * (own_ids, 4). A data-parallel feature's bags
+ * data-parallel) add per id the input dist's received id and weight words
+ * (8), per bag the pooled vector with its gradient (8 bytes a value), and the
+ * send block of the rank's own bags (own_bf, 4 bytes a value) with its ids'
+ * send words (own_ids, 8: an id and its weight, once for each owner it goes
+ * to). A data-parallel feature's bags
  * hold their pooled vector and gradient in one view of that send block (4);
  * one rank's (local mode) both (8), but for the EBC's own context, whose
  * forward and backward bind the caller's. */
@@ -181,12 +182,12 @@ static uint64_t emb_context_bytes(struct mem_tally *m, uint64_t n, uint64_t bf, 
                                   uint64_t own_ids, uint64_t D, uint64_t ws_id, int exchange,
                                   int several)
 {
-    uint64_t per_id = ws_id + (several ? 12 : 0) + (exchange ? 4 : 0);
+    uint64_t per_id = ws_id + (several ? 12 : 0) + (exchange ? 8 : 0);
     uint64_t bytes = mem_add(m, mem_mul3(m, n, per_id, 1), mem_mul3(m, bf, 20, 1));
     bytes = mem_add(m, bytes, mem_mul3(m, bf, D, several && !exchange ? 4 : 8));
     if (!exchange)
         return bytes;
-    bytes = mem_add(m, bytes, mem_mul3(m, own_ids, 4, 1));
+    bytes = mem_add(m, bytes, mem_mul3(m, own_ids, 8, 1));
     return mem_add(m, bytes, mem_mul3(m, own_bf, D, 4));
 }
 
@@ -223,6 +224,32 @@ uint64_t sr_train_config_slot_sample_bytes(const struct sr_train_config *cfg, in
     uint64_t one = emb_context_bytes(&m, ids, 1, 0, 0, (uint64_t)cfg->embedding_dim,
                                      workspace_per_id(cfg), 1, 1);
     return EMB_CONTEXTS * one;
+}
+
+/* Whether one rank's EBC runs in local mode (sharded_local.c): one rank,
+ * every table whole in tw or cw (no plan: the same). */
+static int local_mode(const struct sr_plan *plan, int W)
+{
+    for (int t = 0; W == 1 && plan && t < plan->num_tables; t++) {
+        const enum sr_sharding_type k = plan->tables[t].type;
+        if ((k != SR_SHARDING_TYPE_TABLE_WISE && k != SR_SHARDING_TYPE_COLUMN_WISE) ||
+            plan->tables[t].num_shards != 1)
+            return 0;
+    }
+    return W == 1;
+}
+
+/* The most owners one id is sent to (cw pieces of a table; 1 otherwise). */
+static uint64_t most_owners(const struct sr_plan *plan, int W)
+{
+    uint64_t most = 1;
+    for (int t = 0; plan && W > 1 && t < plan->num_tables; t++) {
+        const enum sr_sharding_type k = plan->tables[t].type;
+        if (k == SR_SHARDING_TYPE_TABLE_WISE || k == SR_SHARDING_TYPE_COLUMN_WISE)
+            most = (uint64_t)plan->tables[t].num_shards > most ? (uint64_t)plan->tables[t].num_shards
+                                                             : most;
+    }
+    return most;
 }
 
 /* What `rank` receives of the exchanged features (sharded_ebc.c's sizes):
@@ -273,9 +300,11 @@ static void count_batch(const struct sr_train_config *cfg, const struct sr_plan 
      * hold the rank's own samples */
     uint64_t ids_in, slots_in;
     slots_here(cfg, plan, W, rank, per_sample, &ids_in, &slots_in);
+    /* the send block holds the rank's every id (its capacity), once per owner */
     uint64_t ctx = emb_context_bytes(m, mem_mul3(m, BS, ids_in, 1), mem_mul3(m, BS, slots_in, 1),
-                                     mem_mul3(m, B, f_x, 1), mem_mul3(m, B, ids_x, 1), D, ws_id,
-                                     1, 1);
+                                     mem_mul3(m, B, f_x, 1),
+                                     several ? mem_mul3(m, B, per_sample, most_owners(plan, W)) : 0,
+                                     D, ws_id, 1, 1);
     m->batch_slots = mem_mul3(m, EMB_CONTEXTS,
                               emb_context_bytes(m, mem_mul3(m, BS, ids_in, 1),
                                                 mem_mul3(m, BS, slots_in, 1), 0, 0, D, ws_id, 1, 1),
@@ -284,7 +313,7 @@ static void count_batch(const struct sr_train_config *cfg, const struct sr_plan 
                   emb_context_bytes(m, mem_mul3(m, B, ids_k, 1), mem_mul3(m, B, f_k, 1), 0, 0, D,
                                     ws_id, 0, several));
     uint64_t bytes = mem_mul3(m, ctx, EMB_CONTEXTS, 1);
-    if (!several) /* local mode: the EBC's own context binds the caller's pooled blocks */
+    if (local_mode(plan, W)) /* the EBC's own context binds the caller's pooled blocks */
         bytes -= mem_mul3(m, mem_mul3(m, B, f_k, D), 8, 1);
     /* the host batch's values and weights (12 bytes an id); the model's pooled
      * vectors and their gradients (8 bytes a value) */

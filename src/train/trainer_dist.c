@@ -439,11 +439,28 @@ int sr_trainer_agree(struct sr_trainer *t, int rc, const char *what, const char 
 
 /* ---- the embedding stage ------------------------------------------------------ */
 
+/* Each feature's bound, the largest any rank found: a rank's copy of --data
+ * may bound a feature lower than another's, whose ids it would receive. */
+static void agree_feature_bounds(struct sr_trainer *t)
+{
+    const int F = t->cfg->num_features, W = t->world_size;
+    if (W == 1)
+        return;
+    int64_t *all = sr_calloc((size_t)W * F, sizeof *all);
+    sr_comm_all_gather(t->world, t->feature_max_values, all, (size_t)F, SR_DTYPE_I64, NULL, NULL);
+    for (int r = 0; r < W; r++)
+        for (int f = 0; f < F; f++)
+            if (all[(size_t)r * F + f] > t->feature_max_values[f])
+                t->feature_max_values[f] = all[(size_t)r * F + f];
+    sr_free(all);
+}
+
 int sr_trainer_emb_init(struct sr_trainer *t, const struct sr_optim_config *opt)
 {
     struct sr_ebc_config ec;
     struct sr_train_config *cfg = t->cfg;
     sr_train_config_ebc(cfg, &ec);
+    agree_feature_bounds(t);
     struct sr_sharded_ebc_comms comms = {.sparse = t->sparse,
                                          .node = t->node,
                                          .cross = t->cross,

@@ -376,27 +376,47 @@ static void run_world(struct world *w)
     sr_plan_free(p);
 }
 
-/* Every feature bounded by what its bags can hold (B x max_len): buffers
- * sized by the features of the tables a rank owns, the same results for
- * every sharding type and the mixed plan. */
+/* Each feature's most ids in any rank's batch of the STEPS steps: a bound
+ * that some batch reaches. */
+static void tight_bounds(const struct tcfg *c, const struct world *w, int64_t *bound)
+{
+    for (int f = 0; f < c->cfg.num_features; f++)
+        bound[f] = 0;
+    for (int step = 1; step <= STEPS; step++)
+        for (int r = 0; r < w->W; r++) {
+            struct batch bt;
+            make_batch_raw(&bt, c, step, (int64_t)r * B, B);
+            for (int f = 0; f < c->cfg.num_features; f++)
+                bound[f] = bt.per_key[f] > bound[f] ? bt.per_key[f] : bound[f];
+            free_batch(&bt);
+        }
+}
+
+/* Every feature bounded by the most ids its batches hold (some batch at the
+ * bound): buffers sized by the features of the tables a rank owns, the same
+ * results for every sharding type (cw in several pieces on a rank where
+ * W < pieces), with and without per-id weights, and the mixed plan. */
 static void run_bounded(struct world *w)
 {
     static const enum sr_sharding_type types[] = {
         SR_SHARDING_TYPE_TABLE_WISE, SR_SHARDING_TYPE_ROW_WISE, SR_SHARDING_TYPE_COLUMN_WISE,
         SR_SHARDING_TYPE_TABLE_ROW_WISE};
-    struct tcfg c;
+    struct tcfg configs[2];
     int64_t bound[MAX_F];
-    main_config(&c);
-    for (int f = 0; f < c.cfg.num_features; f++)
-        bound[f] = (int64_t)B * c.max_len;
-    caps = bound;
-    for (int i = 0; i <= 4; i++) {
-        struct sr_plan *p = i < 4 ? uniform(&c, types[i], w) : mixed(&c, w);
-        run_case(i < 4 ? sr_sharding_type_name(types[i]) : "mixed, bounded features", &c, p,
-                 SR_OPTIM_ADAGRAD, w, STEPS, NULL);
-        sr_plan_free(p);
+    main_config(&configs[0]);
+    weighted_config(&configs[1]);
+    for (int k = 0; k < 2; k++) {
+        const struct tcfg *c = &configs[k];
+        tight_bounds(c, w, bound);
+        caps = bound;
+        for (int i = 0; i <= (k ? 3 : 4); i++) { /* the mixed plan names main_config's tables */
+            struct sr_plan *p = i < 4 ? uniform(c, types[i], w) : mixed(c, w);
+            run_case(i < 4 ? sr_sharding_type_name(types[i]) : "mixed, bounded features", c, p,
+                     k ? SR_OPTIM_SGD : SR_OPTIM_ADAGRAD, w, STEPS, NULL);
+            sr_plan_free(p);
+        }
+        caps = NULL;
     }
-    caps = NULL;
 }
 
 /* A batch with more ids of a feature than its bound: that rank's forward
