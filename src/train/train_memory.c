@@ -191,6 +191,12 @@ static uint64_t emb_context_bytes(struct mem_tally *m, uint64_t n, uint64_t bf, 
     return mem_add(m, bytes, mem_mul3(m, own_bf, D, 4));
 }
 
+/* The most ids feature f holds in one sample (--ids-per-feature). */
+static uint64_t feature_ids_max(const struct sr_train_config *cfg, int f)
+{
+    return (uint64_t)(cfg->n_feature_ids ? cfg->feature_ids_max[f] : cfg->ids_max);
+}
+
 /* Ids a sample and features of the tables a plan of W ranks exchanges
  * (`want` 1) or keeps data-parallel (0); with no plan or one rank every
  * feature is local: counted as kept (want 0). */
@@ -204,7 +210,7 @@ static void feature_split(const struct sr_train_config *cfg, const struct sr_pla
                         plan->tables[t].type != SR_SHARDING_TYPE_DATA_PARALLEL;
         if (exchanged != want)
             continue;
-        *ids += (uint64_t)(cfg->n_feature_ids ? cfg->feature_ids_max[f] : cfg->ids_max);
+        *ids += feature_ids_max(cfg, f);
         *features += 1;
     }
 }
@@ -220,8 +226,8 @@ static uint64_t workspace_per_id(const struct sr_train_config *cfg)
 uint64_t sr_train_config_slot_sample_bytes(const struct sr_train_config *cfg, int f)
 {
     struct mem_tally m = {0};
-    uint64_t ids = (uint64_t)(cfg->n_feature_ids ? cfg->feature_ids_max[f] : cfg->ids_max);
-    uint64_t one = emb_context_bytes(&m, ids, 1, 0, 0, (uint64_t)cfg->embedding_dim,
+    uint64_t one = emb_context_bytes(&m, feature_ids_max(cfg, f), 1, 0, 0,
+                                     (uint64_t)cfg->embedding_dim,
                                      workspace_per_id(cfg), 1, 1);
     return EMB_CONTEXTS * one;
 }
@@ -242,14 +248,14 @@ static int local_mode(const struct sr_plan *plan, int W)
 /* The most owners one id is sent to (cw pieces of a table; 1 otherwise). */
 static uint64_t most_owners(const struct sr_plan *plan, int W)
 {
-    uint64_t most = 1;
+    int most = 1;
     for (int t = 0; plan && W > 1 && t < plan->num_tables; t++) {
         const enum sr_sharding_type k = plan->tables[t].type;
-        if (k == SR_SHARDING_TYPE_TABLE_WISE || k == SR_SHARDING_TYPE_COLUMN_WISE)
-            most = (uint64_t)plan->tables[t].num_shards > most ? (uint64_t)plan->tables[t].num_shards
-                                                             : most;
+        const int n = plan->tables[t].num_shards;
+        if ((k == SR_SHARDING_TYPE_TABLE_WISE || k == SR_SHARDING_TYPE_COLUMN_WISE) && n > most)
+            most = n;
     }
-    return most;
+    return (uint64_t)most;
 }
 
 /* What `rank` receives of the exchanged features (sharded_ebc.c's sizes):
@@ -269,7 +275,7 @@ static void slots_here(const struct sr_train_config *cfg, const struct sr_plan *
         for (int i = 0; i < plan->tables[t].num_shards; i++)
             copies += plan->tables[t].shards[i].rank == rank;
         *slots += copies;
-        *ids += copies * (uint64_t)(cfg->n_feature_ids ? cfg->feature_ids_max[f] : cfg->ids_max);
+        *ids += copies * feature_ids_max(cfg, f);
         most_copies = copies > most_copies ? copies : most_copies;
     }
     if (*ids > per_sample * most_copies)
@@ -300,15 +306,15 @@ static void count_batch(const struct sr_train_config *cfg, const struct sr_plan 
      * hold the rank's own samples */
     uint64_t ids_in, slots_in;
     slots_here(cfg, plan, W, rank, per_sample, &ids_in, &slots_in);
+    uint64_t slots = emb_context_bytes(m, mem_mul3(m, BS, ids_in, 1), mem_mul3(m, BS, slots_in, 1),
+                                       0, 0, D, ws_id, 1, 1);
+    m->batch_slots = mem_mul3(m, EMB_CONTEXTS, slots, 1);
     /* the send block holds the rank's every id (its capacity), once per owner */
-    uint64_t ctx = emb_context_bytes(m, mem_mul3(m, BS, ids_in, 1), mem_mul3(m, BS, slots_in, 1),
-                                     mem_mul3(m, B, f_x, 1),
-                                     several ? mem_mul3(m, B, per_sample, most_owners(plan, W)) : 0,
-                                     D, ws_id, 1, 1);
-    m->batch_slots = mem_mul3(m, EMB_CONTEXTS,
-                              emb_context_bytes(m, mem_mul3(m, BS, ids_in, 1),
-                                                mem_mul3(m, BS, slots_in, 1), 0, 0, D, ws_id, 1, 1),
-                              1);
+    uint64_t ctx = mem_add(
+        m, slots,
+        emb_context_bytes(m, 0, 0, mem_mul3(m, B, f_x, 1),
+                          several ? mem_mul3(m, B, per_sample, most_owners(plan, W)) : 0, D, ws_id,
+                          1, 1));
     ctx = mem_add(m, ctx,
                   emb_context_bytes(m, mem_mul3(m, B, ids_k, 1), mem_mul3(m, B, f_k, 1), 0, 0, D,
                                     ws_id, 0, several));

@@ -90,9 +90,8 @@ static int init_files(struct sr_trainer *t, const int64_t *rows, const char *con
         mv = sr_reader_max_values(t->eval_reader);
     for (int f = 0; f < cfg->num_features; f++) {
         int64_t n = sr_reader_feature_max_values(t->reader, f);
-        if (t->eval_reader && sr_reader_feature_max_values(t->eval_reader, f) > n)
-            n = sr_reader_feature_max_values(t->eval_reader, f);
-        t->feature_max_values[f] = n;
+        int64_t e = t->eval_reader ? sr_reader_feature_max_values(t->eval_reader, f) : 0;
+        t->feature_max_values[f] = n > e ? n : e;
     }
     sr_trainer_batch_init(t, mv,
                           sr_reader_has_weights(t->reader) ||
