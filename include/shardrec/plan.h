@@ -14,6 +14,11 @@
  *         rows [i*R, min((i+1)*R, E)), R = ceil(E/L)
  *   cw    n shards of D/n columns each (n divides D), all rows; shard j holds
  *         columns [j*D/n, (j+1)*D/n) on any rank (several may share one)
+ *   hybrid the shards of rw, plus H hot rows (`hot`, ascending) replicated on
+ *         every rank as a dp replica table of H rows: a hot id is looked up
+ *         in the replica on its sample's rank (its gradient rides the dense
+ *         all-reduce as a dp table's), every other (cold) id goes to its rw
+ *         shard (HugeCTR's hybrid embedding). H = 0 is rw; H = E sends no id.
  *
  *   E = 10, W = 4 (rw):  rank0 rows 0-2 | rank1 3-5 | rank2 6-8 | rank3 9
  *   E = 2,  W = 4 (rw):  rank0 row 0 | rank1 row 1 | rank2 empty | rank3 empty
@@ -27,7 +32,11 @@
  *     "tables": [ { "name": "t0", "sharding": "rw",
  *                   "shards": [ { "rank": 0, "row_offset": 0, "rows": 3,
  *                                 "col_offset": 0, "cols": 16 }, ... ] },
- *                 { "name": "t1", "sharding": "twrw", "node": 1 }, ... ] }
+ *                 { "name": "t1", "sharding": "twrw", "node": 1 },
+ *                 { "name": "t2", "sharding": "hybrid", "hot": [ 3, 17, 40 ] }, ... ] }
+ *
+ * A hybrid table's "hot" lists its hot rows, strictly ascending, in [0, E)
+ * (required; [] is allowed); its shards are rw's (may be omitted).
  *
  * Tables are matched by name and stored in the EBC config's table order.
  */
@@ -44,6 +53,7 @@ enum sr_sharding_type {
     SR_SHARDING_TYPE_ROW_WISE,
     SR_SHARDING_TYPE_COLUMN_WISE,
     SR_SHARDING_TYPE_TABLE_ROW_WISE,
+    SR_SHARDING_TYPE_HYBRID,
     SR_SHARDING_TYPE_COUNT
 };
 
@@ -58,6 +68,8 @@ struct sr_table_plan {
     enum sr_sharding_type type;
     int num_shards;
     struct sr_shard *shards; /* (num_shards) */
+    int64_t num_hot;         /* H: hybrid only, else 0 */
+    int64_t *hot;            /* (H) hybrid: the hot rows, strictly ascending; else NULL */
 };
 
 struct sr_plan {
@@ -70,13 +82,15 @@ struct sr_plan {
 /* Tables of at most this many rows are replicated (dp) by sr_plan_default. */
 #define SR_PLAN_DP_MAX_ROWS 1024
 
-/* "dp" "tw" "rw" "cw" "twrw" and back (parse also takes the long names
- * "data_parallel", "table_wise", "row_wise", "column_wise", "table_row_wise";
+/* "dp" "tw" "rw" "cw" "twrw" "hybrid" and back (parse also takes the long
+ * names "data_parallel", "table_wise", "row_wise", "column_wise",
+ * "table_row_wise";
  * SR_ERR_INVALID_ARG listing the choices otherwise). */
 const char *sr_sharding_type_name(enum sr_sharding_type type);
 int sr_sharding_type_parse(const char *s, enum sr_sharding_type *out);
 
-/* Every table sharded by `type` on W ranks, L per node. tw tables and twrw
+/* Every table sharded by `type` on W ranks, L per node (not hybrid: its hot
+ * rows come from statistics, sr_plan_set_hybrid). tw tables and twrw
  * tables go, largest (E*D) first, to the least loaded rank or node
  * (ties: the lowest); cw splits D into the largest n <= W that divides D,
  * the pieces placed on the least loaded ranks. Returns SR_OK and *out (free
@@ -114,6 +128,12 @@ int sr_plan_read(struct sr_plan **out, const char *path, const struct sr_ebc_con
 /* A 64-bit FNV-1a hash of everything in the plan, for the start-up check that
  * every rank runs the same plan. */
 uint64_t sr_plan_hash(const struct sr_plan *plan);
+
+/* Make table t of plan hybrid: rw shards over the plan's W ranks and the H
+ * hot rows `hot` (copied; sorted and deduplicated here, so H may shrink).
+ * SR_ERR_INVALID_ARG when a row is outside [0, E). */
+int sr_plan_set_hybrid(struct sr_plan *plan, const struct sr_ebc_config *cfg, int t,
+                       const int64_t *hot, int64_t num_hot);
 
 /* Rows per block of a rw (W) or twrw (L) table: ceil(E / parts). */
 int64_t sr_plan_block_rows(int64_t rows, int parts);

@@ -169,6 +169,22 @@ void sr_sparse_dist_batches_regions(struct sr_op_regions *r, const struct sr_spa
     }
 }
 
+void sr_sparse_dist_hybrid_regions(struct sr_op_regions *r, const struct sr_sparse_dist_hybrid *h,
+                                   const struct sr_sparse_dist_kjt *in)
+{
+    const size_t F = (size_t)h->num_features, Fh = (size_t)h->num_hot_features;
+    const size_t bags = F * (size_t)h->batch;
+    sr_op_region(r, "h->hot_of", h->hot_of, SR_I32(F), SR_OP_IN);
+    sr_op_region(r, "h->feature", h->feature, SR_I32(Fh), SR_OP_IN);
+    sr_op_region(r, "h->hot_begin", h->hot_begin, SR_I64(Fh), SR_OP_IN);
+    sr_op_region(r, "h->num_hot", h->num_hot, SR_I64(Fh), SR_OP_IN);
+    sr_op_region(r, "h->hot", h->hot, SR_I64(h->hot_words), SR_OP_IN);
+    sr_op_region(r, "in->lengths", in->lengths, SR_I32(bags), SR_OP_IN);
+    sr_op_region(r, "in->offsets", in->offsets, SR_I64(bags + 1), SR_OP_IN);
+    sr_op_region(r, "in->values", in->values, SR_I64(in->num_values), SR_OP_IN);
+    sr_op_region(r, "in->weights", in->weights, SR_F32(in->num_values), SR_OP_IN);
+}
+
 void sr_cast_segs_regions(struct sr_op_regions *r, const struct sr_cast_seg *segs, int num,
                           int pack, int add)
 {

@@ -105,7 +105,14 @@ struct sr_sparse_dist_batch {
     int64_t num_values;    /* ids of the batch this step (from the counts) */
 };
 
-/* cols columns of one feature between pooled and a (B, width) block. */
+/* cols columns of one feature between pooled and a (B, width) block.
+ * A hybrid feature's columns come from two pieces, its hot rows' (a dp
+ * block) and its cold rows' (an rw block): the cold one names the hot one
+ * in `add` (its index + 1), and scatter writes (cold + hot) * scale from the
+ * cold piece alone; the hot one, add = SR_PIECE_ADDED, is skipped by
+ * scatter. Gather writes both blocks, each from dpooled. */
+#define SR_PIECE_PLAIN 0    /* add: a piece of its own */
+#define SR_PIECE_ADDED (-1) /* add: scatter adds it into its partner's columns */
 struct sr_sparse_dist_piece {
     int64_t block;   /* first float of the block in the buffer */
     int32_t width;   /* floats per row of the block */
@@ -113,8 +120,32 @@ struct sr_sparse_dist_piece {
     int32_t fcol;    /* first column in pooled */
     int32_t cols;    /* columns */
     int32_t feature; /* row of the scale */
-    int32_t unused;
+    int32_t add;     /* SR_PIECE_PLAIN, SR_PIECE_ADDED, or 1 + the piece added */
 };
+
+/* A hybrid plan's hot rows, fixed at init (embed/sharded_hybrid.c). The KJT
+ * of F features becomes one of F + F_h: feature f keeps its cold ids (all
+ * of them when it has no hot rows), and hot feature k (F + k) gets the hot
+ * ids of feature feature[k], each as its index in its table's hot rows:
+ *
+ *   id v of feature f, k = hot_of[f] >= 0, rows = hot[hot_begin[k] ..
+ *   + num_hot[k]) ascending:   v in rows at i  ->  feature F + k, id i
+ *                              else            ->  feature f, id v
+ *
+ * Ids keep their order within a bag. */
+struct sr_sparse_dist_hybrid {
+    int num_features;         /* F */
+    int batch;                /* B */
+    int num_hot_features;     /* F_h */
+    const int32_t *hot_of;    /* (F) device: k of feature f, or -1 */
+    const int32_t *feature;   /* (F_h) device: the feature of hot feature k, ascending */
+    const int64_t *hot_begin; /* (F_h) device: its first hot row in hot */
+    const int64_t *num_hot;   /* (F_h) device: its table's H */
+    const int64_t *hot;       /* (Σ H) device: each hybrid table's hot rows, ascending */
+    int64_t hot_words;        /* Σ H: hot's length */
+};
+
+#define SR_HYB_BAGS(h) ((size_t)((h)->num_features + (h)->num_hot_features) * (size_t)(h)->batch)
 
 /* The column map of an output dist, fixed at init. Every column of pooled is
  * in exactly one piece; every float of the buffer that a collective carries
@@ -137,6 +168,9 @@ void sr_sparse_dist_kjt_regions(struct sr_op_regions *r, const struct sr_sparse_
                                 const struct sr_sparse_dist_kjt *kjt, int lengths, int weights);
 void sr_sparse_dist_batches_regions(struct sr_op_regions *r, const struct sr_sparse_dist_layout *l,
                                     const struct sr_sparse_dist_batch *batches, int n, int unpack);
+/* hybrid_split's reads: h's arrays and in's lengths, offsets, values, weights. */
+void sr_sparse_dist_hybrid_regions(struct sr_op_regions *r, const struct sr_sparse_dist_hybrid *h,
+                                   const struct sr_sparse_dist_kjt *in);
 
 #define SR_SD_LAYOUT(l)                                                                            \
     SR_HOST(const struct sr_sparse_dist_layout *, l, 1)
@@ -203,7 +237,29 @@ void sr_sparse_dist_batches_regions(struct sr_op_regions *r, const struct sr_spa
        SR_IN(const float *, dpooled, SR_F32((size_t)m->batch * m->out_dim))                        \
        SR_IN(const float *, scale, SR_F32((size_t)m->num_features * m->batch))                     \
        SR_OUT(float *, buf, SR_F32(m->buf_floats)) SR_STREAM(s)                                    \
-       SR_READS(m->pieces, sizeof *m->pieces * (size_t)m->num_pieces))
+       SR_READS(m->pieces, sizeof *m->pieces * (size_t)m->num_pieces))                             \
+    /* The KJT `in` (F features) as the KJT of h's F + F_h features (see                           \
+     * struct sr_sparse_dist_hybrid): lengths, offsets, values and, when in                        \
+     * has weights, weights (else untouched); full (F + F_h, B): the length of                     \
+     * the bag of `in` each bag comes from (what mean pooling divides by). */                      \
+    OP(sparse_dist, hybrid_split,                                                                  \
+       SR_HOST(const struct sr_sparse_dist_hybrid *, h, 1)                                         \
+       SR_HOST(const struct sr_sparse_dist_kjt *, in, 1)                                           \
+       SR_OUT(int32_t *, lengths, SR_I32(SR_HYB_BAGS(h)))                                          \
+       SR_OUT(int32_t *, full, SR_I32(SR_HYB_BAGS(h)))                                             \
+       SR_OUT(int64_t *, offsets, SR_I64(SR_HYB_BAGS(h) + 1))                                      \
+       SR_OUT(int64_t *, values, SR_I64(in->num_values))                                           \
+       SR_OUT(float *, weights, SR_F32(in->weights ? in->num_values : 0)) SR_STREAM(s)             \
+       SR_REGIONS(sr_sparse_dist_hybrid_regions(r, h, in)))                                        \
+    /* Rows of width floats between a table and a list of rows: for k < n,                         \
+     * scatter: dst row idx[k] = src row k; else dst row k = src row idx[k].                       \
+     * src has src_rows rows, dst dst_rows (rows not named keep their values).                     \
+     * The hybrid replicas' copies to and from their tables' shards. */                            \
+    OP(sparse_dist, rows_copy,                                                                     \
+       SR_ARG(int, scatter) SR_IN(const int64_t *, idx, SR_I64(n)) SR_ARG(int64_t, n)              \
+       SR_ARG(int64_t, width) SR_IN(const float *, src, SR_F32(src_rows * width))                  \
+       SR_ARG(int64_t, src_rows) SR_INOUT(float *, dst, SR_F32(dst_rows * width))                  \
+       SR_ARG(int64_t, dst_rows) SR_STREAM(s))
 
 struct sr_sparse_dist_ops {
     SR_OPS_SPARSE_DIST(SR_OP_MEMBER)

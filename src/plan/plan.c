@@ -14,6 +14,7 @@
  * rank (or node) with the smallest load so far (ties: the lowest index).
  * Deterministic, so every rank builds the same plan.
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "shardrec/alloc.h"
@@ -21,9 +22,10 @@
 #include "shardrec/rng.h"
 #include "plan/plan_internal.h"
 
-static const char *type_names[SR_SHARDING_TYPE_COUNT] = {"dp", "tw", "rw", "cw", "twrw"};
+static const char *type_names[SR_SHARDING_TYPE_COUNT] = {"dp", "tw", "rw", "cw", "twrw",
+                                                         "hybrid"};
 static const char *type_long_names[SR_SHARDING_TYPE_COUNT] = {
-    "data_parallel", "table_wise", "row_wise", "column_wise", "table_row_wise"};
+    "data_parallel", "table_wise", "row_wise", "column_wise", "table_row_wise", "hybrid"};
 
 const char *sr_sharding_type_name(enum sr_sharding_type type)
 {
@@ -38,7 +40,8 @@ int sr_sharding_type_parse(const char *s, enum sr_sharding_type *out)
             return SR_OK;
         }
     return sr_error_set(SR_ERR_INVALID_ARG,
-                        "unknown sharding type '%s'; choose dp, tw, rw, cw or twrw", s);
+                        "unknown sharding type '%s'; choose dp, tw, rw, cw, twrw or hybrid",
+                        s);
 }
 
 int64_t sr_plan_block_rows(int64_t rows, int parts)
@@ -60,8 +63,10 @@ void sr_plan_free(struct sr_plan *p)
 {
     if (!p)
         return;
-    for (int t = 0; t < p->num_tables; t++)
+    for (int t = 0; t < p->num_tables; t++) {
         sr_free(p->tables[t].shards);
+        sr_free(p->tables[t].hot);
+    }
     sr_free(p->tables);
     sr_free(p);
 }
@@ -72,6 +77,11 @@ static struct sr_shard *reset_shards(struct sr_table_plan *tp, const struct sr_t
                                      enum sr_sharding_type type, int n)
 {
     sr_free(tp->shards);
+    if (type != SR_SHARDING_TYPE_HYBRID) { /* only hybrid tables have hot rows */
+        sr_free(tp->hot);
+        tp->hot = NULL;
+        tp->num_hot = 0;
+    }
     strncpy(tp->name, tc->name, SR_NAME_MAX - 1);
     tp->name[SR_NAME_MAX - 1] = '\0';
     tp->type = type;
@@ -119,6 +129,44 @@ void sr_plan_fill_rw(struct sr_table_plan *tp, const struct sr_table_config *tc,
     struct sr_shard *s = reset_shards(tp, tc, SR_SHARDING_TYPE_ROW_WISE, W);
     for (int i = 0; i < W; i++)
         s[i] = row_block(tc, i, W, i);
+}
+
+void sr_plan_fill_hybrid(struct sr_table_plan *tp, const struct sr_table_config *tc, int W)
+{
+    struct sr_shard *s = reset_shards(tp, tc, SR_SHARDING_TYPE_HYBRID, W);
+    for (int i = 0; i < W; i++)
+        s[i] = row_block(tc, i, W, i);
+}
+
+static int cmp_i64(const void *a, const void *b)
+{
+    const int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+int sr_plan_set_hybrid(struct sr_plan *p, const struct sr_ebc_config *cfg, int t,
+                       const int64_t *hot, int64_t num_hot)
+{
+    SR_ASSERT(t >= 0 && t < p->num_tables && t < cfg->num_tables && num_hot >= 0);
+    const struct sr_table_config *tc = &cfg->tables[t];
+    for (int64_t k = 0; k < num_hot; k++)
+        if (hot[k] < 0 || hot[k] >= tc->num_embeddings)
+            return sr_error_set(SR_ERR_INVALID_ARG,
+                                "plan: table '%s' (hybrid): hot row %lld is outside [0, %lld)",
+                                tc->name, (long long)hot[k], (long long)tc->num_embeddings);
+    struct sr_table_plan *tp = &p->tables[t];
+    sr_free(tp->hot);
+    tp->hot = sr_malloc(sizeof(int64_t) * (size_t)(num_hot ? num_hot : 1));
+    if (num_hot)
+        memcpy(tp->hot, hot, sizeof(int64_t) * (size_t)num_hot);
+    qsort(tp->hot, (size_t)num_hot, sizeof(int64_t), cmp_i64);
+    int64_t n = 0;
+    for (int64_t k = 0; k < num_hot; k++)
+        if (n == 0 || tp->hot[k] != tp->hot[n - 1])
+            tp->hot[n++] = tp->hot[k];
+    tp->num_hot = n;
+    sr_plan_fill_hybrid(tp, tc, p->world_size);
+    return SR_OK;
 }
 
 void sr_plan_fill_twrw(struct sr_table_plan *tp, const struct sr_table_config *tc, int node, int L)
@@ -219,6 +267,9 @@ static void place(struct sr_plan *p, const struct sr_ebc_config *cfg, int t,
     case SR_SHARDING_TYPE_COLUMN_WISE:
         place_cw(&p->tables[t], tc, load, W);
         break;
+    case SR_SHARDING_TYPE_HYBRID: /* no hot rows yet: sr_plan_set_hybrid adds them */
+        sr_plan_fill_hybrid(&p->tables[t], tc, W);
+        break;
     default:
         SR_ABORT("unknown sharding type %d", (int)type);
     }
@@ -247,6 +298,11 @@ static int build(struct sr_plan **out, const struct sr_ebc_config *cfg, int W, i
         return rc;
     if (!types && (unsigned)one >= SR_SHARDING_TYPE_COUNT)
         return sr_error_set(SR_ERR_INVALID_ARG, "plan: unknown sharding type %d", (int)one);
+    if (!types && one == SR_SHARDING_TYPE_HYBRID)
+        return sr_error_set(SR_ERR_INVALID_ARG,
+                            "plan: hybrid tables need their hot rows, which a uniform plan "
+                            "does not know; HINT: let the planner choose (--plan auto) or "
+                            "write a plan file with \"hot\" rows");
     struct sr_plan *p = sr_plan_alloc(cfg->num_tables, W, L);
     double *load = sr_calloc((size_t)W, sizeof *load);
     int *order = tables_by_size(cfg);
@@ -325,6 +381,9 @@ static int expected_shards(const struct sr_table_plan *tp, const struct sr_table
     case SR_SHARDING_TYPE_ROW_WISE:
         sr_plan_fill_rw(want, tc, W);
         return tp->num_shards == W ? SR_OK : count_error(tp, W, "one row block per rank");
+    case SR_SHARDING_TYPE_HYBRID:
+        sr_plan_fill_hybrid(want, tc, W);
+        return tp->num_shards == W ? SR_OK : count_error(tp, W, "one row block per rank");
     case SR_SHARDING_TYPE_TABLE_ROW_WISE:
         sr_plan_fill_twrw(want, tc, s0 ? s0->rank / L : 0, L);
         return tp->num_shards == L ? SR_OK
@@ -347,6 +406,39 @@ static int expected_shards(const struct sr_table_plan *tp, const struct sr_table
     }
 }
 
+/* A hybrid table's hot rows: in [0, E), strictly ascending; none elsewhere. */
+static int validate_hot(const struct sr_table_plan *tp, const struct sr_table_config *tc)
+{
+    if (tp->type != SR_SHARDING_TYPE_HYBRID)
+        return tp->num_hot == 0 ? SR_OK
+                                : sr_error_set(SR_ERR_INVALID_ARG,
+                                               "plan: table '%s' (%s) has %lld hot rows; only "
+                                               "hybrid tables have them",
+                                               tp->name, sr_sharding_type_name(tp->type),
+                                               (long long)tp->num_hot);
+    if (tp->num_hot < 0 || tp->num_hot > tc->num_embeddings || (tp->num_hot > 0 && !tp->hot))
+        return sr_error_set(SR_ERR_INVALID_ARG,
+                            "plan: table '%s' (hybrid) has %lld hot rows, not in [0, E = %lld]",
+                            tp->name, (long long)tp->num_hot, (long long)tc->num_embeddings);
+    for (int64_t k = 0; k < tp->num_hot; k++) {
+        const int64_t v = tp->hot[k];
+        if (v < 0 || v >= tc->num_embeddings)
+            return sr_error_set(SR_ERR_INVALID_ARG,
+                                "plan: table '%s' (hybrid): hot[%lld] = %lld is outside its "
+                                "rows [0, %lld)",
+                                tp->name, (long long)k, (long long)v,
+                                (long long)tc->num_embeddings);
+        if (k > 0 && v <= tp->hot[k - 1])
+            return sr_error_set(SR_ERR_INVALID_ARG,
+                                "plan: table '%s' (hybrid): hot[%lld] = %lld %s hot[%lld] = "
+                                "%lld; HINT: list the hot rows once each, in ascending order",
+                                tp->name, (long long)k, (long long)v,
+                                v == tp->hot[k - 1] ? "repeats" : "is below", (long long)(k - 1),
+                                (long long)tp->hot[k - 1]);
+    }
+    return SR_OK;
+}
+
 static int validate_table(const struct sr_table_plan *tp, const struct sr_table_config *tc, int W,
                           int L)
 {
@@ -362,12 +454,13 @@ static int validate_table(const struct sr_table_plan *tp, const struct sr_table_
         if (!same_shard(&tp->shards[i], &want.shards[i]))
             rc = shard_error(tp, i,
                              tp->type == SR_SHARDING_TYPE_ROW_WISE ||
+                                     tp->type == SR_SHARDING_TYPE_HYBRID ||
                                      tp->type == SR_SHARDING_TYPE_TABLE_ROW_WISE
                                  ? "row blocks of ceil(E/ranks) rows must cover every row once"
                                  : "shards must cover every row and column once",
                              &want.shards[i]);
     sr_free(want.shards);
-    return rc;
+    return rc ? rc : validate_hot(tp, tc);
 }
 
 int sr_plan_validate(const struct sr_plan *p, const struct sr_ebc_config *cfg, int W, int L)
@@ -414,6 +507,11 @@ uint64_t sr_plan_hash(const struct sr_plan *p)
             const struct sr_shard *s = &tp->shards[i];
             h = fnv_i64(fnv_i64(fnv_i64(h, s->rank), s->row_offset), s->rows);
             h = fnv_i64(fnv_i64(h, s->col_offset), s->cols);
+        }
+        if (tp->type == SR_SHARDING_TYPE_HYBRID) { /* other types hash as before */
+            h = fnv_i64(h, tp->num_hot);
+            for (int64_t k = 0; k < tp->num_hot; k++)
+                h = fnv_i64(h, tp->hot[k]);
         }
     }
     return h;

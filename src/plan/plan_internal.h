@@ -12,6 +12,8 @@
 void sr_plan_fill_dp(struct sr_table_plan *tp, const struct sr_table_config *tc, int W);
 void sr_plan_fill_tw(struct sr_table_plan *tp, const struct sr_table_config *tc, int rank);
 void sr_plan_fill_rw(struct sr_table_plan *tp, const struct sr_table_config *tc, int W);
+/* rw's shards, type hybrid; tp's hot rows are kept. */
+void sr_plan_fill_hybrid(struct sr_table_plan *tp, const struct sr_table_config *tc, int W);
 void sr_plan_fill_twrw(struct sr_table_plan *tp, const struct sr_table_config *tc, int node, int L);
 /* n column shards, piece j on ranks[j]; n divides D. */
 void sr_plan_fill_cw(struct sr_table_plan *tp, const struct sr_table_config *tc, int n,

@@ -42,6 +42,11 @@ char *sr_plan_to_json(const struct sr_plan *p)
         cJSON *o = cJSON_CreateObject();
         cJSON_AddStringToObject(o, "name", tp->name);
         cJSON_AddStringToObject(o, "sharding", sr_sharding_type_name(tp->type));
+        if (tp->type == SR_SHARDING_TYPE_HYBRID) {
+            cJSON *hot = cJSON_AddArrayToObject(o, "hot");
+            for (int64_t k = 0; k < tp->num_hot; k++)
+                cJSON_AddItemToArray(hot, cJSON_CreateNumber((double)tp->hot[k]));
+        }
         cJSON *shards = cJSON_AddArrayToObject(o, "shards");
         for (int i = 0; i < tp->num_shards; i++)
             cJSON_AddItemToArray(shards, shard_json(&tp->shards[i]));
@@ -81,7 +86,8 @@ struct reader {
 };
 
 static const char *const root_keys[] = {"world_size", "local_size", "tables"};
-static const char *const table_keys[] = {"name", "sharding", "shards", "rank", "node", "ranks"};
+static const char *const table_keys[] = {"name", "sharding", "shards", "hot",
+                                         "rank", "node", "ranks"};
 static const char *const shard_keys[] = {"rank", "row_offset", "rows", "col_offset", "cols"};
 #define COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
 #define PLAN_MAX_BYTES  ((size_t)64 << 20) /* a plan file, read whole */
@@ -116,7 +122,12 @@ static int check_table_keys(const struct reader *r, const cJSON *o,
         snprintf(takes, sizeof takes, "takes \"%s\" or \"shards\"", own);
     else
         snprintf(takes, sizeof takes, "takes \"shards\" or nothing (the world size places it)");
-    for (int k = 3; k < COUNT(table_keys); k++) { /* the placement keys */
+    if (cJSON_GetObjectItemCaseSensitive(o, "hot") && type != SR_SHARDING_TYPE_HYBRID)
+        return sr_error_set(SR_ERR_INVALID_ARG,
+                            "plan '%s': %skey \"hot\" does not apply: only a hybrid table has "
+                            "hot rows",
+                            r->source, where);
+    for (int k = 4; k < COUNT(table_keys); k++) { /* the placement keys */
         const char *key = table_keys[k];
         if (cJSON_GetObjectItemCaseSensitive(o, key) && (listed || !own || strcmp(key, own)))
             return sr_error_set(SR_ERR_INVALID_ARG,
@@ -252,6 +263,9 @@ static int fill_short(const struct reader *r, const cJSON *o, const struct sr_ta
     case SR_SHARDING_TYPE_ROW_WISE:
         sr_plan_fill_rw(tp, tc, r->W);
         break;
+    case SR_SHARDING_TYPE_HYBRID:
+        sr_plan_fill_hybrid(tp, tc, r->W);
+        break;
     case SR_SHARDING_TYPE_TABLE_WISE:
         rc = get_int(r, o, tc->name, "rank", 0, r->W - 1, 0, 0, &k);
         if (!rc)
@@ -268,23 +282,51 @@ static int fill_short(const struct reader *r, const cJSON *o, const struct sr_ta
     return rc;
 }
 
+/* A hybrid table's "hot": an array of row numbers, kept as written (the
+ * validation says what is wrong with their order or range). */
+static int read_hot(const struct reader *r, const cJSON *arr, const struct sr_table_config *tc,
+                    struct sr_table_plan *tp)
+{
+    if (!cJSON_IsArray(arr))
+        return sr_error_set(SR_ERR_INVALID_ARG,
+                            "plan '%s': table '%s' (hybrid) needs \"hot\": an array of its hot "
+                            "rows, ascending (it is %s)",
+                            r->source, tc->name, arr ? sr_json_kind(arr) : "missing");
+    const int n = cJSON_GetArraySize(arr);
+    tp->num_hot = n;
+    tp->hot = sr_malloc(sizeof(int64_t) * (size_t)(n ? n : 1));
+    int k = 0;
+    const cJSON *it;
+    cJSON_ArrayForEach(it, arr)
+    {
+        const double d = cJSON_IsNumber(it) ? it->valuedouble : -1;
+        if (d != floor(d) || d < 0 || d >= (double)tc->num_embeddings)
+            return sr_error_set(SR_ERR_INVALID_ARG,
+                                "plan '%s': table '%s' (hybrid): \"hot\" entry %d must be a row "
+                                "in [0, %lld)",
+                                r->source, tc->name, k, (long long)tc->num_embeddings);
+        tp->hot[k++] = (int64_t)d;
+    }
+    return SR_OK;
+}
+
 static int read_table(const struct reader *r, const cJSON *o, const struct sr_table_config *tc,
                       struct sr_table_plan *tp)
 {
     const cJSON *ty = cJSON_GetObjectItemCaseSensitive(o, "sharding");
     if (!ty)
         return sr_error_set(SR_ERR_INVALID_ARG,
-                            "plan '%s': table '%s' lacks \"sharding\" (dp, tw, rw, cw or twrw)",
+                            "plan '%s': table '%s' lacks \"sharding\" (dp, tw, rw, cw, twrw or hybrid)",
                             r->source, tc->name);
     if (!cJSON_IsString(ty))
         return sr_error_set(SR_ERR_INVALID_ARG,
                             "plan '%s': table '%s': \"sharding\" is %s; it must be a string: "
-                            "\"dp\", \"tw\", \"rw\", \"cw\" or \"twrw\"",
+                            "\"dp\", \"tw\", \"rw\", \"cw\", \"twrw\" or \"hybrid\"",
                             r->source, tc->name, sr_json_kind(ty));
     if (sr_sharding_type_parse(ty->valuestring, &tp->type) != SR_OK)
         return sr_error_set(SR_ERR_INVALID_ARG,
                             "plan '%s': table '%s': unknown sharding type '%s'; choose dp, tw, "
-                            "rw, cw or twrw",
+                            "rw, cw, twrw or hybrid",
                             r->source, tc->name, ty->valuestring);
     int rc = check_table_keys(r, o, tc, tp->type);
     if (rc)
@@ -294,6 +336,8 @@ static int read_table(const struct reader *r, const cJSON *o, const struct sr_ta
     const cJSON *shards = cJSON_GetObjectItemCaseSensitive(o, "shards");
     rc = shards ? read_shards(r, shards, tc, tp) : fill_short(r, o, tc, tp);
     tp->type = type;
+    if (!rc && type == SR_SHARDING_TYPE_HYBRID)
+        rc = read_hot(r, cJSON_GetObjectItemCaseSensitive(o, "hot"), tc, tp);
     return rc;
 }
 

@@ -2,6 +2,8 @@
 #ifndef SHARDREC_CPU_DEVICE_H
 #define SHARDREC_CPU_DEVICE_H
 
+#include <stdint.h>
+
 #include "shardrec/device.h"
 
 struct sr_device *sr_cpu_device(void);
@@ -16,5 +18,15 @@ extern const struct sr_optim_ops sr_cpu_optim_ops;         /* cpu_optim.c */
 extern const struct sr_emb_dp_ops sr_cpu_emb_dp_ops;       /* cpu_embedding_dp.c */
 extern const struct sr_sparse_dist_ops sr_cpu_sparse_dist_ops; /* cpu_sparse_dist.c */
 extern const struct sr_cast_ops sr_cpu_cast_ops;           /* cpu_cast.c */
+
+/* cpu_hybrid.c: the sparse-dist ops of hybrid tables (ops_sparse_dist.h). */
+struct sr_sparse_dist_hybrid;
+struct sr_sparse_dist_kjt;
+void sr_cpu_hybrid_split(struct sr_device *dev, const struct sr_sparse_dist_hybrid *h,
+                         const struct sr_sparse_dist_kjt *in, int32_t *lengths, int32_t *full,
+                         int64_t *offsets, int64_t *values, float *weights, sr_stream_t s);
+void sr_cpu_rows_copy(struct sr_device *dev, int scatter, const int64_t *idx, int64_t n,
+                      int64_t width, const float *src, int64_t src_rows, float *dst,
+                      int64_t dst_rows, sr_stream_t s);
 
 #endif

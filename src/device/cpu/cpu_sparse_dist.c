@@ -291,9 +291,18 @@ static void cpu_pooled_scatter(struct sr_device *dev, const struct sr_sparse_dis
     for (int b = 0; b < B; b++)
         for (int q = 0; q < m->num_pieces; q++) {
             const struct sr_sparse_dist_piece *pc = &m->pieces[q];
+            if (pc->add == SR_PIECE_ADDED) /* its partner writes these columns */
+                continue;
             const float *in = buf + pc->block + (int64_t)b * pc->width + pc->gcol;
             float *out = pooled + (int64_t)b * m->out_dim + pc->fcol;
             const float k = scale[(size_t)pc->feature * B + b];
+            if (pc->add > 0) { /* a hybrid feature: cold + hot */
+                const struct sr_sparse_dist_piece *hp = &m->pieces[pc->add - 1];
+                const float *hot = buf + hp->block + (int64_t)b * hp->width + hp->gcol;
+                for (int c = 0; c < pc->cols; c++)
+                    out[c] = (in[c] + hot[c]) * k;
+                continue;
+            }
             for (int c = 0; c < pc->cols; c++)
                 out[c] = in[c] * k;
         }
@@ -322,4 +331,6 @@ const struct sr_sparse_dist_ops sr_cpu_sparse_dist_ops = {
     .unpack = cpu_unpack,
     .pooled_scatter = cpu_pooled_scatter,
     .pooled_gather = cpu_pooled_gather,
+    .hybrid_split = sr_cpu_hybrid_split,
+    .rows_copy = sr_cpu_rows_copy,
 };

@@ -70,6 +70,16 @@ extern const struct sr_emb_dp_ops sr_cuda_emb_dp_ops;         /* cuda_embedding_
 extern const struct sr_sparse_dist_ops sr_cuda_sparse_dist_ops; /* cuda_sparse_dist.cu */
 extern const struct sr_cast_ops sr_cuda_cast_ops;             /* cuda_cast.cu */
 
+/* cuda_hybrid.cu: the sparse-dist ops of hybrid tables (ops_sparse_dist.h). */
+struct sr_sparse_dist_hybrid;
+struct sr_sparse_dist_kjt;
+void sr_cu_hybrid_split(struct sr_device *dev, const struct sr_sparse_dist_hybrid *h,
+                        const struct sr_sparse_dist_kjt *in, int32_t *lengths, int32_t *full,
+                        int64_t *offsets, int64_t *values, float *weights, sr_stream_t s);
+void sr_cu_rows_copy(struct sr_device *dev, int scatter, const int64_t *idx, int64_t n,
+                     int64_t width, const float *src, int64_t src_rows, float *dst,
+                     int64_t dst_rows, sr_stream_t s);
+
 /* cuda_dense.cu: the dense state of a new device (cuBLASLt) and its release. */
 void sr_cuda_dense_init(struct sr_device *dev);
 void sr_cuda_dense_free(struct sr_device *dev);

@@ -598,7 +598,8 @@ __global__ void __launch_bounds__(SD_COPY)
 /* ---- pooled columns ------------------------------------------------------------ */
 
 /* Rows [32 x, 32 x + 32) of piece y: pooled <- buf * scale (scatter) or
- * buf <- dpooled * scale (gather). */
+ * buf <- dpooled * scale (gather); a hybrid feature's cold piece adds its
+ * hot piece's block first (scatter), the hot piece alone writes nothing. */
 template <int GATHER>
 __global__ void __launch_bounds__(SD_THREADS)
     pooled_kernel(const __grid_constant__ struct sr_sparse_dist_cols m, const float *in,
@@ -606,17 +607,22 @@ __global__ void __launch_bounds__(SD_THREADS)
 {
     const struct sr_sparse_dist_piece pc = m.pieces[blockIdx.y];
     const int B = m.batch, b0 = blockIdx.x * SD_ROWS, rows = min(SD_ROWS, B - b0);
-    if (pc.cols <= 0)
+    if (pc.cols <= 0 || (!GATHER && pc.add == SR_PIECE_ADDED)) /* its partner writes them */
         return;
     for (int e = threadIdx.x; e < rows * pc.cols; e += blockDim.x) {
         const int r = e / pc.cols, c = e - r * pc.cols, b = b0 + r;
         const int64_t at_buf = pc.block + (int64_t)b * pc.width + pc.gcol + c;
         const int64_t at_pooled = (int64_t)b * m.out_dim + pc.fcol + c;
         const float k = scale[(int64_t)pc.feature * B + b];
-        if (GATHER)
+        if (GATHER) {
             out[at_buf] = __fmul_rn(in[at_pooled], k);
-        else
+        } else if (pc.add > 0) { /* a hybrid feature: (cold + hot) * scale */
+            const struct sr_sparse_dist_piece hp = m.pieces[pc.add - 1];
+            const float hot = in[hp.block + (int64_t)b * hp.width + hp.gcol + c];
+            out[at_pooled] = __fmul_rn(__fadd_rn(in[at_buf], hot), k);
+        } else {
             out[at_pooled] = __fmul_rn(in[at_buf], k);
+        }
     }
 }
 
@@ -753,4 +759,6 @@ extern "C" const struct sr_sparse_dist_ops sr_cuda_sparse_dist_ops = {
     .unpack = cuda_unpack,
     .pooled_scatter = cuda_pooled_scatter,
     .pooled_gather = cuda_pooled_gather,
+    .hybrid_split = sr_cu_hybrid_split,
+    .rows_copy = sr_cu_rows_copy,
 };
