@@ -184,6 +184,14 @@ $(BUILD)/tests/mpi_sharded_ebc: tests/mpi/mpi_sharded_ebc.c tests/mpi/sharded_eb
 	$(CC) $(CFLAGS) -Itests -o $@ $< $(SHARDED_EBC_OBJS) $(BUILD)/obj/tests/helpers/host_view.o \
 	    $(BUILD)/libshardrec.a $(LDFLAGS) $(LDLIBS)
 
+# mpi_hybrid (tests/mpi/mpi_hybrid.c) uses the harness of tests/mpi/sharded_ebc/ too.
+$(BUILD)/tests/mpi_hybrid: tests/mpi/mpi_hybrid.c tests/mpi/sharded_ebc/harness.h \
+                           $(SHARDED_EBC_OBJS) $(BUILD)/obj/tests/helpers/host_view.o \
+                           $(BUILD)/libshardrec.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Itests -Itests/mpi -o $@ $< $(SHARDED_EBC_OBJS) \
+	    $(BUILD)/obj/tests/helpers/host_view.o $(BUILD)/libshardrec.a $(LDFLAGS) $(LDLIBS)
+
 # Benchmark programs (bench/*.c), built with the tests so that CI compiles them
 BENCH_BINS := $(patsubst bench/%.c,$(BUILD)/bench/%,$(wildcard bench/*.c))
 .PHONY: bench

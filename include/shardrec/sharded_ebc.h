@@ -367,6 +367,19 @@ int sr_sharded_ebc_num_local_shards(const struct sr_sharded_ebc *s);
 void sr_sharded_ebc_local_shard(const struct sr_sharded_ebc *s, int i,
                                 struct sr_sharded_ebc_shard *out);
 
+/* Hybrid tables (plan.h). Their hot rows live in a replica on every rank;
+ * the rows' copies in the rw shards are stale until hot_rows_out copies the
+ * replica (weights and optimizer state) over them: call it, not
+ * collective, stream-ordered on `stream`, before anything reads the shards
+ * (sr_sharded_ebc_local_shard views, for weights files and checkpoints;
+ * sr_sharded_ebc_gather_table does it itself). After writing the shards
+ * (a load), hot_rows_in refreshes every replica from them: collective over
+ * comms->sparse (one all-reduce per hybrid table), blocking, returns SR_OK.
+ * Both are no-ops without hybrid tables. The replicas are not among the
+ * local shards: the shards of a hybrid table are its rw shards. */
+void sr_sharded_ebc_hot_rows_out(struct sr_sharded_ebc *s, sr_stream_t stream);
+int sr_sharded_ebc_hot_rows_in(struct sr_sharded_ebc *s);
+
 void sr_sharded_ebc_stats(const struct sr_sharded_ebc *s, struct sr_sharded_ebc_stats *out);
 
 #endif

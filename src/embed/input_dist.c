@@ -129,6 +129,12 @@ void sr_input_dist_counts_start(struct sr_sharded_ebc *s, struct sr_sharded_ebc_
     const int64_t flags = (!local_rc && kjt->weights ? FLAG_WEIGHTS : 0) |
                           (local_rc < 0 ? FLAG_ERROR : 0) |
                           (local_rc == SR_SHARDED_EBC_END_OF_DATA ? FLAG_END : 0);
+    const int32_t *full = NULL; /* the bags' full lengths, for mean pooling */
+    if (!local_rc) {
+        full = kjt->lengths;
+        kjt = sr_sharded_hybrid_split(s, b, kjt); /* hybrid tables: hot and cold ids apart */
+        full = kjt == &b->xkjt ? b->x_full : full;
+    }
     b->kjt = local_rc ? NULL : kjt;
     b->local_rc = local_rc;
     struct sr_sparse_dist_kjt k;
@@ -137,7 +143,7 @@ void sr_input_dist_counts_start(struct sr_sharded_ebc *s, struct sr_sharded_ebc_
     sr_op_sparse_dist_bucketize(s->dev, &s->sd_layout, local_rc ? NULL : &k, flags, b->lens,
                                 b->count_send, b->stream);
     if (!local_rc)
-        sr_op_sparse_dist_mean_scales(s->dev, &s->sd_layout, kjt->lengths, b->scale, b->stream);
+        sr_op_sparse_dist_mean_scales(s->dev, &s->sd_layout, full, b->scale, b->stream);
     for (int r = 0; r < s->W; r++) {
         b->send_counts[r] = (size_t)(s->count_displ[r + 1] - s->count_displ[r]);
         b->send_displs[r] = (size_t)s->count_displ[r];

@@ -168,6 +168,7 @@ struct sr_sharded_ebc_batch *sr_sharded_batch_alloc(struct sr_sharded_ebc *s)
     if (s->local)
         return alloc_local(s, b);
     alloc_input_dist(s, b);
+    sr_sharded_hybrid_batch_alloc(s, b);
     for (int k = 0; k < GROUP_COUNT; k++)
         alloc_group_batch(s, &s->groups[k], &b->gb[k]);
     alloc_output_dist(s, b);
@@ -196,6 +197,7 @@ void sr_sharded_batch_release(struct sr_sharded_ebc_batch *b)
     sr_dev_event_destroy(s->dev, b->staged);
     for (int k = 0; k < GROUP_COUNT; k++)
         free_group_batch(s->dev, &s->groups[k], &b->gb[k]);
+    sr_sharded_hybrid_batch_free(s, b);
     void *device[] = {b->lens,     b->count_send, b->count_recv, b->send_buf,
                       b->recv_buf, b->scale,      b->od_buf,     b->twrw_mid};
     for (size_t i = 0; i < sizeof device / sizeof device[0]; i++)

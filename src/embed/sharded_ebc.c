@@ -99,18 +99,6 @@ static int check_optim_plan(const struct sr_optim_config *o, const struct sr_pla
     return SR_OK;
 }
 
-static struct sr_plan *plan_copy(const struct sr_plan *p)
-{
-    struct sr_plan *q = sr_plan_alloc(p->num_tables, p->world_size, p->local_size);
-    for (int t = 0; t < p->num_tables; t++) {
-        q->tables[t] = p->tables[t];
-        q->tables[t].shards = sr_malloc(sizeof(struct sr_shard) * (size_t)p->tables[t].num_shards);
-        memcpy(q->tables[t].shards, p->tables[t].shards,
-               sizeof(struct sr_shard) * (size_t)p->tables[t].num_shards);
-    }
-    return q;
-}
-
 /* ---- slots --------------------------------------------------------------- */
 
 enum group_kind sr_sharded_group_of(enum sr_sharding_type type)
@@ -119,6 +107,7 @@ enum group_kind sr_sharded_group_of(enum sr_sharding_type type)
     case SR_SHARDING_TYPE_DATA_PARALLEL:
         return GROUP_DP;
     case SR_SHARDING_TYPE_ROW_WISE:
+    case SR_SHARDING_TYPE_HYBRID: /* its cold rows; the expanded plan calls it rw */
         return GROUP_RW;
     case SR_SHARDING_TYPE_TABLE_ROW_WISE:
         return GROUP_TWRW;
@@ -234,6 +223,14 @@ static void *upload_meta(struct sr_sharded_ebc *s, const void *host, size_t byte
     return s->dev_meta[s->num_dev_meta++] = upload(s->dev, host, bytes);
 }
 
+static void fill_state(struct sr_sharded_ebc *s, struct sr_emb_table *tab, size_t sf)
+{
+    if (sf)
+        sr_op_emb_fill(s->dev, tab->state, (int64_t)sf,
+                       s->optim.kind == SR_OPTIM_ADAM ? 0.0f : s->optim.initial_accumulator,
+                       NULL);
+}
+
 /* Allocate a local shard and draw its rows as the global table's (ebc.h). */
 static void init_shard(struct sr_sharded_ebc *s, struct sr_emb_table *tab, int t,
                        const struct sr_shard *sh, uint64_t seed, int dp)
@@ -256,6 +253,11 @@ static void init_shard(struct sr_sharded_ebc *s, struct sr_emb_table *tab, int t
                  tc->name, (long long)sh->rows, sh->cols, (long long)sh->row_offset);
     tab->weight = sr_dev_alloc_named(s->dev, sizeof(float) * (wf + sf + 16), what);
     tab->state = sf ? (float *)tab->weight + wf : NULL;
+    if (sr_sharded_is_replica(s, t)) { /* a hybrid table's hot rows, drawn as its rows */
+        sr_sharded_hybrid_init_replica(s, tab, t, seed);
+        fill_state(s, tab, sf);
+        return;
+    }
 
     char name[SR_NAME_MAX + 16];
     snprintf(name, sizeof name, "emb.%s.weight", tc->name);
@@ -270,10 +272,7 @@ static void init_shard(struct sr_sharded_ebc *s, struct sr_emb_table *tab, int t
     /* one launch for the shard, a column piece too (its columns of each row) */
     sr_op_emb_init_uniform(s->dev, tab->weight, tab->dtype, sh->rows, sh->cols, sh->row_offset,
                            sh->col_offset, D, seed, stream, -bound, bound, NULL);
-    if (sf)
-        sr_op_emb_fill(s->dev, tab->state, (int64_t)sf,
-                       s->optim.kind == SR_OPTIM_ADAM ? 0.0f : s->optim.initial_accumulator,
-                       NULL);
+    fill_state(s, tab, sf);
 }
 
 /* Local tables of group g: dp tables (my replica), else the shards I own. */
@@ -517,23 +516,33 @@ static void build_pieces(struct sr_sharded_ebc *s)
     const struct group *dp = &s->groups[GROUP_DP];
     struct sr_sparse_dist_piece *pc =
         sr_calloc((size_t)s->cfg.num_features + 3 * (size_t)s->num_slots + 1, sizeof *pc);
+    int *hot_piece = sr_calloc((size_t)s->hyb.num_features + 1, sizeof *hot_piece);
     int n = 0;
     for (int j = 0; j < dp->layout.num_features; j++) {
         const int f = dp->slot_of[j];
+        if (s->hyb.expanded && f >= s->hyb.user_cfg.num_features)
+            hot_piece[f - s->hyb.user_cfg.num_features] = n; /* added by its cold piece */
         pc[n++] = (struct sr_sparse_dist_piece){
             .block = 0,
             .width = dp->out_dim,
             .gcol = dp->features[j].col,
             .fcol = s->feature_col[f],
             .cols = s->cfg.tables[s->cfg.feature_table[f]].embedding_dim,
-            .feature = f};
+            .feature = f,
+            .add = s->hyb.expanded && f >= s->hyb.user_cfg.num_features ? SR_PIECE_ADDED
+                                                                          : SR_PIECE_PLAIN};
     }
     int64_t off = (int64_t)B * dp->out_dim;
     for (int r = 0; r < W; r++) {
         n = rank_pieces(s, pc, n, GROUP_A2A, r, off);
         off += (int64_t)B * s->group_out[GROUP_A2A * W + r];
     }
+    const int rw0 = n;
     n = rank_pieces(s, pc, n, GROUP_RW, s->rank, off);
+    for (int q = rw0; s->hyb.num_features && q < n; q++) /* hybrid: cold + hot */
+        if (s->hyb.hot_of[pc[q].feature] >= 0)
+            pc[q].add = 1 + hot_piece[s->hyb.hot_of[pc[q].feature]];
+    sr_free(hot_piece);
     off += (int64_t)B * s->groups[GROUP_RW].out_dim;
     for (int m = 0; m < s->nodes; m++) {
         n = rank_pieces(s, pc, n, GROUP_TWRW, m * s->L, off);
@@ -601,15 +610,19 @@ static int alloc_dp(struct sr_sharded_ebc *s)
 
 /* ---- init / free ---------------------------------------------------------- */
 
+/* Pooled columns of the caller's features; a hot feature's are its feature's. */
 static void build_features(struct sr_sharded_ebc *s)
 {
-    const int F = s->cfg.num_features;
+    const int F = s->cfg.num_features, Fu = sr_sharded_user_cfg(s)->num_features;
     s->feature_col = sr_calloc((size_t)F, sizeof *s->feature_col);
-    for (int f = 0; f < F; f++) {
+    for (int f = 0; f < Fu; f++) {
         const struct sr_table_config *tc = &s->cfg.tables[s->cfg.feature_table[f]];
         s->feature_col[f] = s->out_dim;
         s->out_dim += tc->embedding_dim;
     }
+    for (int f = 0; f < Fu; f++)
+        if (s->hyb.num_features && s->hyb.hot_of[f] >= 0)
+            s->feature_col[Fu + s->hyb.hot_of[f]] = s->feature_col[f];
 }
 
 int sr_sharded_ebc_init(struct sr_sharded_ebc **out, struct sr_device *dev,
@@ -651,13 +664,18 @@ int sr_sharded_ebc_init(struct sr_sharded_ebc **out, struct sr_device *dev,
     s->rank = sr_comm_rank(comms->sparse);
     s->node = s->rank / s->L;
     s->local_rank = s->rank % s->L;
-    sr_ebc_config_copy(&s->cfg, cfg);
-    s->plan = plan_copy(plan);
-    s->feature_cap = sr_calloc((size_t)cfg->num_features + 1, sizeof *s->feature_cap);
+    rc = sr_sharded_hybrid_expand(s, cfg, plan);
+    if (rc) {
+        sr_sharded_ebc_free(s);
+        return rc;
+    }
+    s->feature_cap = sr_calloc((size_t)s->cfg.num_features + 1, sizeof *s->feature_cap);
     for (int f = 0; f < cfg->num_features; f++) {
         const int64_t cap = feature_max_values ? feature_max_values[f] : max_values;
         s->feature_cap[f] = cap < max_values ? cap : max_values;
         s->caps_given |= s->feature_cap[f] < max_values;
+        if (s->hyb.num_features && s->hyb.hot_of[f] >= 0) /* its hot ids: at most as many */
+            s->feature_cap[cfg->num_features + s->hyb.hot_of[f]] = s->feature_cap[f];
     }
     build_features(s);
     build_slots(s);
@@ -670,6 +688,7 @@ int sr_sharded_ebc_init(struct sr_sharded_ebc **out, struct sr_device *dev,
         return rc;
     }
     sr_sharded_local_init(s);
+    sr_sharded_hybrid_upload(s);
     s->sd = dev->sparse_dist;
     size_input_dist(s);
     build_sd_layout(s);
@@ -724,6 +743,7 @@ void sr_sharded_ebc_free(struct sr_sharded_ebc *s)
         sr_dev_free_host(s->dev, s->wire_send);
         sr_dev_free_host(s->dev, s->wire_recv);
     }
+    sr_sharded_hybrid_free(s);
     sr_plan_free(s->plan);
     sr_ebc_config_release(&s->cfg);
     sr_free(s);
@@ -736,7 +756,7 @@ int sr_sharded_ebc_out_dim(const struct sr_sharded_ebc *s)
 
 const struct sr_ebc_config *sr_sharded_ebc_config(const struct sr_sharded_ebc *s)
 {
-    return &s->cfg;
+    return sr_sharded_user_cfg(s);
 }
 
 void sr_sharded_ebc_stats(const struct sr_sharded_ebc *s, struct sr_sharded_ebc_stats *out)

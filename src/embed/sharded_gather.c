@@ -67,8 +67,9 @@ static void unpack_shards(const struct sr_sharded_ebc *s, int t, const float *re
 
 int sr_sharded_ebc_gather_table(struct sr_sharded_ebc *s, int t, float *full)
 {
-    if (t < 0 || t >= s->cfg.num_tables)
+    if (t < 0 || t >= sr_sharded_user_cfg(s)->num_tables)
         return sr_error_set(SR_ERR_INVALID_ARG, "sharded EBC: no table %d", t);
+    sr_sharded_ebc_hot_rows_out(s, NULL); /* hybrid tables: the replica's rows into the shards */
     const struct sr_table_plan *tp = &s->plan->tables[t];
     const struct sr_table_config *tc = &s->cfg.tables[t];
     if (s->rank == 0 && !full)
@@ -108,11 +109,18 @@ int sr_sharded_ebc_gather_table(struct sr_sharded_ebc *s, int t, float *full)
     return SR_OK;
 }
 
+/* Local tables of group g that are shards of the caller's tables (the dp
+ * group's last T_h are hybrid tables' replicas: not shards of their own). */
+static int shards_of(const struct sr_sharded_ebc *s, int g)
+{
+    return s->groups[g].num_tables - (g == GROUP_DP ? s->hyb.num_tables : 0);
+}
+
 int sr_sharded_ebc_num_local_shards(const struct sr_sharded_ebc *s)
 {
     int n = 0;
     for (int g = 0; g < GROUP_COUNT; g++)
-        n += s->groups[g].num_tables;
+        n += shards_of(s, g);
     return n;
 }
 
@@ -120,8 +128,8 @@ void sr_sharded_ebc_local_shard(const struct sr_sharded_ebc *s, int i,
                                 struct sr_sharded_ebc_shard *out)
 {
     int g = 0;
-    while (g < GROUP_COUNT && i >= s->groups[g].num_tables)
-        i -= s->groups[g++].num_tables;
+    while (g < GROUP_COUNT && i >= shards_of(s, g))
+        i -= shards_of(s, g++);
     SR_ASSERT(g < GROUP_COUNT && i >= 0);
     const struct group *gr = &s->groups[g];
     const struct sr_emb_table *tab = &gr->tables[i];

@@ -27,6 +27,15 @@
  *                                            local rank j holds sources
  *                                            {m*L + j}, node m ascending
  *
+ * Hybrid tables (plan.h; sharded_hybrid.c) are made of the parts above: the
+ * EBC runs on an expanded config and plan, in which a hybrid table of H > 0
+ * hot rows is rw and gets a dp replica table of H rows (appended after the
+ * caller's T tables), and each of its features a hot feature that looks the
+ * replica up (appended after the caller's F features, its pooled columns
+ * those of its feature). counts_start first splits the caller's KJT into
+ * the expanded one (hybrid_split); the output dist's pieces add each hot
+ * block into its cold one. The caller sees its own config throughout.
+ *
  * Every per-step loop over ids, bag lengths and pooled values runs in the
  * device's sparse-dist ops (device/ops_sparse_dist.h, which also describes
  * the messages); the host sees only the counts message. The plan's tables for
@@ -87,6 +96,27 @@ struct group_batch {
     float *dpooled;                            /* (batch, out_dim) device; dp: the same view */
 };
 
+/* One replica: a hybrid table with H > 0 hot rows (sharded_hybrid.c). */
+struct hybrid_table {
+    int table;               /* the hybrid table (index in both configs) */
+    int replica;             /* its dp replica table in the expanded config */
+    int64_t num_hot;         /* H */
+    int64_t *hot;            /* (H) host: the hot rows, ascending */
+    int64_t first, count;    /* my rw shard's hot rows: hot[first .. first + count) */
+    int64_t *shard_rows;     /* (count) device: their rows in my shard */
+};
+
+/* The hybrid tables of the plan; all zero without them. */
+struct hybrid {
+    int num_tables;                /* T_h: replicas */
+    struct hybrid_table *tables;   /* (T_h) */
+    int num_features;              /* F_h: hot features */
+    int expanded;                  /* cfg and plan are expanded; user_cfg is the caller's */
+    struct sr_ebc_config user_cfg; /* the caller's config (when expanded) */
+    struct sr_sparse_dist_hybrid split; /* hybrid_split's tables (device arrays in dev_meta) */
+    int32_t *hot_of;               /* (F) host: feature f's hot feature k, or -1 */
+};
+
 /* Where a batch is in its stages (sharded_ebc.h); each stage asserts it. */
 enum batch_state {
     BATCH_IDLE = 0,  /* no batch (or it was dropped) */
@@ -107,7 +137,11 @@ struct sr_sharded_ebc_batch {
     struct sr_sharded_ebc *s;
     enum batch_state state;
     int local_rc;       /* this rank's flag in the counts: 0, END_OF_DATA or an error */
-    struct sr_kjt *kjt; /* this rank's batch, from counts start to data start; NULL: none */
+    struct sr_kjt *kjt; /* this rank's batch, from counts start to data start; NULL: none
+                           (with hybrid tables: &xkjt, the split one) */
+    struct sr_kjt xkjt; /* hybrid: the KJT of F + F_h features, device arrays below */
+    int32_t *x_full;    /* (F + F_h, B) device, hybrid: each bag's full length */
+    float *x_weights;   /* (max_values) device, hybrid: xkjt's weights when it has them */
     int internal;       /* the EBC's own (forward/backward); not counted in num_batches */
 
     /* input dist */
@@ -153,8 +187,9 @@ struct sr_sharded_ebc_batch {
 struct sr_sharded_ebc {
     struct sr_device *dev;
     struct sr_sharded_ebc_comms comms;
-    struct sr_ebc_config cfg; /* own copy */
-    struct sr_plan *plan;     /* own copy */
+    struct sr_ebc_config cfg; /* own copy; expanded when the plan has hybrid tables */
+    struct sr_plan *plan;     /* own copy; the same */
+    struct hybrid hyb;
     struct sr_optim_config optim;
     const float *lr_dev; /* sr_sharded_ebc_set_update_scalars, or NULL */
     const int64_t *step_dev;
@@ -181,7 +216,7 @@ struct sr_sharded_ebc {
     const struct sr_sparse_dist_ops *sd;
     struct sr_sparse_dist_layout sd_layout;
     struct sr_sparse_dist_cols sd_cols;
-    void *dev_meta[16];
+    void *dev_meta[24];
     int num_dev_meta;
 
     /* input dist: sizes of each batch's buffers */
@@ -305,6 +340,32 @@ int sr_local_counts(struct sr_sharded_ebc *s, struct sr_sharded_ebc_batch *b);
 void sr_local_lookup(struct sr_sharded_ebc *s, struct sr_sharded_ebc_batch *b);
 void sr_local_update(struct sr_sharded_ebc *s, struct sr_sharded_ebc_batch *b, float lr,
                      int64_t step);
+
+/* sharded_hybrid.c. expand: s->cfg and s->plan from the caller's (copies;
+ * expanded when the plan has hybrid tables, see above), s->hyb with its
+ * host tables; SR_ERR_INVALID_ARG for a hybrid table it cannot run.
+ * upload: hybrid_split's tables and the replicas' shard rows, to the
+ * device. init_replica: draw replica tab as its table's hot rows are drawn
+ * (ebc.h). split: b's KJT split into b->xkjt (stream-ordered); returns it.
+ * user_cfg: the caller's config. is_replica: table t of cfg is a replica. */
+int sr_sharded_hybrid_expand(struct sr_sharded_ebc *s, const struct sr_ebc_config *cfg,
+                             const struct sr_plan *plan);
+void sr_sharded_hybrid_upload(struct sr_sharded_ebc *s);
+void sr_sharded_hybrid_init_replica(struct sr_sharded_ebc *s, struct sr_emb_table *tab, int t,
+                                    uint64_t seed);
+struct sr_kjt *sr_sharded_hybrid_split(struct sr_sharded_ebc *s, struct sr_sharded_ebc_batch *b,
+                                       struct sr_kjt *kjt);
+void sr_sharded_hybrid_free(struct sr_sharded_ebc *s);
+void sr_sharded_hybrid_batch_alloc(struct sr_sharded_ebc *s, struct sr_sharded_ebc_batch *b);
+void sr_sharded_hybrid_batch_free(struct sr_sharded_ebc *s, struct sr_sharded_ebc_batch *b);
+static inline const struct sr_ebc_config *sr_sharded_user_cfg(const struct sr_sharded_ebc *s)
+{
+    return s->hyb.expanded ? &s->hyb.user_cfg : &s->cfg;
+}
+static inline int sr_sharded_is_replica(const struct sr_sharded_ebc *s, int t)
+{
+    return s->hyb.expanded && t >= s->hyb.user_cfg.num_tables;
+}
 
 /* sharded_ebc.c: the output-dist group of a sharding type; the index in g's
  * tables of table t's shard `shard` (aborts when this rank holds none). */

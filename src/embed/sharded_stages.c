@@ -80,7 +80,7 @@ static int in_flight(const struct sr_sharded_ebc *s, enum batch_state st)
  * (sr_sharded_ebc_init's feature_max_values). */
 static int check_feature_caps(const struct sr_sharded_ebc *s, const struct sr_kjt *kjt)
 {
-    const struct sr_ebc_config *c = &s->cfg;
+    const struct sr_ebc_config *c = sr_sharded_user_cfg(s);
     if (!s->caps_given)
         return SR_OK;
     if (!kjt->length_per_key)
@@ -109,7 +109,7 @@ static int check_feature_caps(const struct sr_sharded_ebc *s, const struct sr_kj
 
 static int check_kjt(const struct sr_sharded_ebc *s, struct sr_kjt *kjt)
 {
-    const struct sr_ebc_config *c = &s->cfg;
+    const struct sr_ebc_config *c = sr_sharded_user_cfg(s);
     if (kjt->num_keys != c->num_features || kjt->stride != s->B || kjt->num_values > s->max_values)
         return sr_error_set(SR_ERR_INVALID_ARG,
                             "sharded EBC: KJT of %d features, %d samples and %lld ids; this EBC "

@@ -86,8 +86,8 @@ struct reader {
 };
 
 static const char *const root_keys[] = {"world_size", "local_size", "tables"};
-static const char *const table_keys[] = {"name", "sharding", "shards", "hot",
-                                         "rank", "node", "ranks"};
+static const char *const table_keys[] = {"name", "sharding", "shards", "rank",
+                                         "node", "ranks", "hot"};
 static const char *const shard_keys[] = {"rank", "row_offset", "rows", "col_offset", "cols"};
 #define COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
 #define PLAN_MAX_BYTES  ((size_t)64 << 20) /* a plan file, read whole */
@@ -127,7 +127,7 @@ static int check_table_keys(const struct reader *r, const cJSON *o,
                             "plan '%s': %skey \"hot\" does not apply: only a hybrid table has "
                             "hot rows",
                             r->source, where);
-    for (int k = 4; k < COUNT(table_keys); k++) { /* the placement keys */
+    for (int k = 3; k < COUNT(table_keys) - 1; k++) { /* the placement keys */
         const char *key = table_keys[k];
         if (cJSON_GetObjectItemCaseSensitive(o, key) && (listed || !own || strcmp(key, own)))
             return sr_error_set(SR_ERR_INVALID_ARG,
