@@ -207,7 +207,7 @@ static int predict_whole(const struct sr_planner_model *m, const struct sr_topol
                          struct sr_planner_report **r)
 {
     struct sr_plan *plan = NULL;
-    int rc = sr_planner_whole_plan(i, m->ebc, t->world_size, t->ranks_per_node, &plan);
+    int rc = sr_planner_whole_plan(i, m, t->world_size, t->ranks_per_node, &plan);
     if (!rc)
         rc = sr_planner_predict(m, t, plan, r);
     sr_plan_free(plan);
@@ -315,6 +315,7 @@ static int run(struct sr_train_config *cfg, const struct plan_args *a)
         printf("\nplan written to %s (train --plan %s)\n", a->out, a->out);
     sr_plan_free(plan);
     sr_planner_report_free(r);
+    sr_planner_stats_release(stats, cfg->num_tables);
     sr_free(stats);
     return rc;
 }

@@ -26,6 +26,9 @@ struct sr_planner_table {
     double ids_per_sample; /* mean ids a sample looks up in it, over its features */
     int features;          /* features that look it up: pooled outputs of D each */
     double hot_share;      /* the share of its lookups the hottest 1% of rows take */
+    int64_t num_hot;       /* rows in hot: ceil(E/100), or 0 */
+    int64_t *hot;          /* (num_hot) those hottest rows, ascending, or NULL (not known:
+                              no hybrid option); owned, sr_planner_stats_release frees */
     double slot_bytes;     /* buffers a shard of it holds on its rank, per sample of the
                               global batch (its features' ids and bags received there) */
 };
@@ -100,26 +103,31 @@ struct sr_planner_report {
  * E rows under Zipf(s) (s <= 0: uniform ids) = H_s(ceil(E/100)) / H_s(E). */
 double sr_planner_hot_share(int64_t rows, double zipf_s);
 
+/* Free the hot lists of T tables' statistics (the array stays). */
+void sr_planner_stats_release(struct sr_planner_table *stats, int T);
+
 /* The prediction for `plan` (validated against the model's tables and the
  * topology's world size). SR_ERR_INVALID_ARG on a mismatch. */
 int sr_planner_predict(const struct sr_planner_model *m, const struct sr_topology *topo,
                        const struct sr_plan *plan, struct sr_planner_report **out);
 
 /* The search: per table, largest first, the option (dp, tw on a rank, rw,
- * cw with n shards, twrw on a node) that makes the predicted step of the
+ * cw with n shards, twrw on a node, hybrid when its hot rows are known) that makes the predicted step of the
  * tables placed so far shortest with every rank within memory. Fails with
  * SR_ERR_INVALID_ARG naming the first table nothing fits. */
 int sr_planner_search(const struct sr_planner_model *m, const struct sr_topology *topo,
                       struct sr_plan **plan, struct sr_planner_report **report);
 
 /* The whole plans the search is held against (and `plan --compare` shows):
- * 0 all tw, 1 all rw, 2 the rule-based default (sr_plan_default). Their
- * short names ("all tw", "all rw", "default (dp + tw)"), and plan i for the
- * tables on W ranks, L a node (sr_plan_uniform's or sr_plan_default's
- * errors). */
-#define SR_PLANNER_WHOLE_PLANS 3
+ * 0 all tw, 1 all rw, 2 the rule-based default (sr_plan_default), 3 all
+ * hybrid (every table whose statistics know its hot rows hybrid with them,
+ * the others rw; SR_ERR_INVALID_ARG when none is known or W = 1). Their
+ * short names ("all tw", "all rw", "default (dp + tw)", "all hybrid"), and
+ * plan i for m's tables on W ranks, L a node (sr_plan_uniform's or
+ * sr_plan_default's errors). */
+#define SR_PLANNER_WHOLE_PLANS 4
 const char *sr_planner_whole_plan_name(int i);
-int sr_planner_whole_plan(int i, const struct sr_ebc_config *ebc, int world_size, int local_size,
+int sr_planner_whole_plan(int i, const struct sr_planner_model *m, int world_size, int local_size,
                           struct sr_plan **out);
 
 /* The table: per table its type, shards, ranks, memory, compute and

@@ -96,6 +96,16 @@ void sr_synth_teacher_parts(const struct sr_synth *s, int64_t first_index, int64
  * set to 0 for uniform. Returns SR_ERR_INVALID_ARG with a hint otherwise. */
 int sr_id_dist_parse(const char *spec, enum sr_id_dist *dist, double *zipf_s);
 
+/* The n hottest rows of a table of `rows` rows that the k features
+ * `features` look up (their ids drawn as sr_synth_init's, from seed, dist
+ * and zipf_s): a row's heat is the sum over the features of weights[j] (say
+ * feature j's mean ids a sample) times the probability of the row's
+ * popularity rank under feature j. With one feature they are exactly the
+ * images of ranks 0 .. n-1 under its bijection. Ties go to the lower row.
+ * Writes min(n, rows) rows to out, ascending, and returns their count. */
+int64_t sr_synth_hot_rows(int64_t rows, uint64_t seed, const int *features, const double *weights,
+                          int k, enum sr_id_dist dist, double zipf_s, int64_t n, int64_t *out);
+
 /* Write samples first_index .. first_index+n-1 as Criteo TSV lines:
  *   label \t I1 .. I13 \t C1 .. CF \n
  * I are the integer counts (empty when missing), C the ids as 8 lowercase hex

@@ -201,3 +201,56 @@ int sr_id_dist_parse(const char *spec, enum sr_id_dist *dist, double *zipf_s)
                         "in (0, 100], e.g. zipf:1.05",
                         spec);
 }
+
+/* ---- the hottest rows of a table ------------------------------------------------------ */
+
+struct scored_row {
+    int64_t row;
+    double score;
+};
+
+static int by_score(const void *a, const void *b)
+{
+    const struct scored_row *x = a, *y = b;
+    if (x->score != y->score)
+        return x->score > y->score ? -1 : 1;
+    return (x->row > y->row) - (x->row < y->row);
+}
+
+static int by_row(const void *a, const void *b)
+{
+    const int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+int64_t sr_synth_hot_rows(int64_t rows, uint64_t seed, const int *features, const double *weights,
+                          int k, enum sr_id_dist dist, double zipf_s, int64_t n, int64_t *out)
+{
+    n = n < rows ? n : rows;
+    if (n <= 0 || k <= 0)
+        return 0;
+    struct sr_id_sampler *m = malloc(sizeof *m * (size_t)k);
+    struct scored_row *c = malloc(sizeof *c * (size_t)n * (size_t)k);
+    SR_ASSERT(m && c);
+    for (int j = 0; j < k; j++)
+        sr_id_sampler_init(&m[j], rows, seed, features[j], dist, zipf_s);
+    /* candidates: every feature's n hottest ranks; a row's score: its
+     * probability under each feature, weighted by the feature's ids */
+    for (int j = 0; j < k; j++)
+        for (int64_t r = 0; r < n; r++) {
+            struct scored_row *s = &c[(size_t)j * n + r];
+            s->row = sr_id_sampler_id(&m[j], r);
+            s->score = 0;
+            for (int i = 0; i < k; i++)
+                s->score += weights[i] * sr_id_sampler_prob(&m[i], sr_id_sampler_rank_of(&m[i], s->row));
+        }
+    qsort(c, (size_t)n * k, sizeof *c, by_score);
+    int64_t got = 0;
+    for (int64_t i = 0; i < n * k && got < n; i++)
+        if (i == 0 || c[i].row != c[i - 1].row) /* equal rows score equally: adjacent */
+            out[got++] = c[i].row;
+    qsort(out, (size_t)got, sizeof *out, by_row);
+    free(c);
+    free(m);
+    return got;
+}

@@ -15,6 +15,12 @@
  *             (reduce-scatter); twrw on node n: inside n a reduce-scatter
  *             (to each node peer N_nodes b f D), then each rank of n sends
  *             b f D to its peer of the same local rank on every other node
+ *   hybrid    its H = ceil(E/100) hot rows (hot share h) a dp table of H
+ *             rows (lookup of b p h ids a rank, dense update and all-reduce
+ *             of H x D), the rest rw with (1 - h) of the ids; the output rw's
+ *             (every bag's partial sums travel, hot or not). A plan's other H
+ *             takes a share interpolated linearly (a lower bound: the share
+ *             grows concavely with H)
  *   gradient  the output's bytes, mirrored
  *   all-reduce  dense parameters and dp tables' gradients, ring:
  *             2 (W - 1) / W bytes over the slowest link it crosses
@@ -233,14 +239,17 @@ static void ids_to(struct pl_acc *a, int t, int owner, double share,
              b * st->ids_per_sample * share * ID_BYTES + b * st->features * LEN_BYTES, cost);
 }
 
-static void add_dp(struct pl_acc *a, int t, struct sr_planner_table_cost *cost)
+/* A table replicated on every rank: E rows (dp: all of them; hybrid: its hot
+ * rows), looked up by `share` of its ids. */
+static void add_replica(struct pl_acc *a, int t, double E, double share,
+                        struct sr_planner_table_cost *cost)
 {
     const struct sr_table_config *tc = &a->m->ebc->tables[t];
-    double E = (double)tc->num_embeddings, D = tc->embedding_dim;
+    double D = tc->embedding_dim;
     double b = (double)a->m->global_batch / a->W;
     for (int r = 0; r < a->W; r++) {
         double q = bag_ids(a, t);
-        double lookup = b * a->m->stats[t].ids_per_sample * (1 + 1 / q) / 2 /
+        double lookup = b * a->m->stats[t].ids_per_sample * share * (1 + 1 / q) / 2 /
                         sr_topology_gather_rows_s(a->topo, (int)D, a->m->stats[t].hot_share);
         double update = E * D * 4 * 3 / (a->topo->memory_gb_s * 1e9);
         a->lookup[r] += lookup;
@@ -257,6 +266,11 @@ static void add_dp(struct pl_acc *a, int t, struct sr_planner_table_cost *cost)
         cost->comm_bytes += 2.0 * (a->W - 1) * E * D * a->m->dense_wire_bytes;
 }
 
+static void add_dp(struct pl_acc *a, int t, struct sr_planner_table_cost *cost)
+{
+    add_replica(a, t, (double)a->m->ebc->tables[t].num_embeddings, 1.0, cost);
+}
+
 /* A shard owned whole by its rank's samples of every rank (tw, cw piece). */
 static void add_owned(struct pl_acc *a, int t, const struct sr_shard *sh,
                       struct sr_planner_table_cost *cost)
@@ -271,13 +285,14 @@ static void add_owned(struct pl_acc *a, int t, const struct sr_shard *sh,
         send(a, PL_A2A, sh->rank, r, b * st->features * sh->cols * a->m->wire_bytes, cost);
 }
 
-/* A block of rows (rw, twrw): its share of the ids, looked up where it lives. */
-static void add_block(struct pl_acc *a, int t, const struct sr_shard *sh,
+/* A block of rows (rw, twrw): its share of the ids, looked up where it lives
+ * (hybrid: of the `cold` share of them that are not hot). */
+static void add_block(struct pl_acc *a, int t, const struct sr_shard *sh, double cold,
                       struct sr_planner_table_cost *cost)
 {
     const struct sr_planner_table *st = &a->m->stats[t];
     double E = (double)a->m->ebc->tables[t].num_embeddings;
-    double share = E > 0 ? (double)sh->rows / E : 0;
+    double share = E > 0 ? cold * (double)sh->rows / E : 0;
     work(a, t, sh->rank, (double)a->m->global_batch * st->ids_per_sample * share, sh->cols, cost);
     memory(a, sh->rank, (double)sh->rows, sh->cols, elem_bytes(a), cost);
     shard_buffers(a, t, sh->rank);
@@ -309,12 +324,43 @@ static void add_twrw_output(struct pl_acc *a, int t, int node, struct sr_planner
     }
 }
 
+/* The share of t's lookups that H hot rows take: the statistics' hot share
+ * at their ceil(E/100) rows, linear on either side of it (ends 0 and 1). */
+double pl_hot_share_of(const struct sr_planner_model *m, int t, int64_t H)
+{
+    const int64_t E = m->ebc->tables[t].num_embeddings, H1 = (E + 99) / 100;
+    const double h1 = m->stats[t].hot_share;
+    if (H <= 0 || E <= 0)
+        return 0;
+    if (H == m->stats[t].num_hot) /* the statistics' own hot rows */
+        return h1;
+    if (H >= E)
+        return 1;
+    if (H <= H1)
+        return h1 * (double)H / (double)H1;
+    return h1 + (1 - h1) * (double)(H - H1) / (double)(E - H1);
+}
+
+/* Hot rows replicated (a dp table of H rows), the rest rw. */
+static void add_hybrid(struct pl_acc *a, int t, const struct sr_table_plan *tp,
+                       struct sr_planner_table_cost *cost)
+{
+    const double h = pl_hot_share_of(a->m, t, tp->num_hot);
+    if (tp->num_hot > 0)
+        add_replica(a, t, (double)tp->num_hot, h, cost);
+    for (int i = 0; i < tp->num_shards; i++)
+        add_block(a, t, &tp->shards[i], 1 - h, cost);
+    add_rw_output(a, t, cost);
+}
+
 void pl_acc_add_table(struct pl_acc *a, int t, const struct sr_table_plan *tp,
                       struct sr_planner_table_cost *cost)
 {
     if (cost)
         memset(cost, 0, sizeof *cost);
-    if (tp->type >= 0 && tp->type < 32)
+    if (tp->type == SR_SHARDING_TYPE_HYBRID) /* its groups: the dp and the rw one */
+        a->kinds |= (1u << SR_SHARDING_TYPE_DATA_PARALLEL) | (1u << SR_SHARDING_TYPE_ROW_WISE);
+    else if (tp->type >= 0 && tp->type < 32)
         a->kinds |= 1u << tp->type;
     switch (tp->type) {
     case SR_SHARDING_TYPE_DATA_PARALLEL:
@@ -327,14 +373,17 @@ void pl_acc_add_table(struct pl_acc *a, int t, const struct sr_table_plan *tp,
         return;
     case SR_SHARDING_TYPE_ROW_WISE:
         for (int i = 0; i < tp->num_shards; i++)
-            add_block(a, t, &tp->shards[i], cost);
+            add_block(a, t, &tp->shards[i], 1.0, cost);
         add_rw_output(a, t, cost);
         return;
     case SR_SHARDING_TYPE_TABLE_ROW_WISE:
         for (int i = 0; i < tp->num_shards; i++)
-            add_block(a, t, &tp->shards[i], cost);
+            add_block(a, t, &tp->shards[i], 1.0, cost);
         if (tp->num_shards)
             add_twrw_output(a, t, node_of(a, tp->shards[0].rank), cost);
+        return;
+    case SR_SHARDING_TYPE_HYBRID:
+        add_hybrid(a, t, tp, cost);
         return;
     default:
         SR_ASSERT(0);

@@ -6,15 +6,16 @@
  *   dp;  tw on rank r (each r);  rw;  cw in n pieces (n from 2 to W dividing
  *   D, pieces on the n ranks with the least embedding work so far; not with
  *   row-wise Adagrad, whose state needs whole rows);  twrw on node k (each
- *   k, with several nodes of several ranks)
+ *   k, with several nodes of several ranks);  hybrid (its hottest 1% of
+ *   rows replicated, the rest rw; when the statistics know those rows)
  *
  * is added to the tables placed so far and the predicted step of that
  * partial plan compared; the shortest that fits every rank's memory wins
  * (ties: the first in the order above). The reason, the winner's step
  * against the runner-up's, is kept for --explain. Then up to 3 passes
  * re-place each table with all the others where they are, keeping moves
- * that shorten the step; last, all-tw, all-rw and the default rule are
- * predicted whole and replace the searched plan if one is faster within
+ * that shorten the step; last, all-tw, all-rw, the default rule and
+ * all-hybrid are predicted whole and replace the searched plan if one is faster within
  * memory.
  */
 #include <math.h>
@@ -126,6 +127,9 @@ static void describe(char *buf, size_t cap, const struct sr_table_plan *tp, int 
     case SR_SHARDING_TYPE_COLUMN_WISE:
         snprintf(buf, cap, "cw in %d pieces", tp->num_shards);
         break;
+    case SR_SHARDING_TYPE_HYBRID:
+        snprintf(buf, cap, "hybrid (%lld hot rows)", (long long)tp->num_hot);
+        break;
     default:
         snprintf(buf, cap, "%s", sr_sharding_type_name(tp->type));
     }
@@ -134,9 +138,44 @@ static void describe(char *buf, size_t cap, const struct sr_table_plan *tp, int 
 static void move_table_plan(struct sr_table_plan *dst, struct sr_table_plan *src)
 {
     sr_free(dst->shards);
+    sr_free(dst->hot);
     *dst = *src;
     src->shards = NULL;
     src->num_shards = 0;
+    src->hot = NULL;
+    src->num_hot = 0;
+}
+
+static void drop_table_plan(struct sr_table_plan *tp)
+{
+    sr_free(tp->shards);
+    sr_free(tp->hot);
+    tp->shards = NULL;
+    tp->hot = NULL;
+    tp->num_hot = 0;
+}
+
+void sr_planner_stats_release(struct sr_planner_table *stats, int T)
+{
+    for (int t = 0; stats && t < T; t++) {
+        sr_free(stats[t].hot);
+        stats[t].hot = NULL;
+        stats[t].num_hot = 0;
+    }
+}
+
+/* tp := table t hybrid with the statistics' hot rows; 0 when they are not known. */
+static int fill_hybrid(struct sr_table_plan *tp, const struct sr_planner_model *m, int t, int W)
+{
+    const struct sr_planner_table *st = &m->stats[t];
+    if (!st->hot || st->num_hot <= 0 || W < 2)
+        return 0;
+    sr_plan_fill_hybrid(tp, &m->ebc->tables[t], W);
+    sr_free(tp->hot);
+    tp->hot = sr_malloc(sizeof(int64_t) * (size_t)st->num_hot);
+    memcpy(tp->hot, st->hot, sizeof(int64_t) * (size_t)st->num_hot);
+    tp->num_hot = st->num_hot;
+    return 1;
 }
 
 /* Try option tp for table t: keep it as best or runner-up. */
@@ -174,8 +213,7 @@ static void try_option(struct search *s, int t, struct sr_table_plan *tp)
         s->second.step = c.step, s->second.fits = c.fits;
         snprintf(s->label_second, sizeof s->label_second, "%s", label);
     }
-    sr_free(tp->shards);
-    tp->shards = NULL;
+    drop_table_plan(tp);
 }
 
 /* The n ranks with the least embedding work placed so far (ties: lowest). */
@@ -225,7 +263,9 @@ static void try_all(struct search *s, int t)
         sr_plan_fill_twrw(&tp, tc, k, s->L);
         try_option(s, t, &tp);
     }
-    sr_free(tp.shards);
+    if (fill_hybrid(&tp, s->m, t, s->W))
+        try_option(s, t, &tp);
+    drop_table_plan(&tp);
 }
 
 static int *tables_by_size(const struct sr_ebc_config *cfg)
@@ -265,8 +305,8 @@ static int infeasible(struct search *s, int t)
                           tc->name, (long long)tc->num_embeddings, tc->embedding_dim,
                           s->label_best, 100 * s->best.memory_ratio, s->worst_rank,
                           s->topo->memory_bytes / 1e9);
-    sr_free(s->best.tp.shards);
-    sr_free(s->second.tp.shards);
+    drop_table_plan(&s->best.tp);
+    drop_table_plan(&s->second.tp);
     return rc;
 }
 
@@ -297,7 +337,7 @@ static int place_table(struct search *s, struct sr_plan *plan, struct sr_planner
     reason(s, rep->why[t], sizeof rep->why[t], "with the tables placed so far");
     pl_acc_add_table(&s->placed, t, &s->best.tp, NULL);
     move_table_plan(&plan->tables[t], &s->best.tp);
-    sr_free(s->second.tp.shards);
+    drop_table_plan(&s->second.tp);
     return SR_OK;
 }
 
@@ -340,8 +380,8 @@ static int improve(struct search *s, struct sr_plan *plan, struct sr_planner_rep
             move_table_plan(&plan->tables[t], &s->best.tp);
             moves++;
         }
-        sr_free(s->best.tp.shards);
-        sr_free(s->second.tp.shards);
+        drop_table_plan(&s->best.tp);
+        drop_table_plan(&s->second.tp);
     }
     return moves;
 }
@@ -349,13 +389,32 @@ static int improve(struct search *s, struct sr_plan *plan, struct sr_planner_rep
 const char *sr_planner_whole_plan_name(int i)
 {
     static const char *const names[SR_PLANNER_WHOLE_PLANS] = {"all tw", "all rw",
-                                                              "default (dp + tw)"};
+                                                              "default (dp + tw)", "all hybrid"};
     return i >= 0 && i < SR_PLANNER_WHOLE_PLANS ? names[i] : "?";
 }
 
-int sr_planner_whole_plan(int i, const struct sr_ebc_config *ebc, int world_size, int local_size,
+/* Every table with known hot rows hybrid, the others rw. */
+static int all_hybrid(const struct sr_planner_model *m, int W, int L, struct sr_plan **out)
+{
+    int rc = sr_plan_uniform(out, m->ebc, SR_SHARDING_TYPE_ROW_WISE, W, L), any = 0;
+    for (int t = 0; !rc && t < m->ebc->num_tables; t++)
+        any |= fill_hybrid(&(*out)->tables[t], m, t, W);
+    if (!rc && !any) {
+        sr_plan_free(*out);
+        *out = NULL;
+        return sr_error_set(SR_ERR_INVALID_ARG,
+                            "all hybrid: no table's hot rows are known (uniform ids, or one "
+                            "rank)");
+    }
+    return rc;
+}
+
+int sr_planner_whole_plan(int i, const struct sr_planner_model *m, int world_size, int local_size,
                           struct sr_plan **out)
 {
+    const struct sr_ebc_config *ebc = m->ebc;
+    if (i == 3)
+        return all_hybrid(m, world_size, local_size, out);
     if (i == 2)
         return sr_plan_default(out, ebc, world_size, local_size);
     return sr_plan_uniform(out, ebc, i ? SR_SHARDING_TYPE_ROW_WISE : SR_SHARDING_TYPE_TABLE_WISE,
@@ -367,11 +426,12 @@ int sr_planner_whole_plan(int i, const struct sr_ebc_config *ebc, int world_size
 static void against_uniform(struct search *s, struct sr_plan **plan, struct sr_planner_report *rep)
 {
     static const char *const why_names[SR_PLANNER_WHOLE_PLANS] = {
-        "all tw", "all rw", "the default rule (dp up to 1024 rows, tw)"};
+        "all tw", "all rw", "the default rule (dp up to 1024 rows, tw)",
+        "all hybrid (every table's hottest 1% of rows replicated, the rest rw)"};
     double best = plan_step(s, *plan, NULL), ratio;
     for (int i = 0; i < SR_PLANNER_WHOLE_PLANS; i++) {
         struct sr_plan *u = NULL;
-        if (sr_planner_whole_plan(i, s->m->ebc, s->W, s->L, &u)) {
+        if (sr_planner_whole_plan(i, s->m, s->W, s->L, &u)) {
             sr_error_clear();
             continue;
         }

@@ -47,6 +47,8 @@ double pl_acc_rank_memory(const struct pl_acc *a, int rank);
 /* The largest memory of a rank over its capacity (> 1: does not fit); *rank
  * gets that rank. */
 double pl_acc_memory_ratio(const struct pl_acc *a, int *rank);
+/* The share of table t's lookups that its H hottest rows take (cost_model.c). */
+double pl_hot_share_of(const struct sr_planner_model *m, int t, int64_t H);
 /* The dense block's parameters (MLPs, DCN). */
 double pl_dense_params(const struct sr_planner_model *m);
 

@@ -131,26 +131,45 @@ int64_t sr_table_stats_samples(const struct sr_table_stats *s)
     return s->samples;
 }
 
-static int by_count_desc(const void *a, const void *b)
+static int by_row_asc(const void *a, const void *b)
 {
     int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-    return (x < y) - (x > y);
+    return (x > y) - (x < y);
 }
 
-/* The share of t's lookups its ceil(E/100) most counted rows take. */
-static double hot_share(const struct sr_table_stats *s, int t)
+/* A counted row: its count and its row. */
+struct counted {
+    int64_t count, row;
+};
+
+static int by_count_then_row(const void *a, const void *b)
+{
+    const struct counted *x = a, *y = b;
+    if (x->count != y->count)
+        return x->count > y->count ? -1 : 1;
+    return (x->row > y->row) - (x->row < y->row);
+}
+
+/* The share of t's lookups its ceil(E/100) most counted rows take (ties: the
+ * lower row), and those rows, ascending, into out->hot. */
+static double hot_share(const struct sr_table_stats *s, int t, struct sr_planner_table *out)
 {
     const struct row_counts *c = &s->counts[t];
     int64_t E = s->table_rows[t], hot = (E + 99) / 100, top = 0, n = 0;
     if (s->lookups[t] == 0)
         return (double)hot / (double)E;
-    int64_t *v = sr_malloc(sizeof *v * (size_t)c->used);
+    struct counted *v = sr_malloc(sizeof *v * (size_t)(c->used + 1));
     for (int64_t i = 0; i < c->cap; i++)
         if (c->rows[i])
-            v[n++] = c->counts[i];
-    qsort(v, (size_t)n, sizeof *v, by_count_desc);
-    for (int64_t i = 0; i < n && i < hot; i++)
-        top += v[i];
+            v[n++] = (struct counted){c->counts[i], c->rows[i] - 1};
+    qsort(v, (size_t)n, sizeof *v, by_count_then_row);
+    out->num_hot = n < hot ? n : hot;
+    out->hot = sr_malloc(sizeof *out->hot * (size_t)(out->num_hot + 1));
+    for (int64_t i = 0; i < out->num_hot; i++) {
+        top += v[i].count;
+        out->hot[i] = v[i].row;
+    }
+    qsort(out->hot, (size_t)out->num_hot, sizeof *out->hot, by_row_asc);
     sr_free(v);
     return (double)top / (double)s->lookups[t];
 }
@@ -160,7 +179,7 @@ void sr_table_stats_finish(const struct sr_table_stats *s, struct sr_planner_tab
     for (int t = 0; t < s->num_tables; t++) {
         out[t] = (struct sr_planner_table){0};
         out[t].ids_per_sample = s->samples > 0 ? (double)s->lookups[t] / (double)s->samples : 0;
-        out[t].hot_share = hot_share(s, t);
+        out[t].hot_share = hot_share(s, t, &out[t]);
     }
     for (int f = 0; f < s->num_features; f++)
         out[s->feature_table[f]].features++;

@@ -222,6 +222,8 @@ static int resume(struct sr_trainer *t, int64_t *step)
     if (!rc)
         rc = load_dense(t, path);
     rc = agree(t, rc);
+    if (!rc) /* hybrid tables: their replicas from the loaded shards */
+        rc = sr_sharded_ebc_hot_rows_in(t->sebc);
     if (!rc && t->log)
         fprintf(t->log, "resumed from %s at step %" PRId64 "%s\n", ck.dir, *step,
                 ck.world_size != t->world_size || sr_plan_hash(old) != sr_plan_hash(t->plan)

@@ -90,6 +90,7 @@ struct sr_ckpt_job *sr_ckpt_job_stage(struct sr_trainer *t, int64_t step, const 
     snprintf(j->dir, sizeof j->dir, "%s", dir);
     atomic_init(&j->done, 0);
     sr_ckpt_rank_file(j->rank_file, sizeof j->rank_file, t->rank);
+    sr_sharded_ebc_hot_rows_out(t->sebc, NULL); /* hybrid tables: their hot rows into the shards */
     stage_shards(t, j, &at);
     if (t->rank == 0)
         stage_dense(t, j, &at);

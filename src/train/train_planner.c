@@ -65,6 +65,25 @@ void sr_train_config_slot_stats(const struct sr_train_config *cfg, struct sr_pla
             (double)sr_train_config_slot_sample_bytes(cfg, f);
 }
 
+/* Zipf ids: table t's hottest ceil(E/100) rows, as its features draw them. */
+static void hot_rows_of_config(const struct sr_train_config *cfg, int t,
+                               struct sr_planner_table *st)
+{
+    int feats[SR_MAX_FEATURES], k = 0;
+    double weights[SR_MAX_FEATURES];
+    const int64_t E = cfg->tables[t].num_embeddings, H = (E + 99) / 100;
+    for (int f = 0; f < cfg->num_features; f++)
+        if (cfg->feature_table[f] == t) {
+            weights[k] = feature_mean_ids(cfg, f);
+            feats[k++] = f;
+        }
+    if (cfg->id_dist != SR_ID_DIST_ZIPF || k == 0 || H < 1)
+        return;
+    st->hot = sr_malloc(sizeof *st->hot * (size_t)H);
+    st->num_hot = sr_synth_hot_rows(E, cfg->seed, feats, weights, k, cfg->id_dist, cfg->zipf_s, H,
+                                    st->hot);
+}
+
 static void stats_of_config(const struct sr_train_config *cfg, struct sr_planner_table *stats)
 {
     for (int t = 0; t < cfg->num_tables; t++) {
@@ -77,6 +96,8 @@ static void stats_of_config(const struct sr_train_config *cfg, struct sr_planner
         st->ids_per_sample += feature_mean_ids(cfg, f);
         st->features++;
     }
+    for (int t = 0; t < cfg->num_tables; t++)
+        hot_rows_of_config(cfg, t, &stats[t]);
 }
 
 /* The samples of an open reader into s: batches of B until n samples or the

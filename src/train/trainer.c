@@ -602,8 +602,10 @@ static int per_shard(const struct sr_trainer *t)
 
 int sr_trainer_load_weights(struct sr_trainer *t, const char *path)
 {
-    if (per_shard(t))
-        return load_sharded_weights(t, path);
+    if (per_shard(t)) { /* then hybrid tables' replicas from the loaded shards */
+        int rc = load_sharded_weights(t, path);
+        return rc ? rc : sr_sharded_ebc_hot_rows_in(t->sebc);
+    }
     float **tables = local_tables(t);
     int rc = sr_weights_load_tables(path, t->dlrm, sr_sharded_ebc_config(t->sebc), tables);
     sr_free(tables);

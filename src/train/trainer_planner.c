@@ -117,6 +117,36 @@ static void stats_of_message(struct sr_trainer *t, const double *msg)
     sr_train_config_slot_stats(t->cfg, p->stats);
 }
 
+/* The tables' hot rows (the hybrid option's) as rank 0 found them: their
+ * counts, then the rows, two broadcasts over t->world. */
+static void hot_rows_of_rank0(struct sr_trainer *t)
+{
+    struct sr_planner_table *st = t->predicted.stats;
+    const int T = t->cfg->num_tables;
+    int64_t *n = sr_calloc((size_t)T + 1, sizeof *n), all = 0;
+    for (int k = 0; t->rank == 0 && k < T; k++)
+        n[k] = st[k].hot ? st[k].num_hot : -1;
+    sr_comm_broadcast(t->world, n, n, (size_t)T, SR_DTYPE_I64, 0, NULL, NULL);
+    for (int k = 0; k < T; k++)
+        all += n[k] > 0 ? n[k] : 0;
+    int64_t *rows = sr_calloc((size_t)all + 1, sizeof *rows), at = 0;
+    for (int k = 0; t->rank == 0 && k < T; k++)
+        for (int64_t i = 0; i < n[k]; i++)
+            rows[at++] = st[k].hot[i];
+    sr_comm_broadcast(t->world, rows, rows, (size_t)all, SR_DTYPE_I64, 0, NULL, NULL);
+    at = 0;
+    for (int k = 0; t->rank != 0 && k < T; k++) {
+        if (n[k] < 0)
+            continue;
+        st[k].num_hot = n[k];
+        st[k].hot = sr_malloc(sizeof *st[k].hot * (size_t)(n[k] + 1));
+        memcpy(st[k].hot, rows + at, sizeof *rows * (size_t)n[k]);
+        at += n[k];
+    }
+    sr_free(rows);
+    sr_free(n);
+}
+
 /* The tables' statistics, made on the first call and kept for the
  * prediction: rank 0 makes them (sr_train_config_table_stats: with --data,
  * on its first --plan-sample samples) and broadcasts them, so every rank
@@ -147,11 +177,14 @@ static int table_stats(struct sr_trainer *t)
     rc = (int)msg[0];
     if (!rc && t->rank != 0)
         stats_of_message(t, msg);
+    if (!rc)
+        hot_rows_of_rank0(t);
     if (rc && t->rank != 0)
         sr_error_set(rc, "--data: rank 0 could not measure the tables' statistics on it (its "
                          "message says why)");
     sr_free(msg);
     if (rc) {
+        sr_planner_stats_release(p->stats, T);
         sr_free(p->stats);
         p->stats = NULL;
     }
@@ -241,6 +274,7 @@ void sr_trainer_plan_predict(struct sr_trainer *t)
 void sr_trainer_prediction_free(struct sr_trainer *t)
 {
     sr_planner_report_free(t->predicted.report);
+    sr_planner_stats_release(t->predicted.stats, t->cfg->num_tables);
     sr_free(t->predicted.stats);
     t->predicted.report = NULL;
     t->predicted.stats = NULL;

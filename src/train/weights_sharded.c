@@ -230,6 +230,7 @@ static int write_blocks(struct sr_trainer *t, const struct job *j, int fd)
     int n = sr_sharded_ebc_num_local_shards(t->sebc), rc = SR_OK;
     float *stage = t->dev->host_visible ? NULL : sr_dev_alloc_host(t->dev, STAGE_BYTES);
     float *wide = t->cfg->emb_dtype != SR_DTYPE_F32 ? sr_malloc(STAGE_BYTES) : NULL;
+    sr_sharded_ebc_hot_rows_out(t->sebc, NULL); /* hybrid tables: their hot rows into the shards */
     sr_dev_sync(t->dev, NULL); /* the last step's updates have run */
     for (int i = 0; i < n && !rc; i++) {
         struct sr_sharded_ebc_shard sh;
