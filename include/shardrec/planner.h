@@ -121,7 +121,7 @@ int sr_planner_search(const struct sr_planner_model *m, const struct sr_topology
 /* The whole plans the search is held against (and `plan --compare` shows):
  * 0 all tw, 1 all rw, 2 the rule-based default (sr_plan_default), 3 all
  * hybrid (every table whose statistics know its hot rows hybrid with them,
- * the others rw; SR_ERR_INVALID_ARG when none is known or W = 1). Their
+ * the others rw; SR_ERR_INVALID_ARG when none is known). Their
  * short names ("all tw", "all rw", "default (dp + tw)", "all hybrid"), and
  * plan i for m's tables on W ranks, L a node (sr_plan_uniform's or
  * sr_plan_default's errors). */

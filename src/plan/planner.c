@@ -168,7 +168,7 @@ void sr_planner_stats_release(struct sr_planner_table *stats, int T)
 static int fill_hybrid(struct sr_table_plan *tp, const struct sr_planner_model *m, int t, int W)
 {
     const struct sr_planner_table *st = &m->stats[t];
-    if (!st->hot || st->num_hot <= 0 || W < 2)
+    if (!st->hot || st->num_hot <= 0)
         return 0;
     sr_plan_fill_hybrid(tp, &m->ebc->tables[t], W);
     sr_free(tp->hot);
@@ -263,7 +263,7 @@ static void try_all(struct search *s, int t)
         sr_plan_fill_twrw(&tp, tc, k, s->L);
         try_option(s, t, &tp);
     }
-    if (fill_hybrid(&tp, s->m, t, s->W))
+    if (s->W > 1 && fill_hybrid(&tp, s->m, t, s->W))
         try_option(s, t, &tp);
     drop_table_plan(&tp);
 }
@@ -403,8 +403,8 @@ static int all_hybrid(const struct sr_planner_model *m, int W, int L, struct sr_
         sr_plan_free(*out);
         *out = NULL;
         return sr_error_set(SR_ERR_INVALID_ARG,
-                            "all hybrid: no table's hot rows are known (uniform ids, or one "
-                            "rank)");
+                            "hybrid: no table's hot rows are known; HINT: --id-dist zipf:S, "
+                            "or --data to count them on");
     }
     return rc;
 }

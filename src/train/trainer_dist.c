@@ -376,6 +376,8 @@ static int make_plan(struct sr_trainer *t)
         return sr_error_set(SR_ERR_INVALID_ARG, "give --plan or --sharding, not both");
     if (cfg->plan_path[0])
         return sr_plan_read(&t->plan, cfg->plan_path, &ec, W, L);
+    if (cfg->sharding == SR_SHARDING_TYPE_HYBRID) /* hot rows from the tables' statistics */
+        return sr_trainer_plan_hybrid(t);
     if (cfg->sharding >= 0)
         return sr_plan_uniform(&t->plan, &ec, (enum sr_sharding_type)cfg->sharding, W, L);
     if (W == 1) /* one rank, no plan: every table whole here (the EBC's local mode) */

@@ -250,6 +250,17 @@ int sr_trainer_plan_search(struct sr_trainer *t)
     return rc;
 }
 
+int sr_trainer_plan_hybrid(struct sr_trainer *t)
+{
+    struct sr_ebc_config ec;
+    struct sr_planner_model m;
+    int rc = table_stats(t); /* collective: first, whatever fails after */
+    if (rc)
+        return rc;
+    model_of(t, &ec, &m);
+    return sr_planner_whole_plan(3, &m, t->world_size, sr_comm_local_size(t->sparse), &t->plan);
+}
+
 void sr_trainer_plan_predict(struct sr_trainer *t)
 {
     struct sr_ebc_config ec;
