@@ -3,7 +3,8 @@
  * (tables not divisible by W, one-row tables, empty shards), cw pieces, tw
  * balancing, the default plan, validation errors that name the table and the
  * fault, JSON round trips (full and short forms, files), JSON errors (integers
- * that do not fit are errors, never wrapped), and the plan hash.
+ * that do not fit are errors, never wrapped), the plan hash, and hybrid
+ * tables (hot rows: round trip, hash, sorting, errors naming the table).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -433,6 +434,85 @@ static void test_json_strict_text(void **state)
     assert_non_null(strstr(sr_error_message(), "not a regular file"));
 }
 
+/* Hybrid tables: rw shards plus sorted hot rows; the JSON round trip, the
+ * hash, sr_plan_set_hybrid, and errors that name the table. */
+static void test_hybrid(void **state)
+{
+    struct tcfg c;
+    config(&c);
+    const char *text = "{\"tables\": [{\"name\": \"a\", \"sharding\": \"hybrid\", \"hot\": [1, 4, 9]},"
+                       " {\"name\": \"b\", \"sharding\": \"hybrid\", \"hot\": []},"
+                       " {\"name\": \"c\", \"sharding\": \"rw\"},"
+                       " {\"name\": \"d\", \"sharding\": \"tw\", \"rank\": 1}]}";
+    struct sr_plan *p, *q;
+    assert_int_equal(sr_plan_from_json(&p, text, "t", &c.cfg, 3, 1), SR_OK);
+    assert_int_equal(p->tables[0].type, SR_SHARDING_TYPE_HYBRID);
+    assert_int_equal(p->tables[0].num_shards, 3);
+    expect_shard(&p->tables[0].shards[1], 1, 4, 4, 0, 4); /* rw's blocks of ceil(10/3) */
+    assert_int_equal(p->tables[0].num_hot, 3);
+    assert_int_equal(p->tables[0].hot[2], 9);
+    assert_int_equal(p->tables[1].num_hot, 0);
+    char *json = sr_plan_to_json(p);
+    assert_non_null(strstr(json, "\"hot\""));
+    assert_int_equal(sr_plan_from_json(&q, json, "round trip", &c.cfg, 3, 1), SR_OK);
+    assert_true(sr_plan_hash(p) == sr_plan_hash(q));
+    assert_int_equal(q->tables[0].num_hot, 3);
+    assert_memory_equal(q->tables[0].hot, p->tables[0].hot, 3 * sizeof(int64_t));
+    sr_free(json);
+    /* another hot row: another plan */
+    int64_t other[3] = {9, 1, 5}, dup[4] = {7, 7, 0, 3};
+    assert_int_equal(sr_plan_set_hybrid(q, &c.cfg, 0, other, 3), SR_OK);
+    assert_int_equal(q->tables[0].hot[1], 5); /* sorted */
+    assert_true(sr_plan_hash(p) != sr_plan_hash(q));
+    assert_int_equal(sr_plan_set_hybrid(q, &c.cfg, 0, dup, 4), SR_OK);
+    assert_int_equal(q->tables[0].num_hot, 3); /* deduplicated */
+    assert_int_equal(sr_plan_validate(q, &c.cfg, 3, 1), SR_OK);
+    other[0] = 10;
+    assert_int_equal(sr_plan_set_hybrid(q, &c.cfg, 0, other, 3), SR_ERR_INVALID_ARG);
+    assert_non_null(strstr(sr_error_message(), "table 'a'"));
+    /* validation of hot rows set by hand */
+    q->tables[0].hot[1] = q->tables[0].hot[0];
+    assert_int_equal(sr_plan_validate(q, &c.cfg, 3, 1), SR_ERR_INVALID_ARG);
+    assert_non_null(strstr(sr_error_message(), "table 'a' (hybrid): hot[1] = 0 repeats"));
+    sr_plan_free(p);
+    sr_plan_free(q);
+    /* a uniform plan cannot be hybrid: it does not know the hot rows */
+    assert_int_equal(sr_plan_uniform(&p, &c.cfg, SR_SHARDING_TYPE_HYBRID, 2, 1), SR_ERR_INVALID_ARG);
+    assert_non_null(strstr(sr_error_message(), "hot rows"));
+}
+
+static void test_hybrid_json_errors(void **state)
+{
+    struct tcfg c;
+    config(&c);
+    const char *rest = ", {\"name\": \"b\", \"sharding\": \"dp\"}, {\"name\": \"c\", \"sharding\": "
+                       "\"rw\"}, {\"name\": \"d\", \"sharding\": \"rw\"}]}";
+    static const char *const cases[][2] = {
+        {"{\"name\": \"a\", \"sharding\": \"hybrid\"", "table 'a' (hybrid) needs \"hot\""},
+        {"{\"name\": \"a\", \"sharding\": \"hybrid\", \"hot\": 3",
+         "table 'a' (hybrid) needs \"hot\""},
+        {"{\"name\": \"a\", \"sharding\": \"hybrid\", \"hot\": [1, 10]",
+         "table 'a' (hybrid): \"hot\" entry 1 must be a row in [0, 10)"},
+        {"{\"name\": \"a\", \"sharding\": \"hybrid\", \"hot\": [-1]",
+         "table 'a' (hybrid): \"hot\" entry 0 must be a row"},
+        {"{\"name\": \"a\", \"sharding\": \"hybrid\", \"hot\": [2.5]",
+         "table 'a' (hybrid): \"hot\" entry 0 must be a row"},
+        {"{\"name\": \"a\", \"sharding\": \"hybrid\", \"hot\": [3, 3]",
+         "table 'a' (hybrid): hot[1] = 3 repeats hot[0] = 3"},
+        {"{\"name\": \"a\", \"sharding\": \"hybrid\", \"hot\": [4, 3]",
+         "table 'a' (hybrid): hot[1] = 3 is below hot[0] = 4"},
+        {"{\"name\": \"a\", \"sharding\": \"rw\", \"hot\": [1]",
+         "table 'a': key \"hot\" does not apply: only a hybrid table has hot rows"},
+        {"{\"name\": \"a\", \"sharding\": \"hybrid\", \"hot\": [1], \"rank\": 0",
+         "key \"rank\" does not apply"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char text[512];
+        snprintf(text, sizeof text, "{\"tables\": [%s}%s", cases[i][0], rest);
+        expect_json_error(&c, text, cases[i][1]);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -448,6 +528,8 @@ int main(void)
         cmocka_unit_test(test_json_integers_do_not_wrap),
         cmocka_unit_test(test_json_unknown_keys),
         cmocka_unit_test(test_json_strict_text),
+        cmocka_unit_test(test_hybrid),
+        cmocka_unit_test(test_hybrid_json_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
