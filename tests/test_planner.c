@@ -224,6 +224,51 @@ static void test_dp(void **state)
     sr_planner_report_free(r);
 }
 
+/* hybrid, hot share 1/2 on the 10 hot rows (1% of 1000): each rank looks up
+ * half of its 100 ids in the replica and half of the other half of the
+ * 200 cold-or-hot ids of its block (100 ids in all); it sends the other
+ * owner 50 samples x (2 ids x 1/2 cold x 1/2 its block) x 4 bytes and 50
+ * lengths (300 bytes), and rw's pooled blocks both ways (2 x 3200); the
+ * replica's gradient (10 x 16 x 4) joins the all-reduce. */
+static void test_hybrid(void **state)
+{
+    struct fixture f;
+    setup(&f, 2, 2);
+    int64_t hot[10];
+    for (int i = 0; i < 10; i++)
+        hot[i] = 3 * i;
+    f.stats.hot_share = 0.5;
+    f.stats.hot = hot;
+    f.stats.num_hot = 10;
+    struct sr_plan *plan = NULL;
+    struct sr_planner_report *r = NULL;
+    assert_int_equal(sr_planner_whole_plan(3, &f.m, 2, 2, &plan), SR_OK); /* all hybrid */
+    assert_int_equal(plan->tables[0].type, SR_SHARDING_TYPE_HYBRID);
+    assert_int_equal(plan->tables[0].num_hot, 10);
+    assert_int_equal(plan->tables[0].hot[9], 27);
+    assert_int_equal(sr_planner_predict(&f.m, &f.topo, plan, &r), SR_OK);
+    for (int k = 0; k < 2; k++) {
+        NEAR(r->ranks[k].lookup_s, 100 * GATHER_SHARE / 1e6);
+        NEAR(r->ranks[k].send_bytes[0], 300 + 2 * 3200);
+    }
+    NEAR(r->stage_s[SR_PS_ALLREDUCE], (392 + 640) / 1e9);
+    NEAR(r->tables[0].memory_bytes, E * DIM * 4 + 2 * 2 * 640); /* shards; replica + gradient */
+    sr_planner_report_free(r);
+    /* 5 hot rows: half the statistics' share (linear below its 10 rows) */
+    int64_t five[5] = {0, 3, 6, 9, 12};
+    assert_int_equal(sr_plan_set_hybrid(plan, &f.ebc, 0, five, 5), SR_OK);
+    assert_int_equal(sr_planner_predict(&f.m, &f.topo, plan, &r), SR_OK);
+    NEAR(r->ranks[0].lookup_s, (100 * 0.25 + 200 * 0.75 / 2) * GATHER_SHARE / 1e6);
+    NEAR(r->ranks[0].send_bytes[0], 50 * 2 * 0.75 / 2 * 4 + 200 + 2 * 3200);
+    sr_planner_report_free(r);
+    sr_plan_free(plan);
+    /* without hot rows there is no hybrid plan */
+    f.stats.hot = NULL;
+    f.stats.num_hot = 0;
+    assert_int_equal(sr_planner_whole_plan(3, &f.m, 2, 2, &plan), SR_ERR_INVALID_ARG);
+    f.stats.hot = hot; /* not owned: no sr_planner_stats_release */
+}
+
 /* cw in 2 pieces of 8 columns: each owner looks up all 200 ids at dim 8. */
 static void test_cw(void **state)
 {
@@ -457,6 +502,7 @@ int main(void)
         cmocka_unit_test(test_tw_two_nodes),
         cmocka_unit_test(test_shard_buffers), cmocka_unit_test(test_rw_one_node),
         cmocka_unit_test(test_dp),           cmocka_unit_test(test_cw),
+        cmocka_unit_test(test_hybrid),
         cmocka_unit_test(test_row_state),    cmocka_unit_test(test_emb_dtype),
         cmocka_unit_test(test_memory_limit), cmocka_unit_test(test_search_slow_link),
         cmocka_unit_test(test_hot_share),    cmocka_unit_test(test_topology_json),
