@@ -1,5 +1,6 @@
 /* `shardrec plan`: choose a sharding plan for a job on a topology, print the
  * predicted costs, write the plan that `train --plan` reads. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -233,6 +234,20 @@ static double one_node_rate(struct sr_train_config *cfg, const struct sr_topolog
     return rate;
 }
 
+/* Issue 20's question: did replicating hot rows (all hybrid, whole plan 3)
+ * beat both all tw (0) and all rw (1), and by how much. */
+static void hybrid_verdict(const double *step)
+{
+    if (!(step[3] > 0) || !(step[0] > 0) || !(step[1] > 0))
+        return;
+    const int rw = step[1] < step[0];
+    const double best = step[rw];
+    printf("  hot-row replication: all hybrid (%.3f ms) %s the better of all tw and all rw "
+           "(%s, %.3f ms): its step is %.1f%% %s\n",
+           step[3] * 1e3, step[3] < best ? "beats" : "does not beat", rw ? "all rw" : "all tw",
+           best * 1e3, 100 * fabs(best - step[3]) / best, step[3] < best ? "shorter" : "longer");
+}
+
 static int compare(struct sr_train_config *cfg, const struct sr_planner_model *m,
                    const struct sr_topology *t, const struct sr_planner_report *planned)
 {
@@ -243,6 +258,7 @@ static int compare(struct sr_train_config *cfg, const struct sr_planner_model *m
     printf("\ncompared (one node of %d ranks: %.0f samples/s a rank, the planner's plan):\n",
            t->ranks_per_node, one);
     compare_line("planner", planned, one);
+    double step[SR_PLANNER_WHOLE_PLANS] = {0};
     for (int i = 0; i < SR_PLANNER_WHOLE_PLANS; i++) {
         struct sr_planner_report *r = NULL;
         if (predict_whole(m, t, i, &r)) {
@@ -251,8 +267,10 @@ static int compare(struct sr_train_config *cfg, const struct sr_planner_model *m
             continue;
         }
         compare_line(sr_planner_whole_plan_name(i), r, one);
+        step[i] = r->stage_s[SR_PS_STEP];
         sr_planner_report_free(r);
     }
+    hybrid_verdict(step);
     return SR_OK;
 }
 
