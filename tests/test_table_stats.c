@@ -99,6 +99,7 @@ static void test_hand_made_sample(void **state)
     assert_int_equal(out[2].features, 1);
     assert_true(out[2].ids_per_sample == 0.0);
     assert_true(out[2].hot_share == 0.01);
+    sr_planner_stats_release(out, 3);
     sr_table_stats_free(s);
 }
 
@@ -117,6 +118,7 @@ static void test_first_samples_and_more(void **state)
     assert_int_equal(sr_table_stats_samples(s), 2);
     assert_true(out[0].ids_per_sample == 2.5 && out[0].hot_share == 1.0);
     assert_true(out[1].ids_per_sample == 1.0 && out[1].hot_share == 1.0);
+    sr_planner_stats_release(out, 3);
     sr_table_stats_add(s, &x.kjt, 4); /* 6 samples: shared 15 ids, 7 x7, 3 x5 */
     sr_table_stats_finish(s, out);
     assert_int_equal(sr_table_stats_samples(s), 6);
@@ -124,6 +126,7 @@ static void test_first_samples_and_more(void **state)
     assert_true(out[0].hot_share == 12.0 / 15.0);
     sr_table_stats_add(s, &x.kjt, 0); /* nothing */
     assert_int_equal(sr_table_stats_samples(s), 6);
+    sr_planner_stats_release(out, 3);
     sr_table_stats_free(s);
 }
 
@@ -160,6 +163,14 @@ static void test_big_table_exact(void **state)
     sr_table_stats_finish(s, &out);
     assert_true(out.ids_per_sample == (double)N);
     assert_true(out.hot_share == (double)(HOT * (REPEAT + 1) + (10000 - HOT)) / N);
+    /* the hybrid option's hot rows: the 100 repeated rows, then the lowest
+     * of the rows counted once, ascending */
+    assert_int_equal(out.num_hot, 10000);
+    assert_int_equal(out.hot[0], 3);
+    assert_int_equal(out.hot[HOT], HOT * 19 + 3);
+    for (int64_t i = 1; i < out.num_hot; i++)
+        assert_true(out.hot[i] > out.hot[i - 1]);
+    sr_planner_stats_release(&out, 1);
     sr_table_stats_free(s);
     sr_free(values);
 }
@@ -189,6 +200,8 @@ static void test_from_data_file(void **state)
     assert_int_equal(sr_train_config_table_stats(&cfg, &out, &measured), SR_OK);
     assert_int_equal(measured, 0);
     assert_true(out.hot_share == sr_planner_hot_share(10, 1.05) && out.ids_per_sample == 1.0);
+    assert_int_equal(out.num_hot, 1); /* the row the bijection gives rank 0 */
+    sr_planner_stats_release(&out, 1);
     write_tsv(sr_test_path("five.tsv"));
     cfg.n_data = 1;
     snprintf(cfg.data_paths[0], SR_PATH_MAX, "%s", sr_test_path("five.tsv"));
@@ -196,10 +209,14 @@ static void test_from_data_file(void **state)
     assert_int_equal(sr_train_config_table_stats(&cfg, &out, &measured), SR_OK);
     assert_int_equal(measured, 4);
     assert_true(out.ids_per_sample == 1.0 && out.hot_share == 0.75 && out.features == 1);
+    assert_int_equal(out.num_hot, 1); /* row 3 (3, 13 -> 3, 3, 7) */
+    assert_int_equal(out.hot[0], 3);
+    sr_planner_stats_release(&out, 1);
     cfg.plan_sample = 100; /* the data ends first */
     assert_int_equal(sr_train_config_table_stats(&cfg, &out, &measured), SR_OK);
     assert_int_equal(measured, 5);
     assert_true(out.hot_share == 0.6);
+    sr_planner_stats_release(&out, 1);
     snprintf(cfg.data_paths[0], SR_PATH_MAX, "%s", sr_test_path("missing.tsv"));
     assert_int_equal(sr_train_config_table_stats(&cfg, &out, &measured), SR_ERR_IO);
     assert_non_null(strstr(sr_error_message(), "missing.tsv"));
