@@ -27,8 +27,9 @@ struct sr_planner_table {
     int features;          /* features that look it up: pooled outputs of D each */
     double hot_share;      /* the share of its lookups the hottest 1% of rows take */
     int64_t num_hot;       /* rows in hot: ceil(E/100), or 0 */
-    int64_t *hot;          /* (num_hot) those hottest rows, ascending, or NULL (not known:
-                              no hybrid option); owned, sr_planner_stats_release frees */
+    int64_t *hot;          /* (num_hot) those hottest rows, ascending, or NULL (not known,
+                              or more than SR_PLANNER_HOT_ROWS_MAX: no hybrid option);
+                              owned, sr_planner_stats_release frees */
     double slot_bytes;     /* buffers a shard of it holds on its rank, per sample of the
                               global batch (its features' ids and bags received there) */
 };
@@ -102,6 +103,11 @@ struct sr_planner_report {
 /* Statistics of a table from its config and id distribution: hot share of
  * E rows under Zipf(s) (s <= 0: uniform ids) = H_s(ceil(E/100)) / H_s(E). */
 double sr_planner_hot_share(int64_t rows, double zipf_s);
+
+/* The most hot rows a table's statistics list: a table of more than 100x
+ * as many rows gets none (no hybrid option: its hot list would not be
+ * small, and finding it costs time proportional to it). */
+#define SR_PLANNER_HOT_ROWS_MAX ((int64_t)1 << 20)
 
 /* Free the hot lists of T tables' statistics (the array stays). */
 void sr_planner_stats_release(struct sr_planner_table *stats, int T);

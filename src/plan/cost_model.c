@@ -17,7 +17,10 @@
  *             b f D to its peer of the same local rank on every other node
  *   hybrid    its H = ceil(E/100) hot rows (hot share h) a dp table of H
  *             rows (lookup of b p h ids a rank, dense update and all-reduce
- *             of H x D), the rest rw with (1 - h) of the ids; the output rw's
+ *             of H x D), the rest rw with (1 - h) of the ids; every rank
+ *             first splits its b p ids (24 bytes of memory traffic an id,
+ *             and 3 launches a step for all hybrid tables) and accumulates
+ *             its b p h hot ids' gradients at its update rate; the output rw's
  *             (every bag's partial sums travel, hot or not). A plan's other H
  *             takes a share interpolated linearly (a lower bound: the share
  *             grows concavely with H)
@@ -341,11 +344,30 @@ double pl_hot_share_of(const struct sr_planner_model *m, int t, int64_t H)
     return h1 + (1 - h1) * (double)(H - H1) / (double)(E - H1);
 }
 
-/* Hot rows replicated (a dp table of H rows), the rest rw. */
+/* An id of a hybrid table through hybrid_split, in memory bytes: read and
+ * written (8 + 8), its bag's lengths and offsets (8). */
+#define SPLIT_BYTES 24.0
+
+/* Hot rows replicated (a dp table of H rows), the rest rw; every rank
+ * splits its samples' ids first. */
 static void add_hybrid(struct pl_acc *a, int t, const struct sr_table_plan *tp,
                        struct sr_planner_table_cost *cost)
 {
     const double h = pl_hot_share_of(a->m, t, tp->num_hot);
+    const double b = (double)a->m->global_batch / a->W;
+    const double split = b * a->m->stats[t].ids_per_sample * SPLIT_BYTES /
+                         (a->topo->memory_gb_s * 1e9);
+    /* the hot ids' gradients, accumulated into the replica's dense gradient
+     * row by row on every rank (as an update's rows cost) */
+    const double q = bag_ids(a, t), acc = b * a->m->stats[t].ids_per_sample * h * (2 + 1 / q) /
+                                          3 / sr_topology_update_rows_s(a->topo, rate_cols(a, (int)
+                                              a->m->ebc->tables[t].embedding_dim), a->m->stats[t].hot_share);
+    for (int r = 0; r < a->W; r++) {
+        a->lookup[r] += split;
+        a->update[r] += acc;
+    }
+    if (cost)
+        cost->compute_s += a->W * (split + acc);
     if (tp->num_hot > 0)
         add_replica(a, t, (double)tp->num_hot, h, cost);
     for (int i = 0; i < tp->num_shards; i++)
@@ -358,8 +380,9 @@ void pl_acc_add_table(struct pl_acc *a, int t, const struct sr_table_plan *tp,
 {
     if (cost)
         memset(cost, 0, sizeof *cost);
-    if (tp->type == SR_SHARDING_TYPE_HYBRID) /* its groups: the dp and the rw one */
-        a->kinds |= (1u << SR_SHARDING_TYPE_DATA_PARALLEL) | (1u << SR_SHARDING_TYPE_ROW_WISE);
+    if (tp->type == SR_SHARDING_TYPE_HYBRID) /* its groups: the dp and the rw one; the split */
+        a->kinds |= (1u << SR_SHARDING_TYPE_DATA_PARALLEL) | (1u << SR_SHARDING_TYPE_ROW_WISE) |
+                    (1u << SR_SHARDING_TYPE_HYBRID);
     else if (tp->type >= 0 && tp->type < 32)
         a->kinds |= 1u << tp->type;
     switch (tp->type) {
@@ -483,6 +506,7 @@ static void dense_flops(const struct sr_planner_model *m, double *bottom, double
 #define OPS_FIXED        10
 #define OPS_GROUP_LOOKUP 3
 #define OPS_GROUP_UPDATE 8
+#define OPS_SPLIT        3 /* hybrid_split's kernels, one op for every hybrid table */
 
 static double dense_ops(const struct sr_planner_model *m)
 {
@@ -538,9 +562,11 @@ void pl_acc_step(const struct pl_acc *a, double s[SR_PS_COUNT], int *collectives
      * (3), and the ReLU mask reads the value again (1), the bias gradient the
      * gradient (1): 8 passes of 4 bytes */
     double elementwise = 8.0 * 4 * b * activations(m) / (a->topo->memory_gb_s * 1e9);
-    const double launch = a->topo->launch_us * 1e-6, groups = groups_of(a->kinds);
+    const unsigned split = 1u << SR_SHARDING_TYPE_HYBRID; /* not a group: the split op */
+    const double launch = a->topo->launch_us * 1e-6, groups = groups_of(a->kinds & ~split);
     s[SR_PS_DENSE] = 3 * b * all / rate + elementwise + optimizer + dense_ops(m) * launch;
-    s[SR_PS_LOOKUP] = max_of(a->lookup, a->W) + groups * OPS_GROUP_LOOKUP * launch;
+    s[SR_PS_LOOKUP] = max_of(a->lookup, a->W) + groups * OPS_GROUP_LOOKUP * launch +
+                      (a->kinds & split ? OPS_SPLIT * launch : 0);
     s[SR_PS_UPDATE] = max_of(a->update, a->W) + groups * OPS_GROUP_UPDATE * launch;
     *collectives = 0;
     if (a->W > 1) {

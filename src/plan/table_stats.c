@@ -163,13 +163,15 @@ static double hot_share(const struct sr_table_stats *s, int t, struct sr_planner
         if (c->rows[i])
             v[n++] = (struct counted){c->counts[i], c->rows[i] - 1};
     qsort(v, (size_t)n, sizeof *v, by_count_then_row);
-    out->num_hot = n < hot ? n : hot;
-    out->hot = sr_malloc(sizeof *out->hot * (size_t)(out->num_hot + 1));
-    for (int64_t i = 0; i < out->num_hot; i++) {
+    for (int64_t i = 0; i < n && i < hot; i++)
         top += v[i].count;
-        out->hot[i] = v[i].row;
+    if (hot <= SR_PLANNER_HOT_ROWS_MAX) { /* else no hot list (planner.h) */
+        out->num_hot = n < hot ? n : hot;
+        out->hot = sr_malloc(sizeof *out->hot * (size_t)(out->num_hot + 1));
+        for (int64_t i = 0; i < out->num_hot; i++)
+            out->hot[i] = v[i].row;
+        qsort(out->hot, (size_t)out->num_hot, sizeof *out->hot, by_row_asc);
     }
-    qsort(out->hot, (size_t)out->num_hot, sizeof *out->hot, by_row_asc);
     sr_free(v);
     return (double)top / (double)s->lookups[t];
 }

@@ -77,7 +77,7 @@ static void hot_rows_of_config(const struct sr_train_config *cfg, int t,
             weights[k] = feature_mean_ids(cfg, f);
             feats[k++] = f;
         }
-    if (cfg->id_dist != SR_ID_DIST_ZIPF || k == 0 || H < 1)
+    if (cfg->id_dist != SR_ID_DIST_ZIPF || k == 0 || H < 1 || H > SR_PLANNER_HOT_ROWS_MAX)
         return;
     st->hot = sr_malloc(sizeof *st->hot * (size_t)H);
     st->num_hot = sr_synth_hot_rows(E, cfg->seed, feats, weights, k, cfg->id_dist, cfg->zipf_s, H,
