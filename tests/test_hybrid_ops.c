@@ -49,14 +49,14 @@ static void get(struct sr_device *dev, void *host, const void *d, size_t bytes)
 
 /* ---- the split ------------------------------------------------------------------- */
 
-static const int32_t lengths[F * B] = {2, 2, 4, 0, /* f0: hot, cold, mixed, empty */
-                                       1, 3, 0, 2, /* f1 */
-                                       3, 0, 1, 1, /* f2: all hot */
-                                       0, 1, 2, 3}; /* f3 */
-static const int64_t values[N] = {2, 5,    1, 3,    5, 1, 9, 7,  /* f0 */
-                                  4,       6, 6, 0, 3, 3,        /* f1 */
-                                  2, 0, 1, 1,       2,           /* f2 */
-                                  9,       0, 2,    11, 5, 5};   /* f3 */
+static const int32_t lengths[F * B] = {2, 2, 4, 0,         /* f0: hot, cold, mixed, empty */
+                                       1, 3, 0, 2,         /* f1 */
+                                       3, 0, 1, 1,         /* f2: all hot */
+                                       0, 1, 2, 3};        /* f3 */
+static const int64_t values[N] = {2, 5, 1, 3,  5, 1, 9, 7, /* f0 */
+                                  4, 6, 6, 0,  3, 3,       /* f1 */
+                                  2, 0, 1, 1,  2,          /* f2 */
+                                  9, 0, 2, 11, 5, 5};      /* f3 */
 static const int64_t hot_a[3] = {2, 5, 9}, hot_c[3] = {0, 1, 2};
 static const int feature_table[F] = {0, 1, 2, 0}; /* 0: A, 1: plain, 2: C */
 
@@ -130,8 +130,8 @@ static void split_on(struct sr_device *dev, int weighted)
     int32_t *d_len = sr_dev_alloc(dev, 4 * bags), *d_full = sr_dev_alloc(dev, 4 * bags);
     int64_t *d_off = sr_dev_alloc(dev, 8 * (bags + 1)), *d_val = sr_dev_alloc(dev, 8 * N);
     float *d_w = sr_dev_alloc(dev, 4 * N);
-    sr_op_sparse_dist_hybrid_split(dev, &h, &in, d_len, d_full, d_off, d_val,
-                                   weighted ? d_w : NULL, NULL);
+    sr_op_sparse_dist_hybrid_split(dev, &h, &in, d_len, d_full, d_off, d_val, weighted ? d_w : NULL,
+                                   NULL);
     int32_t len[(F + FH) * B], full[(F + FH) * B], want_len[(F + FH) * B], want_full[(F + FH) * B];
     int64_t off[(F + FH) * B + 1], val[N], want_off[(F + FH) * B + 1], want_val[N];
     float wt[N], want_wt[N];
@@ -153,9 +153,20 @@ static void split_on(struct sr_device *dev, int weighted)
     assert_int_equal(want_len[0 * B + 1], 2), assert_int_equal(want_len[F * B + 1], 0);
     assert_int_equal(want_len[0 * B + 2], 2), assert_int_equal(want_len[F * B + 2], 2);
     assert_int_equal(want_full[F * B + 3], 0);
-    void *all[] = {(void *)h.hot_of, (void *)h.feature, (void *)h.hot_begin, (void *)h.num_hot,
-                   (void *)h.hot,    (void *)in.lengths, (void *)in.offsets, (void *)in.values,
-                   (void *)in.weights, d_len, d_full, d_off, d_val, d_w};
+    void *all[] = {(void *)h.hot_of,
+                   (void *)h.feature,
+                   (void *)h.hot_begin,
+                   (void *)h.num_hot,
+                   (void *)h.hot,
+                   (void *)in.lengths,
+                   (void *)in.offsets,
+                   (void *)in.values,
+                   (void *)in.weights,
+                   d_len,
+                   d_full,
+                   d_off,
+                   d_val,
+                   d_w};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         sr_dev_free(dev, all[i]);
 }
@@ -207,7 +218,12 @@ static void test_pooled_hot_plus_cold(void **state)
 {
     /* buf: [ hot block (B, 2) | cold block (B, 2) ]; the feature: pooled columns 0, 1 */
     const struct sr_sparse_dist_piece pieces[2] = {
-        {.block = 0, .width = 2, .gcol = 0, .fcol = 0, .cols = 2, .feature = 1,
+        {.block = 0,
+         .width = 2,
+         .gcol = 0,
+         .fcol = 0,
+         .cols = 2,
+         .feature = 1,
          .add = SR_PIECE_ADDED},
         {.block = 2 * B, .width = 2, .gcol = 0, .fcol = 0, .cols = 2, .feature = 0, .add = 1}};
     enum { OUT = 2, BUFN = 4 * B };

@@ -440,10 +440,11 @@ static void test_hybrid(void **state)
 {
     struct tcfg c;
     config(&c);
-    const char *text = "{\"tables\": [{\"name\": \"a\", \"sharding\": \"hybrid\", \"hot\": [1, 4, 9]},"
-                       " {\"name\": \"b\", \"sharding\": \"hybrid\", \"hot\": []},"
-                       " {\"name\": \"c\", \"sharding\": \"rw\"},"
-                       " {\"name\": \"d\", \"sharding\": \"tw\", \"rank\": 1}]}";
+    const char *text =
+        "{\"tables\": [{\"name\": \"a\", \"sharding\": \"hybrid\", \"hot\": [1, 4, 9]},"
+        " {\"name\": \"b\", \"sharding\": \"hybrid\", \"hot\": []},"
+        " {\"name\": \"c\", \"sharding\": \"rw\"},"
+        " {\"name\": \"d\", \"sharding\": \"tw\", \"rank\": 1}]}";
     struct sr_plan *p, *q;
     assert_int_equal(sr_plan_from_json(&p, text, "t", &c.cfg, 3, 1), SR_OK);
     assert_int_equal(p->tables[0].type, SR_SHARDING_TYPE_HYBRID);
@@ -477,7 +478,8 @@ static void test_hybrid(void **state)
     sr_plan_free(p);
     sr_plan_free(q);
     /* a uniform plan cannot be hybrid: it does not know the hot rows */
-    assert_int_equal(sr_plan_uniform(&p, &c.cfg, SR_SHARDING_TYPE_HYBRID, 2, 1), SR_ERR_INVALID_ARG);
+    assert_int_equal(sr_plan_uniform(&p, &c.cfg, SR_SHARDING_TYPE_HYBRID, 2, 1),
+                     SR_ERR_INVALID_ARG);
     assert_non_null(strstr(sr_error_message(), "hot rows"));
 }
 

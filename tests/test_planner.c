@@ -501,10 +501,9 @@ static void test_rates(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_tw_two_nodes),
-        cmocka_unit_test(test_shard_buffers), cmocka_unit_test(test_rw_one_node),
-        cmocka_unit_test(test_dp),           cmocka_unit_test(test_cw),
-        cmocka_unit_test(test_hybrid),
+        cmocka_unit_test(test_tw_two_nodes), cmocka_unit_test(test_shard_buffers),
+        cmocka_unit_test(test_rw_one_node),  cmocka_unit_test(test_dp),
+        cmocka_unit_test(test_cw),           cmocka_unit_test(test_hybrid),
         cmocka_unit_test(test_row_state),    cmocka_unit_test(test_emb_dtype),
         cmocka_unit_test(test_memory_limit), cmocka_unit_test(test_search_slow_link),
         cmocka_unit_test(test_hot_share),    cmocka_unit_test(test_topology_json),

@@ -118,8 +118,8 @@ int sr_planner_predict(const struct sr_planner_model *m, const struct sr_topolog
                        const struct sr_plan *plan, struct sr_planner_report **out);
 
 /* The search: per table, largest first, the option (dp, tw on a rank, rw,
- * cw with n shards, twrw on a node, hybrid when its hot rows are known) that makes the predicted step of the
- * tables placed so far shortest with every rank within memory. Fails with
+ * cw with n shards, twrw on a node, hybrid when its hot rows are known) that makes the predicted
+ * step of the tables placed so far shortest with every rank within memory. Fails with
  * SR_ERR_INVALID_ARG naming the first table nothing fits. */
 int sr_planner_search(const struct sr_planner_model *m, const struct sr_topology *topo,
                       struct sr_plan **plan, struct sr_planner_report **report);

@@ -242,7 +242,8 @@ int64_t sr_synth_hot_rows(int64_t rows, uint64_t seed, const int *features, cons
             s->row = sr_id_sampler_id(&m[j], r);
             s->score = 0;
             for (int i = 0; i < k; i++)
-                s->score += weights[i] * sr_id_sampler_prob(&m[i], sr_id_sampler_rank_of(&m[i], s->row));
+                s->score +=
+                    weights[i] * sr_id_sampler_prob(&m[i], sr_id_sampler_rank_of(&m[i], s->row));
         }
     qsort(c, (size_t)n * k, sizeof *c, by_score);
     int64_t got = 0;

@@ -227,8 +227,7 @@ static void fill_state(struct sr_sharded_ebc *s, struct sr_emb_table *tab, size_
 {
     if (sf)
         sr_op_emb_fill(s->dev, tab->state, (int64_t)sf,
-                       s->optim.kind == SR_OPTIM_ADAM ? 0.0f : s->optim.initial_accumulator,
-                       NULL);
+                       s->optim.kind == SR_OPTIM_ADAM ? 0.0f : s->optim.initial_accumulator, NULL);
 }
 
 /* Allocate a local shard and draw its rows as the global table's (ebc.h). */
@@ -530,7 +529,7 @@ static void build_pieces(struct sr_sharded_ebc *s)
             .cols = s->cfg.tables[s->cfg.feature_table[f]].embedding_dim,
             .feature = f,
             .add = s->hyb.expanded && f >= s->hyb.user_cfg.num_features ? SR_PIECE_ADDED
-                                                                          : SR_PIECE_PLAIN};
+                                                                        : SR_PIECE_PLAIN};
     }
     int64_t off = (int64_t)B * dp->out_dim;
     for (int r = 0; r < W; r++) {

@@ -231,7 +231,8 @@ void sr_sharded_hybrid_upload(struct sr_sharded_ebc *s)
         return;
     const int F = y->user_cfg.num_features, Fh = y->num_features;
     int32_t *feature = sr_calloc((size_t)Fh, sizeof *feature);
-    int64_t *begin = sr_calloc((size_t)Fh, sizeof *begin), *num = sr_calloc((size_t)Fh, sizeof *num);
+    int64_t *begin = sr_calloc((size_t)Fh, sizeof *begin),
+            *num = sr_calloc((size_t)Fh, sizeof *num);
     int64_t *at = sr_calloc((size_t)y->num_tables + 1, sizeof *at), words = 0;
     for (int i = 0; i < y->num_tables; i++) {
         at[i] = words;
@@ -392,11 +393,11 @@ static void copy_rows(struct sr_sharded_ebc *s, const struct hybrid_table *h, in
         float *ss = sh->state + (size_t)p * sh->rows * width;
         float *rs = rep_s + (size_t)p * rep_rows * width + h->first * width;
         if (to_shard)
-            sr_op_sparse_dist_rows_copy(s->dev, 1, h->shard_rows, h->count, width, rs, h->count,
-                                        ss, sh->rows, stream);
+            sr_op_sparse_dist_rows_copy(s->dev, 1, h->shard_rows, h->count, width, rs, h->count, ss,
+                                        sh->rows, stream);
         else
-            sr_op_sparse_dist_rows_copy(s->dev, 0, h->shard_rows, h->count, width, ss, sh->rows,
-                                        rs, h->count, stream);
+            sr_op_sparse_dist_rows_copy(s->dev, 0, h->shard_rows, h->count, width, ss, sh->rows, rs,
+                                        h->count, stream);
     }
 }
 

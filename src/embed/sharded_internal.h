@@ -98,23 +98,23 @@ struct group_batch {
 
 /* One replica: a hybrid table with H > 0 hot rows (sharded_hybrid.c). */
 struct hybrid_table {
-    int table;               /* the hybrid table (index in both configs) */
-    int replica;             /* its dp replica table in the expanded config */
-    int64_t num_hot;         /* H */
-    int64_t *hot;            /* (H) host: the hot rows, ascending */
-    int64_t first, count;    /* my rw shard's hot rows: hot[first .. first + count) */
-    int64_t *shard_rows;     /* (count) device: their rows in my shard */
+    int table;            /* the hybrid table (index in both configs) */
+    int replica;          /* its dp replica table in the expanded config */
+    int64_t num_hot;      /* H */
+    int64_t *hot;         /* (H) host: the hot rows, ascending */
+    int64_t first, count; /* my rw shard's hot rows: hot[first .. first + count) */
+    int64_t *shard_rows;  /* (count) device: their rows in my shard */
 };
 
 /* The hybrid tables of the plan; all zero without them. */
 struct hybrid {
-    int num_tables;                /* T_h: replicas */
-    struct hybrid_table *tables;   /* (T_h) */
-    int num_features;              /* F_h: hot features */
-    int expanded;                  /* cfg and plan are expanded; user_cfg is the caller's */
-    struct sr_ebc_config user_cfg; /* the caller's config (when expanded) */
+    int num_tables;                     /* T_h: replicas */
+    struct hybrid_table *tables;        /* (T_h) */
+    int num_features;                   /* F_h: hot features */
+    int expanded;                       /* cfg and plan are expanded; user_cfg is the caller's */
+    struct sr_ebc_config user_cfg;      /* the caller's config (when expanded) */
     struct sr_sparse_dist_hybrid split; /* hybrid_split's tables (device arrays in dev_meta) */
-    int32_t *hot_of;               /* (F) host: feature f's hot feature k, or -1 */
+    int32_t *hot_of;                    /* (F) host: feature f's hot feature k, or -1 */
 };
 
 /* Where a batch is in its stages (sharded_ebc.h); each stage asserts it. */

@@ -355,13 +355,15 @@ static void add_hybrid(struct pl_acc *a, int t, const struct sr_table_plan *tp,
 {
     const double h = pl_hot_share_of(a->m, t, tp->num_hot);
     const double b = (double)a->m->global_batch / a->W;
-    const double split = b * a->m->stats[t].ids_per_sample * SPLIT_BYTES /
-                         (a->topo->memory_gb_s * 1e9);
+    const double split =
+        b * a->m->stats[t].ids_per_sample * SPLIT_BYTES / (a->topo->memory_gb_s * 1e9);
     /* the hot ids' gradients, accumulated into the replica's dense gradient
      * row by row on every rank (as an update's rows cost) */
-    const double q = bag_ids(a, t), acc = b * a->m->stats[t].ids_per_sample * h * (2 + 1 / q) /
-                                          3 / sr_topology_update_rows_s(a->topo, rate_cols(a, (int)
-                                              a->m->ebc->tables[t].embedding_dim), a->m->stats[t].hot_share);
+    const double q = bag_ids(a, t),
+                 acc = b * a->m->stats[t].ids_per_sample * h * (2 + 1 / q) / 3 /
+                       sr_topology_update_rows_s(
+                           a->topo, rate_cols(a, (int)a->m->ebc->tables[t].embedding_dim),
+                           a->m->stats[t].hot_share);
     for (int r = 0; r < a->W; r++) {
         a->lookup[r] += split;
         a->update[r] += acc;

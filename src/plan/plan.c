@@ -22,8 +22,7 @@
 #include "shardrec/rng.h"
 #include "plan/plan_internal.h"
 
-static const char *type_names[SR_SHARDING_TYPE_COUNT] = {"dp", "tw", "rw", "cw", "twrw",
-                                                         "hybrid"};
+static const char *type_names[SR_SHARDING_TYPE_COUNT] = {"dp", "tw", "rw", "cw", "twrw", "hybrid"};
 static const char *type_long_names[SR_SHARDING_TYPE_COUNT] = {
     "data_parallel", "table_wise", "row_wise", "column_wise", "table_row_wise", "hybrid"};
 
@@ -40,8 +39,7 @@ int sr_sharding_type_parse(const char *s, enum sr_sharding_type *out)
             return SR_OK;
         }
     return sr_error_set(SR_ERR_INVALID_ARG,
-                        "unknown sharding type '%s'; choose dp, tw, rw, cw, twrw or hybrid",
-                        s);
+                        "unknown sharding type '%s'; choose dp, tw, rw, cw, twrw or hybrid", s);
 }
 
 int64_t sr_plan_block_rows(int64_t rows, int parts)

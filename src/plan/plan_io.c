@@ -87,7 +87,7 @@ struct reader {
 
 static const char *const root_keys[] = {"world_size", "local_size", "tables"};
 static const char *const table_keys[] = {"name", "sharding", "shards", "rank",
-                                         "node", "ranks", "hot"};
+                                         "node", "ranks",    "hot"};
 static const char *const shard_keys[] = {"rank", "row_offset", "rows", "col_offset", "cols"};
 #define COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
 #define PLAN_MAX_BYTES  ((size_t)64 << 20) /* a plan file, read whole */
@@ -315,9 +315,10 @@ static int read_table(const struct reader *r, const cJSON *o, const struct sr_ta
 {
     const cJSON *ty = cJSON_GetObjectItemCaseSensitive(o, "sharding");
     if (!ty)
-        return sr_error_set(SR_ERR_INVALID_ARG,
-                            "plan '%s': table '%s' lacks \"sharding\" (dp, tw, rw, cw, twrw or hybrid)",
-                            r->source, tc->name);
+        return sr_error_set(
+            SR_ERR_INVALID_ARG,
+            "plan '%s': table '%s' lacks \"sharding\" (dp, tw, rw, cw, twrw or hybrid)", r->source,
+            tc->name);
     if (!cJSON_IsString(ty))
         return sr_error_set(SR_ERR_INVALID_ARG,
                             "plan '%s': table '%s': \"sharding\" is %s; it must be a string: "

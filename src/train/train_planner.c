@@ -80,8 +80,8 @@ static void hot_rows_of_config(const struct sr_train_config *cfg, int t,
     if (cfg->id_dist != SR_ID_DIST_ZIPF || k == 0 || H < 1 || H > SR_PLANNER_HOT_ROWS_MAX)
         return;
     st->hot = sr_malloc(sizeof *st->hot * (size_t)H);
-    st->num_hot = sr_synth_hot_rows(E, cfg->seed, feats, weights, k, cfg->id_dist, cfg->zipf_s, H,
-                                    st->hot);
+    st->num_hot =
+        sr_synth_hot_rows(E, cfg->seed, feats, weights, k, cfg->id_dist, cfg->zipf_s, H, st->hot);
 }
 
 static void stats_of_config(const struct sr_train_config *cfg, struct sr_planner_table *stats)

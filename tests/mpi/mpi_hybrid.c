@@ -187,15 +187,15 @@ static void train_step(struct sr_sharded_ebc *s, const struct tcfg *c, const str
         for (int col = 0; col < D; col++)
             dp[b * D + col] = dpooled_at(step, (int64_t)w->rank * B + b, col);
     uint64_t allocs = sr_alloc_count();
-    CHECK(sr_sharded_ebc_forward(s, &mine.kjt, pooled, NULL) == SR_OK, "step %d forward: %s",
-          step, sr_error_message());
+    CHECK(sr_sharded_ebc_forward(s, &mine.kjt, pooled, NULL) == SR_OK, "step %d forward: %s", step,
+          sr_error_message());
     sr_sharded_ebc_backward(s, dp, lr, step, NULL);
     CHECK(step == 1 || sr_alloc_count() == allocs, "step %d: forward/backward allocated", step);
     struct sr_sharded_ebc_stats st;
     sr_sharded_ebc_stats(s, &st);
     if (hybrid_run) /* hot ids stay here: only the cold ones are sent */
-        CHECK(st.ids_sent == cold_ids(c, &mine, B), "step %d: %lld ids sent, %lld are cold",
-              step, (long long)st.ids_sent, (long long)cold_ids(c, &mine, B));
+        CHECK(st.ids_sent == cold_ids(c, &mine, B), "step %d: %lld ids sent, %lld are cold", step,
+              (long long)st.ids_sent, (long long)cold_ids(c, &mine, B));
     size_t n;
     float *g = sr_sharded_ebc_dp_grad_buffer(s, &n);
     if (n)
@@ -415,7 +415,8 @@ static void run_round_trip(const struct world *w)
     struct sr_optim_config oc = optim_of(kind);
     struct sr_sharded_ebc *a = make_ebc(&c, p, &oc, w, 42), *b = make_ebc(&c, p, &oc, w, 7);
     const int D = sr_sharded_ebc_out_dim(a);
-    float *pa = sr_calloc((size_t)B * D, sizeof(float)), *pb = sr_calloc((size_t)B * D, sizeof(float));
+    float *pa = sr_calloc((size_t)B * D, sizeof(float)),
+          *pb = sr_calloc((size_t)B * D, sizeof(float));
     for (int step = 1; step <= STEPS; step++)
         train_step(a, &c, w, step, lr_of(kind), pa);
     copy_shards(a, b);

@@ -150,8 +150,8 @@ __global__ void rows_copy_kernel(int scatter, const int64_t *idx, int64_t n, int
 
 extern "C" void sr_cu_hybrid_split(struct sr_device *dev, const struct sr_sparse_dist_hybrid *h,
                                    const struct sr_sparse_dist_kjt *in, int32_t *lengths,
-                                   int32_t *full, int64_t *offsets, int64_t *values,
-                                   float *weights, sr_stream_t s)
+                                   int32_t *full, int64_t *offsets, int64_t *values, float *weights,
+                                   sr_stream_t s)
 {
     const cudaStream_t stream = sr_cu_stream(dev, s);
     const int64_t bags = (int64_t)h->num_features * h->batch;
