@@ -95,6 +95,18 @@ static void local_table(const struct sr_train_config *cfg, const struct sr_plan 
     }
 }
 
+/* A hybrid table's replica of its H hot rows, on every rank (fp32): weights,
+ * optimizer state, and its dense gradient and touch counts (H x (D + 1)). */
+static void count_replica(const struct sr_train_config *cfg, int64_t H, int t, int per_row,
+                          int per_elem, struct mem_tally *m)
+{
+    const uint64_t D = (uint64_t)cfg->tables[t].embedding_dim, rows = (uint64_t)H;
+    const uint64_t state = per_row ? rows : mem_mul3(m, (uint64_t)per_elem, rows, D);
+    uint64_t floats = mem_add(m, mem_mul3(m, rows, D, 1), state);
+    floats = mem_add(m, floats, mem_mul3(m, rows, D + 1, 1));
+    mem_count(m, MEM_TABLE, t, mem_mul3(m, floats, sizeof(float), 1));
+}
+
 static void count_tables(const struct sr_train_config *cfg, const struct sr_plan *plan, int rank,
                          struct mem_tally *m)
 {
@@ -105,6 +117,8 @@ static void count_tables(const struct sr_train_config *cfg, const struct sr_plan
         uint64_t state = per_row ? rows : mem_mul3(m, (uint64_t)per_elem, elems, 1);
         uint64_t weights = mem_mul3(m, elems, sr_dtype_size(cfg->emb_dtype), 1); /* --emb-dtype */
         mem_count(m, MEM_TABLE, t, mem_add(m, weights, mem_mul3(m, state, sizeof(float), 1)));
+        if (plan && t < plan->num_tables && plan->tables[t].type == SR_SHARDING_TYPE_HYBRID)
+            count_replica(cfg, plan->tables[t].num_hot, t, per_row, per_elem, m);
     }
 }
 
@@ -282,6 +296,14 @@ static void slots_here(const struct sr_train_config *cfg, const struct sr_plan *
         *ids = per_sample * most_copies;
 }
 
+static int has_hybrid(const struct sr_plan *plan)
+{
+    for (int t = 0; plan && t < plan->num_tables; t++)
+        if (plan->tables[t].type == SR_SHARDING_TYPE_HYBRID && plan->tables[t].num_hot > 0)
+            return 1;
+    return 0;
+}
+
 static void count_batch(const struct sr_train_config *cfg, const struct sr_plan *plan, int W,
                         int rank, struct mem_tally *m)
 {
@@ -321,6 +343,11 @@ static void count_batch(const struct sr_train_config *cfg, const struct sr_plan 
     uint64_t bytes = mem_mul3(m, ctx, EMB_CONTEXTS, 1);
     if (local_mode(plan, W)) /* the EBC's own context binds the caller's pooled blocks */
         bytes -= mem_mul3(m, mem_mul3(m, B, f_k, D), 8, 1);
+    if (has_hybrid(plan)) /* each context's split KJT: ids and weights, 2 x (F + F_h) bags */
+        bytes = mem_add(m, bytes,
+                        mem_mul3(m, EMB_CONTEXTS,
+                                 mem_add(m, mem_mul3(m, B, per_sample, 12),
+                                         mem_mul3(m, 2 * F, B, 16)), 1));
     /* the host batch's values and weights (12 bytes an id); the model's pooled
      * vectors and their gradients (8 bytes a value) */
     bytes = mem_add(m, bytes, mem_mul3(m, B, per_sample, 12));
