@@ -344,10 +344,10 @@ static void count_batch(const struct sr_train_config *cfg, const struct sr_plan 
     if (local_mode(plan, W)) /* the EBC's own context binds the caller's pooled blocks */
         bytes -= mem_mul3(m, mem_mul3(m, B, f_k, D), 8, 1);
     if (has_hybrid(plan)) /* each context's split KJT: ids and weights, 2 x (F + F_h) bags */
-        bytes = mem_add(m, bytes,
-                        mem_mul3(m, EMB_CONTEXTS,
-                                 mem_add(m, mem_mul3(m, B, per_sample, 12),
-                                         mem_mul3(m, 2 * F, B, 16)), 1));
+        bytes = mem_add(
+            m, bytes,
+            mem_mul3(m, EMB_CONTEXTS,
+                     mem_add(m, mem_mul3(m, B, per_sample, 12), mem_mul3(m, 2 * F, B, 16)), 1));
     /* the host batch's values and weights (12 bytes an id); the model's pooled
      * vectors and their gradients (8 bytes a value) */
     bytes = mem_add(m, bytes, mem_mul3(m, B, per_sample, 12));
