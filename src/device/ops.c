@@ -169,6 +169,15 @@ void sr_sparse_dist_batches_regions(struct sr_op_regions *r, const struct sr_spa
     }
 }
 
+void sr_sparse_dist_compact_regions(struct sr_op_regions *r, const struct sr_sparse_dist_compact *c)
+{
+    const size_t n = (size_t)c->num_features;
+    sr_op_region(r, "c->cols", c->cols, SR_I32(n), SR_OP_IN);
+    sr_op_region(r, "c->gcol", c->gcol, SR_I32(n), SR_OP_IN);
+    sr_op_region(r, "c->slot0", c->slot0, SR_I32(n), SR_OP_IN);
+    sr_op_region(r, "c->work", c->work, SR_I64(sr_sparse_dist_compact_words(c)), SR_OP_OUT);
+}
+
 void sr_sparse_dist_hybrid_regions(struct sr_op_regions *r, const struct sr_sparse_dist_hybrid *h,
                                    const struct sr_sparse_dist_kjt *in)
 {

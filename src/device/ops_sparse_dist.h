@@ -147,6 +147,34 @@ struct sr_sparse_dist_hybrid {
 
 #define SR_HYB_BAGS(h) ((size_t)((h)->num_features + (h)->num_hot_features) * (size_t)(h)->batch)
 
+/* The cold rows of hybrid tables travel compact: a bag's pooled row (or its
+ * gradient) crosses to or from an owner only when the bag has ids in the
+ * owner's block. Every rank has one slot of each of the n_h hybrid features
+ * (feature k's slot on rank r is slot0[k] + r) and the same columns for it
+ * (gcol[k], cols[k] of out_dim). Between a sample's rank s and an owner r,
+ * the rows of feature k are those of the bags b of s with ids in r's block
+ * (lens of s, or the owner's local batch offsets: bag s*B + b), in b order,
+ * k-major:
+ *
+ *   region (s, r)   [ k = 0: ne(0) rows of cols[0] | k = 1: ... ]
+ *
+ * ne(k) the number of such bags; regions are back to back by peer rank. */
+struct sr_sparse_dist_compact {
+    int batch;             /* B */
+    int world;             /* W */
+    int num_features;      /* n_h */
+    int out_dim;           /* Σ cols */
+    const int32_t *cols;   /* (n_h) device */
+    const int32_t *gcol;   /* (n_h) device */
+    const int32_t *slot0;  /* (n_h) device */
+    int64_t *work;         /* (sr_sparse_dist_compact_words) device scratch */
+};
+
+static inline int64_t sr_sparse_dist_compact_words(const struct sr_sparse_dist_compact *c)
+{
+    return (int64_t)c->world * c->num_features * (c->batch + 1) + 1;
+}
+
 /* The column map of an output dist, fixed at init. Every column of pooled is
  * in exactly one piece; every float of the buffer that a collective carries
  * is in exactly one piece. */
@@ -168,6 +196,8 @@ void sr_sparse_dist_kjt_regions(struct sr_op_regions *r, const struct sr_sparse_
                                 const struct sr_sparse_dist_kjt *kjt, int lengths, int weights);
 void sr_sparse_dist_batches_regions(struct sr_op_regions *r, const struct sr_sparse_dist_layout *l,
                                     const struct sr_sparse_dist_batch *batches, int n, int unpack);
+/* The compact ops' plan arrays, read, and their scratch, written. */
+void sr_sparse_dist_compact_regions(struct sr_op_regions *r, const struct sr_sparse_dist_compact *c);
 /* hybrid_split's reads: h's arrays and in's lengths, offsets, values, weights. */
 void sr_sparse_dist_hybrid_regions(struct sr_op_regions *r, const struct sr_sparse_dist_hybrid *h,
                                    const struct sr_sparse_dist_kjt *in);
@@ -259,7 +289,36 @@ void sr_sparse_dist_hybrid_regions(struct sr_op_regions *r, const struct sr_spar
        SR_ARG(int, scatter) SR_IN(const int64_t *, idx, SR_I64(n)) SR_ARG(int64_t, n)              \
        SR_ARG(int64_t, width) SR_IN(const float *, src, SR_F32(src_rows * width))                  \
        SR_ARG(int64_t, src_rows) SR_INOUT(float *, dst, SR_F32(dst_rows * width))                  \
-       SR_ARG(int64_t, dst_rows) SR_STREAM(s))
+       SR_ARG(int64_t, dst_rows) SR_STREAM(s))                                                     \
+    /* ne (W, n_h): to each owner r, for each hybrid feature k, the bags of                        \
+     * mine with ids in r's block (lens (S, B) of bucketize). */                                   \
+    OP(sparse_dist, compact_counts,                                                                \
+       SR_HOST(const struct sr_sparse_dist_compact *, c, 1)                                        \
+       SR_IN(const int32_t *, lens, SR_I32((size_t)num_slots * c->batch))                          \
+       SR_ARG(int, num_slots) SR_OUT(int64_t *, ne, SR_I64((size_t)c->world * c->num_features))    \
+       SR_STREAM(s) SR_REGIONS(sr_sparse_dist_compact_regions(r, c)))                              \
+    /* The owner's side. pack 1: buf (words floats) <- the rows (W*B,                              \
+     * out_dim) of every source's bags that hold ids here (offsets: the                            \
+     * local batch's, (n_h * W * B + 1)), regions by source; pack 0: those                         \
+     * rows <- buf (the others untouched). */                                                      \
+    OP(sparse_dist, compact_owner,                                                                 \
+       SR_HOST(const struct sr_sparse_dist_compact *, c, 1)                                        \
+       SR_IN(const int64_t *, offsets,                                                             \
+             SR_I64((size_t)c->num_features * c->world * c->batch + 1))                            \
+       SR_IO(float *, rows, SR_F32((size_t)c->world * c->batch * c->out_dim),                      \
+             pack ? SR_OP_IN : SR_OP_INOUT)                                                        \
+       SR_IO(float *, buf, SR_F32(words), pack ? SR_OP_OUT : SR_OP_IN) SR_ARG(int64_t, words)      \
+       SR_ARG(int, pack) SR_STREAM(s) SR_REGIONS(sr_sparse_dist_compact_regions(r, c)))            \
+    /* The samples' side (lens (S, B): mine). pack 0: block (B, out_dim) <-                        \
+     * for each row, the sum over owners, rank ascending, of the rows buf                          \
+     * holds for it (0 when none); pack 1: buf <- block's rows, regions by                         \
+     * owner. */                                                                                   \
+    OP(sparse_dist, compact_samples,                                                               \
+       SR_HOST(const struct sr_sparse_dist_compact *, c, 1)                                        \
+       SR_IN(const int32_t *, lens, SR_I32((size_t)num_slots * c->batch)) SR_ARG(int, num_slots)   \
+       SR_IO(float *, block, SR_F32((size_t)c->batch * c->out_dim), pack ? SR_OP_IN : SR_OP_OUT)   \
+       SR_IO(float *, buf, SR_F32(words), pack ? SR_OP_OUT : SR_OP_IN) SR_ARG(int64_t, words)      \
+       SR_ARG(int, pack) SR_STREAM(s) SR_REGIONS(sr_sparse_dist_compact_regions(r, c)))
 
 struct sr_sparse_dist_ops {
     SR_OPS_SPARSE_DIST(SR_OP_MEMBER)

@@ -121,6 +121,50 @@ static int ended(struct sr_sharded_ebc *s, const struct sr_sharded_ebc_batch *b)
     return s->stats.ranks_ended > 0;
 }
 
+/* Hybrid tables' cold rows: to each owner, my bags with ids in its block
+ * per hybrid feature (the compact output dist's sizes), in a second small
+ * exchange beside the counts'. Its counts arrays: the own_* scratch, which
+ * compact_counts_wait then fills with the output dist's. */
+static void compact_counts_start(struct sr_sharded_ebc *s, struct sr_sharded_ebc_batch *b)
+{
+    const struct sr_sparse_dist_compact *c = &s->hyb.compact;
+    const size_t n = (size_t)c->num_features;
+    sr_op_sparse_dist_compact_counts(s->dev, c, b->lens, s->num_slots, b->ne_send, b->stream);
+    if (b->ne_send_host != b->ne_send)
+        sr_dev_copy(s->dev, b->ne_send_host, b->ne_send, sizeof(int64_t) * s->W * n, b->stream);
+    for (int r = 0; r < s->W; r++) {
+        b->own_counts[r] = b->smp_counts[r] = n;
+        b->own_displs[r] = b->smp_displs[r] = (size_t)r * n;
+    }
+    sr_sharded_before_collective(s, in_comm(s), b->stream);
+    sr_comm_all_to_allv(in_comm(s), b->ne_send_host, b->own_counts, b->own_displs, b->ne_recv_host,
+                        b->smp_counts, b->smp_displs, SR_DTYPE_I64, b->stream, &b->ne_work);
+}
+
+/* The compact output dist's floats per peer: as an owner, what each source's
+ * bags hold here; as a sample rank, what mine hold at each owner. */
+static void compact_counts_wait(struct sr_sharded_ebc *s, struct sr_sharded_ebc_batch *b)
+{
+    const int n = s->hyb.compact.num_features;
+    const int32_t *cols = s->hyb.compact_cols;
+    sr_comm_wait(in_comm(s), b->ne_work);
+    b->ne_work = NULL;
+    b->own_words = b->smp_words = 0;
+    for (int r = 0; r < s->W; r++) {
+        int64_t own = 0, smp = 0;
+        for (int k = 0; k < n; k++) {
+            own += b->ne_recv_host[(size_t)r * n + k] * cols[k];
+            smp += b->ne_send_host[(size_t)r * n + k] * cols[k];
+        }
+        b->own_counts[r] = (size_t)own;
+        b->own_displs[r] = (size_t)b->own_words;
+        b->smp_counts[r] = (size_t)smp;
+        b->smp_displs[r] = (size_t)b->smp_words;
+        b->own_words += own;
+        b->smp_words += smp;
+    }
+}
+
 /* Bucketize on the device, then start the exchange of the counts. */
 void sr_input_dist_counts_start(struct sr_sharded_ebc *s, struct sr_sharded_ebc_batch *b,
                                 struct sr_kjt *kjt, int local_rc)
@@ -157,6 +201,8 @@ void sr_input_dist_counts_start(struct sr_sharded_ebc *s, struct sr_sharded_ebc_
     sr_comm_all_to_allv(in_comm(s), b->count_send_host, b->send_counts, b->send_displs,
                         b->count_recv_host, b->recv_counts, b->recv_displs, SR_DTYPE_I64, b->stream,
                         &b->counts_work);
+    if (s->hyb.compact.num_features > 0)
+        compact_counts_start(s, b);
 }
 
 /* ---- host metadata of a batch, from the counts ------------------------------------- */
@@ -258,6 +304,8 @@ int sr_input_dist_counts_wait(struct sr_sharded_ebc *s, struct sr_sharded_ebc_ba
 {
     sr_comm_wait(in_comm(s), b->counts_work);
     b->counts_work = NULL;
+    if (s->hyb.compact.num_features > 0)
+        compact_counts_wait(s, b);
     if (b->count_recv_host != b->count_recv) /* for unpack, in stream order */
         sr_dev_copy(s->dev, b->count_recv, b->count_recv_host,
                     sizeof(int64_t) * (size_t)s->W * (s->sd_layout.nslots_here + 1), b->stream);

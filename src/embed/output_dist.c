@@ -78,6 +78,43 @@ static int active(const struct sr_sharded_ebc *s, enum group_kind g)
     return s->groups[g].active;
 }
 
+/* Hybrid tables' cold rows, compact (sr_sparse_dist_compact): forward, the
+ * owner's rows of the bags that hold ids in its block go to the bags' ranks;
+ * backward, those ranks send the same rows' gradients back. */
+static void compact_exchange(struct sr_sharded_ebc *s, struct sr_sharded_ebc_batch *b, int fwd)
+{
+    const struct sr_sparse_dist_compact *c = &s->hyb.compact;
+    if (fwd)
+        sr_op_sparse_dist_compact_owner(s->dev, c, b->gb[GROUP_HYB].offsets,
+                                        b->gb[GROUP_HYB].pooled, b->cbuf_owner, b->own_words, 1,
+                                        b->stream);
+    else
+        sr_op_sparse_dist_compact_samples(s->dev, c, b->lens, s->num_slots, b->hyb_buf,
+                                          b->cbuf_samples, b->smp_words, 1, b->stream);
+    before_wire(s, s->comms.sparse, b->stream);
+    if (fwd)
+        sr_wire_all_to_allv(s, s->comms.sparse, b->cbuf_owner, b->own_counts, b->own_displs,
+                            b->cbuf_samples, b->smp_counts, b->smp_displs, b->stream, &b->hyb_work);
+    else
+        sr_wire_all_to_allv(s, s->comms.sparse, b->cbuf_samples, b->smp_counts, b->smp_displs,
+                            b->cbuf_owner, b->own_counts, b->own_displs, b->stream, &b->hyb_work);
+}
+
+/* ... and its arrival: forward, each bag's row summed over the owners
+ * (rank ascending); backward, the gradients into the owner's rows. */
+static void compact_arrived(struct sr_sharded_ebc *s, struct sr_sharded_ebc_batch *b, int fwd)
+{
+    const struct sr_sparse_dist_compact *c = &s->hyb.compact;
+    sr_sharded_complete(s, s->comms.sparse, &b->hyb_work, b->stream);
+    if (fwd)
+        sr_op_sparse_dist_compact_samples(s->dev, c, b->lens, s->num_slots, b->hyb_buf,
+                                          b->cbuf_samples, b->smp_words, 0, b->stream);
+    else
+        sr_op_sparse_dist_compact_owner(s->dev, c, b->gb[GROUP_HYB].offsets,
+                                        b->gb[GROUP_HYB].dpooled, b->cbuf_owner, b->own_words, 0,
+                                        b->stream);
+}
+
 /* ---- forward ------------------------------------------------------------------ */
 
 void sr_output_dist_start(struct sr_sharded_ebc *s, struct sr_sharded_ebc_batch *b)
@@ -99,6 +136,8 @@ void sr_output_dist_start(struct sr_sharded_ebc *s, struct sr_sharded_ebc_batch 
                                (size_t)s->nodes * s->B * s->groups[GROUP_TWRW].out_dim,
                                b->stream, &b->twrw_work);
     }
+    if (active(s, GROUP_HYB)) /* the rows of bags with ids here, to their samples' ranks */
+        compact_exchange(s, b, 1);
 }
 
 /* twrw's second level: my node-reduced block to each node's same-local-rank rank. */
@@ -120,6 +159,8 @@ void sr_output_dist_wait(struct sr_sharded_ebc *s, struct sr_sharded_ebc_batch *
         sr_sharded_complete(s, s->comms.node, &b->twrw_work, b->stream);
         twrw_cross_forward(s, b);
     }
+    if (active(s, GROUP_HYB))
+        compact_arrived(s, b, 1);
     sr_op_sparse_dist_pooled_scatter(s->dev, &s->sd_cols, b->od_buf, b->scale, pooled, b->stream);
 }
 
@@ -147,6 +188,8 @@ void sr_grad_dist_start(struct sr_sharded_ebc *s, struct sr_sharded_ebc_batch *b
         sr_wire_all_to_allv(s, s->comms.cross, b->twrw_buf, s->b_counts, s->b_displs, b->twrw_mid,
                             s->a_counts, s->a_displs, b->stream, &b->twrw_work);
     }
+    if (active(s, GROUP_HYB))
+        compact_exchange(s, b, 0);
 }
 
 /* twrw's second level: the node's gradients, gathered from its ranks. */
@@ -167,4 +210,6 @@ void sr_grad_dist_wait(struct sr_sharded_ebc *s, struct sr_sharded_ebc_batch *b)
         sr_sharded_complete(s, s->comms.cross, &b->twrw_work, b->stream);
         twrw_node_backward(s, b);
     }
+    if (active(s, GROUP_HYB))
+        compact_arrived(s, b, 0);
 }

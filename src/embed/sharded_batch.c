@@ -104,6 +104,7 @@ static void alloc_output_dist(struct sr_sharded_ebc *s, struct sr_sharded_ebc_ba
     b->a2a_buf = b->od_buf + s->od_off[GROUP_A2A];
     b->rw_buf = b->od_buf + s->od_off[GROUP_RW];
     b->twrw_buf = b->od_buf + s->od_off[GROUP_TWRW];
+    b->hyb_buf = b->od_buf + s->od_off[GROUP_HYB];
     b->twrw_mid = sr_dev_alloc(s->dev, sizeof(float) * (s->twrw_mid_floats + 1));
 }
 
@@ -115,6 +116,14 @@ static void register_buffers(struct sr_sharded_ebc *s, struct sr_sharded_ebc_bat
     const struct sr_sharded_ebc_comms *c = &s->comms;
     sr_comm_register(c->input ? c->input : c->sparse, b->send_buf);
     sr_comm_register(c->input ? c->input : c->sparse, b->recv_buf);
+    if (b->ne_send) { /* hybrid tables' compact exchange */
+        sr_comm_register(c->input ? c->input : c->sparse, b->ne_send_host);
+        sr_comm_register(c->input ? c->input : c->sparse, b->ne_recv_host);
+        if (s->wire == SR_DTYPE_F32) {
+            sr_comm_register(c->sparse, b->cbuf_owner);
+            sr_comm_register(c->sparse, b->cbuf_samples);
+        }
+    }
     if (s->wire != SR_DTYPE_F32)
         return;
     const void *sparse[] = {b->od_buf, b->gb[GROUP_A2A].pooled, b->gb[GROUP_A2A].dpooled,
@@ -185,7 +194,8 @@ void sr_sharded_batch_release(struct sr_sharded_ebc_batch *b)
     if (!b)
         return;
     struct sr_sharded_ebc *s = b->s;
-    if (b->counts_work || b->data_work || b->a2a_work || b->rw_work || b->twrw_work)
+    if (b->counts_work || b->data_work || b->a2a_work || b->rw_work || b->twrw_work || b->ne_work ||
+        b->hyb_work)
         SR_ABORT("sharded EBC: a batch context freed with a collective in flight; "
                  "wait for each stage it started first");
     /* queued ops of its last stage may still use its buffers; in local mode

@@ -107,8 +107,9 @@ enum group_kind sr_sharded_group_of(enum sr_sharding_type type)
     case SR_SHARDING_TYPE_DATA_PARALLEL:
         return GROUP_DP;
     case SR_SHARDING_TYPE_ROW_WISE:
-    case SR_SHARDING_TYPE_HYBRID: /* its cold rows; the expanded plan calls it rw */
         return GROUP_RW;
+    case SR_SHARDING_TYPE_HYBRID: /* its cold rows */
+        return GROUP_HYB;
     case SR_SHARDING_TYPE_TABLE_ROW_WISE:
         return GROUP_TWRW;
     default:
@@ -143,7 +144,8 @@ static void build_slots(struct sr_sharded_ebc *s)
         const struct sr_table_plan *tp = &s->plan->tables[t];
         const int64_t E = s->cfg.tables[t].num_embeddings;
         s->first_slot[f] = tp->type == SR_SHARDING_TYPE_DATA_PARALLEL ? -1 : n;
-        s->block[f] = tp->type == SR_SHARDING_TYPE_ROW_WISE         ? sr_plan_block_rows(E, W)
+        s->block[f] = tp->type == SR_SHARDING_TYPE_ROW_WISE || tp->type == SR_SHARDING_TYPE_HYBRID
+                          ? sr_plan_block_rows(E, W)
                       : tp->type == SR_SHARDING_TYPE_TABLE_ROW_WISE ? sr_plan_block_rows(E, s->L)
                                                                     : 0;
         for (int j = 0; s->first_slot[f] >= 0 && j < tp->num_shards; j++, n++) {
@@ -536,17 +538,19 @@ static void build_pieces(struct sr_sharded_ebc *s)
         n = rank_pieces(s, pc, n, GROUP_A2A, r, off);
         off += (int64_t)B * s->group_out[GROUP_A2A * W + r];
     }
-    const int rw0 = n;
     n = rank_pieces(s, pc, n, GROUP_RW, s->rank, off);
-    for (int q = rw0; s->hyb.num_features && q < n; q++) /* hybrid: cold + hot */
-        if (s->hyb.hot_of[pc[q].feature] >= 0)
-            pc[q].add = 1 + hot_piece[s->hyb.hot_of[pc[q].feature]];
-    sr_free(hot_piece);
     off += (int64_t)B * s->groups[GROUP_RW].out_dim;
     for (int m = 0; m < s->nodes; m++) {
         n = rank_pieces(s, pc, n, GROUP_TWRW, m * s->L, off);
         off += (int64_t)B * s->group_out[GROUP_TWRW * W + m * s->L];
     }
+    const int hyb0 = n;
+    n = rank_pieces(s, pc, n, GROUP_HYB, s->rank, off);
+    off += (int64_t)B * s->groups[GROUP_HYB].out_dim;
+    for (int q = hyb0; s->hyb.num_features && q < n; q++) /* hybrid: cold + hot */
+        if (s->hyb.hot_of[pc[q].feature] >= 0)
+            pc[q].add = 1 + hot_piece[s->hyb.hot_of[pc[q].feature]];
+    sr_free(hot_piece);
     s->sd_cols = (struct sr_sparse_dist_cols){.num_pieces = n,
                                               .pieces = upload_meta(s, pc, sizeof *pc * n),
                                               .batch = B,
@@ -570,7 +574,8 @@ static void size_output_dist(struct sr_sharded_ebc *s)
     s->od_off[GROUP_A2A] = ndp;
     s->od_off[GROUP_RW] = ndp + a * B;
     s->od_off[GROUP_TWRW] = ndp + a * B + nrw;
-    s->od_floats = ndp + a * B + nrw + t * B;
+    s->od_off[GROUP_HYB] = ndp + a * B + nrw + t * B;
+    s->od_floats = s->od_off[GROUP_HYB] + (size_t)B * s->groups[GROUP_HYB].out_dim;
     s->twrw_mid_floats = (size_t)s->nodes * B * s->groups[GROUP_TWRW].out_dim;
     build_pieces(s);
     SR_ASSERT(s->sd_cols.buf_floats == (int64_t)s->od_floats);

@@ -102,8 +102,6 @@ static struct sr_plan *expand_plan(struct sr_sharded_ebc *s, const struct sr_ebc
         memcpy(q->tables[t].name, tp->name, SR_NAME_MAX);
         q->tables[t].shards = sr_malloc(sizeof(struct sr_shard) * (size_t)tp->num_shards);
         memcpy(q->tables[t].shards, tp->shards, sizeof(struct sr_shard) * (size_t)tp->num_shards);
-        if (tp->type == SR_SHARDING_TYPE_HYBRID)
-            q->tables[t].type = SR_SHARDING_TYPE_ROW_WISE;
     }
     for (int i = 0; i < s->hyb.num_tables; i++) {
         const struct hybrid_table *h = &s->hyb.tables[i];
@@ -224,9 +222,45 @@ static void *upload_meta(struct sr_sharded_ebc *s, const void *host, size_t byte
     return s->dev_meta[s->num_dev_meta++] = upload(s, host, bytes);
 }
 
+/* The compact exchange's tables: every feature of a hybrid table, in
+ * feature order, its slot on rank 0, columns and group column (the same on
+ * every rank: each has one slot of each such feature). */
+static void setup_compact(struct sr_sharded_ebc *s)
+{
+    const struct sr_ebc_config *u = sr_sharded_user_cfg(s);
+    int n = 0;
+    int32_t *slot0 = sr_calloc((size_t)u->num_features + 1, sizeof *slot0);
+    int32_t *gcol = sr_calloc((size_t)u->num_features + 1, sizeof *gcol);
+    s->hyb.compact_cols = sr_calloc((size_t)u->num_features + 1, sizeof *s->hyb.compact_cols);
+    for (int f = 0; f < u->num_features; f++) {
+        if (s->plan->tables[u->feature_table[f]].type != SR_SHARDING_TYPE_HYBRID)
+            continue;
+        const struct slot *mine = &s->slots[s->first_slot[f] + s->rank];
+        SR_ASSERT(mine->rank == s->rank && mine->group == GROUP_HYB);
+        slot0[n] = s->first_slot[f];
+        gcol[n] = mine->gcol;
+        s->hyb.compact_cols[n++] = mine->cols;
+    }
+    struct sr_sparse_dist_compact *c = &s->hyb.compact;
+    *c = (struct sr_sparse_dist_compact){
+        .batch = s->B, .world = s->W, .num_features = n, .out_dim = s->groups[GROUP_HYB].out_dim};
+    if (n > 0) {
+        c->cols = upload_meta(s, s->hyb.compact_cols, sizeof(int32_t) * (size_t)n);
+        c->gcol = upload_meta(s, gcol, sizeof(int32_t) * (size_t)n);
+        c->slot0 = upload_meta(s, slot0, sizeof(int32_t) * (size_t)n);
+        SR_ASSERT(s->num_dev_meta < (int)(sizeof s->dev_meta / sizeof s->dev_meta[0]));
+        c->work = s->dev_meta[s->num_dev_meta++] =
+            sr_dev_alloc(s->dev, sizeof(int64_t) * (size_t)sr_sparse_dist_compact_words(c));
+    }
+    sr_free(slot0);
+    sr_free(gcol);
+}
+
 void sr_sharded_hybrid_upload(struct sr_sharded_ebc *s)
 {
     struct hybrid *y = &s->hyb;
+    if (y->expanded)
+        setup_compact(s);
     if (!y->expanded || y->num_features == 0)
         return;
     const int F = y->user_cfg.num_features, Fh = y->num_features;
@@ -316,8 +350,44 @@ struct sr_kjt *sr_sharded_hybrid_split(struct sr_sharded_ebc *s, struct sr_shard
     return x;
 }
 
+/* The compact exchange's counts and buffers of a batch context. */
+static void compact_alloc(struct sr_sharded_ebc *s, struct sr_sharded_ebc_batch *b)
+{
+    const struct sr_sparse_dist_compact *c = &s->hyb.compact;
+    const size_t W = (size_t)s->W, words = W * c->num_features + 1;
+    const size_t floats = W * s->B * c->out_dim + 1;
+    b->ne_send = b->ne_send_host = sr_dev_alloc_zero(s->dev, sizeof(int64_t) * words);
+    b->ne_recv = b->ne_recv_host = sr_dev_alloc_zero(s->dev, sizeof(int64_t) * words);
+    if (!s->dev->host_visible) {
+        b->ne_send_host = sr_dev_alloc_host(s->dev, sizeof(int64_t) * words);
+        b->ne_recv_host = sr_dev_alloc_host(s->dev, sizeof(int64_t) * words);
+    }
+    b->own_counts = sr_calloc(W, sizeof(size_t));
+    b->own_displs = sr_calloc(W, sizeof(size_t));
+    b->smp_counts = sr_calloc(W, sizeof(size_t));
+    b->smp_displs = sr_calloc(W, sizeof(size_t));
+    b->cbuf_owner = sr_dev_alloc_zero(s->dev, sizeof(float) * floats);
+    b->cbuf_samples = sr_dev_alloc_zero(s->dev, sizeof(float) * floats);
+}
+
+static void compact_free(struct sr_sharded_ebc *s, struct sr_sharded_ebc_batch *b)
+{
+    if (b->ne_send_host != b->ne_send) {
+        sr_dev_free_host(s->dev, b->ne_send_host);
+        sr_dev_free_host(s->dev, b->ne_recv_host);
+    }
+    void *device[] = {b->ne_send, b->ne_recv, b->cbuf_owner, b->cbuf_samples};
+    for (size_t i = 0; i < sizeof device / sizeof device[0]; i++)
+        sr_dev_free(s->dev, device[i]);
+    void *host[] = {b->own_counts, b->own_displs, b->smp_counts, b->smp_displs};
+    for (size_t i = 0; i < sizeof host / sizeof host[0]; i++)
+        sr_free(host[i]);
+}
+
 void sr_sharded_hybrid_batch_alloc(struct sr_sharded_ebc *s, struct sr_sharded_ebc_batch *b)
 {
+    if (s->hyb.compact.num_features > 0)
+        compact_alloc(s, b);
     if (s->hyb.num_features == 0)
         return;
     const size_t bags = (size_t)s->cfg.num_features * s->B, n = (size_t)s->max_values + 1;
@@ -332,6 +402,8 @@ void sr_sharded_hybrid_batch_alloc(struct sr_sharded_ebc *s, struct sr_sharded_e
 
 void sr_sharded_hybrid_batch_free(struct sr_sharded_ebc *s, struct sr_sharded_ebc_batch *b)
 {
+    if (s->hyb.compact.num_features > 0)
+        compact_free(s, b);
     void *device[] = {b->xkjt.lengths, b->xkjt.offsets, b->xkjt.values, b->x_weights, b->x_full};
     for (size_t i = 0; i < sizeof device / sizeof device[0]; i++)
         sr_dev_free(s->dev, device[i]);
@@ -345,6 +417,7 @@ void sr_sharded_hybrid_free(struct sr_sharded_ebc *s)
     }
     sr_free(s->hyb.tables);
     sr_free(s->hyb.hot_of);
+    sr_free(s->hyb.compact_cols);
     if (s->hyb.expanded)
         sr_ebc_config_release(&s->hyb.user_cfg);
 }
@@ -359,7 +432,7 @@ static struct sr_emb_table *replica_table(struct sr_sharded_ebc *s, const struct
 
 static struct sr_emb_table *shard_table(struct sr_sharded_ebc *s, const struct hybrid_table *h)
 {
-    struct group *g = &s->groups[GROUP_RW];
+    struct group *g = &s->groups[GROUP_HYB];
     return &g->tables[sr_sharded_local_table(g, h->table, s->rank)];
 }
 

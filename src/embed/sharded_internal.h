@@ -50,7 +50,9 @@
 #include "device/ops_embedding_dp.h"
 #include "device/ops_sparse_dist.h"
 
-enum group_kind { GROUP_DP = 0, GROUP_A2A, GROUP_RW, GROUP_TWRW, GROUP_COUNT };
+/* GROUP_HYB: hybrid tables' cold rows (rw blocks), their pooled rows sent
+ * compact (ops_sparse_dist.h, struct sr_sparse_dist_compact). */
+enum group_kind { GROUP_DP = 0, GROUP_A2A, GROUP_RW, GROUP_TWRW, GROUP_HYB, GROUP_COUNT };
 
 struct slot {
     int feature, table, shard;
@@ -108,13 +110,15 @@ struct hybrid_table {
 
 /* The hybrid tables of the plan; all zero without them. */
 struct hybrid {
-    int num_tables;                     /* T_h: replicas */
-    struct hybrid_table *tables;        /* (T_h) */
-    int num_features;                   /* F_h: hot features */
-    int expanded;                       /* cfg and plan are expanded; user_cfg is the caller's */
-    struct sr_ebc_config user_cfg;      /* the caller's config (when expanded) */
-    struct sr_sparse_dist_hybrid split; /* hybrid_split's tables (device arrays in dev_meta) */
-    int32_t *hot_of;                    /* (F) host: feature f's hot feature k, or -1 */
+    int num_tables;                        /* T_h: replicas */
+    struct hybrid_table *tables;           /* (T_h) */
+    int num_features;                      /* F_h: hot features */
+    int expanded;                          /* cfg and plan are expanded; user_cfg is the caller's */
+    struct sr_ebc_config user_cfg;         /* the caller's config (when expanded) */
+    struct sr_sparse_dist_hybrid split;    /* hybrid_split's tables (device arrays in dev_meta) */
+    struct sr_sparse_dist_compact compact; /* the cold rows' exchange (n_h = 0: none) */
+    int32_t *compact_cols;                 /* (n_h) host: its cols */
+    int32_t *hot_of;                       /* (F) host: feature f's hot feature k, or -1 */
 };
 
 /* Where a batch is in its stages (sharded_ebc.h); each stage asserts it. */
@@ -142,6 +146,15 @@ struct sr_sharded_ebc_batch {
     struct sr_kjt xkjt; /* hybrid: the KJT of F + F_h features, device arrays below */
     int32_t *x_full;    /* (F + F_h, B) device, hybrid: each bag's full length */
     float *x_weights;   /* (max_values) device, hybrid: xkjt's weights when it has them */
+    /* hybrid cold rows, compact: the bags of mine with ids in each owner's
+     * block per hybrid feature (sent with the counts) and the ones each
+     * source sent me, (W, n_h) device and their host copies; floats of the
+     * compact exchange per peer, as owner (by source) and as sample rank
+     * (by owner), and the two buffers (W*B*out_hyb floats each) */
+    int64_t *ne_send, *ne_recv, *ne_send_host, *ne_recv_host;
+    size_t *own_counts, *own_displs, *smp_counts, *smp_displs; /* (W) host */
+    int64_t own_words, smp_words;
+    float *cbuf_owner, *cbuf_samples;
     int internal;       /* the EBC's own (forward/backward); not counted in num_batches */
 
     /* input dist */
@@ -163,10 +176,11 @@ struct sr_sharded_ebc_batch {
     float *a2a_buf;  /* (B, Σ_s out_a2a(s)) view */
     float *rw_buf;   /* (B, out_rw) view */
     float *twrw_buf; /* (B, Σ_m out_twrw(m)) view */
+    float *hyb_buf;  /* (B, out_hyb) view: hybrid cold rows summed over owners / their grads */
     float *twrw_mid; /* (nodes * B, out_twrw(my node)) device */
 
     /* collectives in flight between a start and its wait */
-    sr_comm_work_t counts_work, data_work, a2a_work, rw_work, twrw_work;
+    sr_comm_work_t counts_work, data_work, a2a_work, rw_work, twrw_work, ne_work, hyb_work;
 
     /* streams: the stage running now issues its work on `stream`; `staged`
      * is recorded on `staged_on` after each stage, and the next stage's

@@ -38,7 +38,8 @@ void sr_sharded_local_init(struct sr_sharded_ebc *s)
 {
     const struct group *g = &s->groups[GROUP_A2A];
     s->local = s->W == 1 && s->groups[GROUP_DP].num_tables == 0 && !s->groups[GROUP_RW].active &&
-               !s->groups[GROUP_TWRW].active && g->active && group_is_config(s, g);
+               !s->groups[GROUP_TWRW].active && !s->groups[GROUP_HYB].active && g->active &&
+               group_is_config(s, g);
     if (!s->local)
         return;
     const int F = s->cfg.num_features;

@@ -121,7 +121,8 @@ static int in_list(int64_t v, const int64_t *list, int n)
 
 /* ---- a run -------------------------------------------------------------------------- */
 
-static int hybrid_run; /* the run's plan is hybrid_plan's */
+static int hybrid_run;         /* the run's plan is hybrid_plan's */
+static uint64_t hyb_out_bytes; /* output and gradient dist bytes this rank sent, summed */
 
 /* What a run leaves: every step's pooled slice and the final tables (rank 0). */
 struct record {
@@ -175,6 +176,40 @@ static int64_t cold_ids(const struct tcfg *c, const struct batch *bt, int n)
     return cold;
 }
 
+/* Bytes this rank sends in the compact exchange of hybrid tables' cold rows
+ * in one step: as the owner of block r, the row of every other rank's bag
+ * with a cold id in it; as a sample's rank, that row's gradient back. */
+static uint64_t compact_bytes(const struct tcfg *c, int step, const struct world *w)
+{
+    static const int64_t hot1[] = {1, 2, 3, 5, 7, 30};
+    struct batch all;
+    make_batch(&all, c, step, 0, w->W * B);
+    const int GB = w->W * B;
+    uint64_t bytes = 0;
+    for (int f = 0; f < c->cfg.num_features; f++) {
+        const int t = c->feature_table[f];
+        if (t > 3) /* t4 is rw */
+            continue;
+        const int64_t E = c->tables[t].num_embeddings, blk = (E + w->W - 1) / w->W;
+        for (int g = 0; g < GB; g++)
+            for (int r = 0; r < w->W; r++) {
+                int cold = 0;
+                for (int64_t i = all.offsets[f * GB + g]; i < all.offsets[f * GB + g + 1]; i++) {
+                    const int64_t v = all.values[i];
+                    const int hot = t == 0   ? in_list(v, HOT_H0, NUM_HOT_H0)
+                                    : t == 1 ? in_list(v, hot1, 6)
+                                             : t == 2;
+                    cold |= !hot && v / blk == r;
+                }
+                const int src = g / B;
+                if (cold && src != r && (src == w->rank || r == w->rank))
+                    bytes += 4 * (uint64_t)c->tables[t].embedding_dim;
+            }
+    }
+    free_batch(&all);
+    return bytes;
+}
+
 /* One training step of s on this rank's slice of step `step`; pooled out. */
 static void train_step(struct sr_sharded_ebc *s, const struct tcfg *c, const struct world *w,
                        int step, float lr, float *pooled)
@@ -187,10 +222,21 @@ static void train_step(struct sr_sharded_ebc *s, const struct tcfg *c, const str
         for (int col = 0; col < D; col++)
             dp[b * D + col] = dpooled_at(step, (int64_t)w->rank * B + b, col);
     uint64_t allocs = sr_alloc_count();
+    sr_comm_counters_reset(w->sparse);
     CHECK(sr_sharded_ebc_forward(s, &mine.kjt, pooled, NULL) == SR_OK, "step %d forward: %s", step,
           sr_error_message());
     sr_sharded_ebc_backward(s, dp, lr, step, NULL);
     CHECK(step == 1 || sr_alloc_count() == allocs, "step %d: forward/backward allocated", step);
+    const struct sr_comm_counters *k = sr_comm_counters(w->sparse);
+    const uint64_t sent = k->bytes_intra[SR_COLL_ALL_TO_ALLV] + k->bytes_inter[SR_COLL_ALL_TO_ALLV];
+    if (hybrid_run) /* the sparse communicator's all-to-alls: only the compact rows */
+        CHECK(sent == compact_bytes(c, step, w) && k->calls[SR_COLL_ALL_TO_ALLV] == 2,
+              "step %d: compact exchange sent %llu bytes in %llu calls, expected %llu in 2", step,
+              (unsigned long long)sent, (unsigned long long)k->calls[SR_COLL_ALL_TO_ALLV],
+              (unsigned long long)compact_bytes(c, step, w));
+    hyb_out_bytes += sent + k->bytes_intra[SR_COLL_REDUCE_SCATTER] +
+                     k->bytes_inter[SR_COLL_REDUCE_SCATTER] + k->bytes_intra[SR_COLL_ALL_GATHER] +
+                     k->bytes_inter[SR_COLL_ALL_GATHER];
     struct sr_sharded_ebc_stats st;
     sr_sharded_ebc_stats(s, &st);
     if (hybrid_run) /* hot ids stay here: only the cold ones are sent */
@@ -210,7 +256,9 @@ static struct sr_sharded_ebc *make_ebc(const struct tcfg *c, const struct sr_pla
                                        const struct sr_optim_config *oc, const struct world *w,
                                        uint64_t seed)
 {
-    struct sr_sharded_ebc_comms comms = {w->sparse, w->node, w->cross, SR_DTYPE_F32, NULL};
+    /* the input dist on its own communicator: the sparse one then carries
+     * only the output and gradient dists */
+    struct sr_sharded_ebc_comms comms = {w->sparse, w->node, w->cross, SR_DTYPE_F32, w->world};
     struct sr_sharded_ebc *s;
     const int64_t maxv = (int64_t)B * c->cfg.num_features * (c->max_len + 2);
     int rc = sr_sharded_ebc_init(&s, sr_device_cpu(), &comms, &c->cfg, p, oc, B, maxv, NULL, seed);
@@ -372,9 +420,21 @@ static void run_against_rw(const struct world *w)
     where = label;
     struct sr_plan *p = hybrid_plan(&c, w), *q = uniform(&c, SR_SHARDING_TYPE_ROW_WISE, w);
     struct record a = {0}, b = {0};
+    uint64_t bytes[2], all[2];
+    hyb_out_bytes = 0;
     run(&c, p, SR_OPTIM_ADAGRAD, w, LONG_STEPS, 0, &a);
+    bytes[0] = hyb_out_bytes;
+    hyb_out_bytes = 0;
     run(&c, q, SR_OPTIM_ADAGRAD, w, LONG_STEPS, 0, &b);
+    bytes[1] = hyb_out_bytes;
     compare_records(&a, &b, (int64_t)LONG_STEPS * B * out_dim_of(&c), w, 0, "hybrid vs rw");
+    sr_comm_all_reduce(w->world, bytes, all, 2, SR_DTYPE_I64, SR_REDUCE_SUM, NULL, NULL);
+    CHECK(w->W == 1 || all[0] < all[1], "hybrid's output-dist bytes %llu, all rw's %llu",
+          (unsigned long long)all[0], (unsigned long long)all[1]);
+    if (w->rank == 0)
+        printf("W=%d L=%d: output + gradient dist bytes over %d steps, all ranks: hybrid %llu, "
+               "all rw %llu\n",
+               w->W, w->L, LONG_STEPS, (unsigned long long)all[0], (unsigned long long)all[1]);
     record_free(&a);
     record_free(&b);
     sr_plan_free(p);

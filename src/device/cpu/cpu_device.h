@@ -25,6 +25,16 @@ struct sr_sparse_dist_kjt;
 void sr_cpu_hybrid_split(struct sr_device *dev, const struct sr_sparse_dist_hybrid *h,
                          const struct sr_sparse_dist_kjt *in, int32_t *lengths, int32_t *full,
                          int64_t *offsets, int64_t *values, float *weights, sr_stream_t s);
+/* cpu_compact.c: the compact cold-row exchange's ops (ops_sparse_dist.h). */
+struct sr_sparse_dist_compact;
+void sr_cpu_compact_counts(struct sr_device *dev, const struct sr_sparse_dist_compact *c,
+                           const int32_t *lens, int num_slots, int64_t *ne, sr_stream_t s);
+void sr_cpu_compact_owner(struct sr_device *dev, const struct sr_sparse_dist_compact *c,
+                          const int64_t *offsets, float *rows, float *buf, int64_t words,
+                          int pack, sr_stream_t s);
+void sr_cpu_compact_samples(struct sr_device *dev, const struct sr_sparse_dist_compact *c,
+                            const int32_t *lens, int num_slots, float *block, float *buf,
+                            int64_t words, int pack, sr_stream_t s);
 void sr_cpu_rows_copy(struct sr_device *dev, int scatter, const int64_t *idx, int64_t n,
                       int64_t width, const float *src, int64_t src_rows, float *dst,
                       int64_t dst_rows, sr_stream_t s);

@@ -333,4 +333,7 @@ const struct sr_sparse_dist_ops sr_cpu_sparse_dist_ops = {
     .pooled_gather = cpu_pooled_gather,
     .hybrid_split = sr_cpu_hybrid_split,
     .rows_copy = sr_cpu_rows_copy,
+    .compact_counts = sr_cpu_compact_counts,
+    .compact_owner = sr_cpu_compact_owner,
+    .compact_samples = sr_cpu_compact_samples,
 };
