@@ -24,6 +24,9 @@
  *   emb_dp       accumulate, apply                        1e-5; touch counts bit-equal
  *   sparse_dist  bucketize, mean_scales, pack, unpack     bit-equal
  *                pooled_scatter, pooled_gather            1e-5
+ *                hybrid_split, rows_copy, compact_counts, bit-equal
+ *                compact_owner, compact_samples
+ *                (backend_ops/hybrid.c)
  *   cast         pack, unpack, unpack_add (fp16, bf16,    bit-equal
  *                fp32 segments; specials, subnormals,
  *                ties, a 2-byte aligned fp32 segment)
@@ -66,7 +69,7 @@ int main(void)
         cmocka_unit_test(test_dense),       cmocka_unit_test(test_optim),
         cmocka_unit_test(test_embedding),   cmocka_unit_test(test_embedding_dp),
         cmocka_unit_test(test_sparse_dist), cmocka_unit_test(test_cast),
-        cmocka_unit_test(test_big_table),
+        cmocka_unit_test(test_big_table),   cmocka_unit_test(test_hybrid),
     };
     const int failed = cmocka_run_group_tests(tests, NULL, NULL);
     printf("test_backend_ops: %d case line(s) failed on %s (seed %llu)\n", ops_failures(),

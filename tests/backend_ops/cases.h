@@ -12,5 +12,6 @@ void test_embedding_dp(void **state); /* embedding.c */
 void test_sparse_dist(void **state);  /* sparse_dist.c */
 void test_cast(void **state);         /* cast.c */
 void test_big_table(void **state);    /* big_table.c */
+void test_hybrid(void **state);       /* hybrid.c */
 
 #endif

@@ -80,6 +80,17 @@ void sr_cu_rows_copy(struct sr_device *dev, int scatter, const int64_t *idx, int
                      int64_t width, const float *src, int64_t src_rows, float *dst,
                      int64_t dst_rows, sr_stream_t s);
 
+/* cuda_compact.cu: the compact cold-row exchange's ops (ops_sparse_dist.h). */
+struct sr_sparse_dist_compact;
+void sr_cu_compact_counts(struct sr_device *dev, const struct sr_sparse_dist_compact *c,
+                          const int32_t *lens, int num_slots, int64_t *ne, sr_stream_t s);
+void sr_cu_compact_owner(struct sr_device *dev, const struct sr_sparse_dist_compact *c,
+                         const int64_t *offsets, float *rows, float *buf, int64_t words, int pack,
+                         sr_stream_t s);
+void sr_cu_compact_samples(struct sr_device *dev, const struct sr_sparse_dist_compact *c,
+                           const int32_t *lens, int num_slots, float *block, float *buf,
+                           int64_t words, int pack, sr_stream_t s);
+
 /* cuda_dense.cu: the dense state of a new device (cuBLASLt) and its release. */
 void sr_cuda_dense_init(struct sr_device *dev);
 void sr_cuda_dense_free(struct sr_device *dev);

@@ -761,4 +761,7 @@ extern "C" const struct sr_sparse_dist_ops sr_cuda_sparse_dist_ops = {
     .pooled_gather = cuda_pooled_gather,
     .hybrid_split = sr_cu_hybrid_split,
     .rows_copy = sr_cu_rows_copy,
+    .compact_counts = sr_cu_compact_counts,
+    .compact_owner = sr_cu_compact_owner,
+    .compact_samples = sr_cu_compact_samples,
 };
