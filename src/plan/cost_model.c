@@ -20,8 +20,11 @@
  *             of H x D), the rest rw with (1 - h) of the ids; every rank
  *             first splits its b p ids (24 bytes of memory traffic an id,
  *             and 3 launches a step for all hybrid tables) and accumulates
- *             its b p h hot ids' gradients at its update rate; the output rw's
- *             (every bag's partial sums travel, hot or not). A plan's other H
+ *             its b p h hot ids' gradients at its update rate; the output
+ *             sends an owner's row of a bag only when the bag holds cold ids
+ *             in its block (1 - (1 - (1 - h)/W)^q of the bags, q ids a bag),
+ *             one all-to-all-v for all hybrid tables, after a second small
+ *             counts exchange (its latency in the input dist). A plan's other H
  *             takes a share interpolated linearly (a lower bound: the share
  *             grows concavely with H)
  *   gradient  the output's bytes, mirrored
@@ -344,6 +347,24 @@ double pl_hot_share_of(const struct sr_planner_model *m, int t, int64_t H)
     return h1 + (1 - h1) * (double)(H - H1) / (double)(E - H1);
 }
 
+/* A hybrid table's cold rows travel compact: a bag's row goes from an
+ * owner to the bag's rank only when the bag holds a cold id in the owner's
+ * block: for a bag of q ids, each cold with chance 1 - h and in a given
+ * block with chance 1/W (the ids spread over the blocks), with chance
+ * 1 - (1 - (1 - h)/W)^q. */
+static void add_compact_output(struct pl_acc *a, int t, double h,
+                               struct sr_planner_table_cost *cost)
+{
+    const struct sr_planner_table *st = &a->m->stats[t];
+    const double b = (double)a->m->global_batch / a->W, q = bag_ids(a, t);
+    const double sent = 1 - pow(1 - (1 - h) / a->W, q);
+    const double bytes =
+        b * st->features * sent * a->m->ebc->tables[t].embedding_dim * a->m->wire_bytes;
+    for (int r = 0; r < a->W; r++)
+        for (int s = 0; s < a->W; s++)
+            send(a, PL_HYB, r, s, bytes, cost);
+}
+
 /* An id of a hybrid table through hybrid_split, in memory bytes: read and
  * written (8 + 8), its bag's lengths and offsets (8). */
 #define SPLIT_BYTES 24.0
@@ -374,7 +395,7 @@ static void add_hybrid(struct pl_acc *a, int t, const struct sr_table_plan *tp,
         add_replica(a, t, (double)tp->num_hot, h, cost);
     for (int i = 0; i < tp->num_shards; i++)
         add_block(a, t, &tp->shards[i], 1 - h, cost);
-    add_rw_output(a, t, cost);
+    add_compact_output(a, t, h, cost);
 }
 
 void pl_acc_add_table(struct pl_acc *a, int t, const struct sr_table_plan *tp,
@@ -382,9 +403,8 @@ void pl_acc_add_table(struct pl_acc *a, int t, const struct sr_table_plan *tp,
 {
     if (cost)
         memset(cost, 0, sizeof *cost);
-    if (tp->type == SR_SHARDING_TYPE_HYBRID) /* its groups: the dp and the rw one; the split */
-        a->kinds |= (1u << SR_SHARDING_TYPE_DATA_PARALLEL) | (1u << SR_SHARDING_TYPE_ROW_WISE) |
-                    (1u << SR_SHARDING_TYPE_HYBRID);
+    if (tp->type == SR_SHARDING_TYPE_HYBRID) /* its groups: the replica's (dp) and its own */
+        a->kinds |= (1u << SR_SHARDING_TYPE_DATA_PARALLEL) | (1u << SR_SHARDING_TYPE_HYBRID);
     else if (tp->type >= 0 && tp->type < 32)
         a->kinds |= 1u << tp->type;
     switch (tp->type) {
@@ -564,8 +584,8 @@ void pl_acc_step(const struct pl_acc *a, double s[SR_PS_COUNT], int *collectives
      * (3), and the ReLU mask reads the value again (1), the bias gradient the
      * gradient (1): 8 passes of 4 bytes */
     double elementwise = 8.0 * 4 * b * activations(m) / (a->topo->memory_gb_s * 1e9);
-    const unsigned split = 1u << SR_SHARDING_TYPE_HYBRID; /* not a group: the split op */
-    const double launch = a->topo->launch_us * 1e-6, groups = groups_of(a->kinds & ~split);
+    const unsigned split = 1u << SR_SHARDING_TYPE_HYBRID; /* hybrid: also the split op */
+    const double launch = a->topo->launch_us * 1e-6, groups = groups_of(a->kinds);
     s[SR_PS_DENSE] = 3 * b * all / rate + elementwise + optimizer + dense_ops(m) * launch;
     s[SR_PS_LOOKUP] = max_of(a->lookup, a->W) + groups * OPS_GROUP_LOOKUP * launch +
                       (a->kinds & split ? OPS_SPLIT * launch : 0);
@@ -575,9 +595,11 @@ void pl_acc_step(const struct pl_acc *a, double s[SR_PS_COUNT], int *collectives
         double dense_bytes = params * m->dense_wire_bytes + a->dp_bytes;
         int buckets = (int)ceil(params * m->dense_wire_bytes / fmax(m->bucket_bytes, 1));
         buckets = buckets < 1 ? 1 : buckets;
-        s[SR_PS_INPUT_DIST] =
-            group_seconds(a, PL_INPUT) +
+        const double lat =
             (a->L < a->W ? a->topo->inter.latency_us : a->topo->intra.latency_us) * 1e-6;
+        /* the counts exchange; hybrid tables' second one beside it */
+        s[SR_PS_INPUT_DIST] = group_seconds(a, PL_INPUT) + lat * (a->kinds & split ? 2 : 1);
+        *collectives += a->kinds & split ? 1 : 0;
         for (int g = PL_A2A; g < PL_GROUPS; g++) {
             s[SR_PS_OUTPUT_DIST] += group_seconds(a, (enum pl_group)g);
             *collectives += 2 * a->active[g];

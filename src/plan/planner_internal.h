@@ -17,6 +17,7 @@ enum pl_group {
     PL_RW,         /* rw partial sums (reduce-scatter) */
     PL_TWRW_NODE,  /* twrw partial sums inside a node (reduce-scatter) */
     PL_TWRW_CROSS, /* twrw node sums across nodes (all-to-all-v) */
+    PL_HYB,        /* hybrid tables' cold rows, compact (all-to-all-v) */
     PL_GROUPS
 };
 
