@@ -235,21 +235,32 @@ static double one_node_rate(struct sr_train_config *cfg, const struct sr_topolog
 }
 
 /* Issue 20's question: did replicating hot rows (all hybrid, whole plan 3)
- * beat both all tw (0) and all rw (1), and by how much. */
-static void hybrid_verdict(const double *step)
+ * beat both all tw (0) and all rw (1), and by how much; and the hybrid
+ * tables the planner's own plan took. */
+static void versus(const char *name, double hybrid, double other)
+{
+    printf("against %s its step is %.1f%% %s", name, 100 * fabs(other - hybrid) / other,
+           hybrid < other ? "shorter" : "longer");
+}
+
+static void hybrid_verdict(const double *step, const struct sr_plan *planned)
 {
     if (!(step[3] > 0) || !(step[0] > 0) || !(step[1] > 0))
         return;
-    const int rw = step[1] < step[0];
-    const double best = step[rw];
-    printf("  hot-row replication: all hybrid (%.3f ms) %s the better of all tw and all rw "
-           "(%s, %.3f ms): its step is %.1f%% %s\n",
-           step[3] * 1e3, step[3] < best ? "beats" : "does not beat", rw ? "all rw" : "all tw",
-           best * 1e3, 100 * fabs(best - step[3]) / best, step[3] < best ? "shorter" : "longer");
+    int n = 0;
+    for (int t = 0; planned && t < planned->num_tables; t++)
+        n += planned->tables[t].type == SR_SHARDING_TYPE_HYBRID;
+    printf("  hot-row replication: all hybrid (%.3f ms) %s both all tw and all rw: ", step[3] * 1e3,
+           step[3] < step[0] && step[3] < step[1] ? "beats" : "does not beat");
+    versus("all tw", step[3], step[0]);
+    printf(", ");
+    versus("all rw", step[3], step[1]);
+    printf("; the planner's plan has %d hybrid table%s\n", n, n == 1 ? "" : "s");
 }
 
 static int compare(struct sr_train_config *cfg, const struct sr_planner_model *m,
-                   const struct sr_topology *t, const struct sr_planner_report *planned)
+                   const struct sr_topology *t, const struct sr_planner_report *planned,
+                   const struct sr_plan *planned_plan)
 {
     double one = one_node_rate(cfg, t, m->stats);
     if (one <= 0)
@@ -270,7 +281,7 @@ static int compare(struct sr_train_config *cfg, const struct sr_planner_model *m
         step[i] = r->stage_s[SR_PS_STEP];
         sr_planner_report_free(r);
     }
-    hybrid_verdict(step);
+    hybrid_verdict(step, planned_plan);
     return SR_OK;
 }
 
@@ -325,7 +336,7 @@ static int run(struct sr_train_config *cfg, const struct plan_args *a)
         print_stats(cfg, &ec, stats, measured);
         sr_planner_report_print(stdout, r, plan, &m, a->explain);
         if (a->compare)
-            rc = compare(cfg, &m, &t, r);
+            rc = compare(cfg, &m, &t, r, plan);
     }
     if (!rc && a->out[0])
         rc = write_plan(plan, a->out);

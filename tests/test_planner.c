@@ -262,7 +262,8 @@ static void test_hybrid(void **state)
     assert_int_equal(sr_plan_set_hybrid(plan, &f.ebc, 0, five, 5), SR_OK);
     assert_int_equal(sr_planner_predict(&f.m, &f.topo, plan, &r), SR_OK);
     NEAR(r->ranks[0].lookup_s, (100 * 0.25 + 200 * 0.75 / 2) * GATHER_SHARE / 1e6 + SPLIT);
-    NEAR(r->ranks[0].send_bytes[0], 50 * 2 * 0.75 / 2 * 4 + 200 + 2 * 50 * (1 - pow(1 - 0.75 / 2, 2)) * 64);
+    NEAR(r->ranks[0].send_bytes[0],
+         50 * 2 * 0.75 / 2 * 4 + 200 + 2 * 50 * (1 - pow(1 - 0.75 / 2, 2)) * 64);
     sr_planner_report_free(r);
     sr_plan_free(plan);
     /* without hot rows there is no hybrid plan */
