@@ -33,6 +33,11 @@
  *
  * Collectives per step, any number of tables, only for types present in the
  * plan: forward 2 (input) + 1 (tw/cw) + 1 (rw) + 2 (twrw); backward 1 + 1 + 2.
+ * Hybrid tables (plan.h) add one small counts exchange beside the counts
+ * (their bags with cold ids per owner) and one all-to-all-v each way: an
+ * owner sends a bag's pooled row only when the bag holds cold ids in its
+ * block (the rest of the feature's vector is the local replica's); their
+ * hot rows' gradient rides in the dp gradient buffer.
  * With a compressed pooled dtype (comms.pooled_dtype fp16/bf16) the counts
  * are the same, rw's and twrw's forward reduce-scatter being counted as
  * all-to-all-v, and the output dist's bytes are half of fp32's.
