@@ -10,6 +10,10 @@
  *   twrw    reduce-scatter (node comm), then  all-to-all-v (cross), then
  *           all-to-all-v (cross comm)         all-gather (node comm)
  *   dp      (none: pooled here)               (none)
+ *   hybrid  all-to-all-v (sparse) of the rows  all-to-all-v (sparse), the
+ *   (cold)  of bags with ids in the owner's    same rows' gradients
+ *           block only, summed on arrival
+ *           over the owners, rank ascending
  *
  * Owners pool by sum. The rank of a sample then divides its mean bags by
  * their full length (empty bags stay 0), and in backward scales the
@@ -24,6 +28,7 @@
  *   a2a_buf   (B, out_a2a(r)) blocks, r ascending: received pooled / sent grads
  *   rw_buf    (B, out_rw) my reduced rows / my grads
  *   twrw_buf  (B, out_twrw(m)) blocks, node m ascending
+ *   hyb_buf   (B, out_hyb) hybrid cold rows summed over owners / their grads
  *
  * and twrw_mid (nodes, B, out_twrw(my node)) my node-reduced block.
  *
@@ -38,7 +43,8 @@
  * level (it needs the first's result) and moves the columns. So every
  * communicator sees its collectives in one fixed order:
  *
- *   sparse  fwd: a2a, rw reduce-scatter     bwd: a2a, rw all-gather
+ *   sparse  fwd: a2a, rw reduce-scatter,    bwd: a2a, rw all-gather,
+ *           hybrid a2a                           hybrid a2a
  *   node    fwd: reduce-scatter (start)     bwd: all-gather (wait)
  *   cross   fwd: all-to-all-v (wait)        bwd: all-to-all-v (start)
  */

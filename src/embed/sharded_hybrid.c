@@ -5,7 +5,8 @@
  * config and plan,
  *
  *   caller's        T tables, F features; table h hybrid with hot rows R
- *   expanded        tables 0 .. T-1 as the caller's, h now rw (same shards),
+ *   expanded        tables 0 .. T-1 as the caller's, h's rw shards (its
+ *                   cold rows: the GROUP_HYB group),
  *                   then one dp replica per hybrid table with H > 0: rows
  *                   R[0 .. H), the "hot" table of h ("<h>.hot");
  *                   features 0 .. F-1 as the caller's (h's now carry only
@@ -14,10 +15,13 @@
  *
  * so that hot ids are pooled on their sample's rank (the replica's gradient
  * rides the dense all-reduce as any dp table's) and cold ids travel as rw
- * ids do. Per step the only new work is hybrid_split (counts_start: the
- * caller's KJT into the expanded one, hot ids as their index in R) and the
- * output dist's pieces, which add a hot feature's pooled block into its
- * feature's cold one before the mean scale (ops_sparse_dist.h).
+ * ids do. Per step the new work is hybrid_split (counts_start: the caller's
+ * KJT into the expanded one, hot ids as their index in R); the compact
+ * output and gradient dists of the cold rows (output_dist.c: an owner sends
+ * a bag's row only when the bag holds ids in its block; their counts ride
+ * in a second counts exchange, input_dist.c); and the output dist's
+ * pieces, which add a hot feature's pooled block into its feature's cold
+ * one before the mean scale (ops_sparse_dist.h).
  *
  * State. A replica row starts as its table's row is drawn (ebc.h: by global
  * row), so every plan starts from the same model. The rw shard keeps its own

@@ -17,9 +17,9 @@
  *                                [ ids of slot a, bag by bag | ids of b | ... ]
  *                                [ weights, same order (when present) ]
  *
- * Owners pool in groups, one per output dist (dp, tw+cw, rw, twrw). A group's
- * local batch stacks the samples of every source rank, so the pooled rows a
- * collective sends to one rank are contiguous:
+ * Owners pool in groups, one per output dist (dp, tw+cw, rw, twrw, hybrid
+ * cold rows). A group's local batch stacks the samples of every source rank,
+ * so the pooled rows a collective sends to one rank are contiguous:
  *
  *   group batch row = perm(s) * B + b     (source rank s, its sample b)
  *   perm(s) = s                              dp (s = me only), tw+cw, rw
