@@ -304,6 +304,18 @@ static int has_hybrid(const struct sr_plan *plan)
     return 0;
 }
 
+/* Columns of the features of hybrid tables (their compact rows). */
+static uint64_t hybrid_cols(const struct sr_train_config *cfg, const struct sr_plan *plan)
+{
+    uint64_t cols = 0;
+    for (int f = 0; plan && f < cfg->num_features; f++) {
+        const int t = cfg->feature_table[f];
+        if (t < plan->num_tables && plan->tables[t].type == SR_SHARDING_TYPE_HYBRID)
+            cols += (uint64_t)cfg->tables[t].embedding_dim;
+    }
+    return cols;
+}
+
 static void count_batch(const struct sr_train_config *cfg, const struct sr_plan *plan, int W,
                         int rank, struct mem_tally *m)
 {
@@ -348,6 +360,10 @@ static void count_batch(const struct sr_train_config *cfg, const struct sr_plan 
             m, bytes,
             mem_mul3(m, EMB_CONTEXTS,
                      mem_add(m, mem_mul3(m, B, per_sample, 12), mem_mul3(m, 2 * F, B, 16)), 1));
+    /* and the compact exchange's two buffers of W*B rows of the hybrid
+     * features' columns (sharded_hybrid.c) */
+    bytes =
+        mem_add(m, bytes, mem_mul3(m, EMB_CONTEXTS, mem_mul3(m, BS, hybrid_cols(cfg, plan), 8), 1));
     /* the host batch's values and weights (12 bytes an id); the model's pooled
      * vectors and their gradients (8 bytes a value) */
     bytes = mem_add(m, bytes, mem_mul3(m, B, per_sample, 12));
