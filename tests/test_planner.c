@@ -158,6 +158,31 @@ static void test_tw_two_nodes(void **state)
     sr_planner_report_free(r);
 }
 
+/* Latencies on the same case: 100 us a collective on the link, 20 us for the
+ * counts exchange (the topology's host latency: NCCL runs it over MPI), else
+ * the link's; the gradient dist and the only (so last) all-reduce bucket run
+ * at once, so the longer of them is exposed, not their sum. */
+static void test_latencies(void **state)
+{
+    struct fixture f;
+    setup(&f, 2, 1);
+    f.topo.inter.latency_us = 100;
+    f.topo.host_latency_us = 20;
+    struct sr_planner_report *r = predict(&f, SR_SHARDING_TYPE_TABLE_WISE);
+    double in = 600 / 0.5e9 + 20e-6, out = 100e-6 + 3200 / 0.5e9;
+    double last = 100e-6 + 392 / 0.5e9, bot_fwd = 50 * 128 / 1e9, bot_bwd = 2 * bot_fwd;
+    NEAR(r->stage_s[SR_PS_INPUT_DIST], 100e-6 + in); /* its data exchange, then the counts */
+    NEAR(r->stage_s[SR_PS_OUTPUT_DIST], out);
+    NEAR(r->stage_s[SR_PS_GRAD_DIST], out);
+    NEAR(r->stage_s[SR_PS_ALLREDUCE], last);
+    NEAR(r->stage_s[SR_PS_EXPOSED], 100e-6 + in + (out - bot_fwd) + fmax(out - bot_bwd, last));
+    sr_planner_report_free(r);
+    f.topo.host_latency_us = 0; /* none given: the counts take the link's latency */
+    r = predict(&f, SR_SHARDING_TYPE_TABLE_WISE);
+    NEAR(r->stage_s[SR_PS_INPUT_DIST], 200e-6 + 600 / 0.5e9);
+    sr_planner_report_free(r);
+}
+
 /* What a shard receives is memory on its rank: tw puts the table's B x
  * slot_bytes on its owner only, rw on both ranks (each holds a shard), dp on
  * neither; one rank exchanges nothing. */
@@ -368,7 +393,22 @@ static void test_topology_json(void **state)
     assert_int_equal(t.ranks_per_node, 1);
     NEAR(t.inter.gb_s, 1.5);
     NEAR(t.inter.latency_us, 30);
+    NEAR(t.host_latency_us, 0);
     assert_int_equal(sr_topology_complete(&t), SR_OK);
+    /* a bench comm file of NCCL also gives the counts exchange's host latency */
+    assert_int_equal(
+        sr_topology_merge_json(&t, "{\"links\": {\"host\": {\"latency_us\": 41}}}", "nccl.json"),
+        SR_OK);
+    NEAR(t.host_latency_us, 41);
+    NEAR(t.inter.latency_us, 30);
+    json = sr_topology_to_json(&t);
+    memset(&back, 0, sizeof back);
+    assert_int_equal(sr_topology_merge_json(&back, json, "round trip"), SR_OK);
+    sr_free(json);
+    NEAR(back.host_latency_us, 41);
+    assert_int_equal(
+        sr_topology_merge_json(&t, "{\"links\": {\"host\": {\"bandwidth_gb_s\": 1}}}", "x.json"),
+        SR_ERR_INVALID_ARG);
     /* a bench device file of the CPU measured the whole host: split over its ranks */
     const char *dev =
         "{\"source\": \"shardrec bench device\", \"device\": \"cpu\", "
@@ -455,12 +495,19 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_tw_two_nodes),
-        cmocka_unit_test(test_shard_buffers), cmocka_unit_test(test_rw_one_node),
-        cmocka_unit_test(test_dp),           cmocka_unit_test(test_cw),
-        cmocka_unit_test(test_row_state),    cmocka_unit_test(test_emb_dtype),
-        cmocka_unit_test(test_memory_limit), cmocka_unit_test(test_search_slow_link),
-        cmocka_unit_test(test_hot_share),    cmocka_unit_test(test_topology_json),
-        cmocka_unit_test(test_rates),        cmocka_unit_test(test_launches),
+        cmocka_unit_test(test_latencies),
+        cmocka_unit_test(test_shard_buffers),
+        cmocka_unit_test(test_rw_one_node),
+        cmocka_unit_test(test_dp),
+        cmocka_unit_test(test_cw),
+        cmocka_unit_test(test_row_state),
+        cmocka_unit_test(test_emb_dtype),
+        cmocka_unit_test(test_memory_limit),
+        cmocka_unit_test(test_search_slow_link),
+        cmocka_unit_test(test_hot_share),
+        cmocka_unit_test(test_topology_json),
+        cmocka_unit_test(test_rates),
+        cmocka_unit_test(test_launches),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

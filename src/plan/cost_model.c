@@ -34,9 +34,11 @@
  * A collective takes its latency plus its slowest rank's bytes over the
  * link: in-node bytes over intra GB/s; bytes across nodes summed over the
  * ranks that share a NIC, over inter GB/s; sending and receiving overlap,
- * and so do the two links. The step is the slowest rank's lookup and
- * update, the dense compute, and the communication the overlap windows do
- * not hide (pl_acc_step).
+ * and so do the two links. The counts exchange takes the host latency where
+ * the topology gives one (NCCL runs it over MPI), else the link's. The step
+ * is the slowest rank's lookup and update, the dense compute, and the
+ * communication the overlap windows do not hide (pl_acc_step); the gradient
+ * dist and the last all-reduce bucket run at once on their communicators.
  */
 #include <math.h>
 #include <string.h>
@@ -464,6 +466,16 @@ static double all_reduce_seconds(const struct pl_acc *a, double bytes, int bucke
     return buckets * lat * 1e-6 + 2.0 * (a->W - 1) / a->W * bytes / (gb_s * 1e9);
 }
 
+/* The counts exchange: one small all-to-all of host memory (the topology's
+ * host latency where a device-memory transport runs it over MPI). */
+static double counts_seconds(const struct pl_acc *a)
+{
+    const struct sr_topology *tp = a->topo;
+    if (tp->host_latency_us > 0)
+        return tp->host_latency_us * 1e-6;
+    return (a->L < a->W ? tp->inter.latency_us : tp->intra.latency_us) * 1e-6;
+}
+
 static double max_of(const double *v, int n)
 {
     double x = 0;
@@ -498,9 +510,7 @@ void pl_acc_step(const struct pl_acc *a, double s[SR_PS_COUNT], int *collectives
         double dense_bytes = params * m->dense_wire_bytes + a->dp_bytes;
         int buckets = (int)ceil(params * m->dense_wire_bytes / fmax(m->bucket_bytes, 1));
         buckets = buckets < 1 ? 1 : buckets;
-        s[SR_PS_INPUT_DIST] =
-            group_seconds(a, PL_INPUT) +
-            (a->L < a->W ? a->topo->inter.latency_us : a->topo->intra.latency_us) * 1e-6;
+        s[SR_PS_INPUT_DIST] = group_seconds(a, PL_INPUT) + counts_seconds(a);
         for (int g = PL_A2A; g < PL_GROUPS; g++) {
             s[SR_PS_OUTPUT_DIST] += group_seconds(a, (enum pl_group)g);
             *collectives += 2 * a->active[g];
@@ -512,8 +522,10 @@ void pl_acc_step(const struct pl_acc *a, double s[SR_PS_COUNT], int *collectives
         double dense_bwd = 2.0 / 3.0 * (s[SR_PS_DENSE] - optimizer);
         double in = m->pipeline ? fmax(0, s[SR_PS_INPUT_DIST] - compute) : s[SR_PS_INPUT_DIST];
         double last = s[SR_PS_ALLREDUCE] / buckets, rest = s[SR_PS_ALLREDUCE] - last;
+        /* the gradient dist (sparse communicator) runs from the bottom MLP's
+         * backward on, the last bucket (dense communicator) after it: at once */
         s[SR_PS_EXPOSED] = in + fmax(0, s[SR_PS_OUTPUT_DIST] - bot_fwd) +
-                           fmax(0, s[SR_PS_GRAD_DIST] - bot_bwd) + last +
+                           fmax(fmax(0, s[SR_PS_GRAD_DIST] - bot_bwd), last) +
                            fmax(0, rest - (dense_bwd - bot_bwd));
     }
     s[SR_PS_STEP] = s[SR_PS_LOOKUP] + s[SR_PS_UPDATE] + s[SR_PS_DENSE] + s[SR_PS_EXPOSED];
