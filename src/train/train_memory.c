@@ -227,8 +227,7 @@ uint64_t sr_train_config_slot_sample_bytes(const struct sr_train_config *cfg, in
 {
     struct mem_tally m = {0};
     uint64_t one = emb_context_bytes(&m, feature_ids_max(cfg, f), 1, 0, 0,
-                                     (uint64_t)cfg->embedding_dim,
-                                     workspace_per_id(cfg), 1, 1);
+                                     (uint64_t)cfg->embedding_dim, workspace_per_id(cfg), 1, 1);
     return EMB_CONTEXTS * one;
 }
 
@@ -282,11 +281,29 @@ static void slots_here(const struct sr_train_config *cfg, const struct sr_plan *
         *ids = per_sample * most_copies;
 }
 
+/* The dense model's activation floats a sample (dlrm.c's layout): every
+ * layer's output, the interaction's (dot), each top layer's kept output
+ * gradient, and two gradient buffers of the widest layer input or output. */
+static uint64_t activation_floats(const struct sr_train_config *cfg,
+                                  const struct sr_dlrm_config *dc)
+{
+    uint64_t inter = (uint64_t)sr_dlrm_interaction_dim(dc), outs = 0, top = 0, widest = inter;
+    for (int l = 0; l < cfg->n_bot; l++) {
+        widest = (uint64_t)cfg->bot_mlp[l] > widest ? (uint64_t)cfg->bot_mlp[l] : widest;
+        outs += l > 0 ? (uint64_t)cfg->bot_mlp[l] : 0;
+    }
+    for (int l = 0; l < cfg->n_top; l++) {
+        widest = (uint64_t)cfg->top_mlp[l] > widest ? (uint64_t)cfg->top_mlp[l] : widest;
+        top += (uint64_t)cfg->top_mlp[l];
+    }
+    return outs + (dc->interaction == SR_INTERACTION_DCN ? 0 : inter) + 2 * top + 2 * widest;
+}
+
 static void count_batch(const struct sr_train_config *cfg, const struct sr_plan *plan, int W,
                         int rank, struct mem_tally *m)
 {
     uint64_t B = (uint64_t)cfg->batch_size, F = (uint64_t)cfg->num_features;
-    uint64_t D = (uint64_t)cfg->embedding_dim, width = 0, top = 0;
+    uint64_t D = (uint64_t)cfg->embedding_dim;
     uint64_t per_sample = (uint64_t)sr_train_config_ids_per_sample(cfg);
     uint64_t ids_x, f_x, ids_k, f_k, BS = B * (uint64_t)(W > 0 ? W : 1);
     feature_split(cfg, plan, W, 1, &ids_x, &f_x);
@@ -295,12 +312,6 @@ static void count_batch(const struct sr_train_config *cfg, const struct sr_plan 
     const uint64_t ws_id = workspace_per_id(cfg);
     struct sr_dlrm_config dc;
     sr_train_config_dlrm(cfg, &dc);
-    for (int l = 0; l < cfg->n_bot; l++)
-        width = mem_add(m, width, (uint64_t)cfg->bot_mlp[l]);
-    for (int l = 0; l < cfg->n_top; l++)
-        top = mem_add(m, top, (uint64_t)cfg->top_mlp[l]);
-    width = mem_add(m, width, top);
-    width = mem_add(m, width, (uint64_t)sr_dlrm_interaction_dim(&dc));
     /* the rank's slots of exchanged features receive every rank's samples
      * (BS); it sends its own bags of every exchanged feature; kept features
      * hold the rank's own samples */
@@ -310,25 +321,25 @@ static void count_batch(const struct sr_train_config *cfg, const struct sr_plan 
                                        0, 0, D, ws_id, 1, 1);
     m->batch_slots = mem_mul3(m, EMB_CONTEXTS, slots, 1);
     /* the send block holds the rank's every id (its capacity), once per owner */
-    uint64_t ctx = mem_add(
-        m, slots,
-        emb_context_bytes(m, 0, 0, mem_mul3(m, B, f_x, 1),
-                          several ? mem_mul3(m, B, per_sample, most_owners(plan, W)) : 0, D, ws_id,
-                          1, 1));
+    uint64_t ctx =
+        mem_add(m, slots,
+                emb_context_bytes(m, 0, 0, mem_mul3(m, B, f_x, 1),
+                                  several ? mem_mul3(m, B, per_sample, most_owners(plan, W)) : 0, D,
+                                  ws_id, 1, 1));
     ctx = mem_add(m, ctx,
                   emb_context_bytes(m, mem_mul3(m, B, ids_k, 1), mem_mul3(m, B, f_k, 1), 0, 0, D,
                                     ws_id, 0, several));
     uint64_t bytes = mem_mul3(m, ctx, EMB_CONTEXTS, 1);
     if (local_mode(plan, W)) /* the EBC's own context binds the caller's pooled blocks */
         bytes -= mem_mul3(m, mem_mul3(m, B, f_k, D), 8, 1);
-    /* the host batch's values and weights (12 bytes an id); the model's pooled
-     * vectors and their gradients (8 bytes a value) */
+    /* the batch on the device: ids and weights (12 bytes an id), a bag's
+     * length and offset (12), the dense features and label (4 each); the
+     * model's pooled vectors and their gradients (8 bytes a value) */
     bytes = mem_add(m, bytes, mem_mul3(m, B, per_sample, 12));
+    bytes = mem_add(m, bytes, mem_mul3(m, B, F, 12));
+    bytes = mem_add(m, bytes, mem_mul3(m, B, (uint64_t)cfg->num_dense + 1, 4));
     bytes = mem_add(m, bytes, mem_mul3(m, mem_mul3(m, B, F, D), 8, 1));
-    /* activations, their gradients and pre-activations (12 bytes each); the
-     * top MLP's output gradients, kept for its deferred weight gradients (4) */
-    bytes = mem_add(m, bytes, mem_mul3(m, B, width, 12));
-    bytes = mem_add(m, bytes, mem_mul3(m, B, top, 4));
+    bytes = mem_add(m, bytes, mem_mul3(m, B, activation_floats(cfg, &dc), 4));
     if (dc.interaction == SR_INTERACTION_DCN) { /* per cross layer x, u, du (n), h, dh (R) */
         uint64_t n = (uint64_t)sr_dlrm_interaction_dim(&dc), R = (uint64_t)dc.dcn_rank;
         uint64_t per_layer = mem_add(m, mem_mul3(m, 3, n, 1), mem_mul3(m, 2, R, 1));
