@@ -540,42 +540,28 @@ static cJSON *row_json(const struct bench_row *r, int W)
     return m;
 }
 
-/* The smallest and the largest row of a collective (NULL: none). */
-static void extremes(const struct bench_row *rows, int n, enum bench_coll coll,
-                     const struct bench_row **small, const struct bench_row **large)
-{
-    *small = *large = NULL;
-    for (int i = 0; i < n; i++) {
-        if (rows[i].coll != coll)
-            continue;
-        if (!*small || rows[i].bytes < (*small)->bytes)
-            *small = &rows[i];
-        if (!*large || rows[i].bytes > (*large)->bytes)
-            *large = &rows[i];
-    }
-}
-
 /* "links": the one kind of link this run crossed, from its all-to-alls: the
- * largest one's bus bandwidth, the smallest one's time; the same of its
- * all-reduces. Empty for W = 1. */
+ * largest one's bus bandwidth, the smallest one's time. Empty for W = 1. */
 static cJSON *links_json(const struct bench_row *rows, int n, int W, int L, double host_s)
 {
     cJSON *links = cJSON_CreateObject();
-    const struct bench_row *small, *large, *ar_small, *ar_large;
-    extremes(rows, n, BENCH_ALL_TO_ALL, &small, &large);
-    extremes(rows, n, BENCH_ALL_REDUCE, &ar_small, &ar_large);
+    const struct bench_row *small = NULL, *large = NULL;
+    for (int i = 0; i < n; i++) {
+        if (rows[i].coll != BENCH_ALL_TO_ALL)
+            continue;
+        if (!small || rows[i].bytes < small->bytes)
+            small = &rows[i];
+        if (!large || rows[i].bytes > large->bytes)
+            large = &rows[i];
+    }
     if (W == 1 || !small)
         return links;
     const char *kind = L == 1 ? "inter_node" : L == W ? "intra_node" : "mixed";
+    double algbw = algbw_of(large);
     cJSON *link = cJSON_AddObjectToObject(links, kind);
     cJSON_AddNumberToObject(link, "bandwidth_gb_s",
-                            rounded(algbw_of(large) * bus_factor(BENCH_ALL_TO_ALL, W)));
+                            rounded(algbw * bus_factor(BENCH_ALL_TO_ALL, W)));
     cJSON_AddNumberToObject(link, "latency_us", rounded(small->seconds * 1e6));
-    if (ar_small) {
-        cJSON_AddNumberToObject(link, "allreduce_bandwidth_gb_s",
-                                rounded(algbw_of(ar_large) * bus_factor(BENCH_ALL_REDUCE, W)));
-        cJSON_AddNumberToObject(link, "allreduce_latency_us", rounded(ar_small->seconds * 1e6));
-    }
     if (host_s > 0)
         cJSON_AddNumberToObject(cJSON_AddObjectToObject(links, "host"), "latency_us",
                                 rounded(host_s * 1e6));

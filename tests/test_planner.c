@@ -59,8 +59,8 @@ static void topology(struct sr_topology *t, int W, int L)
             t->update_rows_s[s][d] = 5e5;
         }
     t->gemm_flop_s[0] = 1e9;
-    t->intra = (struct sr_topo_link){.gb_s = 1};
-    t->inter = (struct sr_topo_link){.gb_s = 0.5};
+    t->intra = (struct sr_topo_link){1, 0};
+    t->inter = (struct sr_topo_link){0.5, 0};
     t->nic_ranks = 1;
     assert_int_equal(sr_topology_complete(t), SR_OK);
 }
@@ -180,13 +180,6 @@ static void test_latencies(void **state)
     f.topo.host_latency_us = 0; /* none given: the counts take the link's latency */
     r = predict(&f, SR_SHARDING_TYPE_TABLE_WISE);
     NEAR(r->stage_s[SR_PS_INPUT_DIST], 200e-6 + 600 / 0.5e9);
-    sr_planner_report_free(r);
-    /* the link's all-reduce measured apart: the all-reduce takes its figures */
-    f.topo.inter.ar_gb_s = 0.25;
-    f.topo.inter.ar_latency_us = 300;
-    r = predict(&f, SR_SHARDING_TYPE_TABLE_WISE);
-    NEAR(r->stage_s[SR_PS_ALLREDUCE], 300e-6 + 392 / 0.25e9);
-    NEAR(r->stage_s[SR_PS_OUTPUT_DIST], out);
     sr_planner_report_free(r);
 }
 
@@ -408,22 +401,11 @@ static void test_topology_json(void **state)
         SR_OK);
     NEAR(t.host_latency_us, 41);
     NEAR(t.inter.latency_us, 30);
-    assert_int_equal(sr_topology_merge_json(&t,
-                                            "{\"links\": {\"inter_node\": {\"bandwidth_gb_s\": "
-                                            "1.5, \"latency_us\": 30, "
-                                            "\"allreduce_bandwidth_gb_s\": 2.5, "
-                                            "\"allreduce_latency_us\": 45}}}",
-                                            "ar.json"),
-                     SR_OK);
-    NEAR(t.inter.ar_gb_s, 2.5);
-    NEAR(t.inter.ar_latency_us, 45);
     json = sr_topology_to_json(&t);
     memset(&back, 0, sizeof back);
     assert_int_equal(sr_topology_merge_json(&back, json, "round trip"), SR_OK);
     sr_free(json);
     NEAR(back.host_latency_us, 41);
-    NEAR(back.inter.ar_gb_s, 2.5);
-    NEAR(back.inter.ar_latency_us, 45);
     assert_int_equal(
         sr_topology_merge_json(&t, "{\"links\": {\"host\": {\"bandwidth_gb_s\": 1}}}", "x.json"),
         SR_ERR_INVALID_ARG);

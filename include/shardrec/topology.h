@@ -26,11 +26,6 @@
  *   intra.gb_s, intra.latency_us    one rank's link to a rank of its node, one
  *                                   direction
  *   inter.gb_s, inter.latency_us    one NIC, one direction
- *   {intra,inter}.ar_gb_s, .ar_latency_us
- *                                   the same for an all-reduce (bus bandwidth,
- *                                   nccl-tests' factor), where bench comm
- *                                   measured it (a transport may drive the two
- *                                   collectives apart); 0: the all-to-all's
  *   nic_ranks                       ranks that share a NIC (its bandwidth
  *                                   split between them when all send)
  *   host_latency_us                 a small all-to-all of host memory: the
@@ -49,9 +44,8 @@
  *     "gemm_tflop_s": { "fp32": 60, "tf32": 400, "bf16": 800 },
  *     "links": { "intra_node": { "bandwidth_gb_s": 450, "latency_us": 10 },
  *                "inter_node": { "bandwidth_gb_s": 12.5, "latency_us": 20,
- *                                "allreduce_bandwidth_gb_s": 11,
- *                                "allreduce_latency_us": 30, "nic_ranks": 8 },
- *                "host": { "latency_us": 30 } } }
+ *                                "nic_ranks": 8 },
+                "host": { "latency_us": 30 } } }
  *
  * `bench comm` files also hold "measurements" and "source", which are read
  * past. A rate not given anywhere is derived (sr_topology_complete): gather
@@ -72,9 +66,6 @@
 struct sr_topo_link {
     double gb_s;       /* GB/s one direction; 0: not known */
     double latency_us; /* per collective */
-    /* an all-reduce's bus bandwidth and latency where measured apart from
-     * the all-to-all's (bench comm); 0: the all-to-all's */
-    double ar_gb_s, ar_latency_us;
 };
 
 struct sr_topology {

@@ -17,8 +17,7 @@
  *             b f D to its peer of the same local rank on every other node
  *   gradient  the output's bytes, mirrored
  *   all-reduce  dense parameters and dp tables' gradients, ring:
- *             2 (W - 1) / W bytes over the slowest link it crosses (its
- *             all-reduce bandwidth and latency where the topology has them)
+ *             2 (W - 1) / W bytes over the slowest link it crosses
  *   memory    rows x c x 4 bytes + optimizer state, the dense block x
  *             (2 + its state) x 4 bytes, the caller's buffers, and on
  *             several ranks B x slot_bytes for each shard a rank holds
@@ -453,27 +452,16 @@ static int groups_of(unsigned kinds)
     return n;
 }
 
-/* A link's all-reduce figures: measured apart, else the all-to-all's. */
-static double ar_gb_s(const struct sr_topo_link *l)
-{
-    return l->ar_gb_s > 0 ? l->ar_gb_s : l->gb_s;
-}
-
-static double ar_latency_us(const struct sr_topo_link *l)
-{
-    return l->ar_latency_us > 0 ? l->ar_latency_us : l->latency_us;
-}
-
 static double all_reduce_seconds(const struct pl_acc *a, double bytes, int buckets)
 {
     const struct sr_topology *tp = a->topo;
     int nodes = a->W / a->L;
     if (a->W == 1 || bytes <= 0)
         return 0;
-    double gb_s = a->L > 1 ? ar_gb_s(&tp->intra) : 1e30, lat = ar_latency_us(&tp->intra);
+    double gb_s = a->L > 1 ? tp->intra.gb_s : 1e30, lat = tp->intra.latency_us;
     if (nodes > 1) { /* a ring crosses each node's NICs once each way */
-        gb_s = fmin(gb_s, ar_gb_s(&tp->inter) * a->L / tp->nic_ranks);
-        lat = ar_latency_us(&tp->inter);
+        gb_s = fmin(gb_s, tp->inter.gb_s * a->L / tp->nic_ranks);
+        lat = tp->inter.latency_us;
     }
     return buckets * lat * 1e-6 + 2.0 * (a->W - 1) / a->W * bytes / (gb_s * 1e9);
 }

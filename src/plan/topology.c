@@ -55,8 +55,8 @@ static const struct preset presets[] = {
      12,
      20,
      {0.08, 0.08, 0.08},
-     {.gb_s = 5, .latency_us = 5},
-     {.gb_s = 0, .latency_us = 0}},
+     {5, 5},
+     {0, 0}},
     {"h200",
      "one H200 (141 GB HBM3e, 4.8 TB/s)",
      1,
@@ -65,8 +65,8 @@ static const struct preset presets[] = {
      141,
      4800,
      {67, 495, 989},
-     {.gb_s = 450, .latency_us = 10},
-     {.gb_s = 0, .latency_us = 0}},
+     {450, 10},
+     {0, 0}},
     {"h200x8",
      "one node of 8 H200 over NVLink (450 GB/s a GPU one way)",
      8,
@@ -75,8 +75,8 @@ static const struct preset presets[] = {
      141,
      4800,
      {67, 495, 989},
-     {.gb_s = 450, .latency_us = 10},
-     {.gb_s = 0, .latency_us = 0}},
+     {450, 10},
+     {0, 0}},
     {"a100x8-2node-100g",
      "workload T: 2 nodes x 8 A100-80GB, NVLink inside, one 100 Gb/s NIC a node",
      16,
@@ -85,8 +85,8 @@ static const struct preset presets[] = {
      80,
      2039,
      {19.5, 156, 312},
-     {.gb_s = 300, .latency_us = 10},
-     {.gb_s = 12.5, .latency_us = 20}},
+     {300, 10},
+     {12.5, 20}},
     {"h200x8-400g",
      "2 nodes x 8 H200, NVLink inside, one 400 Gb/s NIC per GPU",
      16,
@@ -95,8 +95,8 @@ static const struct preset presets[] = {
      141,
      4800,
      {67, 495, 989},
-     {.gb_s = 450, .latency_us = 10},
-     {.gb_s = 50, .latency_us = 15}},
+     {450, 10},
+     {50, 15}},
 };
 
 int sr_topology_preset(struct sr_topology *out, const char *name)
@@ -240,19 +240,16 @@ static int get_gemm(const struct reader *r, const cJSON *o)
 static int get_link(const struct reader *r, const cJSON *links, const char *key,
                     struct sr_topo_link *link, int inter)
 {
-    static const char *const keys[] = {"bandwidth_gb_s", "latency_us", "allreduce_bandwidth_gb_s",
-                                       "allreduce_latency_us", "nic_ranks"};
+    static const char *const keys[] = {"bandwidth_gb_s", "latency_us", "nic_ranks"};
     const cJSON *it = cJSON_GetObjectItemCaseSensitive(links, key);
     char where[64];
     snprintf(where, sizeof where, "links.%s: ", key);
     int rc;
     if (!it)
         return SR_OK;
-    if ((rc = expect_object(r, it, key)) || (rc = check_keys(r, it, where, keys, inter ? 5 : 4)) ||
+    if ((rc = expect_object(r, it, key)) || (rc = check_keys(r, it, where, keys, inter ? 3 : 2)) ||
         (rc = get_number(r, it, "bandwidth_gb_s", 1, &link->gb_s)) ||
-        (rc = get_number(r, it, "latency_us", 1, &link->latency_us)) ||
-        (rc = get_number(r, it, "allreduce_bandwidth_gb_s", 1, &link->ar_gb_s)) ||
-        (rc = get_number(r, it, "allreduce_latency_us", 1, &link->ar_latency_us)))
+        (rc = get_number(r, it, "latency_us", 1, &link->latency_us)))
         return rc;
     return inter ? get_count(r, it, "nic_ranks", &r->t->nic_ranks) : SR_OK;
 }
@@ -512,10 +509,6 @@ static void add_link(cJSON *links, const char *key, const struct sr_topo_link *l
     cJSON *o = cJSON_AddObjectToObject(links, key);
     cJSON_AddNumberToObject(o, "bandwidth_gb_s", l->gb_s);
     cJSON_AddNumberToObject(o, "latency_us", l->latency_us);
-    if (l->ar_gb_s > 0)
-        cJSON_AddNumberToObject(o, "allreduce_bandwidth_gb_s", l->ar_gb_s);
-    if (l->ar_latency_us > 0)
-        cJSON_AddNumberToObject(o, "allreduce_latency_us", l->ar_latency_us);
     if (nic_ranks)
         cJSON_AddNumberToObject(o, "nic_ranks", nic_ranks);
 }

@@ -2,10 +2,10 @@
  * The planner in a training run (trainer_planner.h; docs/planner.md).
  *
  * Topology: --topology NAME|FILE (repeatable, merged in order) over this
- * device's nominal one (what the files lack comes from it): the cpu-2core preset on the CPU
- * (memory: the machine's over the ranks of a node), the h200 preset on CUDA (memory: the device's),
- * the least over the ranks so that every rank plans alike. Either way the world size and ranks a
- * node are the run's, and a run across nodes with no inter-node link in the topology takes
+ * device's nominal one (what the files lack comes from it): the cpu-2core preset on the CPU (memory: the
+ * machine's over the ranks of a node), the h200 preset on CUDA (memory: the
+ * device's), the least over the ranks so that every rank plans alike. Either way the world size and ranks a node are the run's, and
+ * a run across nodes with no inter-node link in the topology takes
  * --emulate-link's figures, else a 100 Gb/s NIC a node (nominal).
  *
  * The comparison in the summary (rank 0): predicted against measured per
@@ -54,9 +54,9 @@ static int nominal_topology(const struct sr_trainer *t, struct sr_topology *topo
         return rc;
     int L = sr_comm_local_size(t->sparse);
     snprintf(topo->name, sizeof topo->name, "%s (nominal)", cuda ? "h200" : "cpu");
-    topo->memory_bytes =
-        least_over_ranks(t, t->dev->memory_bytes ? (double)t->dev->memory_bytes
-                                                 : (double)sr_machine_memory() / (L > 0 ? L : 1));
+    topo->memory_bytes = least_over_ranks(
+        t, t->dev->memory_bytes ? (double)t->dev->memory_bytes
+                                : (double)sr_machine_memory() / (L > 0 ? L : 1));
     return SR_OK;
 }
 
@@ -91,9 +91,8 @@ int sr_trainer_topology(const struct sr_trainer *t, struct sr_topology *out)
     sr_topology_split_host(out);
     if (out->world_size > out->ranks_per_node && !(out->inter.gb_s > 0)) {
         out->inter = cfg->link_gb_per_s > 0
-                         ? (struct sr_topo_link){.gb_s = cfg->link_gb_per_s,
-                                                 .latency_us = cfg->link_latency_us}
-                         : (struct sr_topo_link){.gb_s = 12.5, .latency_us = 20};
+                         ? (struct sr_topo_link){cfg->link_gb_per_s, cfg->link_latency_us}
+                         : (struct sr_topo_link){12.5, 20};
         out->nic_ranks = cfg->link_gb_per_s > 0 ? 1 : out->ranks_per_node;
     }
     if (out->ranks_per_node > 1 && !(out->intra.gb_s > 0)) {
@@ -111,8 +110,8 @@ static void stats_of_message(struct sr_trainer *t, const double *msg)
     int T = t->cfg->num_tables;
     p->stats_samples = (int64_t)msg[1];
     for (int k = 0; k < T; k++)
-        p->stats[k] =
-            (struct sr_planner_table){.ids_per_sample = msg[2 + k], .hot_share = msg[2 + T + k]};
+        p->stats[k] = (struct sr_planner_table){.ids_per_sample = msg[2 + k],
+                                                .hot_share = msg[2 + T + k]};
     for (int f = 0; f < t->cfg->num_features; f++)
         p->stats[t->cfg->feature_table[f]].features++;
     sr_train_config_slot_stats(t->cfg, p->stats);
@@ -284,11 +283,9 @@ void sr_trainer_print_prediction(const struct sr_trainer *t, const struct sr_tra
                     sr_trainer_stage_mean_ms(t, SR_SPAN_EMB_GRAD_DIST);
     double exposed = exposed_ms(t, res->steps);
     const double *p = r->stage_s;
-    fprintf(f,
-            "planner: predicted (topology %s%s) beside measured, ms per step on rank 0 (the "
-            "step: the slowest rank's):\n",
-            t->predicted.topo.name,
-            t->predicted.nominal ? "; give --topology for measured rates" : "");
+    fprintf(f, "planner: predicted (topology %s%s) beside measured, ms per step on rank 0 (the "
+               "step: the slowest rank's):\n",
+            t->predicted.topo.name, t->predicted.nominal ? "; give --topology for measured rates" : "");
     if (t->predicted.stats_samples)
         fprintf(f, "  (table statistics: measured on %lld samples of --data)\n",
                 (long long)t->predicted.stats_samples);
