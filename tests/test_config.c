@@ -341,6 +341,21 @@ static void test_memory_follows_shards(void **state)
     }
     assert_true(e[0].batch - e[0].batch_slots == e[1].batch - e[1].batch_slots);
     sr_plan_free(plan);
+    /* all dp: every rank holds every table whole, with its gradient, touch
+     * counts and their staging in the last bucket: 8 bytes a row and column
+     * beside the weights (fp32 buckets), more when they travel in 16 bits */
+    assert_int_equal(sr_plan_uniform(&plan, &ec, SR_SHARDING_TYPE_DATA_PARALLEL, 2, 2), SR_OK);
+    sr_train_config_memory(&cfg, plan, 1, 2, &e[1]);
+    sr_train_config_memory(&cfg, NULL, 0, 1, &e[0]);
+    uint64_t extra = 0, D = (uint64_t)cfg.embedding_dim;
+    for (int t = 0; t < 3; t++)
+        extra += 8 * (uint64_t)rows[t] * (D + 1);
+    assert_true(e[1].tables == e[0].tables + extra);
+    assert_true(sr_train_config_dp_extra_bytes(&cfg, 2, 10, D) == 8 * 10 * (D + 1));
+    cfg.dense_comm_dtype = SR_DTYPE_BF16;
+    assert_true(sr_train_config_dp_extra_bytes(&cfg, 2, 10, D) == (12 + 16) * 10 * (D + 1));
+    assert_true(sr_train_config_dp_extra_bytes(&cfg, 1, 10, D) == 8 * 10 * (D + 1));
+    sr_plan_free(plan);
 }
 
 /* --batch-pool N's host batches are in the estimate (issue 19, item 5: the

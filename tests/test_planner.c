@@ -202,7 +202,9 @@ static void test_shard_buffers(void **state)
         NEAR(r->ranks[k].memory_bytes - base, table / 2 + B * slot);
     sr_planner_report_free(r);
     r = predict(&f, SR_SHARDING_TYPE_DATA_PARALLEL);
-    NEAR(r->ranks[0].memory_bytes - base, 2 * table); /* weights and their dense gradient */
+    /* weights, their dense gradient and touch counts, and those staged in the
+     * last bucket once more */
+    NEAR(r->ranks[0].memory_bytes - base, table + 8.0 * E * (DIM + 1));
     sr_planner_report_free(r);
     setup(&f, 1, 1);
     f.stats.slot_bytes = slot;
@@ -245,7 +247,15 @@ static void test_dp(void **state)
     NEAR(r->stage_s[SR_PS_INPUT_DIST], 0);
     NEAR(r->stage_s[SR_PS_OUTPUT_DIST], 0);
     NEAR(r->stage_s[SR_PS_ALLREDUCE], (392 + 64000) / 1e9);
-    NEAR(r->tables[0].memory_bytes, 2 * 2 * E * DIM * 4); /* weights and gradient, 2 ranks */
+    /* on each of 2 ranks: weights, the gradient and touch counts, and those
+     * staged in the last bucket */
+    NEAR(r->tables[0].memory_bytes, 2 * (E * DIM * 4 + 8 * E * (DIM + 1)));
+    sr_planner_report_free(r);
+    /* 16-bit dense buckets: the gradient and counts, kept exact twice, and
+     * sent as 2 halves a word to each of the 2 ranks, sent and received */
+    f.m.dense_wire_bytes = 2;
+    r = predict(&f, SR_SHARDING_TYPE_DATA_PARALLEL);
+    NEAR(r->tables[0].memory_bytes, 2 * (E * DIM * 4 + (12 + 8 * 2) * E * (DIM + 1)));
     sr_planner_report_free(r);
 }
 

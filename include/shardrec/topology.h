@@ -45,7 +45,7 @@
  *     "links": { "intra_node": { "bandwidth_gb_s": 450, "latency_us": 10 },
  *                "inter_node": { "bandwidth_gb_s": 12.5, "latency_us": 20,
  *                                "nic_ranks": 8 },
-                "host": { "latency_us": 30 } } }
+ *                "host": { "latency_us": 30 } } }
  *
  * `bench comm` files also hold "measurements" and "source", which are read
  * past. A rate not given anywhere is derived (sr_topology_complete): gather

@@ -251,14 +251,14 @@ int sr_train_config_check_memory(const struct sr_train_config *cfg, const struct
  * sr_train_config_check_memory compares with the memory (overflow: a sum
  * passed 2^64, the parts are then meaningless). */
 struct sr_memory_estimate {
-    uint64_t tables;  /* its tables or shards, with their optimizer state */
-    uint64_t dense;   /* MLP weights, gradients and optimizer state */
-    uint64_t batch;   /* batch buffers, pooled vectors, activations */
+    uint64_t tables;      /* its tables or shards, with their optimizer state */
+    uint64_t dense;       /* MLP weights, gradients and optimizer state */
+    uint64_t batch;       /* batch buffers, pooled vectors, activations */
     uint64_t batch_slots; /* of batch: what the rank's shards receive (a shard of a
                              table: sr_train_config_slot_sample_bytes of its
                              features x the global batch) */
-    uint64_t eval;    /* evaluation predictions and labels */
-    uint64_t pool;    /* --batch-pool's host batches */
+    uint64_t eval;        /* evaluation predictions and labels */
+    uint64_t pool;        /* --batch-pool's host batches */
     uint64_t staging; /* checkpoints' host copy of the tables (and dense block): train_memory.c */
     uint64_t total;
     int overflow;
@@ -270,6 +270,11 @@ void sr_train_config_memory(const struct sr_train_config *cfg, const struct sr_p
  * ids, bags, pooled vectors and gradients, in each of the embeddings' batch
  * contexts). */
 uint64_t sr_train_config_slot_sample_bytes(const struct sr_train_config *cfg, int f);
+/* A data-parallel table's memory beside its weights and state, on a job of W
+ * ranks (train_memory.c): its dense gradient and touch counts, and their
+ * staging in the dense all-reduce's last bucket. */
+uint64_t sr_train_config_dp_extra_bytes(const struct sr_train_config *cfg, int W, uint64_t rows,
+                                        uint64_t dim);
 /* This machine's physical memory (sysconf _SC_PHYS_PAGES x _SC_PAGE_SIZE), or
  * the cgroup v2 limit in /sys/fs/cgroup/memory.max when lower. */
 uint64_t sr_machine_memory(void);

@@ -18,7 +18,8 @@
  *   gradient  the output's bytes, mirrored
  *   all-reduce  dense parameters and dp tables' gradients, ring:
  *             2 (W - 1) / W bytes over the slowest link it crosses
- *   memory    rows x c x 4 bytes + optimizer state, the dense block x
+ *   memory    rows x c x 4 bytes + optimizer state (dp: also its gradient,
+ *             touch counts and their staging), the dense block x
  *             (2 + its state) x 4 bytes, the caller's buffers, and on
  *             several ranks B x slot_bytes for each shard a rank holds
  *             (what it receives of every rank's samples)
@@ -235,6 +236,18 @@ static void ids_to(struct pl_acc *a, int t, int owner, double share,
              b * st->ids_per_sample * share * ID_BYTES + b * st->features * LEN_BYTES, cost);
 }
 
+/* A dp table's bytes beside its weights (train_memory.c's
+ * sr_train_config_dp_extra_bytes): its gradient and touch counts, E (D + 1)
+ * floats riding the last bucket, staged once more in fp32; compressed, kept
+ * exact twice and sent as two 16-bit halves a word to each rank. */
+static double dp_extra_bytes(const struct pl_acc *a, double E, double D)
+{
+    double t = E * (D + 1);
+    if (a->W > 1 && a->m->dense_wire_bytes < 4)
+        return 4 * t + 8 * t + 8.0 * a->W * t;
+    return 8 * t;
+}
+
 static void add_dp(struct pl_acc *a, int t, struct sr_planner_table_cost *cost)
 {
     const struct sr_table_config *tc = &a->m->ebc->tables[t];
@@ -248,10 +261,10 @@ static void add_dp(struct pl_acc *a, int t, struct sr_planner_table_cost *cost)
         a->lookup[r] += lookup;
         a->update[r] += update;
         memory(a, r, E, D, 4, cost);
-        a->mem[r] += 4 * E * D; /* its dense gradient */
+        a->mem[r] += dp_extra_bytes(a, E, D);
         if (cost) {
             cost->compute_s += lookup + update;
-            cost->memory_bytes += 4 * E * D;
+            cost->memory_bytes += dp_extra_bytes(a, E, D);
         }
     }
     a->dp_bytes += E * D * a->m->dense_wire_bytes;

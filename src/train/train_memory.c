@@ -130,6 +130,80 @@ static uint64_t dense_params(const struct sr_train_config *cfg, struct mem_tally
     return params;
 }
 
+/* The floats of the last gradient bucket's MLP part (grad_buckets.c's cuts:
+ * layer groups walked from the top, cut once a bucket reaches --bucket-kib;
+ * the last bucket takes what is left at the bottom). */
+static uint64_t last_bucket_floats(const struct sr_train_config *cfg)
+{
+    struct sr_dlrm_config dc;
+    uint64_t sizes[2 * SR_MLP_MAX + SR_DCN_MAX_LAYERS], n = 0, in;
+    int k = 0;
+    sr_train_config_dlrm(cfg, &dc);
+    for (int l = 0; l + 1 < cfg->n_bot; l++)
+        sizes[k++] = ((uint64_t)cfg->bot_mlp[l] + 1) * (uint64_t)cfg->bot_mlp[l + 1];
+    in = (uint64_t)sr_dlrm_interaction_dim(&dc);
+    for (int l = 0; dc.interaction == SR_INTERACTION_DCN && l < dc.dcn_layers; l++)
+        sizes[k++] = (2 * (uint64_t)dc.dcn_rank + 1) * in;
+    for (int l = 0; l < cfg->n_top; l++) {
+        sizes[k++] = (in + 1) * (uint64_t)cfg->top_mlp[l];
+        in = (uint64_t)cfg->top_mlp[l];
+    }
+    for (int i = 0; i < k; i++)
+        n += sizes[i];
+    uint64_t bucket = ((uint64_t)cfg->bucket_kib << 10) / sizeof(float), hi = n, lo = n;
+    for (int i = k - 1; i >= 0; i--) {
+        lo -= sizes[i];
+        if (hi - lo >= (bucket ? bucket : 1) && lo > 0)
+            hi = lo;
+    }
+    return hi;
+}
+
+/* Whether the dense buckets travel compressed (16-bit, several ranks). */
+static int buckets_compressed(const struct sr_train_config *cfg, int W)
+{
+    return W > 1 && cfg->dense_comm_dtype != SR_DTYPE_F32;
+}
+
+/* The gradient buckets' staging of the MLP part (grad_buckets.c): fp32, the
+ * last bucket and the loss; compressed, the largest block with the loss's
+ * two exact words, and every bucket's reduce-scatter and all-gather wire
+ * buffers (send and receive, W blocks of 2 bytes a value each). */
+static uint64_t bucket_staging_bytes(const struct sr_train_config *cfg, int W, struct mem_tally *m)
+{
+    if (!buckets_compressed(cfg, W))
+        return mem_mul3(m, last_bucket_floats(cfg) + 1, sizeof(float), 1);
+    uint64_t params = dense_params(cfg, m), c_max = (last_bucket_floats(cfg) + W - 1) / W;
+    uint64_t wire = mem_mul3(m, params + (uint64_t)W, 2 * 2 * 2, 1); /* rs + ag, send + recv */
+    return mem_add(m, mem_mul3(m, c_max + 2, sizeof(float), 1), wire);
+}
+
+/* A dp table's floats beside its weights (its rows E, dim D): its dense
+ * gradient and touch counts, E (D + 1), which ride in the last bucket as its
+ * tail: staged once more (fp32), or kept exact twice in the staging and sent
+ * as 2 16-bit halves a word to each rank, sent and received (compressed). */
+uint64_t sr_train_config_dp_extra_bytes(const struct sr_train_config *cfg, int W, uint64_t E,
+                                        uint64_t D)
+{
+    uint64_t t = E * (D + 1);
+    if (!buckets_compressed(cfg, W))
+        return 2 * 4 * t;
+    return 4 * t + 8 * t + 8 * (uint64_t)W * t;
+}
+
+/* Every dp table's gradient, counts and their staging (a dp table is on every
+ * rank, whole). */
+static void count_dp_extras(const struct sr_train_config *cfg, const struct sr_plan *plan, int W,
+                            struct mem_tally *m)
+{
+    for (int t = 0; plan && t < cfg->num_tables && t < plan->num_tables; t++)
+        if (plan->tables[t].type == SR_SHARDING_TYPE_DATA_PARALLEL)
+            mem_count(m, MEM_TABLE, t,
+                      sr_train_config_dp_extra_bytes(cfg, W,
+                                                     (uint64_t)cfg->tables[t].num_embeddings,
+                                                     (uint64_t)cfg->tables[t].embedding_dim));
+}
+
 static void count_dense(const struct sr_train_config *cfg, struct mem_tally *m)
 {
     int per_row = 0, per_elem = sr_optim_state_per_element(cfg->optimizer, &per_row);
@@ -340,6 +414,7 @@ static void count_batch(const struct sr_train_config *cfg, const struct sr_plan 
     bytes = mem_add(m, bytes, mem_mul3(m, B, (uint64_t)cfg->num_dense + 1, 4));
     bytes = mem_add(m, bytes, mem_mul3(m, mem_mul3(m, B, F, D), 8, 1));
     bytes = mem_add(m, bytes, mem_mul3(m, B, activation_floats(cfg, &dc), 4));
+    bytes = mem_add(m, bytes, bucket_staging_bytes(cfg, W, m));
     if (dc.interaction == SR_INTERACTION_DCN) { /* per cross layer x, u, du (n), h, dh (R) */
         uint64_t n = (uint64_t)sr_dlrm_interaction_dim(&dc), R = (uint64_t)dc.dcn_rank;
         uint64_t per_layer = mem_add(m, mem_mul3(m, 3, n, 1), mem_mul3(m, 2, R, 1));
@@ -468,6 +543,7 @@ static void tally(const struct sr_train_config *cfg, const struct sr_plan *plan,
 {
     int W = world_size > 0 ? world_size : 1;
     count_tables(cfg, plan, rank, m);
+    count_dp_extras(cfg, plan, W, m);
     count_dense(cfg, m);
     count_batch(cfg, plan, W, rank, m);
     count_eval(cfg, W, m);
