@@ -358,6 +358,41 @@ static void test_memory_follows_shards(void **state)
     sr_plan_free(plan);
 }
 
+/* With --data, a sample's ids come from the files' bounds (data_ids_max, set
+ * by the trainer from its readers), not from --ids-per-feature: a multi-hot
+ * file of 4 ids a bag under the default 1 is estimated as
+ * --ids-per-feature 4 would be. */
+static void test_memory_data_bounds(void **state)
+{
+    int64_t rows[2] = {1000, 5000};
+    struct sr_memory_estimate one, four, data;
+    struct sr_ebc_config ec;
+    struct sr_plan *plan;
+    sr_train_config_default(&cfg);
+    assert_int_equal(sr_train_config_set_table_rows(&cfg, rows, 2), SR_OK);
+    cfg.ids_min = cfg.ids_max = 1;
+    sr_train_config_ebc(&cfg, &ec);
+    assert_int_equal(sr_plan_uniform(&plan, &ec, SR_SHARDING_TYPE_ROW_WISE, 2, 2), SR_OK);
+    sr_train_config_memory(&cfg, plan, 0, 2, &one);
+    uint64_t slot_one = sr_train_config_slot_sample_bytes(&cfg, 1);
+    cfg.ids_min = cfg.ids_max = 4;
+    sr_train_config_memory(&cfg, plan, 0, 2, &four);
+    uint64_t slot_four = sr_train_config_slot_sample_bytes(&cfg, 1);
+    cfg.ids_min = cfg.ids_max = 1;
+    for (int f = 0; f < cfg.num_features; f++)
+        cfg.data_ids_max[f] = 4;
+    sr_train_config_memory(&cfg, plan, 0, 2, &data);
+    assert_true(four.batch > one.batch);
+    assert_true(data.batch == four.batch);
+    assert_true(data.batch_slots == four.batch_slots);
+    assert_true(sr_train_config_slot_sample_bytes(&cfg, 1) == slot_four && slot_four > slot_one);
+    assert_int_equal(sr_train_config_ids_per_sample(&cfg), 4 * cfg.num_features);
+    cfg.data_ids_max[0] = 0; /* not known for feature 0: its --ids-per-feature */
+    assert_int_equal(sr_train_config_feature_ids_max(&cfg, 0), 1);
+    assert_int_equal(sr_train_config_feature_ids_max(&cfg, 1), 4);
+    sr_plan_free(plan);
+}
+
 /* --batch-pool N's host batches are in the estimate (issue 19, item 5: the
  * peak grew with N, the estimate did not) and a pool that cannot fit is
  * refused naming --batch-pool; on a device the pool is checked against the
@@ -423,6 +458,7 @@ int main(void)
         cmocka_unit_test(test_memory_check),       cmocka_unit_test(test_memory_estimate),
         cmocka_unit_test(test_memory_batch_pool),  cmocka_unit_test(test_json_hints_and_nul),
         cmocka_unit_test(test_memory_follows_shards),
+        cmocka_unit_test(test_memory_data_bounds),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -91,6 +91,10 @@ struct sr_train_config {
     enum sr_id_dist id_dist;
     double zipf_s;
     /* files (empty: the synthetic generator) */
+    int64_t data_ids_max[SR_MAX_FEATURES]; /* the most ids feature f holds in one sample of
+                                              the files, as their readers bound it (the
+                                              trainer sets it at start-up); 0: not known,
+                                              the memory estimate takes --ids-per-feature */
     int n_data, n_eval_data;
     char data_paths[SR_MAX_DATA_FILES][SR_PATH_MAX];      /* --data, read in order */
     char eval_data_paths[SR_MAX_DATA_FILES][SR_PATH_MAX]; /* --eval-data */
@@ -270,6 +274,9 @@ void sr_train_config_memory(const struct sr_train_config *cfg, const struct sr_p
  * ids, bags, pooled vectors and gradients, in each of the embeddings' batch
  * contexts). */
 uint64_t sr_train_config_slot_sample_bytes(const struct sr_train_config *cfg, int f);
+/* The most ids feature f holds in one sample: the files' bound when known
+ * (data_ids_max), else --ids-per-feature's maximum. */
+int64_t sr_train_config_feature_ids_max(const struct sr_train_config *cfg, int f);
 /* A data-parallel table's memory beside its weights and state, on a job of W
  * ranks (train_memory.c): its dense gradient and touch counts, and their
  * staging in the dense all-reduce's last bucket. */

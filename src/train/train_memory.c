@@ -268,7 +268,7 @@ static uint64_t emb_context_bytes(struct mem_tally *m, uint64_t n, uint64_t bf, 
 /* The most ids feature f holds in one sample (--ids-per-feature). */
 static uint64_t feature_ids_max(const struct sr_train_config *cfg, int f)
 {
-    return (uint64_t)(cfg->n_feature_ids ? cfg->feature_ids_max[f] : cfg->ids_max);
+    return (uint64_t)sr_train_config_feature_ids_max(cfg, f);
 }
 
 /* Ids a sample and features of the tables a plan of W ranks exchanges
@@ -441,16 +441,16 @@ static void count_eval(const struct sr_train_config *cfg, int W, struct mem_tall
 }
 
 /* --batch-pool N: N host batches of B samples (batch.h's arrays: dense,
- * labels, lengths, offsets, and the ids of ids_max per feature; synthetic
- * batches have no weights). */
+ * labels, lengths, offsets, and each feature's most ids; synthetic batches
+ * have no weights). */
 static void count_pool(const struct sr_train_config *cfg, struct mem_tally *m)
 {
     uint64_t B = (uint64_t)cfg->batch_size, F = (uint64_t)cfg->num_features;
-    uint64_t ids = (uint64_t)(cfg->ids_max > 0 ? cfg->ids_max : 1);
+    uint64_t ids = (uint64_t)sr_train_config_ids_per_sample(cfg);
     if (cfg->batch_pool <= 0)
         return;
     uint64_t per_sample = 4 * (uint64_t)cfg->num_dense + 4 + 12 * F;
-    per_sample = mem_add(m, per_sample, mem_mul3(m, F, ids, 8));
+    per_sample = mem_add(m, per_sample, mem_mul3(m, ids > 0 ? ids : F, 8, 1));
     uint64_t batch = mem_add(m, mem_mul3(m, B, per_sample, 1), 8);
     mem_count(m, MEM_POOL, -1, mem_mul3(m, batch, (uint64_t)cfg->batch_pool, 1));
 }
