@@ -301,8 +301,10 @@ struct sr_planner_model;
  * gets the same bits from the same files (train calls it on rank 0 and
  * broadcasts the result). *measured = the samples read (0: from the config).
  * A data file that cannot be read or holds a bad sample is the reader's
- * SR_ERR_IO / SR_ERR_DATA naming the file, as training would report it. */
-int sr_train_config_table_stats(const struct sr_train_config *cfg, struct sr_planner_table *stats,
+ * SR_ERR_IO / SR_ERR_DATA naming the file, as training would report it.
+ * With --data it also sets cfg->data_ids_max from the files' bounds where
+ * not set yet (train sets them from its own readers first). */
+int sr_train_config_table_stats(struct sr_train_config *cfg, struct sr_planner_table *stats,
                                 int64_t *measured);
 /* Each table's slot_bytes (planner.h) from the config (table_stats sets
  * them too): the sum of sr_train_config_slot_sample_bytes over its features. */
