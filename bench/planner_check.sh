@@ -34,13 +34,15 @@
 # (the default), so that the halves can go to separate calls of a
 # time-limited machine. GPU runs make 8 batches first (--batch-pool 8, as
 # bench/gpu.sh): else the host's generator, which the planner does not
-# model, is the step.
+# model, is the step. MODELS picks and orders the models (default "K M
+# drawn").
 BUILD=${BUILD:-build}
 DEVICE=${DEVICE:-cpu}
 R=${R:-5}
 STEPS=${STEPS:-20}
 LINK=${LINK:-0.05,50}
 PARTS=${PARTS:-predict compare}
+MODELS=${MODELS:-K M drawn}
 if [ "$DEVICE" = cuda ]; then
     MB=${MB:-16384}
     SETUPS="1 link"
@@ -152,7 +154,7 @@ median() { sort -g | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (
 case " $PARTS " in *" predict "*)
 printf '\n%-6s %-5s %12s %12s %8s %10s %10s %8s\n' model setup "pred ms" "meas ms" error \
     "pred MiB" "meas MiB" error
-for model in K M drawn; do
+for model in $MODELS; do
     case $model in K) args=$K ;; M) args=$M ;; drawn) args=$DRAWN ;; esac
     for setup in $SETUPS; do
         : >"$out/$model-$setup.runs"
@@ -174,7 +176,7 @@ esac
 # 3. the planner's plan against all-tw and all-rw on the 2-node setup
 case " $PARTS " in *" compare "*) ;; *) exit 0 ;; esac
 printf '\n%-6s %14s %14s %14s %10s\n' model "planner ms" "all tw ms" "all rw ms" "planner vs best"
-for model in K M drawn; do
+for model in $MODELS; do
     case $model in K) args=$K ;; M) args=$M ;; drawn) args=$DRAWN ;; esac
     : >"$out/cmp-$model-planner" && : >"$out/cmp-$model-tw" && : >"$out/cmp-$model-rw"
     for i in $(seq 1 "$R"); do

@@ -416,6 +416,35 @@ static double time_calls(struct bench_ctx *c, enum bench_coll coll, size_t elems
     return seconds / (double)iters;
 }
 
+/* Mean seconds per call of a small all-to-all of host memory (the counts
+ * exchange's path on a device-memory transport, NCCL: MPI on the host),
+ * the slowest rank's; 0 on a host-memory transport (its rows are that). */
+static double time_host_exchange(struct bench_ctx *c, const struct bench_opts *o)
+{
+    if (c->W == 1 || sr_comm_memory(c->world) != SR_COMM_MEMORY_DEVICE)
+        return 0;
+    int64_t *send = sr_calloc((size_t)c->W, sizeof *send), *recv = sr_calloc((size_t)c->W, 8);
+    size_t *n = sr_calloc((size_t)c->W, sizeof *n), *at = sr_calloc((size_t)c->W, sizeof *at);
+    for (int p = 0; p < c->W; p++) {
+        n[p] = 1;
+        at[p] = (size_t)p;
+    }
+    double t0 = 0;
+    for (int64_t i = 0; i < o->warmup + o->iters; i++) {
+        if (i == o->warmup) {
+            sr_comm_barrier(c->world);
+            t0 = sr_clock_seconds();
+        }
+        sr_comm_all_to_allv(c->world, send, n, at, recv, n, at, SR_DTYPE_I64, c->stream, NULL);
+    }
+    double t = (sr_clock_seconds() - t0) / (double)o->iters;
+    sr_free(send);
+    sr_free(recv);
+    sr_free(n);
+    sr_free(at);
+    return max_over_ranks(c, t);
+}
+
 /* Calls at a size: as given, or fewer above BENCH_BIG by default. */
 static int64_t iters_at(const struct bench_opts *o, int64_t bytes)
 {
@@ -513,7 +542,7 @@ static cJSON *row_json(const struct bench_row *r, int W)
 
 /* "links": the one kind of link this run crossed, from its all-to-alls: the
  * largest one's bus bandwidth, the smallest one's time. Empty for W = 1. */
-static cJSON *links_json(const struct bench_row *rows, int n, int W, int L)
+static cJSON *links_json(const struct bench_row *rows, int n, int W, int L, double host_s)
 {
     cJSON *links = cJSON_CreateObject();
     const struct bench_row *small = NULL, *large = NULL;
@@ -533,6 +562,9 @@ static cJSON *links_json(const struct bench_row *rows, int n, int W, int L)
     cJSON_AddNumberToObject(link, "bandwidth_gb_s",
                             rounded(algbw * bus_factor(BENCH_ALL_TO_ALL, W)));
     cJSON_AddNumberToObject(link, "latency_us", rounded(small->seconds * 1e6));
+    if (host_s > 0)
+        cJSON_AddNumberToObject(cJSON_AddObjectToObject(links, "host"), "latency_us",
+                                rounded(host_s * 1e6));
     return links;
 }
 
@@ -553,7 +585,7 @@ int cli_bench_write_json(const char *path, cJSON *root)
 }
 
 static int write_json(const char *path, sr_comm_t world, const struct sr_device *dev,
-                      const struct bench_row *rows, int n)
+                      const struct bench_row *rows, int n, double host_s)
 {
     int W = sr_comm_size(world), L = sr_comm_local_size(world);
     cJSON *root = cJSON_CreateObject();
@@ -562,7 +594,7 @@ static int write_json(const char *path, sr_comm_t world, const struct sr_device 
     cJSON_AddNumberToObject(root, "world_size", W);
     cJSON_AddNumberToObject(root, "ranks_per_node", L);
     cJSON_AddStringToObject(root, "device", device_kind(dev));
-    cJSON_AddItemToObject(root, "links", links_json(rows, n, W, L));
+    cJSON_AddItemToObject(root, "links", links_json(rows, n, W, L, host_s));
     cJSON *ms = cJSON_AddArrayToObject(root, "measurements");
     for (int i = 0; i < n; i++)
         cJSON_AddItemToArray(ms, row_json(&rows[i], W));
@@ -607,9 +639,12 @@ static int run(const struct bench_opts *o, sr_comm_t world, struct sr_device *de
     ctx_init(&c, world, dev, cap);
     if (c.rank == 0)
         print_header(o, world, dev);
+    double host_s = time_host_exchange(&c, o);
+    if (c.rank == 0 && host_s > 0)
+        printf("# counts exchange %.2f us (a small all-to-all of host memory)\n", host_s * 1e6);
     measure(o, &c, rows);
     if (c.rank == 0 && o->out)
-        rc = write_json(o->out, world, dev, rows, n);
+        rc = write_json(o->out, world, dev, rows, n, host_s);
     ctx_free(&c);
     sr_free(rows);
     return rc;

@@ -93,8 +93,10 @@ unset SR_CPU_DEFERRED
 # ---- ends of --data, a step ahead --------------------------------------------------
 # Each rank reads data/rR/d.tsv: the full file, or a variant for one rank.
 ROWS=1000,2000,50
+# one plan for both pipelines (the planner may weigh them apart: a pipeline
+# hides the input dist)
 FJOB="--table-rows $ROWS --embedding-dim 8 --bot-mlp 13-16-8 --top-mlp 16-1 --eval-samples 0
-      --log-every 1 --no-progress --comm-timeout 20 --global-batch-size 32"
+      --log-every 1 --no-progress --comm-timeout 20 --global-batch-size 32 --sharding rw"
 "$bin" gen --out "$tmp/full.tsv" --samples 320 --table-rows $ROWS >/dev/null || exit 1
 # short: labels of samples 257.. unreadable (skipped: that rank's data ends early)
 awk 'NR > 256 { sub(/^[01]/, "x") } { print }' "$tmp/full.tsv" >"$tmp/short.tsv"

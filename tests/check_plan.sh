@@ -14,7 +14,8 @@
 #     key (file and key named), a table no rank can hold (named), --out
 #     naming the --topology file (both flags named), no --topology, an
 #     unknown --pipeline; --pipeline none predicts more exposed
-#     communication than sparse-dist.
+#     communication than sparse-dist; --global-batch-size G on W ranks plans
+#     each rank as --batch-size G/W.
 # Exit 0 pass, 77 skipped (no mpirun for 2), else fail.
 . "$(dirname "$0")/lib.sh"
 bin=$sr_shardrec
@@ -126,6 +127,18 @@ if awk -v n="$(exposed "$tmp/p-none")" -v s="$(exposed "$tmp/p-sparse-dist")" \
     ok "--pipeline: exposed $(exposed "$tmp/p-none") ms with none > $(exposed "$tmp/p-sparse-dist") with sparse-dist"
 else
     bad "--pipeline" "none: $(tail -2 "$tmp/p-none") sparse-dist: $(tail -2 "$tmp/p-sparse-dist")"
+fi
+
+# --global-batch-size G on W ranks plans as --batch-size G/W: the same
+# per-rank memory (the buffers sized for a rank's batch) and step
+"$bin" plan --workload K --topology a100x8-2node-100g --global-batch-size 65536 >"$tmp/g-global" 2>&1
+"$bin" plan --workload K --topology a100x8-2node-100g --batch-size 4096 >"$tmp/g-rank" 2>&1
+ranks() { awk '$1 ~ /^[0-9]+$/ && $3 ~ /B$/ { print $1, $2, $3 }' "$1"; }
+if [ -n "$(ranks "$tmp/g-rank")" ] && [ "$(ranks "$tmp/g-global")" = "$(ranks "$tmp/g-rank")" ] &&
+    [ "$(grep '^predicted step' "$tmp/g-global")" = "$(grep '^predicted step' "$tmp/g-rank")" ]; then
+    ok "--global-batch-size 65536 on 16 ranks: each rank's memory and the step as --batch-size 4096"
+else
+    bad "--global-batch-size" "$(ranks "$tmp/g-global" | head -2) against $(ranks "$tmp/g-rank" | head -2)"
 fi
 
 echo "check_plan: $pass passed, $fail failed"

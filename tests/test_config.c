@@ -341,6 +341,56 @@ static void test_memory_follows_shards(void **state)
     }
     assert_true(e[0].batch - e[0].batch_slots == e[1].batch - e[1].batch_slots);
     sr_plan_free(plan);
+    /* all dp: every rank holds every table whole, with its gradient, touch
+     * counts and their staging in the last bucket: 8 bytes a row and column
+     * beside the weights (fp32 buckets), more when they travel in 16 bits */
+    assert_int_equal(sr_plan_uniform(&plan, &ec, SR_SHARDING_TYPE_DATA_PARALLEL, 2, 2), SR_OK);
+    sr_train_config_memory(&cfg, plan, 1, 2, &e[1]);
+    sr_train_config_memory(&cfg, NULL, 0, 1, &e[0]);
+    uint64_t extra = 0, D = (uint64_t)cfg.embedding_dim;
+    for (int t = 0; t < 3; t++)
+        extra += 8 * (uint64_t)rows[t] * (D + 1);
+    assert_true(e[1].tables == e[0].tables + extra);
+    assert_true(sr_train_config_dp_extra_bytes(&cfg, 2, 10, D) == 8 * 10 * (D + 1));
+    cfg.dense_comm_dtype = SR_DTYPE_BF16;
+    assert_true(sr_train_config_dp_extra_bytes(&cfg, 2, 10, D) == (12 + 16) * 10 * (D + 1));
+    assert_true(sr_train_config_dp_extra_bytes(&cfg, 1, 10, D) == 8 * 10 * (D + 1));
+    sr_plan_free(plan);
+}
+
+/* With --data, a sample's ids come from the files' bounds (data_ids_max, set
+ * by the trainer from its readers), not from --ids-per-feature: a multi-hot
+ * file of 4 ids a bag under the default 1 is estimated as
+ * --ids-per-feature 4 would be. */
+static void test_memory_data_bounds(void **state)
+{
+    int64_t rows[2] = {1000, 5000};
+    struct sr_memory_estimate one, four, data;
+    struct sr_ebc_config ec;
+    struct sr_plan *plan;
+    sr_train_config_default(&cfg);
+    assert_int_equal(sr_train_config_set_table_rows(&cfg, rows, 2), SR_OK);
+    cfg.ids_min = cfg.ids_max = 1;
+    sr_train_config_ebc(&cfg, &ec);
+    assert_int_equal(sr_plan_uniform(&plan, &ec, SR_SHARDING_TYPE_ROW_WISE, 2, 2), SR_OK);
+    sr_train_config_memory(&cfg, plan, 0, 2, &one);
+    uint64_t slot_one = sr_train_config_slot_sample_bytes(&cfg, 1);
+    cfg.ids_min = cfg.ids_max = 4;
+    sr_train_config_memory(&cfg, plan, 0, 2, &four);
+    uint64_t slot_four = sr_train_config_slot_sample_bytes(&cfg, 1);
+    cfg.ids_min = cfg.ids_max = 1;
+    for (int f = 0; f < cfg.num_features; f++)
+        cfg.data_ids_max[f] = 4;
+    sr_train_config_memory(&cfg, plan, 0, 2, &data);
+    assert_true(four.batch > one.batch);
+    assert_true(data.batch == four.batch);
+    assert_true(data.batch_slots == four.batch_slots);
+    assert_true(sr_train_config_slot_sample_bytes(&cfg, 1) == slot_four && slot_four > slot_one);
+    assert_int_equal(sr_train_config_ids_per_sample(&cfg), 4 * cfg.num_features);
+    cfg.data_ids_max[0] = 0; /* not known for feature 0: its --ids-per-feature */
+    assert_int_equal(sr_train_config_feature_ids_max(&cfg, 0), 1);
+    assert_int_equal(sr_train_config_feature_ids_max(&cfg, 1), 4);
+    sr_plan_free(plan);
 }
 
 /* --batch-pool N's host batches are in the estimate (issue 19, item 5: the
@@ -408,6 +458,7 @@ int main(void)
         cmocka_unit_test(test_memory_check),       cmocka_unit_test(test_memory_estimate),
         cmocka_unit_test(test_memory_batch_pool),  cmocka_unit_test(test_json_hints_and_nul),
         cmocka_unit_test(test_memory_follows_shards),
+        cmocka_unit_test(test_memory_data_bounds),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

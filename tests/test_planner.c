@@ -158,6 +158,31 @@ static void test_tw_two_nodes(void **state)
     sr_planner_report_free(r);
 }
 
+/* Latencies on the same case: 100 us a collective on the link, 20 us for the
+ * counts exchange (the topology's host latency: NCCL runs it over MPI), else
+ * the link's; the gradient dist and the only (so last) all-reduce bucket run
+ * at once, so the longer of them is exposed, not their sum. */
+static void test_latencies(void **state)
+{
+    struct fixture f;
+    setup(&f, 2, 1);
+    f.topo.inter.latency_us = 100;
+    f.topo.host_latency_us = 20;
+    struct sr_planner_report *r = predict(&f, SR_SHARDING_TYPE_TABLE_WISE);
+    double in = 600 / 0.5e9 + 20e-6, out = 100e-6 + 3200 / 0.5e9;
+    double last = 100e-6 + 392 / 0.5e9, bot_fwd = 50 * 128 / 1e9, bot_bwd = 2 * bot_fwd;
+    NEAR(r->stage_s[SR_PS_INPUT_DIST], 100e-6 + in); /* its data exchange, then the counts */
+    NEAR(r->stage_s[SR_PS_OUTPUT_DIST], out);
+    NEAR(r->stage_s[SR_PS_GRAD_DIST], out);
+    NEAR(r->stage_s[SR_PS_ALLREDUCE], last);
+    NEAR(r->stage_s[SR_PS_EXPOSED], 100e-6 + in + (out - bot_fwd) + fmax(out - bot_bwd, last));
+    sr_planner_report_free(r);
+    f.topo.host_latency_us = 0; /* none given: the counts take the link's latency */
+    r = predict(&f, SR_SHARDING_TYPE_TABLE_WISE);
+    NEAR(r->stage_s[SR_PS_INPUT_DIST], 200e-6 + 600 / 0.5e9);
+    sr_planner_report_free(r);
+}
+
 /* What a shard receives is memory on its rank: tw puts the table's B x
  * slot_bytes on its owner only, rw on both ranks (each holds a shard), dp on
  * neither; one rank exchanges nothing. */
@@ -177,7 +202,9 @@ static void test_shard_buffers(void **state)
         NEAR(r->ranks[k].memory_bytes - base, table / 2 + B * slot);
     sr_planner_report_free(r);
     r = predict(&f, SR_SHARDING_TYPE_DATA_PARALLEL);
-    NEAR(r->ranks[0].memory_bytes - base, 2 * table); /* weights and their dense gradient */
+    /* weights, their dense gradient and touch counts, and those staged in the
+     * last bucket once more */
+    NEAR(r->ranks[0].memory_bytes - base, table + 8.0 * E * (DIM + 1));
     sr_planner_report_free(r);
     setup(&f, 1, 1);
     f.stats.slot_bytes = slot;
@@ -220,7 +247,15 @@ static void test_dp(void **state)
     NEAR(r->stage_s[SR_PS_INPUT_DIST], 0);
     NEAR(r->stage_s[SR_PS_OUTPUT_DIST], 0);
     NEAR(r->stage_s[SR_PS_ALLREDUCE], (392 + 64000) / 1e9);
-    NEAR(r->tables[0].memory_bytes, 2 * 2 * E * DIM * 4); /* weights and gradient, 2 ranks */
+    /* on each of 2 ranks: weights, the gradient and touch counts, and those
+     * staged in the last bucket */
+    NEAR(r->tables[0].memory_bytes, 2 * (E * DIM * 4 + 8 * E * (DIM + 1)));
+    sr_planner_report_free(r);
+    /* 16-bit dense buckets: the gradient and counts, kept exact twice, and
+     * sent as 2 halves a word to each of the 2 ranks, sent and received */
+    f.m.dense_wire_bytes = 2;
+    r = predict(&f, SR_SHARDING_TYPE_DATA_PARALLEL);
+    NEAR(r->tables[0].memory_bytes, 2 * (E * DIM * 4 + (12 + 8 * 2) * E * (DIM + 1)));
     sr_planner_report_free(r);
 }
 
@@ -255,7 +290,9 @@ static void test_hybrid(void **state)
         NEAR(r->ranks[k].send_bytes[0], 300 + 2 * 50 * (1 - pow(1 - 0.5 / 2, 2)) * 64);
     }
     NEAR(r->stage_s[SR_PS_ALLREDUCE], (392 + 640) / 1e9);
-    NEAR(r->tables[0].memory_bytes, E * DIM * 4 + 2 * 2 * 640); /* shards; replica + gradient */
+    /* shards; on each rank the replica and, as a dp table's, its gradient,
+     * counts and their staging */
+    NEAR(r->tables[0].memory_bytes, E * DIM * 4 + 2 * (640 + 8 * 10 * (DIM + 1)));
     sr_planner_report_free(r);
     /* 5 hot rows: half the statistics' share (linear below its 10 rows) */
     int64_t five[5] = {0, 3, 6, 9, 12};
@@ -417,7 +454,22 @@ static void test_topology_json(void **state)
     assert_int_equal(t.ranks_per_node, 1);
     NEAR(t.inter.gb_s, 1.5);
     NEAR(t.inter.latency_us, 30);
+    NEAR(t.host_latency_us, 0);
     assert_int_equal(sr_topology_complete(&t), SR_OK);
+    /* a bench comm file of NCCL also gives the counts exchange's host latency */
+    assert_int_equal(
+        sr_topology_merge_json(&t, "{\"links\": {\"host\": {\"latency_us\": 41}}}", "nccl.json"),
+        SR_OK);
+    NEAR(t.host_latency_us, 41);
+    NEAR(t.inter.latency_us, 30);
+    json = sr_topology_to_json(&t);
+    memset(&back, 0, sizeof back);
+    assert_int_equal(sr_topology_merge_json(&back, json, "round trip"), SR_OK);
+    sr_free(json);
+    NEAR(back.host_latency_us, 41);
+    assert_int_equal(
+        sr_topology_merge_json(&t, "{\"links\": {\"host\": {\"bandwidth_gb_s\": 1}}}", "x.json"),
+        SR_ERR_INVALID_ARG);
     /* a bench device file of the CPU measured the whole host: split over its ranks */
     const char *dev =
         "{\"source\": \"shardrec bench device\", \"device\": \"cpu\", "
@@ -503,13 +555,21 @@ static void test_rates(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_tw_two_nodes), cmocka_unit_test(test_shard_buffers),
-        cmocka_unit_test(test_rw_one_node),  cmocka_unit_test(test_dp),
-        cmocka_unit_test(test_cw),           cmocka_unit_test(test_hybrid),
-        cmocka_unit_test(test_row_state),    cmocka_unit_test(test_emb_dtype),
-        cmocka_unit_test(test_memory_limit), cmocka_unit_test(test_search_slow_link),
-        cmocka_unit_test(test_hot_share),    cmocka_unit_test(test_topology_json),
-        cmocka_unit_test(test_rates),        cmocka_unit_test(test_launches),
+        cmocka_unit_test(test_tw_two_nodes),
+        cmocka_unit_test(test_latencies),
+        cmocka_unit_test(test_shard_buffers),
+        cmocka_unit_test(test_rw_one_node),
+        cmocka_unit_test(test_dp),
+        cmocka_unit_test(test_cw),
+        cmocka_unit_test(test_hybrid),
+        cmocka_unit_test(test_row_state),
+        cmocka_unit_test(test_emb_dtype),
+        cmocka_unit_test(test_memory_limit),
+        cmocka_unit_test(test_search_slow_link),
+        cmocka_unit_test(test_hot_share),
+        cmocka_unit_test(test_topology_json),
+        cmocka_unit_test(test_rates),
+        cmocka_unit_test(test_launches),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -28,6 +28,11 @@
  *   inter.gb_s, inter.latency_us    one NIC, one direction
  *   nic_ranks                       ranks that share a NIC (its bandwidth
  *                                   split between them when all send)
+ *   host_latency_us                 a small all-to-all of host memory: the
+ *                                   counts exchange, which a device-memory
+ *                                   transport (NCCL) runs over MPI on the
+ *                                   host (bench comm measures it there); 0:
+ *                                   the data link's latency
  *
  * JSON (every key optional; GB = 10^9 bytes):
  *
@@ -39,7 +44,8 @@
  *     "gemm_tflop_s": { "fp32": 60, "tf32": 400, "bf16": 800 },
  *     "links": { "intra_node": { "bandwidth_gb_s": 450, "latency_us": 10 },
  *                "inter_node": { "bandwidth_gb_s": 12.5, "latency_us": 20,
- *                                "nic_ranks": 8 } } }
+ *                                "nic_ranks": 8 },
+ *                "host": { "latency_us": 30 } } }
  *
  * `bench comm` files also hold "measurements" and "source", which are read
  * past. A rate not given anywhere is derived (sr_topology_complete): gather
@@ -75,6 +81,7 @@ struct sr_topology {
     double launch_us;      /* one small op's time; 0: not known */
     struct sr_topo_link intra, inter;
     int nic_ranks;
+    double host_latency_us; /* the counts exchange's; 0: as the data link */
     /* The memory and rates are the whole host's (a `bench device` file of
      * the CPU: one process on every core), not one rank's. */
     int host_wide;

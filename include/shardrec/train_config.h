@@ -91,6 +91,10 @@ struct sr_train_config {
     enum sr_id_dist id_dist;
     double zipf_s;
     /* files (empty: the synthetic generator) */
+    int64_t data_ids_max[SR_MAX_FEATURES]; /* the most ids feature f holds in one sample of
+                                              the files, as their readers bound it (the
+                                              trainer sets it at start-up); 0: not known,
+                                              the memory estimate takes --ids-per-feature */
     int n_data, n_eval_data;
     char data_paths[SR_MAX_DATA_FILES][SR_PATH_MAX];      /* --data, read in order */
     char eval_data_paths[SR_MAX_DATA_FILES][SR_PATH_MAX]; /* --eval-data */
@@ -251,14 +255,14 @@ int sr_train_config_check_memory(const struct sr_train_config *cfg, const struct
  * sr_train_config_check_memory compares with the memory (overflow: a sum
  * passed 2^64, the parts are then meaningless). */
 struct sr_memory_estimate {
-    uint64_t tables;  /* its tables or shards, with their optimizer state */
-    uint64_t dense;   /* MLP weights, gradients and optimizer state */
-    uint64_t batch;   /* batch buffers, pooled vectors, activations */
+    uint64_t tables;      /* its tables or shards, with their optimizer state */
+    uint64_t dense;       /* MLP weights, gradients and optimizer state */
+    uint64_t batch;       /* batch buffers, pooled vectors, activations */
     uint64_t batch_slots; /* of batch: what the rank's shards receive (a shard of a
                              table: sr_train_config_slot_sample_bytes of its
                              features x the global batch) */
-    uint64_t eval;    /* evaluation predictions and labels */
-    uint64_t pool;    /* --batch-pool's host batches */
+    uint64_t eval;        /* evaluation predictions and labels */
+    uint64_t pool;        /* --batch-pool's host batches */
     uint64_t staging; /* checkpoints' host copy of the tables (and dense block): train_memory.c */
     uint64_t total;
     int overflow;
@@ -270,6 +274,14 @@ void sr_train_config_memory(const struct sr_train_config *cfg, const struct sr_p
  * ids, bags, pooled vectors and gradients, in each of the embeddings' batch
  * contexts). */
 uint64_t sr_train_config_slot_sample_bytes(const struct sr_train_config *cfg, int f);
+/* The most ids feature f holds in one sample: the files' bound when known
+ * (data_ids_max), else --ids-per-feature's maximum. */
+int64_t sr_train_config_feature_ids_max(const struct sr_train_config *cfg, int f);
+/* A data-parallel table's memory beside its weights and state, on a job of W
+ * ranks (train_memory.c): its dense gradient and touch counts, and their
+ * staging in the dense all-reduce's last bucket. */
+uint64_t sr_train_config_dp_extra_bytes(const struct sr_train_config *cfg, int W, uint64_t rows,
+                                        uint64_t dim);
 /* This machine's physical memory (sysconf _SC_PHYS_PAGES x _SC_PAGE_SIZE), or
  * the cgroup v2 limit in /sys/fs/cgroup/memory.max when lower. */
 uint64_t sr_machine_memory(void);
@@ -289,8 +301,10 @@ struct sr_planner_model;
  * gets the same bits from the same files (train calls it on rank 0 and
  * broadcasts the result). *measured = the samples read (0: from the config).
  * A data file that cannot be read or holds a bad sample is the reader's
- * SR_ERR_IO / SR_ERR_DATA naming the file, as training would report it. */
-int sr_train_config_table_stats(const struct sr_train_config *cfg, struct sr_planner_table *stats,
+ * SR_ERR_IO / SR_ERR_DATA naming the file, as training would report it.
+ * With --data it also sets cfg->data_ids_max from the files' bounds where
+ * not set yet (train sets them from its own readers first). */
+int sr_train_config_table_stats(struct sr_train_config *cfg, struct sr_planner_table *stats,
                                 int64_t *measured);
 /* Each table's slot_bytes (planner.h) from the config (table_stats sets
  * them too): the sum of sr_train_config_slot_sample_bytes over its features. */

@@ -30,7 +30,8 @@
  *   gradient  the output's bytes, mirrored
  *   all-reduce  dense parameters and dp tables' gradients, ring:
  *             2 (W - 1) / W bytes over the slowest link it crosses
- *   memory    rows x c x 4 bytes + optimizer state, the dense block x
+ *   memory    rows x c x 4 bytes + optimizer state (dp: also its gradient,
+ *             touch counts and their staging), the dense block x
  *             (2 + its state) x 4 bytes, the caller's buffers, and on
  *             several ranks B x slot_bytes for each shard a rank holds
  *             (what it receives of every rank's samples)
@@ -46,9 +47,11 @@
  * A collective takes its latency plus its slowest rank's bytes over the
  * link: in-node bytes over intra GB/s; bytes across nodes summed over the
  * ranks that share a NIC, over inter GB/s; sending and receiving overlap,
- * and so do the two links. The step is the slowest rank's lookup and
- * update, the dense compute, and the communication the overlap windows do
- * not hide (pl_acc_step).
+ * and so do the two links. The counts exchange takes the host latency where
+ * the topology gives one (NCCL runs it over MPI), else the link's. The step
+ * is the slowest rank's lookup and update, the dense compute, and the
+ * communication the overlap windows do not hide (pl_acc_step); the gradient
+ * dist and the last all-reduce bucket run at once on their communicators.
  */
 #include <math.h>
 #include <string.h>
@@ -245,6 +248,18 @@ static void ids_to(struct pl_acc *a, int t, int owner, double share,
              b * st->ids_per_sample * share * ID_BYTES + b * st->features * LEN_BYTES, cost);
 }
 
+/* A dp table's bytes beside its weights (train_memory.c's
+ * sr_train_config_dp_extra_bytes): its gradient and touch counts, E (D + 1)
+ * floats riding the last bucket, staged once more in fp32; compressed, kept
+ * exact twice and sent as two 16-bit halves a word to each rank. */
+static double dp_extra_bytes(const struct pl_acc *a, double E, double D)
+{
+    double t = E * (D + 1);
+    if (a->W > 1 && a->m->dense_wire_bytes < 4)
+        return 4 * t + 8 * t + 8.0 * a->W * t;
+    return 8 * t;
+}
+
 /* A table replicated on every rank: E rows (dp: all of them; hybrid: its hot
  * rows), looked up by `share` of its ids. */
 static void add_replica(struct pl_acc *a, int t, double E, double share,
@@ -261,10 +276,10 @@ static void add_replica(struct pl_acc *a, int t, double E, double share,
         a->lookup[r] += lookup;
         a->update[r] += update;
         memory(a, r, E, D, 4, cost);
-        a->mem[r] += 4 * E * D; /* its dense gradient */
+        a->mem[r] += dp_extra_bytes(a, E, D);
         if (cost) {
             cost->compute_s += lookup + update;
-            cost->memory_bytes += 4 * E * D;
+            cost->memory_bytes += dp_extra_bytes(a, E, D);
         }
     }
     a->dp_bytes += E * D * a->m->dense_wire_bytes;
@@ -559,6 +574,16 @@ static double all_reduce_seconds(const struct pl_acc *a, double bytes, int bucke
     return buckets * lat * 1e-6 + 2.0 * (a->W - 1) / a->W * bytes / (gb_s * 1e9);
 }
 
+/* The counts exchange: one small all-to-all of host memory (the topology's
+ * host latency where a device-memory transport runs it over MPI). */
+static double counts_seconds(const struct pl_acc *a)
+{
+    const struct sr_topology *tp = a->topo;
+    if (tp->host_latency_us > 0)
+        return tp->host_latency_us * 1e-6;
+    return (a->L < a->W ? tp->inter.latency_us : tp->intra.latency_us) * 1e-6;
+}
+
 static double max_of(const double *v, int n)
 {
     double x = 0;
@@ -595,10 +620,9 @@ void pl_acc_step(const struct pl_acc *a, double s[SR_PS_COUNT], int *collectives
         double dense_bytes = params * m->dense_wire_bytes + a->dp_bytes;
         int buckets = (int)ceil(params * m->dense_wire_bytes / fmax(m->bucket_bytes, 1));
         buckets = buckets < 1 ? 1 : buckets;
-        const double lat =
-            (a->L < a->W ? a->topo->inter.latency_us : a->topo->intra.latency_us) * 1e-6;
         /* the counts exchange; hybrid tables' second one beside it */
-        s[SR_PS_INPUT_DIST] = group_seconds(a, PL_INPUT) + lat * (a->kinds & split ? 2 : 1);
+        s[SR_PS_INPUT_DIST] =
+            group_seconds(a, PL_INPUT) + counts_seconds(a) * (a->kinds & split ? 2 : 1);
         *collectives += a->kinds & split ? 1 : 0;
         for (int g = PL_A2A; g < PL_GROUPS; g++) {
             s[SR_PS_OUTPUT_DIST] += group_seconds(a, (enum pl_group)g);
@@ -611,8 +635,10 @@ void pl_acc_step(const struct pl_acc *a, double s[SR_PS_COUNT], int *collectives
         double dense_bwd = 2.0 / 3.0 * (s[SR_PS_DENSE] - optimizer);
         double in = m->pipeline ? fmax(0, s[SR_PS_INPUT_DIST] - compute) : s[SR_PS_INPUT_DIST];
         double last = s[SR_PS_ALLREDUCE] / buckets, rest = s[SR_PS_ALLREDUCE] - last;
+        /* the gradient dist (sparse communicator) runs from the bottom MLP's
+         * backward on, the last bucket (dense communicator) after it: at once */
         s[SR_PS_EXPOSED] = in + fmax(0, s[SR_PS_OUTPUT_DIST] - bot_fwd) +
-                           fmax(0, s[SR_PS_GRAD_DIST] - bot_bwd) + last +
+                           fmax(fmax(0, s[SR_PS_GRAD_DIST] - bot_bwd), last) +
                            fmax(0, rest - (dense_bwd - bot_bwd));
     }
     s[SR_PS_STEP] = s[SR_PS_LOOKUP] + s[SR_PS_UPDATE] + s[SR_PS_DENSE] + s[SR_PS_EXPOSED];

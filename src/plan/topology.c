@@ -254,11 +254,25 @@ static int get_link(const struct reader *r, const cJSON *links, const char *key,
     return inter ? get_count(r, it, "nic_ranks", &r->t->nic_ranks) : SR_OK;
 }
 
+/* "links.host": the latency of a small exchange of host memory. */
+static int get_host_link(const struct reader *r, const cJSON *links)
+{
+    static const char *const keys[] = {"latency_us"};
+    const cJSON *it = cJSON_GetObjectItemCaseSensitive(links, "host");
+    int rc;
+    if (!it)
+        return SR_OK;
+    if ((rc = expect_object(r, it, "host")) || (rc = check_keys(r, it, "links.host: ", keys, 1)))
+        return rc;
+    return get_number(r, it, "latency_us", 1, &r->t->host_latency_us);
+}
+
 /* bench comm's "links": "intra_node", "inter_node", or "mixed" (a run that
- * crossed both: its figures are the slower link's, taken as inter-node). */
+ * crossed both: its figures are the slower link's, taken as inter-node), and
+ * "host" (a device-memory transport's counts exchange). */
 static int get_links(const struct reader *r, const cJSON *o)
 {
-    static const char *const kinds[] = {"intra_node", "inter_node", "mixed"};
+    static const char *const kinds[] = {"intra_node", "inter_node", "mixed", "host"};
     const cJSON *links = cJSON_GetObjectItemCaseSensitive(o, "links");
     int rc;
     if (!links)
@@ -266,7 +280,7 @@ static int get_links(const struct reader *r, const cJSON *o)
     if ((rc = expect_object(r, links, "links")) ||
         (rc = check_keys(r, links, "links: ", kinds, COUNT(kinds))) ||
         (rc = get_link(r, links, "intra_node", &r->t->intra, 0)) ||
-        (rc = get_link(r, links, "inter_node", &r->t->inter, 1)))
+        (rc = get_link(r, links, "inter_node", &r->t->inter, 1)) || (rc = get_host_link(r, links)))
         return rc;
     return get_link(r, links, "mixed", &r->t->inter, 1);
 }
@@ -519,6 +533,9 @@ char *sr_topology_to_json(const struct sr_topology *t)
     cJSON *links = cJSON_AddObjectToObject(root, "links");
     add_link(links, "intra_node", &t->intra, 0);
     add_link(links, "inter_node", &t->inter, t->nic_ranks);
+    if (t->host_latency_us > 0)
+        cJSON_AddNumberToObject(cJSON_AddObjectToObject(links, "host"), "latency_us",
+                                t->host_latency_us);
     char *cj = cJSON_Print(root);
     cJSON_Delete(root);
     size_t n = strlen(cj) + 1;

@@ -95,15 +95,14 @@ static void local_table(const struct sr_train_config *cfg, const struct sr_plan 
     }
 }
 
-/* A hybrid table's replica of its H hot rows, on every rank (fp32): weights,
- * optimizer state, and its dense gradient and touch counts (H x (D + 1)). */
+/* A hybrid table's replica of its H hot rows, on every rank (fp32): weights
+ * and optimizer state (its gradient and counts: count_dp_extras). */
 static void count_replica(const struct sr_train_config *cfg, int64_t H, int t, int per_row,
                           int per_elem, struct mem_tally *m)
 {
     const uint64_t D = (uint64_t)cfg->tables[t].embedding_dim, rows = (uint64_t)H;
     const uint64_t state = per_row ? rows : mem_mul3(m, (uint64_t)per_elem, rows, D);
     uint64_t floats = mem_add(m, mem_mul3(m, rows, D, 1), state);
-    floats = mem_add(m, floats, mem_mul3(m, rows, D + 1, 1));
     mem_count(m, MEM_TABLE, t, mem_mul3(m, floats, sizeof(float), 1));
 }
 
@@ -142,6 +141,85 @@ static uint64_t dense_params(const struct sr_train_config *cfg, struct mem_tally
         params = mem_add(m, params, mem_mul3(m, (uint64_t)dc.dcn_layers, 2 * R + 1, n));
     }
     return params;
+}
+
+/* The floats of the last gradient bucket's MLP part (grad_buckets.c's cuts:
+ * layer groups walked from the top, cut once a bucket reaches --bucket-kib;
+ * the last bucket takes what is left at the bottom). */
+static uint64_t last_bucket_floats(const struct sr_train_config *cfg)
+{
+    struct sr_dlrm_config dc;
+    uint64_t sizes[2 * SR_MLP_MAX + SR_DCN_MAX_LAYERS], n = 0, in;
+    int k = 0;
+    sr_train_config_dlrm(cfg, &dc);
+    for (int l = 0; l + 1 < cfg->n_bot; l++)
+        sizes[k++] = ((uint64_t)cfg->bot_mlp[l] + 1) * (uint64_t)cfg->bot_mlp[l + 1];
+    in = (uint64_t)sr_dlrm_interaction_dim(&dc);
+    for (int l = 0; dc.interaction == SR_INTERACTION_DCN && l < dc.dcn_layers; l++)
+        sizes[k++] = (2 * (uint64_t)dc.dcn_rank + 1) * in;
+    for (int l = 0; l < cfg->n_top; l++) {
+        sizes[k++] = (in + 1) * (uint64_t)cfg->top_mlp[l];
+        in = (uint64_t)cfg->top_mlp[l];
+    }
+    for (int i = 0; i < k; i++)
+        n += sizes[i];
+    uint64_t bucket = ((uint64_t)cfg->bucket_kib << 10) / sizeof(float), hi = n, lo = n;
+    for (int i = k - 1; i >= 0; i--) {
+        lo -= sizes[i];
+        if (hi - lo >= (bucket ? bucket : 1) && lo > 0)
+            hi = lo;
+    }
+    return hi;
+}
+
+/* Whether the dense buckets travel compressed (16-bit, several ranks). */
+static int buckets_compressed(const struct sr_train_config *cfg, int W)
+{
+    return W > 1 && cfg->dense_comm_dtype != SR_DTYPE_F32;
+}
+
+/* The gradient buckets' staging of the MLP part (grad_buckets.c): fp32, the
+ * last bucket and the loss; compressed, the largest block with the loss's
+ * two exact words, and every bucket's reduce-scatter and all-gather wire
+ * buffers (send and receive, W blocks of 2 bytes a value each). */
+static uint64_t bucket_staging_bytes(const struct sr_train_config *cfg, int W, struct mem_tally *m)
+{
+    if (!buckets_compressed(cfg, W))
+        return mem_mul3(m, last_bucket_floats(cfg) + 1, sizeof(float), 1);
+    uint64_t params = dense_params(cfg, m), c_max = (last_bucket_floats(cfg) + W - 1) / W;
+    uint64_t wire = mem_mul3(m, params + (uint64_t)W, 2 * 2 * 2, 1); /* rs + ag, send + recv */
+    return mem_add(m, mem_mul3(m, c_max + 2, sizeof(float), 1), wire);
+}
+
+/* A dp table's floats beside its weights (its rows E, dim D): its dense
+ * gradient and touch counts, E (D + 1), which ride in the last bucket as its
+ * tail: staged once more (fp32), or kept exact twice in the staging and sent
+ * as 2 16-bit halves a word to each rank, sent and received (compressed). */
+uint64_t sr_train_config_dp_extra_bytes(const struct sr_train_config *cfg, int W, uint64_t E,
+                                        uint64_t D)
+{
+    uint64_t t = E * (D + 1);
+    if (!buckets_compressed(cfg, W))
+        return 2 * 4 * t;
+    return 4 * t + 8 * t + 8 * (uint64_t)W * t;
+}
+
+/* Every dp table's (and hybrid replica's) gradient, counts and their staging
+ * (a dp table is on every rank, whole; a replica holds the hot rows). */
+static void count_dp_extras(const struct sr_train_config *cfg, const struct sr_plan *plan, int W,
+                            struct mem_tally *m)
+{
+    for (int t = 0; plan && t < cfg->num_tables && t < plan->num_tables; t++) {
+        const enum sr_sharding_type k = plan->tables[t].type;
+        uint64_t rows = k == SR_SHARDING_TYPE_DATA_PARALLEL
+                            ? (uint64_t)cfg->tables[t].num_embeddings
+                        : k == SR_SHARDING_TYPE_HYBRID ? (uint64_t)plan->tables[t].num_hot
+                                                       : 0; /* a hybrid table's replica */
+        if (rows)
+            mem_count(m, MEM_TABLE, t,
+                      sr_train_config_dp_extra_bytes(cfg, W, rows,
+                                                     (uint64_t)cfg->tables[t].embedding_dim));
+    }
 }
 
 static void count_dense(const struct sr_train_config *cfg, struct mem_tally *m)
@@ -208,7 +286,7 @@ static uint64_t emb_context_bytes(struct mem_tally *m, uint64_t n, uint64_t bf, 
 /* The most ids feature f holds in one sample (--ids-per-feature). */
 static uint64_t feature_ids_max(const struct sr_train_config *cfg, int f)
 {
-    return (uint64_t)(cfg->n_feature_ids ? cfg->feature_ids_max[f] : cfg->ids_max);
+    return (uint64_t)sr_train_config_feature_ids_max(cfg, f);
 }
 
 /* Ids a sample and features of the tables a plan of W ranks exchanges
@@ -241,8 +319,7 @@ uint64_t sr_train_config_slot_sample_bytes(const struct sr_train_config *cfg, in
 {
     struct mem_tally m = {0};
     uint64_t one = emb_context_bytes(&m, feature_ids_max(cfg, f), 1, 0, 0,
-                                     (uint64_t)cfg->embedding_dim,
-                                     workspace_per_id(cfg), 1, 1);
+                                     (uint64_t)cfg->embedding_dim, workspace_per_id(cfg), 1, 1);
     return EMB_CONTEXTS * one;
 }
 
@@ -316,11 +393,29 @@ static uint64_t hybrid_cols(const struct sr_train_config *cfg, const struct sr_p
     return cols;
 }
 
+/* The dense model's activation floats a sample (dlrm.c's layout): every
+ * layer's output, the interaction's (dot), each top layer's kept output
+ * gradient, and two gradient buffers of the widest layer input or output. */
+static uint64_t activation_floats(const struct sr_train_config *cfg,
+                                  const struct sr_dlrm_config *dc)
+{
+    uint64_t inter = (uint64_t)sr_dlrm_interaction_dim(dc), outs = 0, top = 0, widest = inter;
+    for (int l = 0; l < cfg->n_bot; l++) {
+        widest = (uint64_t)cfg->bot_mlp[l] > widest ? (uint64_t)cfg->bot_mlp[l] : widest;
+        outs += l > 0 ? (uint64_t)cfg->bot_mlp[l] : 0;
+    }
+    for (int l = 0; l < cfg->n_top; l++) {
+        widest = (uint64_t)cfg->top_mlp[l] > widest ? (uint64_t)cfg->top_mlp[l] : widest;
+        top += (uint64_t)cfg->top_mlp[l];
+    }
+    return outs + (dc->interaction == SR_INTERACTION_DCN ? 0 : inter) + 2 * top + 2 * widest;
+}
+
 static void count_batch(const struct sr_train_config *cfg, const struct sr_plan *plan, int W,
                         int rank, struct mem_tally *m)
 {
     uint64_t B = (uint64_t)cfg->batch_size, F = (uint64_t)cfg->num_features;
-    uint64_t D = (uint64_t)cfg->embedding_dim, width = 0, top = 0;
+    uint64_t D = (uint64_t)cfg->embedding_dim;
     uint64_t per_sample = (uint64_t)sr_train_config_ids_per_sample(cfg);
     uint64_t ids_x, f_x, ids_k, f_k, BS = B * (uint64_t)(W > 0 ? W : 1);
     feature_split(cfg, plan, W, 1, &ids_x, &f_x);
@@ -329,12 +424,6 @@ static void count_batch(const struct sr_train_config *cfg, const struct sr_plan 
     const uint64_t ws_id = workspace_per_id(cfg);
     struct sr_dlrm_config dc;
     sr_train_config_dlrm(cfg, &dc);
-    for (int l = 0; l < cfg->n_bot; l++)
-        width = mem_add(m, width, (uint64_t)cfg->bot_mlp[l]);
-    for (int l = 0; l < cfg->n_top; l++)
-        top = mem_add(m, top, (uint64_t)cfg->top_mlp[l]);
-    width = mem_add(m, width, top);
-    width = mem_add(m, width, (uint64_t)sr_dlrm_interaction_dim(&dc));
     /* the rank's slots of exchanged features receive every rank's samples
      * (BS); it sends its own bags of every exchanged feature; kept features
      * hold the rank's own samples */
@@ -344,11 +433,11 @@ static void count_batch(const struct sr_train_config *cfg, const struct sr_plan 
                                        0, 0, D, ws_id, 1, 1);
     m->batch_slots = mem_mul3(m, EMB_CONTEXTS, slots, 1);
     /* the send block holds the rank's every id (its capacity), once per owner */
-    uint64_t ctx = mem_add(
-        m, slots,
-        emb_context_bytes(m, 0, 0, mem_mul3(m, B, f_x, 1),
-                          several ? mem_mul3(m, B, per_sample, most_owners(plan, W)) : 0, D, ws_id,
-                          1, 1));
+    uint64_t ctx =
+        mem_add(m, slots,
+                emb_context_bytes(m, 0, 0, mem_mul3(m, B, f_x, 1),
+                                  several ? mem_mul3(m, B, per_sample, most_owners(plan, W)) : 0, D,
+                                  ws_id, 1, 1));
     ctx = mem_add(m, ctx,
                   emb_context_bytes(m, mem_mul3(m, B, ids_k, 1), mem_mul3(m, B, f_k, 1), 0, 0, D,
                                     ws_id, 0, several));
@@ -364,14 +453,15 @@ static void count_batch(const struct sr_train_config *cfg, const struct sr_plan 
      * features' columns (sharded_hybrid.c) */
     bytes =
         mem_add(m, bytes, mem_mul3(m, EMB_CONTEXTS, mem_mul3(m, BS, hybrid_cols(cfg, plan), 8), 1));
-    /* the host batch's values and weights (12 bytes an id); the model's pooled
-     * vectors and their gradients (8 bytes a value) */
+    /* the batch on the device: ids and weights (12 bytes an id), a bag's
+     * length and offset (12), the dense features and label (4 each); the
+     * model's pooled vectors and their gradients (8 bytes a value) */
     bytes = mem_add(m, bytes, mem_mul3(m, B, per_sample, 12));
+    bytes = mem_add(m, bytes, mem_mul3(m, B, F, 12));
+    bytes = mem_add(m, bytes, mem_mul3(m, B, (uint64_t)cfg->num_dense + 1, 4));
     bytes = mem_add(m, bytes, mem_mul3(m, mem_mul3(m, B, F, D), 8, 1));
-    /* activations, their gradients and pre-activations (12 bytes each); the
-     * top MLP's output gradients, kept for its deferred weight gradients (4) */
-    bytes = mem_add(m, bytes, mem_mul3(m, B, width, 12));
-    bytes = mem_add(m, bytes, mem_mul3(m, B, top, 4));
+    bytes = mem_add(m, bytes, mem_mul3(m, B, activation_floats(cfg, &dc), 4));
+    bytes = mem_add(m, bytes, bucket_staging_bytes(cfg, W, m));
     if (dc.interaction == SR_INTERACTION_DCN) { /* per cross layer x, u, du (n), h, dh (R) */
         uint64_t n = (uint64_t)sr_dlrm_interaction_dim(&dc), R = (uint64_t)dc.dcn_rank;
         uint64_t per_layer = mem_add(m, mem_mul3(m, 3, n, 1), mem_mul3(m, 2, R, 1));
@@ -398,16 +488,16 @@ static void count_eval(const struct sr_train_config *cfg, int W, struct mem_tall
 }
 
 /* --batch-pool N: N host batches of B samples (batch.h's arrays: dense,
- * labels, lengths, offsets, and the ids of ids_max per feature; synthetic
- * batches have no weights). */
+ * labels, lengths, offsets, and each feature's most ids; synthetic batches
+ * have no weights). */
 static void count_pool(const struct sr_train_config *cfg, struct mem_tally *m)
 {
     uint64_t B = (uint64_t)cfg->batch_size, F = (uint64_t)cfg->num_features;
-    uint64_t ids = (uint64_t)(cfg->ids_max > 0 ? cfg->ids_max : 1);
+    uint64_t ids = (uint64_t)sr_train_config_ids_per_sample(cfg);
     if (cfg->batch_pool <= 0)
         return;
     uint64_t per_sample = 4 * (uint64_t)cfg->num_dense + 4 + 12 * F;
-    per_sample = mem_add(m, per_sample, mem_mul3(m, F, ids, 8));
+    per_sample = mem_add(m, per_sample, mem_mul3(m, ids > 0 ? ids : F, 8, 1));
     uint64_t batch = mem_add(m, mem_mul3(m, B, per_sample, 1), 8);
     mem_count(m, MEM_POOL, -1, mem_mul3(m, batch, (uint64_t)cfg->batch_pool, 1));
 }
@@ -500,6 +590,7 @@ static void tally(const struct sr_train_config *cfg, const struct sr_plan *plan,
 {
     int W = world_size > 0 ? world_size : 1;
     count_tables(cfg, plan, rank, m);
+    count_dp_extras(cfg, plan, W, m);
     count_dense(cfg, m);
     count_batch(cfg, plan, W, rank, m);
     count_eval(cfg, W, m);

@@ -51,7 +51,13 @@ static uint64_t buffer_bytes(struct sr_train_config *cfg, const struct sr_ebc_co
     struct sr_memory_estimate est = {0};
     if (sr_plan_uniform(&plan, ec, SR_SHARDING_TYPE_TABLE_WISE, W, L))
         return 0;
-    sr_train_config_memory(cfg, W > 1 ? plan : NULL, 0, W, &est);
+    /* --global-batch-size G: a rank's batch is G / W, as train makes it */
+    struct sr_train_config *per_rank = sr_malloc(sizeof *per_rank);
+    *per_rank = *cfg;
+    if (cfg->global_batch_size > 0 && W > 0 && cfg->global_batch_size / W > 0)
+        per_rank->batch_size = (int)(cfg->global_batch_size / W);
+    sr_train_config_memory(per_rank, W > 1 ? plan : NULL, 0, W, &est);
+    sr_free(per_rank);
     sr_plan_free(plan);
     return est.batch - est.batch_slots + est.eval;
 }
@@ -127,7 +133,7 @@ static int count_samples(const struct sr_train_config *cfg, struct sr_reader *r,
 
 /* --data's first cfg->plan_sample samples, counted (one rank of one, file
  * order, the last partial batch kept). */
-static int stats_of_data(const struct sr_train_config *cfg, struct sr_planner_table *stats,
+static int stats_of_data(struct sr_train_config *cfg, struct sr_planner_table *stats,
                          int64_t *measured)
 {
     int64_t rows[SR_MAX_FEATURES], n = cfg->plan_sample > 0 ? cfg->plan_sample : 1;
@@ -145,7 +151,11 @@ static int stats_of_data(const struct sr_train_config *cfg, struct sr_planner_ta
     int rc = sr_reader_open(&r, paths, cfg->n_data, cfg->num_features, rows, &opt);
     if (rc)
         return rc;
-    sr_train_config_ebc((struct sr_train_config *)cfg, &ec);
+    for (int f = 0; f < cfg->num_features; f++) /* the files' bounds, where train's are not set */
+        if (cfg->data_ids_max[f] <= 0)
+            cfg->data_ids_max[f] =
+                (sr_reader_feature_max_values(r, f) + opt.batch_size - 1) / opt.batch_size;
+    sr_train_config_ebc(cfg, &ec);
     sr_table_stats_init(&s, &ec);
     rc = count_samples(cfg, r, n, s);
     if (!rc) {
@@ -160,7 +170,7 @@ static int stats_of_data(const struct sr_train_config *cfg, struct sr_planner_ta
     return rc;
 }
 
-int sr_train_config_table_stats(const struct sr_train_config *cfg, struct sr_planner_table *stats,
+int sr_train_config_table_stats(struct sr_train_config *cfg, struct sr_planner_table *stats,
                                 int64_t *measured)
 {
     *measured = 0;

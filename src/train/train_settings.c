@@ -25,10 +25,15 @@
 #define IDS_MAX (1 << 20) /* ids of one feature in one sample */
 
 static const char *const setting_names[] = {
-    "batch-size", "embedding-dim", "bot-mlp",       "top-mlp", "interaction",
-    "dcn-layers", "dcn-rank",      "table-rows",    "pooling", "ids-per-feature",
-    "id-dist",    "optimizer",     "emb-optimizer", "lr",      "emb-lr",
-    "emb-dtype",  "emb-rounding",  NULL,
+    "batch-size",    "embedding-dim",
+    "bot-mlp",       "top-mlp",
+    "interaction",   "dcn-layers",
+    "dcn-rank",      "table-rows",
+    "pooling",       "ids-per-feature",
+    "id-dist",       "optimizer",
+    "emb-optimizer", "lr",
+    "emb-lr",        "emb-dtype",
+    "emb-rounding",  NULL,
 };
 
 int sr_train_config_is_setting(const char *name)
@@ -127,13 +132,18 @@ static int set_ids_per_feature(struct sr_train_config *cfg, const char *v)
     return sr_train_config_set_feature_ids(cfg, flag, lo, hi, n + 1);
 }
 
+int64_t sr_train_config_feature_ids_max(const struct sr_train_config *cfg, int f)
+{
+    if (cfg->data_ids_max[f] > 0)
+        return cfg->data_ids_max[f];
+    return cfg->n_feature_ids ? cfg->feature_ids_max[f] : cfg->ids_max;
+}
+
 int64_t sr_train_config_ids_per_sample(const struct sr_train_config *cfg)
 {
     int64_t sum = 0;
-    if (cfg->n_feature_ids == 0)
-        return (int64_t)cfg->num_features * cfg->ids_max;
-    for (int f = 0; f < cfg->n_feature_ids; f++)
-        sum += cfg->feature_ids_max[f];
+    for (int f = 0; f < cfg->num_features; f++)
+        sum += sr_train_config_feature_ids_max(cfg, f);
     return sum;
 }
 

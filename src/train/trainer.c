@@ -76,7 +76,9 @@ static int open_reader(struct sr_trainer *t, struct sr_reader **r, char (*paths)
     return rc;
 }
 
-static int init_files(struct sr_trainer *t, const int64_t *rows, const char *const *keys)
+/* The readers of --data and --eval-data, and each feature's bound: its most
+ * ids in a batch, the larger of the two readers'. */
+static int open_files(struct sr_trainer *t, const int64_t *rows)
 {
     struct sr_train_config *cfg = t->cfg;
     int rc = open_reader(t, &t->reader, cfg->data_paths, cfg->n_data, rows, 0);
@@ -85,44 +87,67 @@ static int init_files(struct sr_trainer *t, const int64_t *rows, const char *con
     if (cfg->n_eval_data &&
         (rc = open_reader(t, &t->eval_reader, cfg->eval_data_paths, cfg->n_eval_data, rows, 1)))
         return rc;
-    int64_t mv = sr_reader_max_values(t->reader);
-    if (t->eval_reader && sr_reader_max_values(t->eval_reader) > mv)
-        mv = sr_reader_max_values(t->eval_reader);
     for (int f = 0; f < cfg->num_features; f++) {
         int64_t n = sr_reader_feature_max_values(t->reader, f);
         int64_t e = t->eval_reader ? sr_reader_feature_max_values(t->eval_reader, f) : 0;
         t->feature_max_values[f] = n > e ? n : e;
     }
-    sr_trainer_batch_init(t, mv,
-                          sr_reader_has_weights(t->reader) ||
-                              (t->eval_reader && sr_reader_has_weights(t->eval_reader)),
-                          keys);
     return SR_OK;
 }
 
-static int init_data(struct sr_trainer *t)
+/* The files' readers, before the plan and the memory estimate (collective,
+ * also when a rank fails), and each feature's bound agreed by all ranks:
+ * with --data the estimate takes a sample's ids from the bounds
+ * (cfg->data_ids_max), not from --ids-per-feature. */
+static int init_files(struct sr_trainer *t)
 {
     struct sr_train_config *cfg = t->cfg;
-    static const char *keys[SR_MAX_FEATURES];
     int64_t *rows = t->feature_rows; /* the loader's id limits, also the data's rows */
     for (int f = 0; f < cfg->num_features; f++) {
         const struct sr_table_config *tc = &cfg->tables[cfg->feature_table[f]];
         rows[f] = tc->num_embeddings;
         t->feature_policy[f] = tc->id_policy;
-        keys[f] = cfg->feature_names[f];
     }
+    if (!cfg->n_data)
+        return SR_OK;
+    int rc = open_files(t, rows);
+    if (t->world_size > 1)
+        rc = sr_trainer_agree(t, rc, "--data", "could not open its data");
+    if (rc)
+        return rc;
+    sr_trainer_agree_feature_bounds(t);
+    for (int f = 0; f < cfg->num_features; f++)
+        cfg->data_ids_max[f] = (t->feature_max_values[f] + cfg->batch_size - 1) / cfg->batch_size;
+    return SR_OK;
+}
+
+/* The synthetic generator (also the teacher of files made by `gen`) and the
+ * batches, sized by the sources (after the memory check). */
+static int init_data(struct sr_trainer *t)
+{
+    struct sr_train_config *cfg = t->cfg;
+    static const char *keys[SR_MAX_FEATURES];
     struct sr_synth_config sc;
-    int rc = sr_train_config_synth(cfg, rows, &sc);
+    for (int f = 0; f < cfg->num_features; f++)
+        keys[f] = cfg->feature_names[f];
+    int rc = sr_train_config_synth(cfg, t->feature_rows, &sc);
     if (!rc)
         rc = sr_synth_init(&t->synth, &sc);
     if (rc)
         return rc;
-    if (cfg->n_data)
-        return init_files(t, rows, keys);
-    int64_t max_values = sr_synth_max_values(t->synth, cfg->batch_size);
-    for (int f = 0; f < cfg->num_features; f++)
-        t->feature_max_values[f] = sr_synth_feature_max_values(t->synth, f, cfg->batch_size);
-    sr_trainer_batch_init(t, max_values, 0, keys);
+    if (!cfg->n_data) {
+        for (int f = 0; f < cfg->num_features; f++)
+            t->feature_max_values[f] = sr_synth_feature_max_values(t->synth, f, cfg->batch_size);
+        sr_trainer_batch_init(t, sr_synth_max_values(t->synth, cfg->batch_size), 0, keys);
+        return SR_OK;
+    }
+    int64_t mv = sr_reader_max_values(t->reader);
+    if (t->eval_reader && sr_reader_max_values(t->eval_reader) > mv)
+        mv = sr_reader_max_values(t->eval_reader);
+    sr_trainer_batch_init(t, mv,
+                          sr_reader_has_weights(t->reader) ||
+                              (t->eval_reader && sr_reader_has_weights(t->eval_reader)),
+                          keys);
     return SR_OK;
 }
 
@@ -235,7 +260,7 @@ static int init_parts(struct sr_trainer *t, FILE *log)
     int rc;
     t->log = t->rank == 0 ? log : NULL; /* warnings at start-up go there too */
     sr_trainer_warn_loader_threads(t);
-    if ((rc = init_batch_size(t)) || (rc = sr_trainer_init_plan(t)) ||
+    if ((rc = init_batch_size(t)) || (rc = init_files(t)) || (rc = sr_trainer_init_plan(t)) ||
         (rc = sr_trainer_check_same(t)))
         return rc;
     if ((rc = init_data(t)) || (rc = sr_trainer_init_eval(t)))
@@ -293,7 +318,7 @@ void sr_trainer_free(struct sr_trainer *t)
     if (!t)
         return;
     sr_trainer_pipeline_stop(t); /* before the trace and the contexts go */
-    sr_trainer_streams_drain(t);  /* before the buffers the streams use */
+    sr_trainer_streams_drain(t); /* before the buffers the streams use */
     sr_checkpoint_free(t);
     sr_trainer_prediction_free(t);
     if (t->metrics)
@@ -520,7 +545,8 @@ static int run_steps(struct sr_trainer *t, struct sr_trainer_result *res, sr_eve
     }
     fill_result(t, res, step - first, train_seconds, loss, allocs_after_first);
     if (steady_started && step - 1 > warm) {
-        sr_dev_event_record(t->dev, steady1, NULL); /* (a final evaluation counts: steady runs skip it) */
+        sr_dev_event_record(t->dev, steady1,
+                            NULL); /* (a final evaluation counts: steady runs skip it) */
         sr_dev_event_sync(t->dev, steady1);
         res->steady_first = warm + 1;
         res->steady_steps = step - 1 - warm;
@@ -581,9 +607,12 @@ static int load_sharded_weights(struct sr_trainer *t, const char *path)
         sr_sharded_ebc_local_shard(t->sebc, i, &sh);
         struct sr_shard s = sh.shard >= 0 ? t->plan->tables[sh.table].shards[sh.shard]
                                           : (struct sr_shard){.rows = sh.rows, .cols = sh.dim};
-        ws[i] = (struct sr_weights_shard){.table = sh.table, .row_offset = s.row_offset,
-                                          .rows = sh.rows, .col_offset = s.col_offset,
-                                          .cols = sh.dim, .weight = sh.weight,
+        ws[i] = (struct sr_weights_shard){.table = sh.table,
+                                          .row_offset = s.row_offset,
+                                          .rows = sh.rows,
+                                          .col_offset = s.col_offset,
+                                          .cols = sh.dim,
+                                          .weight = sh.weight,
                                           .dtype = sh.dtype};
     }
     int rc = sr_weights_load_shards(path, t->dlrm, sr_sharded_ebc_config(t->sebc), ws, n);

@@ -443,7 +443,7 @@ int sr_trainer_agree(struct sr_trainer *t, int rc, const char *what, const char 
 
 /* Each feature's bound, the largest any rank found: a rank's copy of --data
  * may bound a feature lower than another's, whose ids it would receive. */
-static void agree_feature_bounds(struct sr_trainer *t)
+void sr_trainer_agree_feature_bounds(struct sr_trainer *t)
 {
     const int F = t->cfg->num_features, W = t->world_size;
     if (W == 1)
@@ -462,7 +462,6 @@ int sr_trainer_emb_init(struct sr_trainer *t, const struct sr_optim_config *opt)
     struct sr_ebc_config ec;
     struct sr_train_config *cfg = t->cfg;
     sr_train_config_ebc(cfg, &ec);
-    agree_feature_bounds(t);
     struct sr_sharded_ebc_comms comms = {.sparse = t->sparse,
                                          .node = t->node,
                                          .cross = t->cross,

@@ -21,6 +21,10 @@ int sr_trainer_check_same(struct sr_trainer *t);
  * error, or on a rank that succeeded SR_ERR_DATA "WHAT: rank R FAILED (its
  * message says why)" naming the lowest rank that failed. */
 int sr_trainer_agree(struct sr_trainer *t, int rc, const char *what, const char *failed);
+/* Collective (world): each feature's bound (t->feature_max_values) raised to
+ * the largest any rank found: a rank's copy of --data may bound a feature
+ * lower than another's, whose ids it would receive. */
+void sr_trainer_agree_feature_bounds(struct sr_trainer *t);
 void sr_trainer_free_comms(struct sr_trainer *t);
 void sr_trainer_comm_snapshot(const struct sr_trainer *t, struct sr_comm_counters *out);
 int sr_trainer_emb_init(struct sr_trainer *t, const struct sr_optim_config *opt);
