@@ -14,7 +14,7 @@
 #   2. 2 ranks vs 1 rank on CUDA, through mpirun: the job of
 #      tests/check_mpi_train_equiv.sh (tables of 1..1000 rows, 0-3 ids per
 #      feature, Zipf ids, global batch 48, 12 steps, eval every 6) on 1 rank,
-#      then on 2 ranks with each sharding type (dp tw rw cw twrw) and a mixed
+#      then on 2 ranks with each sharding type (dp tw rw cw twrw hybrid) and a mixed
 #      plan; per-step losses, evaluations and the final weights (every table
 #      gathered) within 1e-5 relative (EQUIV_RTOL; DESIGN.md's contract for
 #      any world size and plan). With one GPU both ranks share it.
@@ -124,7 +124,7 @@ part2() {
         return
     fi
     sr_mixed_plan 2 2 >"$tmp/plan.json" # check_mpi_train_equiv.sh's, 2 ranks of one node
-    for c in dp tw rw cw twrw mixed; do
+    for c in dp tw rw cw twrw mixed hybrid; do
         if [ "$c" = mixed ]; then
             set -- --plan "$tmp/plan.json"
         else
@@ -369,7 +369,7 @@ part7() {
         fail=1
         return
     fi
-    for c in dp tw rw cw twrw; do
+    for c in dp tw rw cw twrw hybrid; do
         exact2_case $c
     done
     reshard_case 2 "--sharding rw --ranks-per-node 2" 1 "" "2 ranks rw -> 1"

@@ -7,7 +7,8 @@
 #   1. 2, 3 and 4 NCCL ranks against 1 rank (one process on the GPU): the
 #      job of check_gpu_train.sh part 2 (tables of 1..1000 rows, 0-3 ids per
 #      feature, Zipf ids, global batch 48) for 20 steps in fp32 math, every
-#      sharding type and a mixed plan (2 ranks: both pipelines, and auto,
+#      sharding type (hybrid: hot rows replicated, cold ones rw, compact) and
+#      a mixed plan (2 ranks: both pipelines, and auto,
 #      which must choose none: the ranks take turns on one GPU); per-step
 #      losses, evaluations and the final weights within 1e-5 relative. Each
 #      run's summary must name the nccl backend.
@@ -25,7 +26,8 @@
 #      communicators, each inside the traced steps' time.
 #
 # Stops with exit status 1 when no GPU is visible, the build lacks NCCL, or
-# mpirun is missing. PARTS="1 2" picks parts; KEEP_TMP=1 keeps the logs.
+# mpirun is missing. PARTS="1 2" picks parts, SHARDINGS and SHARDINGS2 the
+# plans of parts 1 and 2; KEEP_TMP=1 keeps the logs.
 sr_threads=keep
 . "$(dirname "$0")/../lib.sh"
 bin=${SHARDREC:-$sr_shardrec}
@@ -95,7 +97,7 @@ part1() {
         sr_mixed_plan "$np" 1 >"$tmp/plan$np.json"
         pipes=sparse-dist
         [ "$np" = 2 ] && pipes="sparse-dist none auto"
-        for c in dp tw rw cw twrw mixed; do
+        for c in ${SHARDINGS:-dp tw rw cw twrw mixed hybrid}; do
             if [ "$c" = mixed ]; then
                 set -- --plan "$tmp/plan$np.json"
             else
@@ -123,7 +125,7 @@ comm_lines() {
 part2() {
     sr_mixed_plan 2 1 >"$tmp/plan2.json"
     for wire in fp32 bf16; do
-        for c in rw mixed; do
+        for c in ${SHARDINGS2:-rw mixed hybrid}; do
             if [ "$c" = mixed ]; then
                 set -- --plan "$tmp/plan2.json"
             else
