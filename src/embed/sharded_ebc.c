@@ -240,7 +240,8 @@ static void init_shard(struct sr_sharded_ebc *s, struct sr_emb_table *tab, int t
     int per_row = 0;
     int per_elem = sr_optim_state_per_element(s->optim.kind, &per_row);
     tab->dtype = dp ? SR_DTYPE_F32 : tc->storage; /* dp replicas stay fp32 (sharded_ebc.h) */
-    size_t wf = floats_padded(((int64_t)sr_emb_elem_bytes(tab->dtype) * sh->rows * sh->cols + 3) / 4);
+    size_t wf =
+        floats_padded(((int64_t)sr_emb_elem_bytes(tab->dtype) * sh->rows * sh->cols + 3) / 4);
     size_t sf = per_row ? (size_t)sh->rows : (size_t)per_elem * sh->rows * sh->cols;
     tab->rows = sh->rows;
     tab->dim = sh->cols;
@@ -485,8 +486,10 @@ static void alloc_wire(struct sr_sharded_ebc *s, size_t a2a_recv, size_t twrw_re
      * cast ops write and read for a host-memory one */
     const size_t bytes = sizeof(uint16_t) * (cap + 1);
     s->wire_on_device = sr_comm_memory(s->comms.sparse) == SR_COMM_MEMORY_DEVICE;
-    s->wire_send = s->wire_on_device ? sr_dev_alloc(s->dev, bytes) : sr_dev_alloc_host(s->dev, bytes);
-    s->wire_recv = s->wire_on_device ? sr_dev_alloc(s->dev, bytes) : sr_dev_alloc_host(s->dev, bytes);
+    s->wire_send =
+        s->wire_on_device ? sr_dev_alloc(s->dev, bytes) : sr_dev_alloc_host(s->dev, bytes);
+    s->wire_recv =
+        s->wire_on_device ? sr_dev_alloc(s->dev, bytes) : sr_dev_alloc_host(s->dev, bytes);
     if (s->wire_on_device)
         s->wire_done = sr_dev_event_create(s->dev);
 }
@@ -520,8 +523,8 @@ static void build_pieces(struct sr_sharded_ebc *s)
     int *hot_piece = sr_calloc((size_t)s->hyb.num_features + 1, sizeof *hot_piece);
     int n = 0;
     for (int j = 0; j < dp->layout.num_features; j++) {
-        const int f = dp->slot_of[j];
-        if (s->hyb.expanded && f >= s->hyb.user_cfg.num_features)
+        const int f = dp->slot_of[j], hot = s->hyb.expanded && f >= s->hyb.user_cfg.num_features;
+        if (hot)
             hot_piece[f - s->hyb.user_cfg.num_features] = n; /* added by its cold piece */
         pc[n++] = (struct sr_sparse_dist_piece){
             .block = 0,
@@ -530,8 +533,7 @@ static void build_pieces(struct sr_sharded_ebc *s)
             .fcol = s->feature_col[f],
             .cols = s->cfg.tables[s->cfg.feature_table[f]].embedding_dim,
             .feature = f,
-            .add = s->hyb.expanded && f >= s->hyb.user_cfg.num_features ? SR_PIECE_ADDED
-                                                                        : SR_PIECE_PLAIN};
+            .add = hot ? SR_PIECE_ADDED : SR_PIECE_PLAIN};
     }
     int64_t off = (int64_t)B * dp->out_dim;
     for (int r = 0; r < W; r++) {
@@ -614,7 +616,7 @@ static int alloc_dp(struct sr_sharded_ebc *s)
 
 /* ---- init / free ---------------------------------------------------------- */
 
-/* Pooled columns of the caller's features; a hot feature's are its feature's. */
+/* Pooled columns of the caller's features (a hot feature's: sr_sharded_hybrid_inherit). */
 static void build_features(struct sr_sharded_ebc *s)
 {
     const int F = s->cfg.num_features, Fu = sr_sharded_user_cfg(s)->num_features;
@@ -624,9 +626,7 @@ static void build_features(struct sr_sharded_ebc *s)
         s->feature_col[f] = s->out_dim;
         s->out_dim += tc->embedding_dim;
     }
-    for (int f = 0; f < Fu; f++)
-        if (s->hyb.num_features && s->hyb.hot_of[f] >= 0)
-            s->feature_col[Fu + s->hyb.hot_of[f]] = s->feature_col[f];
+    sr_sharded_hybrid_inherit(s);
 }
 
 int sr_sharded_ebc_init(struct sr_sharded_ebc **out, struct sr_device *dev,
@@ -678,8 +678,6 @@ int sr_sharded_ebc_init(struct sr_sharded_ebc **out, struct sr_device *dev,
         const int64_t cap = feature_max_values ? feature_max_values[f] : max_values;
         s->feature_cap[f] = cap < max_values ? cap : max_values;
         s->caps_given |= s->feature_cap[f] < max_values;
-        if (s->hyb.num_features && s->hyb.hot_of[f] >= 0) /* its hot ids: at most as many */
-            s->feature_cap[cfg->num_features + s->hyb.hot_of[f]] = s->feature_cap[f];
     }
     build_features(s);
     build_slots(s);
@@ -732,11 +730,11 @@ void sr_sharded_ebc_free(struct sr_sharded_ebc *s)
     sr_dev_free(s->dev, s->dp_buf);
     for (int i = 0; i < s->num_dev_meta; i++)
         sr_dev_free(s->dev, s->dev_meta[i]);
-    void *host[] = {s->feature_cap, s->feature_col,   s->slots,        s->first_slot,   s->block,
-                    s->nslots_at,   s->slot_at,       s->group_out,    s->count_displ,
-                    s->a_counts,    s->a_displs,      s->b_counts,     s->b_displs,
-                    s->dp_grad,     s->dp_counts,     s->wire_scounts, s->wire_rcounts,
-                    s->wire_displs, s->local_features};
+    void *host[] = {s->feature_cap,  s->feature_col, s->slots,         s->first_slot,
+                    s->block,        s->nslots_at,   s->slot_at,       s->group_out,
+                    s->count_displ,  s->a_counts,    s->a_displs,      s->b_counts,
+                    s->b_displs,     s->dp_grad,     s->dp_counts,     s->wire_scounts,
+                    s->wire_rcounts, s->wire_displs, s->local_features};
     for (size_t i = 0; i < sizeof host / sizeof host[0]; i++)
         sr_free(host[i]);
     if (s->wire_on_device) {
@@ -791,8 +789,7 @@ float *sr_sharded_ebc_dp_grad_buffer(struct sr_sharded_ebc *s, size_t *n)
     return s->dp_len ? s->dp_buf : NULL;
 }
 
-void sr_sharded_ebc_dp_update(struct sr_sharded_ebc *s, float lr, int64_t step,
-                              sr_stream_t stream)
+void sr_sharded_ebc_dp_update(struct sr_sharded_ebc *s, float lr, int64_t step, sr_stream_t stream)
 {
     struct group *dp = &s->groups[GROUP_DP];
     struct sr_emb_update u = sr_sharded_update_of(s, lr, step);

@@ -260,6 +260,18 @@ static void setup_compact(struct sr_sharded_ebc *s)
     sr_free(gcol);
 }
 
+void sr_sharded_hybrid_inherit(struct sr_sharded_ebc *s)
+{
+    const int Fu = sr_sharded_user_cfg(s)->num_features;
+    for (int f = 0; s->hyb.num_features && f < Fu; f++) {
+        const int h = s->hyb.hot_of[f];
+        if (h >= 0) {
+            s->feature_col[Fu + h] = s->feature_col[f];
+            s->feature_cap[Fu + h] = s->feature_cap[f];
+        }
+    }
+}
+
 void sr_sharded_hybrid_upload(struct sr_sharded_ebc *s)
 {
     struct hybrid *y = &s->hyb;

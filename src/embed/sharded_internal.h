@@ -155,7 +155,7 @@ struct sr_sharded_ebc_batch {
     size_t *own_counts, *own_displs, *smp_counts, *smp_displs; /* (W) host */
     int64_t own_words, smp_words;
     float *cbuf_owner, *cbuf_samples;
-    int internal;       /* the EBC's own (forward/backward); not counted in num_batches */
+    int internal; /* the EBC's own (forward/backward); not counted in num_batches */
 
     /* input dist */
     int32_t *lens;       /* (S, B) device: ids of my sample b in slot s */
@@ -213,7 +213,7 @@ struct sr_sharded_ebc {
                              bound (sr_sharded_ebc_init) or max_values */
     int caps_given;       /* 1: the caller bounded some feature below max_values */
     int out_dim;          /* Σ D */
-    int *feature_col; /* (F) first pooled column */
+    int *feature_col;     /* (F) first pooled column */
 
     int num_slots;
     struct slot *slots; /* (S) */
@@ -336,8 +336,8 @@ void sr_grad_dist_wait(struct sr_sharded_ebc *s, struct sr_sharded_ebc_batch *b)
  * stream and *work is NULL. */
 void sr_wire_all_to_allv(struct sr_sharded_ebc *s, sr_comm_t comm, const float *send,
                          const size_t *send_counts, const size_t *send_displs, float *recv,
-                         const size_t *recv_counts, const size_t *recv_displs,
-                         sr_stream_t stream, sr_comm_work_t *work);
+                         const size_t *recv_counts, const size_t *recv_displs, sr_stream_t stream,
+                         sr_comm_work_t *work);
 void sr_wire_reduce_scatter(struct sr_sharded_ebc *s, sr_comm_t comm, const float *send,
                             float *recv, size_t count, sr_stream_t stream, sr_comm_work_t *work);
 void sr_wire_all_gather(struct sr_sharded_ebc *s, sr_comm_t comm, const float *send, float *recv,
@@ -365,6 +365,9 @@ void sr_local_update(struct sr_sharded_ebc *s, struct sr_sharded_ebc_batch *b, f
 int sr_sharded_hybrid_expand(struct sr_sharded_ebc *s, const struct sr_ebc_config *cfg,
                              const struct sr_plan *plan);
 void sr_sharded_hybrid_upload(struct sr_sharded_ebc *s);
+/* A hot feature takes its feature's pooled columns and id bound (its hot
+ * ids are at most as many): after feature_cap and feature_col are set. */
+void sr_sharded_hybrid_inherit(struct sr_sharded_ebc *s);
 void sr_sharded_hybrid_init_replica(struct sr_sharded_ebc *s, struct sr_emb_table *tab, int t,
                                     uint64_t seed);
 struct sr_kjt *sr_sharded_hybrid_split(struct sr_sharded_ebc *s, struct sr_sharded_ebc_batch *b,
