@@ -81,8 +81,9 @@ int sr_nccl_wait(sr_comm_t c, sr_comm_work_t w);
 int sr_nccl_test(sr_comm_t c, sr_comm_work_t w);
 void sr_nccl_stream_wait(sr_comm_t c, sr_comm_work_t w, sr_stream_t stream);
 void sr_nccl_busy(sr_comm_t c, double seconds[SR_COLL_COUNT]);
-/* Register s with the watchdog (started with the first), unregister it and
- * release its items (every handle released, its stream work done). */
+/* Register s with the watchdog (started with the first) and make its first
+ * work items; unregister it and release its items (every handle released, its
+ * stream work done). */
 void sr_nccl_watch(struct nccl_state *s);
 void sr_nccl_unwatch(struct nccl_state *s);
 

@@ -31,24 +31,39 @@
 #include "shardrec/log.h"
 #include "comm/comm_nccl_internal.h"
 
-#define WATCH_NS      10000000L   /* the watchdog's poll period */
-#define REANCHOR_NS   1000000000L /* how often the trace clock's anchor is re-taken */
+#define WATCH_NS    10000000L   /* the watchdog's poll period */
+#define REANCHOR_NS 1000000000L /* how often the trace clock's anchor is re-taken */
+/* Items made with the communicator: a pipelined step's collectives in flight
+ * at once, and more. */
+#define ITEMS_AT_START 16
 
 /* ---- items ---------------------------------------------------------------------- */
+
+static void reap_locked(struct nccl_state *s, double now);
+
+/* A free item: from the free list, else from the items the device has
+ * finished since the watchdog last looked (so the list stays as long as what
+ * is truly in flight and steps after the first allocate nothing), else new. */
+static struct sr_comm_work *new_item(struct nccl_state *s)
+{
+    struct sr_comm_work *w = sr_calloc(1, sizeof *w);
+    w->owner = s;
+    w->begin = sr_dev_event_create(s->dev);
+    w->end = sr_dev_event_create(s->dev);
+    return w;
+}
 
 static struct sr_comm_work *get_item(struct nccl_state *s)
 {
     pthread_mutex_lock(&s->mu);
+    if (!s->free_list)
+        reap_locked(s, sr_clock_seconds());
     struct sr_comm_work *w = s->free_list;
     if (w)
         s->free_list = w->next;
     pthread_mutex_unlock(&s->mu);
-    if (!w) {
-        w = sr_calloc(1, sizeof *w);
-        w->owner = s;
-        w->begin = sr_dev_event_create(s->dev);
-        w->end = sr_dev_event_create(s->dev);
-    }
+    if (!w)
+        w = new_item(s);
     w->next = NULL;
     w->host = NULL;
     w->started_at = 0;
@@ -332,6 +347,11 @@ static void *watchdog_main(void *arg)
 
 void sr_nccl_watch(struct nccl_state *s)
 {
+    for (int i = 0; i < ITEMS_AT_START; i++) {
+        struct sr_comm_work *w = new_item(s);
+        w->next = s->free_list;
+        s->free_list = w;
+    }
     pthread_mutex_lock(&watch_mu);
     s->next_live = watched;
     watched = s;
