@@ -35,7 +35,9 @@
 # time-limited machine. GPU runs make 8 batches first (--batch-pool 8, as
 # bench/gpu.sh): else the host's generator, which the planner does not
 # model, is the step. MODELS picks and orders the models (default "K M
-# drawn").
+# drawn"). On the GPU a step of K or the drawn model takes well under a
+# millisecond: they run SHORT_STEPS_GPU steps (default 200) so that the steady
+# state is timed over more than a few milliseconds.
 BUILD=${BUILD:-build}
 DEVICE=${DEVICE:-cpu}
 R=${R:-5}
@@ -43,8 +45,10 @@ STEPS=${STEPS:-20}
 LINK=${LINK:-0.05,50}
 PARTS=${PARTS:-predict compare}
 MODELS=${MODELS:-K M drawn}
+SHORT_STEPS=$STEPS
 if [ "$DEVICE" = cuda ]; then
     MB=${MB:-16384}
+    SHORT_STEPS=${SHORT_STEPS_GPU:-200}
     SETUPS="1 link"
     export NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_IB_DISABLE=1 NCCL_SOCKET_IFNAME=lo
     export NCCL_NVLS_ENABLE=0
@@ -120,7 +124,9 @@ print("--table-rows %s --embedding-dim %d --ids-per-feature %s --bot-mlp %s --to
 EOF
 )
 echo "drawn model (seed $SEED): $DRAWN"
-COMMON="--steps $STEPS --eval-samples 0 --log-every 1000 --no-progress $DEV"
+COMMON="--eval-samples 0 --log-every 1000 --no-progress $DEV"
+# steps_of MODEL: how many steps a run of it trains
+steps_of() { case $1 in M) echo "$STEPS" ;; *) echo "$SHORT_STEPS" ;; esac; }
 
 # run TAG SETUP ARGS...: one run, its summary in $out/TAG.txt
 run() {
@@ -159,7 +165,7 @@ for model in $MODELS; do
     for setup in $SETUPS; do
         : >"$out/$model-$setup.runs"
         for i in $(seq 1 "$R"); do
-            run "$model-$setup-$i" "$setup" $args || { tail -3 "$out/$model-$setup-$i.txt"; continue; }
+            run "$model-$setup-$i" "$setup" $args --steps "$(steps_of $model)" || { tail -3 "$out/$model-$setup-$i.txt"; continue; }
             pick "$out/$model-$setup-$i.txt" >>"$out/$model-$setup.runs"
         done
         ps=$(awk '{print $1}' "$out/$model-$setup.runs" | median)
@@ -183,7 +189,7 @@ for model in $MODELS; do
         for plan in planner tw rw; do
             extra=""
             [ $plan != planner ] && extra="--sharding $plan"
-            run "cmp-$model-$plan-$i" link $args $extra
+            run "cmp-$model-$plan-$i" link $args $extra --steps "$(steps_of $model)"
             pick "$out/cmp-$model-$plan-$i.txt" | awk '{print $2}' >>"$out/cmp-$model-$plan"
         done
     done
