@@ -117,6 +117,19 @@ static int row_bits_of(const struct sr_emb_layout *layout)
     return bits;
 }
 
+int sr_cu_emb_plain_vals(const struct sr_emb_layout *layout, const struct sr_emb_batch *batch)
+{
+#ifdef SR_CU_WIDE_VALS /* measurement builds: 8-byte values always, to compare */
+    return 0;
+#endif
+    if (batch->weights)
+        return 0;
+    for (int f = 0; f < layout->num_features; f++)
+        if (layout->features[f].mean)
+            return 0;
+    return 1;
+}
+
 size_t sr_cu_emb_ws_carve(const struct sr_emb_layout *layout, char *base, int with_sort,
                           struct ws_view *v)
 {

@@ -36,7 +36,8 @@ template <typename K> struct fwd_params {
     const float *weights;   /* (N) or NULL */
     float *pooled;          /* (B, out_dim) */
     K *key;                 /* (N) kept keys, NULL without keep_ids */
-    uint64_t *val;          /* (N) kept values */
+    void *val;              /* (N) kept values (store_val) */
+    int plain_vals;         /* values are 4-byte offsets (sr_cu_emb_plain_vals) */
     int batch, nbags, out_dim, G, log2G;
     int row_bits;   /* R: a key is table << R | row */
     int short_bags; /* forward_short_kernel: at most 2 ids a bag on average, a chunk a lane */
@@ -82,7 +83,7 @@ __device__ __forceinline__ void keep_bag(const fwd_params<K> &p, int64_t base, i
     for (int64_t i = s + lig; i < e; i += p.G) {
         const float w = p.weights ? p.weights[i] : 1.0f;
         p.key[base + i] = (K)(key_table | (uint64_t)p.values[i]);
-        p.val[base + i] = pack_val(src, __fmul_rn(w, inv));
+        store_val(p.val, p.plain_vals, base + i, src, __fmul_rn(w, inv));
     }
 }
 
@@ -227,7 +228,7 @@ __device__ __forceinline__ struct warp_bag warp_bag_setup(const fwd_params<K> &p
         for (int64_t i = s; i < e; i++) {
             const float w = p.weights ? p.weights[i] : 1.0f;
             p.key[base + i] = (K)(key_table | (uint64_t)p.values[i]);
-            p.val[base + i] = pack_val(r.src, __fmul_rn(w, r.inv));
+            store_val(p.val, p.plain_vals, base + i, r.src, __fmul_rn(w, r.inv));
         }
     }
     return r;
@@ -324,6 +325,7 @@ static void forward_as(const struct sr_device *dev, const struct sr_emb_layout *
     p.pooled = pooled;
     p.key = keep ? (K *)v->key[0] : NULL;
     p.val = keep ? v->val[0] : NULL;
+    p.plain_vals = sr_cu_emb_plain_vals(layout, batch);
     p.batch = batch->batch;
     p.nbags = layout->num_features * batch->batch;
     p.out_dim = layout->out_dim;
