@@ -26,6 +26,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include <cub/block/block_scan.cuh>
+
 #include "device/cuda/cuda_internal.h"
 
 extern "C" {
@@ -74,31 +76,19 @@ __global__ void __launch_bounds__(CP_SCAN)
     compact_scan_kernel(const __grid_constant__ struct sr_sparse_dist_compact c,
                         const int64_t *offsets, const int32_t *lens)
 {
-    __shared__ int64_t sh[CP_SCAN / 32];
-    const int p = blockIdx.x, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    typedef cub::BlockScan<int64_t, CP_SCAN> scan_t;
+    __shared__ typename scan_t::TempStorage tmp;
+    const int p = blockIdx.x;
     int64_t *base = c.work, *pos = c.work + (int64_t)c.world * c.num_features + 1;
     int64_t carry = 0;
     for (int b0 = 0; b0 < c.batch; b0 += blockDim.x) {
         const int b = b0 + threadIdx.x;
-        const int64_t v = b < c.batch ? has_ids(c, offsets, lens, p, b) : 0;
-        int64_t x = v;
-        for (int o = 1; o < 32; o <<= 1) {
-            const int64_t y = __shfl_up_sync(0xffffffffu, x, o);
-            if (lane >= o)
-                x += y;
-        }
-        if (lane == 31)
-            sh[warp] = x;
-        __syncthreads();
-        int64_t before = 0, all = 0;
-        for (int w = 0; w < (int)(blockDim.x >> 5); w++) {
-            before += w < warp ? sh[w] : 0;
-            all += sh[w];
-        }
+        int64_t ex, all;
+        scan_t(tmp).ExclusiveSum(b < c.batch ? has_ids(c, offsets, lens, p, b) : 0, ex, all);
         if (b < c.batch)
-            pos[(int64_t)p * c.batch + b] = carry + before + x - v;
+            pos[(int64_t)p * c.batch + b] = carry + ex;
         carry += all;
-        __syncthreads();
+        __syncthreads(); /* tmp is reused */
     }
     if (threadIdx.x == 0)
         base[p] = carry;

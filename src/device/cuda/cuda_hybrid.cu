@@ -21,6 +21,8 @@
  */
 #include <stdint.h>
 
+#include <cub/block/block_scan.cuh>
+
 #include "device/cuda/cuda_internal.h"
 
 extern "C" {
@@ -75,26 +77,15 @@ __global__ void __launch_bounds__(HY_THREADS)
 __global__ void __launch_bounds__(HY_SCAN)
     hybrid_scan_kernel(const int32_t *lengths, int64_t n, int64_t *offsets)
 {
-    __shared__ int64_t sh[HY_SCAN / 32];
+    typedef cub::BlockScan<int64_t, HY_SCAN> scan_t;
+    __shared__ typename scan_t::TempStorage tmp;
     const int64_t per = (n + HY_SCAN - 1) / HY_SCAN;
     const int64_t lo = min((int64_t)threadIdx.x * per, n), hi = min(lo + per, n);
     int64_t run = 0;
     for (int64_t i = lo; i < hi; i++)
         run += lengths[i];
-    /* exclusive block scan of run: warp shuffles, then the warps' totals */
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    int64_t x = run;
-    for (int o = 1; o < 32; o <<= 1) {
-        const int64_t y = __shfl_up_sync(0xffffffffu, x, o);
-        if (lane >= o)
-            x += y;
-    }
-    if (lane == 31)
-        sh[warp] = x;
-    __syncthreads();
-    int64_t at = x - run;
-    for (int w = 0; w < warp; w++)
-        at += sh[w];
+    int64_t at;
+    scan_t(tmp).ExclusiveSum(run, at);
     if (threadIdx.x == 0)
         offsets[0] = 0;
     for (int64_t i = lo; i < hi; i++) {

@@ -59,6 +59,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include <cub/block/block_scan.cuh>
+
 #include "device/cuda/cuda_internal.h"
 
 extern "C" {
@@ -102,27 +104,15 @@ static __device__ int64_t block_sum(int64_t v, int64_t *sh)
     return s;
 }
 
-/* Exclusive prefix sum of v over the block's threads; *total: the sum. */
-static __device__ int64_t block_scan(int64_t v, int64_t *total, int64_t *sh)
+/* Exclusive prefix sum of v over a block of SD_SCAN threads; *total: the
+ * sum. tmp is free again when it returns. */
+typedef cub::BlockScan<int64_t, SD_SCAN> sd_scan_t;
+static __device__ int64_t block_scan(int64_t v, int64_t *total, sd_scan_t::TempStorage &tmp)
 {
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
-    int64_t x = v;
-    for (int o = 1; o < 32; o <<= 1) {
-        const int64_t y = __shfl_up_sync(0xffffffffu, x, o);
-        if (lane >= o)
-            x += y;
-    }
-    if (lane == 31)
-        sh[warp] = x;
+    int64_t ex;
+    sd_scan_t(tmp).ExclusiveSum(v, ex, *total);
     __syncthreads();
-    int64_t before = 0, all = 0;
-    for (int w = 0; w < nw; w++) {
-        before += w < warp ? sh[w] : 0;
-        all += sh[w];
-    }
-    __syncthreads();
-    *total = all;
-    return before + x - v;
+    return ex;
 }
 
 /* Rank r whose counts words hold word w: displ[r] <= w < displ[r + 1]. */
@@ -286,6 +276,7 @@ __global__ void __launch_bounds__(SD_SCAN)
                       const int64_t *counts, int has_w, int32_t *send, int64_t send_words)
 {
     __shared__ int64_t sh[SD_WARPS_MAX];
+    __shared__ sd_scan_t::TempStorage scan_tmp;
     __shared__ int feature;
     const int t = threadIdx.x, B = l.batch, S = l.num_slots;
     const int r = rank_of_word(l.count_displ, l.world, blockIdx.x);
@@ -337,7 +328,7 @@ __global__ void __launch_bounds__(SD_SCAN)
     for (int b0 = 0; b0 < B; b0 += blockDim.x) {
         const int b = b0 + t;
         int64_t total;
-        const int64_t ex = block_scan(b < B ? len[b] : 0, &total, sh);
+        const int64_t ex = block_scan(b < B ? len[b] : 0, &total, scan_tmp);
         if (b < B)
             out[b] = (int32_t)(carry + ex);
         carry += total;
@@ -469,7 +460,7 @@ __global__ void __launch_bounds__(SD_SCAN)
     unpack_regions_kernel(const __grid_constant__ struct sr_sparse_dist_layout l,
                           const int64_t *counts, int64_t recv_words)
 {
-    __shared__ int64_t sh[SD_WARPS_MAX];
+    __shared__ sd_scan_t::TempStorage scan_tmp;
     const int n = l.nslots_here, W = l.world;
     int64_t *at = l.work + 2 * (int64_t)l.num_slots, carry = 0;
     for (int s0 = 0; s0 < W; s0 += blockDim.x) {
@@ -486,7 +477,7 @@ __global__ void __launch_bounds__(SD_SCAN)
             size =
                 (int64_t)n * l.batch + ids * (l.id_words + ((c[n] & SR_SPARSE_DIST_WEIGHTS) != 0));
         }
-        const int64_t ex = block_scan(size, &total, sh);
+        const int64_t ex = block_scan(size, &total, scan_tmp);
         if (src < W)
             at[(size_t)src * (n + 2) + n] = carry + ex;
         carry += total;
@@ -504,6 +495,7 @@ __global__ void __launch_bounds__(SD_SCAN)
                           const __grid_constant__ struct sr_sparse_dist_batch g)
 {
     __shared__ int64_t sh[SD_WARPS_MAX];
+    __shared__ sd_scan_t::TempStorage scan_tmp;
     const int W = l.world, n = l.nslots_here, B = l.batch, t = threadIdx.x;
     const int j = blockIdx.x / W, src = blockIdx.x % W, row = g.row_of[src], p = g.pos[j];
     int64_t before = 0;
@@ -520,7 +512,7 @@ __global__ void __launch_bounds__(SD_SCAN)
         const int b = b0 + t;
         const int64_t v = b < B ? len[b] : 0;
         int64_t total;
-        const int64_t ex = block_scan(v, &total, sh);
+        const int64_t ex = block_scan(v, &total, scan_tmp);
         if (b < B)
             out[b] = carry + ex + v;
         carry += total;
