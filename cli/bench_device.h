@@ -55,7 +55,8 @@ struct bd_results {
     double hot_share[SR_TOPO_SKEWS];
     double gemm_flop_s[SR_TOPO_MATHS];
     int gemm_done[SR_TOPO_MATHS];
-    double launch_s; /* one small op */
+    double launch_s;       /* one small op */
+    double graph_launch_s; /* the same replayed in a captured graph; 0: no graphs */
     cJSON *rows;     /* "measurements": one object per table row */
 };
 
