@@ -55,8 +55,7 @@ struct bd_results {
     double hot_share[SR_TOPO_SKEWS];
     double gemm_flop_s[SR_TOPO_MATHS];
     int gemm_done[SR_TOPO_MATHS];
-    double launch_s;       /* one small op */
-    double graph_launch_s; /* the same replayed in a captured graph; 0: no graphs */
+    double launch_s; /* one small op */
     cJSON *rows;     /* "measurements": one object per table row */
 };
 

@@ -20,9 +20,7 @@
  *   launch   one of a step's smallest ops: the dense ops' bias + ReLU over
  *            64 x 64 values, back to back; its time is what a step's many
  *            small ops cost at least (the launch and one block on a GPU, the
- *            call and its threads on the CPU), which the planner adds per op;
- *            on a GPU also 64 of them captured in a graph and replayed
- *            (graph_launch_us: what a step replayed as a graph pays per op)
+ *            call and its threads on the CPU), which the planner adds per op
  *
  * Gather and update run at dims 16, 64 and 128 on ids drawn uniformly and
  * from Zipf(1.05), by the synthetic generator's own sampler
@@ -420,7 +418,6 @@ static void measure_gemm(struct bd_ctx *c, const struct bd_opts *o, struct bd_re
 /* ---- launch ---------------------------------------------------------------------------------- */
 
 #define LAUNCH_SIDE 64
-#define GRAPH_OPS   64 /* ops of the graph whose replay times one in a graph */
 
 struct bd_launch {
     struct bd_ctx *c;
@@ -432,40 +429,6 @@ static void launch_launch(void *arg, int64_t i)
     struct bd_launch *l = arg;
     sr_op_dense_bias_relu_forward(l->c->dev, l->c->stream, l->y, l->bias, LAUNCH_SIDE, LAUNCH_SIDE,
                                   1);
-}
-
-struct bd_graph {
-    struct bd_ctx *c;
-    sr_graph_t g;
-};
-
-static void graph_launch(void *arg, int64_t i)
-{
-    struct bd_graph *gr = arg;
-    gr->c->dev->mem->graph_launch(gr->c->dev, gr->g, gr->c->stream);
-}
-
-/* The launch op GRAPH_OPS times in a graph, replayed: what one costs in a
- * step that trainer_step.c replays as a graph. */
-static void measure_graph_launch(struct bd_ctx *c, struct bd_launch *l, struct bd_results *res)
-{
-    struct sr_device *dev = c->dev;
-    dev->mem->capture_begin(dev, c->stream);
-    for (int i = 0; i < GRAPH_OPS; i++)
-        launch_launch(l, i);
-    struct bd_graph gr = {c, dev->mem->capture_end(dev, c->stream)};
-    const struct cli_timed_op t = {graph_launch, NULL, &gr};
-    int64_t k;
-    res->graph_launch_s = cli_bench_timer_figure(&c->timer, &t, &k) / GRAPH_OPS;
-    bd_add_row(res, &(struct bd_row){.name = "launch in a graph",
-                                     .launches = k * GRAPH_OPS,
-                                     .seconds = res->graph_launch_s,
-                                     .rate = res->graph_launch_s * 1e6,
-                                     .unit = "us",
-                                     .shown = 1,
-                                     .shown_unit = "us per op"});
-    sr_dev_sync(dev, c->stream);
-    dev->mem->graph_destroy(dev, gr.g);
 }
 
 static void measure_launch(struct bd_ctx *c, struct bd_results *res)
@@ -488,8 +451,6 @@ static void measure_launch(struct bd_ctx *c, struct bd_results *res)
                                      .unit = "us",
                                      .shown = 1,
                                      .shown_unit = "us per op"});
-    if (sr_dev_has_graphs(dev))
-        measure_graph_launch(c, &l, res);
     sr_dev_sync(dev, c->stream);
     sr_dev_free(dev, l.y);
     sr_dev_free(dev, l.bias);
@@ -528,8 +489,6 @@ static cJSON *topology_json(const struct sr_device *dev, struct bd_results *res)
             cJSON_AddNumberToObject(gemm, math_names[m],
                                     round(res->gemm_flop_s[m] * 1e-12 * 1e6) / 1e6);
     cJSON_AddNumberToObject(root, "launch_us", round(res->launch_s * 1e9) / 1e3);
-    if (res->graph_launch_s > 0)
-        cJSON_AddNumberToObject(root, "graph_launch_us", round(res->graph_launch_s * 1e9) / 1e3);
     cJSON_AddItemToObject(root, "measurements", res->rows);
     res->rows = NULL;
     return root;

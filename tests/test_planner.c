@@ -467,7 +467,6 @@ static void test_topology_json(void **state)
     assert_int_equal(sr_topology_merge_json(&back, json, "round trip"), SR_OK);
     sr_free(json);
     NEAR(back.host_latency_us, 41);
-    NEAR(back.graph_launch_us, t.graph_launch_us);
     assert_int_equal(
         sr_topology_merge_json(&t, "{\"links\": {\"host\": {\"bandwidth_gb_s\": 1}}}", "x.json"),
         SR_ERR_INVALID_ARG);
@@ -475,7 +474,7 @@ static void test_topology_json(void **state)
     const char *dev =
         "{\"source\": \"shardrec bench device\", \"device\": \"cpu\", "
         "\"memory_bytes\": 8e9, \"memory_gb_s\": 20, \"gemm_tflop_s\": {\"fp32\": 0.1}, "
-        "\"launch_us\": 4, \"graph_launch_us\": 1.5, "
+        "\"launch_us\": 4, "
         "\"gather_rows_s\": {\"uniform\": [8e6, 4e6, 2e6], \"zipf\": [9e6, 5e6, 3e6]}}";
     assert_int_equal(sr_topology_preset(&t, "cpu-2core"), SR_OK);
     assert_int_equal(sr_topology_merge_json(&t, dev, "device.json"), SR_OK);
@@ -486,7 +485,6 @@ static void test_topology_json(void **state)
     NEAR(t.gather_rows_s[1][2], 1.5e6);
     NEAR(t.gemm_flop_s[0], 0.05e12);
     NEAR(t.launch_us, 4);       /* an op's time is not shared out */
-    NEAR(t.graph_launch_us, 1.5);
     sr_topology_split_host(&t); /* once only */
     NEAR(t.memory_gb_s, 10);
     /* strict: unknown keys (with a hint), wrong types, negative numbers, trailing text */
@@ -498,8 +496,6 @@ static void test_topology_json(void **state)
     assert_int_equal(sr_topology_merge_json(&t, "{\"memory_gb_s\": -1}", "x.json"),
                      SR_ERR_INVALID_ARG);
     assert_int_equal(sr_topology_merge_json(&t, "{\"launch_us\": -2}", "x.json"),
-                     SR_ERR_INVALID_ARG);
-    assert_int_equal(sr_topology_merge_json(&t, "{\"graph_launch_us\": \"1\"}", "x.json"),
                      SR_ERR_INVALID_ARG);
     assert_int_equal(sr_topology_merge_json(&t, "{} {}", "x.json"), SR_ERR_INVALID_ARG);
     assert_int_equal(
@@ -537,26 +533,6 @@ static void test_launches(void **state)
     NEAR(r1->stage_s[SR_PS_LOOKUP] - r0->stage_s[SR_PS_LOOKUP], 3 * 10e-6);
     NEAR(r1->stage_s[SR_PS_UPDATE] - r0->stage_s[SR_PS_UPDATE], 8 * 10e-6);
     NEAR(r1->stage_s[SR_PS_STEP] - r0->stage_s[SR_PS_STEP], 37 * 10e-6);
-    /* a step replayed as a graph: the graph's time an op, where the topology
-     * knows it and the plan is one rank's whole tables */
-    f.m.graphs = 1;
-    f.topo.graph_launch_us = 2;
-    struct sr_planner_report *r2 = predict(&f, SR_SHARDING_TYPE_TABLE_WISE);
-    NEAR(r2->stage_s[SR_PS_STEP] - r0->stage_s[SR_PS_STEP], 37 * 2e-6);
-    f.topo.graph_launch_us = 0; /* not known: launched */
-    struct sr_planner_report *r3 = predict(&f, SR_SHARDING_TYPE_TABLE_WISE);
-    NEAR(r3->stage_s[SR_PS_STEP], r1->stage_s[SR_PS_STEP]);
-    sr_planner_report_free(r0);
-    sr_planner_report_free(r1);
-    sr_planner_report_free(r2);
-    sr_planner_report_free(r3);
-    /* a row-wise table is not a graph's step: launched */
-    f.topo.graph_launch_us = 2;
-    f.m.graphs = 0;
-    r0 = predict(&f, SR_SHARDING_TYPE_ROW_WISE);
-    f.m.graphs = 1;
-    r1 = predict(&f, SR_SHARDING_TYPE_ROW_WISE);
-    NEAR(r1->stage_s[SR_PS_STEP], r0->stage_s[SR_PS_STEP]);
     sr_planner_report_free(r0);
     sr_planner_report_free(r1);
 }

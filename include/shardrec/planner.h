@@ -53,8 +53,6 @@ struct sr_planner_model {
     int wire_bytes;         /* pooled embeddings and their gradients on the wire */
     int dense_wire_bytes;   /* dense gradient buckets on the wire */
     int pipeline;           /* 1: batch i+1's input dist overlaps step i */
-    int graphs;             /* 1: a plan of one rank with every table whole replays a
-                               captured graph of the step (topology graph_launch_us) */
     double bucket_bytes;    /* dense all-reduce bucket size */
     double buffer_bytes;    /* a rank's batch buffers, evaluation and pool, but for
                                what its shards receive (slot_bytes; the caller's

@@ -23,10 +23,6 @@
  *                                   adds it once per op a step issues. 0 (the
  *                                   presets: no data sheet gives it): not
  *                                   counted
- *   graph_launch_us                 the same op's time replayed in a captured
- *                                   graph (bench device on a GPU), which a
- *                                   step of one rank with every table whole
- *                                   replays; 0: not known (launch_us then)
  *   intra.gb_s, intra.latency_us    one rank's link to a rank of its node, one
  *                                   direction
  *   inter.gb_s, inter.latency_us    one NIC, one direction
@@ -83,7 +79,6 @@ struct sr_topology {
     double gemm_flop_s[SR_TOPO_MATHS];
     double zipf_hot_share; /* hot share of the ids the Zipf rates were taken on */
     double launch_us;      /* one small op's time; 0: not known */
-    double graph_launch_us; /* the same in a replayed graph; 0: not known */
     struct sr_topo_link intra, inter;
     int nic_ranks;
     double host_latency_us; /* the counts exchange's; 0: as the data link */

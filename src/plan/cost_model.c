@@ -37,14 +37,12 @@
  *             (what it receives of every rank's samples)
  *
  *   launches  every op a step issues costs at least the device's launch
- *             time (topology launch_us; graph_launch_us when the step is a
- *             replayed graph: one rank, every table whole): per MLP layer 7
- *             (forward GEMM, bias and ReLU; backward ReLU and bias gradients,
- *             data and weight GEMMs), the dot interaction 2 or per cross
- *             layer 10, 10 more (batch copies, loss, dense optimizer); per
- *             embedding group (one per sharding type placed) 3 in the lookup
- *             and 8 in the update (its sort's passes, run lists, the update's
- *             kernels)
+ *             time (topology launch_us): per MLP layer 7 (forward GEMM, bias
+ *             and ReLU; backward ReLU and bias gradients, data and weight
+ *             GEMMs), the dot interaction 2 or per cross layer 10, 10 more
+ *             (batch copies, loss, dense optimizer); per embedding group (one
+ *             per sharding type placed) 3 in the lookup and 8 in the update
+ *             (its sort's passes, run lists, the update's kernels)
  *
  * A collective takes its latency plus its slowest rank's bytes over the
  * link: in-node bytes over intra GB/s; bytes across nodes summed over the
@@ -554,16 +552,6 @@ static double dense_ops(const struct sr_planner_model *m)
            OPS_FIXED;
 }
 
-/* An op's least time: in a replayed graph where the step is one (one rank,
- * every table whole) and the topology knows it, else launched. */
-static double launch_seconds(const struct pl_acc *a)
-{
-    const int graph = a->m->graphs && a->W == 1 &&
-                      a->kinds == (1u << SR_SHARDING_TYPE_TABLE_WISE) &&
-                      a->topo->graph_launch_us > 0;
-    return 1e-6 * (graph ? a->topo->graph_launch_us : a->topo->launch_us);
-}
-
 static int groups_of(unsigned kinds)
 {
     int n = 0;
@@ -622,7 +610,7 @@ void pl_acc_step(const struct pl_acc *a, double s[SR_PS_COUNT], int *collectives
      * gradient (1): 8 passes of 4 bytes */
     double elementwise = 8.0 * 4 * b * activations(m) / (a->topo->memory_gb_s * 1e9);
     const unsigned split = 1u << SR_SHARDING_TYPE_HYBRID; /* hybrid: also the split op */
-    const double launch = launch_seconds(a), groups = groups_of(a->kinds);
+    const double launch = a->topo->launch_us * 1e-6, groups = groups_of(a->kinds);
     s[SR_PS_DENSE] = 3 * b * all / rate + elementwise + optimizer + dense_ops(m) * launch;
     s[SR_PS_LOOKUP] = max_of(a->lookup, a->W) + groups * OPS_GROUP_LOOKUP * launch +
                       (a->kinds & split ? OPS_SPLIT * launch : 0);

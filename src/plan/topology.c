@@ -290,7 +290,6 @@ static const char *const top_keys[] = {
     "world_size",   "ranks_per_node", "memory_bytes",  "memory_base_bytes",
     "memory_gb_s",  "gather_rows_s",  "update_rows_s", "zipf_hot_share",
     "gemm_tflop_s", "links",          "measurements",  "launch_us",
-    "graph_launch_us",
 };
 
 static int read_root(const struct reader *r, const cJSON *root)
@@ -316,9 +315,7 @@ static int read_root(const struct reader *r, const cJSON *root)
         (rc = get_rates(r, root, "gather_rows_s", t->gather_rows_s)) ||
         (rc = get_rates(r, root, "update_rows_s", t->update_rows_s)) ||
         (rc = get_number(r, root, "zipf_hot_share", 1, &t->zipf_hot_share)) ||
-        (rc = get_number(r, root, "launch_us", 1, &t->launch_us)) ||
-        (rc = get_number(r, root, "graph_launch_us", 1, &t->graph_launch_us)) ||
-        (rc = get_gemm(r, root)))
+        (rc = get_number(r, root, "launch_us", 1, &t->launch_us)) || (rc = get_gemm(r, root)))
         return rc;
     const cJSON *src = cJSON_GetObjectItemCaseSensitive(root, "source");
     const cJSON *dev = cJSON_GetObjectItemCaseSensitive(root, "device");
@@ -529,7 +526,6 @@ char *sr_topology_to_json(const struct sr_topology *t)
     cJSON_AddItemToObject(root, "update_rows_s", rates_json(t->update_rows_s));
     cJSON_AddNumberToObject(root, "zipf_hot_share", t->zipf_hot_share);
     cJSON_AddNumberToObject(root, "launch_us", t->launch_us);
-    cJSON_AddNumberToObject(root, "graph_launch_us", t->graph_launch_us);
     cJSON *g = cJSON_AddObjectToObject(root, "gemm_tflop_s");
     cJSON_AddNumberToObject(g, "fp32", t->gemm_flop_s[0] / 1e12);
     cJSON_AddNumberToObject(g, "tf32", t->gemm_flop_s[1] / 1e12);

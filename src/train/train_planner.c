@@ -210,9 +210,6 @@ int sr_train_config_planner(struct sr_train_config *cfg, int world_size, int ran
     m->wire_bytes = (int)sr_dtype_size(cfg->comm_dtype);
     m->dense_wire_bytes = (int)sr_dtype_size(cfg->dense_comm_dtype);
     m->pipeline = cfg->pipeline != SR_PIPELINE_NONE; /* auto before a world: sparse-dist */
-    /* trainer_step.c captures the pipelined step of one local rank, no NCCL */
-    m->graphs = world_size == 1 && m->pipeline && cfg->cuda_graphs >= 0 &&
-                cfg->comm != SR_COMM_CHOICE_NCCL;
     m->bucket_bytes = 1024.0 * cfg->bucket_kib;
     m->buffer_bytes = (double)buffer_bytes(cfg, ec, world_size, ranks_per_node);
     return SR_OK;
