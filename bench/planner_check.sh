@@ -35,7 +35,8 @@
 # time-limited machine. GPU runs make 8 batches first (--batch-pool 8, as
 # bench/gpu.sh): else the host's generator, which the planner does not
 # model, is the step. MODELS picks and orders the models (default "K M
-# drawn"). On the GPU a step of K or the drawn model takes well under a
+# drawn"), SETUPS the setups (default "1 node link", on the GPU "1 link").
+# On the GPU a step of K or the drawn model takes well under a
 # millisecond: they run SHORT_STEPS_GPU steps (default 200) so that the steady
 # state is timed over more than a few milliseconds.
 BUILD=${BUILD:-build}
@@ -49,12 +50,12 @@ SHORT_STEPS=$STEPS
 if [ "$DEVICE" = cuda ]; then
     MB=${MB:-16384}
     SHORT_STEPS=${SHORT_STEPS_GPU:-200}
-    SETUPS="1 link"
+    SETUPS=${SETUPS:-1 link}
     export NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_IB_DISABLE=1 NCCL_SOCKET_IFNAME=lo
     export NCCL_NVLS_ENABLE=0
 else
     MB=${MB:-1024}
-    SETUPS="1 node link"
+    SETUPS=${SETUPS:-1 node link}
 fi
 SEED=${SEED:-20261202}
 here=$(cd "$(dirname "$0")/.." && pwd)
