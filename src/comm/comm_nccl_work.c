@@ -41,9 +41,7 @@
 
 static void reap_locked(struct nccl_state *s, double now);
 
-/* A free item: from the free list, else from the items the device has
- * finished since the watchdog last looked (so the list stays as long as what
- * is truly in flight and steps after the first allocate nothing), else new. */
+/* A new item, its events made. */
 static struct sr_comm_work *new_item(struct nccl_state *s)
 {
     struct sr_comm_work *w = sr_calloc(1, sizeof *w);
@@ -53,6 +51,9 @@ static struct sr_comm_work *new_item(struct nccl_state *s)
     return w;
 }
 
+/* A free item: from the free list, else from the items the device has
+ * finished since the watchdog last looked (so the list stays as long as what
+ * is truly in flight and steps after the first allocate nothing), else new. */
 static struct sr_comm_work *get_item(struct nccl_state *s)
 {
     pthread_mutex_lock(&s->mu);

@@ -161,11 +161,11 @@ __device__ __forceinline__ float val_scale(uint64_t v)
 }
 
 /* cuda_embedding.cu */
-/* Carve the workspace at base (NULL: measure only); returns its bytes. The sort's
- * storage comes last, so with_sort = 0 (no size query) leaves the rest in place. */
 /* 1 when every kept value of the batch has scale 1 (no weights, no feature
  * pooled by its mean): values are then 4 bytes. */
 int sr_cu_emb_plain_vals(const struct sr_emb_layout *layout, const struct sr_emb_batch *batch);
+/* Carve the workspace at base (NULL: measure only); returns its bytes. The sort's
+ * storage comes last, so with_sort = 0 (no size query) leaves the rest in place. */
 size_t sr_cu_emb_ws_carve(const struct sr_emb_layout *layout, char *base, int with_sort,
                           struct ws_view *v);
 /* W = 4 when every row, column and pointer the kernels touch allows float4
