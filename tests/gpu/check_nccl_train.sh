@@ -11,7 +11,8 @@
 #      a mixed plan (2 ranks: both pipelines, and auto,
 #      which must choose none: the ranks take turns on one GPU); per-step
 #      losses, evaluations and the final weights within 1e-5 relative. Each
-#      run's summary must name the nccl backend.
+#      run's summary (rank 0's) must name the nccl backend and count no
+#      allocation in the training loop after step 1.
 #   2. NCCL against MPI at the same world size (2 ranks, --comm mpi), with
 #      fp32 and with bf16 wires (--comm-dtype, --dense-comm-dtype): the same
 #      results within 1e-5, and the same collectives and bytes per step.
@@ -81,6 +82,18 @@ check_backend() {
     }
 }
 
+# name: the summary (rank 0's) says the training loop allocated nothing after
+# step 1 (NCCL's work items and buffers are made before, or reused)
+check_allocs() {
+    lines=$(grep "^allocations in the training loop after step 1: " "$tmp/$1.log")
+    if [ -z "$lines" ] || echo "$lines" | grep -qv ": 0$"; then
+        echo "FAIL $1: allocations after step 1:"
+        echo "${lines:-(no summary line)}"
+        fail=1
+        return 1
+    fi
+}
+
 # label A B: compare two runs (metrics and weights)
 judge() {
     if out=$(compare "$tmp/$2.jsonl" "$tmp/$3.jsonl" "$rtol" 20 "$tmp/$2.st" "$tmp/$3.st"); then
@@ -107,6 +120,7 @@ part1() {
                 name=nccl$np-$c-$p
                 run "$name" "$np" "$@" --pipeline "$p" --comm nccl --ranks-per-node 1 || continue
                 check_backend "$name" nccl || continue
+                check_allocs "$name"
                 if [ "$p" = auto ] && ! grep -q "pipeline auto: none, since NCCL ranks 0 and 1 take turns on one GPU" "$tmp/$name.log"; then
                     echo "FAIL $name: --pipeline auto did not choose none for ranks sharing the GPU"
                     fail=1
