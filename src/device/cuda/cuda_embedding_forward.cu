@@ -187,17 +187,18 @@ __global__ void __launch_bounds__(FWD_THREADS)
  * in flight a lane. Sums and scales are the general kernel's, in bag order.
  *
  * Bags go in tiles of TILE_SAMPLES samples of one feature, all features of a
- * block of samples before the next block: a warp's 64 bags are 4 features of
- * 16 samples, so its pooled rows land in runs of 4 features' columns of a
- * sample and its kept keys and offsets in runs of 16. In feature-major order
+ * block of samples before the next block: a warp's 64 bags are 2 features of
+ * 32 samples, so its pooled rows land in runs of 2 features' columns of a
+ * sample and its kept keys and offsets in runs of 32. In feature-major order
  * (bag f * B + b) each pooled row of a warp landed in a sample row of its
  * own, out_dim floats apart. Measured at D 16 (emb_ops --case d16: 26
- * features of one id, batch 163,840), forward ms (with keep_ids): feature-
- * major 0.288 (0.300); tiles of 1 sample 0.221 (0.295), 4 0.218 (0.246), 8
- * 0.218 (0.231), 16 0.216 (0.228). */
+ * features of one id, batch 163,840; one H200, two runs each, interleaved),
+ * forward ms (with keep_ids): feature-major 0.286-0.288 (0.299-0.302);
+ * tiles of 1 sample 0.221 (0.295), 4 0.218 (0.246), 8 0.218-0.220
+ * (0.231-0.233), 16 0.214 (0.227), 32 0.209-0.210 (0.224-0.225). */
 #define WARP_BAGS 64 /* bags a warp sets up at a time: two a lane */
 #ifndef TILE_SAMPLES
-#define TILE_SAMPLES 16 /* samples of a feature's tile */
+#define TILE_SAMPLES 32 /* samples of a feature's tile */
 #endif
 #ifndef FWD_ROWS_NARROW
 #define FWD_ROWS_NARROW 4 /* rows in flight a lane (measured: 4 beat 8) */
