@@ -36,6 +36,13 @@
  *   copy                 a device-to-device sr_dev_copy of --copy-mb MiB:
  *                        bytes read + bytes written
  *
+ * The "sector MB" column counts the same traffic in whole 32-byte sectors of
+ * the rows and the row-wise state (each table on its own allocation), the
+ * unit a GPU moves between its cache and DRAM: a 4-byte row-wise state costs
+ * a sector to read and one to write unless its row's neighbours share it, so
+ * there the least count and the sector count part (ids, offsets and the
+ * pooled blocks are counted as in the least count).
+ *
  * Build: make bench (or make tests) -> $(BUILD)/bench/emb_ops.
  * Run:   build/bench/emb_ops --device cuda [--case d128|d16|all] [--reps 20]
  *                                 [--id-dist uniform|zipf:S]
@@ -81,6 +88,14 @@ struct opts {
 };
 
 /* One case on the device: tables, batch, workspace. */
+/* 32-byte sectors (the unit a GPU moves between its cache and DRAM) that a
+ * launch's rows touch, each table allocated on its own: */
+struct sectors {
+    int64_t gathered; /* by every id's row, a repeated row each time (forward) */
+    int64_t rows;     /* by the distinct rows, once (the update's reads, and writes) */
+    int64_t state;    /* by the distinct rows' row-wise Adagrad state (4 bytes a row) */
+};
+
 struct bench {
     struct bench_case c;
     struct sr_emb_table tables[MAX_F];
@@ -94,12 +109,14 @@ struct bench {
     int64_t n;       /* ids per launch */
     int64_t unique;  /* distinct (table, row) pairs among them */
     int64_t longest; /* the most ids of one (table, row) */
+    struct sectors sec; /* 32-byte sectors they touch */
 };
 
 struct result {
     const char *op;
     int dim;
     double ms, bytes;
+    double sector_bytes; /* the same traffic counted in whole sectors of the rows and state */
 };
 
 static void usage(FILE *f)
@@ -109,9 +126,11 @@ static void usage(FILE *f)
                "               [--id-dist uniform|zipf:S] [--emb-dtype fp32|fp16|bf16]\n"
                "Times the embedding forward and backward (+SGD, +row-wise Adagrad) with device\n"
                "events; prints ms, GB/s of the least traffic and %% of the device's copy\n"
-               "bandwidth. --rows and --batch shrink a case (defaults: 2^24 rows, >= 256 MB of\n"
-               "rows per launch). --id-dist: ids uniform over the rows (default) or Zipf with\n"
-               "exponent S (e.g. zipf:1.05, as the trainer's synthetic data), drawn from --seed;\n"
+               "bandwidth, and the same traffic counted in 32-byte sectors of the rows and\n"
+               "row-wise state (sector MB) with its %% of copy. --rows and --batch shrink a\n"
+               "case (defaults: 2^24 rows, >= 256 MB of rows per launch). --id-dist: ids\n"
+               "uniform over the rows (default) or Zipf with exponent S (e.g. zipf:1.05, as\n"
+               "the trainer's synthetic data), drawn from --seed;\n"
                "each case line gives the ids, distinct rows and longest run of one row.\n"
                "--emb-dtype: tables stored in 16 bits (rows move half the bytes; updates\n"
                "rounded stochastically).\n"
@@ -315,25 +334,47 @@ static int cmp_i64(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* The distinct (table, row) pairs among the ids and the most ids of one pair:
- * each table's ids (of all its features) sorted, then counted in runs. */
-static void count_rows(const struct bench_case *c, const int64_t *values, int64_t *unique,
-                       int64_t *longest)
+/* Sectors of bytes [a, a + len) (len > 0) not already counted: *last is the
+ * highest sector counted so far, spans coming in increasing order. */
+static int64_t new_sectors(int64_t a, int64_t len, int64_t *last)
+{
+    int64_t first = a >> 5;
+    const int64_t end = (a + len - 1) >> 5;
+    if (first <= *last)
+        first = *last + 1;
+    if (end < first)
+        return 0;
+    *last = end;
+    return end - first + 1;
+}
+
+/* The distinct (table, row) pairs among the ids, the most ids of one pair,
+ * and the sectors they touch: each table's ids (of all its features) sorted,
+ * then counted in runs. row_bytes: the bytes of a stored row. */
+static void count_rows(const struct bench_case *c, const int64_t *values, int64_t row_bytes,
+                       int64_t *unique, int64_t *longest, struct sectors *sec)
 {
     const int64_t per_feature = (int64_t)c->batch * c->ids_per_bag;
     const int per_table = (c->features + c->tables - 1) / c->tables;
     int64_t *ids = malloc((size_t)(per_table * per_feature) * sizeof *ids);
     SR_ASSERT(ids);
     *unique = 0, *longest = 0;
+    *sec = (struct sectors){0};
     for (int t = 0; t < c->tables; t++) {
-        int64_t n = 0;
+        int64_t n = 0, last_row = -1, last_state = -1;
         for (int f = t; f < c->features; f += c->tables, n += per_feature)
             memcpy(ids + n, values + f * per_feature, (size_t)per_feature * sizeof *ids);
         qsort(ids, (size_t)n, sizeof *ids, cmp_i64);
         for (int64_t i = 0, run = 0; i < n; i++) {
+            const int64_t a = ids[i] * row_bytes;
+            sec->gathered += ((a + row_bytes - 1) >> 5) - (a >> 5) + 1;
             run = i > 0 && ids[i] == ids[i - 1] ? run + 1 : 1;
-            *unique += run == 1;
             *longest = run > *longest ? run : *longest;
+            if (run > 1)
+                continue;
+            *unique += 1;
+            sec->rows += new_sectors(a, row_bytes, &last_row);
+            sec->state += new_sectors(ids[i] * 4, 4, &last_state);
         }
     }
     free(ids);
@@ -348,7 +389,8 @@ static void make_batch(const struct opts *o, struct bench *b, int64_t *offsets, 
     for (int64_t k = 0; k <= bags; k++)
         offsets[k] = k * c->ids_per_bag;
     draw_ids(o, c, values);
-    count_rows(c, values, &b->unique, &b->longest);
+    count_rows(c, values, (int64_t)c->dim * sr_emb_elem_bytes(o->emb_dtype), &b->unique,
+               &b->longest, &b->sec);
     /* the table-grouped id list (embed/ebc.c's compute_meta) */
     int64_t cursor[MAX_F];
     const int64_t per_feature = (int64_t)c->batch * c->ids_per_bag;
@@ -460,15 +502,19 @@ static int run_case(const struct opts *o, const struct bench_case *c, struct res
                : "");
     fflush(stdout);
     const struct timed t = {.dev = o->dev, .b = &b};
-    const double fwd = rows_read + pooled;
+    const double fwd = rows_read + pooled, fwd_sec = 32.0 * (double)b.sec.gathered + pooled;
     const double bwd_common = pooled + (double)b.n * 8;
-    res[0] = (struct result){"forward", c->dim, time_op(o, &t, OP_FORWARD), fwd};
-    res[1] = (struct result){"forward (keep_ids)", c->dim, time_op(o, &t, OP_FORWARD_KEEP), fwd};
+    const double rows_sec = 32.0 * (double)b.sec.rows, state_sec = 32.0 * (double)b.sec.state;
+    res[0] = (struct result){"forward", c->dim, time_op(o, &t, OP_FORWARD), fwd, fwd_sec};
+    res[1] = (struct result){"forward (keep_ids)", c->dim, time_op(o, &t, OP_FORWARD_KEEP), fwd,
+                             fwd_sec};
     res[2] = (struct result){"backward+sgd", c->dim, time_op(o, &t, OP_BACKWARD_SGD),
-                             (double)b.unique * D * E * 2 + bwd_common};
+                             (double)b.unique * D * E * 2 + bwd_common,
+                             rows_sec * 2 + bwd_common};
     res[3] =
         (struct result){"backward+rowwise_adagrad", c->dim, time_op(o, &t, OP_BACKWARD_ROWWISE),
-                        (double)b.unique * (D * E + 4) * 2 + bwd_common};
+                        (double)b.unique * (D * E + 4) * 2 + bwd_common,
+                        (rows_sec + state_sec) * 2 + bwd_common};
     bench_free(o->dev, &b);
     return 4;
 }
@@ -529,13 +575,16 @@ int main(int argc, char **argv)
         }
         nres += run_case(&o, &c, res + nres);
     }
-    printf("\n%-26s %4s %10s %9s %10s %9s\n", "op", "D", "ms", "MB", "GB/s", "% of copy");
-    printf("%-26s %4s %10.3f %9.1f %10.1f %9.1f\n", "copy (device to device)", "-", copy,
-           copy_bytes / 1e6, copy_gbs, 100.0);
+    printf("\n%-26s %4s %10s %9s %10s %9s %10s %9s\n", "op", "D", "ms", "MB", "GB/s",
+           "% of copy", "sector MB", "% (sect.)");
+    printf("%-26s %4s %10.3f %9.1f %10.1f %9.1f %10.1f %9.1f\n", "copy (device to device)", "-",
+           copy, copy_bytes / 1e6, copy_gbs, 100.0, copy_bytes / 1e6, 100.0);
     for (int i = 0; i < nres; i++) {
         const double gbs = res[i].bytes / res[i].ms / 1e6;
-        printf("%-26s %4d %10.3f %9.1f %10.1f %9.1f\n", res[i].op, res[i].dim, res[i].ms,
-               res[i].bytes / 1e6, gbs, 100.0 * gbs / copy_gbs);
+        const double sgbs = res[i].sector_bytes / res[i].ms / 1e6;
+        printf("%-26s %4d %10.3f %9.1f %10.1f %9.1f %10.1f %9.1f\n", res[i].op, res[i].dim,
+               res[i].ms, res[i].bytes / 1e6, gbs, 100.0 * gbs / copy_gbs,
+               res[i].sector_bytes / 1e6, 100.0 * sgbs / copy_gbs);
     }
     return 0;
 }

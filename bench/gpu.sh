@@ -164,7 +164,7 @@ split_sweep() {
                 { row "split L$L $c" "FAILED ($(tail -1 "$OUTDIR/split_L${L}_$c.txt"))"; continue; }
             awk -v L="$L" -v c="$c" '/^(forward|backward)/ {
                     op = substr($0, 1, 26); sub(/ +$/, "", op)
-                    printf "split L%-3s %-4s %-24s %7.3f ms\n", L, c, op, $(NF - 3) }' \
+                    printf "split L%-3s %-4s %-24s %7.3f ms\n", L, c, op, $(NF - 5) }' \
                 "$OUTDIR/split_L${L}_$c.txt" | tee -a "$TABLE"
         done
     done
