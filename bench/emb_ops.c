@@ -87,7 +87,6 @@ struct opts {
     enum sr_dtype emb_dtype; /* --emb-dtype: the tables' storage */
 };
 
-/* One case on the device: tables, batch, workspace. */
 /* 32-byte sectors (the unit a GPU moves between its cache and DRAM) that a
  * launch's rows touch, each table allocated on its own: */
 struct sectors {
@@ -96,6 +95,7 @@ struct sectors {
     int64_t state;    /* by the distinct rows' row-wise Adagrad state (4 bytes a row) */
 };
 
+/* One case on the device: tables, batch, workspace. */
 struct bench {
     struct bench_case c;
     struct sr_emb_table tables[MAX_F];

@@ -328,10 +328,11 @@ static void launch_forward(const struct sr_device *dev, const fwd_params<K> &p,
         pos.feature_pos[f] = keep ? batch->feature_pos[f] : 0;
     const int groups = FWD_THREADS / p.G;
     const unsigned grid = sr_cu_grid(dev, p.nbags, groups, GRID_PER_SM);
+    const int warp_chunks = (p.tiled_bags + WARP_BAGS - 1) / WARP_BAGS;
     if (p.short_bags && p.G <= 8)
-        forward_narrow_kernel<W, K, MAXF><<<sr_cu_grid(dev, (p.tiled_bags + WARP_BAGS - 1) / WARP_BAGS,
-                                                       FWD_THREADS / 32, GRID_PER_SM),
-                                            FWD_THREADS, 0, st>>>(p, pos);
+        forward_narrow_kernel<W, K, MAXF>
+            <<<sr_cu_grid(dev, warp_chunks, FWD_THREADS / 32, GRID_PER_SM), FWD_THREADS, 0, st>>>(
+                p, pos);
     else if (p.short_bags)
         forward_short_kernel<W, K, MAXF><<<grid, FWD_THREADS, 0, st>>>(p, pos);
     else
@@ -361,7 +362,7 @@ static void forward_as(const struct sr_device *dev, const struct sr_emb_layout *
     p.log2G = sr_cu_log2(p.G);
     p.row_bits = v->row_bits;
     p.short_bags = batch->num_values <= 2 * (int64_t)p.nbags && layout->max_dim <= p.G * W;
-    const int64_t tiled = (int64_t)(p.batch + TILE_SAMPLES - 1) / TILE_SAMPLES * TILE_SAMPLES *
+    const int64_t tiled = ((int64_t)p.batch + TILE_SAMPLES - 1) / TILE_SAMPLES * TILE_SAMPLES *
                           layout->num_features;
     SR_ASSERT(tiled <= INT32_MAX - WARP_BAGS);
     p.tiled_bags = (int)tiled;
