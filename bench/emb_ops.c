@@ -5,13 +5,16 @@
  * bandwidth, measured in the same run. Written against the op tables only
  * (device/ops_embedding.h), so it runs on any backend.
  *
- * Cases (tables of 2^24 rows, so that rows come from DRAM, not from a cache;
- * at least 256 MB of rows per launch):
+ * Cases (tables of 2^24 rows or M's 10^6, so that rows come from DRAM, not
+ * from a cache; at least 256 MB of rows per launch):
  *
  *   d128   D 128, 20 ids per bag: 8 features over 2 tables, batch 4096
  *          (655 360 ids, 336 MB of rows; 16 GiB of tables)
  *   d16    D 16, 1 id per bag: 26 features, one table each, batch 163 840
  *          (workload K's shape; 4.26 M ids, 273 MB of rows; 26 GiB of tables)
+ *   m      workload M's embeddings: D 128, 20 ids per bag, 26 features, one
+ *          table of 10^6 rows each, batch 16 384 (8.52 M ids, 4.4 GB of rows;
+ *          13.3 GB of tables; its pooled block, 218 MB, outgrows the cache)
  *
  * Ids: uniform over the rows (default), or --id-dist zipf:S as the trainer's
  * synthetic data draws them (src/data/zipf.c): popularity rank k has weight
@@ -44,7 +47,7 @@
  * pooled blocks are counted as in the least count).
  *
  * Build: make bench (or make tests) -> $(BUILD)/bench/emb_ops.
- * Run:   build/bench/emb_ops --device cuda [--case d128|d16|all] [--reps 20]
+ * Run:   build/bench/emb_ops --device cuda [--case d128|d16|m|all] [--reps 20]
  *                                 [--id-dist uniform|zipf:S]
  *        Smaller runs (smoke tests, CPUs): --rows, --batch shrink the case.
  *        The CUDA backward's hot-row split (device/ops_embedding.h,
@@ -121,14 +124,14 @@ struct result {
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: emb_ops [--device cpu|cuda] [--case d128|d16|all] [--reps N] [--warmup N]\n"
-               "               [--rows N] [--batch N] [--copy-mb N] [--seed N]\n"
+    fprintf(f, "usage: emb_ops [--device cpu|cuda] [--case d128|d16|m|all] [--reps N]\n"
+               "               [--warmup N] [--rows N] [--batch N] [--copy-mb N] [--seed N]\n"
                "               [--id-dist uniform|zipf:S] [--emb-dtype fp32|fp16|bf16]\n"
                "Times the embedding forward and backward (+SGD, +row-wise Adagrad) with device\n"
                "events; prints ms, GB/s of the least traffic and %% of the device's copy\n"
                "bandwidth, and the same traffic counted in 32-byte sectors of the rows and\n"
                "row-wise state (sector MB) with its %% of copy. --rows and --batch shrink a\n"
-               "case (defaults: 2^24 rows, >= 256 MB of rows per launch). --id-dist: ids\n"
+               "case (defaults: 2^24 rows, m 10^6; >= 256 MB of rows per launch). --id-dist: ids\n"
                "uniform over the rows (default) or Zipf with exponent S (e.g. zipf:1.05, as\n"
                "the trainer's synthetic data), drawn from --seed;\n"
                "each case line gives the ids, distinct rows and longest run of one row.\n"
@@ -184,8 +187,8 @@ static int parse(int argc, char **argv, struct opts *o)
         }
     }
     if (strcmp(o->which, "all") != 0 && strcmp(o->which, "d128") != 0 &&
-        strcmp(o->which, "d16") != 0) {
-        fprintf(stderr, "emb_ops: --case %s: expected d128, d16 or all\n", o->which);
+        strcmp(o->which, "d16") != 0 && strcmp(o->which, "m") != 0) {
+        fprintf(stderr, "emb_ops: --case %s: expected d128, d16, m or all\n", o->which);
         return -1;
     }
     if (sr_id_dist_parse(o->id_dist, &o->dist, &o->zipf_s) != SR_OK) {
@@ -548,6 +551,7 @@ int main(int argc, char **argv)
     const struct bench_case cases[] = {
         {"d128", 128, 20, 8, 2, 4096, (int64_t)1 << 24},
         {"d16", 16, 1, 26, 26, 163840, (int64_t)1 << 24},
+        {"m", 128, 20, 26, 26, 16384, 1000000},
     };
     struct result res[16];
     double copy_bytes;

@@ -1,8 +1,8 @@
 #!/bin/sh
 # The embedding op benchmark (bench/emb_ops.c) runs to the end on the CPU
 # device at smoke size and prints its table: a copy line and forward,
-# forward (keep_ids), backward+sgd, backward+rowwise_adagrad for D 128 and 16,
-# each with a positive time. With --id-dist zipf:1.05 it runs again, and each
+# forward (keep_ids), backward+sgd, backward+rowwise_adagrad for each of its
+# three cases (d128, d16, m), each with a positive time. With --id-dist zipf:1.05 it runs again, and each
 # case line reports a longest run above 1 and fewer distinct rows than ids;
 # --id-dist bogus is exit status 2. (Its numbers at full size are for the GPU:
 # make bench, then build/bench/emb_ops --device cuda.)
@@ -17,16 +17,16 @@ echo "$out"
 echo "$out" | awk '
     /^copy \(device to device\)/ { copy++ }
     /^(forward|backward\+)/ { n++; if (!($(NF - 3) > 0)) bad++ }
-    END { exit !(copy == 1 && n == 8 && !bad) }' ||
-    { echo "FAIL: expected a copy line and 8 op lines with a positive time"; exit 1; }
+    END { exit !(copy == 1 && n == 12 && !bad) }' ||
+    { echo "FAIL: expected a copy line and 12 op lines with a positive time"; exit 1; }
 
 out=$("$bin" $smoke --id-dist zipf:1.05 2>&1) ||
     { echo "$out"; echo "FAIL: emb_ops --id-dist zipf:1.05 exited with status $?"; exit 1; }
 echo "$out"
 # "... per launch N ids, U distinct rows, longest run L; ..." -> "N U L"
 echo "$out" | sed -nE 's/^case .* ([0-9]+) ids, ([0-9]+) distinct rows, longest run ([0-9]+);.*/\1 \2 \3/p' |
-    awk '{ n++; if (!($3 > 1 && $2 < $1)) bad++ } END { exit !(n == 2 && !bad) }' ||
-    { echo "FAIL: expected 2 Zipf case lines, each with a longest run > 1 and fewer distinct rows than ids"; exit 1; }
+    awk '{ n++; if (!($3 > 1 && $2 < $1)) bad++ } END { exit !(n == 3 && !bad) }' ||
+    { echo "FAIL: expected 3 Zipf case lines, each with a longest run > 1 and fewer distinct rows than ids"; exit 1; }
 
 "$bin" --device nosuch >/dev/null 2>&1 && { echo "FAIL: --device nosuch accepted"; exit 1; }
 "$bin" --id-dist bogus >/dev/null 2>&1

@@ -14,13 +14,18 @@
  *   tables    (T)      cu_table: weight, state, rows, D
  *   features  (F)      cu_feature: table, column, mean
  *   key_a/b   (N)      uint32 (uint64 when table and row need more than 32
- *                      bits) keys, ping-pong
- *   val_a/b   (N)      uint64 (pooled offset | float scale << 32), ping-pong
+ *                      bits) keys: a the forward's kept order (kept through
+ *                      the backward), b sorted by row
+ *   val_a/b   (N)      uint64 (pooled offset | float scale << 32), or 4-byte
+ *                      offsets (store_val): the same two orders
  *   partial   (2 ceil(N / S) + 2, max_dim rounded up to 4) floats: piece sums
  *             of long runs (at most two pieces start in a tile)
  *   long      (N / (S + 1) + 2) ints: how many long runs, then where each
  *             starts (the first kernel lists them for the second)
- *   sort      cub's temporary storage for N items
+ *   marks     a bit per row of every table, ceil(E / 32) words a table: the
+ *             rows with several ids of the batch (the backward's lone ids)
+ *   sort      cub's temporary storage for N items (its own ping-pong buffers:
+ *             the sort leaves key_a, val_a as they are)
  *
  * The first two are per-layout data, written once by workspace_init (an
  * upload kernel whose arguments carry them; it waits for it, as a set-up
@@ -130,6 +135,15 @@ int sr_cu_emb_plain_vals(const struct sr_emb_layout *layout, const struct sr_emb
     return 1;
 }
 
+/* Words of the row marks of tables [0, t): table t's marks start there. */
+static int64_t mark_words_before(const struct sr_emb_layout *layout, int t)
+{
+    int64_t words = 0;
+    for (int i = 0; i < t; i++)
+        words += (layout->tables[i].rows + 31) / 32;
+    return words;
+}
+
 size_t sr_cu_emb_ws_carve(const struct sr_emb_layout *layout, char *base, int with_sort,
                           struct ws_view *v)
 {
@@ -144,18 +158,20 @@ size_t sr_cu_emb_ws_carve(const struct sr_emb_layout *layout, char *base, int wi
     v->split = sr_emb_run_split();
     v->pstride = (layout->max_dim + 3) & ~3;
     const size_t slots = 2 * ((n + (size_t)v->split - 1) / (size_t)v->split) + 2;
-    size_t part[9] = {sizeof(struct cu_table) * T,
-                      sizeof(struct cu_feature) * F,
-                      n * key_bytes,
-                      n * key_bytes,
-                      n * 8,
-                      n * 8,
-                      slots * (size_t)v->pstride * sizeof(float),
-                      (n / ((size_t)v->split + 1) + 2) * sizeof(int),
-                      v->sort_bytes};
-    char *p[9];
+    v->mark_bytes = (size_t)mark_words_before(layout, T) * sizeof(unsigned);
+    size_t part[10] = {sizeof(struct cu_table) * T,
+                       sizeof(struct cu_feature) * F,
+                       n * key_bytes,
+                       n * key_bytes,
+                       n * 8,
+                       n * 8,
+                       slots * (size_t)v->pstride * sizeof(float),
+                       (n / ((size_t)v->split + 1) + 2) * sizeof(int),
+                       v->mark_bytes,
+                       v->sort_bytes};
+    char *p[10];
     size_t off = 0;
-    for (int i = 0; i < 9; i++) {
+    for (int i = 0; i < 10; i++) {
         p[i] = base ? base + off : NULL;
         off += align_up(part[i] ? part[i] : 1);
     }
@@ -166,7 +182,8 @@ size_t sr_cu_emb_ws_carve(const struct sr_emb_layout *layout, char *base, int wi
     v->val[0] = (uint64_t *)p[4], v->val[1] = (uint64_t *)p[5];
     v->partial = (float *)p[6];
     v->long_list = (int *)p[7];
-    v->sort = p[8];
+    v->marks = (unsigned *)p[8];
+    v->sort = p[9];
     return off;
 }
 
@@ -212,7 +229,8 @@ static void cu_workspace_init(struct sr_device *dev, const struct sr_emb_layout 
                   tab->dtype == SR_DTYPE_BF16);
         tables[t] = (struct cu_table){tab->weight, tab->state, tab->rows, tab->dim,
                                       (int)tab->dtype, tab->stream, tab->global_row0,
-                                      tab->global_col0, tab->global_dim};
+                                      tab->global_col0, tab->global_dim,
+                                      mark_words_before(layout, t)};
     }
     for (int f = 0; f < F; f++) {
         const struct sr_emb_feature *fe = &layout->features[f];

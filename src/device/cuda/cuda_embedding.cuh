@@ -43,6 +43,7 @@ struct cu_table {
     uint64_t stream;         /* stochastic rounding: the table's stream ... */
     int64_t grow0;           /* ... and the shard's place in the table */
     int gcol0, gdim;
+    int64_t mark0;           /* the backward: the first word of the table's row marks */
 };
 
 /* How an update narrows 16-bit weights (ops_embedding.h, "Table storage"). */
@@ -119,6 +120,8 @@ struct ws_view {
     uint64_t *val[2]; /* packed (src, scale), or 4-byte offsets (store_val) */
     float *partial;   /* piece sums of long runs */
     int *long_list;   /* the count of long runs, then their first positions */
+    unsigned *marks;  /* a bit per table row: the row has several ids (lone ids) */
+    size_t mark_bytes;
     void *sort;
     size_t sort_bytes;
     size_t image_bytes; /* tables and features */

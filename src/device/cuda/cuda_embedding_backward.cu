@@ -23,6 +23,12 @@
  *     (finish_kernel).
  * A hot row with 10^5 ids thus costs 10^5 / S parallel pieces and
  * a short sum of their partial rows, instead of 10^5 serial steps.
+ * Lone ids (lone_ids_pay: where bags hold several ids): a row's only id
+ * in the batch is left by the first kernel, which marks every other
+ * row it takes (a bit per table row), and a third kernel (lone_kernel)
+ * updates the unmarked rows in the forward's kept order, where a bag's
+ * ids lie together: their pooled gradient row is read once, not once
+ * an id at scattered times. The sort leaves the kept order in place.
  * Row-wise Adagrad keeps a row of up to G W columns in registers
  * (one pass); wider rows are staged in shared memory to sum g² in
  * the CPU's order.
@@ -31,8 +37,9 @@
  * the stable sort, which is the CPU's order (table-grouped id order), so it
  * matches the CPU's rounding; a longer run is summed as fixed pieces (tile
  * boundaries of the sorted order) added in a fixed order, so reruns are
- * bit-identical and the result is within rounding of the CPU's. The one
- * atomic, which appends a long run to the second kernel's list, sums nothing.
+ * bit-identical and the result is within rounding of the CPU's. A lone id's
+ * gradient is its scaled pooled row in either kernel. The atomics (a long
+ * run appended to the second kernel's list, a row's mark) sum nothing.
  */
 #include <stdint.h>
 
@@ -48,6 +55,9 @@ template <typename K> struct bwd_params {
     const struct cu_table *tables;
     const K *keys;        /* (n) sorted */
     const void *vals;     /* (n) in the keys' order (load_val) */
+    const K *kept_keys;   /* (n) the forward's order (lone_kernel) */
+    const void *kept_vals;
+    unsigned *marks;      /* a bit per table row: several ids (lone ids: NULL) */
     int plain_vals;       /* values are 4-byte offsets */
     const float *dpooled; /* (B, out_dim) */
     float *partial;       /* (2 ceil(n / split) + 2, pstride) piece sums of long runs */
@@ -166,6 +176,17 @@ template <int W> struct team_sums {
     }
 };
 
+/* The gradient of a lone id (its row's only id): exactly run_grad's for a
+ * run of one, so either kernel gives the same bits. */
+template <int W> struct lone_id {
+    const float *dpooled;
+    uint64_t v;
+    __device__ __forceinline__ sr_cu_vec<W> operator()(int c) const
+    {
+        return sr_cu_axpy<W>(sr_cu_zero<W>(), val_scale(v), sr_cu_ldg<W>(dpooled + val_src(v) + c));
+    }
+};
+
 /* Apply the optimizer to row `row` of tb with the gradient grad(c) of each
  * chunk. The row's chunks are loaded before its gradient is summed. gs: the
  * group's shared memory (row-wise Adagrad): gradient (max_dim), weights
@@ -243,6 +264,26 @@ template <typename K> __device__ __forceinline__ int64_t row_of(const bwd_params
     return (int64_t)((uint64_t)key & (((uint64_t)1 << p.row_bits) - 1));
 }
 
+/* Row marks: the rows of a batch with several ids (lone ids, below). */
+template <typename K>
+__device__ __forceinline__ unsigned *mark_word(const bwd_params<K> &p, const struct cu_table &tb,
+                                               int64_t row)
+{
+    return p.marks + tb.mark0 + (row >> 5);
+}
+
+template <typename K> __device__ __forceinline__ void mark_row(const bwd_params<K> &p, K key)
+{
+    const int64_t row = row_of(p, key);
+    atomicOr(mark_word(p, table_of(p, key), row), 1u << (row & 31));
+}
+
+template <typename K> __device__ __forceinline__ bool is_lone(const bwd_params<K> &p, K key)
+{
+    const int64_t row = row_of(p, key);
+    return !((*mark_word(p, table_of(p, key), row) >> (row & 31)) & 1u);
+}
+
 /* Whether the run with first id j (key) holds more than S ids. */
 template <typename K>
 __device__ __forceinline__ bool run_is_long(const bwd_params<K> &p, int j, K key)
@@ -297,8 +338,13 @@ template <typename K> __device__ __forceinline__ int task_at(const bwd_params<K>
     if (j >= p.n)
         return TASK_NONE;
     const K key = p.keys[j];
-    if (j == 0 || p.keys[j - 1] != key)
-        return run_is_long(p, j, key) ? TASK_START_PIECE : TASK_RUN;
+    if (j == 0 || p.keys[j - 1] != key) {
+        if (run_is_long(p, j, key))
+            return TASK_START_PIECE;
+        if (p.marks && (j + 1 == p.n || p.keys[j + 1] != key))
+            return TASK_NONE; /* a lone id: lone_kernel's */
+        return TASK_RUN;
+    }
     if ((j & (p.split - 1)) == 0 && continues_long_run(p, j, key))
         return TASK_HEAD_PIECE;
     return TASK_NONE;
@@ -375,6 +421,8 @@ __global__ void __launch_bounds__(BWD_THREADS) backward_kernel(const bwd_params<
     for_each_task(p, kind_of, [&](int j, int task) {
         const K key = p.keys[j];
         const int tile = j >> p.log2split;
+        if (p.marks && g.lig == 0 && task != TASK_HEAD_PIECE)
+            mark_row(p, key); /* not lone: lone_kernel leaves the row alone */
         if (task == TASK_RUN) {
             const whole_run<W, K, EARLY> grad = {p, j, key, load_val(p.vals, p.plain_vals, j)};
             update_row<W, K, OPT>(p, g.k, table_of(p, key), row_of(p, key), grad, g.lig, g.mask, g.gs);
@@ -425,14 +473,32 @@ __global__ void __launch_bounds__(BWD_THREADS) finish_kernel(const bwd_params<K>
     }
 }
 
+/* Third kernel (when marks are kept): every lone id, the only id of its row
+ * in the batch, in the forward's kept order, one group each. Ids of a bag lie
+ * together in that order, so a bag's pooled gradient row is read once from
+ * memory and then from cache, where the sorted order reads it once an id,
+ * scattered. Lone rows are no other kernel's rows. */
+template <int W, typename K, int OPT>
+__global__ void __launch_bounds__(BWD_THREADS) lone_kernel(const bwd_params<K> p)
+{
+    const struct bwd_group g = group_of<K, OPT>(p);
+    const auto kind_of = [&](int j) {
+        return j < p.n && is_lone(p, p.kept_keys[j]) ? TASK_RUN : TASK_NONE;
+    };
+    for_each_task(p, kind_of, [&](int j, int) {
+        const K key = p.kept_keys[j];
+        const lone_id<W> grad = {p.dpooled, load_val(p.kept_vals, p.plain_vals, j)};
+        update_row<W, K, OPT>(p, g.k, table_of(p, key), row_of(p, key), grad, g.lig, g.mask, g.gs);
+    });
+}
+
 /* ---- the launch -------------------------------------------------------------------- */
 
 template <typename K, typename V> static size_t sort_temp_bytes(int64_t n, int end_bit)
 {
     size_t bytes = 0;
-    cub::DoubleBuffer<K> keys(NULL, NULL);
-    cub::DoubleBuffer<V> vals(NULL, NULL);
-    SR_CU_CHECK(cub::DeviceRadixSort::SortPairs(NULL, bytes, keys, vals, (int)n, 0,
+    SR_CU_CHECK(cub::DeviceRadixSort::SortPairs(NULL, bytes, (const K *)NULL, (K *)NULL,
+                                                (const V *)NULL, (V *)NULL, (int)n, 0,
                                                 end_bit > 0 ? end_bit : 1));
     return bytes;
 }
@@ -471,18 +537,18 @@ int sr_cu_emb_bwd_threads(const struct sr_emb_layout *layout, int G, size_t *sme
     return threads;
 }
 
-/* Sort the n kept ids by the row bits of their keys (stable); returns which
- * buffers hold the result. With R = 0 (one-row tables) the table-grouped
- * order already has each row's ids together. */
+/* Sort the n kept ids (buffers 0) by the row bits of their keys (stable)
+ * into buffers 1, the kept order left in place (lone_kernel reads it);
+ * returns which buffers hold the sorted ids. With R = 0 (one-row tables) the
+ * table-grouped order already has each row's ids together. */
 template <typename K, typename V>
 static int sort_kept_as(const struct ws_view *v, int n, cudaStream_t st)
 {
-    cub::DoubleBuffer<K> keys((K *)v->key[0], (K *)v->key[1]);
-    cub::DoubleBuffer<V> vals((V *)v->val[0], (V *)v->val[1]);
     size_t bytes = v->sort_bytes;
-    SR_CU_CHECK(cub::DeviceRadixSort::SortPairs(v->sort, bytes, keys, vals, n, 0, v->row_bits, st));
-    SR_ASSERT(keys.selector == vals.selector);
-    return keys.selector;
+    SR_CU_CHECK(cub::DeviceRadixSort::SortPairs(v->sort, bytes, (const K *)v->key[0],
+                                                (K *)v->key[1], (const V *)v->val[0],
+                                                (V *)v->val[1], n, 0, v->row_bits, st));
+    return 1;
 }
 
 template <typename K>
@@ -495,13 +561,15 @@ static int sort_kept(const struct ws_view *v, int n, int plain_vals, cudaStream_
 
 template <int W, typename K, int OPT>
 static void launch_backward(const struct sr_device *dev, const bwd_params<K> &p, int threads,
-                            size_t smem, cudaStream_t st)
+                            size_t smem, size_t mark_bytes, cudaStream_t st)
 {
     const long long windows = ((long long)p.n + 31) / 32; /* a warp's tasks come 32 ids at a time */
     const unsigned grid = sr_cu_grid(dev, windows, threads / 32, GRID_PER_SM * FWD_THREADS / threads);
     const bool may_have_long = p.n > p.split; /* a long run needs more than S ids */
     if (may_have_long)
         SR_CU_CHECK(cudaMemsetAsync(p.long_count, 0, sizeof(int), st));
+    if (p.marks)
+        SR_CU_CHECK(cudaMemsetAsync(p.marks, 0, mark_bytes, st));
     if (p.G < 32) /* narrow rows (run_grad) */
         backward_kernel<W, K, OPT, true><<<grid, threads, smem, st>>>(p);
     else
@@ -523,18 +591,39 @@ static void launch_backward(const struct sr_device *dev, const bwd_params<K> &p,
         finish_kernel<W, K, OPT><<<finish_grid, threads, finish_smem, st>>>(f);
         SR_CU_LAUNCHED();
     }
+    if (p.marks) {
+        lone_kernel<W, K, OPT><<<grid, threads, smem, st>>>(p);
+        SR_CU_LAUNCHED();
+    }
+}
+
+/* Whether lone ids go to lone_kernel: where bags hold several ids on
+ * average, so that the kept order reads a bag's pooled gradient row once for
+ * several ids (measured: BENCHMARKS.md, "Lone ids"). SR_CU_LONE_IDS=0 or 1
+ * (measurement builds) sets it. */
+static int lone_ids_pay(const struct sr_emb_layout *layout, const struct sr_emb_batch *batch,
+                        int64_t n)
+{
+#ifdef SR_CU_LONE_IDS
+    return SR_CU_LONE_IDS;
+#endif
+    return n >= 2 * (int64_t)batch->batch * layout->num_features;
 }
 
 template <int W, typename K>
 static void backward_as(const struct sr_device *dev, const struct sr_emb_layout *layout,
                         const float *dpooled, const struct sr_emb_update *update,
-                        const struct ws_view *v, int n, int plain_vals, cudaStream_t st)
+                        const struct ws_view *v, int n, int plain_vals, int lone,
+                        cudaStream_t st)
 {
     const int cur = sort_kept<K>(v, n, plain_vals, st);
     bwd_params<K> p;
     p.tables = v->tables;
     p.keys = (const K *)v->key[cur];
     p.vals = v->val[cur];
+    p.kept_keys = (const K *)v->key[0];
+    p.kept_vals = v->val[0];
+    p.marks = lone ? v->marks : NULL;
     p.plain_vals = plain_vals;
     p.dpooled = dpooled;
     p.partial = v->partial;
@@ -557,16 +646,16 @@ static void backward_as(const struct sr_device *dev, const struct sr_emb_layout 
     const int threads = sr_cu_emb_bwd_threads(layout, p.G, &smem);
     switch (layout->optim) {
     case SR_OPTIM_SGD:
-        launch_backward<W, K, SR_OPTIM_SGD>(dev, p, threads, smem, st);
+        launch_backward<W, K, SR_OPTIM_SGD>(dev, p, threads, smem, v->mark_bytes, st);
         break;
     case SR_OPTIM_ADAGRAD:
-        launch_backward<W, K, SR_OPTIM_ADAGRAD>(dev, p, threads, smem, st);
+        launch_backward<W, K, SR_OPTIM_ADAGRAD>(dev, p, threads, smem, v->mark_bytes, st);
         break;
     case SR_OPTIM_ROWWISE_ADAGRAD:
-        launch_backward<W, K, SR_OPTIM_ROWWISE_ADAGRAD>(dev, p, threads, smem, st);
+        launch_backward<W, K, SR_OPTIM_ROWWISE_ADAGRAD>(dev, p, threads, smem, v->mark_bytes, st);
         break;
     case SR_OPTIM_ADAM:
-        launch_backward<W, K, SR_OPTIM_ADAM>(dev, p, threads, smem, st);
+        launch_backward<W, K, SR_OPTIM_ADAM>(dev, p, threads, smem, v->mark_bytes, st);
         break;
     }
 }
@@ -585,12 +674,13 @@ void sr_cu_emb_backward(struct sr_device *dev, const struct sr_emb_layout *layou
     cudaStream_t st = sr_cu_stream(dev, s);
     const int W = sr_cu_emb_vec_width(layout, dpooled, 1);
     const int plain = sr_cu_emb_plain_vals(layout, batch);
+    const int lone = lone_ids_pay(layout, batch, n);
     if (W == 4 && v.key64)
-        backward_as<4, uint64_t>(dev, layout, dpooled, update, &v, (int)n, plain, st);
+        backward_as<4, uint64_t>(dev, layout, dpooled, update, &v, (int)n, plain, lone, st);
     else if (W == 4)
-        backward_as<4, uint32_t>(dev, layout, dpooled, update, &v, (int)n, plain, st);
+        backward_as<4, uint32_t>(dev, layout, dpooled, update, &v, (int)n, plain, lone, st);
     else if (v.key64)
-        backward_as<1, uint64_t>(dev, layout, dpooled, update, &v, (int)n, plain, st);
+        backward_as<1, uint64_t>(dev, layout, dpooled, update, &v, (int)n, plain, lone, st);
     else
-        backward_as<1, uint32_t>(dev, layout, dpooled, update, &v, (int)n, plain, st);
+        backward_as<1, uint32_t>(dev, layout, dpooled, update, &v, (int)n, plain, lone, st);
 }
