@@ -478,8 +478,15 @@ __global__ void __launch_bounds__(BWD_THREADS) finish_kernel(const bwd_params<K>
  * together in that order, so a bag's pooled gradient row is read once from
  * memory and then from cache, where the sorted order reads it once an id,
  * scattered. Lone rows are no other kernel's rows. */
+/* Blocks a multiprocessor must hold (registers capped to fit): a lone id's
+ * update is one dependent chain, so warps in flight pay. Measured on workload
+ * M's shape (BENCHMARKS.md, "Lone ids"): 16 against none, row-wise Adagrad
+ * 4.04 -> 3.83 ms, SGD 3.02 -> 2.84. */
+#ifndef LONE_MIN_BLOCKS
+#define LONE_MIN_BLOCKS 16
+#endif
 template <int W, typename K, int OPT>
-__global__ void __launch_bounds__(BWD_THREADS) lone_kernel(const bwd_params<K> p)
+__global__ void __launch_bounds__(BWD_THREADS, LONE_MIN_BLOCKS) lone_kernel(const bwd_params<K> p)
 {
     const struct bwd_group g = group_of<K, OPT>(p);
     const auto kind_of = [&](int j) {
