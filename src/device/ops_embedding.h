@@ -121,6 +121,10 @@ struct sr_emb_batch {
     const float *weights;       /* (N) device, or NULL */
     const int64_t *feature_pos; /* (F) host: where feature f's ids start, grouped by table */
     const int64_t *table_pos;   /* (T + 1) host: table t's ids are [table_pos[t], table_pos[t+1]) */
+    /* backward: 1 when the keep_ids forward's batch had weights (how it kept
+     * the ids' scales), so that a backward given no weights pointer, as the
+     * callers give it, reads the workspace as the forward wrote it */
+    int weighted;
 };
 
 /* The fused optimizer of one step. */
@@ -196,7 +200,8 @@ void sr_emb_tables_regions(struct sr_op_regions *r, const struct sr_emb_layout *
        SR_INOUT(void *, workspace, sr_op_emb_workspace_bytes(dev, layout)) SR_STREAM(s)            \
        SR_REGIONS(sr_emb_tables_regions(r, layout, 0)))                                            \
     /* dpooled (B, out_dim) device. Uses the ids the last keep_ids forward                         \
-     * recorded (and batch->table_pos of that forward): merges duplicates per                      \
+     * recorded (and that forward's batch->table_pos, and its weights or                           \
+     * batch->weighted): merges duplicates per                                                     \
      * table into row gradients and applies `update` to the touched rows only. */                  \
     OP(emb, backward,                                                                              \
        SR_ARG(const struct sr_emb_layout *, layout) SR_EMB_BATCH(layout, batch)                    \

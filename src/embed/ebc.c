@@ -33,6 +33,7 @@ struct step_meta {
     int64_t num_values;   /* N */
     int64_t *feature_pos; /* (F) */
     int64_t *table_pos;   /* (T + 1) */
+    int weighted;         /* the KJT had per-id weights */
 };
 
 struct sr_ebc {
@@ -279,6 +280,7 @@ static void compute_meta(struct sr_ebc *e, const struct sr_kjt *kjt, struct step
     }
     m->batch = B;
     m->num_values = kjt->num_values;
+    m->weighted = kjt->weights != NULL;
 }
 
 /* The batch as the device sees it: the KJT's arrays (its device twin's, batch.h). */
@@ -329,7 +331,8 @@ void sr_ebc_backward(struct sr_ebc *e, const float *dpooled, float lr, int64_t s
     struct sr_emb_batch b = {.batch = e->kept.batch,
                              .num_values = e->kept.num_values,
                              .feature_pos = e->kept.feature_pos,
-                             .table_pos = e->kept.table_pos};
+                             .table_pos = e->kept.table_pos,
+                             .weighted = e->kept.weighted};
     struct sr_emb_update u = {
         .optim = e->optim, .lr = lr, .step = step, .lr_dev = e->lr_dev, .step_dev = e->step_dev};
     sr_op_emb_backward(e->dev, &e->layout, &b, dpooled, &u, e->workspace, stream);

@@ -116,7 +116,8 @@ void sr_local_update(struct sr_sharded_ebc *s, struct sr_sharded_ebc_batch *b, f
     struct sr_emb_batch eb = {.batch = s->B,
                               .num_values = gb->num_values,
                               .feature_pos = gb->feature_pos,
-                              .table_pos = gb->table_pos};
+                              .table_pos = gb->table_pos,
+                              .weighted = gb->has_weights};
     struct sr_emb_update u = sr_sharded_update_of(s, lr, step);
     sr_op_emb_backward(s->dev, &s->local_layout, &eb, b->update_dpooled, &u, gb->workspace,
                        b->stream);

@@ -239,7 +239,8 @@ static struct sr_emb_batch emb_batch(const struct group *g, const struct group_b
                                  .values = gb->values,
                                  .weights = gb->has_weights ? gb->weights : NULL,
                                  .feature_pos = gb->feature_pos,
-                                 .table_pos = gb->table_pos};
+                                 .table_pos = gb->table_pos,
+                                 .weighted = gb->has_weights};
 }
 
 static int has_lookup(const struct group *g)

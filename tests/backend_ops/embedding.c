@@ -527,9 +527,16 @@ static void run_emb(struct sr_device *dev, void *ctx, struct ops_case *c, int wh
     sr_op_emb_forward(dev, &l, &batch, 1, pooled, ws, NULL);
     ops_take(c, which, "pooled", OPS_F32, OPS_TOL, dev, pooled, pooled_bytes);
     if (d->backward) {
+        /* the batch as the EBCs give backward: the forward's positions, its
+         * weights only as a flag (the workspace holds the ids and scales) */
+        const struct sr_emb_batch kept = {.batch = batch.batch,
+                                          .num_values = batch.num_values,
+                                          .feature_pos = batch.feature_pos,
+                                          .table_pos = batch.table_pos,
+                                          .weighted = batch.weights != NULL};
         const struct sr_optim_config cfg = sr_optim_config_default(d->kind);
         const struct sr_emb_update u1 = {.optim = cfg, .lr = 0.05f, .step = 1};
-        sr_op_emb_backward(dev, &l, &batch, ops_upload(&a, d->dpooled[0], pooled_bytes), &u1, ws,
+        sr_op_emb_backward(dev, &l, &kept, ops_upload(&a, d->dpooled[0], pooled_bytes), &u1, ws,
                            NULL);
         pooled = ops_poisoned(&a, pooled_bytes);
         sr_op_emb_forward(dev, &l, &batch, 1, pooled, ws, NULL);
@@ -544,7 +551,7 @@ static void run_emb(struct sr_device *dev, void *ctx, struct ops_case *c, int wh
                                          .step = -1,
                                          .lr_dev = ops_upload(&a, &lr, sizeof lr),
                                          .step_dev = ops_upload(&a, &step, sizeof step)};
-        sr_op_emb_backward(dev, &l, &batch, ops_upload(&a, d->dpooled[1], pooled_bytes), &u2, ws,
+        sr_op_emb_backward(dev, &l, &kept, ops_upload(&a, d->dpooled[1], pooled_bytes), &u2, ws,
                            NULL);
         for (int t = 0; t < d->s->T; t++) {
             char name[32];

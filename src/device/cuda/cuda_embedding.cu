@@ -127,7 +127,7 @@ int sr_cu_emb_plain_vals(const struct sr_emb_layout *layout, const struct sr_emb
 #ifdef SR_CU_WIDE_VALS /* measurement builds: 8-byte values always, to compare */
     return 0;
 #endif
-    if (batch->weights)
+    if (batch->weights || batch->weighted)
         return 0;
     for (int f = 0; f < layout->num_features; f++)
         if (layout->features[f].mean)
