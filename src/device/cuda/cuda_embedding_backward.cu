@@ -481,12 +481,15 @@ __global__ void __launch_bounds__(BWD_THREADS) finish_kernel(const bwd_params<K>
 /* Blocks a multiprocessor must hold (registers capped to fit): a lone id's
  * update is one dependent chain, so warps in flight pay. Measured on workload
  * M's shape (BENCHMARKS.md, "Lone ids"): 16 against none, row-wise Adagrad
- * 4.04 -> 3.83 ms, SGD 3.02 -> 2.84. */
+ * 4.04 -> 3.83 ms, SGD 3.02 -> 2.84. Adagrad and Adam, not measured, keep
+ * their registers (capped, they spill 64 and 120 bytes at W 4). */
 #ifndef LONE_MIN_BLOCKS
 #define LONE_MIN_BLOCKS 16
 #endif
+#define LONE_BLOCKS(opt)                                                                          \
+    ((opt) == SR_OPTIM_SGD || (opt) == SR_OPTIM_ROWWISE_ADAGRAD ? LONE_MIN_BLOCKS : 1)
 template <int W, typename K, int OPT>
-__global__ void __launch_bounds__(BWD_THREADS, LONE_MIN_BLOCKS) lone_kernel(const bwd_params<K> p)
+__global__ void __launch_bounds__(BWD_THREADS, LONE_BLOCKS(OPT)) lone_kernel(const bwd_params<K> p)
 {
     const struct bwd_group g = group_of<K, OPT>(p);
     const auto kind_of = [&](int j) {
