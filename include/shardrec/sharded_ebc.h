@@ -307,6 +307,14 @@ void sr_sharded_ebc_grad_dist_start(struct sr_sharded_ebc *s, struct sr_sharded_
 /* Collective (twrw's second level): completes the gradient dist. */
 void sr_sharded_ebc_grad_dist_wait(struct sr_sharded_ebc *s, struct sr_sharded_ebc_batch *b,
                                    sr_stream_t stream);
+/* Not collective, optional, between the lookup and the update: the update's
+ * first part ahead of it (the owners' kept ids grouped by row), on `stream`,
+ * so that it may run beside the dense work. The caller orders `stream` after
+ * the lookup and the update after `stream`'s work (the update on `stream`,
+ * or a wait); the batch's stage order is left alone. The update then skips
+ * that part. Same results with or without it. */
+void sr_sharded_ebc_group_ids(struct sr_sharded_ebc *s, struct sr_sharded_ebc_batch *b,
+                              sr_stream_t stream);
 /* Not collective: the fused optimizer (lr, step from 1) on the owners'
  * touched rows; dp tables only form their gradient (below). b is free again. */
 void sr_sharded_ebc_update(struct sr_sharded_ebc *s, struct sr_sharded_ebc_batch *b, float lr,

@@ -137,6 +137,9 @@ struct sr_emb_update {
      * queued or captured update never holds a stale value. */
     const float *lr_dev;
     const int64_t *step_dev;
+    /* group_ids ran on this batch's ids since its forward: backward does
+     * not group them again */
+    int ids_grouped;
 };
 
 /* Hot rows. A run of more than sr_emb_run_split() ids of one row may be
@@ -207,7 +210,14 @@ void sr_emb_tables_regions(struct sr_op_regions *r, const struct sr_emb_layout *
        SR_ARG(const struct sr_emb_layout *, layout) SR_EMB_BATCH(layout, batch)                    \
        SR_IN(const float *, dpooled, SR_F32((size_t)batch->batch * layout->out_dim))               \
        SR_EMB_UPDATE(update) SR_INOUT(void *, workspace, sr_op_emb_workspace_bytes(dev, layout))   \
-       SR_STREAM(s) SR_REGIONS(sr_emb_tables_regions(r, layout, 1)))
+       SR_STREAM(s) SR_REGIONS(sr_emb_tables_regions(r, layout, 1)))                               \
+    /* Backward's first part ahead of it: groups the ids the last keep_ids                         \
+     * forward recorded by row (the sort), in the workspace, so that it may                        \
+     * run beside other work; a backward given update->ids_grouped then                            \
+     * skips it. batch as backward's. Optional: backward groups them itself. */                    \
+    OP(emb, group_ids,                                                                             \
+       SR_ARG(const struct sr_emb_layout *, layout) SR_EMB_BATCH(layout, batch)                    \
+       SR_INOUT(void *, workspace, sr_op_emb_workspace_bytes(dev, layout)) SR_STREAM(s))
 
 struct sr_embedding_ops {
     /* Bytes of workspace for `layout`; the caller allocates them once with

@@ -140,6 +140,7 @@ enum batch_state {
 struct sr_sharded_ebc_batch {
     struct sr_sharded_ebc *s;
     enum batch_state state;
+    int ids_grouped;    /* group_ids ran since the lookup: the update skips the sort */
     int local_rc;       /* this rank's flag in the counts: 0, END_OF_DATA or an error */
     struct sr_kjt *kjt; /* this rank's batch, from counts start to data start; NULL: none
                            (with hybrid tables: &xkjt, the split one) */
@@ -352,6 +353,8 @@ void sr_wire_all_gather(struct sr_sharded_ebc *s, sr_comm_t comm, const float *s
 void sr_sharded_local_init(struct sr_sharded_ebc *s);
 int sr_local_counts(struct sr_sharded_ebc *s, struct sr_sharded_ebc_batch *b);
 void sr_local_lookup(struct sr_sharded_ebc *s, struct sr_sharded_ebc_batch *b);
+void sr_local_group_ids(struct sr_sharded_ebc *s, struct sr_sharded_ebc_batch *b,
+                        sr_stream_t stream);
 void sr_local_update(struct sr_sharded_ebc *s, struct sr_sharded_ebc_batch *b, float lr,
                      int64_t step);
 

@@ -109,16 +109,31 @@ void sr_local_lookup(struct sr_sharded_ebc *s, struct sr_sharded_ebc_batch *b)
     b->kjt = NULL; /* the workspace keeps the ids for the update */
 }
 
+/* The kept ids of b's lookup, as the update's ops see them. */
+static struct sr_emb_batch kept_batch(const struct sr_sharded_ebc *s, const struct group_batch *gb)
+{
+    return (struct sr_emb_batch){.batch = s->B,
+                                 .num_values = gb->num_values,
+                                 .feature_pos = gb->feature_pos,
+                                 .table_pos = gb->table_pos,
+                                 .weighted = gb->has_weights};
+}
+
+void sr_local_group_ids(struct sr_sharded_ebc *s, struct sr_sharded_ebc_batch *b,
+                        sr_stream_t stream)
+{
+    struct group_batch *gb = &b->gb[GROUP_A2A];
+    const struct sr_emb_batch eb = kept_batch(s, gb);
+    sr_op_emb_group_ids(s->dev, &s->local_layout, &eb, gb->workspace, stream);
+}
+
 void sr_local_update(struct sr_sharded_ebc *s, struct sr_sharded_ebc_batch *b, float lr,
                      int64_t step)
 {
     struct group_batch *gb = &b->gb[GROUP_A2A];
-    struct sr_emb_batch eb = {.batch = s->B,
-                              .num_values = gb->num_values,
-                              .feature_pos = gb->feature_pos,
-                              .table_pos = gb->table_pos,
-                              .weighted = gb->has_weights};
+    const struct sr_emb_batch eb = kept_batch(s, gb);
     struct sr_emb_update u = sr_sharded_update_of(s, lr, step);
+    u.ids_grouped = b->ids_grouped;
     sr_op_emb_backward(s->dev, &s->local_layout, &eb, b->update_dpooled, &u, gb->workspace,
                        b->stream);
     b->update_dpooled = NULL;

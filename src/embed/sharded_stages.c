@@ -266,6 +266,7 @@ void sr_sharded_ebc_lookup(struct sr_sharded_ebc *s, struct sr_sharded_ebc_batch
                            sr_stream_t stream)
 {
     expect_state(s, b, BATCH_RECEIVED, "lookup");
+    b->ids_grouped = 0;
     if (s->local)
         STAGE(SR_SPAN_LOOKUP, stream, sr_local_lookup(s, b));
     else
@@ -336,10 +337,30 @@ void sr_sharded_ebc_grad_dist_wait(struct sr_sharded_ebc *s, struct sr_sharded_e
 
 /* ---- update ----------------------------------------------------------------------- */
 
+void sr_sharded_ebc_group_ids(struct sr_sharded_ebc *s, struct sr_sharded_ebc_batch *b,
+                              sr_stream_t stream)
+{
+    if (b->state < BATCH_LOOKED_UP || b->state > BATCH_GRADS_IN)
+        SR_ABORT("sharded EBC: group_ids outside lookup .. update (state %d)", (int)b->state);
+    if (s->local) {
+        sr_local_group_ids(s, b, stream);
+    } else {
+        for (int k = GROUP_A2A; k < GROUP_COUNT; k++) {
+            const struct group *g = &s->groups[k];
+            if (!has_lookup(g))
+                continue;
+            struct sr_emb_batch eb = emb_batch(g, &b->gb[k]);
+            sr_op_emb_group_ids(s->dev, &g->layout, &eb, b->gb[k].workspace, stream);
+        }
+    }
+    b->ids_grouped = 1;
+}
+
 static void update_groups(struct sr_sharded_ebc *s, struct sr_sharded_ebc_batch *b, float lr,
                           int64_t step)
 {
     struct sr_emb_update u = sr_sharded_update_of(s, lr, step);
+    u.ids_grouped = b->ids_grouped;
     for (int k = GROUP_A2A; k < GROUP_COUNT; k++) {
         const struct group *g = &s->groups[k];
         if (!has_lookup(g))
@@ -367,6 +388,7 @@ void sr_sharded_ebc_update(struct sr_sharded_ebc *s, struct sr_sharded_ebc_batch
     else
         update_groups(s, b, lr, step);
     stage_leave(s, b);
+    b->ids_grouped = 0;
     b->state = BATCH_IDLE;
 }
 

@@ -4,7 +4,9 @@
  * with batch i+1's "ahead" stages where they overlap it at depth 1
  * (--pipeline sparse-dist, the default):
  *
- *   embedding.forward  i.data_wait, i.lookup, i.output_dist_start
+ *   embedding.forward  i.data_wait, i.lookup, i.output_dist_start; in a graphed
+ *                      step i.group_ids (the update's sort) on the embedding
+ *                      backward's stream, beside the dense forward
  *   ahead (i+1)        take i+1 from the ring (data.wait), copy it,
  *                      i+1.counts_start
  *   bottom_mlp         overlaps i's output dist
@@ -239,6 +241,11 @@ static void emb_forward_start(struct sr_trainer *t, struct sr_sharded_ebc_batch 
     emb_data_wait(t, b);
     sr_sharded_ebc_lookup(t->sebc, b, t->streams.compute);
     sr_sharded_ebc_output_dist_start(t->sebc, b, t->streams.sparse);
+    if (t->pipe.emb_stream) { /* the update's sort beside the dense forward */
+        sr_dev_event_record(t->dev, t->pipe.emb_fork, t->streams.compute);
+        sr_dev_stream_wait_event(t->dev, t->pipe.emb_stream, t->pipe.emb_fork);
+        sr_sharded_ebc_group_ids(t->sebc, b, t->pipe.emb_stream);
+    }
     sr_trace_end();
 }
 

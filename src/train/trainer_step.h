@@ -46,7 +46,8 @@ struct sr_pipe {
     } graphs[SR_LOADER_SLOTS];
     float *loss_stage; /* (1) device: the graphed step's loss sum, then copied to the ring */
     sr_stream_t emb_stream;      /* the graphed step's embedding backward ... */
-    sr_event_t emb_fork, emb_join; /* ... forked after dpooled, joined at the step's end */
+    sr_event_t emb_fork, emb_join; /* ... forked after the lookup (group_ids) and after
+                                      dpooled, joined at the step's end */
     int64_t graph_steps; /* steps replayed from a graph */
     sr_event_t dpooled_ready; /* backward's dpooled, for the sparse stream's gradient dist */
 };

@@ -506,7 +506,8 @@ static struct sr_emb_layout emb_layout_of(const struct emb_data *d, const struct
 
 /* forward (keep_ids 0 and 1); with backward: two steps of forward + backward,
  * the first with host lr and step, the second with device ones (the host
- * values then are NaN and -1, which the op must not use). */
+ * values then are NaN and -1, which the op must not use) and its ids grouped
+ * ahead by group_ids. */
 static void run_emb(struct sr_device *dev, void *ctx, struct ops_case *c, int which)
 {
     const struct emb_data *d = ctx;
@@ -546,11 +547,15 @@ static void run_emb(struct sr_device *dev, void *ctx, struct ops_case *c, int wh
                  pooled_bytes);
         const float lr = 0.03f;
         const int64_t step = 2;
+        /* step 2 groups its ids ahead (group_ids), as a step that sorts beside
+         * the dense work does */
         const struct sr_emb_update u2 = {.optim = cfg,
                                          .lr = NAN,
                                          .step = -1,
                                          .lr_dev = ops_upload(&a, &lr, sizeof lr),
-                                         .step_dev = ops_upload(&a, &step, sizeof step)};
+                                         .step_dev = ops_upload(&a, &step, sizeof step),
+                                         .ids_grouped = 1};
+        sr_op_emb_group_ids(dev, &l, &kept, ws, NULL);
         sr_op_emb_backward(dev, &l, &kept, ops_upload(&a, d->dpooled[1], pooled_bytes), &u2, ws,
                            NULL);
         for (int t = 0; t < d->s->T; t++) {

@@ -347,14 +347,29 @@ static void cpu_backward(struct sr_device *dev, const struct sr_emb_layout *layo
         tid = omp_get_thread_num();
         nth = omp_get_num_threads();
 #endif
+        if (!update->ids_grouped) {
 #pragma omp for schedule(static)
-        for (int t = 0; t < layout->num_tables; t++)
-            sort_table(&v, t, layout->tables[t].rows, tp[t], tp[t + 1] - tp[t]);
-        /* implicit barrier: every table is sorted */
+            for (int t = 0; t < layout->num_tables; t++)
+                sort_table(&v, t, layout->tables[t].rows, tp[t], tp[t + 1] - tp[t]);
+            /* implicit barrier: every table is sorted */
+        }
         int64_t lo = total * tid / nth, hi = total * (tid + 1) / nth;
         update_share(layout, batch, &v, dpooled, &k, lo, hi,
                      v.grad + (size_t)tid * v.h->grad_stride);
     }
+}
+
+/* Backward's sort on its own (group_ids). */
+static void cpu_group_ids(struct sr_device *dev, const struct sr_emb_layout *layout,
+                          const struct sr_emb_batch *batch, void *workspace, sr_stream_t s)
+{
+    struct ws_view v;
+    view_of(workspace, layout, &v);
+    const int64_t *tp = batch->table_pos;
+#pragma omp parallel for schedule(static) num_threads(v.h->num_threads) \
+    if (tp[layout->num_tables] * layout->max_dim > MIN_PAR)
+    for (int t = 0; t < layout->num_tables; t++)
+        sort_table(&v, t, layout->tables[t].rows, tp[t], tp[t + 1] - tp[t]);
 }
 
 const struct sr_embedding_ops sr_cpu_embedding_ops = {
@@ -364,4 +379,5 @@ const struct sr_embedding_ops sr_cpu_embedding_ops = {
     .fill = cpu_fill,
     .forward = cpu_forward,
     .backward = cpu_backward,
+    .group_ids = cpu_group_ids,
 };

@@ -300,4 +300,5 @@ extern "C" const struct sr_embedding_ops sr_cuda_embedding_ops = {
     .fill = cu_fill,
     .forward = sr_cu_emb_forward,
     .backward = sr_cu_emb_backward,
+    .group_ids = sr_cu_emb_group_ids,
 };

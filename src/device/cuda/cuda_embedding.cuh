@@ -187,6 +187,8 @@ void sr_cu_emb_backward(struct sr_device *dev, const struct sr_emb_layout *layou
                         const struct sr_emb_batch *batch, const float *dpooled,
                         const struct sr_emb_update *update, void *workspace, sr_stream_t s);
 size_t sr_cu_emb_sort_bytes(int64_t n, int end_bit, int key64);
+void sr_cu_emb_group_ids(struct sr_device *dev, const struct sr_emb_layout *layout,
+                         const struct sr_emb_batch *batch, void *workspace, sr_stream_t s);
 int sr_cu_emb_bwd_threads(const struct sr_emb_layout *layout, int G, size_t *smem);
 
 #endif

@@ -548,25 +548,33 @@ int sr_cu_emb_bwd_threads(const struct sr_emb_layout *layout, int G, size_t *sme
 }
 
 /* Sort the n kept ids (buffers 0) by the row bits of their keys (stable)
- * into buffers 1, the kept order left in place (lone_kernel reads it);
- * returns which buffers hold the sorted ids. With R = 0 (one-row tables) the
- * table-grouped order already has each row's ids together. */
+ * into buffers 1, the kept order left in place (lone_kernel reads it). With
+ * R = 0 (one-row tables) the table-grouped order already has each row's ids
+ * together: nothing is sorted and buffers 0 serve (sorts). */
 template <typename K, typename V>
-static int sort_kept_as(const struct ws_view *v, int n, cudaStream_t st)
+static void sort_kept_as(const struct ws_view *v, int n, cudaStream_t st)
 {
     size_t bytes = v->sort_bytes;
     SR_CU_CHECK(cub::DeviceRadixSort::SortPairs(v->sort, bytes, (const K *)v->key[0],
                                                 (K *)v->key[1], (const V *)v->val[0],
                                                 (V *)v->val[1], n, 0, v->row_bits, st));
-    return 1;
+}
+
+/* Whether the n kept ids need the sort (else they stay where they are). */
+static int sorts(const struct ws_view *v, int64_t n)
+{
+    return v->row_bits > 0 && n >= 2;
 }
 
 template <typename K>
-static int sort_kept(const struct ws_view *v, int n, int plain_vals, cudaStream_t st)
+static void sort_kept(const struct ws_view *v, int n, int plain_vals, cudaStream_t st)
 {
-    if (v->row_bits == 0 || n < 2)
-        return 0;
-    return plain_vals ? sort_kept_as<K, uint32_t>(v, n, st) : sort_kept_as<K, uint64_t>(v, n, st);
+    if (!sorts(v, n))
+        return;
+    if (plain_vals)
+        sort_kept_as<K, uint32_t>(v, n, st);
+    else
+        sort_kept_as<K, uint64_t>(v, n, st);
 }
 
 template <int W, typename K, int OPT>
@@ -626,7 +634,9 @@ static void backward_as(const struct sr_device *dev, const struct sr_emb_layout 
                         const struct ws_view *v, int n, int plain_vals, int lone,
                         cudaStream_t st)
 {
-    const int cur = sort_kept<K>(v, n, plain_vals, st);
+    if (!update->ids_grouped)
+        sort_kept<K>(v, n, plain_vals, st);
+    const int cur = sorts(v, n);
     bwd_params<K> p;
     p.tables = v->tables;
     p.keys = (const K *)v->key[cur];
@@ -693,4 +703,18 @@ void sr_cu_emb_backward(struct sr_device *dev, const struct sr_emb_layout *layou
         backward_as<1, uint64_t>(dev, layout, dpooled, update, &v, (int)n, plain, lone, st);
     else
         backward_as<1, uint32_t>(dev, layout, dpooled, update, &v, (int)n, plain, lone, st);
+}
+
+void sr_cu_emb_group_ids(struct sr_device *dev, const struct sr_emb_layout *layout,
+                         const struct sr_emb_batch *batch, void *workspace, sr_stream_t s)
+{
+    const int64_t n = batch->table_pos[layout->num_tables];
+    SR_ASSERT(n >= 0 && n <= layout->max_values);
+    struct ws_view v;
+    sr_cu_emb_ws_carve(layout, (char *)workspace, 1, &v);
+    const int plain = sr_cu_emb_plain_vals(layout, batch);
+    if (v.key64)
+        sort_kept<uint64_t>(&v, (int)n, plain, sr_cu_stream(dev, s));
+    else
+        sort_kept<uint32_t>(&v, (int)n, plain, sr_cu_stream(dev, s));
 }
