@@ -10,6 +10,7 @@
  *   table        ops                                      rule
  *   dense        gemm (every transpose, alpha/beta,       relative Frobenius 1e-5, and
  *                padded strides, NaN in C when beta = 0)  elementwise 1e-4 max(1, max|ref|)
+ *                linear_forward (bias aligned and not)    gemm's
  *                bias_relu_forward, relu fwd/bwd,         max|a-b| <= 1e-5 max(1, max|ref|)
  *                bias_grad, relu_bias_backward,
  *                interaction fwd/bwd, bce_with_logits

@@ -52,6 +52,16 @@ static inline size_t sr_dcn_width(int F, int D)
        SR_ARG(int, ldb) SR_ARG(float, beta)                                                        \
        SR_IO(float *, c, sr_matrix_bytes(m, n, ldc), beta == 0.0f ? SR_OP_OUT : SR_OP_INOUT)       \
        SR_ARG(int, ldc))                                                                           \
+    /* A linear layer's forward: y (B, out) = x (B, in) · wᵀ + bias, w (out, in),                \
+     * then y = max(y, 0) when relu; y is overwritten. gemm then                                   \
+     * bias_relu_forward, or the GEMM's epilogue where the backend has one: the                    \
+     * bias is added to the GEMM's fp32 result and rounded once either way, but                    \
+     * the epilogue's GEMM may sum in another order (within gemm's tolerance). */                  \
+    OP(dense, linear_forward,                                                                      \
+       SR_STREAM(s) SR_IN(const float *, x, SR_F32((size_t)B * in))                                \
+       SR_IN(const float *, w, SR_F32((size_t)out * in)) SR_IN(const float *, bias, SR_F32(out))   \
+       SR_ARG(int, B) SR_ARG(int, in) SR_ARG(int, out) SR_ARG(int, relu)                           \
+       SR_OUT(float *, y, SR_F32((size_t)B * out)))                                                \
     /* y (rows, cols) += bias (cols) broadcast over rows, then y = max(y, 0)                       \
      * when relu. In place: the linear layer's epilogue in one pass. */                            \
     OP(dense, bias_relu_forward,                                                                   \

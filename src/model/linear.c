@@ -1,6 +1,7 @@
 /*
- * Linear layer (see linear.h). Forward is one GEMM into y followed by one
- * fused pass adding the bias and applying ReLU. Backward is one fused pass
+ * Linear layer (see linear.h). Forward is one GEMM into y that adds the
+ * bias and applies ReLU (the device's linear_forward: the GEMM's epilogue on
+ * CUDA, a fused pass after the GEMM on the CPU). Backward is one fused pass
  * (ReLU mask of dy and its column sums, the bias gradient) and two GEMMs:
  *
  *   dW (out, in) = dyᵀ (out, B) · x (B, in)
@@ -18,9 +19,7 @@
 void sr_linear_forward(struct sr_device *dev, sr_stream_t s, const struct sr_linear *l,
                        const float *x, int B, float *y)
 {
-    sr_op_dense_gemm(dev, s, SR_NO_TRANS, SR_TRANS, B, l->out, l->in, 1.0f, x, l->in, l->weight,
-                     l->in, 0.0f, y, l->out);
-    sr_op_dense_bias_relu_forward(dev, s, y, l->bias, B, l->out, l->relu);
+    sr_op_dense_linear_forward(dev, s, x, l->weight, l->bias, B, l->in, l->out, l->relu, y);
 }
 
 void sr_linear_backward_data(struct sr_device *dev, sr_stream_t s, const struct sr_linear *l,

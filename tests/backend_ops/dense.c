@@ -22,6 +22,8 @@
 
 /* ---- dense: gemm ----------------------------------------------------------- */
 
+static void linear_cases(void); /* the linear layer's forward, in fp32 and tf32 math */
+
 struct gemm_ctx {
     int ta, tb, m, n, k, lda, ldb, ldc;
     float alpha, beta;
@@ -101,6 +103,7 @@ void test_gemm(void **state)
             for (int j = 0; j < 2; j++)
                 gemm_case(t >> 1, t & 1, shapes[s][0], shapes[s][1], shapes[s][2], shapes[s][3],
                           ab[j][0], ab[j][1]);
+    linear_cases();
     ops_fail_if_any("dense.gemm");
 }
 
@@ -133,8 +136,64 @@ void test_gemm_tf32(void **state)
     for (size_t s = 0; ops_big_wanted() && s < sizeof wide / sizeof wide[0]; s++)
         for (int j = 0; j < 2; j++)
             gemm_case(1, 0, wide[s][0], wide[s][1], wide[s][2], wide[s][3], ab[j][0], ab[j][1]);
+    linear_cases();
     dut->math = was;
     ops_fail_if_any("dense.gemm");
+}
+
+/* ---- dense: the linear layer's forward ------------------------------------ */
+
+struct linear_ctx {
+    int B, in, out, relu;
+    int bias_off; /* floats the bias lies past a 256-byte boundary (CUDA: 1 takes no epilogue) */
+    float *x, *w, *bias;
+};
+
+static void run_linear(struct sr_device *dev, void *ctx, struct ops_case *c, int which)
+{
+    const struct linear_ctx *l = ctx;
+    struct ops_arena a;
+    struct ops_regions r;
+    ops_arena_init(&a, dev);
+    const float *x = ops_upload(&a, l->x, (size_t)l->B * l->in * 4);
+    const float *w = ops_upload(&a, l->w, (size_t)l->out * l->in * 4);
+    const float *bias =
+        (const float *)ops_upload(&a, l->bias, (size_t)(l->out + l->bias_off) * 4) + l->bias_off;
+    OPS_REGIONS(&r, dense, linear_forward, dev, NULL, x, w, bias, l->B, l->in, l->out, l->relu,
+                NULL);
+    float *y = ops_poisoned(&a, ops_bytes(&r, "y"));
+    sr_op_dense_linear_forward(dev, NULL, x, w, bias, l->B, l->in, l->out, l->relu, y);
+    OPS_REGIONS(&r, dense, linear_forward, dev, NULL, x, w, bias, l->B, l->in, l->out, l->relu, y);
+    /* gemm's rule (the relative Frobenius error), and 10 times looser element
+     * by element; ReLU moves no element further than the GEMM did */
+    ops_take_region(c, which, &r, "y", OPS_F32_FROB, ops_gemm_tol(), dev);
+    ops_take(c, which, "y elementwise", OPS_F32, 10 * ops_gemm_tol(), dev, y, ops_bytes(&r, "y"));
+    ops_arena_free(&a);
+}
+
+/* Linear forwards of MLP shapes (the logit layer's one column, a bottom
+ * layer's 13 inputs), with and without ReLU, the bias aligned and not. */
+static void linear_cases(void)
+{
+    static const int shapes[][3] = {
+        /* B, in, out */
+        {2048, 367, 512}, {7, 33, 130}, {2048, 256, 1}, {2048, 13, 512}, {1, 1, 1},
+    };
+    struct ops_rng r = ops_rng_of("linear");
+    char name[96];
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+        for (int relu = 0; relu <= 1; relu++)
+            for (int off = 0; off <= 1; off++) {
+                struct linear_ctx l = {.B = shapes[s][0], .in = shapes[s][1], .out = shapes[s][2],
+                                       .relu = relu, .bias_off = off};
+                l.x = padded(&r, l.B, l.in, l.in, 0);
+                l.w = padded(&r, l.out, l.in, l.in, 0);
+                l.bias = padded(&r, 1, l.out + off, l.out + off, 0);
+                snprintf(name, sizeof name, "B %d in %d out %d relu %d bias +%d", l.B, l.in, l.out,
+                         relu, off);
+                ops_check("dense.linear_forward", name, run_linear, &l);
+                free(l.x), free(l.w), free(l.bias);
+            }
 }
 
 /* ---- dense: elementwise, interaction, loss ---------------------------------- */

@@ -145,6 +145,13 @@ static void cpu_bias_relu_forward(struct sr_device *dev, sr_stream_t s, float *y
     }
 }
 
+static void cpu_linear_forward(struct sr_device *dev, sr_stream_t s, const float *x, const float *w,
+                               const float *bias, int B, int in, int out, int relu, float *y)
+{
+    cpu_gemm(dev, s, SR_NO_TRANS, SR_TRANS, B, out, in, 1.0f, x, in, w, in, 0.0f, y, out);
+    cpu_bias_relu_forward(dev, s, y, bias, B, out, relu);
+}
+
 static void cpu_relu_forward(struct sr_device *dev, sr_stream_t s, const float *x, float *y,
                              size_t n)
 {
@@ -357,6 +364,7 @@ static void cpu_bce_with_logits(struct sr_device *dev, sr_stream_t s, const floa
 
 const struct sr_dense_ops sr_cpu_dense_ops = {
     .gemm = cpu_gemm,
+    .linear_forward = cpu_linear_forward,
     .bias_relu_forward = cpu_bias_relu_forward,
     .relu_forward = cpu_relu_forward,
     .relu_backward = cpu_relu_backward,
