@@ -16,7 +16,7 @@ out=$("$bin" $smoke 2>&1) ||
 echo "$out"
 echo "$out" | awk '
     /^copy \(device to device\)/ { copy++ }
-    /^(forward|backward\+)/ { n++; if (!($(NF - 3) > 0)) bad++ }
+    /^(forward|backward\+)/ { n++; if (!($(NF - 5) > 0)) bad++ } # the ms column
     END { exit !(copy == 1 && n == 12 && !bad) }' ||
     { echo "FAIL: expected a copy line and 12 op lines with a positive time"; exit 1; }
 
