@@ -60,6 +60,15 @@ static void bias_relu(struct sr_device *d, sr_stream_t s, float *y, const float 
     op_time[OP_BIAS_RELU] += now() - t;
 }
 
+/* The linear forward as the CPU runs it (the GEMM, then the fused pass),
+ * through the two shims above so each part keeps its own line. */
+static void linear_fwd(struct sr_device *d, sr_stream_t s, const float *x, const float *w,
+                       const float *bias, int B, int in, int out, int relu, float *y)
+{
+    gemm(d, s, SR_NO_TRANS, SR_TRANS, B, out, in, 1.0f, x, in, w, in, 0.0f, y, out);
+    bias_relu(d, s, y, bias, B, out, relu);
+}
+
 static void relu_bias_bwd(struct sr_device *d, sr_stream_t s, const float *y, float *dy, int r,
                           int c, int relu, float *db)
 {
@@ -110,6 +119,7 @@ int main(int argc, char **argv)
     timed = *cpu_ops;
     timed.gemm = gemm;
     timed.bias_relu_forward = bias_relu;
+    timed.linear_forward = linear_fwd;
     timed.relu_bias_backward = relu_bias_bwd;
     timed.interaction_forward = inter_fwd;
     timed.interaction_backward = inter_bwd;
