@@ -95,6 +95,13 @@ void sr_cu_compact_samples(struct sr_device *dev, const struct sr_sparse_dist_co
 void sr_cuda_dense_init(struct sr_device *dev);
 void sr_cuda_dense_free(struct sr_device *dev);
 
+/* cuda_interaction.cu: the dense ops interaction_forward and interaction_backward. */
+void sr_cu_interaction_forward(struct sr_device *dev, sr_stream_t s, const float *z,
+                               const float *emb, int B, int F, int D, float *out);
+void sr_cu_interaction_backward(struct sr_device *dev, sr_stream_t s, const float *z,
+                                const float *emb, const float *dout, int B, int F, int D,
+                                float *dz, float *demb);
+
 /* cuda_dcn.cu: the dense ops dcn_cross_forward and dcn_cross_backward. */
 void sr_cu_dcn_cross_forward(struct sr_device *dev, sr_stream_t s, const float *z,
                              const float *emb, const float *u, const float *bias, const float *xl,
