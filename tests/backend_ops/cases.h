@@ -5,6 +5,7 @@
 
 void test_gemm(void **state);         /* dense.c */
 void test_gemm_tf32(void **state);    /* dense.c */
+void test_gemm_bf16(void **state);    /* dense.c */
 void test_dense(void **state);        /* dense.c */
 void test_optim(void **state);        /* dense.c */
 void test_embedding(void **state);    /* embedding.c */

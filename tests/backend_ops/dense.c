@@ -22,7 +22,7 @@
 
 /* ---- dense: gemm ----------------------------------------------------------- */
 
-static void linear_cases(void); /* the linear layer's forward, in fp32 and tf32 math */
+static void linear_cases(void); /* the linear layer's forward, in fp32, tf32 and bf16 math */
 
 struct gemm_ctx {
     int ta, tb, m, n, k, lda, ldb, ldc;
@@ -136,6 +136,30 @@ void test_gemm_tf32(void **state)
     for (size_t s = 0; ops_big_wanted() && s < sizeof wide / sizeof wide[0]; s++)
         for (int j = 0; j < 2; j++)
             gemm_case(1, 0, wide[s][0], wide[s][1], wide[s][2], wide[s][3], ab[j][0], ab[j][1]);
+    linear_cases();
+    dut->math = was;
+    ops_fail_if_any("dense.gemm");
+}
+
+/* bf16 math (operands rounded to bf16, fp32 accumulation and output on CUDA;
+ * the CPU reference stays fp32), within bf16's rounding: the GEMMs of an MLP
+ * step and the linear layer's forward, whose bias and ReLU CUDA applies in
+ * cuBLASLt's epilogue where it has one for bf16 operands. */
+void test_gemm_bf16(void **state)
+{
+    static const int shapes[][4] = {
+        {2048, 512, 367, 0},
+        {512, 367, 2048, 0},
+        {16, 13, 2048, 1},
+        {7, 130, 33, 3},
+    };
+    struct sr_device *dut = ops_dut();
+    const enum sr_math was = dut->math;
+    dut->math = SR_MATH_BF16;
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+        for (int t = 0; t < 4; t++)
+            gemm_case(t >> 1, t & 1, shapes[s][0], shapes[s][1], shapes[s][2], shapes[s][3], 1.0f,
+                      0.0f);
     linear_cases();
     dut->math = was;
     ops_fail_if_any("dense.gemm");
