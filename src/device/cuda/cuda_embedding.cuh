@@ -54,11 +54,12 @@ struct cu_round {
 
 /* Columns [e, e + W) of a table's stored weights, widened: read-only
  * (__ldg) or streaming (__ldcs) loads; fp32 as float4 when W = 4, 16-bit as
- * one 8-byte load. */
-template <int W, bool ONCE>
+ * one 8-byte load. F32: the caller knows the table is fp32, so the 16-bit
+ * path is not compiled in (fewer registers). */
+template <int W, bool ONCE, bool F32 = false>
 __device__ __forceinline__ sr_cu_vec<W> sr_cu_w_load(const struct cu_table &tb, int64_t e)
 {
-    if (tb.dtype == SR_DTYPE_F32) {
+    if (F32 || tb.dtype == SR_DTYPE_F32) {
         const float *w = (const float *)tb.weight + e;
         if constexpr (ONCE)
             return sr_cu_load_once<W>(w);
@@ -82,14 +83,15 @@ __device__ __forceinline__ sr_cu_vec<W> sr_cu_w_load(const struct cu_table &tb, 
 }
 
 /* Store x as columns [col, col + W) of `row` (element e = row * dim + col),
- * narrowed for a 16-bit table as the CPU's apply_row does (streaming). */
-template <int W>
+ * narrowed for a 16-bit table as the CPU's apply_row does (streaming). F32:
+ * as sr_cu_w_load's. */
+template <int W, bool F32 = false>
 __device__ __forceinline__ void sr_cu_w_store(const struct cu_table &tb, int64_t row, int col,
                                               sr_cu_vec<W> x, const struct cu_round &rd,
                                               int64_t step)
 {
     const int64_t e = row * tb.dim + col;
-    if (tb.dtype == SR_DTYPE_F32) {
+    if (F32 || tb.dtype == SR_DTYPE_F32) {
         sr_cu_store_once<W>((float *)tb.weight + e, x);
         return;
     }

@@ -190,8 +190,10 @@ template <int W> struct lone_id {
 /* Apply the optimizer to row `row` of tb with the gradient grad(c) of each
  * chunk. The row's chunks are loaded before its gradient is summed. gs: the
  * group's shared memory (row-wise Adagrad): gradient (max_dim), weights
- * (max_dim) and 16 partial sums. */
-template <int W, typename K, int OPT, typename Grad>
+ * (max_dim) and 16 partial sums. F32: every table is fp32; WHOLE: every row
+ * fits its group (max_dim <= G W), so row-wise Adagrad's shared-memory path
+ * is not compiled in (lone_kernel: fewer registers). */
+template <int W, typename K, int OPT, typename Grad, bool F32 = false, bool WHOLE = false>
 __device__ __forceinline__ void update_row(const bwd_params<K> &p, const struct sr_cu_step &k,
                                            const struct cu_table &tb, int64_t row,
                                            const Grad &grad, int lig, unsigned mask, float *gs)
@@ -203,14 +205,15 @@ __device__ __forceinline__ void update_row(const bwd_params<K> &p, const struct 
     float s_old = 0.0f;
     if constexpr (OPT == SR_OPTIM_ROWWISE_ADAGRAD) {
         s_old = *r.s;
-        if (d <= p.G * W) {
+        if (WHOLE || d <= p.G * W) {
             /* One chunk per lane: the row stays in registers, one pass over
              * it. The group's Σ g² is a fixed shuffle tree to its lane 0,
              * broadcast, so every lane applies the same rate and reruns give
              * the same bits (the CPU's 16-partial order is within rounding). */
             const int c = lig * W;
             const bool mine = c < d;
-            const sr_cu_vec<W> w = mine ? sr_cu_w_load<W, true>(tb, row * d + c) : sr_cu_zero<W>();
+            const sr_cu_vec<W> w =
+                mine ? sr_cu_w_load<W, true, F32>(tb, row * d + c) : sr_cu_zero<W>();
             const sr_cu_vec<W> g = mine ? grad(c) : sr_cu_zero<W>();
             float sq = 0.0f;
 #pragma unroll
@@ -224,31 +227,35 @@ __device__ __forceinline__ void update_row(const bwd_params<K> &p, const struct 
                 *r.s = s_new;
             const float rate = __fdiv_rn(k.lr, __fadd_rn(__fsqrt_rn(s_new), k.eps));
             if (mine)
-                sr_cu_w_store<W>(tb, row, c, sr_cu_rowwise_step<W>(w, rate, g), p.round, k.step);
+                sr_cu_w_store<W, F32>(tb, row, c, sr_cu_rowwise_step<W>(w, rate, g), p.round,
+                                      k.step);
             return;
         }
     }
-    for (int c = lig * W; c < d; c += p.G * W) {
-        sr_cu_chunk<W> x;
-        x.w = sr_cu_w_load<W, true>(tb, row * d + c);
-        sr_cu_chunk_load_state<OPT, W>(r, c, x);
-        sr_cu_vec<W> g = grad(c);
-        if constexpr (OPT == SR_OPTIM_ROWWISE_ADAGRAD) {
-            sr_cu_store<W>(gs + c, g);
-            sr_cu_store<W>(gs + p.max_dim + c, x.w);
-        } else {
-            sr_cu_chunk_update<OPT, W>(k, x, g);
-            sr_cu_w_store<W>(tb, row, c, x.w, p.round, k.step);
-            sr_cu_chunk_store_state<OPT, W>(r, c, x);
-        }
-    }
-    if constexpr (OPT == SR_OPTIM_ROWWISE_ADAGRAD) {
-        float *part = gs + 2 * p.max_dim;
-        const float rate = sr_cu_rowwise_rate(k, gs, d, s_old, lig, p.G, mask, part, r.s);
+    if constexpr (!(WHOLE && OPT == SR_OPTIM_ROWWISE_ADAGRAD)) { /* rows over G W columns */
         for (int c = lig * W; c < d; c += p.G * W) {
-            sr_cu_vec<W> w = sr_cu_load<W>(gs + p.max_dim + c);
-            sr_cu_w_store<W>(tb, row, c, sr_cu_rowwise_step<W>(w, rate, sr_cu_load<W>(gs + c)),
-                             p.round, k.step);
+            sr_cu_chunk<W> x;
+            x.w = sr_cu_w_load<W, true, F32>(tb, row * d + c);
+            sr_cu_chunk_load_state<OPT, W>(r, c, x);
+            sr_cu_vec<W> g = grad(c);
+            if constexpr (OPT == SR_OPTIM_ROWWISE_ADAGRAD) {
+                sr_cu_store<W>(gs + c, g);
+                sr_cu_store<W>(gs + p.max_dim + c, x.w);
+            } else {
+                sr_cu_chunk_update<OPT, W>(k, x, g);
+                sr_cu_w_store<W, F32>(tb, row, c, x.w, p.round, k.step);
+                sr_cu_chunk_store_state<OPT, W>(r, c, x);
+            }
+        }
+        if constexpr (OPT == SR_OPTIM_ROWWISE_ADAGRAD) {
+            float *part = gs + 2 * p.max_dim;
+            const float rate = sr_cu_rowwise_rate(k, gs, d, s_old, lig, p.G, mask, part, r.s);
+            for (int c = lig * W; c < d; c += p.G * W) {
+                sr_cu_vec<W> w = sr_cu_load<W>(gs + p.max_dim + c);
+                sr_cu_w_store<W, F32>(tb, row, c,
+                                      sr_cu_rowwise_step<W>(w, rate, sr_cu_load<W>(gs + c)),
+                                      p.round, k.step);
+            }
         }
     }
 }
@@ -488,7 +495,11 @@ __global__ void __launch_bounds__(BWD_THREADS) finish_kernel(const bwd_params<K>
 #endif
 #define LONE_BLOCKS(opt)                                                                          \
     ((opt) == SR_OPTIM_SGD || (opt) == SR_OPTIM_ROWWISE_ADAGRAD ? LONE_MIN_BLOCKS : 1)
-template <int W, typename K, int OPT>
+/* F32 (every table fp32) and WHOLE (row-wise Adagrad, every row held whole
+ * by its group): update_row's, chosen at launch (launch_lone). Without the
+ * paths they leave out the kernel spills less under its register cap:
+ * measured (BENCHMARKS.md, "The lone kernel's registers"). */
+template <int W, typename K, int OPT, bool F32, bool WHOLE>
 __global__ void __launch_bounds__(BWD_THREADS, LONE_BLOCKS(OPT)) lone_kernel(const bwd_params<K> p)
 {
     const struct bwd_group g = group_of<K, OPT>(p);
@@ -498,7 +509,8 @@ __global__ void __launch_bounds__(BWD_THREADS, LONE_BLOCKS(OPT)) lone_kernel(con
     for_each_task(p, kind_of, [&](int j, int) {
         const K key = p.kept_keys[j];
         const lone_id<W> grad = {p.dpooled, load_val(p.kept_vals, p.plain_vals, j)};
-        update_row<W, K, OPT>(p, g.k, table_of(p, key), row_of(p, key), grad, g.lig, g.mask, g.gs);
+        update_row<W, K, OPT, lone_id<W>, F32, WHOLE>(p, g.k, table_of(p, key), row_of(p, key),
+                                                      grad, g.lig, g.mask, g.gs);
     });
 }
 
@@ -577,9 +589,27 @@ static void sort_kept(const struct ws_view *v, int n, int plain_vals, cudaStream
         sort_kept_as<K, uint64_t>(v, n, st);
 }
 
+/* lone_kernel for the layout: F32 where every table is fp32 (f32), WHOLE for
+ * row-wise Adagrad where every row fits its group. */
+template <int W, typename K, int OPT>
+static void launch_lone(const bwd_params<K> &p, unsigned grid, int threads, size_t smem, int f32,
+                        cudaStream_t st)
+{
+    constexpr bool RW = OPT == SR_OPTIM_ROWWISE_ADAGRAD;
+    const bool whole = RW && p.max_dim <= p.G * W;
+    if (f32 && whole)
+        lone_kernel<W, K, OPT, true, RW><<<grid, threads, smem, st>>>(p);
+    else if (f32)
+        lone_kernel<W, K, OPT, true, false><<<grid, threads, smem, st>>>(p);
+    else if (whole)
+        lone_kernel<W, K, OPT, false, RW><<<grid, threads, smem, st>>>(p);
+    else
+        lone_kernel<W, K, OPT, false, false><<<grid, threads, smem, st>>>(p);
+}
+
 template <int W, typename K, int OPT>
 static void launch_backward(const struct sr_device *dev, const bwd_params<K> &p, int threads,
-                            size_t smem, size_t mark_bytes, cudaStream_t st)
+                            size_t smem, size_t mark_bytes, int f32, cudaStream_t st)
 {
     const long long windows = ((long long)p.n + 31) / 32; /* a warp's tasks come 32 ids at a time */
     const unsigned grid = sr_cu_grid(dev, windows, threads / 32, GRID_PER_SM * FWD_THREADS / threads);
@@ -610,7 +640,7 @@ static void launch_backward(const struct sr_device *dev, const bwd_params<K> &p,
         SR_CU_LAUNCHED();
     }
     if (p.marks) {
-        lone_kernel<W, K, OPT><<<grid, threads, smem, st>>>(p);
+        launch_lone<W, K, OPT>(p, grid, threads, smem, f32, st);
         SR_CU_LAUNCHED();
     }
 }
@@ -626,6 +656,15 @@ static int lone_ids_pay(const struct sr_emb_layout *layout, const struct sr_emb_
     return SR_CU_LONE_IDS;
 #endif
     return n >= 2 * (int64_t)batch->batch * layout->num_features;
+}
+
+/* Whether every table of the layout stores fp32 weights. */
+static int all_f32(const struct sr_emb_layout *layout)
+{
+    for (int t = 0; t < layout->num_tables; t++)
+        if (layout->tables[t].dtype != SR_DTYPE_F32)
+            return 0;
+    return 1;
 }
 
 template <int W, typename K>
@@ -664,18 +703,20 @@ static void backward_as(const struct sr_device *dev, const struct sr_emb_layout 
     p.round.seed = layout->seed;
     size_t smem;
     const int threads = sr_cu_emb_bwd_threads(layout, p.G, &smem);
+    const int f32 = all_f32(layout);
+    const size_t mb = v->mark_bytes;
     switch (layout->optim) {
     case SR_OPTIM_SGD:
-        launch_backward<W, K, SR_OPTIM_SGD>(dev, p, threads, smem, v->mark_bytes, st);
+        launch_backward<W, K, SR_OPTIM_SGD>(dev, p, threads, smem, mb, f32, st);
         break;
     case SR_OPTIM_ADAGRAD:
-        launch_backward<W, K, SR_OPTIM_ADAGRAD>(dev, p, threads, smem, v->mark_bytes, st);
+        launch_backward<W, K, SR_OPTIM_ADAGRAD>(dev, p, threads, smem, mb, f32, st);
         break;
     case SR_OPTIM_ROWWISE_ADAGRAD:
-        launch_backward<W, K, SR_OPTIM_ROWWISE_ADAGRAD>(dev, p, threads, smem, v->mark_bytes, st);
+        launch_backward<W, K, SR_OPTIM_ROWWISE_ADAGRAD>(dev, p, threads, smem, mb, f32, st);
         break;
     case SR_OPTIM_ADAM:
-        launch_backward<W, K, SR_OPTIM_ADAM>(dev, p, threads, smem, v->mark_bytes, st);
+        launch_backward<W, K, SR_OPTIM_ADAM>(dev, p, threads, smem, mb, f32, st);
         break;
     }
 }
