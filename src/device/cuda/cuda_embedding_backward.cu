@@ -498,7 +498,7 @@ __global__ void __launch_bounds__(BWD_THREADS) finish_kernel(const bwd_params<K>
 /* F32 (every table fp32) and WHOLE (row-wise Adagrad, every row held whole
  * by its group): update_row's, chosen at launch (launch_lone). Without the
  * paths they leave out the kernel spills less under its register cap:
- * measured (BENCHMARKS.md, "The lone kernel's registers"). */
+ * measured (BENCHMARKS.md, "... the lone kernel's registers", 2026-12-04). */
 template <int W, typename K, int OPT, bool F32, bool WHOLE>
 __global__ void __launch_bounds__(BWD_THREADS, LONE_BLOCKS(OPT)) lone_kernel(const bwd_params<K> p)
 {
