@@ -107,6 +107,16 @@ void test_gemm(void **state)
     ops_fail_if_any("dense.gemm");
 }
 
+/* GEMMs of the shapes (m, n, k, pad) under each transpose pair, alpha 1 and
+ * beta 0, in the device under test's math. */
+static void every_transpose(const int (*shapes)[4], size_t count)
+{
+    for (size_t s = 0; s < count; s++)
+        for (int t = 0; t < 4; t++)
+            gemm_case(t >> 1, t & 1, shapes[s][0], shapes[s][1], shapes[s][2], shapes[s][3], 1.0f,
+                      0.0f);
+}
+
 /* tf32 math (tensor cores on CUDA; the CPU reference stays fp32), within
  * tf32's rounding. On CUDA the big weight-gradient shapes (Tᵀ N over a long
  * k, one side wide) take the K-major path, one operand transposed into
@@ -129,10 +139,7 @@ void test_gemm_tf32(void **state)
     struct sr_device *dut = ops_dut();
     const enum sr_math was = dut->math;
     dut->math = SR_MATH_TF32;
-    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
-        for (int t = 0; t < 4; t++)
-            gemm_case(t >> 1, t & 1, shapes[s][0], shapes[s][1], shapes[s][2], shapes[s][3], 1.0f,
-                      0.0f);
+    every_transpose(shapes, sizeof shapes / sizeof shapes[0]);
     for (size_t s = 0; ops_big_wanted() && s < sizeof wide / sizeof wide[0]; s++)
         for (int j = 0; j < 2; j++)
             gemm_case(1, 0, wide[s][0], wide[s][1], wide[s][2], wide[s][3], ab[j][0], ab[j][1]);
@@ -156,10 +163,7 @@ void test_gemm_bf16(void **state)
     struct sr_device *dut = ops_dut();
     const enum sr_math was = dut->math;
     dut->math = SR_MATH_BF16;
-    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
-        for (int t = 0; t < 4; t++)
-            gemm_case(t >> 1, t & 1, shapes[s][0], shapes[s][1], shapes[s][2], shapes[s][3], 1.0f,
-                      0.0f);
+    every_transpose(shapes, sizeof shapes / sizeof shapes[0]);
     linear_cases();
     dut->math = was;
     ops_fail_if_any("dense.gemm");
