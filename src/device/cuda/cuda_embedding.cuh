@@ -123,7 +123,8 @@ struct ws_view {
     float *partial;   /* piece sums of long runs */
     int *long_list;   /* the count of long runs, then their first positions */
     unsigned *marks;  /* a bit per table row: the row has several ids (lone ids) */
-    size_t mark_bytes;
+    unsigned *seen;   /* a bit per table row: the row has an id (lone ids beside the sort) */
+    size_t mark_bytes; /* of marks and of seen */
     void *sort;
     size_t sort_bytes;
     size_t image_bytes; /* tables and features */
@@ -182,15 +183,19 @@ void sr_cu_emb_forward(struct sr_device *dev, const struct sr_emb_layout *layout
                        const struct sr_emb_batch *batch, int keep_ids, float *pooled,
                        void *workspace, sr_stream_t s);
 
-/* cuda_embedding_backward.cu: the backward op; the sort's temporary bytes for
- * n keys of end_bit bits (64-bit keys when key64); the threads of a backward
+/* cuda_embedding_backward.cu: the backward op; the threads of a backward
  * block and its shared memory (aborts when a row is too wide). */
 void sr_cu_emb_backward(struct sr_device *dev, const struct sr_emb_layout *layout,
                         const struct sr_emb_batch *batch, const float *dpooled,
                         const struct sr_emb_update *update, void *workspace, sr_stream_t s);
+int sr_cu_emb_bwd_threads(const struct sr_emb_layout *layout, int G, size_t *smem);
+/* cuda_embedding_sort.cu: the sort's temporary bytes for n keys of end_bit
+ * bits (64-bit keys when key64); whether n kept ids need the sort; the sort
+ * of the n kept ids (buffers 0) into buffers 1 on st; the group_ids op. */
 size_t sr_cu_emb_sort_bytes(int64_t n, int end_bit, int key64);
+int sr_cu_emb_sorts(const struct ws_view *v, int64_t n);
+void sr_cu_emb_sort_kept(const struct ws_view *v, int n, int plain_vals, cudaStream_t st);
 void sr_cu_emb_group_ids(struct sr_device *dev, const struct sr_emb_layout *layout,
                          const struct sr_emb_batch *batch, void *workspace, sr_stream_t s);
-int sr_cu_emb_bwd_threads(const struct sr_emb_layout *layout, int G, size_t *smem);
 
 #endif

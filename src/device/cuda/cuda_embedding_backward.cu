@@ -3,7 +3,7 @@
  * lanes and the workspace: cuda_embedding.cuh; the design of hot rows:
  * docs/architecture.md, "Hot rows"):
  *
- * First cub::DeviceRadixSort::SortPairs (LSD radix: stable) of the kept
+ * First cub::DeviceRadixSort::SortPairs (cuda_embedding_sort.cu; LSD radix: stable) of the kept
  * ids on the R row bits only: the ids of one (table, row) then lie
  * together and in their table-grouped order (equal rows of
  * different tables keep their table order), so no pass sorts the
@@ -29,6 +29,11 @@
  * updates the unmarked rows in the forward's kept order, where a bag's
  * ids lie together: their pooled gradient row is read once, not once
  * an id at scattered times. The sort leaves the kept order in place.
+ * Where it pays (lone_beside_sort: row-wise Adagrad), the lone ids do not
+ * wait for the sort: a pass over the kept ids marks the rows with several
+ * (mark_kernel) and the third kernel runs on the caller's stream while the
+ * sort and the first two run on a side stream, forked and joined within
+ * the call (they update other rows).
  * Row-wise Adagrad keeps a row of up to G W columns in registers
  * (one pass); wider rows are staged in shared memory to sum g² in
  * the CPU's order.
@@ -43,8 +48,6 @@
  */
 #include <stdint.h>
 
-#include <cub/device/device_radix_sort.cuh>
-
 #include "device/cuda/cuda_embedding.cuh"
 
 #define BWD_ROWS 4 /* ids of a run in flight per lane */
@@ -57,7 +60,8 @@ template <typename K> struct bwd_params {
     const void *vals;     /* (n) in the keys' order (load_val) */
     const K *kept_keys;   /* (n) the forward's order (lone_kernel) */
     const void *kept_vals;
-    unsigned *marks;      /* a bit per table row: several ids (lone ids: NULL) */
+    unsigned *marks;      /* a bit per table row: several ids (NULL: none marked here) */
+    int skip_lone;        /* runs of one id are lone_kernel's */
     int plain_vals;       /* values are 4-byte offsets */
     const float *dpooled; /* (B, out_dim) */
     float *partial;       /* (2 ceil(n / split) + 2, pstride) piece sums of long runs */
@@ -348,7 +352,7 @@ template <typename K> __device__ __forceinline__ int task_at(const bwd_params<K>
     if (j == 0 || p.keys[j - 1] != key) {
         if (run_is_long(p, j, key))
             return TASK_START_PIECE;
-        if (p.marks && (j + 1 == p.n || p.keys[j + 1] != key))
+        if (p.skip_lone && (j + 1 == p.n || p.keys[j + 1] != key))
             return TASK_NONE; /* a lone id: lone_kernel's */
         return TASK_RUN;
     }
@@ -514,29 +518,23 @@ __global__ void __launch_bounds__(BWD_THREADS, LONE_BLOCKS(OPT)) lone_kernel(con
     });
 }
 
+/* Lone ids found beside the sort: each kept id sets its row's bit in seen; an
+ * id whose row was seen already sets the row's mark (several ids). The marks
+ * that result are backward_kernel's (a row is marked iff its run holds more
+ * than one id), in whatever order the ids come. */
+template <typename K> __global__ void mark_kernel(const bwd_params<K> p, unsigned *seen)
+{
+    for (int j = blockIdx.x * blockDim.x + threadIdx.x; j < p.n; j += gridDim.x * blockDim.x) {
+        const K key = p.kept_keys[j];
+        const int64_t row = row_of(p, key);
+        const int64_t w = table_of(p, key).mark0 + (row >> 5);
+        const unsigned bit = 1u << (row & 31);
+        if (atomicOr(seen + w, bit) & bit)
+            atomicOr(p.marks + w, bit);
+    }
+}
+
 /* ---- the launch -------------------------------------------------------------------- */
-
-template <typename K, typename V> static size_t sort_temp_bytes(int64_t n, int end_bit)
-{
-    size_t bytes = 0;
-    SR_CU_CHECK(cub::DeviceRadixSort::SortPairs(NULL, bytes, (const K *)NULL, (K *)NULL,
-                                                (const V *)NULL, (V *)NULL, (int)n, 0,
-                                                end_bit > 0 ? end_bit : 1));
-    return bytes;
-}
-
-/* The larger of the two value widths' needs (store_val). */
-template <typename K> static size_t sort_temp_bytes(int64_t n, int end_bit)
-{
-    const size_t a = sort_temp_bytes<K, uint64_t>(n, end_bit);
-    const size_t b = sort_temp_bytes<K, uint32_t>(n, end_bit);
-    return a > b ? a : b;
-}
-
-size_t sr_cu_emb_sort_bytes(int64_t n, int end_bit, int key64)
-{
-    return key64 ? sort_temp_bytes<uint64_t>(n, end_bit) : sort_temp_bytes<uint32_t>(n, end_bit);
-}
 
 /* Threads of a backward block: row-wise Adagrad keeps a row per group in
  * shared memory, so blocks shrink for very wide rows. */
@@ -559,36 +557,6 @@ int sr_cu_emb_bwd_threads(const struct sr_emb_layout *layout, int G, size_t *sme
     return threads;
 }
 
-/* Sort the n kept ids (buffers 0) by the row bits of their keys (stable)
- * into buffers 1, the kept order left in place (lone_kernel reads it). With
- * R = 0 (one-row tables) the table-grouped order already has each row's ids
- * together: nothing is sorted and buffers 0 serve (sorts). */
-template <typename K, typename V>
-static void sort_kept_as(const struct ws_view *v, int n, cudaStream_t st)
-{
-    size_t bytes = v->sort_bytes;
-    SR_CU_CHECK(cub::DeviceRadixSort::SortPairs(v->sort, bytes, (const K *)v->key[0],
-                                                (K *)v->key[1], (const V *)v->val[0],
-                                                (V *)v->val[1], n, 0, v->row_bits, st));
-}
-
-/* Whether the n kept ids need the sort (else they stay where they are). */
-static int sorts(const struct ws_view *v, int64_t n)
-{
-    return v->row_bits > 0 && n >= 2;
-}
-
-template <typename K>
-static void sort_kept(const struct ws_view *v, int n, int plain_vals, cudaStream_t st)
-{
-    if (!sorts(v, n))
-        return;
-    if (plain_vals)
-        sort_kept_as<K, uint32_t>(v, n, st);
-    else
-        sort_kept_as<K, uint64_t>(v, n, st);
-}
-
 /* lone_kernel for the layout: F32 where every table is fp32 (f32), WHOLE for
  * row-wise Adagrad where every row fits its group. */
 template <int W, typename K, int OPT>
@@ -607,21 +575,36 @@ static void launch_lone(const bwd_params<K> &p, unsigned grid, int threads, size
         lone_kernel<W, K, OPT, false, false><<<grid, threads, smem, st>>>(p);
 }
 
+/* The kernels of one backward, the sort (if any) issued on `work` before.
+ * Runs of several ids (sorted order) on `work`; lone ids on `work` after them
+ * (marked by backward_kernel), or, beside the sort (work is the side stream
+ * forked from st), on st, marked by mark_kernel: the two touch other rows. */
 template <int W, typename K, int OPT>
 static void launch_backward(const struct sr_device *dev, const bwd_params<K> &p, int threads,
-                            size_t smem, size_t mark_bytes, int f32, cudaStream_t st)
+                            size_t smem, const struct ws_view *v, int f32, int beside,
+                            cudaStream_t st, cudaStream_t work)
 {
     const long long windows = ((long long)p.n + 31) / 32; /* a warp's tasks come 32 ids at a time */
     const unsigned grid = sr_cu_grid(dev, windows, threads / 32, GRID_PER_SM * FWD_THREADS / threads);
     const bool may_have_long = p.n > p.split; /* a long run needs more than S ids */
+    if (beside) {
+        bwd_params<K> q = p;
+        q.marks = v->marks;
+        SR_CU_CHECK(cudaMemsetAsync(v->marks, 0, v->mark_bytes, st));
+        SR_CU_CHECK(cudaMemsetAsync(v->seen, 0, v->mark_bytes, st));
+        mark_kernel<K><<<sr_cu_grid(dev, p.n, 256, 8), 256, 0, st>>>(q, v->seen);
+        SR_CU_LAUNCHED();
+        launch_lone<W, K, OPT>(q, grid, threads, smem, f32, st);
+        SR_CU_LAUNCHED();
+    }
     if (may_have_long)
-        SR_CU_CHECK(cudaMemsetAsync(p.long_count, 0, sizeof(int), st));
+        SR_CU_CHECK(cudaMemsetAsync(p.long_count, 0, sizeof(int), work));
     if (p.marks)
-        SR_CU_CHECK(cudaMemsetAsync(p.marks, 0, mark_bytes, st));
+        SR_CU_CHECK(cudaMemsetAsync(p.marks, 0, v->mark_bytes, work));
     if (p.G < 32) /* narrow rows (run_grad) */
-        backward_kernel<W, K, OPT, true><<<grid, threads, smem, st>>>(p);
+        backward_kernel<W, K, OPT, true><<<grid, threads, smem, work>>>(p);
     else
-        backward_kernel<W, K, OPT, false><<<grid, threads, smem, st>>>(p);
+        backward_kernel<W, K, OPT, false><<<grid, threads, smem, work>>>(p);
     SR_CU_LAUNCHED();
     if (may_have_long) {
         /* the team's partial rows follow the groups' row-wise Adagrad rows */
@@ -636,11 +619,11 @@ static void launch_backward(const struct sr_device *dev, const bwd_params<K> &p,
                      p.max_dim);
         const size_t finish_smem = smem + (size_t)f.team_max * row_bytes;
         const unsigned finish_grid = sr_cu_grid(dev, p.n / (p.split + 1) + 1, 1, 8);
-        finish_kernel<W, K, OPT><<<finish_grid, threads, finish_smem, st>>>(f);
+        finish_kernel<W, K, OPT><<<finish_grid, threads, finish_smem, work>>>(f);
         SR_CU_LAUNCHED();
     }
     if (p.marks) {
-        launch_lone<W, K, OPT>(p, grid, threads, smem, f32, st);
+        launch_lone<W, K, OPT>(p, grid, threads, smem, f32, work);
         SR_CU_LAUNCHED();
     }
 }
@@ -658,6 +641,24 @@ static int lone_ids_pay(const struct sr_emb_layout *layout, const struct sr_emb_
     return n >= 2 * (int64_t)batch->batch * layout->num_features;
 }
 
+/* Whether lone ids go beside the sort (launch_backward): on the caller's
+ * stream, found by mark_kernel, while the sort and the runs of several ids
+ * take the side stream. Pays where the lone kernel leaves DRAM idle, so that
+ * the sort fills it: row-wise Adagrad (its lone kernel waits on L2 at about
+ * half DRAM's rate). With SGD the lone kernel runs at DRAM's rate and the
+ * sort only competes. Measured (BENCHMARKS.md, "Lone ids beside the sort"):
+ * row-wise d128 0.360 -> 0.323 ms uniform, 0.256 -> 0.245 Zipf, M's shape
+ * 3.607 -> 3.548; SGD d128 0.274 -> 0.268 uniform but 0.208 -> 0.216 Zipf,
+ * M's shape 2.784 -> 2.851. SR_CU_LONE_BESIDE=0 or 1 (measurement builds)
+ * sets it. */
+static int lone_beside_sort(const struct sr_emb_layout *layout)
+{
+#ifdef SR_CU_LONE_BESIDE
+    return SR_CU_LONE_BESIDE;
+#endif
+    return layout->optim == SR_OPTIM_ROWWISE_ADAGRAD;
+}
+
 /* Whether every table of the layout stores fp32 weights. */
 static int all_f32(const struct sr_emb_layout *layout)
 {
@@ -673,16 +674,25 @@ static void backward_as(const struct sr_device *dev, const struct sr_emb_layout 
                         const struct ws_view *v, int n, int plain_vals, int lone,
                         cudaStream_t st)
 {
+    const struct sr_cuda_ctx *ctx = sr_cu_ctx(dev);
+    const int beside = lone && lone_beside_sort(layout);
+    cudaStream_t work = st;
+    if (beside) { /* fork: the sort and the runs on the side stream */
+        SR_CU_CHECK(cudaEventRecord(ctx->fork, st));
+        SR_CU_CHECK(cudaStreamWaitEvent(ctx->side, ctx->fork, 0));
+        work = ctx->side;
+    }
     if (!update->ids_grouped)
-        sort_kept<K>(v, n, plain_vals, st);
-    const int cur = sorts(v, n);
+        sr_cu_emb_sort_kept(v, n, plain_vals, work);
+    const int cur = sr_cu_emb_sorts(v, n);
     bwd_params<K> p;
     p.tables = v->tables;
     p.keys = (const K *)v->key[cur];
     p.vals = v->val[cur];
     p.kept_keys = (const K *)v->key[0];
     p.kept_vals = v->val[0];
-    p.marks = lone ? v->marks : NULL;
+    p.marks = lone && !beside ? v->marks : NULL; /* beside: mark_kernel marks */
+    p.skip_lone = lone;
     p.plain_vals = plain_vals;
     p.dpooled = dpooled;
     p.partial = v->partial;
@@ -704,20 +714,24 @@ static void backward_as(const struct sr_device *dev, const struct sr_emb_layout 
     size_t smem;
     const int threads = sr_cu_emb_bwd_threads(layout, p.G, &smem);
     const int f32 = all_f32(layout);
-    const size_t mb = v->mark_bytes;
     switch (layout->optim) {
     case SR_OPTIM_SGD:
-        launch_backward<W, K, SR_OPTIM_SGD>(dev, p, threads, smem, mb, f32, st);
+        launch_backward<W, K, SR_OPTIM_SGD>(dev, p, threads, smem, v, f32, beside, st, work);
         break;
     case SR_OPTIM_ADAGRAD:
-        launch_backward<W, K, SR_OPTIM_ADAGRAD>(dev, p, threads, smem, mb, f32, st);
+        launch_backward<W, K, SR_OPTIM_ADAGRAD>(dev, p, threads, smem, v, f32, beside, st, work);
         break;
     case SR_OPTIM_ROWWISE_ADAGRAD:
-        launch_backward<W, K, SR_OPTIM_ROWWISE_ADAGRAD>(dev, p, threads, smem, mb, f32, st);
+        launch_backward<W, K, SR_OPTIM_ROWWISE_ADAGRAD>(dev, p, threads, smem, v, f32, beside, st,
+                                                        work);
         break;
     case SR_OPTIM_ADAM:
-        launch_backward<W, K, SR_OPTIM_ADAM>(dev, p, threads, smem, mb, f32, st);
+        launch_backward<W, K, SR_OPTIM_ADAM>(dev, p, threads, smem, v, f32, beside, st, work);
         break;
+    }
+    if (beside) { /* join */
+        SR_CU_CHECK(cudaEventRecord(ctx->join, work));
+        SR_CU_CHECK(cudaStreamWaitEvent(st, ctx->join, 0));
     }
 }
 
@@ -744,18 +758,4 @@ void sr_cu_emb_backward(struct sr_device *dev, const struct sr_emb_layout *layou
         backward_as<1, uint64_t>(dev, layout, dpooled, update, &v, (int)n, plain, lone, st);
     else
         backward_as<1, uint32_t>(dev, layout, dpooled, update, &v, (int)n, plain, lone, st);
-}
-
-void sr_cu_emb_group_ids(struct sr_device *dev, const struct sr_emb_layout *layout,
-                         const struct sr_emb_batch *batch, void *workspace, sr_stream_t s)
-{
-    const int64_t n = batch->table_pos[layout->num_tables];
-    SR_ASSERT(n >= 0 && n <= layout->max_values);
-    struct ws_view v;
-    sr_cu_emb_ws_carve(layout, (char *)workspace, 1, &v);
-    const int plain = sr_cu_emb_plain_vals(layout, batch);
-    if (v.key64)
-        sort_kept<uint64_t>(&v, (int)n, plain, sr_cu_stream(dev, s));
-    else
-        sort_kept<uint32_t>(&v, (int)n, plain, sr_cu_stream(dev, s));
 }
