@@ -27,7 +27,8 @@
  *   sort      cub's temporary storage for N items (its own ping-pong buffers:
  *             the sort leaves key_a, val_a as they are)
  *   seen      as marks: the rows with an id of the batch (lone ids found
- *             beside the sort, not by it)
+ *             beside the sort, not by it; only where they are: row-wise
+ *             Adagrad)
  *
  * The first two are per-layout data, written once by workspace_init (an
  * upload kernel whose arguments carry them; it waits for it, as a set-up
@@ -171,7 +172,7 @@ size_t sr_cu_emb_ws_carve(const struct sr_emb_layout *layout, char *base, int wi
                        (n / ((size_t)v->split + 1) + 2) * sizeof(int),
                        v->mark_bytes,
                        v->sort_bytes,
-                       with_sort ? v->mark_bytes : 0};
+                       with_sort && sr_cu_emb_lone_beside(layout) ? v->mark_bytes : 0};
     char *p[11];
     size_t off = 0;
     for (int i = 0; i < 11; i++) {

@@ -29,7 +29,7 @@
  * updates the unmarked rows in the forward's kept order, where a bag's
  * ids lie together: their pooled gradient row is read once, not once
  * an id at scattered times. The sort leaves the kept order in place.
- * Where it pays (lone_beside_sort: row-wise Adagrad), the lone ids do not
+ * Where it pays (sr_cu_emb_lone_beside: row-wise Adagrad), the lone ids do not
  * wait for the sort: a pass over the kept ids marks the rows with several
  * (mark_kernel) and the third kernel runs on the caller's stream while the
  * sort and the first two run on a side stream, forked and joined within
@@ -527,10 +527,10 @@ template <typename K> __global__ void mark_kernel(const bwd_params<K> p, unsigne
     for (int j = blockIdx.x * blockDim.x + threadIdx.x; j < p.n; j += gridDim.x * blockDim.x) {
         const K key = p.kept_keys[j];
         const int64_t row = row_of(p, key);
-        const int64_t w = table_of(p, key).mark0 + (row >> 5);
+        unsigned *mark = mark_word(p, table_of(p, key), row);
         const unsigned bit = 1u << (row & 31);
-        if (atomicOr(seen + w, bit) & bit)
-            atomicOr(p.marks + w, bit);
+        if (atomicOr(seen + (mark - p.marks), bit) & bit)
+            atomicOr(mark, bit);
     }
 }
 
@@ -651,7 +651,7 @@ static int lone_ids_pay(const struct sr_emb_layout *layout, const struct sr_emb_
  * 3.607 -> 3.548; SGD d128 0.274 -> 0.268 uniform but 0.208 -> 0.216 Zipf,
  * M's shape 2.784 -> 2.851. SR_CU_LONE_BESIDE=0 or 1 (measurement builds)
  * sets it. */
-static int lone_beside_sort(const struct sr_emb_layout *layout)
+int sr_cu_emb_lone_beside(const struct sr_emb_layout *layout)
 {
 #ifdef SR_CU_LONE_BESIDE
     return SR_CU_LONE_BESIDE;
@@ -675,7 +675,7 @@ static void backward_as(const struct sr_device *dev, const struct sr_emb_layout 
                         cudaStream_t st)
 {
     const struct sr_cuda_ctx *ctx = sr_cu_ctx(dev);
-    const int beside = lone && lone_beside_sort(layout);
+    const int beside = lone && sr_cu_emb_lone_beside(layout);
     cudaStream_t work = st;
     if (beside) { /* fork: the sort and the runs on the side stream */
         SR_CU_CHECK(cudaEventRecord(ctx->fork, st));
