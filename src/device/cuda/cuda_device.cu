@@ -363,9 +363,6 @@ static struct sr_device *create(int ordinal)
     ctx->num_sms = prop.multiProcessorCount;
     ctx->l2_bytes = (size_t)prop.l2CacheSize;
     SR_CU_CHECK(cudaStreamCreateWithFlags(&ctx->main, cudaStreamNonBlocking));
-    SR_CU_CHECK(cudaStreamCreateWithFlags(&ctx->side, cudaStreamNonBlocking));
-    SR_CU_CHECK(cudaEventCreateWithFlags(&ctx->fork, cudaEventDisableTiming));
-    SR_CU_CHECK(cudaEventCreateWithFlags(&ctx->join, cudaEventDisableTiming));
     snprintf(name, 32, "cuda:%d", ordinal);
     dev->kind = SR_DEVICE_CUDA;
     dev->ordinal = ordinal;

@@ -26,9 +26,6 @@
  *             rows with several ids of the batch (the backward's lone ids)
  *   sort      cub's temporary storage for N items (its own ping-pong buffers:
  *             the sort leaves key_a, val_a as they are)
- *   seen      as marks: the rows with an id of the batch (lone ids found
- *             beside the sort, not by it; only where they are: row-wise
- *             Adagrad)
  *
  * The first two are per-layout data, written once by workspace_init (an
  * upload kernel whose arguments carry them; it waits for it, as a set-up
@@ -162,7 +159,7 @@ size_t sr_cu_emb_ws_carve(const struct sr_emb_layout *layout, char *base, int wi
     v->pstride = (layout->max_dim + 3) & ~3;
     const size_t slots = 2 * ((n + (size_t)v->split - 1) / (size_t)v->split) + 2;
     v->mark_bytes = (size_t)mark_words_before(layout, T) * sizeof(unsigned);
-    size_t part[11] = {sizeof(struct cu_table) * T,
+    size_t part[10] = {sizeof(struct cu_table) * T,
                        sizeof(struct cu_feature) * F,
                        n * key_bytes,
                        n * key_bytes,
@@ -171,11 +168,10 @@ size_t sr_cu_emb_ws_carve(const struct sr_emb_layout *layout, char *base, int wi
                        slots * (size_t)v->pstride * sizeof(float),
                        (n / ((size_t)v->split + 1) + 2) * sizeof(int),
                        v->mark_bytes,
-                       v->sort_bytes,
-                       with_sort && sr_cu_emb_lone_beside(layout) ? v->mark_bytes : 0};
-    char *p[11];
+                       v->sort_bytes};
+    char *p[10];
     size_t off = 0;
-    for (int i = 0; i < 11; i++) {
+    for (int i = 0; i < 10; i++) {
         p[i] = base ? base + off : NULL;
         off += align_up(part[i] ? part[i] : 1);
     }
@@ -188,7 +184,6 @@ size_t sr_cu_emb_ws_carve(const struct sr_emb_layout *layout, char *base, int wi
     v->long_list = (int *)p[7];
     v->marks = (unsigned *)p[8];
     v->sort = p[9];
-    v->seen = (unsigned *)p[10];
     return off;
 }
 

@@ -123,8 +123,7 @@ struct ws_view {
     float *partial;   /* piece sums of long runs */
     int *long_list;   /* the count of long runs, then their first positions */
     unsigned *marks;  /* a bit per table row: the row has several ids (lone ids) */
-    unsigned *seen;   /* a bit per table row: the row has an id (lone ids beside the sort only) */
-    size_t mark_bytes; /* of marks and of seen */
+    size_t mark_bytes;
     void *sort;
     size_t sort_bytes;
     size_t image_bytes; /* tables and features */
@@ -184,13 +183,11 @@ void sr_cu_emb_forward(struct sr_device *dev, const struct sr_emb_layout *layout
                        void *workspace, sr_stream_t s);
 
 /* cuda_embedding_backward.cu: the backward op; the threads of a backward
- * block and its shared memory (aborts when a row is too wide); whether the
- * layout's lone ids go beside the sort (the workspace's seen bits). */
+ * block and its shared memory (aborts when a row is too wide). */
 void sr_cu_emb_backward(struct sr_device *dev, const struct sr_emb_layout *layout,
                         const struct sr_emb_batch *batch, const float *dpooled,
                         const struct sr_emb_update *update, void *workspace, sr_stream_t s);
 int sr_cu_emb_bwd_threads(const struct sr_emb_layout *layout, int G, size_t *smem);
-int sr_cu_emb_lone_beside(const struct sr_emb_layout *layout);
 /* cuda_embedding_sort.cu: the sort's temporary bytes for n keys of end_bit
  * bits (64-bit keys when key64); whether n kept ids need the sort; the sort
  * of the n kept ids (buffers 0) into buffers 1 on st; the group_ids op. */

@@ -29,11 +29,6 @@
  * updates the unmarked rows in the forward's kept order, where a bag's
  * ids lie together: their pooled gradient row is read once, not once
  * an id at scattered times. The sort leaves the kept order in place.
- * Where it pays (sr_cu_emb_lone_beside: row-wise Adagrad), the lone ids do not
- * wait for the sort: a pass over the kept ids marks the rows with several
- * (mark_kernel) and the third kernel runs on the caller's stream while the
- * sort and the first two run on a side stream, forked and joined within
- * the call (they update other rows).
  * Row-wise Adagrad keeps a row of up to G W columns in registers
  * (one pass); wider rows are staged in shared memory to sum g² in
  * the CPU's order.
@@ -60,8 +55,7 @@ template <typename K> struct bwd_params {
     const void *vals;     /* (n) in the keys' order (load_val) */
     const K *kept_keys;   /* (n) the forward's order (lone_kernel) */
     const void *kept_vals;
-    unsigned *marks;      /* a bit per table row: several ids (NULL: none marked here) */
-    int skip_lone;        /* runs of one id are lone_kernel's */
+    unsigned *marks;      /* a bit per table row: several ids (lone ids: NULL) */
     int plain_vals;       /* values are 4-byte offsets */
     const float *dpooled; /* (B, out_dim) */
     float *partial;       /* (2 ceil(n / split) + 2, pstride) piece sums of long runs */
@@ -352,7 +346,7 @@ template <typename K> __device__ __forceinline__ int task_at(const bwd_params<K>
     if (j == 0 || p.keys[j - 1] != key) {
         if (run_is_long(p, j, key))
             return TASK_START_PIECE;
-        if (p.skip_lone && (j + 1 == p.n || p.keys[j + 1] != key))
+        if (p.marks && (j + 1 == p.n || p.keys[j + 1] != key))
             return TASK_NONE; /* a lone id: lone_kernel's */
         return TASK_RUN;
     }
@@ -518,22 +512,6 @@ __global__ void __launch_bounds__(BWD_THREADS, LONE_BLOCKS(OPT)) lone_kernel(con
     });
 }
 
-/* Lone ids found beside the sort: each kept id sets its row's bit in seen; an
- * id whose row was seen already sets the row's mark (several ids). The marks
- * that result are backward_kernel's (a row is marked iff its run holds more
- * than one id), in whatever order the ids come. */
-template <typename K> __global__ void mark_kernel(const bwd_params<K> p, unsigned *seen)
-{
-    for (int j = blockIdx.x * blockDim.x + threadIdx.x; j < p.n; j += gridDim.x * blockDim.x) {
-        const K key = p.kept_keys[j];
-        const int64_t row = row_of(p, key);
-        unsigned *mark = mark_word(p, table_of(p, key), row);
-        const unsigned bit = 1u << (row & 31);
-        if (atomicOr(seen + (mark - p.marks), bit) & bit)
-            atomicOr(mark, bit);
-    }
-}
-
 /* ---- the launch -------------------------------------------------------------------- */
 
 /* Threads of a backward block: row-wise Adagrad keeps a row per group in
@@ -575,36 +553,24 @@ static void launch_lone(const bwd_params<K> &p, unsigned grid, int threads, size
         lone_kernel<W, K, OPT, false, false><<<grid, threads, smem, st>>>(p);
 }
 
-/* The kernels of one backward, the sort (if any) issued on `work` before.
- * Runs of several ids (sorted order) on `work`; lone ids on `work` after them
- * (marked by backward_kernel), or, beside the sort (work is the side stream
- * forked from st), on st, marked by mark_kernel: the two touch other rows. */
+/* The kernels of one backward after the sort: the runs of several ids
+ * (sorted order), long runs' pieces added, then the lone ids (kept order,
+ * marked by backward_kernel) on st. */
 template <int W, typename K, int OPT>
 static void launch_backward(const struct sr_device *dev, const bwd_params<K> &p, int threads,
-                            size_t smem, const struct ws_view *v, int f32, int beside,
-                            cudaStream_t st, cudaStream_t work)
+                            size_t smem, size_t mark_bytes, int f32, cudaStream_t st)
 {
     const long long windows = ((long long)p.n + 31) / 32; /* a warp's tasks come 32 ids at a time */
     const unsigned grid = sr_cu_grid(dev, windows, threads / 32, GRID_PER_SM * FWD_THREADS / threads);
     const bool may_have_long = p.n > p.split; /* a long run needs more than S ids */
-    if (beside) {
-        bwd_params<K> q = p;
-        q.marks = v->marks;
-        SR_CU_CHECK(cudaMemsetAsync(v->marks, 0, v->mark_bytes, st));
-        SR_CU_CHECK(cudaMemsetAsync(v->seen, 0, v->mark_bytes, st));
-        mark_kernel<K><<<sr_cu_grid(dev, p.n, 256, 8), 256, 0, st>>>(q, v->seen);
-        SR_CU_LAUNCHED();
-        launch_lone<W, K, OPT>(q, grid, threads, smem, f32, st);
-        SR_CU_LAUNCHED();
-    }
     if (may_have_long)
-        SR_CU_CHECK(cudaMemsetAsync(p.long_count, 0, sizeof(int), work));
+        SR_CU_CHECK(cudaMemsetAsync(p.long_count, 0, sizeof(int), st));
     if (p.marks)
-        SR_CU_CHECK(cudaMemsetAsync(p.marks, 0, v->mark_bytes, work));
+        SR_CU_CHECK(cudaMemsetAsync(p.marks, 0, mark_bytes, st));
     if (p.G < 32) /* narrow rows (run_grad) */
-        backward_kernel<W, K, OPT, true><<<grid, threads, smem, work>>>(p);
+        backward_kernel<W, K, OPT, true><<<grid, threads, smem, st>>>(p);
     else
-        backward_kernel<W, K, OPT, false><<<grid, threads, smem, work>>>(p);
+        backward_kernel<W, K, OPT, false><<<grid, threads, smem, st>>>(p);
     SR_CU_LAUNCHED();
     if (may_have_long) {
         /* the team's partial rows follow the groups' row-wise Adagrad rows */
@@ -619,11 +585,11 @@ static void launch_backward(const struct sr_device *dev, const bwd_params<K> &p,
                      p.max_dim);
         const size_t finish_smem = smem + (size_t)f.team_max * row_bytes;
         const unsigned finish_grid = sr_cu_grid(dev, p.n / (p.split + 1) + 1, 1, 8);
-        finish_kernel<W, K, OPT><<<finish_grid, threads, finish_smem, work>>>(f);
+        finish_kernel<W, K, OPT><<<finish_grid, threads, finish_smem, st>>>(f);
         SR_CU_LAUNCHED();
     }
     if (p.marks) {
-        launch_lone<W, K, OPT>(p, grid, threads, smem, f32, work);
+        launch_lone<W, K, OPT>(p, grid, threads, smem, f32, st);
         SR_CU_LAUNCHED();
     }
 }
@@ -641,24 +607,6 @@ static int lone_ids_pay(const struct sr_emb_layout *layout, const struct sr_emb_
     return n >= 2 * (int64_t)batch->batch * layout->num_features;
 }
 
-/* Whether lone ids go beside the sort (launch_backward): on the caller's
- * stream, found by mark_kernel, while the sort and the runs of several ids
- * take the side stream. Pays where the lone kernel leaves DRAM idle, so that
- * the sort fills it: row-wise Adagrad (its lone kernel waits on L2 at about
- * half DRAM's rate). With SGD the lone kernel runs at DRAM's rate and the
- * sort only competes. Measured (BENCHMARKS.md, "Lone ids beside the sort"):
- * row-wise d128 0.360 -> 0.323 ms uniform, 0.256 -> 0.245 Zipf, M's shape
- * 3.607 -> 3.548; SGD d128 0.274 -> 0.268 uniform but 0.208 -> 0.216 Zipf,
- * M's shape 2.784 -> 2.851. SR_CU_LONE_BESIDE=0 or 1 (measurement builds)
- * sets it. */
-int sr_cu_emb_lone_beside(const struct sr_emb_layout *layout)
-{
-#ifdef SR_CU_LONE_BESIDE
-    return SR_CU_LONE_BESIDE;
-#endif
-    return layout->optim == SR_OPTIM_ROWWISE_ADAGRAD;
-}
-
 /* Whether every table of the layout stores fp32 weights. */
 static int all_f32(const struct sr_emb_layout *layout)
 {
@@ -674,16 +622,8 @@ static void backward_as(const struct sr_device *dev, const struct sr_emb_layout 
                         const struct ws_view *v, int n, int plain_vals, int lone,
                         cudaStream_t st)
 {
-    const struct sr_cuda_ctx *ctx = sr_cu_ctx(dev);
-    const int beside = lone && sr_cu_emb_lone_beside(layout);
-    cudaStream_t work = st;
-    if (beside) { /* fork: the sort and the runs on the side stream */
-        SR_CU_CHECK(cudaEventRecord(ctx->fork, st));
-        SR_CU_CHECK(cudaStreamWaitEvent(ctx->side, ctx->fork, 0));
-        work = ctx->side;
-    }
     if (!update->ids_grouped)
-        sr_cu_emb_sort_kept(v, n, plain_vals, work);
+        sr_cu_emb_sort_kept(v, n, plain_vals, st);
     const int cur = sr_cu_emb_sorts(v, n);
     bwd_params<K> p;
     p.tables = v->tables;
@@ -691,8 +631,7 @@ static void backward_as(const struct sr_device *dev, const struct sr_emb_layout 
     p.vals = v->val[cur];
     p.kept_keys = (const K *)v->key[0];
     p.kept_vals = v->val[0];
-    p.marks = lone && !beside ? v->marks : NULL; /* beside: mark_kernel marks */
-    p.skip_lone = lone;
+    p.marks = lone ? v->marks : NULL;
     p.plain_vals = plain_vals;
     p.dpooled = dpooled;
     p.partial = v->partial;
@@ -714,24 +653,20 @@ static void backward_as(const struct sr_device *dev, const struct sr_emb_layout 
     size_t smem;
     const int threads = sr_cu_emb_bwd_threads(layout, p.G, &smem);
     const int f32 = all_f32(layout);
+    const size_t mb = v->mark_bytes;
     switch (layout->optim) {
     case SR_OPTIM_SGD:
-        launch_backward<W, K, SR_OPTIM_SGD>(dev, p, threads, smem, v, f32, beside, st, work);
+        launch_backward<W, K, SR_OPTIM_SGD>(dev, p, threads, smem, mb, f32, st);
         break;
     case SR_OPTIM_ADAGRAD:
-        launch_backward<W, K, SR_OPTIM_ADAGRAD>(dev, p, threads, smem, v, f32, beside, st, work);
+        launch_backward<W, K, SR_OPTIM_ADAGRAD>(dev, p, threads, smem, mb, f32, st);
         break;
     case SR_OPTIM_ROWWISE_ADAGRAD:
-        launch_backward<W, K, SR_OPTIM_ROWWISE_ADAGRAD>(dev, p, threads, smem, v, f32, beside, st,
-                                                        work);
+        launch_backward<W, K, SR_OPTIM_ROWWISE_ADAGRAD>(dev, p, threads, smem, mb, f32, st);
         break;
     case SR_OPTIM_ADAM:
-        launch_backward<W, K, SR_OPTIM_ADAM>(dev, p, threads, smem, v, f32, beside, st, work);
+        launch_backward<W, K, SR_OPTIM_ADAM>(dev, p, threads, smem, mb, f32, st);
         break;
-    }
-    if (beside) { /* join */
-        SR_CU_CHECK(cudaEventRecord(ctx->join, work));
-        SR_CU_CHECK(cudaStreamWaitEvent(st, ctx->join, 0));
     }
 }
 

@@ -33,8 +33,6 @@ extern "C" {
 struct sr_cuda_ctx {
     int ordinal;
     cudaStream_t main;     /* the device's default stream (sr_stream_t NULL) */
-    cudaStream_t side;     /* work an op forks and joins back within one call */
-    cudaEvent_t fork, join; /* (the embedding backward's lone ids beside its sort) */
     int num_sms;           /* multiprocessors */
     size_t l2_bytes;
     void *dense;           /* cuda_dense.cu's state (cuBLASLt handle, plans, workspace) */
