@@ -3,7 +3,7 @@
 # ending in one printed table. Run from the repository root on the GPU
 # machine:
 #
-#   bench/gpu.sh [STAGE...]     stages: setup test test-ops test-train test-nccl test-torch ceil ops ops16 k m ckpt d dd peers nvlink halves twonode
+#   bench/gpu.sh [STAGE...]     stages: setup test test-ops test-train test-nccl test-torch ceil ops ops16 k m ckpt d dd ab peers nvlink halves twonode
 #                               (default: setup test ceil ops k m d)
 #
 #   setup  unpack the Debian packages in .debs/ the GPU image lacks (cJSON,
@@ -35,6 +35,12 @@
 #   dd     workload D itself (--workload D: DCNv2, BENCH.md's ids per feature),
 #          math $MATH (tf32 by default), tables in $EMB_DTYPE (fp32 by default;
 #          bf16: 16-bit tables)
+#   ab     the tree against AB_BASE (a revision: built from `git archive` into
+#          $LOGDIR/ab-REV, kept there for the next call): K, M (SGD, row-wise
+#          Adagrad, tf32) and D's tables, each on uniform and $ZIPF ids, the
+#          base and the tree in turn AB_REPEAT times (default 2), then a row
+#          "tree / base" of their mean ms per step. For a change to a kernel:
+#          the op alone (ops) can gain while the steps lose
 #   peers  the PyTorch DLRM reference (.peers/dlrm/dlrm_s_pytorch.py) and
 #          TorchRec (torchrec_gpu.py from .peers/, shared/peers/ or
 #          ../shared/peers/; wheels from $PEER_WHL, else /tmp/whl as
@@ -109,12 +115,14 @@ train() {
         --log-every "$steps" "$@" >"$log" 2>&1
     local rc=$?
     local line; line=$(grep '^steady state' "$log" | head -1)
+    last_ms=
     if [ $rc -ne 0 ] || [ -z "$line" ]; then
         row "$label" "FAILED (rc $rc; $(tail -1 "$log"))"
         return
     fi
     local ms sps
     ms=$(echo "$line" | sed -E 's/.* ([0-9.]+) ms per step.*/\1/')
+    last_ms=$ms
     sps=$(echo "$line" | sed -E 's/.*step, ([0-9]+) samples.*/\1/')
     row "$label" "$(printf '%8.3f ms/step %12s samples/s' "$ms" "$sps")"
     [ -z "${LINK_GB_S:-}" ] && return
@@ -142,6 +150,27 @@ workload_run() {
 both() {
     train uniform "$@"
     train "$ZIPF" "$@"
+}
+
+# Stage ab: one run (id distribution, label, steps, flags) by the base
+# ($AB_SR) and by the tree in turn, AB_REPEAT times, then the ratio of their
+# mean ms per step (below 1: the tree is faster).
+ab_run() {
+    local dist=$1 label=$2; shift 2
+    local i base=() tree=()
+    for ((i = 0; i < ${AB_REPEAT:-2}; i++)); do
+        SR=$AB_SR train "$dist" "$label [$AB_BASE]" "$@"
+        base+=("$last_ms")
+        SR=$BUILD/shardrec train "$dist" "$label [tree]" "$@"
+        tree+=("$last_ms")
+    done
+    [ "$dist" = uniform ] || label="$label zipf"
+    row "$label tree / base" "$(echo "${base[*]} | ${tree[*]}" | awk -F'|' '{
+        nb = split($1, b, " "); nt = split($2, t, " "); sb = st = 0
+        for (i = 1; i <= nb; i++) sb += b[i]
+        for (i = 1; i <= nt; i++) st += t[i]
+        if (nb == 0 || nt == 0 || sb == 0) print "no ratio (a run failed)"
+        else printf "%8.3f (mean %.3f against %.3f ms/step)", (st / nt) / (sb / nb), st / nt, sb / nb }')"
 }
 
 # emb_ops on one id distribution: its case lines, shortened, and its table.
@@ -290,6 +319,30 @@ for st in "${stages[@]}"; do
         COMMON="--device cuda --batch-pool 8 --eval-samples 0 --eval-every 0 --no-progress" \
             TRAIN_TIMEOUT=${TRAIN_TIMEOUT:-540} both "D dcn b16384 ${MATH:-tf32} ${EMB_DTYPE:-fp32} tables" \
             "$STEPS_D" --workload D --math "${MATH:-tf32}" --emb-dtype "${EMB_DTYPE:-fp32}"
+        ;;
+    ab)
+        [ -n "${AB_BASE:-}" ] || { row "ab" "not run (AB_BASE=<revision> names the base)"; continue; }
+        ab_dir=$OUTDIR/ab-$AB_BASE
+        if [ ! -x "$ab_dir/$BUILD/shardrec" ]; then
+            rm -rf "$ab_dir" && mkdir -p "$ab_dir"
+            if ! { git archive "$AB_BASE" | tar -x -C "$ab_dir" &&
+                make -C "$ab_dir" -j16 BUILD="$BUILD" "$BUILD/shardrec" >"$OUTDIR/ab-build.log" 2>&1; }; then
+                row "ab" "FAILED (the base $AB_BASE did not build: $OUTDIR/ab-build.log)"
+                rm -rf "$ab_dir"
+                continue
+            fi
+        fi
+        AB_SR=$ab_dir/$BUILD/shardrec
+        for dist in uniform "$ZIPF"; do
+            ab_run "$dist" "K b2048 fp32 sgd" "$STEPS_K" $K_FLAGS --emb-optimizer sgd --batch-size 2048
+            ab_run "$dist" "M b16384 fp32 sgd" "$STEPS_M" $M_FLAGS --emb-optimizer sgd --batch-size 16384
+            ab_run "$dist" "M b16384 fp32 rowwise_adagrad" "$STEPS_M" $M_FLAGS \
+                --emb-optimizer rowwise_adagrad --emb-lr 0.01 --batch-size 16384
+            ab_run "$dist" "M b16384 tf32 sgd" "$STEPS_M" $M_FLAGS --emb-optimizer sgd --batch-size 16384 \
+                --math tf32
+            TRAIN_TIMEOUT=${TRAIN_TIMEOUT:-540} ab_run "$dist" "D b16384 tf32 rowwise_adagrad" "$STEPS_D" \
+                $D_FLAGS --math tf32 --emb-optimizer rowwise_adagrad --emb-lr 0.01 --batch-size 16384
+        done
         ;;
     peers)
         PEERS=${PEERS:-.peers}
