@@ -3,9 +3,9 @@
  * lanes and the workspace: cuda_embedding.cuh; the design of hot rows:
  * docs/architecture.md, "Hot rows"):
  *
- * First cub::DeviceRadixSort::SortPairs (cuda_embedding_sort.cu; LSD radix: stable) of the kept
- * ids on the R row bits only: the ids of one (table, row) then lie
- * together and in their table-grouped order (equal rows of
+ * First cub::DeviceRadixSort::SortPairs (cuda_embedding_sort.cu; LSD
+ * radix: stable) of the kept ids on the R row bits only: the ids of one
+ * (table, row) then lie together and in their table-grouped order (equal rows of
  * different tables keep their table order), so no pass sorts the
  * table bits. A run of equal keys is one row's gradient (table
  * key >> R, row key & (2^R - 1)); no (E, D) gradient exists.

@@ -37,7 +37,7 @@ size_t sr_cu_emb_sort_bytes(int64_t n, int end_bit, int key64)
 /* Sort the n kept ids (buffers 0) by the row bits of their keys (stable)
  * into buffers 1, the kept order left in place (lone_kernel reads it). With
  * R = 0 (one-row tables) the table-grouped order already has each row's ids
- * together: nothing is sorted and buffers 0 serve (sorts). */
+ * together: nothing is sorted and buffers 0 serve (sr_cu_emb_sorts). */
 template <typename K, typename V>
 static void sort_kept_as(const struct ws_view *v, int n, cudaStream_t st)
 {
