@@ -67,8 +67,8 @@ int main(void)
         return 1;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_gemm),        cmocka_unit_test(test_gemm_tf32),
-        cmocka_unit_test(test_gemm_bf16),
-        cmocka_unit_test(test_dense),       cmocka_unit_test(test_optim),
+        cmocka_unit_test(test_gemm_bf16),   cmocka_unit_test(test_dense),
+        cmocka_unit_test(test_optim),       cmocka_unit_test(test_embedding_init),
         cmocka_unit_test(test_embedding),   cmocka_unit_test(test_embedding_dp),
         cmocka_unit_test(test_sparse_dist), cmocka_unit_test(test_cast),
         cmocka_unit_test(test_big_table),   cmocka_unit_test(test_hybrid),
