@@ -36,11 +36,14 @@
 #          math $MATH (tf32 by default), tables in $EMB_DTYPE (fp32 by default;
 #          bf16: 16-bit tables)
 #   ab     the tree against AB_BASE (a revision: built from `git archive` into
-#          $LOGDIR/ab-REV, kept there for the next call): K, M (SGD, row-wise
-#          Adagrad, tf32) and D's tables, each on uniform and $ZIPF ids, the
-#          base and the tree in turn AB_REPEAT times (default 2), then a row
-#          "tree / base" of their mean ms per step. For a change to a kernel:
-#          the op alone (ops) can gain while the steps lose
+#          $LOGDIR/ab-REV, kept there for the next call; or from AB_SRC, a
+#          folder of its sources made where the revision exists, as
+#          `git archive REV | tar -x -C DIR`, when this copy of .git lacks
+#          it): K, M (SGD, row-wise Adagrad, tf32) and D's tables, each on
+#          uniform and $ZIPF ids, the base and the tree in turn AB_REPEAT
+#          times (default 2), then a row "tree / base" of their mean ms per
+#          step. For a change to a kernel: the op alone (ops) can gain while
+#          the steps lose
 #   peers  the PyTorch DLRM reference (.peers/dlrm/dlrm_s_pytorch.py) and
 #          TorchRec (torchrec_gpu.py from .peers/, shared/peers/ or
 #          ../shared/peers/; wheels from $PEER_WHL, else /tmp/whl as
@@ -325,7 +328,12 @@ for st in "${stages[@]}"; do
         ab_dir=$OUTDIR/ab-$AB_BASE
         if [ ! -x "$ab_dir/$BUILD/shardrec" ]; then
             rm -rf "$ab_dir" && mkdir -p "$ab_dir"
-            if ! { git archive "$AB_BASE" | tar -x -C "$ab_dir" &&
+            if [ -n "${AB_SRC:-}" ]; then # the base's sources, carried: the device's git may lack it
+                ab_fetch() { cp -r "$AB_SRC"/. "$ab_dir"/; }
+            else
+                ab_fetch() { git archive "$AB_BASE" | tar -x -C "$ab_dir"; }
+            fi
+            if ! { ab_fetch &&
                 make -C "$ab_dir" -j16 BUILD="$BUILD" "$BUILD/shardrec" >"$OUTDIR/ab-build.log" 2>&1; }; then
                 row "ab" "FAILED (the base $AB_BASE did not build: $OUTDIR/ab-build.log)"
                 rm -rf "$ab_dir"
