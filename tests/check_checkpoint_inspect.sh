@@ -10,8 +10,9 @@
 #     reference: rank 0 gathers the tables there), and `train --init-weights`
 #     loads it;
 #   - inspect and export refuse (exit status 2), naming the file: a truncated
-#     rank file, a byte-flipped dense file, a missing rank file; export
-#     refuses an --out that is one of the checkpoint's files.
+#     rank file, a byte-flipped dense file, a missing rank file, a manifest
+#     with a number out of range or not an integer; export refuses an --out
+#     that is one of the checkpoint's files.
 # Exit 0 pass, 77 skipped (no MPI), else fail.
 . "$(dirname "$0")/lib.sh"
 bin=$sr_shardrec
@@ -80,6 +81,19 @@ damaged flipped "flipped/dense.safetensors" "is damaged"
 cp -r "$src" "$tmp/missing"
 rm "$tmp/missing/rank-00000.safetensors"
 damaged missing "missing/rank-00000.safetensors" "cannot open"
+
+# a damaged manifest: a number out of range or not an integer is named, never
+# cast (tests/fuzz/fuzz_ckpt.c runs the same under UBSan)
+manifest_case() { # NAME SED-EXPRESSION FIELD
+    cp -r "$src" "$tmp/$1"
+    sed -i "$2" "$tmp/$1/manifest.json"
+    damaged "$1" "$1/manifest.json" "\"$3\" is missing or malformed"
+}
+manifest_case huge-world 's/"world_size": 2,/"world_size": 1e12,/' world_size
+manifest_case fractional-step 's/"step": 3,/"step": 2.5,/' step
+manifest_case huge-rows 's/"rows": 7,/"rows": 1e300,/' tables
+manifest_case negative-batch 's/"global_batch": 48,/"global_batch": -1e300,/' global_batch
+manifest_case huge-dense-shape 's/"shape": \[16, 13\]/"shape": [1e30, 13]/' dense_tensors
 
 "$bin" export "$src" --out "$src/rank-00000.safetensors" >"$tmp/clash.out" 2>&1
 rc=$?

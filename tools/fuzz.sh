@@ -8,6 +8,8 @@
 #   tests/fuzz/fuzz_line_stream.c   the line stream over plain and gzip text (lines equal
 #                                   the text's; a cut gzip file is an error)
 #   tests/fuzz/fuzz_topology.c      the topology reader, and the planner's search on what it accepts
+#   tests/fuzz/fuzz_ckpt.c          a checkpoint's manifest, as inspect and export read it (the
+#                                   other files: tests/fuzz/ckpt_fixture)
 # Usage: sh tools/fuzz.sh [SECONDS]   (default 30; each target gets SECONDS)
 # FUZZ_TARGETS="fuzz_config fuzz_plan" runs only those; FUZZ_OUT=DIR puts the
 # binaries and corpora there instead of build-fuzz/.
@@ -62,6 +64,14 @@ if [ -f tests/fuzz/fuzz_topology.c ]; then
         src/plan/planner.c src/plan/plan.c src/core/table_config.c src/core/rng.c src/core/files.c \
         src/core/json_kind.c -lcjson
     targets="$targets fuzz_topology"
+fi
+if [ -f tests/fuzz/fuzz_ckpt.c ]; then
+    build fuzz_ckpt tests/fuzz/fuzz_ckpt.c src/train/checkpoint_inspect.c \
+        src/train/checkpoint_format.c src/plan/plan.c src/plan/plan_io.c src/core/safetensors.c \
+        src/core/atomic_file.c src/core/fault.c src/core/files.c src/core/half.c \
+        src/core/optim_config.c src/core/tensor.c src/core/table_config.c src/core/rng.c \
+        src/core/json_kind.c -lcjson
+    targets="$targets fuzz_ckpt"
 fi
 [ -n "${FUZZ_TARGETS:-}" ] && targets=$FUZZ_TARGETS
 status=0

@@ -1,4 +1,6 @@
-/* What a parsed JSON value is, and its keys' check, for messages (core/json_kind.h). */
+/* What a parsed JSON value is, an integer field's check, and an object's keys' check
+ * (core/json_kind.h). */
+#include <math.h>
 #include <string.h>
 
 #include "shardrec/error.h"
@@ -18,6 +20,15 @@ const char *sr_json_kind(const cJSON *it)
     if (cJSON_IsBool(it))
         return "a boolean";
     return "null";
+}
+
+int sr_json_int(const cJSON *it, int64_t lo, int64_t hi, int64_t *out)
+{
+    if (!cJSON_IsNumber(it) || it->valuedouble != floor(it->valuedouble) ||
+        it->valuedouble < (double)lo || it->valuedouble > (double)hi)
+        return 0; /* NaN fails the first comparison */
+    *out = (int64_t)it->valuedouble;
+    return 1;
 }
 
 static int known(const char *key, const char *const *names, int n)

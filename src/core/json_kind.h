@@ -1,15 +1,23 @@
 /*
  * What a parsed JSON value is, for messages ("a number", "a string", ...):
- * the readers of JSON files (configs, plans, topologies) name a value of the
- * wrong type by its kind; and the readers' one check of an object's keys.
+ * the readers of JSON files (configs, plans, topologies, checkpoint
+ * manifests) name a value of the wrong type by its kind; their one check of
+ * an integer field; and their one check of an object's keys.
  */
 #ifndef SHARDREC_CORE_JSON_KIND_H
 #define SHARDREC_CORE_JSON_KIND_H
+
+#include <stdint.h>
 
 #include <cjson/cJSON.h>
 
 /* "a number", "a string", "an array", "an object", "a boolean" or "null". */
 const char *sr_json_kind(const cJSON *it);
+
+/* Whether `it` is a number holding an integer in [lo, hi] (lo and hi within
+ * +-2^53, exact as doubles, so no cast of a huge or fractional value is
+ * made); *out then holds it, else *out is left alone. Absent (NULL): 0. */
+int sr_json_int(const cJSON *it, int64_t lo, int64_t hi, int64_t *out);
 
 /* Every key of object o is one of names[0..n) and is given once: a misspelt
  * key is SR_ERR_INVALID_ARG with the nearest known one as the hint, never a

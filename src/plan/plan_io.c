@@ -146,9 +146,7 @@ static int get_int(const struct reader *r, const cJSON *o, const char *table, co
         *out = dflt;
         return SR_OK;
     }
-    /* lo and hi are within +-2^53, exact as doubles, so the cast below is exact */
-    if (!it || !cJSON_IsNumber(it) || it->valuedouble != floor(it->valuedouble) ||
-        it->valuedouble < (double)lo || it->valuedouble > (double)hi) {
+    if (!sr_json_int(it, lo, hi, out)) {
         char got[48];
         if (it && cJSON_IsNumber(it))
             snprintf(got, sizeof got, "%.17g", it->valuedouble);
@@ -163,7 +161,6 @@ static int get_int(const struct reader *r, const cJSON *o, const char *table, co
                                 ? "; HINT: the plan was made for another world size?"
                                 : "");
     }
-    *out = (int64_t)it->valuedouble;
     return SR_OK;
 }
 

@@ -94,27 +94,6 @@ int sr_checkpoint_check_config(const struct sr_train_config *cfg)
     return SR_OK;
 }
 
-/* ---- names and checksums ------------------------------------------------------ */
-
-int sr_checkpoint_file_checksum(const char *path, uint64_t *hash, uint64_t *bytes)
-{
-    unsigned char buf[1 << 16];
-    size_t n;
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return sr_error_set(SR_ERR_DATA, "checkpoint file %s: cannot open (%s)", path,
-                            strerror(errno));
-    *hash = SR_HASH_INIT;
-    *bytes = 0;
-    while ((n = fread(buf, 1, sizeof buf, f)) > 0) {
-        *hash = sr_hash_bytes(*hash, buf, n);
-        *bytes += n;
-    }
-    int bad = ferror(f);
-    fclose(f);
-    return bad ? sr_error_set(SR_ERR_DATA, "checkpoint file %s: read error", path) : SR_OK;
-}
-
 /* ---- save ---------------------------------------------------------------------- */
 
 /* Version 2's model description: global batch, optimizers, tables, the

@@ -56,9 +56,6 @@ int sr_checkpoint_check_config(const struct sr_train_config *cfg);
 /* After the trainer is built: make --checkpoint-dir, and with --resume
  * read the checkpoint into the model (collective over the world). */
 int sr_checkpoint_init(struct sr_trainer *t);
-/* FNV-1a 64 of a whole file and its size (the manifest's checksum); a file
- * that cannot be opened or read is SR_ERR_DATA naming it. */
-int sr_checkpoint_file_checksum(const char *path, uint64_t *hash, uint64_t *bytes);
 /* Whether to save after `step` (`last`: the run's last step): every
  * --checkpoint-every N steps, or with Nm rank 0's decision that N minutes
  * passed since training began or the last save, broadcast over the world

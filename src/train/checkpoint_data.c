@@ -40,6 +40,7 @@
 #include "shardrec/rng.h"
 #include "train/checkpoint.h"
 #include "train/trainer_internal.h"
+#include "core/json_kind.h"
 
 #define SR_CKPT_DATA_HEAD ((size_t)1 << 20) /* bytes of a data file checksummed */
 #define HINT_DATA "HINT: resume with the data the run started on, or start a new run"
@@ -107,10 +108,12 @@ void sr_checkpoint_data_write(struct sr_trainer *t, FILE *f, int64_t step)
     cJSON_Delete(d);
 }
 
-static double num_of(const cJSON *j, const char *key)
+/* Integer field `key` of j in [0, 2^53], or -1 (absent, not such an integer). */
+static int64_t count_of(const cJSON *j, const char *key)
 {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, key);
-    return cJSON_IsNumber(v) ? v->valuedouble : -1;
+    int64_t v = -1;
+    sr_json_int(cJSON_GetObjectItemCaseSensitive(j, key), 0, (int64_t)1 << 53, &v);
+    return v;
 }
 
 /* Every file of `flag` is the one the checkpoint recorded at its place. */
@@ -129,11 +132,13 @@ static int check_files(const char *dir, const char *flag, const cJSON *list,
         if (rc)
             return rc;
         snprintf(hex, sizeof hex, "%016" PRIx64, head);
-        if ((uint64_t)num_of(e, "bytes") != bytes || !cJSON_IsString(h) || strcmp(h->valuestring, hex))
+        const int64_t recorded = count_of(e, "bytes");
+        if (recorded < 0 || (uint64_t)recorded != bytes || !cJSON_IsString(h) ||
+            strcmp(h->valuestring, hex))
             return sr_error_set(SR_ERR_DATA,
                                 "--resume %s: %s file %s changed since the checkpoint: %" PRIu64
-                                " bytes, head checksum %s; the checkpoint recorded %.0f bytes, "
-                                "%s; %s", dir, flag, paths[i], bytes, hex, num_of(e, "bytes"),
+                                " bytes, head checksum %s; the checkpoint recorded %" PRId64
+                                " bytes, %s; %s", dir, flag, paths[i], bytes, hex, recorded,
                                 cJSON_IsString(h) ? h->valuestring : "none", HINT_DATA);
     }
     return SR_OK;
@@ -146,7 +151,7 @@ static int check_settings(const struct sr_train_config *cfg, const char *dir, co
     static const char *const keys[] = {"shuffle", "shuffle_block", "skip_bad_lines"};
     const int mine[] = {cfg->shuffle, cfg->shuffle_block, cfg->skip_bad_lines};
     for (int k = 0; k < 3; k++)
-        if (num_of(d, keys[k]) != mine[k])
+        if (count_of(d, keys[k]) != mine[k])
             return sr_error_set(SR_ERR_DATA, "--resume %s: written by a run with another %s; %s",
                                 dir, flags[k], HINT_DATA);
     return SR_OK;
@@ -169,13 +174,13 @@ int sr_checkpoint_data_resume(struct sr_trainer *t, const char *dir, const cJSON
                                cfg->data_paths, cfg->n_data);
     rc = rc ? rc : check_files(dir, "--eval-data", cJSON_GetObjectItemCaseSensitive(d, "eval_files"),
                                cfg->eval_data_paths, cfg->n_eval_data);
-    double epoch = num_of(d, "epoch"), batches = num_of(d, "batch_in_epoch");
+    const int64_t epoch = count_of(d, "epoch"), batches = count_of(d, "batch_in_epoch");
     if (!rc && (epoch < 0 || batches < 0))
         rc = sr_error_set(SR_ERR_DATA, "--resume %s: the manifest has no data position (epoch, "
                           "batch_in_epoch); %s", dir, HINT_DATA);
     if (rc)
         return rc;
-    struct sr_reader_position pos = {.epoch = (uint64_t)epoch, .batches = (int64_t)batches};
+    struct sr_reader_position pos = {.epoch = (uint64_t)epoch, .batches = batches};
     if ((rc = sr_reader_seek(t->reader, &pos)))
         return sr_error_set(rc, "--resume %s: %s", dir, sr_error_message());
     t->epoch = (int64_t)pos.epoch;

@@ -28,8 +28,11 @@
 #include "shardrec/rng.h"
 #include "train/checkpoint.h"
 #include "train/checkpoint_format.h"
+#include "core/json_kind.h"
 
 #define MANIFEST_MAX ((size_t)16 << 20)
+#define INT_MAX53    ((int64_t)1 << 53) /* the largest integer a manifest's numbers hold exactly */
+#define RANKS_MAX    (1 << 20)          /* a world larger than any run writes: a damaged field */
 
 void sr_ckpt_shard_name(char *buf, const char *table, int shard, const char *what)
 {
@@ -42,6 +45,25 @@ void sr_ckpt_shard_name(char *buf, const char *table, int shard, const char *wha
 void sr_ckpt_rank_file(char *buf, size_t cap, int rank)
 {
     snprintf(buf, cap, "rank-%05d.safetensors", rank);
+}
+
+int sr_checkpoint_file_checksum(const char *path, uint64_t *hash, uint64_t *bytes)
+{
+    unsigned char buf[1 << 16];
+    size_t n;
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return sr_error_set(SR_ERR_DATA, "checkpoint file %s: cannot open (%s)", path,
+                            strerror(errno));
+    *hash = SR_HASH_INIT;
+    *bytes = 0;
+    while ((n = fread(buf, 1, sizeof buf, f)) > 0) {
+        *hash = sr_hash_bytes(*hash, buf, n);
+        *bytes += n;
+    }
+    int bad = ferror(f);
+    fclose(f);
+    return bad ? sr_error_set(SR_ERR_DATA, "checkpoint file %s: read error", path) : SR_OK;
 }
 
 cJSON *sr_ckpt_read_manifest(const char *dir)
@@ -131,15 +153,16 @@ static int read_tables(struct sr_ckpt *ck)
     ck->ec.num_tables = ck->ec.num_features = n;
     cJSON_ArrayForEach(it, arr)
     {
-        const cJSON *nm = item(it, "name"), *rows = item(it, "rows"), *dim = item(it, "dim");
+        const cJSON *nm = item(it, "name");
+        int64_t rows, dim;
         if (!cJSON_IsString(nm) || strlen(nm->valuestring) >= SR_NAME_MAX ||
-            !cJSON_IsNumber(rows) || rows->valuedouble < 1 || !cJSON_IsNumber(dim) ||
-            dim->valuedouble < 1 || dim->valuedouble > (1 << 20))
+            !sr_json_int(item(it, "rows"), 1, INT_MAX53, &rows) ||
+            !sr_json_int(item(it, "dim"), 1, 1 << 20, &dim))
             return bad_field(ck, "tables");
         struct sr_table_config *tc = &ck->ec.tables[t];
         snprintf(tc->name, sizeof tc->name, "%s", nm->valuestring);
-        tc->num_embeddings = (int64_t)rows->valuedouble;
-        tc->embedding_dim = dim->valueint;
+        tc->num_embeddings = rows;
+        tc->embedding_dim = (int)dim;
         const cJSON *dt = item(it, "dtype"); /* absent before 16-bit tables: fp32 */
         if (dt && (!cJSON_IsString(dt) || sr_wire_dtype_parse(dt->valuestring, &tc->storage)))
             return bad_field(ck, "tables");
@@ -155,24 +178,23 @@ static int read_tables(struct sr_ckpt *ck)
 
 static int read_plan(struct sr_ckpt *ck)
 {
-    const cJSON *p = item(ck->manifest, "plan"), *l = item(p, "local_size");
+    const cJSON *p = item(ck->manifest, "plan");
     char source[SR_CKPT_DIR_CAP + 32];
-    if (!cJSON_IsObject(p) || !cJSON_IsNumber(l) || l->valueint < 1)
+    int64_t local;
+    if (!cJSON_IsObject(p) || !sr_json_int(item(p, "local_size"), 1, ck->world_size, &local))
         return bad_field(ck, "plan");
     char *text = cJSON_PrintUnformatted(p);
     snprintf(source, sizeof source, "%s/%s", ck->dir, SR_CKPT_MANIFEST);
-    int rc = sr_plan_from_json(&ck->plan, text, source, &ck->ec, ck->world_size, l->valueint);
+    int rc = sr_plan_from_json(&ck->plan, text, source, &ck->ec, ck->world_size, (int)local);
     cJSON_free(text);
     return rc ? sr_error_set(SR_ERR_DATA, "%s", sr_error_message()) : SR_OK;
 }
 
 static int read_version2(struct sr_ckpt *ck)
 {
-    const cJSON *g = item(ck->manifest, "global_batch");
     const cJSON *o = item(ck->manifest, "optimizer"), *e = item(ck->manifest, "emb_optimizer");
-    if (!cJSON_IsNumber(g) || g->valuedouble < 1)
+    if (!sr_json_int(item(ck->manifest, "global_batch"), 1, INT_MAX53, &ck->global_batch))
         return bad_field(ck, "global_batch");
-    ck->global_batch = (int64_t)g->valuedouble;
     if (!cJSON_IsString(o) || sr_optim_kind_parse(o->valuestring, &ck->dense_optim))
         return bad_field(ck, "optimizer");
     if (!cJSON_IsString(e) || sr_optim_kind_parse(e->valuestring, &ck->emb_optim))
@@ -185,24 +207,25 @@ static int read_version2(struct sr_ckpt *ck)
 /* The fields every version has; version 1's global batch from the data position. */
 static int read_fields(struct sr_ckpt *ck)
 {
-    const cJSON *m = ck->manifest, *v = item(m, "version"), *w = item(m, "world_size");
-    const cJSON *next = item(item(m, "data"), "next_sample");
-    ck->step = (int64_t)item(m, "step")->valuedouble;
-    ck->version = cJSON_IsNumber(v) ? v->valueint : 0;
-    if (ck->version < 1 || ck->version > SR_CKPT_VERSION)
+    const cJSON *m = ck->manifest, *v = item(m, "version");
+    int64_t version = 0, world, next;
+    if (!sr_json_int(item(m, "step"), 0, INT_MAX53, &ck->step))
+        return bad_field(ck, "step");
+    if (!sr_json_int(v, 1, SR_CKPT_VERSION, &version))
         return sr_error_set(SR_ERR_DATA,
-                            "checkpoint %s: manifest version %d; this build reads 1 to %d; HINT: "
-                            "read it with the shardrec that wrote it",
-                            ck->dir, ck->version, SR_CKPT_VERSION);
-    if (!cJSON_IsNumber(w) || w->valueint < 1)
+                            "checkpoint %s: manifest version %.17g; this build reads 1 to %d; "
+                            "HINT: read it with the shardrec that wrote it",
+                            ck->dir, cJSON_IsNumber(v) ? v->valuedouble : 0.0, SR_CKPT_VERSION);
+    ck->version = (int)version;
+    if (!sr_json_int(item(m, "world_size"), 1, RANKS_MAX, &world))
         return bad_field(ck, "world_size");
-    ck->world_size = w->valueint;
+    ck->world_size = (int)world;
     if (!cJSON_IsArray(item(m, "files")))
         return bad_field(ck, "files");
     if (ck->version >= 2)
         return read_version2(ck);
-    if (ck->step > 0 && cJSON_IsNumber(next))
-        ck->global_batch = (int64_t)next->valuedouble / ck->step;
+    if (ck->step > 0 && sr_json_int(item(item(m, "data"), "next_sample"), 0, INT_MAX53, &next))
+        ck->global_batch = next / ck->step;
     return SR_OK;
 }
 
@@ -255,12 +278,13 @@ int sr_ckpt_verify(const struct sr_ckpt *ck, const char *name)
         if (strcmp(str_of(f, "name"), name))
             continue;
         uint64_t h, bytes;
+        int64_t listed = -1;
         int rc = sr_checkpoint_file_checksum(path, &h, &bytes);
         if (rc)
             return rc;
         snprintf(hex, sizeof hex, "%016" PRIx64, h);
         const cJSON *b = item(f, "bytes");
-        if (!cJSON_IsNumber(b) || (uint64_t)b->valuedouble != bytes ||
+        if (!sr_json_int(b, 0, INT_MAX53, &listed) || (uint64_t)listed != bytes ||
             strcmp(str_of(f, "fnv1a64"), hex))
             return sr_error_set(SR_ERR_DATA,
                                 "checkpoint file %s is damaged: %" PRIu64 " bytes with checksum "

@@ -47,6 +47,10 @@ struct sr_ckpt {
 void sr_ckpt_shard_name(char *buf, const char *table, int shard, const char *what);
 void sr_ckpt_rank_file(char *buf, size_t cap, int rank);
 
+/* FNV-1a 64 of a whole file and its size (the manifest's checksum); a file
+ * that cannot be opened or read is SR_ERR_DATA naming it. */
+int sr_checkpoint_file_checksum(const char *path, uint64_t *hash, uint64_t *bytes);
+
 /* A manifest's parsed JSON, or NULL (no file, not JSON, another format). */
 cJSON *sr_ckpt_read_manifest(const char *dir);
 

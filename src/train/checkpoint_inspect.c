@@ -28,6 +28,7 @@
 #include "shardrec/safetensors.h"
 #include "device/emb_storage.h"
 #include "train/checkpoint_format.h"
+#include "core/json_kind.h"
 
 #define HINT_OTHER "HINT: resume from (or export) an earlier checkpoint"
 
@@ -154,6 +155,8 @@ static int check_rank_file(const struct sr_ckpt *ck, int r)
     return rc;
 }
 
+#define DENSE_MAX ((int64_t)1 << 40) /* floats (4 TiB): an offset, dim or size past it is damage */
+
 /* The dense tensors' extent in dense.params (floats), or -1 when malformed. */
 static int64_t dense_floats(const struct sr_ckpt *ck)
 {
@@ -163,15 +166,19 @@ static int64_t dense_floats(const struct sr_ckpt *ck)
         return -1;
     cJSON_ArrayForEach(it, arr)
     {
-        const cJSON *off = item(it, "offset"), *shape = item(it, "shape"), *d;
-        int64_t numel = 1;
-        if (!cJSON_IsString(item(it, "name")) || !cJSON_IsNumber(off) || !cJSON_IsArray(shape) ||
+        const cJSON *shape = item(it, "shape"), *d;
+        int64_t numel = 1, off, extent;
+        if (!cJSON_IsString(item(it, "name")) ||
+            !sr_json_int(item(it, "offset"), 0, DENSE_MAX, &off) || !cJSON_IsArray(shape) ||
             cJSON_GetArraySize(shape) < 1 || cJSON_GetArraySize(shape) > 2)
             return -1;
-        cJSON_ArrayForEach(d, shape) numel *= cJSON_IsNumber(d) ? (int64_t)d->valuedouble : -1;
-        if (numel < 0 || off->valuedouble < 0)
-            return -1;
-        n = (int64_t)off->valuedouble + numel > n ? (int64_t)off->valuedouble + numel : n;
+        cJSON_ArrayForEach(d, shape)
+        {
+            if (!sr_json_int(d, 0, DENSE_MAX, &extent) || (extent && numel > DENSE_MAX / extent))
+                return -1;
+            numel *= extent;
+        }
+        n = off + numel > n ? off + numel : n; /* both at most 2^40: no overflow */
     }
     return n;
 }
@@ -201,8 +208,8 @@ static int check_dense(const struct sr_ckpt *ck)
 
 static void print_plan(const struct sr_ckpt *ck, FILE *out)
 {
-    fprintf(out, "tables (%d), plan for %d ranks, %d per node:\n", ck->plan->num_tables,
-            ck->plan->world_size, ck->plan->local_size);
+    fprintf(out, "tables (%d), plan for %d rank%s, %d per node:\n", ck->plan->num_tables,
+            ck->plan->world_size, ck->plan->world_size > 1 ? "s" : "", ck->plan->local_size);
     for (int t = 0; t < ck->plan->num_tables; t++) {
         const struct sr_table_plan *tp = &ck->plan->tables[t];
         const struct sr_table_config *tc = &ck->ec.tables[t];

@@ -22,6 +22,7 @@
 #include "shardrec/dlrm.h"
 #include "shardrec/error.h"
 #include "train/checkpoint.h"
+#include "train/checkpoint_format.h"
 #include "train/checkpoint_writer.h"
 #include "train/trainer_internal.h"
 
