@@ -39,11 +39,12 @@
 #          $LOGDIR/ab-REV, kept there for the next call; or from AB_SRC, a
 #          folder of its sources made where the revision exists, as
 #          `git archive REV | tar -x -C DIR`, when this copy of .git lacks
-#          it): K, M (SGD, row-wise Adagrad, tf32) and D's tables, each on
-#          uniform and $ZIPF ids, the base and the tree in turn AB_REPEAT
-#          times (default 2), then a row "tree / base" of their mean ms per
-#          step. For a change to a kernel: the op alone (ops) can gain while
-#          the steps lose
+#          it; AB_BASE still names it, and its build is kept by that name):
+#          K, M (SGD, row-wise Adagrad, tf32) and D's tables, each on uniform
+#          and $ZIPF ids, the base and the tree in turn AB_REPEAT times
+#          (default 2), then a row "tree / base" of their mean ms per step.
+#          For a change to a kernel: the op alone (ops) can gain while the
+#          steps lose
 #   peers  the PyTorch DLRM reference (.peers/dlrm/dlrm_s_pytorch.py) and
 #          TorchRec (torchrec_gpu.py from .peers/, shared/peers/ or
 #          ../shared/peers/; wheels from $PEER_WHL, else /tmp/whl as
@@ -328,8 +329,11 @@ for st in "${stages[@]}"; do
         ab_dir=$OUTDIR/ab-$AB_BASE
         if [ ! -x "$ab_dir/$BUILD/shardrec" ]; then
             rm -rf "$ab_dir" && mkdir -p "$ab_dir"
-            if [ -n "${AB_SRC:-}" ]; then # the base's sources, carried: the device's git may lack it
-                ab_fetch() { cp -r "$AB_SRC"/. "$ab_dir"/; }
+            if [ -n "${AB_SRC:-}" ]; then # AB_BASE's sources, carried: this .git may lack it
+                ab_fetch() {
+                    cp -r "$AB_SRC"/. "$ab_dir"/ 2>>"$OUTDIR/ab-build.log" &&
+                        rm -rf "${ab_dir:?}/$BUILD" # built from the sources, as git archive's
+                }
             else
                 ab_fetch() { git archive "$AB_BASE" | tar -x -C "$ab_dir"; }
             fi

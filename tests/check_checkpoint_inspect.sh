@@ -90,6 +90,7 @@ manifest_case() { # NAME SED-EXPRESSION FIELD
     damaged "$1" "$1/manifest.json" "\"$3\" is missing or malformed"
 }
 manifest_case huge-world 's/"world_size": 2,/"world_size": 1e12,/' world_size
+manifest_case big-world 's/"world_size": 2,/"world_size": 1000000,/' files
 manifest_case fractional-step 's/"step": 3,/"step": 2.5,/' step
 manifest_case huge-rows 's/"rows": 7,/"rows": 1e300,/' tables
 manifest_case negative-batch 's/"global_batch": 48,/"global_batch": -1e300,/' global_batch

@@ -220,7 +220,10 @@ static int read_fields(struct sr_ckpt *ck)
     if (!sr_json_int(item(m, "world_size"), 1, RANKS_MAX, &world))
         return bad_field(ck, "world_size");
     ck->world_size = (int)world;
-    if (!cJSON_IsArray(item(m, "files")))
+    /* dense.safetensors and a file a rank (every version writes them): a
+     * damaged world size cannot then size what inspect and export allocate */
+    const cJSON *files = item(m, "files");
+    if (!cJSON_IsArray(files) || cJSON_GetArraySize(files) != ck->world_size + 1)
         return bad_field(ck, "files");
     if (ck->version >= 2)
         return read_version2(ck);

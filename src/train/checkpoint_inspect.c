@@ -412,9 +412,9 @@ int sr_checkpoint_export(const char *path, const char *out_path)
                           "dense tensors and plan; HINT: resume it and save with --save-weights",
                           ck.dir);
     if (!rc)
-        rc = check_out(&ck, out_path);
+        rc = check_all(&ck); /* first: what check_out allocates follows a checked world */
     if (!rc)
-        rc = check_all(&ck);
+        rc = check_out(&ck, out_path);
     if (!rc)
         rc = write_merged(&ck, out_path);
     sr_ckpt_close(&ck);

@@ -43,6 +43,20 @@ static void copy_fixture(const char *name)
     fclose(out);
 }
 
+/* The folder and its files go when the fuzzer exits (a crash leaves them). */
+static void remove_folder(void)
+{
+    static const char *const names[] = {"manifest.json", "dense.safetensors",
+                                        "rank-00000.safetensors"};
+    char path[128];
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+        unlink(path);
+    }
+    unlink(exported);
+    rmdir(dir);
+}
+
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
     (void)argc, (void)argv;
@@ -53,6 +67,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     copy_fixture("rank-00000.safetensors");
     snprintf(manifest, sizeof manifest, "%s/manifest.json", dir);
     snprintf(exported, sizeof exported, "%s.export.safetensors", dir); /* not in the folder */
+    atexit(remove_folder);
     devnull = fopen("/dev/null", "w");
     return devnull ? 0 : 1;
 }
