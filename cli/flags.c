@@ -196,7 +196,7 @@ int cli_apply_job_flag(struct sr_train_config *cfg, const char *name, const char
         enum sr_sharding_type type;
         if (sr_sharding_type_parse(v, &type))
             return sr_error_set(SR_ERR_INVALID_ARG,
-                                "--sharding: '%s'; choose dp, tw, rw, cw or twrw", v);
+                                "--sharding: '%s'; choose dp, tw, rw, cw, twrw or hybrid", v);
         cfg->sharding = (int)type;
         return SR_OK;
     }
