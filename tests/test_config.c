@@ -58,6 +58,10 @@ static void test_number_parsers(void **state)
     assert_true(f == 0.25f);
     assert_int_equal(sr_parse_f32("--lr", "nan", &f), SR_ERR_INVALID_ARG);
     assert_int_equal(sr_parse_f32("--lr", "1e", &f), SR_ERR_INVALID_ARG);
+    /* finite as a double, not as a float: refused, not cast to inf */
+    assert_int_equal(sr_parse_f32("--lr", "1e300", &f), SR_ERR_INVALID_ARG);
+    assert_non_null(strstr(sr_error_message(), "float range"));
+    assert_int_equal(sr_parse_f32("--lr", "3e38", &f), SR_OK);
 }
 
 static void test_list_parsers(void **state)
@@ -171,6 +175,7 @@ static void test_json_strict(void **state)
     expect_json("{\"optimizer\": 3}", E, "\"optimizer\"", "expected a string");
     expect_json("{\"lr\": \"0.1\"}", E, "\"lr\"", "a string");
     expect_json("{\"metrics\": false}", E, "\"metrics\"", "a boolean");
+    expect_json("{\"emb_lr\": -1e300}", E, "\"emb_lr\"", "float range");
     expect_json("{\"ids_per_feature\": 2.5}", E, "\"ids_per_feature\"", "2.5");
     expect_json("{\"bot_mlp\": [13, 64.5, 16]}", E, "\"bot_mlp\"", "64.5");
     expect_json("{\"bot_mlp\": [13, 0, 16]}", E, "\"bot_mlp\"", "out of range");

@@ -5,6 +5,7 @@
  * win.
  */
 #include <errno.h>
+#include <float.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -114,8 +115,9 @@ int sr_parse_f32(const char *flag, const char *s, float *out)
     char *end;
     errno = 0;
     double v = strtod(s, &end);
-    if (errno || end == s || *end != '\0' || !isfinite(v))
-        return sr_error_set(SR_ERR_INVALID_ARG, "%s: '%s' is not a finite number", flag, s);
+    if (errno || end == s || *end != '\0' || !isfinite(v) || fabs(v) > FLT_MAX)
+        return sr_error_set(SR_ERR_INVALID_ARG, "%s: '%s' is not a finite number in float range",
+                            flag, s);
     *out = (float)v;
     return SR_OK;
 }
@@ -178,7 +180,7 @@ int sr_parse_rows(const char *flag, const char *s, int64_t *rows, int *n, int ma
 
 enum json_kind {
     JSON_KIND_INT,    /* a whole number in [min, max] */
-    JSON_KIND_NUMBER, /* a finite number */
+    JSON_KIND_NUMBER, /* a finite number in float range */
     JSON_KIND_STRING,
     JSON_KIND_WIDTHS, /* an array of 1..SR_MLP_MAX whole numbers in [min, max] */
     JSON_KIND_NAMES,  /* a non-empty array of strings */
@@ -343,8 +345,9 @@ static int check_value(const cJSON *it, const struct json_key *k, const char *wh
     case JSON_KIND_INT:
         return json_int_value(it, where, k->key, k->min, k->max, &v);
     case JSON_KIND_NUMBER:
-        if (!cJSON_IsNumber(it) || !isfinite(it->valuedouble))
-            return json_err(where, k->key, "expected a finite number, got %s", sr_json_kind(it));
+        if (!cJSON_IsNumber(it) || !isfinite(it->valuedouble) || fabs(it->valuedouble) > FLT_MAX)
+            return json_err(where, k->key, "expected a finite number in float range, got %s",
+                            cJSON_IsNumber(it) ? "one outside it" : sr_json_kind(it));
         return SR_OK;
     case JSON_KIND_STRING:
         if (!cJSON_IsString(it))
