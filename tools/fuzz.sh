@@ -37,7 +37,7 @@ if [ -f tests/fuzz/fuzz_binfmt.c ]; then
 fi
 if [ -f tests/fuzz/fuzz_safetensors.c ]; then
     build fuzz_safetensors tests/fuzz/fuzz_safetensors.c src/core/safetensors.c src/core/atomic_file.c \
-        src/core/fault.c -lcjson
+        src/core/fault.c src/core/json_kind.c -lcjson
     targets="$targets fuzz_safetensors"
 fi
 if [ -f tests/fuzz/fuzz_config.c ]; then

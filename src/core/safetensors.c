@@ -18,7 +18,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
-#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,12 +32,12 @@
 #include "shardrec/atomic_file.h"
 #include "shardrec/error.h"
 #include "shardrec/safetensors.h"
+#include "core/json_kind.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "safetensors.c reads little-endian data in place: add byte swapping for this host"
 #endif
 
-#define MAX_EXACT_INT 9007199254740992.0 /* 2^53: the largest integer a JSON double holds */
 #define HINT_CORRUPT  "HINT: the file is corrupt or not a safetensors file; write it again"
 
 struct st_entry {
@@ -106,10 +105,8 @@ int64_t sr_st_numel(int ndim, const int64_t *shape)
 /* An integer JSON number in [0, 2^53]. */
 static int get_count(const cJSON *item, uint64_t *out)
 {
-    if (!cJSON_IsNumber(item))
-        return -1;
-    double v = item->valuedouble;
-    if (!(v >= 0 && v <= MAX_EXACT_INT) || v != floor(v))
+    int64_t v;
+    if (!sr_json_int(item, 0, SR_JSON_INT_MAX, &v))
         return -1;
     *out = (uint64_t)v;
     return 0;

@@ -168,7 +168,7 @@ static int read_shard(const struct reader *r, const cJSON *o, const struct sr_ta
                       int i, struct sr_shard *s)
 {
     int64_t v[5] = {0};
-    const int64_t big = (int64_t)1 << 53;
+    const int64_t big = SR_JSON_INT_MAX;
     char where[160];
     if (!cJSON_IsObject(o))
         return sr_error_set(SR_ERR_INVALID_ARG, "plan '%s': table '%s': a shard is not an object",

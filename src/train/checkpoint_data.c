@@ -112,7 +112,7 @@ void sr_checkpoint_data_write(struct sr_trainer *t, FILE *f, int64_t step)
 static int64_t count_of(const cJSON *j, const char *key)
 {
     int64_t v = -1;
-    sr_json_int(cJSON_GetObjectItemCaseSensitive(j, key), 0, (int64_t)1 << 53, &v);
+    sr_json_int(cJSON_GetObjectItemCaseSensitive(j, key), 0, SR_JSON_INT_MAX, &v);
     return v;
 }
 

@@ -31,8 +31,7 @@
 #include "core/json_kind.h"
 
 #define MANIFEST_MAX ((size_t)16 << 20)
-#define INT_MAX53    ((int64_t)1 << 53) /* the largest integer a manifest's numbers hold exactly */
-#define RANKS_MAX    (1 << 20)          /* a world larger than any run writes: a damaged field */
+#define RANKS_MAX    (1 << 20) /* a world larger than any run writes: a damaged field */
 
 void sr_ckpt_shard_name(char *buf, const char *table, int shard, const char *what)
 {
@@ -156,7 +155,7 @@ static int read_tables(struct sr_ckpt *ck)
         const cJSON *nm = item(it, "name");
         int64_t rows, dim;
         if (!cJSON_IsString(nm) || strlen(nm->valuestring) >= SR_NAME_MAX ||
-            !sr_json_int(item(it, "rows"), 1, INT_MAX53, &rows) ||
+            !sr_json_int(item(it, "rows"), 1, SR_JSON_INT_MAX, &rows) ||
             !sr_json_int(item(it, "dim"), 1, 1 << 20, &dim))
             return bad_field(ck, "tables");
         struct sr_table_config *tc = &ck->ec.tables[t];
@@ -193,7 +192,7 @@ static int read_plan(struct sr_ckpt *ck)
 static int read_version2(struct sr_ckpt *ck)
 {
     const cJSON *o = item(ck->manifest, "optimizer"), *e = item(ck->manifest, "emb_optimizer");
-    if (!sr_json_int(item(ck->manifest, "global_batch"), 1, INT_MAX53, &ck->global_batch))
+    if (!sr_json_int(item(ck->manifest, "global_batch"), 1, SR_JSON_INT_MAX, &ck->global_batch))
         return bad_field(ck, "global_batch");
     if (!cJSON_IsString(o) || sr_optim_kind_parse(o->valuestring, &ck->dense_optim))
         return bad_field(ck, "optimizer");
@@ -208,8 +207,8 @@ static int read_version2(struct sr_ckpt *ck)
 static int read_fields(struct sr_ckpt *ck)
 {
     const cJSON *m = ck->manifest, *v = item(m, "version");
-    int64_t version = 0, world, next;
-    if (!sr_json_int(item(m, "step"), 0, INT_MAX53, &ck->step))
+    int64_t version, world, next;
+    if (!sr_json_int(item(m, "step"), 0, SR_JSON_INT_MAX, &ck->step))
         return bad_field(ck, "step");
     if (!sr_json_int(v, 1, SR_CKPT_VERSION, &version))
         return sr_error_set(SR_ERR_DATA,
@@ -227,7 +226,7 @@ static int read_fields(struct sr_ckpt *ck)
         return bad_field(ck, "files");
     if (ck->version >= 2)
         return read_version2(ck);
-    if (ck->step > 0 && sr_json_int(item(item(m, "data"), "next_sample"), 0, INT_MAX53, &next))
+    if (ck->step > 0 && sr_json_int(item(item(m, "data"), "next_sample"), 0, SR_JSON_INT_MAX, &next))
         ck->global_batch = next / ck->step;
     return SR_OK;
 }
@@ -287,7 +286,7 @@ int sr_ckpt_verify(const struct sr_ckpt *ck, const char *name)
             return rc;
         snprintf(hex, sizeof hex, "%016" PRIx64, h);
         const cJSON *b = item(f, "bytes");
-        if (!sr_json_int(b, 0, INT_MAX53, &listed) || (uint64_t)listed != bytes ||
+        if (!sr_json_int(b, 0, SR_JSON_INT_MAX, &listed) || (uint64_t)listed != bytes ||
             strcmp(str_of(f, "fnv1a64"), hex))
             return sr_error_set(SR_ERR_DATA,
                                 "checkpoint file %s is damaged: %" PRIu64 " bytes with checksum "

@@ -176,8 +176,6 @@ int sr_parse_rows(const char *flag, const char *s, int64_t *rows, int *n, int ma
  *   FILE: key "KEY": what is wrong     or     FILE: tables[i]: key "KEY": ...
  */
 
-#define JSON_INT_EXACT ((int64_t)1 << 53)
-
 enum json_kind {
     JSON_KIND_INT,    /* a whole number in [min, max] */
     JSON_KIND_NUMBER, /* a finite number in float range */
@@ -195,13 +193,13 @@ struct json_key {
 };
 
 static const struct json_key top_keys[] = {
-    {"steps", JSON_KIND_INT, 1, JSON_INT_EXACT},
+    {"steps", JSON_KIND_INT, 1, SR_JSON_INT_MAX},
     {"batch_size", JSON_KIND_INT, 1, 1 << 24},
     {"embedding_dim", JSON_KIND_INT, 1, 1 << 16},
-    {"seed", JSON_KIND_INT, 0, JSON_INT_EXACT},
-    {"eval_every", JSON_KIND_INT, 0, JSON_INT_EXACT},
+    {"seed", JSON_KIND_INT, 0, SR_JSON_INT_MAX},
+    {"eval_every", JSON_KIND_INT, 0, SR_JSON_INT_MAX},
     {"eval_samples", JSON_KIND_INT, 0, (int64_t)1 << 36},
-    {"log_every", JSON_KIND_INT, 1, JSON_INT_EXACT},
+    {"log_every", JSON_KIND_INT, 1, SR_JSON_INT_MAX},
     {"ids_per_feature", JSON_KIND_IDS, 0, 0}, /* ranges checked by json_ids */
     {"workload", JSON_KIND_STRING, 0, 0},
     {"lr", JSON_KIND_NUMBER, 0, 0},
