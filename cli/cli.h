@@ -30,6 +30,7 @@ struct cJSON;
 int cli_bench_write_json(const char *path, struct cJSON *root);
 int cli_inspect(int argc, char **argv);      /* cli/cmd_inspect.c */
 int cli_export(int argc, char **argv);       /* cli/cmd_inspect.c */
+int cli_eval(int argc, char **argv);         /* cli/cmd_eval.c */
 
 /* Apply one job flag (--steps, --table-rows, ...) given without its leading
  * dashes. Returns SR_OK, an error status with a message, or 1 when the flag is

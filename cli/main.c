@@ -15,9 +15,9 @@ static void usage(FILE *f)
                "  bench    measure the machine: `bench comm` times the collectives, `bench device`\n"
                "           the device (copy, embedding gather and update, GEMM)\n"
                "  inspect  verify a checkpoint and print what it holds\n"
-               "  export   write a checkpoint's model as one weights file\n\n"
-               "`shardrec <command> --help` lists a command's flags.\n"
-               "Not built yet: eval.\n");
+               "  export   write a checkpoint's model as one weights file\n"
+               "  eval     evaluate a checkpoint or weights file on data (metrics, predictions)\n\n"
+               "`shardrec <command> --help` lists a command's flags.\n");
 }
 
 int main(int argc, char **argv)
@@ -40,10 +40,8 @@ int main(int argc, char **argv)
         return cli_inspect(argc - 1, argv + 1);
     if (strcmp(argv[1], "export") == 0)
         return cli_export(argc - 1, argv + 1);
-    if (!strcmp(argv[1], "eval")) {
-        fprintf(stderr, "shardrec %s: not built yet in this version\n", argv[1]);
-        return CLI_EXIT_USAGE;
-    }
+    if (strcmp(argv[1], "eval") == 0)
+        return cli_eval(argc - 1, argv + 1);
     fprintf(stderr, "shardrec: unknown command '%s'; HINT: shardrec --help\n", argv[1]);
     return CLI_EXIT_USAGE;
 }

@@ -46,6 +46,9 @@ Subcommands (each has --help):
   compare-reference  a run against train --dtype float64's weights, element by
             element, allowed a multiple of how far float32 PyTorch runs of the same
             problem (train --jitter SEED) land from them
+  predict   every sample of a TSV through the model in float64: label, probability
+  check-eval  shardrec eval's --out against predict's, and its --metrics against
+            the metrics recomputed in numpy from its --out
 
 Names: bot_mlp.K.weight/bias <-> bot_l.{2K}.weight/bias,
        top_mlp.K.weight/bias <-> top_l.{2K}.weight/bias,
@@ -487,6 +490,87 @@ def cmd_list(a):
         print(f"{name}\t{'F64' if t.dtype == np.float64 else 'F32'}\t{list(t.shape)}")
 
 
+def cmd_predict(a):
+    """Every sample of a TSV through the model in float64: label, tab, probability."""
+    import torch
+    sd = st_load(a.weights)
+    order = table_order(sd.keys(), a.tables)
+    model = model_from_weights(torch, to_reference(sd, a.tables)).double()
+    rows = [sd[f"emb.{t}.weight"].shape[0] for t in order]
+    labels, dense, ids = read_tsv(a.data, rows, -1)
+    with torch.no_grad():
+        logits = model(torch.from_numpy(dense).double(), torch.from_numpy(ids))
+    prob = torch.sigmoid(logits).numpy()
+    with open(a.out, "w") as f:
+        for y, q in zip(labels, prob):
+            f.write(f"{int(y)}\t{q:.17g}\n")
+
+
+def read_predictions(path):
+    """label<TAB>probability lines -> (labels, probabilities), float64."""
+    y, p = [], []
+    with open(path) as f:
+        for lineno, line in enumerate(f, 1):
+            fields = line.rstrip("\n").split("\t")
+            if len(fields) != 2:
+                sys.exit(f"{path}:{lineno}: {len(fields)} fields, expected label<TAB>probability")
+            y.append(float(fields[0]))
+            p.append(float(fields[1]))
+    return np.array(y), np.array(p)
+
+
+def metrics_of(y, p):
+    """Exact AUC (tied scores share an averaged rank), log loss clamped to
+    [1e-7, 1 - 1e-7], NE, accuracy at 0.5, positive rate: float64, numpy alone."""
+    order = np.argsort(p, kind="stable")
+    ranks = np.empty(len(p))
+    sp = p[order]
+    i = 0
+    while i < len(sp):  # average ranks over runs of equal scores
+        j = i
+        while j + 1 < len(sp) and sp[j + 1] == sp[i]:
+            j += 1
+        ranks[order[i:j + 1]] = (i + j) / 2 + 1
+        i = j + 1
+    pos = y.sum()
+    neg = len(y) - pos
+    auc = (ranks[y == 1].sum() - pos * (pos + 1) / 2) / (pos * neg)
+    q = np.clip(p, 1e-7, 1 - 1e-7)
+    logloss = float(-np.mean(y * np.log(q) + (1 - y) * np.log(1 - q)))
+    r = pos / len(y)
+    ne = logloss / float(-(r * math.log(r) + (1 - r) * math.log(1 - r)))
+    acc = float(np.mean((p >= 0.5) == (y == 1)))
+    return {"samples": len(y), "auc": float(auc), "logloss": logloss, "ne": ne, "accuracy": acc,
+            "positive_rate": float(r)}
+
+
+def cmd_check_eval(a):
+    """shardrec eval's --out against the float64 PyTorch predictions, and its
+    --metrics against the metrics recomputed here from its own --out."""
+    y, p = read_predictions(a.out)
+    ry, rp = read_predictions(a.reference)
+    with open(a.metrics) as f:
+        m = json.load(f)
+    fails = []
+    if len(y) != len(ry) or (y != ry).any():
+        fails.append(f"labels differ ({len(y)} against {len(ry)} samples)")
+    else:
+        d = float(np.abs(p - rp).max())
+        print(f"predictions: {len(p)} samples, max |shardrec - pytorch float64| {d:.3e} "
+              f"(tolerance {a.atol:g})")
+        if not d <= a.atol:
+            fails.append(f"predictions differ by {d:.3e}")
+    mine = metrics_of(y, p)
+    for k, v in mine.items():
+        rel = abs(m[k] - v) / max(abs(v), 1e-30)
+        print(f"{k}: shardrec {m[k]:.12g}, recomputed {v:.12g} (relative {rel:.2e})")
+        if not rel <= a.rtol:
+            fails.append(f"{k} {m[k]!r} against {v!r}")
+    if fails:
+        sys.exit("check-eval: FAIL: " + "; ".join(fails))
+    print("check-eval: ok")
+
+
 def read_losses(path):
     with open(path) as f:
         return {int(j["step"]): float(j["loss"]) for j in map(json.loads, filter(str.strip, f))}
@@ -637,6 +721,19 @@ def main():
     s.add_argument("--factor", type=float, default=2.0)
     s.add_argument("--floor", type=float, default=1e-6)
     s.set_defaults(fn=cmd_compare_reference)
+    s = sub.add_parser("predict", help="a TSV's probabilities in float64 from a weights file")
+    s.add_argument("--weights", required=True, help="weights (shardrec names)")
+    s.add_argument("--data", required=True, help="Criteo TSV")
+    s.add_argument("--out", required=True, help="one line a sample: label, tab, probability")
+    s.add_argument("--tables", help="table order (default: natural order of names)")
+    s.set_defaults(fn=cmd_predict)
+    s = sub.add_parser("check-eval", help="shardrec eval's outputs against predict's")
+    s.add_argument("--out", required=True, help="shardrec eval --out")
+    s.add_argument("--metrics", required=True, help="shardrec eval --metrics")
+    s.add_argument("--reference", required=True, help="predict --out")
+    s.add_argument("--atol", type=float, default=1e-5, help="predictions' tolerance")
+    s.add_argument("--rtol", type=float, default=1e-9, help="metrics' relative tolerance")
+    s.set_defaults(fn=cmd_check_eval)
     a = p.parse_args()
     a.fn(a)
 

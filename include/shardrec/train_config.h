@@ -154,6 +154,11 @@ struct sr_train_config {
     int checkpoint_write;             /* --checkpoint-write: enum sr_checkpoint_write */
     int resume;                       /* --resume [PATH] given */
     char resume_path[SR_PATH_MAX];    /* its PATH; "" = the latest complete in checkpoint_dir */
+    /* `shardrec eval` (cli/cmd_eval.c): no training; the model comes from
+     * --resume PATH (its weights only; the model settings must agree) or
+     * --init-weights, and --eval-data (or --eval-samples synthetic samples)
+     * is evaluated once. */
+    int eval_only;
     /* the planner (src/train/trainer_planner.c; docs/planner.md) */
     char topologies[SR_MAX_TOPOLOGIES][SR_PATH_MAX]; /* --topology NAME|FILE, merged in order */
     int n_topologies;

@@ -44,8 +44,20 @@ int sr_trainer_init(struct sr_trainer **out, struct sr_train_config *cfg, FILE *
  * the run ends by writing the merged trace on rank 0 (collective; SR_ERR_IO
  * if the file cannot be written). */
 int sr_trainer_run(struct sr_trainer *t, struct sr_trainer_result *res);
-/* Evaluate on the held-back split now. */
+/* Evaluate on the held-back split now (--eval-data, or --eval-samples
+ * synthetic samples); collective. With cfg->eval_only and a progress line,
+ * rank 0 shows the batches done. */
 int sr_trainer_evaluate(struct sr_trainer *t, struct sr_eval_metrics *out);
+/* After sr_trainer_evaluate, on every rank: the probabilities and labels (0
+ * or 1) of the samples it evaluated, in the data's order (the files' order of
+ * their good samples; synthetic: sample index order); returns their count.
+ * Owned by the trainer, valid until the next evaluation. */
+int64_t sr_trainer_eval_predictions(const struct sr_trainer *t, const float **prob,
+                                    const float **labels);
+/* Synthetic held-back samples: the AUC of the hidden teacher's logit (the
+ * ceiling) and of its dense part alone (the floor); NaN with --eval-data. */
+void sr_trainer_eval_bounds(const struct sr_trainer *t, double *teacher_auc,
+                            double *dense_only_auc);
 void sr_trainer_free(struct sr_trainer *t);
 /* This process's rank (0 on one rank). */
 int sr_trainer_rank(const struct sr_trainer *t);

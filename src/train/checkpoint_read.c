@@ -13,6 +13,11 @@
  *
  * Version 1 manifests do not record their plan: they resume at the same world
  * size and plan only, as before.
+ *
+ * `shardrec eval` (cfg->eval_only) reads the same way but takes the model
+ * alone: the tables and the settings that decide the model's function must
+ * agree (model_settings); the training settings, the data position and the
+ * optimizer state are neither checked nor read.
  */
 #include <cjson/cJSON.h>
 #include <dirent.h>
@@ -34,10 +39,21 @@
 #include "train/checkpoint_writer.h"
 #include "train/trainer_internal.h"
 
-#define HINT_JOB "HINT: resume with the flags of the run that wrote it, or start a new run"
+#define HINT_RESUME "HINT: resume with the flags of the run that wrote it, or start a new run"
+#define HINT_EVAL                                                                                 \
+    "HINT: give eval the model flags of the run that wrote it (--workload, --config, "            \
+    "--table-rows, --embedding-dim, the MLPs, the interaction)"
+#define HINT_JOB (t->cfg->eval_only ? HINT_EVAL : HINT_RESUME)
+#define FLAG     (t->cfg->eval_only ? "eval" : "--resume")
 
 #define trajectory   sr_checkpoint_settings
 #define N_TRAJECTORY SR_CHECKPOINT_N_SETTINGS
+
+/* The settings that decide what the model computes (eval checks these). */
+static const char *const model_settings[] = {"--embedding-dim", "--bot-mlp",    "--top-mlp",
+                                             "--interaction",   "--dcn-layers", "--dcn-rank",
+                                             "--table-rows",    "features"};
+#define N_MODEL ((int)(sizeof model_settings / sizeof model_settings[0]))
 
 static const char *str_of(const cJSON *j, const char *key)
 {
@@ -55,15 +71,15 @@ static int check_tables(const struct sr_trainer *t, const struct sr_ckpt *ck)
             if (!strcmp(ck->ec.tables[j].name, tc->name))
                 old = &ck->ec.tables[j];
         if (!old)
-            return sr_error_set(SR_ERR_DATA, "--resume %s: table '%s' of this run is not in the "
-                                "checkpoint; %s", ck->dir, tc->name, HINT_JOB);
+            return sr_error_set(SR_ERR_DATA, "%s %s: table '%s' of this run is not in the "
+                                "checkpoint; %s", FLAG, ck->dir, tc->name, HINT_JOB);
         if (old->num_embeddings != tc->num_embeddings || old->embedding_dim != tc->embedding_dim)
             return sr_error_set(SR_ERR_DATA,
-                                "--resume %s: table '%s' is %" PRId64 " rows x %d in the "
+                                "%s %s: table '%s' is %" PRId64 " rows x %d in the "
                                 "checkpoint, %" PRId64 " x %d in this run (another %s): its plan "
                                 "cannot be mapped (resharding moves rows, it adds or drops "
                                 "none); %s",
-                                ck->dir, tc->name, old->num_embeddings, old->embedding_dim,
+                                FLAG, ck->dir, tc->name, old->num_embeddings, old->embedding_dim,
                                 tc->num_embeddings, tc->embedding_dim,
                                 old->embedding_dim != tc->embedding_dim ? "--embedding-dim"
                                                                         : "--table-rows",
@@ -74,28 +90,32 @@ static int check_tables(const struct sr_trainer *t, const struct sr_ckpt *ck)
         for (int k = 0; k < cfg->num_tables && !found; k++)
             found = !strcmp(ck->ec.tables[j].name, cfg->tables[k].name);
         if (!found)
-            return sr_error_set(SR_ERR_DATA, "--resume %s: the checkpoint holds table '%s', "
-                                "which this run does not have; %s", ck->dir,
+            return sr_error_set(SR_ERR_DATA, "%s %s: the checkpoint holds table '%s', "
+                                "which this run does not have; %s", FLAG, ck->dir,
                                 ck->ec.tables[j].name, HINT_JOB);
     }
     return SR_OK;
 }
 
-/* Every setting that decides the model and its trajectory; a version 2
- * checkpoint compares the global batch instead of the per-rank one. */
+/* Every setting that decides the model and its trajectory (eval: the
+ * model's); a version 2 checkpoint compares the global batch instead of the
+ * per-rank one. */
 static int check_settings(const struct sr_trainer *t, const struct sr_ckpt *ck)
 {
     char hex[32];
     const cJSON *set = cJSON_GetObjectItemCaseSensitive(ck->manifest, "settings");
-    for (int k = 0; k < N_TRAJECTORY; k++) {
-        if (ck->version >= 2 && !strcmp(trajectory[k], "--batch-size"))
+    const char *const *names = t->cfg->eval_only ? model_settings : trajectory;
+    const int n = t->cfg->eval_only ? N_MODEL : N_TRAJECTORY;
+    for (int k = 0; k < n; k++) {
+        if (ck->version >= 2 && !strcmp(names[k], "--batch-size"))
             continue;
-        snprintf(hex, sizeof hex, "%016" PRIx64, sr_trainer_setting_hash(t->cfg, trajectory[k]));
-        if (strcmp(str_of(set, trajectory[k]), hex))
-            return sr_error_set(SR_ERR_DATA,
-                                "--resume %s: written by a run with another %s; %s", ck->dir,
-                                trajectory[k], HINT_JOB);
+        snprintf(hex, sizeof hex, "%016" PRIx64, sr_trainer_setting_hash(t->cfg, names[k]));
+        if (strcmp(str_of(set, names[k]), hex))
+            return sr_error_set(SR_ERR_DATA, "%s %s: written by a run with another %s; %s", FLAG,
+                                ck->dir, names[k], HINT_JOB);
     }
+    if (t->cfg->eval_only)
+        return SR_OK;
     if (ck->version >= 2 && ck->global_batch != t->global_batch)
         return sr_error_set(SR_ERR_DATA,
                             "--resume %s: written with a global batch of %" PRId64 " samples a "
@@ -118,16 +138,17 @@ static int check_job(const struct sr_trainer *t, const struct sr_ckpt *ck,
     *old = t->plan; /* version 1: the same world size and plan only */
     if (ck->world_size != t->world_size)
         return sr_error_set(SR_ERR_DATA,
-                            "--resume %s: written by %d ranks, this run has %d; its manifest "
+                            "%s %s: written by %d ranks, this run has %d; its manifest "
                             "(version 1) does not record its plan, so it cannot be resharded; "
-                            "%s", ck->dir, ck->world_size, t->world_size, HINT_JOB);
+                            "%s", FLAG, ck->dir, ck->world_size, t->world_size, HINT_JOB);
     if ((rc = check_settings(t, ck)))
         return rc;
     snprintf(hex, sizeof hex, "%016" PRIx64, sr_plan_hash(t->plan));
     if (strcmp(str_of(ck->manifest, "plan_hash"), hex))
         return sr_error_set(SR_ERR_DATA,
-                            "--resume %s: written under another plan (--sharding, --plan), and "
-                            "its manifest (version 1) does not record it; %s", ck->dir, HINT_JOB);
+                            "%s %s: written under another plan (--sharding, --plan), and "
+                            "its manifest (version 1) does not record it; %s", FLAG, ck->dir,
+                            HINT_JOB);
     return SR_OK;
 }
 
@@ -183,7 +204,7 @@ static int load_dense(struct sr_trainer *t, const char *path)
     int rc = sr_st_open(&f, path);
     if (!rc)
         rc = load_tensor(t, f, "dense.params", params, (int64_t)np, 1);
-    if (!rc && ns)
+    if (!rc && ns && !t->cfg->eval_only)
         rc = load_tensor(t, f, "dense.optim_state", state, (int64_t)ns, 1);
     sr_st_close(f);
     return rc;
@@ -191,7 +212,7 @@ static int load_dense(struct sr_trainer *t, const char *path)
 
 static int agree(struct sr_trainer *t, int rc)
 {
-    return sr_trainer_agree(t, rc, "--resume", "could not read its part of the checkpoint");
+    return sr_trainer_agree(t, rc, FLAG, "could not read its part of the checkpoint");
 }
 
 /* Collective: find, check, verify, agree; then load, agree. */
@@ -201,14 +222,17 @@ static int resume(struct sr_trainer *t, int64_t *step)
     const struct sr_plan *old = NULL;
     char path[SR_CKPT_DIR_CAP + 64];
     struct sr_ckpt ck;
-    int rc = cfg->resume_path[0] ? sr_ckpt_open(&ck, cfg->resume_path, 0, "--resume", t->log)
-                                 : sr_ckpt_open(&ck, cfg->checkpoint_dir, 1, "--resume", t->log);
+    const int latest = cfg->eval_only ? -1 : 0; /* eval: a step folder, or the newest under it */
+    int rc = cfg->resume_path[0] ? sr_ckpt_open(&ck, cfg->resume_path, latest, FLAG, t->log)
+                                 : sr_ckpt_open(&ck, cfg->checkpoint_dir, 1, FLAG, t->log);
     int opened = rc == SR_OK;
     if (!rc)
         rc = check_job(t, &ck, &old);
-    if (!rc) /* --data: the same files; the reader at the first batch not trained */
+    if (!rc)
+        *step = ck.step;
+    if (!rc && !cfg->eval_only) /* --data: the same files; the reader at the first batch */
         rc = sr_checkpoint_data_resume(t, ck.dir, ck.manifest);
-    if (!rc && (*step = ck.step) >= cfg->steps)
+    if (!rc && !cfg->eval_only && *step >= cfg->steps)
         rc = sr_error_set(SR_ERR_INVALID_ARG,
                           "--resume %s: the checkpoint is at step %" PRId64 " and --steps is "
                           "%" PRId64 ": nothing left to train; HINT: --steps is the run's "
@@ -225,7 +249,8 @@ static int resume(struct sr_trainer *t, int64_t *step)
     if (!rc) /* hybrid tables: their replicas from the loaded shards */
         rc = sr_sharded_ebc_hot_rows_in(t->sebc);
     if (!rc && t->log)
-        fprintf(t->log, "resumed from %s at step %" PRId64 "%s\n", ck.dir, *step,
+        fprintf(t->log, "%s %s at step %" PRId64 "%s\n",
+                cfg->eval_only ? "eval: the model of" : "resumed from", ck.dir, *step,
                 ck.world_size != t->world_size || sr_plan_hash(old) != sr_plan_hash(t->plan)
                     ? " (resharded)" : "");
     if (opened)

@@ -14,9 +14,9 @@
  * read from one rank's copy (this rank modulo the old world size, spreading
  * the reads). Optimizer state moves with its rows: per element (adagrad;
  * adam's m then v, two planes) like the weights, per row (rowwise adagrad)
- * by rows alone. A rank opens only the old rank files that hold a block it
- * needs, mapped (safetensors.c), so it reads those blocks' pages and no
- * more; no rank gathers a table.
+ * by rows alone; eval takes the weights alone. A rank opens only the old
+ * rank files that hold a block it needs, mapped (safetensors.c), so it reads
+ * those blocks' pages and no more; no rank gathers a table.
  */
 #include <inttypes.h>
 #include <string.h>
@@ -36,6 +36,7 @@ struct source {
     const struct sr_plan *plan; /* the checkpoint's */
     struct sr_st_file **files;  /* (old W) opened on first use */
     enum sr_optim_kind kind;
+    int weights_only; /* eval: the optimizer state is neither read nor copied */
 };
 
 static int open_file(struct source *S, int rank, struct sr_st_file **out)
@@ -122,7 +123,7 @@ static int copy_overlap(struct source *S, int t, int j, const struct sr_shard *t
     *covered += (r1 - r0) * (c1 - c0);
     sr_ckpt_state_layout(S->kind, from->rows, from->cols, &planes, &per_old);
     sr_ckpt_state_layout(S->kind, to->rows, to->cols, &planes, &per_new);
-    if (!planes)
+    if (!planes || S->weights_only)
         return SR_OK;
     sr_ckpt_shard_name(name, tp->name, shard, "state");
     if ((rc = find_tensor(f, name, planes * per_old, 1, &st)))
@@ -182,7 +183,8 @@ static int load_shard(struct sr_trainer *t, struct source *S, const struct sr_sh
                           S->ck->dir, np->name, covered, nw, sh->shard, HINT_REDO);
     if (!rc && host) {
         to_device(t, sh->weight, w, wb);
-        to_device(t, sh->state, s, sizeof(float) * sh->state_floats);
+        if (!S->weights_only)
+            to_device(t, sh->state, s, sizeof(float) * sh->state_floats);
     }
     sr_free(host);
     return rc;
@@ -191,7 +193,8 @@ static int load_shard(struct sr_trainer *t, struct source *S, const struct sr_sh
 int sr_checkpoint_load_shards(struct sr_trainer *t, const struct sr_ckpt *ck,
                               const struct sr_plan *old)
 {
-    struct source S = {.ck = ck, .plan = old, .kind = t->cfg->emb_optimizer};
+    struct source S = {.ck = ck, .plan = old, .kind = t->cfg->emb_optimizer,
+                       .weights_only = t->cfg->eval_only};
     S.files = sr_calloc((size_t)old->world_size, sizeof *S.files);
     int rc = SR_OK;
     for (int i = 0; !rc && i < sr_sharded_ebc_num_local_shards(t->sebc); i++) {

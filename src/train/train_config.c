@@ -650,7 +650,7 @@ int sr_train_config_check(const struct sr_train_config *cfg)
                                 cfg->interaction == SR_INTERACTION_DCN ? "dcn" : "dot",
                                 cfg->embedding_dim);
     }
-    if (cfg->n_eval_data && !cfg->n_data)
+    if (cfg->n_eval_data && !cfg->n_data && !cfg->eval_only)
         return sr_error_set(SR_ERR_INVALID_ARG,
                             "--eval-data needs --data: a job on synthetic data evaluates on "
                             "held-back synthetic samples (--eval-samples); HINT: add --data "

@@ -76,19 +76,20 @@ static int open_reader(struct sr_trainer *t, struct sr_reader **r, char (*paths)
     return rc;
 }
 
-/* The readers of --data and --eval-data, and each feature's bound: its most
- * ids in a batch, the larger of the two readers'. */
+/* The readers of --data and --eval-data (`eval`: --eval-data alone), and
+ * each feature's bound: its most ids in a batch, the larger of the two
+ * readers'. */
 static int open_files(struct sr_trainer *t, const int64_t *rows)
 {
     struct sr_train_config *cfg = t->cfg;
-    int rc = open_reader(t, &t->reader, cfg->data_paths, cfg->n_data, rows, 0);
-    if (rc)
+    int rc = SR_OK;
+    if (cfg->n_data && (rc = open_reader(t, &t->reader, cfg->data_paths, cfg->n_data, rows, 0)))
         return rc;
     if (cfg->n_eval_data &&
         (rc = open_reader(t, &t->eval_reader, cfg->eval_data_paths, cfg->n_eval_data, rows, 1)))
         return rc;
     for (int f = 0; f < cfg->num_features; f++) {
-        int64_t n = sr_reader_feature_max_values(t->reader, f);
+        int64_t n = t->reader ? sr_reader_feature_max_values(t->reader, f) : 0;
         int64_t e = t->eval_reader ? sr_reader_feature_max_values(t->eval_reader, f) : 0;
         t->feature_max_values[f] = n > e ? n : e;
     }
@@ -108,11 +109,12 @@ static int init_files(struct sr_trainer *t)
         rows[f] = tc->num_embeddings;
         t->feature_policy[f] = tc->id_policy;
     }
-    if (!cfg->n_data)
+    if (!cfg->n_data && !cfg->n_eval_data)
         return SR_OK;
     int rc = open_files(t, rows);
     if (t->world_size > 1)
-        rc = sr_trainer_agree(t, rc, "--data", "could not open its data");
+        rc = sr_trainer_agree(t, rc, cfg->n_data ? "--data" : "--eval-data",
+                              "could not open its data");
     if (rc)
         return rc;
     sr_trainer_agree_feature_bounds(t);
@@ -135,17 +137,17 @@ static int init_data(struct sr_trainer *t)
         rc = sr_synth_init(&t->synth, &sc);
     if (rc)
         return rc;
-    if (!cfg->n_data) {
+    if (!t->reader && !t->eval_reader) {
         for (int f = 0; f < cfg->num_features; f++)
             t->feature_max_values[f] = sr_synth_feature_max_values(t->synth, f, cfg->batch_size);
         sr_trainer_batch_init(t, sr_synth_max_values(t->synth, cfg->batch_size), 0, keys);
         return SR_OK;
     }
-    int64_t mv = sr_reader_max_values(t->reader);
+    int64_t mv = t->reader ? sr_reader_max_values(t->reader) : 0;
     if (t->eval_reader && sr_reader_max_values(t->eval_reader) > mv)
         mv = sr_reader_max_values(t->eval_reader);
     sr_trainer_batch_init(t, mv,
-                          sr_reader_has_weights(t->reader) ||
+                          (t->reader && sr_reader_has_weights(t->reader)) ||
                               (t->eval_reader && sr_reader_has_weights(t->eval_reader)),
                           keys);
     return SR_OK;
@@ -284,7 +286,7 @@ static int init_parts(struct sr_trainer *t, FILE *log)
     t->acct.reservoir = 0x9e3779b97f4a7c15ULL;
     if ((rc = sr_trainer_trace_init(t)))
         return rc;
-    if (cfg->eval_samples > 0 && !cfg->n_data)
+    if (cfg->eval_samples > 0 && !cfg->n_data && !t->eval_reader)
         sr_synth_bounds(t->synth, SR_SYNTH_EVAL_BASE, cfg->eval_samples, &t->eval.teacher_auc,
                         &t->eval.dense_only_auc, &t->eval.sparse_share);
     return sr_checkpoint_init(t); /* --resume: the model continues from its step */

@@ -9,10 +9,17 @@
  * metrics over the real samples:
  *
  *   eval_pred      rank r: [ batch 0: B | batch 1: B | ... ]      (nb * B)
- *   eval_pred_all  [ rank 0's eval_pred | rank 1's | ... ]        (W * nb * B)
+ *   gathered       [ rank 0's eval_pred | rank 1's | ... ]        (W * nb * B)
+ *   eval_pred_all  data order: [ batch 0: rank 0's B | rank 1's B | ... | batch 1: ... ]
+ *
+ * Rank r's batch g holds samples [g*G + r*B, g*G + (r+1)*B) of the stream
+ * (reader.h), so the data order is the samples' own, the same for every
+ * world size: the metrics sum in one order, and `shardrec eval --out` writes
+ * the predictions in the files' order. Padding lies at the end.
  *
  * Buffers are sized at init, so evaluation does not allocate.
  */
+#include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -20,6 +27,8 @@
 #include "shardrec/alloc.h"
 #include "shardrec/error.h"
 #include "train/trainer_internal.h"
+
+#define PROGRESS_SECONDS 1.0 /* `eval`'s progress line: at most once a second */
 
 /* Count the global evaluation batches of --eval-data once (this also checks
  * the whole file before training starts). */
@@ -106,6 +115,42 @@ static int eval_batch(struct sr_trainer *t, float *pred, float *labels)
     return SR_OK;
 }
 
+/* The gathered arrays from rank-major order into data order, through the
+ * metrics' workspace (16 bytes a sample; this takes 8). */
+static void to_data_order(struct sr_trainer *t)
+{
+    const size_t W = (size_t)t->world_size, B = (size_t)t->cfg->batch_size;
+    const size_t nb = (size_t)t->eval.batches, n = W * nb * B;
+    if (W == 1)
+        return;
+    float *pred = t->eval.work, *labels = pred + n;
+    memcpy(pred, t->eval.pred_all, sizeof(float) * n);
+    memcpy(labels, t->eval.labels_all, sizeof(float) * n);
+    for (size_t g = 0; g < nb; g++)
+        for (size_t r = 0; r < W; r++) {
+            const size_t from = (r * nb + g) * B, to = (g * W + r) * B;
+            memcpy(t->eval.pred_all + to, pred + from, sizeof(float) * B);
+            memcpy(t->eval.labels_all + to, labels + from, sizeof(float) * B);
+        }
+}
+
+/* `eval`'s progress line on a terminal (rank 0): batches done, rate, ETA. */
+static void report_progress(struct sr_trainer *t, int64_t done, double start, double *last)
+{
+    const double now = sr_now_s();
+    if (!t->log || !t->progress || !t->cfg->eval_only ||
+        (now - *last < PROGRESS_SECONDS && done < t->eval.batches))
+        return;
+    *last = now;
+    const double rate = (double)done / (now - start > 1e-9 ? now - start : 1e-9);
+    const long eta = (long)((double)(t->eval.batches - done) / rate + 0.5);
+    fprintf(t->log,
+            "\r\033[Keval: batch %" PRId64 "/%" PRId64 " | %.0f samples/s | ETA %ld:%02ld%s", done,
+            t->eval.batches, rate * (double)t->global_batch, eta / 60, eta % 60,
+            done == t->eval.batches ? "\n" : "");
+    fflush(t->log);
+}
+
 /* Keep the real samples of the gathered arrays (in place); their count. */
 static int64_t compact(float *pred, float *labels, int64_t n)
 {
@@ -124,19 +169,39 @@ int sr_trainer_evaluate(struct sr_trainer *t, struct sr_eval_metrics *out)
     size_t B = (size_t)t->cfg->batch_size, local = (size_t)t->eval.batches * B;
     int rc;
     memset(out, 0, sizeof *out);
+    t->eval.n = 0;
     if (t->eval.batches == 0)
         return SR_OK;
     if (t->eval_reader && (rc = sr_reader_rewind(t->eval_reader)))
         return rc;
+    const double start = sr_now_s();
+    double shown = start;
     for (int64_t g = 0; g < t->eval.batches; g++) {
         if ((rc = load_eval_batch(t, g)))
             return rc;
         if ((rc = eval_batch(t, t->eval.pred + g * B, t->eval.labels + g * B)))
             return rc;
+        report_progress(t, g + 1, start, &shown);
     }
     sr_comm_all_gather(t->world, t->eval.pred, t->eval.pred_all, local, SR_DTYPE_F32, NULL, NULL);
     sr_comm_all_gather(t->world, t->eval.labels, t->eval.labels_all, local, SR_DTYPE_F32, NULL,
                        NULL);
-    int64_t n = compact(t->eval.pred_all, t->eval.labels_all, (int64_t)(local * t->world_size));
-    return sr_metrics_compute(t->eval.pred_all, t->eval.labels_all, n, t->eval.work, out);
+    to_data_order(t);
+    t->eval.n = compact(t->eval.pred_all, t->eval.labels_all, (int64_t)(local * t->world_size));
+    return sr_metrics_compute(t->eval.pred_all, t->eval.labels_all, t->eval.n, t->eval.work, out);
+}
+
+int64_t sr_trainer_eval_predictions(const struct sr_trainer *t, const float **prob,
+                                    const float **labels)
+{
+    *prob = t->eval.pred_all;
+    *labels = t->eval.labels_all;
+    return t->eval.n;
+}
+
+void sr_trainer_eval_bounds(const struct sr_trainer *t, double *teacher_auc, double *dense_only_auc)
+{
+    const int synthetic = !t->eval_reader && t->eval.batches > 0;
+    *teacher_auc = synthetic ? t->eval.teacher_auc : NAN;
+    *dense_only_auc = synthetic ? t->eval.dense_only_auc : NAN;
 }

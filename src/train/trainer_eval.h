@@ -15,8 +15,9 @@ struct sr_trainer_eval {
     int64_t batches;  /* global evaluation batches per pass */
     float *pred;      /* (batches*B) pinned host: this rank's probabilities */
     float *labels;    /* (batches*B) host: 0/1, or -1 for padding */
-    float *pred_all;  /* (W*batches*B) host: gathered */
+    float *pred_all;  /* (W*batches*B) host: gathered, in data order (the real samples first) */
     float *labels_all;
+    int64_t n;        /* the real samples of the last evaluation */
     void *work;
     double teacher_auc, dense_only_auc, sparse_share; /* the synthetic data's bounds */
     struct sr_eval_metrics last;

@@ -1,0 +1,170 @@
+#!/bin/sh
+# `shardrec eval MODEL`: a checkpoint or a weights file evaluated without
+# training, against independent references:
+#
+#   - train's own final evaluation: 2 ranks (every sharding type, bags of 0-3
+#     ids) train and evaluate 1000 held-back synthetic samples (a padded last
+#     batch); eval of their checkpoint (given as the --checkpoint-dir: the
+#     newest step) prints the same AUC, log loss, NE and accuracy (train's
+#     metrics line has 6 decimals), with another batch size;
+#   - the export of that checkpoint (a weights file) gives the same bits as
+#     the checkpoint: --out and --metrics compared with cmp;
+#   - other world sizes and plans: tw and cw at 2 and 3 ranks give the same
+#     bits as 1 rank; rw and twrw split a bag's sum across ranks, so their
+#     probabilities are within 1e-6 (and the metrics within 1e-4 AUC, 1e-5
+#     relative log loss);
+#   - --metrics recomputed from --out with awk (AUC by pairs, log loss) and
+#     the --out file's order: sample i of a TSV written by `gen` is line i;
+#     train --eval-data on the same TSV prints the same metrics;
+#   - refusals, exit status 2, each naming what is wrong: no MODEL, a MODEL
+#     that does not exist, model flags that differ from the checkpoint's
+#     (--bot-mlp, --table-rows) or from the weights file's shapes, --eval-data,
+#     --out naming an input, --out in a missing folder, a damaged checkpoint
+#     file; and an --out that cannot be written leaves no file behind.
+# The PyTorch check of the predictions is tests/check_eval_torch.sh.
+# Exit 0 pass, 77 skipped (no MPI), else fail.
+. "$(dirname "$0")/lib.sh"
+bin=$sr_shardrec
+sr_need_built "$bin"
+sr_need_mpirun
+sr_timeout_opts="-s KILL"
+sr_timeout=120
+JOB="--table-rows 1,7,50,333,1000,5 --embedding-dim 8 --bot-mlp 13-16-8 --top-mlp 16-1
+     --ids-per-feature 0-3 --no-progress"
+pass=0 fail=0
+ok() { pass=$((pass + 1)); echo "ok   $1"; }
+bad() { fail=$((fail + 1)); echo "FAIL $1: $2"; }
+cd "$tmp" || exit 1
+
+# A key of a --metrics file (one JSON object, one key a line).
+key() { sed -n "s/.*\"$2\":[[:space:]]*\([^,]*\),*$/\1/p" "$1"; }
+# The metrics of a --metrics file without its "model" line (for cmp).
+strip_model() { grep -v '"model"' "$1"; }
+# max |a - b| over the probabilities of two --out files of the same labels.
+max_diff() {
+    paste "$1" "$2" | awk -F'\t' '$1 != $3 && !bad { bad = NR }
+        { d = $2 - $4; if (d < 0) d = -d; if (d > m) m = d }
+        END { if (bad) { print "labels differ at line " bad; exit 1 } printf "%.3e\n", m }'
+}
+# |a - b| <= tol (awk numbers)
+within() { awk -v a="$1" -v b="$2" -v t="$3" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= t) }'; }
+
+sr_mixed_plan 2 2 >mixed.json
+sr_mpirun 2 "$bin" train $JOB --global-batch-size 48 --steps 6 --plan mixed.json \
+    --emb-optimizer adagrad --eval-samples 1000 --eval-every 0 --metrics train.jsonl \
+    --checkpoint-dir ck >train.out 2>&1 || { echo "FAIL training: $(tail -3 train.out)"; exit 1; }
+
+# 1. the checkpoint against train's own evaluation
+why=""
+"$bin" eval ck $JOB --eval-samples 1000 --batch-size 64 --metrics m1.json --out p1.tsv \
+    >eval1.out 2>&1 || why="exit $?: $(tail -1 eval1.out)"
+if [ -z "$why" ]; then
+    last=$(tail -1 train.jsonl)
+    for k in auc logloss ne accuracy; do
+        t=$(echo "$last" | sed -n "s/.*\"eval_$k\": \([^,}]*\).*/\1/p")
+        e=$(printf '%.6f' "$(key m1.json $k)")
+        [ "$t" = "$e" ] || why="$why $k: train $t, eval $e;"
+    done
+    [ "$(key m1.json samples)" = 1000 ] || why="$why $(key m1.json samples) samples, not 1000;"
+    [ "$(wc -l <p1.tsv)" -eq 1000 ] || why="$why --out holds $(wc -l <p1.tsv) lines;"
+    grep -q "step-00000006 at step 6" eval1.out || why="$why the newest step was not taken;"
+fi
+if [ -z "$why" ]; then ok "checkpoint = train's evaluation"; else bad "checkpoint" "$why"; fi
+
+# 2. the exported weights file: the same bits
+why=""
+"$bin" export ck/step-00000006 --out w.st >/dev/null 2>&1 || why="export failed"
+"$bin" eval w.st $JOB --eval-samples 1000 --metrics mw.json --out pw.tsv >evalw.out 2>&1 ||
+    why="$why exit $?: $(tail -1 evalw.out)"
+cmp -s p1.tsv pw.tsv || why="$why --out differs;"
+strip_model m1.json >a.json && strip_model mw.json >b.json && cmp -s a.json b.json ||
+    why="$why --metrics differ;"
+if [ -z "$why" ]; then ok "weights file = checkpoint"; else bad "weights file" "$why"; fi
+
+# 3. world sizes and plans
+for np in 2 3; do
+    for s in tw cw rw twrw; do
+        why=""
+        sr_mpirun $np "$bin" eval ck $JOB --eval-samples 1000 --batch-size 16 --sharding $s \
+            --metrics m.json --out p.tsv >evalr.out 2>&1 || { bad "$np ranks $s" "exit $?: $(tail -1 evalr.out)"; continue; }
+        strip_model m1.json >a.json
+        strip_model m.json >b.json
+        case $s in
+        tw | cw)
+            cmp -s p1.tsv p.tsv || why="--out differs from 1 rank's;"
+            cmp -s a.json b.json || why="$why --metrics differ from 1 rank's;"
+            ;;
+        *)
+            d=$(max_diff p1.tsv p.tsv) || why="$d;"
+            within "$d" 0 1e-6 || why="$why probabilities differ by $d;"
+            within "$(key m.json auc)" "$(key m1.json auc)" 1e-4 || why="$why AUC;"
+            l1=$(key m1.json logloss)
+            within "$(key m.json logloss)" "$l1" "$(awk -v l="$l1" 'BEGIN { print l * 1e-5 }')" ||
+                why="$why log loss;"
+            ;;
+        esac
+        if [ -z "$why" ]; then ok "$np ranks $s = 1 rank"; else bad "$np ranks $s" "$why"; fi
+    done
+done
+
+# 4. files: the order of --out, the metrics recomputed, train --eval-data
+why=""
+R=1,7,50,333,1000,5
+FJOB="--table-rows $R --embedding-dim 8 --bot-mlp 13-16-8 --top-mlp 16-1 --no-progress"
+"$bin" gen --table-rows $R --out test.tsv --samples 700 --eval-split >/dev/null 2>&1 || why="gen failed"
+"$bin" gen --table-rows $R --out train.tsv --samples 960 >/dev/null 2>&1 || why="gen failed"
+"$bin" train $FJOB --data train.tsv --batch-size 32 --eval-data test.tsv --metrics tf.jsonl \
+    --checkpoint-dir ckf --eval-every 0 >trainf.out 2>&1 || why="$why train: $(tail -1 trainf.out)"
+sr_mpirun 2 "$bin" eval ckf $FJOB --data test.tsv --batch-size 50 --metrics mf.json --out pf.tsv \
+    >evalf.out 2>&1 || why="$why exit $?: $(tail -1 evalf.out)"
+cut -f1 test.tsv >labels.data
+cut -f1 pf.tsv >labels.out
+cmp -s labels.data labels.out || why="$why --out's labels are not the file's, in order;"
+if [ -z "$why" ]; then
+    last=$(tail -1 tf.jsonl)
+    for k in auc logloss; do
+        t=$(echo "$last" | sed -n "s/.*\"eval_$k\": \([^,}]*\).*/\1/p")
+        e=$(printf '%.6f' "$(key mf.json $k)")
+        [ "$t" = "$e" ] || why="$why $k: train --eval-data $t, eval $e;"
+    done
+    # AUC over positive-negative pairs (ties count 1/2) and the clamped log loss
+    got=$(awk -F'\t' '{ y[NR] = $1; p[NR] = $2 } END {
+        for (i = 1; i <= NR; i++) {
+            q = p[i]; if (q < 1e-7) q = 1e-7; if (q > 1 - 1e-7) q = 1 - 1e-7
+            ll += y[i] ? -log(q) : -log(1 - q)
+            if (!y[i]) continue
+            for (j = 1; j <= NR; j++) if (!y[j]) { n++; s += p[i] > p[j] ? 1 : p[i] == p[j] ? 0.5 : 0 }
+        }
+        printf "%.12f %.12f\n", s / n, ll / NR }' pf.tsv)
+    within "${got% *}" "$(key mf.json auc)" 1e-12 || why="$why AUC $(key mf.json auc), by pairs ${got% *};"
+    within "${got#* }" "$(key mf.json logloss)" 1e-9 || why="$why log loss $(key mf.json logloss), recomputed ${got#* };"
+fi
+if [ -z "$why" ]; then ok "files: order, metrics, train --eval-data"; else bad "files" "$why"; fi
+
+# 5. refusals
+refuse() { # NAME PATTERN ARGS...
+    name=$1 pat=$2
+    shift 2
+    "$bin" eval "$@" >r.out 2>&1
+    st=$?
+    if [ $st -eq 2 ] && grep -q -- "$pat" r.out; then ok "refuses $name"; else bad "refuses $name" "exit $st: $(tail -1 r.out)"; fi
+}
+refuse "no model" "give the model first" --data test.tsv
+refuse "a missing model" "no such file or folder" nothere $JOB
+refuse "another --bot-mlp" "another --bot-mlp" ck $JOB --bot-mlp 13-32-8
+refuse "another --table-rows" "table 't4' is 1000 rows" ck $JOB --table-rows 1,7,50,333,999,5
+refuse "weights of other shapes" "bot_mlp" w.st $JOB --bot-mlp 13-32-8
+refuse "--eval-data" "eval reads the files of --data" ck $FJOB --eval-data test.tsv
+refuse "--out naming an input" "test.tsv" ckf $FJOB --data test.tsv --out test.tsv
+refuse "--out in a missing folder" "nofolder" ckf $FJOB --data test.tsv --out nofolder/p.tsv
+cp -r ck ckbad
+printf 'X' | dd of=ckbad/step-00000006/rank-00001.safetensors bs=1 seek=200 conv=notrunc 2>/dev/null
+refuse "a damaged checkpoint" "rank-00001.safetensors" ckbad $JOB
+mkdir ro && chmod 555 ro
+if [ "$(id -u)" -ne 0 ]; then
+    refuse "--out in a read-only folder" "ro/p.tsv" ck $JOB --out ro/p.tsv
+fi
+[ -z "$(ls -A ro)" ] && ok "no file left behind" || bad "left behind" "$(ls -A ro)"
+
+echo "$sr_name: $pass passed, $fail failed"
+[ "$fail" -eq 0 ]
