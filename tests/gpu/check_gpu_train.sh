@@ -30,6 +30,8 @@
 #      resumed by 2 ranks (tw), continue within 1e-5 of the straight run at
 #      the new world size (part7; the CPU suite's check_checkpoint_reshard
 #      holds the other layouts).
+#   8. `shardrec eval` of a CUDA checkpoint on CUDA, on the CPU and on 2 CUDA
+#      ranks (part8).
 #
 # Stops with a message and exit status 1 when no GPU is visible (or the build
 # lacks CUDA). Needs python3 (standard library only) and, for part 2, mpirun.
@@ -39,7 +41,7 @@ sr_threads=keep
 bin=${SHARDREC:-$sr_shardrec}
 rtol=${RTOL:-1e-4}
 equiv_rtol=${EQUIV_RTOL:-1e-5}
-parts=${PARTS:-1 2 3 4 5 6 7}
+parts=${PARTS:-1 2 3 4 5 6 7 8}
 sh "$sr_tests/gpu/require_gpu.sh" check_gpu_train || exit 1
 sr_need_built "$bin"
 command -v python3 >/dev/null 2>&1 || { echo "check_gpu_train: FAIL: python3 is needed"; exit 1; }
@@ -374,6 +376,56 @@ part7() {
     done
     reshard_case 2 "--sharding rw --ranks-per-node 2" 1 "" "2 ranks rw -> 1"
     reshard_case 1 "" 2 "--sharding tw --ranks-per-node 2" "1 -> 2 ranks tw"
+}
+
+# ---- 8. shardrec eval on CUDA -----------------------------------------------------
+# A checkpoint of 12 CUDA steps evaluated by `shardrec eval` on CUDA: the same
+# metrics as train's own final evaluation (6 decimals); on the CPU, every
+# probability within 1e-5 (float rounding of two devices' sums) and the AUC
+# within 1e-4; on 2 CUDA ranks (tw), the same bits as 1.
+part8() {
+    job="--math fp32 --table-rows 1,7,50,333,1000,5 --embedding-dim 8 --bot-mlp 13-16-8
+         --top-mlp 16-1 --ids-per-feature 0-3 --no-progress"
+    why=""
+    rm -rf "$tmp/ev-ck"
+    "$bin" train $job --device cuda --global-batch-size 48 --steps 12 --eval-samples 500 \
+        --eval-every 0 --metrics "$tmp/ev-t.jsonl" --checkpoint-dir "$tmp/ev-ck" \
+        >"$tmp/ev-t.log" 2>&1 || why="$why training failed;"
+    for dev in cuda cpu; do
+        "$bin" eval "$tmp/ev-ck" $job --device $dev --eval-samples 500 --out "$tmp/ev-$dev.tsv" \
+            --metrics "$tmp/ev-$dev.json" >"$tmp/ev-$dev.log" 2>&1 ||
+            why="$why eval on $dev failed: $(tail -1 "$tmp/ev-$dev.log");"
+    done
+    if command -v mpirun >/dev/null 2>&1; then
+        sr_mpirun 2 "$bin" eval "$tmp/ev-ck" $job --device cuda --eval-samples 500 --sharding tw \
+            --ranks-per-node 2 --out "$tmp/ev-2.tsv" >"$tmp/ev-2.log" 2>&1 ||
+            why="$why eval on 2 ranks failed;"
+        cmp -s "$tmp/ev-cuda.tsv" "$tmp/ev-2.tsv" || why="$why 2 cuda ranks differ from 1;"
+    fi
+    out=$(python3 - "$tmp" <<'PY'
+import json, sys
+d = sys.argv[1]
+last = [json.loads(l) for l in open(f"{d}/ev-t.jsonl") if l.strip()][-1]
+m = {dev: json.load(open(f"{d}/ev-{dev}.json")) for dev in ("cuda", "cpu")}
+bad = [k for k in ("auc", "logloss", "ne", "accuracy")
+       if f"{m['cuda'][k]:.6f}" != f"{last['eval_' + k]:.6f}"]
+rows = [[l.split("\t") for l in open(f"{d}/ev-{dev}.tsv")] for dev in ("cuda", "cpu")]
+if [r[0] for r in rows[0]] != [r[0] for r in rows[1]]:
+    bad.append("labels")
+diff = max(abs(float(a[1]) - float(b[1])) for a, b in zip(*rows))
+if diff > 1e-5 or abs(m["cuda"]["auc"] - m["cpu"]["auc"]) > 1e-4:
+    bad.append("cuda vs cpu")
+print(f"max |p_cuda - p_cpu| {diff:.2e}, AUC {m['cuda']['auc']:.6f} / {m['cpu']['auc']:.6f}"
+      + (": FAIL " + ", ".join(bad) if bad else ""))
+sys.exit(1 if bad else 0)
+PY
+) || why="$why $out;"
+    if [ -z "$why" ]; then
+        echo "ok   eval on cuda = train's evaluation, = cpu within 1e-5, 2 ranks = 1: $out"
+    else
+        echo "FAIL eval on cuda:$why"
+        fail=1
+    fi
 }
 
 for p in $parts; do
