@@ -11,7 +11,7 @@
 #   tests/fuzz/fuzz_ckpt.c          a checkpoint's manifest, as inspect and export read it (the
 #                                   other files: tests/fuzz/ckpt_fixture)
 # Usage: sh tools/fuzz.sh [SECONDS]   (default 30; each target gets SECONDS)
-# FUZZ_TARGETS="fuzz_config fuzz_plan" runs only those; FUZZ_OUT=DIR puts the
+# FUZZ_TARGETS="fuzz_config fuzz_plan" builds and runs only those; FUZZ_OUT=DIR puts the
 # binaries and corpora there instead of build-fuzz/.
 # Needs clang with libFuzzer. Exit status is non-zero if a target finds a
 # crash (its reproducer is kept in the output folder).
@@ -23,9 +23,16 @@ out=${FUZZ_OUT:-build-fuzz}
 mkdir -p "$out"
 flags="-std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -Iinclude -Isrc"
 core="src/core/error.c src/core/alloc.c src/core/log.c src/core/nearest.c"
+# Whether FUZZ_TARGETS (if set) names the target.
+wanted() {
+    [ -z "${FUZZ_TARGETS:-}" ] && return 0
+    case " $FUZZ_TARGETS " in *" $1 "*) return 0 ;; esac
+    return 1
+}
 build() { # name, sources...
     name=$1
     shift
+    wanted "$name" || return 0
     echo "== building $name"
     $CC $flags -o "$out/$name" "$@" $core -lm -lpthread
 }
@@ -73,7 +80,15 @@ if [ -f tests/fuzz/fuzz_ckpt.c ]; then
         src/core/json_kind.c -lcjson
     targets="$targets fuzz_ckpt"
 fi
-[ -n "${FUZZ_TARGETS:-}" ] && targets=$FUZZ_TARGETS
+if [ -n "${FUZZ_TARGETS:-}" ]; then
+    for t in $FUZZ_TARGETS; do
+        case " $targets " in
+        *" $t "*) ;;
+        *) echo "fuzz.sh: FUZZ_TARGETS names '$t', which is not one of: $targets" >&2; exit 2 ;;
+        esac
+    done
+    targets=$FUZZ_TARGETS
+fi
 status=0
 for t in $targets; do
     mkdir -p "$out/corpus_$t"
