@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "shardrec/alloc.h"
 #include "shardrec/atomic_file.h"
@@ -31,13 +32,16 @@ struct convert_args {
     int64_t rows[SR_MAX_FEATURES];
     int num_features;
     int skip_bad_lines;
+    int progress; /* -1: when stderr is a terminal */
     int64_t max_line, chunk;
 };
+
+#define PROGRESS_SECONDS 1.0
 
 static void convert_help(void)
 {
     printf("usage: shardrec convert IN... -o OUT.bin [--table-rows R1,R2,...] [--skip-bad-lines]\n"
-           "                        [--max-line BYTES] [--chunk-samples N]\n"
+           "                        [--max-line BYTES] [--chunk-samples N] [--progress]\n"
            "\n"
            "Converts Criteo TSV files (label, 13 integers, one hex id per feature; gzip\n"
            "accepted) into shardrec's memory-mappable binary format, read in the order\n"
@@ -51,7 +55,9 @@ static void convert_help(void)
            "                       tables, 1460,583,10131227,...)\n"
            "  --skip-bad-lines     count bad lines by kind and report them, instead of failing\n"
            "  --max-line BYTES     longest line accepted (default 65536)\n"
-           "  --chunk-samples N    samples per chunk of the file (default 65536)\n");
+           "  --chunk-samples N    samples per chunk of the file (default 65536)\n"
+           "  --progress, --no-progress  a progress line on stderr (input read, samples, rate,\n"
+           "                       ETA; default: when stderr is a terminal)\n");
 }
 
 static int convert_value_flag(struct convert_args *a, const char *name, const char *value)
@@ -100,6 +106,10 @@ static int convert_parse(int argc, char **argv, struct convert_args *a)
             a->skip_bad_lines = 1;
             continue;
         }
+        if ((!strcmp(name, "progress") || !strcmp(name, "no-progress")) && !value) {
+            a->progress = !strcmp(name, "progress");
+            continue;
+        }
         if (!value && is_value_flag(name) && i + 1 < argc)
             value = argv[++i];
         if (!value)
@@ -129,6 +139,28 @@ static int check_distinct(const struct convert_args *a)
     return rc;
 }
 
+/* The progress line (stderr): input read of the whole, samples, rate, ETA;
+ * at most once a second, and once at the end (`last`). */
+static void show_progress(const struct sr_reader *r, int64_t samples, double start, double *shown,
+                          int last)
+{
+    const double now = sr_clock_seconds();
+    if (!last && now - *shown < PROGRESS_SECONDS)
+        return;
+    *shown = now;
+    int64_t done, total;
+    sr_reader_progress(r, &done, &total);
+    const double rate = (double)done / (now - start > 1e-9 ? now - start : 1e-9);
+    const long eta = rate > 0 ? (long)((double)(total - done) / rate + 0.5) : 0;
+    fprintf(stderr,
+            "\r\033[Kconvert: %.1f of %.1f MB read (%.0f%%), %lld samples, %.1f MB/s, ETA "
+            "%ld:%02ld%s",
+            (double)done / 1e6, (double)total / 1e6,
+            total ? 100.0 * (double)done / (double)total : 100.0, (long long)samples, rate / 1e6,
+            eta / 60, eta % 60, last ? "\n" : "");
+    fflush(stderr);
+}
+
 static int convert_run(const struct convert_args *a, int64_t *samples)
 {
     struct sr_reader_options o = {.world = 1,
@@ -145,9 +177,17 @@ static int convert_run(const struct convert_args *a, int64_t *samples)
     sr_reader_batch_init(r, &b, NULL);
     rc = sr_binfmt_writer_open(&w, a->out, sr_reader_num_dense(r), a->num_features, a->rows,
                                sr_reader_has_weights(r), a->chunk);
-    while (!rc && (rc = sr_reader_next(r, &b)) == 1)
+    const int progress = a->progress >= 0 ? a->progress : isatty(fileno(stderr));
+    const double start = sr_clock_seconds();
+    double shown = start;
+    while (!rc && (rc = sr_reader_next(r, &b)) == 1) {
         rc = sr_binfmt_writer_append(w, &b);
+        if (progress)
+            show_progress(r, sr_binfmt_writer_count(w), start, &shown, 0);
+    }
     *samples = w ? sr_binfmt_writer_count(w) : 0;
+    if (progress)
+        show_progress(r, *samples, start, &shown, 1);
     if (!rc)
         rc = sr_binfmt_writer_close(w);
     else
@@ -160,7 +200,7 @@ static int convert_run(const struct convert_args *a, int64_t *samples)
 
 int cli_convert(int argc, char **argv)
 {
-    struct convert_args a = {.num_features = 26};
+    struct convert_args a = {.num_features = 26, .progress = -1};
     memcpy(a.rows, kaggle_rows, sizeof kaggle_rows);
     a.inputs = sr_calloc((size_t)argc + 1, sizeof *a.inputs);
     int rc = convert_parse(argc, argv, &a);

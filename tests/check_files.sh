@@ -6,6 +6,8 @@
 # - output paths of train (--save-weights, --metrics), convert (-o) and gen
 #   (--out) are checked before any work: a directory, a missing folder, no
 #   permission each give a one-line error with exit status 2, at once;
+# - convert --progress ends having read every byte of plain, gzip and binary
+#   inputs; --no-progress prints none;
 # - a failed convert leaves the old output and no temporary file; a symbolic
 #   link at an output is replaced, the file it points to untouched;
 # - (issue 19, item 5) an output that is an input (by identity: the same
@@ -68,6 +70,12 @@ running=""
 no_temporaries "$tmp"
 expect 0 "convert: 2000 samples" -- convert "$tmp/cat.gz" -o "$tmp/cat.bin" $small
 expect 0 "convert: 2000 samples" -- convert "$tmp/d.tsv" -o "$tmp/d.bin" $small
+# --progress: the last line has read every input byte (plain, gzip, binary)
+total=$(cat "$tmp/d.tsv" "$tmp/cat.gz" "$tmp/d.bin" | wc -c | awk '{ printf "%.1f", $1 / 1e6 }')
+expect 0 "$total of $total MB read (100%), 6000 samples" -- convert "$tmp/d.tsv" "$tmp/cat.gz" \
+    "$tmp/d.bin" -o "$tmp/m.bin" $small --progress
+expect 0 "" -- convert "$tmp/d.tsv" -o "$tmp/m.bin" $small --no-progress
+grep -q "MB read" "$tmp/err" && { echo "FAIL: convert --no-progress printed progress"; fail=1; }
 cmp -s "$tmp/cat.bin" "$tmp/d.bin" || { echo "FAIL: concatenated gzip members read differently"; fail=1; }
 
 # a failed convert keeps the old output; a link at the output is replaced, not followed

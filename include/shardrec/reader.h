@@ -122,6 +122,12 @@ int64_t sr_reader_bad_lines(const struct sr_reader *r, enum sr_criteo_fault kind
  * each kind was seen, or nothing if there were none. */
 void sr_reader_report(const struct sr_reader *r, FILE *f);
 
+/* How far the stream has read, for a progress line: *total the files' sizes
+ * at open, *done the sizes of the files behind the cursor plus the bytes read
+ * of the current one (a gzip file's compressed bytes; a binary file's share
+ * of samples passed). In file order; under shuffle only a rough guide. */
+void sr_reader_progress(const struct sr_reader *r, int64_t *done, int64_t *total);
+
 void sr_reader_free(struct sr_reader *r); /* NULL is a no-op */
 
 #endif

@@ -144,6 +144,7 @@ static int gz_input(struct sr_line_stream *s)
     z->next_in = s->zin;
     z->avail_in = (unsigned)n;
     s->zin_read += n;
+    s->file_read += n;
     s->zin_eof = n == 0;
     return SR_OK;
 }
@@ -224,6 +225,7 @@ static int refill(struct sr_line_stream *s)
         if (got < 0)
             return sr_error_set(SR_ERR_IO, "%s: read failed (%s)", s->path, strerror(errno));
         n = (size_t)got;
+        s->file_read += got;
     }
     s->end += n;
     s->eof = n == 0;

@@ -28,6 +28,7 @@ struct sr_line_stream {
     int member_magic;   /* the current member starts with gzip's magic (member 0 does) */
     int64_t member;     /* 0-based index of the gzip member being inflated */
     int64_t zin_read;   /* compressed bytes read from the file */
+    int64_t file_read;  /* bytes read from the file (compressed ones for gzip): progress */
     char *buf;          /* (cap) borrowed */
     size_t cap, beg, end;
     int eof, discarding;

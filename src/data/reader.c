@@ -22,6 +22,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "data/line_stream.h"
 #include "shardrec/alloc.h"
@@ -36,6 +37,7 @@
 
 struct rfile {
     char *path;
+    int64_t bytes; /* its size at open (progress) */
     int is_bin;
     struct sr_binfmt_view view; /* mapped when is_bin */
 };
@@ -147,6 +149,8 @@ static int open_files(struct sr_reader *r, const char *const *paths)
         int nd = SR_CRITEO_NUM_DENSE, rc = sr_file_check_regular(paths[i], NULL);
         if (rc) /* a FIFO without a writer would block the open; a device never end */
             return rc;
+        struct stat st;
+        fl->bytes = stat(paths[i], &st) == 0 ? (int64_t)st.st_size : 0;
         fl->is_bin = sniff_binary(paths[i]);
         if (fl->is_bin) {
             rc = sr_binfmt_open(&fl->view, paths[i]);
@@ -624,6 +628,23 @@ void sr_reader_report(const struct sr_reader *r, FILE *f)
             fprintf(f, " %s %lld (first at %s);", sr_criteo_fault_name(k), (long long)r->bad[k],
                     r->first_bad[k]);
     fputc('\n', f);
+}
+
+void sr_reader_progress(const struct sr_reader *r, int64_t *done, int64_t *total)
+{
+    *done = *total = 0;
+    for (int i = 0; i < r->n_files; i++) {
+        const struct rfile *fl = &r->files[i];
+        *total += fl->bytes;
+        if (i < r->cur) {
+            *done += fl->bytes;
+        } else if (i == r->cur && fl->is_bin && fl->view.num_samples > 0) {
+            *done += (int64_t)((double)fl->bytes * (double)r->bin_pos /
+                               (double)fl->view.num_samples);
+        } else if (i == r->cur && r->tsv_open) {
+            *done += r->ls.file_read < fl->bytes ? r->ls.file_read : fl->bytes;
+        }
+    }
 }
 
 void sr_reader_free(struct sr_reader *r)
