@@ -23,9 +23,12 @@ static void eval_help(void)
            "Give the model flags of the run that trained it (--workload, --config,\n"
            "--table-rows, --embedding-dim, --bot-mlp, --top-mlp, --interaction, --dcn-*,\n"
            "--pooling); a checkpoint checks them against its record, a weights file\n"
-           "against its tensors' names and shapes. A --config of the training run may be\n"
-           "given whole: its training settings (steps, optimizers, learning rates) are\n"
-           "not used. Any world size and plan read any checkpoint.\n"
+           "against its tensors' names and shapes (it does not record the pooling: give\n"
+           "--pooling as trained). A --config of the training run may be given whole: its\n"
+           "training settings (steps, optimizers, learning rates, its metrics file) are\n"
+           "not used; training flags on the command line are refused. Any world size and\n"
+           "plan read a checkpoint (one of manifest version 1, written before plans were\n"
+           "recorded: its own world size and plan only).\n"
            "\n"
            "data\n"
            "  --data FILE...         evaluate every sample of these files, in order (Criteo\n"
@@ -38,7 +41,8 @@ static void eval_help(void)
            "  --out FILE             one line a sample, in the data's order: its label, a\n"
            "                         tab, its predicted probability (%%.9g); written whole\n"
            "  --metrics FILE         the metrics as one JSON object: model, samples, auc,\n"
-           "                         logloss, ne, accuracy, positive_rate (full precision)\n"
+           "                         logloss, ne, accuracy, positive_rate (full precision;\n"
+           "                         from the command line only)\n"
            "  --progress, --no-progress  live progress line (default: when stderr is a terminal)\n"
            "run\n"
            "  --batch-size N         samples a rank evaluates at once (default 2048)\n"
@@ -49,8 +53,11 @@ static void eval_help(void)
            "\n"
            "Metrics: exact AUC over every sample, log loss, NE (log loss over the entropy of\n"
            "the positive rate), accuracy at 0.5; the same as train's evaluation.\n"
+           "Memory: every rank holds every prediction (about 24 bytes a sample of the whole\n"
+           "set, for the exact AUC); an evaluation larger than a rank's share of the host's\n"
+           "memory is refused before it starts.\n"
            "Exit status: 0 done; 1 an output could not be written; 2 bad flags, model or\n"
-           "data (the message names what and where).\n");
+           "data, or too many samples for the memory (the message names what and where).\n");
 }
 
 struct eval_args {
@@ -90,6 +97,56 @@ static int other_flag(void *ctx, const char *name, const char *value)
     else
         return 1;
     return SR_OK;
+}
+
+/* Flags that only training reads: refused on eval's command line (a
+ * training --config's keys for them are ignored). */
+static const char *const training_flags[] = {
+    "steps",          "lr",         "emb-lr",    "lr-schedule", "optimizer",  "emb-optimizer",
+    "emb-rounding",   "eval-every", "log-every", "batch-pool",  "bucket-kib", "dense-comm-dtype",
+    "loader-threads", NULL};
+
+/* The value of argv's flag --NAME or --NAME=... ("" for --NAME), or NULL. */
+static const char *flag_named(const char *arg, const char *name)
+{
+    size_t n = strlen(name);
+    if (strncmp(arg, "--", 2) || strncmp(arg + 2, name, n) || (arg[2 + n] && arg[2 + n] != '='))
+        return NULL;
+    return arg[2 + n] == '=' ? arg + 3 + n : arg + 2 + n;
+}
+
+static int refuse_training_flags(int argc, char **argv)
+{
+    char names[512] = "";
+    size_t len = 0;
+    int n = 0;
+    for (int i = 1; i < argc; i++)
+        for (int k = 0; training_flags[k]; k++)
+            if (flag_named(argv[i], training_flags[k]) && len + 32 < sizeof names) {
+                len += (size_t)snprintf(names + len, sizeof names - len, "%s--%s", len ? ", " : "",
+                                        training_flags[k]);
+                n++;
+            }
+    if (!n)
+        return SR_OK;
+    return sr_error_set(SR_ERR_INVALID_ARG,
+                        "eval does not train: %s %s for training; HINT: drop %s (a training "
+                        "--config's keys for them are ignored)",
+                        names, n > 1 ? "are" : "is", n > 1 ? "them" : "it");
+}
+
+/* --metrics FILE from the command line alone (a training --config's
+ * "metrics" key names the training's log, which eval must not replace). */
+static void metrics_flag(int argc, char **argv, char *out, size_t cap)
+{
+    out[0] = '\0';
+    for (int i = 1; i < argc; i++) {
+        const char *v = flag_named(argv[i], "metrics");
+        if (v && !*v && i + 1 < argc)
+            v = argv[++i];
+        if (v && *v)
+            snprintf(out, cap, "%s", v);
+    }
 }
 
 /* MODEL: a folder is a checkpoint (or a checkpoint dir), a file weights. */
@@ -164,18 +221,24 @@ static int check_outputs(int argc, char **argv, const struct sr_train_config *cf
     return rc;
 }
 
+/* SR_ERR_WRITE (exit status 1: the evaluation ran) naming the output. */
+static int write_failed(const char *flag, const char *path)
+{
+    return sr_error_set(SR_ERR_WRITE, "%s %s: %s", flag, path, sr_error_message());
+}
+
 static int write_predictions(const char *path, const float *prob, const float *labels, int64_t n)
 {
     struct sr_atomic_file af = {0};
-    int rc = sr_atomic_file_open(&af, path);
-    for (int64_t i = 0; !rc && i < n; i++)
+    if (sr_atomic_file_open(&af, path))
+        return write_failed("--out", path);
+    for (int64_t i = 0; i < n; i++)
         if (fprintf(af.f, "%d\t%.9g\n", labels[i] > 0.5f, (double)prob[i]) < 0) {
             sr_atomic_file_abort(&af);
-            return sr_error_set(SR_ERR_WRITE, "--out %s: cannot write", path);
+            sr_error_set(SR_ERR_IO, "cannot write");
+            return write_failed("--out", path);
         }
-    if (!rc && (rc = sr_atomic_file_commit(&af)))
-        return sr_error_set(SR_ERR_WRITE, "--out %s: %s", path, sr_error_message());
-    return rc;
+    return sr_atomic_file_commit(&af) ? write_failed("--out", path) : SR_OK;
 }
 
 static int write_metrics(const char *path, const char *model, const struct sr_eval_metrics *m)
@@ -188,8 +251,7 @@ static int write_metrics(const char *path, const char *model, const struct sr_ev
     cJSON_AddNumberToObject(root, "ne", m->ne);
     cJSON_AddNumberToObject(root, "accuracy", m->accuracy);
     cJSON_AddNumberToObject(root, "positive_rate", m->positive_rate);
-    int rc = cli_bench_write_json(path, root);
-    return rc ? sr_error_set(SR_ERR_WRITE, "--metrics %s: %s", path, sr_error_message()) : SR_OK;
+    return cli_bench_write_json(path, root) ? write_failed("--metrics", path) : SR_OK;
 }
 
 static void print_metrics(struct sr_trainer *t, const struct sr_train_config *cfg,
@@ -218,11 +280,12 @@ static int report(struct sr_trainer *t, const struct sr_train_config *cfg, const
     int rc = SR_OK;
     if (sr_trainer_rank(t) != 0)
         return SR_OK;
+    char first[1024] = "";
     print_metrics(t, cfg, model, m);
     if (a->out[0] && (rc = write_predictions(a->out, prob, labels, n)))
-        return rc;
-    if (metrics[0])
-        rc = write_metrics(metrics, model, m);
+        snprintf(first, sizeof first, "%s", sr_error_message());
+    if (metrics[0] && write_metrics(metrics, model, m)) /* the other output is still written */
+        return rc ? sr_error_set(SR_ERR_WRITE, "%s; %s", first, sr_error_message()) : SR_ERR_WRITE;
     return rc;
 }
 
@@ -271,9 +334,10 @@ int cli_eval(int argc, char **argv)
     }
     if (rc)
         return rc;
-    snprintf(metrics, sizeof metrics, "%s", cfg.metrics_path);
+    metrics_flag(argc - 1, rest, metrics, sizeof metrics);
     cfg.metrics_path[0] = '\0'; /* eval writes its own, whole */
-    if (set_model(&cfg, model) || to_eval_job(&cfg) || sr_train_config_check(&cfg) ||
+    if (refuse_training_flags(argc - 1, rest) || set_model(&cfg, model) || to_eval_job(&cfg) ||
+        sr_train_config_check(&cfg) ||
         check_outputs(argc - 1, rest, &cfg, model, args.out, metrics)) {
         cli_error("eval", "%s", sr_error_message());
         return CLI_EXIT_USAGE;

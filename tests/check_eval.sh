@@ -18,9 +18,13 @@
 #     train --eval-data on the same TSV prints the same metrics;
 #   - refusals, exit status 2, each naming what is wrong: no MODEL, a MODEL
 #     that does not exist, model flags that differ from the checkpoint's
-#     (--bot-mlp, --table-rows) or from the weights file's shapes, --eval-data,
-#     --out naming an input, --out in a missing folder, a damaged checkpoint
-#     file; and an --out that cannot be written leaves no file behind.
+#     (--bot-mlp, --table-rows, --pooling) or from the weights file's shapes,
+#     --eval-data, training flags, data without samples, --out naming an
+#     input, --out in a missing folder, a damaged checkpoint file; and an
+#     --out that cannot be written leaves no file behind;
+#   - a training --config given whole does not replace its metrics log; a
+#     write of --out that fails (SR_FAULT) is exit status 1 naming --out, and
+#     --metrics is still written.
 # The PyTorch check of the predictions is tests/check_eval_torch.sh.
 # Exit 0 pass, 77 skipped (no MPI), else fail.
 . "$(dirname "$0")/lib.sh"
@@ -157,6 +161,10 @@ refuse "weights of other shapes" "bot_mlp" w.st $JOB --bot-mlp 13-32-8
 refuse "--eval-data" "eval reads the files of --data" ck $FJOB --eval-data test.tsv
 refuse "--out naming an input" "test.tsv" ckf $FJOB --data test.tsv --out test.tsv
 refuse "--out in a missing folder" "nofolder" ckf $FJOB --data test.tsv --out nofolder/p.tsv
+refuse "training flags" "eval does not train: --steps, --lr are for training" ck $JOB --steps 5 --lr 0.1
+: >empty.tsv
+refuse "data without samples" "empty.tsv holds no samples" ck $FJOB --data empty.tsv
+refuse "another --pooling" "another --table-rows or --pooling" ck $JOB --pooling mean
 cp -r ck ckbad
 printf 'X' | dd of=ckbad/step-00000006/rank-00001.safetensors bs=1 seek=200 conv=notrunc 2>/dev/null
 refuse "a damaged checkpoint" "rank-00001.safetensors" ckbad $JOB
@@ -165,6 +173,21 @@ if [ "$(id -u)" -ne 0 ]; then
     refuse "--out in a read-only folder" "ro/p.tsv" ck $JOB --out ro/p.tsv
 fi
 [ -z "$(ls -A ro)" ] && ok "no file left behind" || bad "left behind" "$(ls -A ro)"
+
+# 6. a training --config whole: its metrics log is not replaced; a failed
+# --out is exit status 1 naming it, and --metrics is still written
+why=""
+printf '{"eval_every": 3, "metrics": "train.jsonl", "lr": 0.5}\n' >job.json
+cp train.jsonl train.keep
+"$bin" eval ck $JOB --config job.json --eval-samples 100 >c.out 2>&1 || why="exit $?: $(tail -1 c.out);"
+cmp -s train.jsonl train.keep || why="$why the config's metrics file was replaced;"
+rm -f mx.json
+SR_FAULT=fail-write:path=px.tsv "$bin" eval ck $JOB --eval-samples 100 --out px.tsv --metrics mx.json \
+    >x.out 2>&1
+st=$?
+[ $st -eq 1 ] && grep -q -- "--out px.tsv" x.out || why="$why a failed --out: exit $st, $(tail -1 x.out);"
+[ -s mx.json ] && [ ! -e px.tsv ] || why="$why --metrics missing or --out left behind;"
+if [ -z "$why" ]; then ok "outputs: a config's metrics kept, a failed --out"; else bad "outputs" "$why"; fi
 
 echo "$sr_name: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -42,9 +42,9 @@
 #define HINT_RESUME "HINT: resume with the flags of the run that wrote it, or start a new run"
 #define HINT_EVAL                                                                                 \
     "HINT: give eval the model flags of the run that wrote it (--workload, --config, "            \
-    "--table-rows, --embedding-dim, the MLPs, the interaction)"
+    "--table-rows, --pooling, --embedding-dim, the MLPs, the interaction)"
 #define HINT_JOB (t->cfg->eval_only ? HINT_EVAL : HINT_RESUME)
-#define FLAG     (t->cfg->eval_only ? "eval" : "--resume")
+#define FLAG     (t->cfg->eval_only ? "MODEL" : "--resume")
 
 #define trajectory   sr_checkpoint_settings
 #define N_TRAJECTORY SR_CHECKPOINT_N_SETTINGS
@@ -97,6 +97,17 @@ static int check_tables(const struct sr_trainer *t, const struct sr_ckpt *ck)
     return SR_OK;
 }
 
+/* A setting as messages name it: "--table-rows" stands for every table's
+ * rows, pooling and id policy. */
+static const char *setting_shown(const char *name)
+{
+    if (!strcmp(name, "--table-rows"))
+        return "--table-rows or --pooling (the tables' rows, pooling or id policy)";
+    if (!strcmp(name, "features"))
+        return "features (the config's \"features\")";
+    return name;
+}
+
 /* Every setting that decides the model and its trajectory (eval: the
  * model's); a version 2 checkpoint compares the global batch instead of the
  * per-rank one. */
@@ -112,7 +123,7 @@ static int check_settings(const struct sr_trainer *t, const struct sr_ckpt *ck)
         snprintf(hex, sizeof hex, "%016" PRIx64, sr_trainer_setting_hash(t->cfg, names[k]));
         if (strcmp(str_of(set, names[k]), hex))
             return sr_error_set(SR_ERR_DATA, "%s %s: written by a run with another %s; %s", FLAG,
-                                ck->dir, names[k], HINT_JOB);
+                                ck->dir, setting_shown(names[k]), HINT_JOB);
     }
     if (t->cfg->eval_only)
         return SR_OK;

@@ -113,7 +113,7 @@ static int init_files(struct sr_trainer *t)
         return SR_OK;
     int rc = open_files(t, rows);
     if (t->world_size > 1)
-        rc = sr_trainer_agree(t, rc, cfg->n_data ? "--data" : "--eval-data",
+        rc = sr_trainer_agree(t, rc, cfg->n_data || cfg->eval_only ? "--data" : "--eval-data",
                               "could not open its data");
     if (rc)
         return rc;
@@ -329,6 +329,8 @@ void sr_trainer_free(struct sr_trainer *t)
     sr_free(t->acct.step_ns);
     if (t->reader && t->log)
         sr_reader_report(t->reader, t->log);
+    if (t->eval_reader && t->log) /* its last pass */
+        sr_reader_report(t->eval_reader, t->log);
     sr_dev_free(t->dev, t->pooled);
     sr_dev_free(t->dev, t->dpooled);
     sr_dev_free(t->dev, t->logits);
@@ -620,7 +622,7 @@ static int load_sharded_weights(struct sr_trainer *t, const char *path)
     int rc = sr_weights_load_shards(path, t->dlrm, sr_sharded_ebc_config(t->sebc), ws, n);
     sr_free(ws);
     char what[SR_PATH_MAX + 32];
-    snprintf(what, sizeof what, "--init-weights %s", path);
+    snprintf(what, sizeof what, "%s %s", t->cfg->eval_only ? "MODEL" : "--init-weights", path);
     return sr_trainer_agree(t, rc, what, "could not load its shards");
 }
 

@@ -30,8 +30,44 @@
 
 #define PROGRESS_SECONDS 1.0 /* `eval`'s progress line: at most once a second */
 
-/* Count the global evaluation batches of --eval-data once (this also checks
- * the whole file before training starts). */
+/* The files named in messages: --eval-data in train, --data in eval. */
+static const char *files_flag(const struct sr_trainer *t)
+{
+    return t->cfg->eval_only ? "--data" : "--eval-data";
+}
+
+/* Host bytes a rank holds for an evaluation of nb global batches: its own
+ * predictions and labels, everyone's gathered, and the metrics' workspace. */
+static uint64_t eval_bytes(const struct sr_trainer *t, int64_t nb)
+{
+    const uint64_t local = (uint64_t)nb * (uint64_t)t->cfg->batch_size;
+    const uint64_t all = local * (uint64_t)t->world_size;
+    return 8 * local + 8 * all + (uint64_t)sr_metrics_workspace_bytes((int64_t)all);
+}
+
+/* An evaluation of files fits this rank's share of the host's memory (the
+ * job's memory check sizes synthetic ones before start-up) and MPI's counts. */
+static int check_file_eval_size(const struct sr_trainer *t, int64_t nb)
+{
+    const uint64_t local = (uint64_t)nb * (uint64_t)t->cfg->batch_size;
+    const int L = sr_comm_local_size(t->world) > 0 ? sr_comm_local_size(t->world) : 1;
+    const uint64_t have = sr_machine_memory() / (uint64_t)L, need = eval_bytes(t, nb);
+    if (local > (uint64_t)INT32_MAX || need > have)
+        return sr_error_set(SR_ERR_OOM,
+                            "%s %s%s: evaluating %" PRIu64 " samples (padded to %" PRIu64
+                            " a rank) needs %.1f GB of host memory on every rank (every "
+                            "prediction, for the exact AUC), this machine gives a rank %.1f GB%s; "
+                            "HINT: evaluate the files in parts",
+                            files_flag(t), t->cfg->eval_data_paths[0],
+                            t->cfg->n_eval_data > 1 ? " ..." : "",
+                            (uint64_t)t->cfg->eval_samples * (uint64_t)t->world_size, local,
+                            (double)need / 1e9, (double)have / 1e9,
+                            local > (uint64_t)INT32_MAX ? " (and more than 2^31 a rank)" : "");
+    return SR_OK;
+}
+
+/* Count the global evaluation batches of the files once (this also checks
+ * them whole before training starts). */
 static int count_file_batches(struct sr_trainer *t)
 {
     int64_t nb = 0, n = 0;
@@ -44,7 +80,9 @@ static int count_file_batches(struct sr_trainer *t)
         return rc;
     t->eval.batches = nb;
     t->cfg->eval_samples = n; /* this rank's share; the metrics count all */
-    return sr_reader_rewind(t->eval_reader);
+    if ((rc = check_file_eval_size(t, nb)))
+        return rc;
+    return nb ? sr_reader_rewind(t->eval_reader) : SR_OK; /* none: keep the bad lines' count */
 }
 
 int sr_trainer_init_eval(struct sr_trainer *t)
@@ -57,6 +95,12 @@ int sr_trainer_init_eval(struct sr_trainer *t)
         int rc = count_file_batches(t);
         if (rc)
             return rc;
+        if (t->eval.batches == 0 && cfg->eval_only)
+            return sr_error_set(SR_ERR_DATA,
+                                "--data %s%s holds no samples (%" PRId64 " bad lines skipped): "
+                                "nothing to evaluate",
+                                cfg->eval_data_paths[0], cfg->n_eval_data > 1 ? " ..." : "",
+                                sr_reader_bad_lines(t->eval_reader, SR_CRITEO_OK));
         if (t->eval.batches == 0 && t->log)
             fprintf(t->log,
                     "warning: --eval-data %s%s holds no samples: the run will not be "
