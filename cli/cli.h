@@ -42,6 +42,9 @@ int cli_is_job_flag(const char *name);
 int cli_parse_pipeline(struct sr_train_config *cfg, const char *v);
 /* SR_ERR_INVALID_ARG: "--FLAG: an empty path" (flag without its dashes). */
 int cli_empty_path(const char *flag);
+/* A path flag's value into field (cap bytes): never empty (that would read
+ * as "none"), never cut short; the error names --flag. */
+int cli_set_path(char *field, size_t cap, const char *flag, const char *v);
 /* The --config files of argv, in order, into paths[0..cap); returns how many. */
 int cli_config_paths(int argc, char **argv, const char **paths, int cap);
 /* Fill cfg from defaults, then --workload (wherever it stands), then --config

@@ -65,26 +65,16 @@ struct eval_args {
     char out[SR_PATH_MAX];
 };
 
-static int set_path(char *field, size_t cap, const char *flag, const char *v)
-{
-    if (!*v)
-        return cli_empty_path(flag);
-    if (strlen(v) >= cap)
-        return sr_error_set(SR_ERR_INVALID_ARG, "--%s: path too long", flag);
-    snprintf(field, cap, "%s", v);
-    return SR_OK;
-}
-
 static int other_flag(void *ctx, const char *name, const char *value)
 {
     struct eval_args *a = ctx;
     struct sr_train_config *cfg = a->cfg;
     if (!strcmp(name, "out") && value)
-        return set_path(a->out, sizeof a->out, name, value);
+        return cli_set_path(a->out, sizeof a->out, name, value);
     if (!strcmp(name, "topology") && value) {
         if (cfg->n_topologies == SR_MAX_TOPOLOGIES)
             return sr_error_set(SR_ERR_INVALID_ARG, "--topology: at most %d", SR_MAX_TOPOLOGIES);
-        return set_path(cfg->topologies[cfg->n_topologies++], SR_PATH_MAX, name, value);
+        return cli_set_path(cfg->topologies[cfg->n_topologies++], SR_PATH_MAX, name, value);
     }
     if (value)
         return 1;

@@ -174,17 +174,6 @@ struct train_args {
     struct sr_train_config *cfg;
 };
 
-/* A path flag's value into its field: never empty (that would read as "none"). */
-static int set_path(char *field, size_t cap, const char *flag, const char *v)
-{
-    if (!*v)
-        return cli_empty_path(flag);
-    if (strlen(v) >= cap)
-        return sr_error_set(SR_ERR_INVALID_ARG, "--%s: path too long", flag);
-    snprintf(field, cap, "%s", v);
-    return SR_OK;
-}
-
 /* --trace-steps A:B, 1 <= A <= B. */
 static int parse_trace_steps(struct sr_train_config *cfg, const char *v)
 {
@@ -248,17 +237,17 @@ static int other_flag(void *ctx, const char *name, const char *value)
     struct train_args *a = ctx;
     struct sr_train_config *cfg = a->cfg;
     if (!strcmp(name, "trace") && value) {
-        return set_path(cfg->trace_path, sizeof cfg->trace_path, name, value);
+        return cli_set_path(cfg->trace_path, sizeof cfg->trace_path, name, value);
     } else if (!strcmp(name, "trace-steps") && value) {
         return parse_trace_steps(cfg, value);
     } else if (!strcmp(name, "pipeline") && value) {
         return cli_parse_pipeline(cfg, value);
     } else if (!strcmp(name, "init-weights") && value) {
-        return set_path(cfg->init_weights_path, sizeof cfg->init_weights_path, name, value);
+        return cli_set_path(cfg->init_weights_path, sizeof cfg->init_weights_path, name, value);
     } else if (!strcmp(name, "save-weights") && value) {
-        return set_path(cfg->save_weights_path, sizeof cfg->save_weights_path, name, value);
+        return cli_set_path(cfg->save_weights_path, sizeof cfg->save_weights_path, name, value);
     } else if (!strcmp(name, "checkpoint-dir") && value) {
-        return set_path(cfg->checkpoint_dir, sizeof cfg->checkpoint_dir, name, value);
+        return cli_set_path(cfg->checkpoint_dir, sizeof cfg->checkpoint_dir, name, value);
     } else if (!strcmp(name, "checkpoint-every") && value) {
         return parse_checkpoint_every(cfg, value);
     } else if (!strcmp(name, "checkpoint-write") && value) {
@@ -275,11 +264,11 @@ static int other_flag(void *ctx, const char *name, const char *value)
         return rc;
     } else if (!strcmp(name, "resume")) {
         cfg->resume = 1;
-        return value ? set_path(cfg->resume_path, sizeof cfg->resume_path, name, value) : 0;
+        return value ? cli_set_path(cfg->resume_path, sizeof cfg->resume_path, name, value) : 0;
     } else if (!strcmp(name, "topology") && value) {
         if (cfg->n_topologies == SR_MAX_TOPOLOGIES)
             return sr_error_set(SR_ERR_INVALID_ARG, "--topology: at most %d", SR_MAX_TOPOLOGIES);
-        return set_path(cfg->topologies[cfg->n_topologies++], SR_PATH_MAX, name, value);
+        return cli_set_path(cfg->topologies[cfg->n_topologies++], SR_PATH_MAX, name, value);
     } else if (!strcmp(name, "skip-bad-lines") && !value)
         cfg->skip_bad_lines = 1;
     else if (!strcmp(name, "shuffle") && !value)

@@ -123,6 +123,16 @@ int cli_empty_path(const char *flag)
                         flag);
 }
 
+int cli_set_path(char *field, size_t cap, const char *flag, const char *v)
+{
+    if (!*v)
+        return cli_empty_path(flag);
+    if (strlen(v) >= cap)
+        return sr_error_set(SR_ERR_INVALID_ARG, "--%s: path too long", flag);
+    snprintf(field, cap, "%s", v);
+    return SR_OK;
+}
+
 static int set_int(const char *flag, const char *v, int64_t min, int64_t max, int64_t *out)
 {
     return sr_parse_i64(flag, v, min, max, out);
