@@ -16,6 +16,7 @@
 #include "shardrec/clock.h"
 #include "shardrec/error.h"
 #include "shardrec/files.h"
+#include "shardrec/npy_criteo.h"
 #include "shardrec/reader.h"
 #include "shardrec/train_config.h"
 #include "cli.h"
@@ -32,6 +33,7 @@ struct convert_args {
     int64_t rows[SR_MAX_FEATURES];
     int num_features;
     int skip_bad_lines;
+    int npy;      /* --npy: the inputs are TorchRec's PREFIX_{dense,sparse,labels}.npy */
     int progress; /* -1: when stderr is a terminal */
     int64_t max_line, chunk;
 };
@@ -40,8 +42,9 @@ struct convert_args {
 
 static void convert_help(void)
 {
-    printf("usage: shardrec convert IN... -o OUT.bin [--table-rows R1,R2,...] [--skip-bad-lines]\n"
-           "                        [--max-line BYTES] [--chunk-samples N] [--progress]\n"
+    printf("usage: shardrec convert [--npy] IN... -o OUT.bin [--table-rows R1,R2,...]\n"
+           "                        [--skip-bad-lines] [--max-line BYTES] [--chunk-samples N]\n"
+           "                        [--progress]\n"
            "\n"
            "Converts Criteo TSV files (label, 13 integers, one hex id per feature; gzip\n"
            "accepted) into shardrec's memory-mappable binary format, read in the order\n"
@@ -49,10 +52,18 @@ static void convert_help(void)
            "`train --data OUT.bin` sees exactly the batches of `train --data IN...`;\n"
            "give the same --table-rows as the training run.\n"
            "\n"
+           "With --npy the inputs are TorchRec's preprocessed Criteo days instead\n"
+           "(torchrec/datasets/scripts/npy_preproc_criteo.py): each IN is a PREFIX such as\n"
+           "/data/day_0, read as PREFIX_dense.npy (float32 (N, 13), taken as given),\n"
+           "PREFIX_sparse.npy (int32, uint32 or int64 (N, 26)) and PREFIX_labels.npy (0 or\n"
+           "1, (N,) or (N, 1)); ids are reduced as TorchRec's `sparse %% num_embeddings`\n"
+           "(numpy's floor modulo), so training sees TorchRec's samples.\n"
+           "\n"
            "  -o, --out FILE       output (written beside it under a temporary name, renamed\n"
            "                       over FILE when complete: never a half-written FILE)\n"
            "  --table-rows LIST    rows per feature (default: workload K's 26 Criteo-Kaggle\n"
            "                       tables, 1460,583,10131227,...)\n"
+           "  --npy                the inputs are TorchRec's numpy days (PREFIX...; above)\n"
            "  --skip-bad-lines     count bad lines by kind and report them, instead of failing\n"
            "  --max-line BYTES     longest line accepted (default 65536)\n"
            "  --chunk-samples N    samples per chunk of the file (default 65536)\n"
@@ -106,6 +117,10 @@ static int convert_parse(int argc, char **argv, struct convert_args *a)
             a->skip_bad_lines = 1;
             continue;
         }
+        if (!strcmp(name, "npy") && !value) {
+            a->npy = 1;
+            continue;
+        }
         if ((!strcmp(name, "progress") || !strcmp(name, "no-progress")) && !value) {
             a->progress = !strcmp(name, "progress");
             continue;
@@ -130,26 +145,35 @@ static int convert_parse(int argc, char **argv, struct convert_args *a)
 /* The output is no input, by identity (a hard link too), not only by name. */
 static int check_distinct(const struct convert_args *a)
 {
-    struct sr_named_file *f = sr_calloc((size_t)a->n_inputs + 1, sizeof *f);
+    static const char *const parts[] = {"dense", "sparse", "labels"};
+    const int per = a->npy ? 3 : 1, n = a->n_inputs * per + 1;
+    struct sr_named_file *f = sr_calloc((size_t)n, sizeof *f);
+    char(*paths)[4096] = sr_calloc((size_t)n, sizeof *paths);
     for (int i = 0; i < a->n_inputs; i++)
-        f[i] = (struct sr_named_file){"input", a->inputs[i], 0};
-    f[a->n_inputs] = (struct sr_named_file){"-o", a->out, 1};
-    int rc = sr_files_check_distinct(f, a->n_inputs + 1);
+        for (int k = 0; k < per; k++) {
+            char *p = paths[i * per + k];
+            if (a->npy)
+                snprintf(p, sizeof *paths, "%s_%s.npy", a->inputs[i], parts[k]);
+            else
+                snprintf(p, sizeof *paths, "%s", a->inputs[i]);
+            f[i * per + k] = (struct sr_named_file){"input", p, 0};
+        }
+    f[n - 1] = (struct sr_named_file){"-o", a->out, 1};
+    int rc = sr_files_check_distinct(f, n);
+    sr_free(paths);
     sr_free(f);
     return rc;
 }
 
 /* The progress line (stderr): input read of the whole, samples, rate, ETA;
  * at most once a second, and once at the end (`last`). */
-static void show_progress(const struct sr_reader *r, int64_t samples, double start, double *shown,
+static void show_progress(int64_t done, int64_t total, int64_t samples, double start, double *shown,
                           int last)
 {
     const double now = sr_clock_seconds();
     if (!last && now - *shown < PROGRESS_SECONDS)
         return;
     *shown = now;
-    int64_t done, total;
-    sr_reader_progress(r, &done, &total);
     const double rate = (double)done / (now - start > 1e-9 ? now - start : 1e-9);
     const long eta = rate > 0 ? (long)((double)(total - done) / rate + 0.5) : 0;
     fprintf(stderr,
@@ -180,14 +204,17 @@ static int convert_run(const struct convert_args *a, int64_t *samples)
     const int progress = a->progress >= 0 ? a->progress : isatty(fileno(stderr));
     const double start = sr_clock_seconds();
     double shown = start;
+    int64_t done, total;
     while (!rc && (rc = sr_reader_next(r, &b)) == 1) {
         rc = sr_binfmt_writer_append(w, &b);
+        sr_reader_progress(r, &done, &total);
         if (progress)
-            show_progress(r, sr_binfmt_writer_count(w), start, &shown, 0);
+            show_progress(done, total, sr_binfmt_writer_count(w), start, &shown, 0);
     }
     *samples = w ? sr_binfmt_writer_count(w) : 0;
+    sr_reader_progress(r, &done, &total);
     if (progress)
-        show_progress(r, *samples, start, &shown, 1);
+        show_progress(done, total, *samples, start, &shown, 1);
     if (!rc)
         rc = sr_binfmt_writer_close(w);
     else
@@ -195,6 +222,74 @@ static int convert_run(const struct convert_args *a, int64_t *samples)
     sr_reader_report(r, stderr);
     sr_batch_free(&b);
     sr_reader_free(r);
+    return rc;
+}
+
+/* The bytes of a day's three arrays. */
+static int64_t npy_day_bytes(const struct sr_npy_criteo *c)
+{
+    return (int64_t)(c->dense.map_bytes + c->sparse.map_bytes + c->labels.map_bytes);
+}
+
+/* One day's samples, a batch at a time, into the writer. */
+static int convert_npy_day(const struct convert_args *a, const struct sr_npy_criteo *c,
+                           struct sr_binfmt_writer *w, struct sr_batch *b, int64_t bytes_before,
+                           int64_t total, double start, double *shown)
+{
+    const int progress = a->progress >= 0 ? a->progress : isatty(fileno(stderr));
+    int rc = SR_OK;
+    for (int64_t s = 0; !rc && s < c->samples; s += b->max_batch) {
+        int n = (int)(c->samples - s < b->max_batch ? c->samples - s : b->max_batch);
+        rc = sr_npy_criteo_fill(c, s, n, a->rows, b);
+        if (!rc)
+            rc = sr_binfmt_writer_append(w, b);
+        const int64_t done = bytes_before + (int64_t)((double)npy_day_bytes(c) * (double)(s + n) /
+                                                      (double)c->samples);
+        if (progress)
+            show_progress(done, total, sr_binfmt_writer_count(w), start, shown, 0);
+    }
+    return rc;
+}
+
+/* --npy: TorchRec's arrays, day after day (npy_criteo.h). Every day is opened
+ * and checked first, so a bad one costs no conversion. */
+static int convert_npy_run(const struct convert_args *a, int64_t *samples)
+{
+    struct sr_npy_criteo *days = sr_calloc((size_t)a->n_inputs, sizeof *days);
+    struct sr_binfmt_writer *w = NULL;
+    struct sr_batch b = {0};
+    int64_t total = 0, before = 0;
+    int rc = SR_OK;
+    for (int i = 0; !rc && i < a->n_inputs; i++) {
+        rc = sr_npy_criteo_open(&days[i], a->inputs[i], a->num_features);
+        if (!rc && days[i].num_dense != days[0].num_dense)
+            rc = sr_error_set(SR_ERR_DATA,
+                              "%s: %d dense features, %s has %d; HINT: all days "
+                              "of one file need the same shape",
+                              days[i].dense.path, days[i].num_dense, days[0].dense.path,
+                              days[0].num_dense);
+        total += rc ? 0 : npy_day_bytes(&days[i]);
+    }
+    if (!rc) {
+        sr_batch_init(&b, 4096, days[0].num_dense, a->num_features, 4096 * (int64_t)a->num_features,
+                      0, NULL);
+        rc = sr_binfmt_writer_open(&w, a->out, days[0].num_dense, a->num_features, a->rows, 0,
+                                   a->chunk);
+    }
+    const double start = sr_clock_seconds();
+    double shown = start;
+    for (int i = 0; !rc && i < a->n_inputs; i++) {
+        rc = convert_npy_day(a, &days[i], w, &b, before, total, start, &shown);
+        before += npy_day_bytes(&days[i]);
+    }
+    *samples = w ? sr_binfmt_writer_count(w) : 0;
+    if (!rc && (a->progress >= 0 ? a->progress : isatty(fileno(stderr))))
+        show_progress(total, total, *samples, start, &shown, 1);
+    rc = !rc ? sr_binfmt_writer_close(w) : (sr_binfmt_writer_abort(w), rc);
+    for (int i = 0; i < a->n_inputs; i++)
+        sr_npy_criteo_close(&days[i]);
+    sr_free(days);
+    sr_batch_free(&b);
     return rc;
 }
 
@@ -216,7 +311,7 @@ int cli_convert(int argc, char **argv)
     if (!rc)
         rc = sr_output_path_check(a.out, "-o", SR_OUTPUT_ATOMIC);
     if (!rc)
-        rc = convert_run(&a, &samples);
+        rc = a.npy ? convert_npy_run(&a, &samples) : convert_run(&a, &samples);
     const double seconds = sr_clock_seconds() - t0;
     sr_free(a.inputs);
     if (rc) {

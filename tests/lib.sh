@@ -35,6 +35,7 @@
 #   sr_need_python3          exit 77 when there is no python3
 #   sr_need_torch            sets sr_python to a Python 3 with torch and numpy
 #                            (TORCH_PYTHON first), or exits 77
+#   sr_need_numpy            the same, for numpy alone
 #   sr_need_built FILE...    exit 1 naming the file and the make command when
 #                            one is not there
 #   sr_mpirun NP ARGS...     the one way the tests launch ranks:
@@ -105,6 +106,15 @@ sr_need_torch() {
     done
     echo "$sr_name: skipped: no Python 3 with torch and numpy; HINT: apt-get install" \
         "python3-torch (tools/install-deps.sh), or set TORCH_PYTHON"
+    exit 77
+}
+
+sr_need_numpy() {
+    for sr_python in ${TORCH_PYTHON:-} /usr/bin/python3 python3; do
+        "$sr_python" -c "import numpy" >/dev/null 2>&1 && return 0
+    done
+    echo "$sr_name: skipped: no Python 3 with numpy; HINT: apt-get install python3-numpy" \
+        "(tools/install-deps.sh installs python3-torch, which brings it), or set TORCH_PYTHON"
     exit 77
 }
 

@@ -10,6 +10,7 @@
 #   tests/fuzz/fuzz_topology.c      the topology reader, and the planner's search on what it accepts
 #   tests/fuzz/fuzz_ckpt.c          a checkpoint's manifest, as inspect and export read it (the
 #                                   other files: tests/fuzz/ckpt_fixture)
+#   tests/fuzz/fuzz_npy.c           the .npy header reader (convert --npy)
 # Usage: sh tools/fuzz.sh [SECONDS]   (default 30; each target gets SECONDS)
 # FUZZ_TARGETS="fuzz_config fuzz_plan" builds and runs only those; FUZZ_OUT=DIR puts the
 # binaries and corpora there instead of build-fuzz/.
@@ -79,6 +80,10 @@ if [ -f tests/fuzz/fuzz_ckpt.c ]; then
         src/core/optim_config.c src/core/tensor.c src/core/table_config.c src/core/rng.c \
         src/core/json_kind.c -lcjson
     targets="$targets fuzz_ckpt"
+fi
+if [ -f tests/fuzz/fuzz_npy.c ]; then
+    build fuzz_npy tests/fuzz/fuzz_npy.c src/data/npy.c src/core/files.c
+    targets="$targets fuzz_npy"
 fi
 if [ -n "${FUZZ_TARGETS:-}" ]; then
     for t in $FUZZ_TARGETS; do

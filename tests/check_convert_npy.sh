@@ -1,0 +1,99 @@
+#!/bin/sh
+# `shardrec convert --npy`: TorchRec's preprocessed Criteo days (PREFIX_dense,
+# _sparse, _labels .npy) into the binary format, against the TSV path as the
+# independent reference (tests/helpers/npy_days.py writes each day both ways,
+# numpy computing the dense transform and TorchRec's id hashing):
+#
+#   - two days of one-hot samples: the file --npy writes is byte for byte the
+#     one `convert` writes from the days' TSV (also with 300-sample chunks);
+#   - ids as TorchRec stores hex ids past 2^31 (negative int32): reduced as
+#     numpy's `%` (floor modulo), byte for byte the TSV of those ids;
+#   - --progress ends at 100% of the arrays' bytes;
+#   - refused with exit status 2, naming the file: a missing array, another
+#     number of features, days of different lengths, float64 dense, Fortran
+#     order, big-endian ids, a truncated array, a label of 2, a NaN dense
+#     value, -o naming one of the arrays; and no output is left behind.
+# Needs numpy (Debian: python3-numpy, which python3-torch brings); without it
+# exit 77.
+. "$(dirname "$0")/lib.sh"
+bin=$sr_shardrec
+sr_need_built "$bin"
+sr_need_numpy
+R=50,7,300,1000,60,5
+pass=0 fail=0
+ok() { pass=$((pass + 1)); echo "ok   $1"; }
+bad() { fail=$((fail + 1)); echo "FAIL $1: $2"; }
+cd "$tmp" || exit 1
+gen() { "$sr_python" "$sr_tests/helpers/npy_days.py" "$@"; }
+
+mkdir a neg
+gen a $R 2 1000 || { echo "FAIL npy_days.py"; exit 1; }
+for chunk in 65536 300; do
+    why=""
+    "$bin" convert a/day_0.tsv a/day_1.tsv -o tsv.bin --table-rows $R --chunk-samples $chunk \
+        >t.out 2>&1 || why="TSV convert: $(tail -1 t.out);"
+    "$bin" convert --npy a/day_0 a/day_1 -o npy.bin --table-rows $R --chunk-samples $chunk \
+        >n.out 2>&1 || why="$why --npy convert: $(tail -1 n.out);"
+    grep -q "convert: 2000 samples" n.out || why="$why not 2000 samples;"
+    cmp -s tsv.bin npy.bin || why="$why the files differ;"
+    if [ -z "$why" ]; then ok "2 days, chunks of $chunk: --npy = TSV, byte for byte"; else bad "2 days" "$why"; fi
+done
+
+why=""
+gen neg $R 1 700 --negative || why="npy_days.py --negative failed;"
+"$bin" convert neg/day_0.tsv -o tsv.bin --table-rows $R >t.out 2>&1 || why="$why TSV: $(tail -1 t.out);"
+"$bin" convert --npy neg/day_0 -o npy.bin --table-rows $R >n.out 2>&1 || why="$why --npy: $(tail -1 n.out);"
+cmp -s tsv.bin npy.bin || why="$why the files differ;"
+"$sr_python" -c "import numpy as np, sys; sys.exit(0 if (np.load('neg/day_0_sparse.npy') < 0).any() else 1)" ||
+    why="$why no negative id drawn;"
+if [ -z "$why" ]; then ok "negative int32 ids: numpy's floor modulo"; else bad "negative ids" "$why"; fi
+
+total=$(cat a/day_0_*.npy a/day_1_*.npy | wc -c | awk '{ printf "%.1f", $1 / 1e6 }')
+if "$bin" convert --npy a/day_0 a/day_1 -o npy.bin --table-rows $R --progress >p.out 2>&1 &&
+    grep -q "$total of $total MB read (100%), 2000 samples" p.out; then
+    ok "--progress ends at 100%"
+else
+    bad "--progress" "$(tr '\r' '\n' <p.out | tail -2)"
+fi
+
+# damaged days: each from a copy of day 0, one array changed
+damage() { # NAME PYTHON-STATEMENTS (d: the folder; np: numpy)
+    rm -rf "$1" && mkdir "$1" && cp a/day_0_*.npy "$1/"
+    "$sr_python" -c "import numpy as np; d = '$1'; $2"
+}
+refuse() { # NAME PATTERN ARGS...
+    name=$1 pat=$2
+    shift 2
+    rm -f out.bin
+    "$bin" convert "$@" >r.out 2>&1
+    st=$?
+    if [ $st -eq 2 ] && grep -q -- "$pat" r.out && [ ! -e out.bin ]; then
+        ok "refuses $name"
+    else
+        bad "refuses $name" "exit $st: $(tail -1 r.out)"
+    fi
+}
+damage nolabels "import os; os.remove(d + '/day_0_labels.npy')"
+refuse "a missing array" "nolabels/day_0_labels.npy" --npy nolabels/day_0 -o out.bin --table-rows $R
+refuse "another number of features" "day_0_sparse.npy: int32 of shape (1000, 6)" \
+    --npy a/day_0 -o out.bin --table-rows 50,7,300,1000,60
+damage short "np.save(d + '/day_0_labels.npy', np.load(d + '/day_0_labels.npy')[:999])"
+refuse "arrays of different lengths" "hold 1000, 1000 and 999 samples" --npy short/day_0 -o out.bin --table-rows $R
+damage f64 "np.save(d + '/day_0_dense.npy', np.load(d + '/day_0_dense.npy').astype(np.float64))"
+refuse "float64 dense" "dtype '<f8'" --npy f64/day_0 -o out.bin --table-rows $R
+damage fortran "np.save(d + '/day_0_dense.npy', np.asfortranarray(np.load(d + '/day_0_dense.npy')))"
+refuse "Fortran order" "Fortran order" --npy fortran/day_0 -o out.bin --table-rows $R
+damage big "np.save(d + '/day_0_sparse.npy', np.load(d + '/day_0_sparse.npy').astype('>i4'))"
+refuse "big-endian ids" "dtype '>i4'" --npy big/day_0 -o out.bin --table-rows $R
+damage cut "b = open(d + '/day_0_sparse.npy', 'rb').read(); open(d + '/day_0_sparse.npy', 'wb').write(b[:-5])"
+refuse "a truncated array" "truncated or damaged" --npy cut/day_0 -o out.bin --table-rows $R
+damage label2 "y = np.load(d + '/day_0_labels.npy'); y[17] = 2; np.save(d + '/day_0_labels.npy', y)"
+refuse "a label of 2" "sample 17: label 2" --npy label2/day_0 -o out.bin --table-rows $R
+damage nan "x = np.load(d + '/day_0_dense.npy'); x[5, 3] = np.nan; np.save(d + '/day_0_dense.npy', x)"
+refuse "a NaN dense value" "sample 5, column 3" --npy nan/day_0 -o out.bin --table-rows $R
+refuse "-o naming an input" "day_0_labels.npy" --npy a/day_0 -o a/day_0_labels.npy --table-rows $R
+[ "$(wc -c <a/day_0_labels.npy)" -gt 100 ] || bad "-o naming an input" "the input was changed"
+ls -a . | grep -q 'sr-tmp' && bad "temporary files" "$(ls -a . | grep sr-tmp)"
+
+echo "$sr_name: $pass passed, $fail failed"
+[ "$fail" -eq 0 ]
