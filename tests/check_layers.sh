@@ -44,6 +44,8 @@ comm comm
 comm_compressed comm
 batch data
 binfmt data
+npy data
+npy_criteo data
 criteo data
 reader data
 synthetic data
