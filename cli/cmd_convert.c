@@ -39,6 +39,7 @@ struct convert_args {
 };
 
 #define PROGRESS_SECONDS 1.0
+#define NPY_BATCH        4096 /* samples a batch of --npy days */
 
 static void convert_help(void)
 {
@@ -57,7 +58,9 @@ static void convert_help(void)
            "/data/day_0, read as PREFIX_dense.npy (float32 (N, 13), taken as given),\n"
            "PREFIX_sparse.npy (int32, uint32 or int64 (N, 26)) and PREFIX_labels.npy (0 or\n"
            "1, (N,) or (N, 1)); ids are reduced as TorchRec's `sparse %% num_embeddings`\n"
-           "(numpy's floor modulo), so training sees TorchRec's samples.\n"
+           "(numpy's floor modulo), so training sees TorchRec's samples. MLPerf's\n"
+           "multi-hot days hold PREFIX_sparse_multi_hot.npz (np.savez; members 0..25 of\n"
+           "int32 (N, hotness)) in place of the sparse array: bags of several ids.\n"
            "\n"
            "  -o, --out FILE       output (written beside it under a temporary name, renamed\n"
            "                       over FILE when complete: never a half-written FILE)\n"
@@ -145,15 +148,16 @@ static int convert_parse(int argc, char **argv, struct convert_args *a)
 /* The output is no input, by identity (a hard link too), not only by name. */
 static int check_distinct(const struct convert_args *a)
 {
-    static const char *const parts[] = {"dense", "sparse", "labels"};
-    const int per = a->npy ? 3 : 1, n = a->n_inputs * per + 1;
+    static const char *const parts[] = {"dense.npy", "sparse.npy", "labels.npy",
+                                        "sparse_multi_hot.npz"};
+    const int per = a->npy ? 4 : 1, n = a->n_inputs * per + 1;
     struct sr_named_file *f = sr_calloc((size_t)n, sizeof *f);
     char(*paths)[4096] = sr_calloc((size_t)n, sizeof *paths);
     for (int i = 0; i < a->n_inputs; i++)
         for (int k = 0; k < per; k++) {
             char *p = paths[i * per + k];
             if (a->npy)
-                snprintf(p, sizeof *paths, "%s_%s.npy", a->inputs[i], parts[k]);
+                snprintf(p, sizeof *paths, "%s_%s", a->inputs[i], parts[k]);
             else
                 snprintf(p, sizeof *paths, "%s", a->inputs[i]);
             f[i * per + k] = (struct sr_named_file){"input", p, 0};
@@ -225,12 +229,6 @@ static int convert_run(const struct convert_args *a, int64_t *samples)
     return rc;
 }
 
-/* The bytes of a day's three arrays. */
-static int64_t npy_day_bytes(const struct sr_npy_criteo *c)
-{
-    return (int64_t)(c->dense.map_bytes + c->sparse.map_bytes + c->labels.map_bytes);
-}
-
 /* One day's samples, a batch at a time, into the writer. */
 static int convert_npy_day(const struct convert_args *a, const struct sr_npy_criteo *c,
                            struct sr_binfmt_writer *w, struct sr_batch *b, int64_t bytes_before,
@@ -243,8 +241,8 @@ static int convert_npy_day(const struct convert_args *a, const struct sr_npy_cri
         rc = sr_npy_criteo_fill(c, s, n, a->rows, b);
         if (!rc)
             rc = sr_binfmt_writer_append(w, b);
-        const int64_t done = bytes_before + (int64_t)((double)npy_day_bytes(c) * (double)(s + n) /
-                                                      (double)c->samples);
+        const int64_t done = bytes_before + (int64_t)((double)sr_npy_criteo_bytes(c) *
+                                                      (double)(s + n) / (double)c->samples);
         if (progress)
             show_progress(done, total, sr_binfmt_writer_count(w), start, shown, 0);
     }
@@ -268,11 +266,13 @@ static int convert_npy_run(const struct convert_args *a, int64_t *samples)
                               "of one file need the same shape",
                               days[i].dense.path, days[i].num_dense, days[0].dense.path,
                               days[0].num_dense);
-        total += rc ? 0 : npy_day_bytes(&days[i]);
+        total += rc ? 0 : sr_npy_criteo_bytes(&days[i]);
     }
+    int64_t ids = 0; /* the most ids a sample of any day */
+    for (int i = 0; !rc && i < a->n_inputs; i++)
+        ids = days[i].ids_per_sample > ids ? days[i].ids_per_sample : ids;
     if (!rc) {
-        sr_batch_init(&b, 4096, days[0].num_dense, a->num_features, 4096 * (int64_t)a->num_features,
-                      0, NULL);
+        sr_batch_init(&b, NPY_BATCH, days[0].num_dense, a->num_features, NPY_BATCH * ids, 0, NULL);
         rc = sr_binfmt_writer_open(&w, a->out, days[0].num_dense, a->num_features, a->rows, 0,
                                    a->chunk);
     }
@@ -280,7 +280,7 @@ static int convert_npy_run(const struct convert_args *a, int64_t *samples)
     double shown = start;
     for (int i = 0; !rc && i < a->n_inputs; i++) {
         rc = convert_npy_day(a, &days[i], w, &b, before, total, start, &shown);
-        before += npy_day_bytes(&days[i]);
+        before += sr_npy_criteo_bytes(&days[i]);
     }
     *samples = w ? sr_binfmt_writer_count(w) : 0;
     if (!rc && (a->progress >= 0 ? a->progress : isatty(fileno(stderr))))

@@ -8,6 +8,12 @@
 #     one `convert` writes from the days' TSV (also with 300-sample chunks);
 #   - ids as TorchRec stores hex ids past 2^31 (negative int32): reduced as
 #     numpy's `%` (floor modulo), byte for byte the TSV of those ids;
+#   - MLPerf's multi-hot days (PREFIX_sparse_multi_hot.npz, bags of 1-5 ids,
+#     negative ids): the file read back with numpy from the format's
+#     description (tests/helpers/binfmt_read.py) holds numpy's `bag % rows`,
+#     the dense features and labels; a zip64 end record (as archives past
+#     4 GiB carry) reads the same; a missing member, a compressed archive and a
+#     prefix with no sparse array are refused;
 #   - --progress ends at 100% of the arrays' bytes;
 #   - refused with exit status 2, naming the file: a missing array, another
 #     number of features, days of different lengths, float64 dense, Fortran
@@ -78,7 +84,7 @@ refuse "a missing array" "nolabels/day_0_labels.npy" --npy nolabels/day_0 -o out
 refuse "another number of features" "day_0_sparse.npy: int32 of shape (1000, 6)" \
     --npy a/day_0 -o out.bin --table-rows 50,7,300,1000,60
 damage short "np.save(d + '/day_0_labels.npy', np.load(d + '/day_0_labels.npy')[:999])"
-refuse "arrays of different lengths" "hold 1000, 1000 and 999 samples" --npy short/day_0 -o out.bin --table-rows $R
+refuse "arrays of different lengths" "day_0_labels.npy holds 999 samples" --npy short/day_0 -o out.bin --table-rows $R
 damage f64 "np.save(d + '/day_0_dense.npy', np.load(d + '/day_0_dense.npy').astype(np.float64))"
 refuse "float64 dense" "dtype '<f8'" --npy f64/day_0 -o out.bin --table-rows $R
 damage fortran "np.save(d + '/day_0_dense.npy', np.asfortranarray(np.load(d + '/day_0_dense.npy')))"
@@ -94,6 +100,55 @@ refuse "a NaN dense value" "sample 5, column 3" --npy nan/day_0 -o out.bin --tab
 refuse "-o naming an input" "day_0_labels.npy" --npy a/day_0 -o a/day_0_labels.npy --table-rows $R
 [ "$(wc -c <a/day_0_labels.npy)" -gt 100 ] || bad "-o naming an input" "the input was changed"
 ls -a . | grep -q 'sr-tmp' && bad "temporary files" "$(ls -a . | grep sr-tmp)"
+
+# MLPerf's multi-hot days: against the file read back from its format's
+# description (tests/helpers/binfmt_read.py), ids = numpy's `bag % rows`
+why=""
+mkdir mh
+gen mh $R 2 900 --negative --multi-hot 3,1,2,5,1,4 || why="npy_days.py --multi-hot failed;"
+"$bin" convert --npy mh/day_0 mh/day_1 -o mh.bin --table-rows $R --chunk-samples 500 >m.out 2>&1 ||
+    why="$why convert: $(tail -1 m.out);"
+[ -z "$why" ] && { out=$("$sr_python" - "$sr_tests/helpers" $R <<'PY'
+import sys
+import numpy as np
+sys.path.insert(0, sys.argv[1])
+import binfmt_read
+rows = [int(r) for r in sys.argv[2].split(",")]
+dense, labels, bags = binfmt_read.read("mh.bin")
+want_dense = np.concatenate([np.load(f"mh/day_{d}_dense.npy") for d in (0, 1)])
+want_labels = np.concatenate([np.load(f"mh/day_{d}_labels.npy").reshape(-1) for d in (0, 1)])
+bad = []
+if not (dense == want_dense).all() or not (labels == want_labels).all():
+    bad.append("dense or labels")
+for f, r in enumerate(rows):
+    z = np.concatenate([np.load(f"mh/day_{d}_sparse_multi_hot.npz")[str(f)] for d in (0, 1)])
+    want = z.astype(np.int64) % r
+    got = np.array([list(b) for b in bags[f]], dtype=np.int64)
+    if got.shape != want.shape or not (got == want).all():
+        bad.append(f"feature {f}")
+print(f"{len(labels)} samples, {sum(b[0].size for b in bags)} ids a sample" +
+      (": FAIL " + ", ".join(bad) if bad else ""))
+sys.exit(1 if bad else 0)
+PY
+) || why="$why $out;"; }
+if [ -z "$why" ]; then ok "multi-hot .npz: $out, as numpy reduces them"; else bad "multi-hot" "$why"; fi
+damage_mh() { rm -rf mhc && mkdir mhc && cp mh/day_0_*.np? mhc/ && "$sr_python" -c "import numpy as np; d = 'mhc'; $1"; }
+damage_mh "z = dict(np.load(d + '/day_0_sparse_multi_hot.npz')); del z['4']; np.savez(d + '/day_0_sparse_multi_hot.npz', **z)"
+refuse "a missing multi-hot member" "no member '4.npy'" --npy mhc/day_0 -o out.bin --table-rows $R
+damage_mh "z = dict(np.load(d + '/day_0_sparse_multi_hot.npz')); np.savez_compressed(d + '/day_0_sparse_multi_hot.npz', **z)"
+refuse "a compressed .npz" "compressed (np.savez_compressed)" --npy mhc/day_0 -o out.bin --table-rows $R
+damage_mh "import os; os.remove(d + '/day_0_sparse_multi_hot.npz')"
+refuse "no sparse array at all" "neither mhc/day_0_sparse.npy nor mhc/day_0_sparse_multi_hot.npz" \
+    --npy mhc/day_0 -o out.bin --table-rows $R
+"$sr_python" "$sr_tests/helpers/npz_zip64.py" mh/day_1_sparse_multi_hot.npz z64.npz &&
+    mkdir z64 && cp mh/day_1_dense.npy mh/day_1_labels.npy z64/ && mv z64.npz z64/day_1_sparse_multi_hot.npz
+if "$bin" convert --npy z64/day_1 -o z64.bin --table-rows $R >z.out 2>&1 &&
+    "$bin" convert --npy mh/day_1 -o plain.bin --table-rows $R >/dev/null 2>&1 && cmp -s z64.bin plain.bin; then
+    ok "a zip64 end record reads as the plain one"
+else
+    bad "zip64 end record" "$(tail -1 z.out)"
+fi
+
 
 echo "$sr_name: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

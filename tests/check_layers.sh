@@ -46,6 +46,7 @@ batch data
 binfmt data
 npy data
 npy_criteo data
+npz data
 criteo data
 reader data
 synthetic data

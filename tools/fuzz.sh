@@ -11,6 +11,7 @@
 #   tests/fuzz/fuzz_ckpt.c          a checkpoint's manifest, as inspect and export read it (the
 #                                   other files: tests/fuzz/ckpt_fixture)
 #   tests/fuzz/fuzz_npy.c           the .npy header reader (convert --npy)
+#   tests/fuzz/fuzz_npz.c           the .npz archive reader (zip, zip64; convert --npy multi-hot)
 # Usage: sh tools/fuzz.sh [SECONDS]   (default 30; each target gets SECONDS)
 # FUZZ_TARGETS="fuzz_config fuzz_plan" builds and runs only those; FUZZ_OUT=DIR puts the
 # binaries and corpora there instead of build-fuzz/.
@@ -84,6 +85,10 @@ fi
 if [ -f tests/fuzz/fuzz_npy.c ]; then
     build fuzz_npy tests/fuzz/fuzz_npy.c src/data/npy.c src/core/files.c
     targets="$targets fuzz_npy"
+fi
+if [ -f tests/fuzz/fuzz_npz.c ]; then
+    build fuzz_npz tests/fuzz/fuzz_npz.c src/data/npz.c src/data/npy.c src/core/files.c
+    targets="$targets fuzz_npz"
 fi
 if [ -n "${FUZZ_TARGETS:-}" ]; then
     for t in $FUZZ_TARGETS; do
