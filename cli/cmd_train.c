@@ -288,21 +288,25 @@ static int other_flag(void *ctx, const char *name, const char *value)
 
 static void print_job(const struct sr_train_config *cfg)
 {
-    char workload[SR_WORKLOAD_NAME_MAX + 16] = "";
+    char workload[SR_WORKLOAD_NAME_MAX + 16] = "", steps[48];
     int64_t rows = 0;
+    if (cfg->n_data && !cfg->steps_set) /* the trainer runs until the data ends */
+        snprintf(steps, sizeof steps, "one pass over --data");
+    else
+        snprintf(steps, sizeof steps, "%lld steps", (long long)cfg->steps);
     for (int t = 0; t < cfg->num_tables; t++)
         rows += cfg->tables[t].num_embeddings;
     if (cfg->workload[0])
         snprintf(workload, sizeof workload, "workload %s, ", cfg->workload);
     fprintf(stderr,
             "shardrec train: %s%d tables (%lld rows, %.1f MiB in %s), %d features (up to %lld ids "
-            "a sample), dim %d, %s, batch %d, %lld steps, optimizer %s / embeddings %s\n",
+            "a sample), dim %d, %s, batch %d, %s, optimizer %s / embeddings %s\n",
             workload, cfg->num_tables, (long long)rows,
             (double)rows * cfg->embedding_dim * (double)sr_dtype_size(cfg->emb_dtype) / (1 << 20),
             sr_dtype_name(cfg->emb_dtype), cfg->num_features,
             (long long)sr_train_config_ids_per_sample(cfg), cfg->embedding_dim,
-            cfg->interaction == SR_INTERACTION_DCN ? "dcn" : "dot", cfg->batch_size,
-            (long long)cfg->steps, sr_optim_kind_name(cfg->optimizer),
+            cfg->interaction == SR_INTERACTION_DCN ? "dcn" : "dot", cfg->batch_size, steps,
+            sr_optim_kind_name(cfg->optimizer),
             sr_optim_kind_name(cfg->emb_optimizer));
 }
 
