@@ -1,20 +1,28 @@
-/* `shardrec inspect CKPT` and `shardrec export CKPT --out FILE`: a
- * checkpoint verified and described, or turned into one weights file. The
+/* `shardrec inspect CKPT|WEIGHTS` and `shardrec export CKPT --out FILE`: a
+ * checkpoint (or a weights file) verified and described, or a checkpoint
+ * turned into one weights file. The
  * reading is the library's (shardrec/checkpoint.h); here only flags. */
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "shardrec/atomic_file.h"
 #include "shardrec/checkpoint.h"
 #include "shardrec/error.h"
+#include "shardrec/half.h"
+#include "shardrec/safetensors.h"
 #include "cli.h"
 
 static void inspect_help(void)
 {
-    printf("usage: shardrec inspect CKPT\n"
+    printf("usage: shardrec inspect CKPT|WEIGHTS\n"
            "\n"
            "Verifies a checkpoint and prints what it holds. CKPT is a step-NNNNNNNN\n"
            "folder, or a --checkpoint-dir folder (then its latest complete checkpoint).\n"
+           "A weights file (train --save-weights, shardrec export) is verified as\n"
+           "safetensors (header, offsets, dtypes) and every value read: printed are each\n"
+           "tensor's name, dtype and shape, and the values that are not finite.\n"
            "Checked: the manifest parses; it lists dense.safetensors and one file per\n"
            "rank, each once; every file has the size and FNV-1a 64 checksum the manifest\n"
            "records; every tensor has the shape the recorded plan, tables and optimizers\n"
@@ -46,6 +54,51 @@ static int is_help(const char *a)
     return !strcmp(a, "--help") || !strcmp(a, "-h");
 }
 
+/* Tensor t's values that are NaN or infinite (any of the three dtypes). */
+static int64_t non_finite(const struct sr_st_tensor *t, int64_t numel)
+{
+    const uint16_t *h = (const uint16_t *)(const void *)t->data;
+    int64_t bad = 0;
+    for (int64_t i = 0; i < numel; i++) {
+        float x = t->dtype == SR_DTYPE_F32    ? t->data[i]
+                  : t->dtype == SR_DTYPE_F16 ? sr_fp16_to_fp32(h[i])
+                                              : sr_bf16_to_fp32(h[i]);
+        bad += !isfinite(x);
+    }
+    return bad;
+}
+
+/* A weights file: verified by the reader, every value read. */
+static int inspect_weights(const char *path)
+{
+    struct sr_st_file *f;
+    int rc = sr_st_open(&f, path);
+    if (rc)
+        return rc;
+    int64_t values = 0, bad = 0;
+    printf("weights %s: %d tensors\n", path, sr_st_count(f));
+    for (int i = 0; i < sr_st_count(f); i++) {
+        struct sr_st_tensor t;
+        char shape[96] = "";
+        size_t len = 0;
+        sr_st_get(f, i, &t);
+        for (int d = 0; d < t.ndim && len < sizeof shape - 24; d++)
+            len += (size_t)snprintf(shape + len, sizeof shape - len, "%s%lld", d ? " x " : "",
+                                    (long long)t.shape[d]);
+        const int64_t n = sr_st_numel(t.ndim, t.shape), nb = non_finite(&t, n);
+        printf("  %-28s %-4s %s%s\n", t.name, sr_st_dtype_name(t.dtype), shape,
+               nb ? "  NOT FINITE" : "");
+        values += n;
+        bad += nb;
+    }
+    sr_st_close(f);
+    printf("%lld values, %lld not finite\n", (long long)values, (long long)bad);
+    if (bad)
+        return sr_error_set(SR_ERR_DATA, "%s: %lld values are NaN or infinite", path,
+                            (long long)bad);
+    return SR_OK;
+}
+
 int cli_inspect(int argc, char **argv)
 {
     const char *ckpt = NULL;
@@ -65,7 +118,9 @@ int cli_inspect(int argc, char **argv)
         cli_error("inspect", "give a checkpoint folder; HINT: shardrec inspect CKPT");
         return CLI_EXIT_USAGE;
     }
-    int rc = sr_checkpoint_inspect(ckpt, stdout);
+    struct stat st;
+    int rc = stat(ckpt, &st) == 0 && S_ISREG(st.st_mode) ? inspect_weights(ckpt)
+                                                         : sr_checkpoint_inspect(ckpt, stdout);
     if (rc)
         cli_error("inspect", "%s", sr_error_message());
     return cli_exit_status(rc);

@@ -85,6 +85,20 @@ strip_model m1.json >a.json && strip_model mw.json >b.json && cmp -s a.json b.js
     why="$why --metrics differ;"
 if [ -z "$why" ]; then ok "weights file = checkpoint"; else bad "weights file" "$why"; fi
 
+# inspect of a weights file: every tensor listed; a NaN (the file's last 4
+# bytes, data of its last tensor) is exit status 2
+why=""
+"$bin" inspect w.st >i.out 2>&1 || why="exit $?: $(tail -1 i.out);"
+grep -q "emb.t4.weight  *F32  1000 x 8" i.out && grep -q "values, 0 not finite" i.out ||
+    why="$why the listing lacks a table or the count;"
+cp w.st wnan.st
+size=$(wc -c <wnan.st)
+printf '\377\377\377\377' | dd of=wnan.st bs=1 seek=$((size - 4)) conv=notrunc 2>/dev/null
+"$bin" inspect wnan.st >i.out 2>&1
+st=$?
+[ $st -eq 2 ] && grep -q "1 values are NaN or infinite" i.out || why="$why a NaN: exit $st, $(tail -1 i.out);"
+if [ -z "$why" ]; then ok "inspect of a weights file"; else bad "inspect of weights" "$why"; fi
+
 # 3. world sizes and plans
 for np in 2 3; do
     for s in tw cw rw twrw; do
