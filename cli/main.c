@@ -14,7 +14,7 @@ static void usage(FILE *f)
                "  plan     choose a sharding plan for a job on a topology, with its predicted cost\n"
                "  bench    measure the machine: `bench comm` times the collectives, `bench device`\n"
                "           the device (copy, embedding gather and update, GEMM)\n"
-               "  inspect  verify a checkpoint and print what it holds\n"
+               "  inspect  verify a checkpoint or weights file and print what it holds\n"
                "  export   write a checkpoint's model as one weights file\n"
                "  eval     evaluate a checkpoint or weights file on data (metrics, predictions)\n\n"
                "`shardrec <command> --help` lists a command's flags.\n");
