@@ -39,7 +39,8 @@ struct convert_args {
 };
 
 #define PROGRESS_SECONDS 1.0
-#define NPY_BATCH        4096 /* samples a batch of --npy days */
+#define NPY_BATCH        4096      /* samples a batch of --npy days, */
+#define NPY_BATCH_IDS    (1 << 22) /* and at most this many ids (32 MiB) */
 
 static void convert_help(void)
 {
@@ -169,23 +170,37 @@ static int check_distinct(const struct convert_args *a)
     return rc;
 }
 
-/* The progress line (stderr): input read of the whole, samples, rate, ETA;
- * at most once a second, and once at the end (`last`). */
-static void show_progress(int64_t done, int64_t total, int64_t samples, double start, double *shown,
-                          int last)
+/* The progress line (stderr): input bytes read of the whole, samples, rate,
+ * ETA; at most once a second, and once at the end (also after an error, so
+ * that its message starts a line of its own). */
+struct progress {
+    int on;
+    double start, shown;
+    int64_t done, total; /* input bytes */
+};
+
+static void progress_init(struct progress *p, const struct convert_args *a, int64_t total)
+{
+    p->on = a->progress >= 0 ? a->progress : isatty(fileno(stderr));
+    p->start = p->shown = sr_clock_seconds();
+    p->done = 0;
+    p->total = total;
+}
+
+static void show_progress(struct progress *p, int64_t samples, int last)
 {
     const double now = sr_clock_seconds();
-    if (!last && now - *shown < PROGRESS_SECONDS)
+    if (!p->on || (!last && now - p->shown < PROGRESS_SECONDS))
         return;
-    *shown = now;
-    const double rate = (double)done / (now - start > 1e-9 ? now - start : 1e-9);
-    const long eta = rate > 0 ? (long)((double)(total - done) / rate + 0.5) : 0;
+    p->shown = now;
+    const double rate = (double)p->done / (now - p->start > 1e-9 ? now - p->start : 1e-9);
+    const long eta = rate > 0 ? (long)((double)(p->total - p->done) / rate + 0.5) : 0;
     fprintf(stderr,
             "\r\033[Kconvert: %.1f of %.1f MB read (%.0f%%), %lld samples, %.1f MB/s, ETA "
             "%ld:%02ld%s",
-            (double)done / 1e6, (double)total / 1e6,
-            total ? 100.0 * (double)done / (double)total : 100.0, (long long)samples, rate / 1e6,
-            eta / 60, eta % 60, last ? "\n" : "");
+            (double)p->done / 1e6, (double)p->total / 1e6,
+            p->total ? 100.0 * (double)p->done / (double)p->total : 100.0, (long long)samples,
+            rate / 1e6, eta / 60, eta % 60, last ? "\n" : "");
     fflush(stderr);
 }
 
@@ -205,20 +220,16 @@ static int convert_run(const struct convert_args *a, int64_t *samples)
     sr_reader_batch_init(r, &b, NULL);
     rc = sr_binfmt_writer_open(&w, a->out, sr_reader_num_dense(r), a->num_features, a->rows,
                                sr_reader_has_weights(r), a->chunk);
-    const int progress = a->progress >= 0 ? a->progress : isatty(fileno(stderr));
-    const double start = sr_clock_seconds();
-    double shown = start;
-    int64_t done, total;
+    struct progress p;
+    progress_init(&p, a, 0);
     while (!rc && (rc = sr_reader_next(r, &b)) == 1) {
         rc = sr_binfmt_writer_append(w, &b);
-        sr_reader_progress(r, &done, &total);
-        if (progress)
-            show_progress(done, total, sr_binfmt_writer_count(w), start, &shown, 0);
+        sr_reader_progress(r, &p.done, &p.total);
+        show_progress(&p, sr_binfmt_writer_count(w), 0);
     }
     *samples = w ? sr_binfmt_writer_count(w) : 0;
-    sr_reader_progress(r, &done, &total);
-    if (progress)
-        show_progress(done, total, *samples, start, &shown, 1);
+    sr_reader_progress(r, &p.done, &p.total);
+    show_progress(&p, *samples, 1);
     if (!rc)
         rc = sr_binfmt_writer_close(w);
     else
@@ -231,20 +242,49 @@ static int convert_run(const struct convert_args *a, int64_t *samples)
 
 /* One day's samples, a batch at a time, into the writer. */
 static int convert_npy_day(const struct convert_args *a, const struct sr_npy_criteo *c,
-                           struct sr_binfmt_writer *w, struct sr_batch *b, int64_t bytes_before,
-                           int64_t total, double start, double *shown)
+                           struct sr_binfmt_writer *w, struct sr_batch *b, struct progress *p)
 {
-    const int progress = a->progress >= 0 ? a->progress : isatty(fileno(stderr));
+    const int64_t before = p->done, bytes = sr_npy_criteo_bytes(c);
     int rc = SR_OK;
     for (int64_t s = 0; !rc && s < c->samples; s += b->max_batch) {
         int n = (int)(c->samples - s < b->max_batch ? c->samples - s : b->max_batch);
         rc = sr_npy_criteo_fill(c, s, n, a->rows, b);
         if (!rc)
             rc = sr_binfmt_writer_append(w, b);
-        const int64_t done = bytes_before + (int64_t)((double)sr_npy_criteo_bytes(c) *
-                                                      (double)(s + n) / (double)c->samples);
-        if (progress)
-            show_progress(done, total, sr_binfmt_writer_count(w), start, shown, 0);
+        p->done = before + (int64_t)((double)bytes * (double)(s + n) / (double)c->samples);
+        show_progress(p, sr_binfmt_writer_count(w), 0);
+    }
+    p->done = rc ? p->done : before + bytes;
+    return rc;
+}
+
+/* Samples a batch of --npy days: NPY_BATCH, fewer where a sample holds many
+ * ids (the batch holds at most NPY_BATCH_IDS); days without samples do not
+ * count. */
+static int npy_batch_samples(const struct sr_npy_criteo *days, int n, int64_t *ids)
+{
+    *ids = 1;
+    for (int i = 0; i < n; i++)
+        if (days[i].samples > 0 && days[i].ids_per_sample > *ids)
+            *ids = days[i].ids_per_sample;
+    const int64_t fit = NPY_BATCH_IDS / *ids;
+    return fit < 1 ? 1 : fit > NPY_BATCH ? NPY_BATCH : (int)fit;
+}
+
+/* Every day opened and checked, against the first too. */
+static int open_days(const struct convert_args *a, struct sr_npy_criteo *days, int64_t *bytes)
+{
+    int rc = SR_OK;
+    *bytes = 0;
+    for (int i = 0; !rc && i < a->n_inputs; i++) {
+        rc = sr_npy_criteo_open(&days[i], a->inputs[i], a->num_features);
+        if (!rc && days[i].num_dense != days[0].num_dense)
+            rc = sr_error_set(SR_ERR_DATA,
+                              "%s: %d dense features, %s has %d; HINT: all days "
+                              "of one file need the same shape",
+                              days[i].dense.path, days[i].num_dense, days[0].dense.path,
+                              days[0].num_dense);
+        *bytes += rc ? 0 : sr_npy_criteo_bytes(&days[i]);
     }
     return rc;
 }
@@ -256,35 +296,21 @@ static int convert_npy_run(const struct convert_args *a, int64_t *samples)
     struct sr_npy_criteo *days = sr_calloc((size_t)a->n_inputs, sizeof *days);
     struct sr_binfmt_writer *w = NULL;
     struct sr_batch b = {0};
-    int64_t total = 0, before = 0;
-    int rc = SR_OK;
-    for (int i = 0; !rc && i < a->n_inputs; i++) {
-        rc = sr_npy_criteo_open(&days[i], a->inputs[i], a->num_features);
-        if (!rc && days[i].num_dense != days[0].num_dense)
-            rc = sr_error_set(SR_ERR_DATA,
-                              "%s: %d dense features, %s has %d; HINT: all days "
-                              "of one file need the same shape",
-                              days[i].dense.path, days[i].num_dense, days[0].dense.path,
-                              days[0].num_dense);
-        total += rc ? 0 : sr_npy_criteo_bytes(&days[i]);
-    }
-    int64_t ids = 0; /* the most ids a sample of any day */
-    for (int i = 0; !rc && i < a->n_inputs; i++)
-        ids = days[i].ids_per_sample > ids ? days[i].ids_per_sample : ids;
+    struct progress p;
+    int64_t total, ids;
+    int rc = open_days(a, days, &total);
     if (!rc) {
-        sr_batch_init(&b, NPY_BATCH, days[0].num_dense, a->num_features, NPY_BATCH * ids, 0, NULL);
+        const int B = npy_batch_samples(days, a->n_inputs, &ids);
+        sr_batch_init(&b, B, days[0].num_dense, a->num_features, B * ids, 0, NULL);
         rc = sr_binfmt_writer_open(&w, a->out, days[0].num_dense, a->num_features, a->rows, 0,
                                    a->chunk);
     }
-    const double start = sr_clock_seconds();
-    double shown = start;
-    for (int i = 0; !rc && i < a->n_inputs; i++) {
-        rc = convert_npy_day(a, &days[i], w, &b, before, total, start, &shown);
-        before += sr_npy_criteo_bytes(&days[i]);
-    }
+    progress_init(&p, a, total);
+    for (int i = 0; !rc && i < a->n_inputs; i++)
+        rc = convert_npy_day(a, &days[i], w, &b, &p);
     *samples = w ? sr_binfmt_writer_count(w) : 0;
-    if (!rc && (a->progress >= 0 ? a->progress : isatty(fileno(stderr))))
-        show_progress(total, total, *samples, start, &shown, 1);
+    if (w)
+        show_progress(&p, *samples, 1);
     rc = !rc ? sr_binfmt_writer_close(w) : (sr_binfmt_writer_abort(w), rc);
     for (int i = 0; i < a->n_inputs; i++)
         sr_npy_criteo_close(&days[i]);

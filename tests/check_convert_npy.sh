@@ -11,13 +11,16 @@
 #   - MLPerf's multi-hot days (PREFIX_sparse_multi_hot.npz, bags of 1-5 ids,
 #     negative ids): the file read back with numpy from the format's
 #     description (tests/helpers/binfmt_read.py) holds numpy's `bag % rows`,
-#     the dense features and labels; a zip64 end record (as archives past
-#     4 GiB carry) reads the same; a missing member, a compressed archive and a
-#     prefix with no sparse array are refused;
+#     the dense features and labels; zip64 records (an end record, and the
+#     central directory's extra fields, as archives past 4 GiB carry) read the
+#     same; a missing member, a compressed archive, a prefix with no sparse
+#     array and one with both are refused;
+#   - Fortran order and bool labels give the C-order file;
+#   - a write that fails (a file size limit) is exit status 1, no file left;
 #   - --progress ends at 100% of the arrays' bytes;
 #   - refused with exit status 2, naming the file: a missing array, another
-#     number of features, days of different lengths, float64 dense, Fortran
-#     order, big-endian ids, a truncated array, a label of 2, a NaN dense
+#     number of features, days of different lengths, float64 dense,
+#     big-endian ids, a truncated array, a label of 2, a NaN dense
 #     value, -o naming one of the arrays; and no output is left behind.
 # Needs numpy (Debian: python3-numpy, which python3-torch brings); without it
 # exit 77.
@@ -86,9 +89,21 @@ refuse "another number of features" "day_0_sparse.npy: int32 of shape (1000, 6)"
 damage short "np.save(d + '/day_0_labels.npy', np.load(d + '/day_0_labels.npy')[:999])"
 refuse "arrays of different lengths" "day_0_labels.npy holds 999 samples" --npy short/day_0 -o out.bin --table-rows $R
 damage f64 "np.save(d + '/day_0_dense.npy', np.load(d + '/day_0_dense.npy').astype(np.float64))"
-refuse "float64 dense" "dtype '<f8'" --npy f64/day_0 -o out.bin --table-rows $R
-damage fortran "np.save(d + '/day_0_dense.npy', np.asfortranarray(np.load(d + '/day_0_dense.npy')))"
-refuse "Fortran order" "Fortran order" --npy fortran/day_0 -o out.bin --table-rows $R
+refuse "float64 dense" "float64 of shape (1000, 13); expected float32" --npy f64/day_0 -o out.bin --table-rows $R
+damage both "np.savez(d + '/day_0_sparse_multi_hot.npz', **{'0': np.zeros((1000, 2), np.int32)})"
+refuse "both sparse arrays" "both both/day_0_sparse.npy and both/day_0_sparse_multi_hot.npz exist" \
+    --npy both/day_0 -o out.bin --table-rows $R
+# Fortran order (np.save of a transposed array), labels as bool: the same file
+damage fortran "np.save(d + '/day_0_dense.npy', np.asfortranarray(np.load(d + '/day_0_dense.npy')));
+np.save(d + '/day_0_sparse.npy', np.load(d + '/day_0_sparse.npy').T.copy().T);
+np.save(d + '/day_0_labels.npy', np.load(d + '/day_0_labels.npy').astype(bool))"
+"$bin" convert --npy a/day_0 -o c.bin --table-rows $R >/dev/null 2>&1
+if "$bin" convert --npy fortran/day_0 -o f.bin --table-rows $R >f.out 2>&1 && cmp -s c.bin f.bin &&
+    "$sr_python" -c "import numpy as np; assert np.load('fortran/day_0_sparse.npy').flags.f_contiguous"; then
+    ok "Fortran order and bool labels read as C order and int labels"
+else
+    bad "Fortran order" "$(tail -1 f.out)"
+fi
 damage big "np.save(d + '/day_0_sparse.npy', np.load(d + '/day_0_sparse.npy').astype('>i4'))"
 refuse "big-endian ids" "dtype '>i4'" --npy big/day_0 -o out.bin --table-rows $R
 damage cut "b = open(d + '/day_0_sparse.npy', 'rb').read(); open(d + '/day_0_sparse.npy', 'wb').write(b[:-5])"
@@ -97,8 +112,17 @@ damage label2 "y = np.load(d + '/day_0_labels.npy'); y[17] = 2; np.save(d + '/da
 refuse "a label of 2" "sample 17: label 2" --npy label2/day_0 -o out.bin --table-rows $R
 damage nan "x = np.load(d + '/day_0_dense.npy'); x[5, 3] = np.nan; np.save(d + '/day_0_dense.npy', x)"
 refuse "a NaN dense value" "sample 5, column 3" --npy nan/day_0 -o out.bin --table-rows $R
+cp a/day_0_labels.npy labels.keep
 refuse "-o naming an input" "day_0_labels.npy" --npy a/day_0 -o a/day_0_labels.npy --table-rows $R
-[ "$(wc -c <a/day_0_labels.npy)" -gt 100 ] || bad "-o naming an input" "the input was changed"
+cmp -s a/day_0_labels.npy labels.keep || bad "-o naming an input" "the input was changed"
+# a write that fails (a full disk, as a file size limit): exit status 1, no file
+{ (trap '' XFSZ; ulimit -f 8; exec "$bin" convert --npy a/day_0 a/day_1 -o full.bin --table-rows $R) 2>&1
+    echo $? >rc; } | cat >w.out
+if [ "$(cat rc)" -eq 1 ] && grep -q "full.bin.*write failed" w.out && [ ! -e full.bin ]; then
+    ok "a failed write: exit status 1, no file"
+else
+    bad "a failed write" "exit $(cat rc): $(tail -1 w.out)"
+fi
 ls -a . | grep -q 'sr-tmp' && bad "temporary files" "$(ls -a . | grep sr-tmp)"
 
 # MLPerf's multi-hot days: against the file read back from its format's
@@ -140,14 +164,17 @@ refuse "a compressed .npz" "compressed (np.savez_compressed)" --npy mhc/day_0 -o
 damage_mh "import os; os.remove(d + '/day_0_sparse_multi_hot.npz')"
 refuse "no sparse array at all" "neither mhc/day_0_sparse.npy nor mhc/day_0_sparse_multi_hot.npz" \
     --npy mhc/day_0 -o out.bin --table-rows $R
-"$sr_python" "$sr_tests/helpers/npz_zip64.py" mh/day_1_sparse_multi_hot.npz z64.npz &&
-    mkdir z64 && cp mh/day_1_dense.npy mh/day_1_labels.npy z64/ && mv z64.npz z64/day_1_sparse_multi_hot.npz
-if "$bin" convert --npy z64/day_1 -o z64.bin --table-rows $R >z.out 2>&1 &&
-    "$bin" convert --npy mh/day_1 -o plain.bin --table-rows $R >/dev/null 2>&1 && cmp -s z64.bin plain.bin; then
-    ok "a zip64 end record reads as the plain one"
-else
-    bad "zip64 end record" "$(tail -1 z.out)"
-fi
+"$bin" convert --npy mh/day_1 -o plain.bin --table-rows $R >/dev/null 2>&1
+for kind in end central; do
+    rm -rf z64 && mkdir z64 && cp mh/day_1_dense.npy mh/day_1_labels.npy z64/
+    "$sr_python" "$sr_tests/helpers/npz_zip64.py" $kind mh/day_1_sparse_multi_hot.npz \
+        z64/day_1_sparse_multi_hot.npz
+    if "$bin" convert --npy z64/day_1 -o z64.bin --table-rows $R >z.out 2>&1 && cmp -s z64.bin plain.bin; then
+        ok "zip64 ($kind records) reads as the plain archive"
+    else
+        bad "zip64 ($kind)" "$(tail -1 z.out)"
+    fi
+done
 
 
 echo "$sr_name: $pass passed, $fail failed"

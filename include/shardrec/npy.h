@@ -14,9 +14,9 @@
  *   ...           the data, C order, prod(shape) x itemsize bytes, ending the file
  *
  * Strict: the three keys exactly once each, nothing else; descr one of '<f4',
- * '<i4', '<u4', '<i8' (little-endian; '|' or '=' accepted for the byte order
- * where numpy writes them); fortran_order False; one or two dimensions; the
- * file exactly as long as header and data. Anything else is SR_ERR_DATA naming
+ * '<f8', '<i4', '<u4', '<i8', '|u1', '|b1' (little-endian; '|' or '=' accepted
+ * for the byte order where numpy writes them); C or Fortran order; one or two
+ * dimensions; the file exactly as long as header and data. Anything else is SR_ERR_DATA naming
  * the file and what is wrong.
  */
 #ifndef SHARDREC_NPY_H
@@ -25,15 +25,24 @@
 #include <stddef.h>
 #include <stdint.h>
 
-enum sr_npy_dtype { SR_NPY_F32 = 0, SR_NPY_I32 = 1, SR_NPY_U32 = 2, SR_NPY_I64 = 3 };
+enum sr_npy_dtype {
+    SR_NPY_F32 = 0,
+    SR_NPY_I32 = 1,
+    SR_NPY_U32 = 2,
+    SR_NPY_I64 = 3,
+    SR_NPY_F64 = 4,
+    SR_NPY_U8 = 5,   /* '|u1' */
+    SR_NPY_BOOL = 6, /* '|b1' */
+};
 
 struct sr_npy {
     char *path; /* owned copy, for messages */
     enum sr_npy_dtype dtype;
-    int itemsize;              /* 4 or 8 */
+    int itemsize;              /* 1, 4 or 8 */
     int ndim;                  /* 1 or 2 */
+    int fortran;               /* column-major (fortran_order True) */
     int64_t rows, cols;        /* shape (rows,) is read as (rows, 1) */
-    const unsigned char *data; /* rows * cols items, C order */
+    const unsigned char *data; /* rows * cols items, C (or Fortran) order */
     void *map;                 /* the mapping (sr_npy_open), or NULL */
     size_t map_bytes;
 };
@@ -47,11 +56,12 @@ int sr_npy_parse(struct sr_npy *a, const unsigned char *buf, size_t n, const cha
 int sr_npy_open(struct sr_npy *a, const char *path);
 void sr_npy_close(struct sr_npy *a); /* safe on a zeroed or closed array */
 
-/* Item (r, c) as int64 (integer dtypes) or as float (F32). */
+/* Item (r, c) as int64 (integer and bool dtypes; a float one truncated, 0
+ * when NaN or beyond int64) or as float (a wider one rounded). */
 int64_t sr_npy_int(const struct sr_npy *a, int64_t r, int64_t c);
 float sr_npy_float(const struct sr_npy *a, int64_t r, int64_t c);
 
-/* "float32", "int32", "uint32", "int64". */
+/* "float32", "int32", "uint32", "int64", "float64", "uint8", "bool". */
 const char *sr_npy_dtype_name(enum sr_npy_dtype t);
 
 #endif

@@ -11,6 +11,7 @@
  * The file is an atomic write (atomic_file.h): it appears under its name
  * complete or not at all, and a failure leaves no temporary file behind.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -45,7 +46,8 @@ struct sr_binfmt_writer {
 
 static int werr(struct sr_binfmt_writer *w)
 {
-    return sr_error_set(SR_ERR_IO, "%s: write failed; HINT: check free disk space", w->path);
+    return sr_error_set(SR_ERR_WRITE, "%s: write failed (%s); HINT: check free disk space",
+                        w->path, strerror(errno ? errno : EIO));
 }
 
 static int put(struct sr_binfmt_writer *w, const void *p, uint64_t bytes)
@@ -354,8 +356,8 @@ int sr_binfmt_writer_close(struct sr_binfmt_writer *w)
     uint64_t table_offset = w->pos;
     rc = rc ? rc : put(w, w->table, 16 * (uint64_t)w->num_chunks);
     rc = rc ? rc : write_header(w, table_offset);
-    if (!rc)
-        rc = sr_atomic_file_commit(&w->af); /* releases af: writer_free then skips it */
+    if (!rc && sr_atomic_file_commit(&w->af)) /* releases af: writer_free then skips it */
+        rc = sr_error_set(SR_ERR_WRITE, "%s", sr_error_message());
     w->f = NULL;
     writer_free(w);
     return rc;

@@ -119,8 +119,9 @@ static int parse_descr(struct sr_npy *a, const char *d)
         const char *code;
         enum sr_npy_dtype t;
         int size;
-    } kinds[] = {
-        {"f4", SR_NPY_F32, 4}, {"i4", SR_NPY_I32, 4}, {"u4", SR_NPY_U32, 4}, {"i8", SR_NPY_I64, 8}};
+    } kinds[] = {{"f4", SR_NPY_F32, 4}, {"i4", SR_NPY_I32, 4}, {"u4", SR_NPY_U32, 4},
+                 {"i8", SR_NPY_I64, 8}, {"f8", SR_NPY_F64, 8}, {"u1", SR_NPY_U8, 1},
+                 {"b1", SR_NPY_BOOL, 1}};
     if (d[0] != '<' && d[0] != '|' && d[0] != '=')
         return 0; /* big-endian ('>') or no byte order */
     for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++)
@@ -151,15 +152,17 @@ static int parse_dict(struct sr_npy *a, struct scan *s, const char *path)
             if (!take_string(s, descr, sizeof descr))
                 return bad(path, "'descr' is not a string");
             if (!parse_descr(a, descr)) {
-                char msg[96];
+                char msg[160];
                 snprintf(msg, sizeof msg,
-                         "dtype '%s' (float32, int32, uint32 or int64, little-endian)", descr);
+                         "dtype '%s' (float32, float64, int32, uint32, int64, uint8 or bool, "
+                         "little-endian)",
+                         descr);
                 return bad(path, msg);
             }
         } else if (!strcmp(key, "fortran_order") && !seen_order++) {
             if (take_word(s, "True"))
-                return bad(path, "Fortran order (save it in C order)");
-            if (!take_word(s, "False"))
+                a->fortran = 1;
+            else if (!take_word(s, "False"))
                 return bad(path, "'fortran_order' is not True or False");
         } else if (!strcmp(key, "shape") && !seen_shape++) {
             if (!take_shape(s, a))
@@ -260,41 +263,60 @@ void sr_npy_close(struct sr_npy *a)
     memset(a, 0, sizeof *a);
 }
 
+/* Item (r, c)'s bytes: row-major, or column-major under Fortran order. */
+static const unsigned char *item(const struct sr_npy *a, int64_t r, int64_t c)
+{
+    const int64_t i = a->fortran ? c * a->rows + r : r * a->cols + c;
+    return a->data + (size_t)i * (size_t)a->itemsize;
+}
+
 int64_t sr_npy_int(const struct sr_npy *a, int64_t r, int64_t c)
 {
-    const unsigned char *p = a->data + (size_t)(r * a->cols + c) * (size_t)a->itemsize;
+    const unsigned char *p = item(a, r, c);
+    int32_t i32;
+    uint32_t u32;
+    int64_t i64;
     switch (a->dtype) {
-    case SR_NPY_I32: {
-        int32_t v;
-        memcpy(&v, p, 4);
-        return v;
+    case SR_NPY_I32:
+        memcpy(&i32, p, 4);
+        return i32;
+    case SR_NPY_U32:
+        memcpy(&u32, p, 4);
+        return u32;
+    case SR_NPY_I64:
+        memcpy(&i64, p, 8);
+        return i64;
+    case SR_NPY_U8:
+    case SR_NPY_BOOL:
+        return *p;
+    default: { /* a float: truncated; NaN or beyond int64's range gives 0 */
+        double x = a->dtype == SR_NPY_F64 ? 0 : (double)sr_npy_float(a, r, c);
+        if (a->dtype == SR_NPY_F64)
+            memcpy(&x, p, 8);
+        return x > -9.2e18 && x < 9.2e18 ? (int64_t)x : 0;
     }
-    case SR_NPY_U32: {
-        uint32_t v;
-        memcpy(&v, p, 4);
-        return v;
-    }
-    case SR_NPY_I64: {
-        int64_t v;
-        memcpy(&v, p, 8);
-        return v;
-    }
-    default:
-        return (int64_t)sr_npy_float(a, r, c);
     }
 }
 
 float sr_npy_float(const struct sr_npy *a, int64_t r, int64_t c)
 {
-    if (a->dtype != SR_NPY_F32)
-        return (float)sr_npy_int(a, r, c);
-    float v;
-    memcpy(&v, a->data + (size_t)(r * a->cols + c) * 4, 4);
-    return v;
+    const unsigned char *p = item(a, r, c);
+    float f;
+    double d;
+    if (a->dtype == SR_NPY_F32) {
+        memcpy(&f, p, 4);
+        return f;
+    }
+    if (a->dtype == SR_NPY_F64) {
+        memcpy(&d, p, 8);
+        return (float)d;
+    }
+    return (float)sr_npy_int(a, r, c);
 }
 
 const char *sr_npy_dtype_name(enum sr_npy_dtype t)
 {
-    static const char *const names[] = {"float32", "int32", "uint32", "int64"};
-    return t <= SR_NPY_I64 ? names[t] : "?";
+    static const char *const names[] = {"float32", "int32", "uint32", "int64",
+                                        "float64", "uint8", "bool"};
+    return t <= SR_NPY_BOOL ? names[t] : "?";
 }

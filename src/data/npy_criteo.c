@@ -34,10 +34,12 @@ static int shape_error(const struct sr_npy *a, const char *want)
 static int check_ids(const struct sr_npy *a, int64_t cols, const char *what)
 {
     char want[128];
-    if (a->dtype != SR_NPY_F32 && a->ndim == 2 &&
+    const int integer = a->dtype == SR_NPY_I32 || a->dtype == SR_NPY_U32 ||
+                        a->dtype == SR_NPY_I64 || a->dtype == SR_NPY_U8;
+    if (integer && a->ndim == 2 &&
         (cols ? a->cols == cols : a->cols >= 1 && a->cols <= SR_NPY_CRITEO_MAX_BAG))
         return SR_OK;
-    snprintf(want, sizeof want, "int32, uint32 or int64 (N, %s)", what);
+    snprintf(want, sizeof want, "int32, uint32, int64 or uint8 (N, %s)", what);
     return shape_error(a, want);
 }
 
@@ -97,6 +99,11 @@ static int open_sparse(struct sr_npy_criteo *c, const char *prefix)
     char path[PATH_CAP], multi[PATH_CAP];
     snprintf(path, sizeof path, "%s_sparse.npy", prefix);
     snprintf(multi, sizeof multi, "%s_sparse_multi_hot.npz", prefix);
+    if (access(path, F_OK) == 0 && access(multi, F_OK) == 0)
+        return sr_error_set(SR_ERR_DATA,
+                            "%s: both %s and %s exist: which is the day's? HINT: move one "
+                            "of them away",
+                            prefix, path, multi);
     if (access(path, F_OK) == 0 || access(multi, F_OK) != 0) {
         int rc = sr_npy_open(&c->sparse, path);
         if (rc && access(path, F_OK) != 0)
