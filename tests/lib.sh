@@ -100,22 +100,22 @@ sr_need_python3() {
     exit 77
 }
 
-sr_need_torch() {
+# sr_need_python MODULES HINT: sr_python, a Python 3 that imports MODULES
+# ("torch, numpy"), TORCH_PYTHON first; else skipped (exit 77) with HINT.
+sr_need_python() {
     for sr_python in ${TORCH_PYTHON:-} /usr/bin/python3 python3; do
-        "$sr_python" -c "import torch, numpy" >/dev/null 2>&1 && return 0
+        "$sr_python" -c "import $1" >/dev/null 2>&1 && return 0
     done
-    echo "$sr_name: skipped: no Python 3 with torch and numpy; HINT: apt-get install" \
-        "python3-torch (tools/install-deps.sh), or set TORCH_PYTHON"
+    echo "$sr_name: skipped: no Python 3 with $1; HINT: $2"
     exit 77
 }
-
+sr_need_torch() {
+    sr_need_python "torch, numpy" \
+        "apt-get install python3-torch (tools/install-deps.sh), or set TORCH_PYTHON"
+}
 sr_need_numpy() {
-    for sr_python in ${TORCH_PYTHON:-} /usr/bin/python3 python3; do
-        "$sr_python" -c "import numpy" >/dev/null 2>&1 && return 0
-    done
-    echo "$sr_name: skipped: no Python 3 with numpy; HINT: apt-get install python3-numpy" \
-        "(tools/install-deps.sh installs python3-torch, which brings it), or set TORCH_PYTHON"
-    exit 77
+    sr_need_python numpy "apt-get install python3-numpy (tools/install-deps.sh installs \
+python3-torch, which brings it), or set TORCH_PYTHON"
 }
 
 sr_need_built() {

@@ -52,6 +52,12 @@ int sr_file_read_small(const char *path, const char *what, size_t max_bytes, cha
  * says so). `what` may be NULL. */
 int sr_file_check_regular(const char *path, const char *what);
 
+/* Map the regular file at `path` read-only (shared) into *map, *bytes:
+ * SR_ERR_IO naming the path when it is not a regular file or cannot be
+ * opened or mapped, SR_ERR_DATA when it is empty. sr_file_unmap undoes it. */
+int sr_file_map(const char *path, const void **map, size_t *bytes);
+void sr_file_unmap(const void *map, size_t bytes); /* NULL is a no-op */
+
 /* SR_ERR_INVALID_ARG naming `where` and the byte offset when the `len` bytes
  * of JSON text hold a NUL byte, or a string holds the escape \u0000. */
 int sr_json_check_nul(const char *text, size_t len, const char *where);

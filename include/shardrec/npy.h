@@ -43,7 +43,7 @@ struct sr_npy {
     int fortran;               /* column-major (fortran_order True) */
     int64_t rows, cols;        /* shape (rows,) is read as (rows, 1) */
     const unsigned char *data; /* rows * cols items, C (or Fortran) order */
-    void *map;                 /* the mapping (sr_npy_open), or NULL */
+    const void *map;           /* the mapping (sr_npy_open), or NULL */
     size_t map_bytes;
 };
 

@@ -11,8 +11,8 @@
  * member compressed (np.savez_compressed), encrypted or split over disks, a
  * size or offset outside the file, overlapping members, a name given twice,
  * a local header that disagrees with the directory, or more than
- * SR_NPZ_MAX_MEMBERS members is SR_ERR_DATA naming the file and the member. CRCs are not checked (the
- * arrays' own shape and size are).
+ * SR_NPZ_MAX_MEMBERS members is SR_ERR_DATA naming the file and the member. CRCs are not checked
+ * (the arrays' own shape and size are).
  */
 #ifndef SHARDREC_NPZ_H
 #define SHARDREC_NPZ_H
@@ -32,8 +32,8 @@ struct sr_npz_member {
 };
 
 struct sr_npz {
-    char *path; /* owned (sr_npz_open), for messages */
-    void *map;
+    char *path;      /* owned (sr_npz_open), for messages */
+    const void *map; /* the mapping (sr_npz_open), or NULL */
     size_t map_bytes;
     int n;
     struct sr_npz_member *members; /* (n) owned */

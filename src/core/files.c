@@ -29,6 +29,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -253,4 +254,38 @@ int sr_json_check_nul(const char *text, size_t len, const char *where)
         i++; /* the escaped character: "\\u0000" is a backslash, then text */
     }
     return SR_OK;
+}
+
+int sr_file_map(const char *path, const void **map, size_t *bytes)
+{
+    struct stat st;
+    *map = NULL;
+    *bytes = 0;
+    int rc = sr_file_check_regular(path, NULL);
+    if (rc)
+        return rc;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return sr_error_set(SR_ERR_IO, "%s: cannot open (%s); HINT: check the path", path,
+                            strerror(errno));
+    if (fstat(fd, &st) != 0 || st.st_size <= 0) {
+        close(fd);
+        return sr_error_set(SR_ERR_DATA, "%s: an empty file", path);
+    }
+    const size_t size = (size_t)st.st_size;
+    void *m = mmap(NULL, size, PROT_READ, MAP_SHARED, fd, 0);
+    close(fd);
+    if (m == MAP_FAILED)
+        return sr_error_set(SR_ERR_IO, "%s: cannot map %zu bytes (%s)", path, size,
+                            strerror(errno));
+    madvise(m, size, MADV_SEQUENTIAL);
+    *map = m;
+    *bytes = size;
+    return SR_OK;
+}
+
+void sr_file_unmap(const void *map, size_t bytes)
+{
+    if (map)
+        munmap((void *)(uintptr_t)map, bytes);
 }

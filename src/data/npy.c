@@ -3,15 +3,9 @@
  * The header is a Python dict literal; this reads exactly what numpy writes
  * for a C-order array of one of four dtypes, and refuses the rest by name.
  */
-#include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "shardrec/alloc.h"
 #include "shardrec/error.h"
@@ -224,31 +218,16 @@ int sr_npy_parse(struct sr_npy *a, const unsigned char *buf, size_t n, const cha
 
 int sr_npy_open(struct sr_npy *a, const char *path)
 {
-    struct stat st;
+    const void *map;
+    size_t size;
     memset(a, 0, sizeof *a);
-    int rc = sr_file_check_regular(path, NULL);
-    if (rc)
-        return rc;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return sr_error_set(SR_ERR_IO, "%s: cannot open (%s); HINT: check the path", path,
-                            strerror(errno));
-    if (fstat(fd, &st) != 0 || st.st_size <= 0) {
-        close(fd);
-        return bad(path, "an empty file");
-    }
-    size_t size = (size_t)st.st_size;
-    void *map = mmap(NULL, size, PROT_READ, MAP_SHARED, fd, 0);
-    close(fd);
-    if (map == MAP_FAILED)
-        return sr_error_set(SR_ERR_IO, "%s: cannot map %zu bytes", path, size);
-    rc = sr_npy_parse(a, map, size, path);
+    int rc = sr_file_map(path, &map, &size);
+    if (!rc && (rc = sr_npy_parse(a, map, size, path)))
+        sr_file_unmap(map, size);
     if (rc) {
-        munmap(map, size);
         memset(a, 0, sizeof *a);
         return rc;
     }
-    madvise(map, size, MADV_SEQUENTIAL);
     a->map = map;
     a->map_bytes = size;
     a->path = sr_strdup(path);
@@ -257,8 +236,7 @@ int sr_npy_open(struct sr_npy *a, const char *path)
 
 void sr_npy_close(struct sr_npy *a)
 {
-    if (a->map)
-        munmap(a->map, a->map_bytes);
+    sr_file_unmap(a->map, a->map_bytes);
     sr_free(a->path);
     memset(a, 0, sizeof *a);
 }

@@ -8,15 +8,10 @@
  *   zip64 end      56 bytes (when the end record's fields are full) + locator 20
  *   end record     22 bytes + comment (at most 65535 bytes): ends the file
  */
-#include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "shardrec/alloc.h"
 #include "shardrec/error.h"
@@ -251,28 +246,14 @@ int sr_npz_parse(struct sr_npz *z, const unsigned char *buf, size_t n, const cha
 
 int sr_npz_open(struct sr_npz *z, const char *path)
 {
-    struct stat st;
+    const void *map;
+    size_t size;
     memset(z, 0, sizeof *z);
-    int rc = sr_file_check_regular(path, NULL);
+    int rc = sr_file_map(path, &map, &size);
+    if (!rc && (rc = sr_npz_parse(z, map, size, path)))
+        sr_file_unmap(map, size);
     if (rc)
         return rc;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return sr_error_set(SR_ERR_IO, "%s: cannot open (%s); HINT: check the path", path,
-                            strerror(errno));
-    if (fstat(fd, &st) != 0 || st.st_size <= 0) {
-        close(fd);
-        return bad(path, "an empty file");
-    }
-    const size_t size = (size_t)st.st_size;
-    void *map = mmap(NULL, size, PROT_READ, MAP_SHARED, fd, 0);
-    close(fd);
-    if (map == MAP_FAILED)
-        return sr_error_set(SR_ERR_IO, "%s: cannot map %zu bytes", path, size);
-    if ((rc = sr_npz_parse(z, map, size, path))) {
-        munmap(map, size);
-        return rc;
-    }
     z->map = map;
     z->map_bytes = size;
     z->path = sr_strdup(path);
@@ -281,8 +262,7 @@ int sr_npz_open(struct sr_npz *z, const char *path)
 
 void sr_npz_close(struct sr_npz *z)
 {
-    if (z->map)
-        munmap(z->map, z->map_bytes);
+    sr_file_unmap(z->map, z->map_bytes);
     sr_free(z->members);
     sr_free(z->path);
     memset(z, 0, sizeof *z);
