@@ -54,14 +54,13 @@ static int check_file_eval_size(const struct sr_trainer *t, int64_t nb)
     const uint64_t have = sr_machine_memory() / (uint64_t)L, need = eval_bytes(t, nb);
     if (local > (uint64_t)INT32_MAX || need > have)
         return sr_error_set(SR_ERR_OOM,
-                            "%s %s%s: evaluating %" PRIu64 " samples (padded to %" PRIu64
-                            " a rank) needs %.1f GB of host memory on every rank (every "
-                            "prediction, for the exact AUC), this machine gives a rank %.1f GB%s; "
-                            "HINT: evaluate the files in parts",
+                            "%s %s%s: evaluating %" PRId64 " batches of %" PRIu64
+                            " samples (%" PRIu64 " a rank) needs %.1f GB of host memory on every "
+                            "rank (every prediction, for the exact AUC), this machine gives a "
+                            "rank %.1f GB%s; HINT: evaluate the files in parts",
                             files_flag(t), t->cfg->eval_data_paths[0],
-                            t->cfg->n_eval_data > 1 ? " ..." : "",
-                            (uint64_t)t->cfg->eval_samples * (uint64_t)t->world_size, local,
-                            (double)need / 1e9, (double)have / 1e9,
+                            t->cfg->n_eval_data > 1 ? " ..." : "", nb, (uint64_t)t->global_batch,
+                            local, (double)need / 1e9, (double)have / 1e9,
                             local > (uint64_t)INT32_MAX ? " (and more than 2^31 a rank)" : "");
     return SR_OK;
 }
