@@ -8,7 +8,9 @@
 #     newest step) prints the same AUC, log loss, NE and accuracy (train's
 #     metrics line has 6 decimals), with another batch size;
 #   - the export of that checkpoint (a weights file) gives the same bits as
-#     the checkpoint: --out and --metrics compared with cmp;
+#     the checkpoint: --out and --metrics compared with cmp; so does the
+#     checkpoint read onto the opaque device through a 37-float staging
+#     buffer (many pieces);
 #   - other world sizes and plans: tw and cw at 2 and 3 ranks give the same
 #     bits as 1 rank; rw and twrw split a bag's sum across ranks, so their
 #     probabilities are within 1e-6 (and the metrics within 1e-4 AUC, 1e-5
@@ -98,6 +100,14 @@ printf '\377\377\377\377' | dd of=wnan.st bs=1 seek=$((size - 4)) conv=notrunc 2
 st=$?
 [ $st -eq 2 ] && grep -q "1 values are NaN or infinite" i.out || why="$why a NaN: exit $st, $(tail -1 i.out);"
 if [ -z "$why" ]; then ok "inspect of a weights file"; else bad "inspect of weights" "$why"; fi
+
+# 2b. a device the host cannot address (the opaque CPU device, as a GPU):
+# the checkpoint goes to it through a 37-float staging buffer, in pieces
+why=""
+SR_CPU_DEFERRED=opaque SR_CKPT_READ_STAGING_FLOATS=37 "$bin" eval ck $JOB --eval-samples 1000 \
+    --batch-size 64 --out po.tsv >evalo.out 2>&1 || why="exit $?: $(tail -1 evalo.out);"
+cmp -s p1.tsv po.tsv || why="$why --out differs;"
+if [ -z "$why" ]; then ok "opaque device, staged in pieces = host"; else bad "staged in pieces" "$why"; fi
 
 # 3. world sizes and plans
 for np in 2 3; do

@@ -291,6 +291,11 @@ uint64_t sr_train_config_dp_extra_bytes(const struct sr_train_config *cfg, int W
  * the cgroup v2 limit in /sys/fs/cgroup/memory.max when lower. */
 uint64_t sr_machine_memory(void);
 
+/* A run that reads a checkpoint but writes none (--resume without
+ * --checkpoint-dir, `shardrec eval`) stages its copies to a device in pieces
+ * of at most this many bytes of host memory. */
+#define SR_CKPT_READ_STAGING_BYTES ((uint64_t)64 << 20)
+
 struct sr_planner_table;
 struct sr_planner_model;
 #define SR_PLAN_SAMPLE_DEFAULT 65536

@@ -283,6 +283,8 @@ int sr_checkpoint_init(struct sr_trainer *t)
                       (cfg->checkpoint_write == SR_CHECKPOINT_WRITE_AUTO && !t->dev->host_visible);
     if ((cfg->checkpoint_dir[0] || cfg->resume) && (t->ckpt.overlap || !t->dev->host_visible)) {
         t->ckpt.staging_floats = sr_ckpt_staging_floats(t);
+        if (!cfg->checkpoint_dir[0]) /* reading only (--resume, eval): pieces will do */
+            t->ckpt.staging_floats = sr_ckpt_read_staging_floats(t->ckpt.staging_floats);
         t->ckpt.staging = sr_dev_alloc_host(t->dev, sizeof(float) * t->ckpt.staging_floats);
         if (t->dev->host_visible) /* plain host memory: fault its pages in now, not in the
                                      first save's stall (measured: 1.0 s against 0.2 s for

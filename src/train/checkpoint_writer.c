@@ -11,8 +11,8 @@
  * no state but the disk.
  */
 #include <errno.h>
-#include <stdlib.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -181,4 +181,13 @@ size_t sr_ckpt_staging_floats(struct sr_trainer *t)
         n += np + ns;
     }
     return n + 1;
+}
+
+size_t sr_ckpt_read_staging_floats(size_t floats)
+{
+    size_t cap = (size_t)SR_CKPT_READ_STAGING_BYTES / sizeof(float);
+    const char *env = getenv("SR_CKPT_READ_STAGING_FLOATS"); /* tests: many pieces */
+    if (env && atol(env) > 0)
+        cap = (size_t)atol(env);
+    return floats < cap ? floats : cap;
 }

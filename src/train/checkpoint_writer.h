@@ -83,5 +83,11 @@ void sr_ckpt_job_free(struct sr_ckpt_job *j);
  * on rank 0 the dense block and its state, side by side (a writer thread
  * reads them all while training goes on). */
 size_t sr_ckpt_staging_floats(struct sr_trainer *t);
+/* The staging of a run that only reads a checkpoint (--resume without
+ * --checkpoint-dir, eval): the copies to the device go in pieces, so at most
+ * SR_CKPT_READ_STAGING_BYTES (train_config.h) of the `floats` a writer would
+ * need (tests: the environment variable SR_CKPT_READ_STAGING_FLOATS sets
+ * fewer). */
+size_t sr_ckpt_read_staging_floats(size_t floats);
 
 #endif

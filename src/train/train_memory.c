@@ -249,6 +249,8 @@ static void count_staging(const struct sr_train_config *cfg, int rank, uint64_t 
     if (rank == 0)
         bytes = mem_add(m, bytes,
                         mem_mul3(m, dense_params(cfg, m), 1 + (uint64_t)per_elem, sizeof(float)));
+    if (!cfg->checkpoint_dir[0] && bytes > SR_CKPT_READ_STAGING_BYTES)
+        bytes = SR_CKPT_READ_STAGING_BYTES; /* reading only: in pieces (checkpoint_writer.h) */
     mem_count(m, MEM_STAGING, -1, bytes);
 }
 
