@@ -194,13 +194,14 @@ static void show_progress(struct progress *p, int64_t samples, int last)
         return;
     p->shown = now;
     const double rate = (double)p->done / (now - p->start > 1e-9 ? now - p->start : 1e-9);
-    const long eta = rate > 0 ? (long)((double)(p->total - p->done) / rate + 0.5) : 0;
+    char eta[32];
     fprintf(stderr,
-            "\r\033[Kconvert: %.1f of %.1f MB read (%.0f%%), %lld samples, %.1f MB/s, ETA "
-            "%ld:%02ld%s",
+            "\r\033[Kconvert: %.1f of %.1f MB read (%.0f%%), %lld samples, %.1f MB/s, ETA %s%s",
             (double)p->done / 1e6, (double)p->total / 1e6,
             p->total ? 100.0 * (double)p->done / (double)p->total : 100.0, (long long)samples,
-            rate / 1e6, eta / 60, eta % 60, last ? "\n" : "");
+            rate / 1e6,
+            sr_format_duration(eta, sizeof eta, rate > 0 ? (double)(p->total - p->done) / rate : 0),
+            last ? "\n" : "");
     fflush(stderr);
 }
 

@@ -181,9 +181,6 @@ static int to_eval_job(struct sr_train_config *cfg)
     cfg->optimizer = cfg->emb_optimizer = SR_OPTIM_SGD; /* no optimizer state, any sharding */
     cfg->pipeline = SR_PIPELINE_NONE; /* no loader thread: there are no training batches */
     cfg->cuda_graphs = -1;
-    cfg->batch_pool = 0;
-    cfg->checkpoint_dir[0] = '\0';
-    cfg->trace_path[0] = '\0';
     return SR_OK;
 }
 

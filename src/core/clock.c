@@ -1,4 +1,5 @@
 /* The one monotonic clock (shardrec/clock.h). */
+#include <stdio.h>
 #include <time.h>
 
 #include "shardrec/clock.h"
@@ -13,4 +14,11 @@ int64_t sr_clock_ns(void)
 double sr_clock_seconds(void)
 {
     return (double)sr_clock_ns() * 1e-9;
+}
+
+const char *sr_format_duration(char *buf, size_t n, double seconds)
+{
+    const long s = seconds > 0 ? (long)(seconds + 0.5) : 0;
+    snprintf(buf, n, "%ld:%02ld", s / 60, s % 60);
+    return buf;
 }

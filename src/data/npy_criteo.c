@@ -63,17 +63,17 @@ static int check_parts(struct sr_npy_criteo *c)
         return shape_error(&c->labels, "(N,) or (N, 1) labels");
     int rc = same_samples(c, &c->labels);
     c->ids_per_sample = 0;
-    for (int f = 0; !rc && f < F; f++) {
-        const struct sr_npy *a = c->bags ? &c->bags[f] : &c->sparse;
+    if (!rc && !c->bags) { /* one-hot: one (N, F) array */
         snprintf(what, sizeof what, "%d): one id a feature", F);
-        rc = c->bags ? check_ids(a, 0, "H): a bag of H ids") : check_ids(a, F, what);
-        rc = rc ? rc : same_samples(c, a);
-        c->ids_per_sample += c->bags ? a->cols : 1;
-        if (!c->bags)
-            break;
-    }
-    if (!c->bags)
+        rc = check_ids(&c->sparse, F, what);
+        rc = rc ? rc : same_samples(c, &c->sparse);
         c->ids_per_sample = F;
+    }
+    for (int f = 0; !rc && c->bags && f < F; f++) { /* multi-hot: a bag array a feature */
+        rc = check_ids(&c->bags[f], 0, "H): a bag of H ids");
+        rc = rc ? rc : same_samples(c, &c->bags[f]);
+        c->ids_per_sample += c->bags[f].cols;
+    }
     c->samples = c->dense.rows;
     c->num_dense = (int)c->dense.cols;
     return rc;

@@ -25,6 +25,7 @@
 #include <string.h>
 
 #include "shardrec/alloc.h"
+#include "shardrec/clock.h"
 #include "shardrec/error.h"
 #include "train/trainer_internal.h"
 
@@ -186,10 +187,10 @@ static void report_progress(struct sr_trainer *t, int64_t done, double start, do
         return;
     *last = now;
     const double rate = (double)done / (now - start > 1e-9 ? now - start : 1e-9);
-    const long eta = (long)((double)(t->eval.batches - done) / rate + 0.5);
-    fprintf(t->log,
-            "\r\033[Keval: batch %" PRId64 "/%" PRId64 " | %.0f samples/s | ETA %ld:%02ld%s", done,
-            t->eval.batches, rate * (double)t->global_batch, eta / 60, eta % 60,
+    char eta[32];
+    fprintf(t->log, "\r\033[Keval: batch %" PRId64 "/%" PRId64 " | %.0f samples/s | ETA %s%s", done,
+            t->eval.batches, rate * (double)t->global_batch,
+            sr_format_duration(eta, sizeof eta, (double)(t->eval.batches - done) / rate),
             done == t->eval.batches ? "\n" : "");
     fflush(t->log);
 }

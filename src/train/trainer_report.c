@@ -28,12 +28,6 @@ double sr_now_s(void)
     return sr_clock_seconds();
 }
 
-static void format_eta(double seconds, char *buf, size_t n)
-{
-    long s = (long)(seconds + 0.5);
-    snprintf(buf, n, "%ld:%02ld", s / 60, s % 60);
-}
-
 /* One metrics line, written whole and flushed; the first failed write (a full
  * disk, /dev/full) is kept in t->metrics_errno: a warning now, no more lines,
  * and the run ends with SR_ERR_WRITE (sr_trainer_close_metrics). */
@@ -93,7 +87,7 @@ void sr_trainer_log_interval(struct sr_trainer *t, int64_t step, double loss,
     double step_ms = iv->steps ? 1e3 * iv->seconds / (double)iv->steps : 0;
     char eta[32] = "?", auc[32] = "-", total[32] = "epoch";
     if (cfg->steps < INT64_MAX / 4) {
-        format_eta(elapsed / (double)step * (double)(cfg->steps - step), eta, sizeof eta);
+        sr_format_duration(eta, sizeof eta, elapsed / (double)step * (double)(cfg->steps - step));
         snprintf(total, sizeof total, "%" PRId64, cfg->steps);
     }
     if (t->eval.last.n)
