@@ -25,10 +25,11 @@ static void plan_help(void)
            "                     [--out plan.json] [--explain] [--compare]\n"
            "\n"
            "Chooses each table's sharding (dp, tw, rw, cw, twrw, or hybrid where ids are\n"
-           "skewed) to make the slowest rank's predicted step shortest within memory, and\n"
-           "prints per table its type, shards, ranks, memory, compute and bytes a step;\n"
-           "per rank its totals; the predicted step by stage and samples/s. The cost model\n"
-           "is docs/planner.md.\n"
+           "skewed, with as many hot rows as predict the shortest step) to make the\n"
+           "slowest rank's predicted step shortest within memory, and prints per table\n"
+           "its type, shards, ranks, memory, compute and bytes a step (hybrid: its hot\n"
+           "rows and their share of its lookups); per rank its totals; the predicted step\n"
+           "by stage and samples/s. The cost model is docs/planner.md.\n"
            "\n"
            "  --topology NAME|FILE   a preset, or a JSON file (`shardrec bench comm --out`,\n"
            "                         `shardrec bench device --out`, or by hand); repeat to\n"
@@ -46,8 +47,9 @@ static void plan_help(void)
            "                         NCCL ranks share a GPU, which plan cannot see)\n"
            "  --explain              per table, why its option beat the runner-up\n"
            "  --compare              also predict all-tw, all-rw, the default plan and\n"
-           "                         all-hybrid (whether it beat both all-tw and all-rw),\n"
-           "                         and the planner's plan on one node of L ranks: each one's\n"
+           "                         all-hybrid (whether it beat both all-tw and all-rw;\n"
+           "                         its hot sets, sized by cost, listed), and the\n"
+           "                         planner's plan on one node of L ranks: each one's\n"
            "                         samples/s a rank as a fraction of one node's\n"
            "  --print-topology       print the merged topology as JSON\n"
            "  --data FILE...         measure each table's statistics (mean ids a sample, hot\n"
@@ -207,14 +209,27 @@ static void compare_line(const char *what, const struct sr_planner_report *r, do
 }
 
 static int predict_whole(const struct sr_planner_model *m, const struct sr_topology *t, int i,
-                         struct sr_planner_report **r)
+                         struct sr_plan **plan, struct sr_planner_report **r)
 {
-    struct sr_plan *plan = NULL;
-    int rc = sr_planner_whole_plan(i, m, t->world_size, t->ranks_per_node, &plan);
+    int rc = sr_planner_whole_plan(i, m, t, plan);
     if (!rc)
-        rc = sr_planner_predict(m, t, plan, r);
-    sr_plan_free(plan);
+        rc = sr_planner_predict(m, t, *plan, r);
     return rc;
+}
+
+/* All hybrid's hot sets, sized by cost: "t2 100 (68.8%), ..." */
+static void hot_sets(const struct sr_plan *plan, const struct sr_planner_report *r)
+{
+    int n = 0;
+    printf("  all hybrid's hot sets (rows, their share of the table's lookups):");
+    for (int t = 0; t < plan->num_tables; t++) {
+        const struct sr_table_plan *tp = &plan->tables[t];
+        if (tp->type != SR_SHARDING_TYPE_HYBRID)
+            continue;
+        printf("%s %s %lld (%.1f%%)", n++ ? "," : "", tp->name, (long long)tp->num_hot,
+               100 * r->tables[t].hot_share);
+    }
+    printf("\n");
 }
 
 /* The planner's plan for the same job on one node of L ranks. */
@@ -272,18 +287,31 @@ static int compare(struct sr_train_config *cfg, const struct sr_planner_model *m
            t->ranks_per_node, one);
     compare_line("planner", planned, one);
     double step[SR_PLANNER_WHOLE_PLANS] = {0};
+    struct sr_plan *hybrid = NULL;
+    struct sr_planner_report *hybrid_r = NULL;
     for (int i = 0; i < SR_PLANNER_WHOLE_PLANS; i++) {
+        struct sr_plan *plan = NULL;
         struct sr_planner_report *r = NULL;
-        if (predict_whole(m, t, i, &r)) {
+        if (predict_whole(m, t, i, &plan, &r)) {
             printf("  %-22s does not apply here: %s\n", sr_planner_whole_plan_name(i),
                    sr_error_message());
+            sr_plan_free(plan);
             continue;
         }
         compare_line(sr_planner_whole_plan_name(i), r, one);
         step[i] = r->stage_s[SR_PS_STEP];
+        if (i == 3) { /* all hybrid: its hot sets are printed below */
+            hybrid = plan, hybrid_r = r;
+            continue;
+        }
+        sr_plan_free(plan);
         sr_planner_report_free(r);
     }
     hybrid_verdict(step, planned_plan);
+    if (hybrid)
+        hot_sets(hybrid, hybrid_r);
+    sr_plan_free(hybrid);
+    sr_planner_report_free(hybrid_r);
     return SR_OK;
 }
 

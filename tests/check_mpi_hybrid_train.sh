@@ -1,6 +1,7 @@
 #!/bin/sh
-# Training with hybrid tables (--sharding hybrid: each table's hottest 1% of
-# rows, by --id-dist zipf's bijection, replicated on every rank, the rest
+# Training with hybrid tables (--sharding hybrid: each table's hottest rows,
+# by --id-dist zipf's bijection, as many as the planner's cost model finds
+# best on the nominal topology, replicated on every rank, the rest
 # row-wise) equals single-rank training with the default plan: the same
 # per-step losses, evaluation and final weights within 1e-5 relative over
 # 20 steps, on 1, 2, 3 and 4 ranks (4 as 2 emulated nodes of 2). Also:

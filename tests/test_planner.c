@@ -112,6 +112,12 @@ static void near(double got, double want, int line)
 }
 #define NEAR(a, b) near((double)(a), (double)(b), __LINE__)
 
+static int cmp_i64(const void *a, const void *b)
+{
+    const int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
 /* Dense: bottom 2*4*16 = 128 FLOPs a sample, dot of 2 vectors 2^2*16 = 64,
  * top (16 + 1)*1*2 = 34: 226 a sample, x3 for the backward, at 1 GFLOP/s on
  * b samples; 8 passes of 4 bytes over 70 activations a sample (bottom 4 +
@@ -278,9 +284,12 @@ static void test_hybrid(void **state)
     f.stats.hot_share = 0.5;
     f.stats.hot = hot;
     f.stats.num_hot = 10;
+    f.stats.num_sizes = 1; /* one hot-set size: all hybrid takes it */
+    f.stats.hot_size[0] = 10;
+    f.stats.hot_size_share[0] = 0.5;
     struct sr_plan *plan = NULL;
     struct sr_planner_report *r = NULL;
-    assert_int_equal(sr_planner_whole_plan(3, &f.m, 2, 2, &plan), SR_OK); /* all hybrid */
+    assert_int_equal(sr_planner_whole_plan(3, &f.m, &f.topo, &plan), SR_OK); /* all hybrid */
     assert_int_equal(plan->tables[0].type, SR_SHARDING_TYPE_HYBRID);
     assert_int_equal(plan->tables[0].num_hot, 10);
     assert_int_equal(plan->tables[0].hot[9], 27);
@@ -306,8 +315,97 @@ static void test_hybrid(void **state)
     /* without hot rows there is no hybrid plan */
     f.stats.hot = NULL;
     f.stats.num_hot = 0;
-    assert_int_equal(sr_planner_whole_plan(3, &f.m, 2, 2, &plan), SR_ERR_INVALID_ARG);
+    assert_int_equal(sr_planner_whole_plan(3, &f.m, &f.topo, &plan), SR_ERR_INVALID_ARG);
     f.stats.hot = hot; /* not owned: no sr_planner_stats_release */
+}
+
+/* The hot set's size by cost. The table's statistics know the ladder's 5
+ * sizes (1, 4, 10, 34 and 100 rows of 1000) and a list of its 100 hottest
+ * rows, hottest first; a batch of 1000 over a slow link (10 MB/s) makes
+ * the pooled exchange dear, so hybrid beats every other option. With
+ * `shares` as each size's share of the lookups, the search must take
+ * hybrid with its size `k` (H rows), the size whose whole plan predicts
+ * the shortest step, say so in its reason and its table, and hold the
+ * list's first H rows, ascending, through the plan's JSON and back. */
+static void check_hot_size(const double *shares, int k)
+{
+    struct fixture f;
+    struct sr_plan *plan = NULL, *each = NULL;
+    struct sr_planner_report *r = NULL, *p = NULL;
+    int64_t hot[100], sorted[100];
+    setup(&f, 2, 2);
+    f.m.global_batch = 1000;
+    f.topo.intra.gb_s = 0.01;
+    for (int i = 0; i < 100; i++) /* hottest first: 0, 37, ..., 999, 36, ...: not ascending */
+        hot[i] = 37 * i % 1000;
+    f.stats.hot = hot;
+    f.stats.num_hot = 100;
+    f.stats.hot_share = shares[2];
+    f.stats.num_sizes = sr_planner_hot_sizes(1000, 1000, f.stats.hot_size);
+    assert_int_equal(f.stats.num_sizes, 5);
+    assert_int_equal(f.stats.hot_size[1], 4);
+    assert_int_equal(f.stats.hot_size[3], 34);
+    memcpy(f.stats.hot_size_share, shares, sizeof(double) * 5);
+    assert_int_equal(sr_planner_search(&f.m, &f.topo, &plan, &r), SR_OK);
+    const int64_t want = f.stats.hot_size[k];
+    assert_int_equal(plan->tables[0].type, SR_SHARDING_TYPE_HYBRID);
+    assert_int_equal(plan->tables[0].num_hot, want);
+    double best = INFINITY;
+    int64_t argmin = 0;
+    assert_int_equal(sr_plan_uniform(&each, &f.ebc, SR_SHARDING_TYPE_ROW_WISE, 2, 2), SR_OK);
+    for (int i = 0; i < 5; i++) { /* every size, predicted whole */
+        int64_t H = f.stats.hot_size[i];
+        assert_int_equal(sr_plan_set_hybrid(each, &f.ebc, 0, hot, H), SR_OK);
+        assert_int_equal(sr_planner_predict(&f.m, &f.topo, each, &p), SR_OK);
+        NEAR(p->tables[0].hot_share, shares[i]);
+        if (p->stage_s[SR_PS_STEP] < best)
+            best = p->stage_s[SR_PS_STEP], argmin = H;
+        sr_planner_report_free(p);
+    }
+    /* a plan's H between two sizes: the share linear between theirs */
+    assert_int_equal(sr_plan_set_hybrid(each, &f.ebc, 0, hot, 67), SR_OK);
+    assert_int_equal(sr_planner_predict(&f.m, &f.topo, each, &p), SR_OK);
+    NEAR(p->tables[0].hot_share, shares[3] + (shares[4] - shares[3]) * (67 - 34) / (100 - 34));
+    sr_planner_report_free(p);
+    assert_int_equal(argmin, want);
+    NEAR(r->stage_s[SR_PS_STEP], best);
+    char label[64]; /* --explain names the size and its share */
+    snprintf(label, sizeof label, "hybrid (%lld hot rows, %.1f%% of its lookups): step",
+             (long long)want, 100 * shares[k]);
+    assert_non_null(strstr(r->why[0], label));
+    memcpy(sorted, hot, sizeof sorted); /* the first `want` rows of the list, ascending */
+    qsort(sorted, (size_t)want, sizeof *sorted, cmp_i64);
+    assert_memory_equal(plan->tables[0].hot, sorted, sizeof(int64_t) * (size_t)want);
+    char *json = sr_plan_to_json(plan), *table = NULL;
+    struct sr_plan *back = NULL;
+    assert_int_equal(sr_plan_from_json(&back, json, "test", &f.ebc, 2, 2), SR_OK);
+    assert_int_equal(back->tables[0].num_hot, want);
+    assert_memory_equal(back->tables[0].hot, sorted, sizeof(int64_t) * (size_t)want);
+    size_t size = 0;
+    FILE *out = open_memstream(&table, &size);
+    sr_planner_report_print(out, r, plan, &f.m, 1);
+    fclose(out);
+    snprintf(label, sizeof label, "hot: %lld rows replicated on every rank, %.1f%% of its",
+             (long long)want, 100 * shares[k]);
+    assert_non_null(strstr(table, label));
+    free(table);
+    sr_free(json);
+    sr_plan_free(back);
+    sr_plan_free(each);
+    sr_plan_free(plan);
+    sr_planner_report_free(r);
+}
+
+/* One row takes 80% of the lookups and more rows add nothing (a flat
+ * share): the smallest set wins, its all-reduce and update the least.
+ * Shares that keep growing to 100 rows: the largest wins, its cold
+ * exchange the least. */
+static void test_hot_set_size(void **state)
+{
+    const double flat[5] = {0.8, 0.8, 0.8, 0.8, 0.8};
+    const double steep[5] = {0.05, 0.1, 0.2, 0.4, 0.95};
+    check_hot_size(flat, 0);  /* 1 row */
+    check_hot_size(steep, 4); /* 100 rows */
 }
 
 /* cw in 2 pieces of 8 columns: each owner looks up all 200 ids at dim 8. */
@@ -562,6 +660,7 @@ int main(void)
         cmocka_unit_test(test_dp),
         cmocka_unit_test(test_cw),
         cmocka_unit_test(test_hybrid),
+        cmocka_unit_test(test_hot_set_size),
         cmocka_unit_test(test_row_state),
         cmocka_unit_test(test_emb_dtype),
         cmocka_unit_test(test_memory_limit),

@@ -253,6 +253,39 @@ static void test_bijection(void **state)
     }
 }
 
+/* sr_synth_hot_rows lists the hottest rows first (the planner takes its
+ * prefixes as smaller hot sets): for one feature the images of ranks 0, 1,
+ * ...; for two features on one table, rows of non-increasing summed
+ * probability (weights 1 and 2), each once. */
+static void test_hot_rows_hottest_first(void **state)
+{
+    (void)state;
+    int64_t E[2] = {1000, 1000}, out[60];
+    int feats[2] = {0, 1};
+    double weights[2] = {1, 2};
+    struct sr_synth_config c = default_config();
+    c.num_features = 2;
+    c.rows = E;
+    struct sr_synth *s = make(&c);
+    assert_int_equal(
+        sr_synth_hot_rows(1000, c.seed, feats, weights, 1, SR_ID_DIST_ZIPF, 1.05, 50, out), 50);
+    for (int64_t r = 0; r < 50; r++)
+        assert_int_equal(out[r], sr_synth_id_of_rank(s, 0, r));
+    assert_int_equal(
+        sr_synth_hot_rows(1000, c.seed, feats, weights, 2, SR_ID_DIST_ZIPF, 1.05, 60, out), 60);
+    double last = 1;
+    for (int i = 0; i < 60; i++) {
+        double heat = 0;
+        for (int j = 0; j < 2; j++)
+            heat += weights[j] * sr_synth_rank_prob(s, 1000, sr_synth_rank_of_id(s, j, out[i]));
+        assert_true(heat <= last);
+        last = heat;
+        for (int k = 0; k < i; k++)
+            assert_true(out[k] != out[i]);
+    }
+    sr_synth_free(s);
+}
+
 /* sr_synth_draw_ids draws, for a one-id feature, exactly the ids sr_synth_fill
  * puts in the batch (both laws, several features, a slice from a far sample),
  * with each id's rank; bad arguments are errors. */
@@ -614,6 +647,7 @@ int main(void)
         cmocka_unit_test(test_ids_in_range_and_kjt_valid),
         cmocka_unit_test(test_zipf_histogram),
         cmocka_unit_test(test_bijection),
+        cmocka_unit_test(test_hot_rows_hottest_first),
         cmocka_unit_test(test_draw_ids_equal_fill),
         cmocka_unit_test(test_teacher_bounds_default),
         cmocka_unit_test(test_tsv_roundtrip),

@@ -21,17 +21,28 @@
 
 #define SR_PLANNER_MLP_MAX 16
 
+/* The hot-set sizes a hybrid table's option weighs: ceil(E/1000),
+ * ceil(E/300), ceil(E/100), ceil(E/30) and ceil(E/10) rows (sr_planner_hot_sizes). */
+#define SR_PLANNER_HOT_SIZES 5
+
 /* One table as the planner sees it (its statistics). */
 struct sr_planner_table {
     double ids_per_sample; /* mean ids a sample looks up in it, over its features */
     int features;          /* features that look it up: pooled outputs of D each */
-    double hot_share;      /* the share of its lookups the hottest 1% of rows take */
-    int64_t num_hot;       /* rows in hot: ceil(E/100), or 0 */
-    int64_t *hot;          /* (num_hot) those hottest rows, ascending, or NULL (not known,
-                              or more than SR_PLANNER_HOT_ROWS_MAX: no hybrid option);
-                              owned, sr_planner_stats_release frees */
-    double slot_bytes;     /* buffers a shard of it holds on its rank, per sample of the
-                              global batch (its features' ids and bags received there) */
+    double hot_share;      /* the share of its lookups the hottest 1% of rows take: its
+                              skew (the rates' interpolation), whatever hot set is chosen */
+    /* The hybrid option's hot-set sizes (0 of them: no hybrid option), each
+     * with the share of the table's lookups that its hottest rows take. */
+    int num_sizes;
+    int64_t hot_size[SR_PLANNER_HOT_SIZES];      /* (num_sizes) ascending, distinct */
+    double hot_size_share[SR_PLANNER_HOT_SIZES]; /* (num_sizes) */
+    /* The hottest rows, hottest first: the first hot_size[i] are the hot
+     * set of size i. num_hot: the largest size, or 0; hot: NULL when not
+     * known (no hybrid option); owned, sr_planner_stats_release frees. */
+    int64_t num_hot;
+    int64_t *hot;      /* (num_hot) */
+    double slot_bytes; /* buffers a shard of it holds on its rank, per sample of the
+                          global batch (its features' ids and bags received there) */
 };
 
 /* Embedding optimizer state: none (SGD), one float per row (row-wise
@@ -87,6 +98,7 @@ struct sr_planner_table_cost {
     double compute_s;      /* lookup + update, summed over its shards */
     double comm_bytes;     /* bytes it puts on links a step, all ranks */
     double inter_bytes;    /* of which across nodes */
+    double hot_share;      /* hybrid: the share of its lookups its hot rows take; else 0 */
 };
 
 struct sr_planner_report {
@@ -100,14 +112,25 @@ struct sr_planner_report {
     char (*why)[256];
 };
 
-/* Statistics of a table from its config and id distribution: hot share of
- * E rows under Zipf(s) (s <= 0: uniform ids) = H_s(ceil(E/100)) / H_s(E). */
+/* Statistics of a table from its config and id distribution: the share of
+ * the lookups of E rows under Zipf(s) (s <= 0: uniform ids) that its `hot`
+ * hottest rows take, H_s(hot) / H_s(E) (uniform: hot / E; 0 for hot <= 0,
+ * 1 from hot >= E). sr_planner_hot_share is that at ceil(E/100) rows. */
+double sr_planner_hot_share_of(int64_t rows, int64_t hot, double zipf_s);
 double sr_planner_hot_share(int64_t rows, double zipf_s);
 
-/* The most hot rows a table's statistics list: a table of more than 100x
- * as many rows gets none (no hybrid option: its hot list would not be
- * small, and finding it costs time proportional to it). */
+/* The most hot rows a table's statistics list: larger hot-set sizes are
+ * cut to it (finding and keeping the list costs time and memory in
+ * proportion to it, and its all-reduce would dwarf a step). */
 #define SR_PLANNER_HOT_ROWS_MAX ((int64_t)1 << 20)
+
+/* The hot-set sizes weighed for a table of `rows` rows whose statistics
+ * know `known` rows by heat (the config's: all of them; counted data: the
+ * distinct rows seen): ceil(rows/d) for d = 1000, 300, 100, 30, 10, each
+ * cut to [1, min(rows, known, SR_PLANNER_HOT_ROWS_MAX)], ascending, equal
+ * ones once. Writes them to sizes (SR_PLANNER_HOT_SIZES) and returns how
+ * many (0 when rows or known < 1). */
+int sr_planner_hot_sizes(int64_t rows, int64_t known, int64_t *sizes);
 
 /* Free the hot lists of T tables' statistics (the array stays). */
 void sr_planner_stats_release(struct sr_planner_table *stats, int T);
@@ -118,22 +141,25 @@ int sr_planner_predict(const struct sr_planner_model *m, const struct sr_topolog
                        const struct sr_plan *plan, struct sr_planner_report **out);
 
 /* The search: per table, largest first, the option (dp, tw on a rank, rw,
- * cw with n shards, twrw on a node, hybrid when its hot rows are known) that makes the predicted
- * step of the tables placed so far shortest with every rank within memory. Fails with
+ * cw with n shards, twrw on a node, hybrid with each of its hot-set sizes when
+ * its hot rows are known) that makes the predicted step of the tables placed
+ * so far shortest with every rank within memory. Fails with
  * SR_ERR_INVALID_ARG naming the first table nothing fits. */
 int sr_planner_search(const struct sr_planner_model *m, const struct sr_topology *topo,
                       struct sr_plan **plan, struct sr_planner_report **report);
 
 /* The whole plans the search is held against (and `plan --compare` shows):
  * 0 all tw, 1 all rw, 2 the rule-based default (sr_plan_default), 3 all
- * hybrid (every table whose statistics know its hot rows hybrid with them,
- * the others rw; SR_ERR_INVALID_ARG when none is known). Their
- * short names ("all tw", "all rw", "default (dp + tw)", "all hybrid"), and
- * plan i for m's tables on W ranks, L a node (sr_plan_uniform's or
- * sr_plan_default's errors). */
+ * hybrid (every table whose statistics know its hot rows hybrid, the others
+ * rw; each hybrid table's hot set sized as the search sizes it: largest
+ * table first, the size whose predicted step with the tables sized so far
+ * is shortest within memory; SR_ERR_INVALID_ARG when no hot rows are
+ * known). Their short names ("all tw", "all rw", "default (dp + tw)", "all
+ * hybrid"), and plan i for m's tables on topo's world (sr_plan_uniform's
+ * or sr_plan_default's errors). */
 #define SR_PLANNER_WHOLE_PLANS 4
 const char *sr_planner_whole_plan_name(int i);
-int sr_planner_whole_plan(int i, const struct sr_planner_model *m, int world_size, int local_size,
+int sr_planner_whole_plan(int i, const struct sr_planner_model *m, const struct sr_topology *topo,
                           struct sr_plan **out);
 
 /* The table: per table its type, shards, ranks, memory, compute and

@@ -102,7 +102,8 @@ int sr_id_dist_parse(const char *spec, enum sr_id_dist *dist, double *zipf_s);
  * feature j's mean ids a sample) times the probability of the row's
  * popularity rank under feature j. With one feature they are exactly the
  * images of ranks 0 .. n-1 under its bijection. Ties go to the lower row.
- * Writes min(n, rows) rows to out, ascending, and returns their count. */
+ * Writes min(n, rows) rows to out, hottest first (so the first m of them
+ * are the m hottest), and returns their count. */
 int64_t sr_synth_hot_rows(int64_t rows, uint64_t seed, const int *features, const double *weights,
                           int k, enum sr_id_dist dist, double zipf_s, int64_t n, int64_t *out);
 

@@ -2,7 +2,10 @@
  * Table statistics measured on a sample of the data (the planner's "stats",
  * docs/planner.md "Inputs"): for each table, the mean ids a sample takes from
  * it over all its features, and its hot share, the share of its lookups that
- * its hottest 1% of rows (ceil(E/100) rows) take.
+ * its hottest 1% of rows (ceil(E/100) rows) take; and for the hybrid
+ * option its hot-set sizes (sr_planner_hot_sizes, within the distinct rows
+ * seen), each with the share its hottest rows take, and the rows of the
+ * largest, hottest first.
  *
  * The caller feeds KJTs whose ids are already rows, mapped exactly as
  * training maps them (the reader's reduction, then sr_batch_check_ids' id
@@ -12,10 +15,11 @@
  * The result depends only on the samples fed and their order of arrival
  * does not matter, so ranks that feed the same samples get the same bits.
  *
- * A sample smaller than a table's rows overstates a hot share: with fewer
- * lookups than ceil(E/100) rows, the hottest 1% of rows take every lookup
- * seen (hot share 1). A table no sample looked up gets the uniform value
- * ceil(E/100)/E and 0 ids a sample.
+ * A sample smaller than a table's rows overstates a hot share, the more so
+ * the larger the hot set: with fewer lookups than ceil(E/100) rows, the
+ * hottest 1% of rows take every lookup seen (hot share 1). A table no
+ * sample looked up gets the uniform value ceil(E/100)/E, 0 ids a sample and
+ * no hot sets.
  */
 #ifndef SHARDREC_TABLE_STATS_H
 #define SHARDREC_TABLE_STATS_H

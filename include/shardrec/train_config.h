@@ -301,9 +301,11 @@ struct sr_planner_model;
 #define SR_PLAN_SAMPLE_DEFAULT 65536
 
 /* Each table's statistics for the planner into stats[0..T) (planner.h):
- * its features, the mean ids a sample takes from it and its hot share.
+ * its features, the mean ids a sample takes from it and its hot share (and
+ * its hot-set sizes with their shares and hottest rows: planner.h).
  * Without --data, from the config: the middle of each feature's
- * --ids-per-feature range, and --id-dist's hot share (sr_planner_hot_share).
+ * --ids-per-feature range, and --id-dist's hot shares
+ * (sr_planner_hot_share_of) and hottest rows (sr_synth_hot_rows).
  * With --data, measured (shardrec/table_stats.h) on its first --plan-sample
  * samples (fewer when the data ends first), read in file order (never
  * shuffled) as one rank of one, with ids mapped to rows as training maps

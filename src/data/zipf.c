@@ -217,18 +217,19 @@ static int by_score(const void *a, const void *b)
     return (x->row > y->row) - (x->row < y->row);
 }
 
-static int by_row(const void *a, const void *b)
-{
-    const int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-    return (x > y) - (x < y);
-}
-
 int64_t sr_synth_hot_rows(int64_t rows, uint64_t seed, const int *features, const double *weights,
                           int k, enum sr_id_dist dist, double zipf_s, int64_t n, int64_t *out)
 {
     n = n < rows ? n : rows;
     if (n <= 0 || k <= 0)
         return 0;
+    if (k == 1 && dist == SR_ID_DIST_ZIPF) { /* one feature: its ranks, in order */
+        struct sr_id_sampler one;
+        sr_id_sampler_init(&one, rows, seed, features[0], dist, zipf_s);
+        for (int64_t r = 0; r < n; r++)
+            out[r] = sr_id_sampler_id(&one, r);
+        return n;
+    }
     struct sr_id_sampler *m = malloc(sizeof *m * (size_t)k);
     struct scored_row *c = malloc(sizeof *c * (size_t)n * (size_t)k);
     SR_ASSERT(m && c);
@@ -250,7 +251,6 @@ int64_t sr_synth_hot_rows(int64_t rows, uint64_t seed, const int *features, cons
     for (int64_t i = 0; i < n * k && got < n; i++)
         if (i == 0 || c[i].row != c[i - 1].row) /* equal rows score equally: adjacent */
             out[got++] = c[i].row;
-    qsort(out, (size_t)got, sizeof *out, by_row);
     free(c);
     free(m);
     return got;

@@ -15,18 +15,19 @@
  *             (reduce-scatter); twrw on node n: inside n a reduce-scatter
  *             (to each node peer N_nodes b f D), then each rank of n sends
  *             b f D to its peer of the same local rank on every other node
- *   hybrid    its H = ceil(E/100) hot rows (hot share h) a dp table of H
- *             rows (lookup of b p h ids a rank, dense update and all-reduce
- *             of H x D), the rest rw with (1 - h) of the ids; every rank
+ *   hybrid    its H hot rows (hot share h: the statistics' share at H) a
+ *             dp table of H rows (lookup of b p h ids a rank, dense update
+ *             and all-reduce of H x D), the rest rw with (1 - h) of the ids; every rank
  *             first splits its b p ids (24 bytes of memory traffic an id,
  *             and 3 launches a step for all hybrid tables) and accumulates
  *             its b p h hot ids' gradients at its update rate; the output
  *             sends an owner's row of a bag only when the bag holds cold ids
  *             in its block (1 - (1 - (1 - h)/W)^q of the bags, q ids a bag),
  *             one all-to-all-v for all hybrid tables, after a second small
- *             counts exchange (its latency in the input dist). A plan's other H
- *             takes a share interpolated linearly (a lower bound: the share
- *             grows concavely with H)
+ *             counts exchange (its latency in the input dist). The search
+ *             weighs the statistics' hot-set sizes (E/1000 .. E/10); a plan's
+ *             other H takes a share interpolated linearly between theirs (a
+ *             lower bound: the share grows concavely with H)
  *   gradient  the output's bytes, mirrored
  *   all-reduce  dense parameters and dp tables' gradients, ring:
  *             2 (W - 1) / W bytes over the slowest link it crosses
@@ -85,16 +86,37 @@ static double harmonic(int64_t n, double s)
     return h;
 }
 
-double sr_planner_hot_share(int64_t rows, double zipf_s)
+double sr_planner_hot_share_of(int64_t rows, int64_t hot, double zipf_s)
 {
-    int64_t hot = (rows + 99) / 100;
-    if (rows <= 0)
+    if (rows <= 0 || hot <= 0)
         return 0;
+    if (hot >= rows)
+        return 1;
     if (zipf_s <= 0)
         return (double)hot / (double)rows;
     if (fabs(zipf_s - 1) < 1e-9)
         zipf_s = 1 + 1e-9;
     return harmonic(hot, zipf_s) / harmonic(rows, zipf_s);
+}
+
+double sr_planner_hot_share(int64_t rows, double zipf_s)
+{
+    return sr_planner_hot_share_of(rows, (rows + 99) / 100, zipf_s);
+}
+
+int sr_planner_hot_sizes(int64_t rows, int64_t known, int64_t *sizes)
+{
+    static const int64_t divisors[SR_PLANNER_HOT_SIZES] = {1000, 300, 100, 30, 10};
+    int64_t cap = rows < known ? rows : known;
+    int n = 0;
+    cap = cap < SR_PLANNER_HOT_ROWS_MAX ? cap : SR_PLANNER_HOT_ROWS_MAX;
+    for (int i = 0; i < SR_PLANNER_HOT_SIZES && cap >= 1; i++) {
+        int64_t h = (rows + divisors[i] - 1) / divisors[i];
+        h = h < 1 ? 1 : h > cap ? cap : h;
+        if (n == 0 || h > sizes[n - 1])
+            sizes[n++] = h;
+    }
+    return n;
 }
 
 /* ---- the accumulator ----------------------------------------------------------------- */
@@ -345,21 +367,32 @@ static void add_twrw_output(struct pl_acc *a, int t, int node, struct sr_planner
     }
 }
 
-/* The share of t's lookups that H hot rows take: the statistics' hot share
- * at their ceil(E/100) rows, linear on either side of it (ends 0 and 1). */
+/* The share of t's lookups that H hot rows take: at a hot-set size the
+ * statistics know, its share; between them (and the ends: 0 at 0 rows, 1
+ * at E) linear. Statistics without sizes know the hot share at ceil(E/100). */
 double pl_hot_share_of(const struct sr_planner_model *m, int t, int64_t H)
 {
-    const int64_t E = m->ebc->tables[t].num_embeddings, H1 = (E + 99) / 100;
-    const double h1 = m->stats[t].hot_share;
+    const struct sr_planner_table *st = &m->stats[t];
+    const int64_t E = m->ebc->tables[t].num_embeddings;
+    int64_t x[SR_PLANNER_HOT_SIZES + 2] = {0};
+    double y[SR_PLANNER_HOT_SIZES + 2] = {0};
+    int n = 1;
     if (H <= 0 || E <= 0)
         return 0;
-    if (H == m->stats[t].num_hot) /* the statistics' own hot rows */
-        return h1;
     if (H >= E)
         return 1;
-    if (H <= H1)
-        return h1 * (double)H / (double)H1;
-    return h1 + (1 - h1) * (double)(H - H1) / (double)(E - H1);
+    for (int i = 0; i < st->num_sizes; i++)
+        x[n] = st->hot_size[i], y[n++] = st->hot_size_share[i];
+    if (st->num_sizes == 0)
+        x[n] = (E + 99) / 100, y[n++] = st->hot_share;
+    x[n] = E, y[n++] = 1;
+    for (int i = 1; i < n; i++) {
+        if (H > x[i] || x[i] <= x[i - 1])
+            continue;
+        const double along = (double)(H - x[i - 1]) / (double)(x[i] - x[i - 1]);
+        return y[i - 1] + (y[i] - y[i - 1]) * along;
+    }
+    return 1;
 }
 
 /* A hybrid table's cold rows travel compact: a bag's row goes from an
@@ -404,8 +437,10 @@ static void add_hybrid(struct pl_acc *a, int t, const struct sr_table_plan *tp,
         a->lookup[r] += split;
         a->update[r] += acc;
     }
-    if (cost)
+    if (cost) {
         cost->compute_s += a->W * (split + acc);
+        cost->hot_share = h;
+    }
     if (tp->num_hot > 0)
         add_replica(a, t, (double)tp->num_hot, h, cost);
     for (int i = 0; i < tp->num_shards; i++)

@@ -6,8 +6,10 @@
  *   dp;  tw on rank r (each r);  rw;  cw in n pieces (n from 2 to W dividing
  *   D, pieces on the n ranks with the least embedding work so far; not with
  *   row-wise Adagrad, whose state needs whole rows);  twrw on node k (each
- *   k, with several nodes of several ranks);  hybrid (its hottest 1% of
- *   rows replicated, the rest rw; when the statistics know those rows)
+ *   k, with several nodes of several ranks);  hybrid with H hot rows for
+ *   each hot-set size H the statistics know (E/1000, E/300, E/100, E/30,
+ *   E/10 rounded up, within what they know: its H hottest rows replicated,
+ *   the rest rw)
  *
  * is added to the tables placed so far and the predicted step of that
  * partial plan compared; the shortest that fits every rank's memory wins
@@ -15,8 +17,12 @@
  * against the runner-up's, is kept for --explain. Then up to 3 passes
  * re-place each table with all the others where they are, keeping moves
  * that shorten the step; last, all-tw, all-rw, the default rule and
- * all-hybrid are predicted whole and replace the searched plan if one is faster within
- * memory.
+ * all-hybrid (its hot sets sized as the search sizes them) are predicted
+ * whole and replace the searched plan if one is faster within memory.
+ *
+ * While it searches, a hybrid option carries only its H (the cost model
+ * needs no more); the tables that stay hybrid get their rows, the
+ * statistics' H hottest sorted ascending, at the end (hot_rows_in).
  */
 #include <math.h>
 #include <stdio.h>
@@ -114,7 +120,8 @@ struct search {
     int worst_rank;
 };
 
-static void describe(char *buf, size_t cap, const struct sr_table_plan *tp, int L)
+static void describe(const struct search *x, int t, char *buf, size_t cap,
+                     const struct sr_table_plan *tp)
 {
     const struct sr_shard *s = tp->shards;
     switch (tp->type) {
@@ -122,13 +129,14 @@ static void describe(char *buf, size_t cap, const struct sr_table_plan *tp, int 
         snprintf(buf, cap, "tw on rank %d", s[0].rank);
         break;
     case SR_SHARDING_TYPE_TABLE_ROW_WISE:
-        snprintf(buf, cap, "twrw on node %d", s[0].rank / L);
+        snprintf(buf, cap, "twrw on node %d", s[0].rank / x->L);
         break;
     case SR_SHARDING_TYPE_COLUMN_WISE:
         snprintf(buf, cap, "cw in %d pieces", tp->num_shards);
         break;
     case SR_SHARDING_TYPE_HYBRID:
-        snprintf(buf, cap, "hybrid (%lld hot rows)", (long long)tp->num_hot);
+        snprintf(buf, cap, "hybrid (%lld hot rows, %.1f%% of its lookups)", (long long)tp->num_hot,
+                 100 * pl_hot_share_of(x->m, t, tp->num_hot));
         break;
     default:
         snprintf(buf, cap, "%s", sr_sharding_type_name(tp->type));
@@ -164,18 +172,42 @@ void sr_planner_stats_release(struct sr_planner_table *stats, int T)
     }
 }
 
-/* tp := table t hybrid with the statistics' hot rows; 0 when they are not known. */
-static int fill_hybrid(struct sr_table_plan *tp, const struct sr_planner_model *m, int t, int W)
+/* The hot-set sizes of table t the search weighs: its statistics' (none
+ * when they list no hot rows). */
+static int hot_sizes(const struct sr_planner_model *m, int t)
 {
     const struct sr_planner_table *st = &m->stats[t];
     if (!st->hot || st->num_hot <= 0)
         return 0;
+    SR_ASSERT(st->num_sizes <= SR_PLANNER_HOT_SIZES &&
+              (st->num_sizes == 0 || st->hot_size[st->num_sizes - 1] <= st->num_hot));
+    return st->num_sizes;
+}
+
+/* tp := table t hybrid with its statistics' i-th hot-set size, H rows: H
+ * alone, the rows come at the end (hot_rows_in). */
+static void fill_hybrid(struct sr_table_plan *tp, const struct sr_planner_model *m, int t, int W,
+                        int i)
+{
     sr_plan_fill_hybrid(tp, &m->ebc->tables[t], W);
     sr_free(tp->hot);
-    tp->hot = sr_malloc(sizeof(int64_t) * (size_t)st->num_hot);
-    memcpy(tp->hot, st->hot, sizeof(int64_t) * (size_t)st->num_hot);
-    tp->num_hot = st->num_hot;
-    return 1;
+    tp->hot = NULL;
+    tp->num_hot = m->stats[t].hot_size[i];
+}
+
+/* Every hybrid table of plan that has only its H: the statistics' H
+ * hottest rows (a prefix of their list), ascending. */
+static int hot_rows_in(struct sr_plan *plan, const struct sr_planner_model *m)
+{
+    int rc = SR_OK;
+    for (int t = 0; t < plan->num_tables && !rc; t++) {
+        const struct sr_table_plan *tp = &plan->tables[t];
+        if (tp->type != SR_SHARDING_TYPE_HYBRID || tp->hot || tp->num_hot <= 0)
+            continue;
+        SR_ASSERT(m->stats[t].hot && tp->num_hot <= m->stats[t].num_hot);
+        rc = sr_plan_set_hybrid(plan, m->ebc, t, m->stats[t].hot, tp->num_hot);
+    }
+    return rc;
 }
 
 /* Try option tp for table t: keep it as best or runner-up. */
@@ -191,7 +223,7 @@ static void try_option(struct search *s, int t, struct sr_table_plan *tp)
     c.memory_ratio = pl_acc_memory_ratio(&s->trial, &rank);
     c.fits = c.memory_ratio <= 1;
     char label[64];
-    describe(label, sizeof label, tp, s->L);
+    describe(s, t, label, sizeof label, tp);
     int better = !s->best.tp.shards || (c.fits && !s->best.fits) ||
                  (c.fits == s->best.fits &&
                   (c.fits ? c.step < s->best.step * (1 - 1e-9) : c.memory_ratio < s->best.memory_ratio));
@@ -263,8 +295,10 @@ static void try_all(struct search *s, int t)
         sr_plan_fill_twrw(&tp, tc, k, s->L);
         try_option(s, t, &tp);
     }
-    if (s->W > 1 && fill_hybrid(&tp, s->m, t, s->W))
+    for (int i = 0; s->W > 1 && i < hot_sizes(s->m, t); i++) {
+        fill_hybrid(&tp, s->m, t, s->W, i);
         try_option(s, t, &tp);
+    }
     drop_table_plan(&tp);
 }
 
@@ -393,32 +427,90 @@ const char *sr_planner_whole_plan_name(int i)
     return i >= 0 && i < SR_PLANNER_WHOLE_PLANS ? names[i] : "?";
 }
 
-/* Every table with known hot rows hybrid, the others rw. */
-static int all_hybrid(const struct sr_planner_model *m, int W, int L, struct sr_plan **out)
+static void search_init(struct search *s, const struct sr_planner_model *m,
+                        const struct sr_topology *topo)
 {
-    int rc = sr_plan_uniform(out, m->ebc, SR_SHARDING_TYPE_ROW_WISE, W, L), any = 0;
-    for (int t = 0; !rc && t < m->ebc->num_tables; t++)
-        any |= fill_hybrid(&(*out)->tables[t], m, t, W);
-    if (!rc && !any) {
+    memset(s, 0, sizeof *s);
+    s->m = m;
+    s->topo = topo;
+    s->W = topo->world_size;
+    s->L = topo->ranks_per_node;
+    s->nodes = s->W / s->L;
+    pl_acc_init(&s->placed, m, topo);
+    pl_acc_init(&s->trial, m, topo);
+}
+
+static void search_free(struct search *s)
+{
+    pl_acc_free(&s->placed);
+    pl_acc_free(&s->trial);
+}
+
+/* Table t's hot-set size in the all-hybrid plan: of its sizes, the one
+ * whose step with the tables in s->placed is shortest within memory (the
+ * least memory where none fits), into *tp; 0 when no size is known. */
+static int size_hot_set(struct search *s, int t, struct sr_table_plan *tp)
+{
+    struct sr_table_plan trial = {0};
+    memset(&s->best, 0, sizeof s->best);
+    memset(&s->second, 0, sizeof s->second);
+    for (int i = 0; i < hot_sizes(s->m, t); i++) {
+        fill_hybrid(&trial, s->m, t, s->W, i);
+        try_option(s, t, &trial);
+    }
+    drop_table_plan(&trial);
+    drop_table_plan(&s->second.tp);
+    if (!s->best.tp.shards)
+        return 0;
+    move_table_plan(tp, &s->best.tp);
+    return 1;
+}
+
+/* Every table with known hot rows hybrid, the others rw; largest first,
+ * each hybrid table's hot set sized against the tables sized before it. */
+static int all_hybrid(struct search *s, struct sr_plan **out)
+{
+    const struct sr_planner_model *m = s->m;
+    int rc = sr_plan_uniform(out, m->ebc, SR_SHARDING_TYPE_ROW_WISE, s->W, s->L), any = 0;
+    if (rc)
+        return rc;
+    int *order = tables_by_size(m->ebc);
+    pl_acc_clear(&s->placed);
+    for (int i = 0; i < m->ebc->num_tables; i++) {
+        any |= size_hot_set(s, order[i], &(*out)->tables[order[i]]);
+        pl_acc_add_table(&s->placed, order[i], &(*out)->tables[order[i]], NULL);
+    }
+    sr_free(order);
+    rc = any ? hot_rows_in(*out, m)
+             : sr_error_set(SR_ERR_INVALID_ARG, "hybrid: no table's hot rows are known; HINT: "
+                                                "--id-dist zipf:S, or --data to count them on");
+    if (rc) {
         sr_plan_free(*out);
         *out = NULL;
-        return sr_error_set(SR_ERR_INVALID_ARG,
-                            "hybrid: no table's hot rows are known; HINT: --id-dist zipf:S, "
-                            "or --data to count them on");
     }
     return rc;
 }
 
-int sr_planner_whole_plan(int i, const struct sr_planner_model *m, int world_size, int local_size,
+int sr_planner_whole_plan(int i, const struct sr_planner_model *m, const struct sr_topology *topo,
                           struct sr_plan **out)
 {
     const struct sr_ebc_config *ebc = m->ebc;
-    if (i == 3)
-        return all_hybrid(m, world_size, local_size, out);
+    const int W = topo->world_size, L = topo->ranks_per_node;
+    *out = NULL;
+    if (i == 3) {
+        struct search s;
+        int rc = check_model(m, topo);
+        if (rc)
+            return rc;
+        search_init(&s, m, topo);
+        rc = all_hybrid(&s, out);
+        search_free(&s);
+        return rc;
+    }
     if (i == 2)
-        return sr_plan_default(out, ebc, world_size, local_size);
-    return sr_plan_uniform(out, ebc, i ? SR_SHARDING_TYPE_ROW_WISE : SR_SHARDING_TYPE_TABLE_WISE,
-                           world_size, local_size);
+        return sr_plan_default(out, ebc, W, L);
+    const enum sr_sharding_type type = i ? SR_SHARDING_TYPE_ROW_WISE : SR_SHARDING_TYPE_TABLE_WISE;
+    return sr_plan_uniform(out, ebc, type, W, L);
 }
 
 /* The whole plans (all tw, all rw, the rule-based default) as candidates:
@@ -427,11 +519,12 @@ static void against_uniform(struct search *s, struct sr_plan **plan, struct sr_p
 {
     static const char *const why_names[SR_PLANNER_WHOLE_PLANS] = {
         "all tw", "all rw", "the default rule (dp up to 1024 rows, tw)",
-        "all hybrid (every table's hottest 1% of rows replicated, the rest rw)"};
+        "all hybrid (every table with known hot rows hybrid, its hot set sized by cost; the "
+        "rest rw)"};
     double best = plan_step(s, *plan, NULL), ratio;
     for (int i = 0; i < SR_PLANNER_WHOLE_PLANS; i++) {
         struct sr_plan *u = NULL;
-        if (sr_planner_whole_plan(i, s->m, s->W, s->L, &u)) {
+        if (sr_planner_whole_plan(i, s->m, s->topo, &u)) {
             sr_error_clear();
             continue;
         }
@@ -459,10 +552,8 @@ int sr_planner_search(const struct sr_planner_model *m, const struct sr_topology
     if (rc)
         return rc;
     int T = m->ebc->num_tables;
-    struct search s = {.m = m, .topo = topo, .W = topo->world_size, .L = topo->ranks_per_node};
-    s.nodes = s.W / s.L;
-    pl_acc_init(&s.placed, m, topo);
-    pl_acc_init(&s.trial, m, topo);
+    struct search s;
+    search_init(&s, m, topo);
     struct sr_plan *plan = sr_plan_alloc(T, s.W, s.L);
     struct sr_planner_report *why = report_alloc(s.W, T);
     why->why = sr_calloc((size_t)T, sizeof *why->why);
@@ -474,9 +565,10 @@ int sr_planner_search(const struct sr_planner_model *m, const struct sr_topology
             break;
     if (!rc && s.W > 1)
         against_uniform(&s, &plan, why);
+    if (!rc)
+        rc = hot_rows_in(plan, m);
     sr_free(order);
-    pl_acc_free(&s.placed);
-    pl_acc_free(&s.trial);
+    search_free(&s);
     struct sr_planner_report *rep = NULL;
     if (!rc)
         rc = sr_planner_predict(m, topo, plan, &rep);

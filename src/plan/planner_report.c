@@ -1,6 +1,7 @@
 /*
  * The planner's table (shardrec/planner.h): per table its type, shards,
- * ranks, memory, compute and bytes a step; per rank its totals; the
+ * ranks, memory, compute and bytes a step (a hybrid table: also its hot
+ * rows and their share of its lookups); per rank its totals; the
  * predicted step's stages and samples/s; with --explain, each choice's
  * reason.
  */
@@ -44,6 +45,9 @@ static void print_tables(FILE *f, const struct sr_planner_report *r, const struc
                 tp->num_shards, ranks, sr_format_bytes(mem, sizeof mem, c->memory_bytes),
                 c->compute_s * 1e3, sr_format_bytes(comm, sizeof comm, c->comm_bytes),
                 sr_format_bytes(inter, sizeof inter, c->inter_bytes));
+        if (tp->type == SR_SHARDING_TYPE_HYBRID)
+            fprintf(f, "    hot: %lld rows replicated on every rank, %.1f%% of its lookups\n",
+                    (long long)tp->num_hot, 100 * c->hot_share);
         if (explain && r->why)
             fprintf(f, "    why: %s\n", r->why[t]);
     }

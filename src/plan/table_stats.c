@@ -11,7 +11,9 @@
  * cap is a power of two and at most half full; it doubles when half full,
  * so a table holds at most 4 x (distinct rows seen) slots of 16 bytes. A
  * table's hot share sorts its counts, largest first, and sums the first
- * ceil(E/100).
+ * ceil(E/100); the hybrid option's hot-set sizes (sr_planner_hot_sizes,
+ * within the distinct rows seen) take the sums of their prefixes, and its
+ * hot list is the prefix of the largest, hottest first.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -131,12 +133,6 @@ int64_t sr_table_stats_samples(const struct sr_table_stats *s)
     return s->samples;
 }
 
-static int by_row_asc(const void *a, const void *b)
-{
-    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-    return (x > y) - (x < y);
-}
-
 /* A counted row: its count and its row. */
 struct counted {
     int64_t count, row;
@@ -151,11 +147,14 @@ static int by_count_then_row(const void *a, const void *b)
 }
 
 /* The share of t's lookups its ceil(E/100) most counted rows take (ties: the
- * lower row), and those rows, ascending, into out->hot. */
+ * lower row); the hot-set sizes within the rows counted, each with the
+ * share of its prefix, and the largest one's rows, hottest first, into
+ * out->hot. */
 static double hot_share(const struct sr_table_stats *s, int t, struct sr_planner_table *out)
 {
     const struct row_counts *c = &s->counts[t];
-    int64_t E = s->table_rows[t], hot = (E + 99) / 100, top = 0, n = 0;
+    const double lookups = (double)s->lookups[t];
+    int64_t E = s->table_rows[t], hot = (E + 99) / 100, top = 0, n = 0, sum = 0;
     if (s->lookups[t] == 0)
         return (double)hot / (double)E;
     struct counted *v = sr_malloc(sizeof *v * (size_t)(c->used + 1));
@@ -165,15 +164,18 @@ static double hot_share(const struct sr_table_stats *s, int t, struct sr_planner
     qsort(v, (size_t)n, sizeof *v, by_count_then_row);
     for (int64_t i = 0; i < n && i < hot; i++)
         top += v[i].count;
-    if (hot <= SR_PLANNER_HOT_ROWS_MAX) { /* else no hot list (planner.h) */
-        out->num_hot = n < hot ? n : hot;
-        out->hot = sr_malloc(sizeof *out->hot * (size_t)(out->num_hot + 1));
-        for (int64_t i = 0; i < out->num_hot; i++)
-            out->hot[i] = v[i].row;
-        qsort(out->hot, (size_t)out->num_hot, sizeof *out->hot, by_row_asc);
+    out->num_sizes = sr_planner_hot_sizes(E, n, out->hot_size);
+    for (int64_t i = 0, k = 0; k < out->num_sizes; i++) {
+        sum += v[i].count;
+        if (i + 1 == out->hot_size[k])
+            out->hot_size_share[k++] = (double)sum / lookups;
     }
+    out->num_hot = out->num_sizes ? out->hot_size[out->num_sizes - 1] : 0;
+    out->hot = sr_malloc(sizeof *out->hot * (size_t)(out->num_hot + 1));
+    for (int64_t i = 0; i < out->num_hot; i++)
+        out->hot[i] = v[i].row;
     sr_free(v);
-    return (double)top / (double)s->lookups[t];
+    return (double)top / lookups;
 }
 
 void sr_table_stats_finish(const struct sr_table_stats *s, struct sr_planner_table *out)

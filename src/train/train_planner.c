@@ -2,9 +2,9 @@
  * The planner's view of a training job (shardrec/planner.h): the model in
  * plain numbers, and each table's statistics: from the config (the synthetic
  * generator draws each feature's count uniformly in its MIN-MAX range; the
- * hot share of --id-dist) or, with --data, measured on the data's first
- * --plan-sample samples (shardrec/table_stats.h), read as training reads
- * them.
+ * hot shares and hottest rows of --id-dist) or, with --data, measured on
+ * the data's first --plan-sample samples (shardrec/table_stats.h), read as
+ * training reads them.
  */
 #include <string.h>
 
@@ -71,23 +71,32 @@ void sr_train_config_slot_stats(const struct sr_train_config *cfg, struct sr_pla
             (double)sr_train_config_slot_sample_bytes(cfg, f);
 }
 
-/* Zipf ids: table t's hottest ceil(E/100) rows, as its features draw them. */
+/* Zipf ids: table t's hot-set sizes (sr_planner_hot_sizes) with their
+ * shares of its lookups, and its hottest rows, as its features draw them,
+ * for the largest size (hottest first: a smaller size is a prefix). */
 static void hot_rows_of_config(const struct sr_train_config *cfg, int t,
                                struct sr_planner_table *st)
 {
     int feats[SR_MAX_FEATURES], k = 0;
     double weights[SR_MAX_FEATURES];
-    const int64_t E = cfg->tables[t].num_embeddings, H = (E + 99) / 100;
+    const int64_t E = cfg->tables[t].num_embeddings;
     for (int f = 0; f < cfg->num_features; f++)
         if (cfg->feature_table[f] == t) {
             weights[k] = feature_mean_ids(cfg, f);
             feats[k++] = f;
         }
-    if (cfg->id_dist != SR_ID_DIST_ZIPF || k == 0 || H < 1 || H > SR_PLANNER_HOT_ROWS_MAX)
+    if (cfg->id_dist != SR_ID_DIST_ZIPF || k == 0)
         return;
+    st->num_sizes = sr_planner_hot_sizes(E, E, st->hot_size);
+    if (st->num_sizes == 0)
+        return;
+    for (int i = 0; i < st->num_sizes; i++)
+        st->hot_size_share[i] = sr_planner_hot_share_of(E, st->hot_size[i], cfg->zipf_s);
+    const int64_t H = st->hot_size[st->num_sizes - 1];
     st->hot = sr_malloc(sizeof *st->hot * (size_t)H);
     st->num_hot =
         sr_synth_hot_rows(E, cfg->seed, feats, weights, k, cfg->id_dist, cfg->zipf_s, H, st->hot);
+    SR_ASSERT(st->num_hot == H);
 }
 
 static void stats_of_config(const struct sr_train_config *cfg, struct sr_planner_table *stats)

@@ -103,15 +103,38 @@ int sr_trainer_topology(const struct sr_trainer *t, struct sr_topology *out)
     return sr_topology_complete(out);
 }
 
+/* The message table_stats broadcasts: [status, samples], then per table
+ * [ids a sample, hot share, sizes known, SR_PLANNER_HOT_SIZES sizes, as many
+ * shares]. */
+#define MSG_TABLE (3 + 2 * SR_PLANNER_HOT_SIZES)
+
+static void stats_to_message(const struct sr_planner_table *st, double *msg)
+{
+    msg[0] = st->ids_per_sample;
+    msg[1] = st->hot_share;
+    msg[2] = st->num_sizes;
+    for (int i = 0; i < st->num_sizes; i++) {
+        msg[3 + i] = (double)st->hot_size[i];
+        msg[3 + SR_PLANNER_HOT_SIZES + i] = st->hot_size_share[i];
+    }
+}
+
 /* The statistics rank 0 sent (table_stats); the features from the config. */
 static void stats_of_message(struct sr_trainer *t, const double *msg)
 {
     struct sr_trainer_prediction *p = &t->predicted;
     int T = t->cfg->num_tables;
     p->stats_samples = (int64_t)msg[1];
-    for (int k = 0; k < T; k++)
-        p->stats[k] = (struct sr_planner_table){.ids_per_sample = msg[2 + k],
-                                                .hot_share = msg[2 + T + k]};
+    for (int k = 0; k < T; k++) {
+        const double *m = msg + 2 + (size_t)k * MSG_TABLE;
+        struct sr_planner_table *st = &p->stats[k];
+        *st = (struct sr_planner_table){
+            .ids_per_sample = m[0], .hot_share = m[1], .num_sizes = (int)m[2]};
+        for (int i = 0; i < st->num_sizes; i++) {
+            st->hot_size[i] = (int64_t)m[3 + i];
+            st->hot_size_share[i] = m[3 + SR_PLANNER_HOT_SIZES + i];
+        }
+    }
     for (int f = 0; f < t->cfg->num_features; f++)
         p->stats[t->cfg->feature_table[f]].features++;
     sr_train_config_slot_stats(t->cfg, p->stats);
@@ -161,19 +184,17 @@ static int table_stats(struct sr_trainer *t)
     int T = t->cfg->num_tables, rc = SR_OK;
     if (p->stats)
         return SR_OK;
-    /* [status, samples, ids a sample (T), hot share (T)] */
-    double *msg = sr_calloc((size_t)(2 * T + 2), sizeof *msg);
+    const size_t n = 2 + (size_t)T * MSG_TABLE;
+    double *msg = sr_calloc(n, sizeof *msg);
     p->stats = sr_calloc((size_t)T, sizeof *p->stats);
     if (t->rank == 0) {
         rc = sr_train_config_table_stats(t->cfg, p->stats, &p->stats_samples);
         msg[0] = rc;
         msg[1] = (double)p->stats_samples;
-        for (int k = 0; k < T && !rc; k++) {
-            msg[2 + k] = p->stats[k].ids_per_sample;
-            msg[2 + T + k] = p->stats[k].hot_share;
-        }
+        for (int k = 0; k < T && !rc; k++)
+            stats_to_message(&p->stats[k], msg + 2 + (size_t)k * MSG_TABLE);
     }
-    sr_comm_broadcast(t->world, msg, msg, (size_t)(2 * T + 2), SR_DTYPE_F64, 0, NULL, NULL);
+    sr_comm_broadcast(t->world, msg, msg, n, SR_DTYPE_F64, 0, NULL, NULL);
     rc = (int)msg[0];
     if (!rc && t->rank != 0)
         stats_of_message(t, msg);
@@ -255,10 +276,14 @@ int sr_trainer_plan_hybrid(struct sr_trainer *t)
     struct sr_ebc_config ec;
     struct sr_planner_model m;
     int rc = table_stats(t); /* collective: first, whatever fails after */
+    /* the hot sets are sized by their cost on the run's topology */
+    if (!rc)
+        rc = sr_trainer_topology(t, &t->predicted.topo);
     if (rc)
         return rc;
+    t->predicted.nominal = !t->cfg->n_topologies;
     model_of(t, &ec, &m);
-    return sr_planner_whole_plan(3, &m, t->world_size, sr_comm_local_size(t->sparse), &t->plan);
+    return sr_planner_whole_plan(3, &m, &t->predicted.topo, &t->plan);
 }
 
 void sr_trainer_plan_predict(struct sr_trainer *t)

@@ -29,9 +29,10 @@ struct sr_trainer_prediction {
 int sr_trainer_topology(const struct sr_trainer *t, struct sr_topology *out);
 /* The planner's plan into t->plan; its table printed on rank 0's log. */
 int sr_trainer_plan_search(struct sr_trainer *t);
-/* --sharding hybrid: every table whose statistics know its hot rows hybrid
- * with them, the others rw (sr_planner_whole_plan 3). Collective (the
- * statistics); SR_ERR_INVALID_ARG when no table's hot rows are known. */
+/* --sharding hybrid: every table whose statistics know its hot rows hybrid,
+ * its hot set sized by cost on the run's topology, the others rw
+ * (sr_planner_whole_plan 3). Collective (the statistics, the topology);
+ * SR_ERR_INVALID_ARG when no table's hot rows are known. */
 int sr_trainer_plan_hybrid(struct sr_trainer *t);
 /* Predict t->plan (after any plan is made; the planner's own plan comes
  * predicted from its search); a failure only warns. */
