@@ -15,7 +15,15 @@
 #     naming the --topology file (both flags named), no --topology, an
 #     unknown --pipeline; --pipeline none predicts more exposed
 #     communication than sparse-dist; --global-batch-size G on W ranks plans
-#     each rank as --batch-size G/W.
+#     each rank as --batch-size G/W;
+#  5. hybrid's hot sets sized by cost (Zipf ids over a slow link, 2 ranks):
+#     every hybrid table's size is one of its ladder's (ceil(E/d), d = 1000,
+#     300, 100, 30, 10), the same in its table line ("hot: N rows"), its
+#     --explain reason ("hybrid (N hot rows") and the "hot" list --out
+#     writes (N rows, ascending); at least one is not the 1% size; `train
+#     --plan` that file on 2 ranks gives the per-step losses of `train`
+#     with no plan on the same topology, bit for bit, and train's plan
+#     table shows the same hot sets.
 # Exit 0 pass, 77 skipped (no mpirun for 2), else fail.
 . "$(dirname "$0")/lib.sh"
 bin=$sr_shardrec
@@ -139,6 +147,57 @@ if [ -n "$(ranks "$tmp/g-rank")" ] && [ "$(ranks "$tmp/g-global")" = "$(ranks "$
     ok "--global-batch-size 65536 on 16 ranks: each rank's memory and the step as --batch-size 4096"
 else
     bad "--global-batch-size" "$(ranks "$tmp/g-global" | head -2) against $(ranks "$tmp/g-rank" | head -2)"
+fi
+
+# 5. hybrid hot sets sized by cost, through --explain, the plan file and train
+cat >"$tmp/slow.json" <<'EOF'
+{"source": "shardrec bench comm", "backend": "mpi", "world_size": 2, "ranks_per_node": 2,
+ "device": "cpu", "links": {"intra_node": {"bandwidth_gb_s": 0.05, "latency_us": 20}},
+ "measurements": []}
+EOF
+HJOB="--table-rows 200000,30000,500 --id-dist zipf:1.05 --batch-size 256 --embedding-dim 16
+      --bot-mlp 13-32-16 --top-mlp 32-1 --steps 4 --eval-samples 0 --log-every 1"
+TOPO="--topology cpu-2core --topology $tmp/slow.json"
+# each hybrid table: "name rows N" from the table's "hot:" line
+hot_sets() { awk '$1 ~ /^t[0-9]+$/ { t = $1; e = $2 } $1 == "hot:" { print t, e, $2 }' "$1"; }
+if "$bin" plan $TOPO $HJOB --explain --out "$tmp/h.json" >"$tmp/h.out" 2>&1 &&
+    [ -n "$(hot_sets "$tmp/h.out")" ] &&
+    out=$(hot_sets "$tmp/h.out" | /usr/bin/python3 -c '
+import json, re, sys
+plan = {t["name"]: t for t in json.load(open(sys.argv[1]))["tables"]}
+text = open(sys.argv[2]).read()
+other = 0
+for line in sys.stdin:
+    name, rows, n = line.split(); rows, n = int(rows), int(n)
+    assert n in [-(-rows // d) for d in (1000, 300, 100, 30, 10)], (name, n)
+    other += n != -(-rows // 100)
+    assert re.search(r"why: hybrid \(%d hot rows, [0-9.]+%% of its lookups\)" % n, text), name
+    hot = plan[name]["hot"]
+    assert plan[name]["sharding"] == "hybrid" and len(hot) == n, (name, len(hot), n)
+    assert all(a < b for a, b in zip(hot, hot[1:])) and 0 <= hot[0] and hot[-1] < rows, name
+    print("%s %d" % (name, n), end="; ")
+assert other, "every hot set is the 1% one"
+' "$tmp/h.json" "$tmp/h.out" 2>&1); then
+    ok "hybrid hot sets sized by cost, in the table, --explain and the plan file: $out"
+else
+    bad "hybrid hot sets" "$out $(tail -5 "$tmp/h.out")"
+fi
+if command -v mpirun >/dev/null 2>&1; then
+    sr_mpirun 2 "$bin" train $HJOB $TOPO --plan "$tmp/h.json" --metrics "$tmp/ha.jsonl" \
+        >"$tmp/ha.out" 2>&1
+    ra=$?
+    sr_mpirun 2 "$bin" train $HJOB $TOPO --metrics "$tmp/hb.jsonl" >"$tmp/hb.out" 2>&1
+    rb=$?
+    losses() { grep -o '"loss": *[^,}]*' "$1"; }
+    if [ $ra -eq 0 ] && [ $rb -eq 0 ] && [ -s "$tmp/ha.jsonl" ] &&
+        [ "$(losses "$tmp/ha.jsonl")" = "$(losses "$tmp/hb.jsonl")" ] &&
+        [ "$(hot_sets "$tmp/hb.out")" = "$(hot_sets "$tmp/h.out")" ]; then
+        ok "train --plan the hybrid plan file: the losses and hot sets of train's own planner"
+    else
+        bad "hybrid plan in train" "rc $ra $rb; $(hot_sets "$tmp/hb.out"); $(tail -3 "$tmp/hb.out")"
+    fi
+else
+    echo "skip 2-rank hybrid train (no mpirun)"
 fi
 
 echo "check_plan: $pass passed, $fail failed"
