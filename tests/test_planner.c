@@ -519,6 +519,18 @@ static void test_hot_share(void **state)
     for (int64_t k = 1; k <= 2000000; k++)
         tail += pow((double)k, -1.05);
     assert_true(fabs(sr_planner_hot_share(2000000, 1.05) - h2 / tail) < 1e-6);
+    /* a table's hot-set sizes at once: each share the same bits as alone */
+    int64_t sizes[SR_PLANNER_HOT_SIZES + 2] = {0, 2000000};
+    double shares[SR_PLANNER_HOT_SIZES + 2];
+    const double laws[3] = {1.05, 1.0, 0};
+    assert_int_equal(sr_planner_hot_sizes(2000000, 2000000, sizes + 2), SR_PLANNER_HOT_SIZES);
+    for (int l = 0; l < 3; l++) {
+        sr_planner_hot_shares_of(2000000, sizes, SR_PLANNER_HOT_SIZES + 2, laws[l], shares);
+        for (int i = 0; i < SR_PLANNER_HOT_SIZES + 2; i++)
+            assert_true(shares[i] == sr_planner_hot_share_of(2000000, sizes[i], laws[l]));
+        assert_true(shares[0] == 0 && shares[1] == 1 &&
+                    shares[4] == sr_planner_hot_share(2000000, laws[l]));
+    }
 }
 
 static void test_topology_json(void **state)

@@ -115,9 +115,13 @@ struct sr_planner_report {
 /* Statistics of a table from its config and id distribution: the share of
  * the lookups of E rows under Zipf(s) (s <= 0: uniform ids) that its `hot`
  * hottest rows take, H_s(hot) / H_s(E) (uniform: hot / E; 0 for hot <= 0,
- * 1 from hot >= E). sr_planner_hot_share is that at ceil(E/100) rows. */
+ * 1 from hot >= E). sr_planner_hot_share is that at ceil(E/100) rows;
+ * sr_planner_hot_shares_of is it for n hot-set sizes at once, the same bits,
+ * summing H_s(E) (up to 10^6 terms) once rather than once a size. */
 double sr_planner_hot_share_of(int64_t rows, int64_t hot, double zipf_s);
 double sr_planner_hot_share(int64_t rows, double zipf_s);
+void sr_planner_hot_shares_of(int64_t rows, const int64_t *hot, int n, double zipf_s,
+                              double *shares);
 
 /* The most hot rows a table's statistics list: larger hot-set sizes are
  * cut to it (finding and keeping the list costs time and memory in

@@ -86,17 +86,29 @@ static double harmonic(int64_t n, double s)
     return h;
 }
 
-double sr_planner_hot_share_of(int64_t rows, int64_t hot, double zipf_s)
+void sr_planner_hot_shares_of(int64_t rows, const int64_t *hot, int n, double zipf_s,
+                              double *shares)
 {
-    if (rows <= 0 || hot <= 0)
-        return 0;
-    if (hot >= rows)
-        return 1;
-    if (zipf_s <= 0)
-        return (double)hot / (double)rows;
+    double all = 0; /* H_s(rows), summed on first need */
     if (fabs(zipf_s - 1) < 1e-9)
         zipf_s = 1 + 1e-9;
-    return harmonic(hot, zipf_s) / harmonic(rows, zipf_s);
+    for (int i = 0; i < n; i++) {
+        const int64_t h = hot[i];
+        if (rows <= 0 || h <= 0 || h >= rows || zipf_s <= 0) {
+            shares[i] = rows <= 0 || h <= 0 ? 0 : h >= rows ? 1 : (double)h / (double)rows;
+            continue;
+        }
+        if (!(all > 0))
+            all = harmonic(rows, zipf_s);
+        shares[i] = harmonic(h, zipf_s) / all;
+    }
+}
+
+double sr_planner_hot_share_of(int64_t rows, int64_t hot, double zipf_s)
+{
+    double share;
+    sr_planner_hot_shares_of(rows, &hot, 1, zipf_s, &share);
+    return share;
 }
 
 double sr_planner_hot_share(int64_t rows, double zipf_s)

@@ -90,8 +90,7 @@ static void hot_rows_of_config(const struct sr_train_config *cfg, int t,
     st->num_sizes = sr_planner_hot_sizes(E, E, st->hot_size);
     if (st->num_sizes == 0)
         return;
-    for (int i = 0; i < st->num_sizes; i++)
-        st->hot_size_share[i] = sr_planner_hot_share_of(E, st->hot_size[i], cfg->zipf_s);
+    sr_planner_hot_shares_of(E, st->hot_size, st->num_sizes, cfg->zipf_s, st->hot_size_share);
     const int64_t H = st->hot_size[st->num_sizes - 1];
     st->hot = sr_malloc(sizeof *st->hot * (size_t)H);
     st->num_hot =
