@@ -327,25 +327,30 @@ static void test_hybrid(void **state)
  * hybrid with its size `k` (H rows), the size whose whole plan predicts
  * the shortest step, say so in its reason and its table, and hold the
  * list's first H rows, ascending, through the plan's JSON and back. */
+static void hot_fixture(struct fixture *f, int64_t *hot, const double *shares)
+{
+    setup(f, 2, 2);
+    f->m.global_batch = 1000;
+    f->topo.intra.gb_s = 0.01;
+    for (int i = 0; i < 100; i++) /* hottest first: 0, 37, ..., 999, 36, ...: not ascending */
+        hot[i] = 37 * i % 1000;
+    f->stats.hot = hot;
+    f->stats.num_hot = 100;
+    f->stats.hot_share = shares[2];
+    f->stats.num_sizes = sr_planner_hot_sizes(1000, 1000, f->stats.hot_size);
+    assert_int_equal(f->stats.num_sizes, 5);
+    assert_int_equal(f->stats.hot_size[1], 4);
+    assert_int_equal(f->stats.hot_size[3], 34);
+    memcpy(f->stats.hot_size_share, shares, sizeof(double) * 5);
+}
+
 static void check_hot_size(const double *shares, int k)
 {
     struct fixture f;
     struct sr_plan *plan = NULL, *each = NULL;
     struct sr_planner_report *r = NULL, *p = NULL;
     int64_t hot[100], sorted[100];
-    setup(&f, 2, 2);
-    f.m.global_batch = 1000;
-    f.topo.intra.gb_s = 0.01;
-    for (int i = 0; i < 100; i++) /* hottest first: 0, 37, ..., 999, 36, ...: not ascending */
-        hot[i] = 37 * i % 1000;
-    f.stats.hot = hot;
-    f.stats.num_hot = 100;
-    f.stats.hot_share = shares[2];
-    f.stats.num_sizes = sr_planner_hot_sizes(1000, 1000, f.stats.hot_size);
-    assert_int_equal(f.stats.num_sizes, 5);
-    assert_int_equal(f.stats.hot_size[1], 4);
-    assert_int_equal(f.stats.hot_size[3], 34);
-    memcpy(f.stats.hot_size_share, shares, sizeof(double) * 5);
+    hot_fixture(&f, hot, shares);
     assert_int_equal(sr_planner_search(&f.m, &f.topo, &plan, &r), SR_OK);
     const int64_t want = f.stats.hot_size[k];
     assert_int_equal(plan->tables[0].type, SR_SHARDING_TYPE_HYBRID);
@@ -406,6 +411,30 @@ static void test_hot_set_size(void **state)
     const double steep[5] = {0.05, 0.1, 0.2, 0.4, 0.95};
     check_hot_size(flat, 0);  /* 1 row */
     check_hot_size(steep, 4); /* 100 rows */
+}
+
+/* Hybrid tables keep fp32 rows (sharded_hybrid.c refuses others): where the
+ * steep shares above make hybrid win, a table stored in bf16 is never
+ * offered it, and all hybrid says why rather than planning what train
+ * would refuse. */
+static void test_hybrid_fp32_only(void **state)
+{
+    const double steep[5] = {0.05, 0.1, 0.2, 0.4, 0.95};
+    struct fixture f;
+    struct sr_plan *plan = NULL;
+    struct sr_planner_report *r = NULL;
+    int64_t hot[100];
+    hot_fixture(&f, hot, steep);
+    f.table.storage = SR_DTYPE_BF16;
+    f.m.emb_elem_bytes = 2;
+    assert_int_equal(sr_planner_search(&f.m, &f.topo, &plan, &r), SR_OK);
+    assert_int_not_equal(plan->tables[0].type, SR_SHARDING_TYPE_HYBRID);
+    assert_null(strstr(r->why[0], "hybrid"));
+    sr_plan_free(plan);
+    sr_planner_report_free(r);
+    assert_int_equal(sr_planner_whole_plan(3, &f.m, &f.topo, &plan), SR_ERR_INVALID_ARG);
+    assert_null(plan);
+    assert_non_null(strstr(sr_error_message(), "keep fp32 rows"));
 }
 
 /* cw in 2 pieces of 8 columns: each owner looks up all 200 ids at dim 8. */
@@ -673,6 +702,7 @@ int main(void)
         cmocka_unit_test(test_cw),
         cmocka_unit_test(test_hybrid),
         cmocka_unit_test(test_hot_set_size),
+        cmocka_unit_test(test_hybrid_fp32_only),
         cmocka_unit_test(test_row_state),
         cmocka_unit_test(test_emb_dtype),
         cmocka_unit_test(test_memory_limit),

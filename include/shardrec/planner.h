@@ -146,9 +146,9 @@ int sr_planner_predict(const struct sr_planner_model *m, const struct sr_topolog
 
 /* The search: per table, largest first, the option (dp, tw on a rank, rw,
  * cw with n shards, twrw on a node, hybrid with each of its hot-set sizes when
- * its hot rows are known) that makes the predicted step of the tables placed
- * so far shortest with every rank within memory. Fails with
- * SR_ERR_INVALID_ARG naming the first table nothing fits. */
+ * its hot rows are known and it is stored in fp32) that makes the predicted
+ * step of the tables placed so far shortest with every rank within memory.
+ * Fails with SR_ERR_INVALID_ARG naming the first table nothing fits. */
 int sr_planner_search(const struct sr_planner_model *m, const struct sr_topology *topo,
                       struct sr_plan **plan, struct sr_planner_report **report);
 
@@ -158,9 +158,10 @@ int sr_planner_search(const struct sr_planner_model *m, const struct sr_topology
  * rw; each hybrid table's hot set sized as the search sizes it: largest
  * table first, the size whose predicted step with the tables sized so far
  * is shortest within memory; SR_ERR_INVALID_ARG when no hot rows are
- * known). Their short names ("all tw", "all rw", "default (dp + tw)", "all
- * hybrid"), and plan i for m's tables on topo's world (sr_plan_uniform's
- * or sr_plan_default's errors). */
+ * known, or no table that knows them can be hybrid: hybrid tables keep
+ * fp32 rows). Their short names ("all tw", "all rw", "default (dp + tw)",
+ * "all hybrid"), and plan i for m's tables on topo's world
+ * (sr_plan_uniform's or sr_plan_default's errors). */
 #define SR_PLANNER_WHOLE_PLANS 4
 const char *sr_planner_whole_plan_name(int i);
 int sr_planner_whole_plan(int i, const struct sr_planner_model *m, const struct sr_topology *topo,

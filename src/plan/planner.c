@@ -9,7 +9,7 @@
  *   k, with several nodes of several ranks);  hybrid with H hot rows for
  *   each hot-set size H the statistics know (E/1000, E/300, E/100, E/30,
  *   E/10 rounded up, within what they know: its H hottest rows replicated,
- *   the rest rw)
+ *   the rest rw; only for tables stored in fp32, as hybrid tables are)
  *
  * is added to the tables placed so far and the predicted step of that
  * partial plan compared; the shortest that fits every rank's memory wins
@@ -172,12 +172,22 @@ void sr_planner_stats_release(struct sr_planner_table *stats, int T)
     }
 }
 
+/* Whether table t can be hybrid at all: the sharded EBC keeps a hybrid
+ * table's rows in fp32 (its replica is fp32) and names the replica
+ * "NAME.hot" (sharded_hybrid.c's check_table refuses anything else). */
+static int hybrid_allowed(const struct sr_planner_model *m, int t)
+{
+    const struct sr_table_config *tc = &m->ebc->tables[t];
+    return tc->storage == SR_DTYPE_F32 && (m->emb_elem_bytes <= 0 || m->emb_elem_bytes == 4) &&
+           strlen(tc->name) + 5 <= SR_NAME_MAX;
+}
+
 /* The hot-set sizes of table t the search weighs: its statistics' (none
- * when they list no hot rows). */
+ * when they list no hot rows, or the table cannot be hybrid). */
 static int hot_sizes(const struct sr_planner_model *m, int t)
 {
     const struct sr_planner_table *st = &m->stats[t];
-    if (!st->hot || st->num_hot <= 0)
+    if (!st->hot || st->num_hot <= 0 || !hybrid_allowed(m, t))
         return 0;
     SR_ASSERT(st->num_sizes <= SR_PLANNER_HOT_SIZES &&
               (st->num_sizes == 0 || st->hot_size[st->num_sizes - 1] <= st->num_hot));
@@ -466,6 +476,30 @@ static int size_hot_set(struct search *s, int t, struct sr_table_plan *tp)
     return 1;
 }
 
+/* Why all hybrid has no hybrid table: a table with hot rows that cannot be
+ * hybrid (hybrid_allowed), else no hot rows at all. */
+static int no_hybrid_table(const struct sr_planner_model *m)
+{
+    for (int t = 0; t < m->ebc->num_tables; t++) {
+        const struct sr_table_config *tc = &m->ebc->tables[t];
+        const struct sr_planner_table *st = &m->stats[t];
+        if (!st->hot || st->num_hot <= 0 || st->num_sizes <= 0 || hybrid_allowed(m, t))
+            continue;
+        if (strlen(tc->name) + 5 > SR_NAME_MAX)
+            return sr_error_set(SR_ERR_INVALID_ARG,
+                                "hybrid: table '%s' cannot be hybrid: its name leaves no room "
+                                "for its replica's ('%s.hot'); HINT: a shorter name",
+                                tc->name, tc->name);
+        return sr_error_set(SR_ERR_INVALID_ARG,
+                            "hybrid: table '%s' is stored in %s (--emb-dtype), but hybrid tables "
+                            "keep fp32 rows (their replica is fp32); HINT: --emb-dtype fp32",
+                            tc->name,
+                            tc->storage != SR_DTYPE_F32 ? sr_dtype_name(tc->storage) : "16 bits");
+    }
+    return sr_error_set(SR_ERR_INVALID_ARG, "hybrid: no table's hot rows are known; HINT: "
+                                            "--id-dist zipf:S, or --data to count them on");
+}
+
 /* Every table with known hot rows hybrid, the others rw; largest first,
  * each hybrid table's hot set sized against the tables sized before it. */
 static int all_hybrid(struct search *s, struct sr_plan **out)
@@ -481,9 +515,7 @@ static int all_hybrid(struct search *s, struct sr_plan **out)
         pl_acc_add_table(&s->placed, order[i], &(*out)->tables[order[i]], NULL);
     }
     sr_free(order);
-    rc = any ? hot_rows_in(*out, m)
-             : sr_error_set(SR_ERR_INVALID_ARG, "hybrid: no table's hot rows are known; HINT: "
-                                                "--id-dist zipf:S, or --data to count them on");
+    rc = any ? hot_rows_in(*out, m) : no_hybrid_table(m);
     if (rc) {
         sr_plan_free(*out);
         *out = NULL;
