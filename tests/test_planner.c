@@ -326,7 +326,8 @@ static void test_hybrid(void **state)
  * `shares` as each size's share of the lookups, the search must take
  * hybrid with its size `k` (H rows), the size whose whole plan predicts
  * the shortest step, say so in its reason and its table, and hold the
- * list's first H rows, ascending, through the plan's JSON and back. */
+ * list's first H rows, ascending, through the plan's JSON and back; all
+ * hybrid (--sharding hybrid) must size it alike. */
 static void hot_fixture(struct fixture *f, int64_t *hot, const double *shares)
 {
     setup(f, 2, 2);
@@ -374,6 +375,9 @@ static void check_hot_size(const double *shares, int k)
     sr_planner_report_free(p);
     assert_int_equal(argmin, want);
     NEAR(r->stage_s[SR_PS_STEP], best);
+    sr_plan_free(each); /* all hybrid (--sharding hybrid) sizes it the same */
+    assert_int_equal(sr_planner_whole_plan(3, &f.m, &f.topo, &each), SR_OK);
+    assert_int_equal(each->tables[0].num_hot, want);
     char label[64]; /* --explain names the size and its share */
     snprintf(label, sizeof label, "hybrid (%lld hot rows, %.1f%% of its lookups): step",
              (long long)want, 100 * shares[k]);
