@@ -286,7 +286,7 @@ int sr_trainer_plan_hybrid(struct sr_trainer *t)
     return sr_planner_whole_plan(3, &m, &t->predicted.topo, &t->plan);
 }
 
-void sr_trainer_plan_predict(struct sr_trainer *t)
+static void predict(struct sr_trainer *t)
 {
     struct sr_ebc_config ec;
     struct sr_planner_model m;
@@ -305,6 +305,15 @@ void sr_trainer_plan_predict(struct sr_trainer *t)
     /* one rank runs every table whole: a tw plan of world size 1 */
     if (sr_planner_predict(&m, &t->predicted.topo, t->plan, &t->predicted.report) && t->log)
         fprintf(t->log, "warning: no prediction of the step: %s\n", sr_error_message());
+}
+
+void sr_trainer_plan_predict(struct sr_trainer *t)
+{
+    predict(t);
+    /* the hot lists (up to SR_PLANNER_HOT_ROWS_MAX rows a table, on every
+     * rank) served the search; what is left to predict needs only the
+     * hot-set sizes and shares */
+    sr_planner_stats_release(t->predicted.stats, t->cfg->num_tables);
 }
 
 void sr_trainer_prediction_free(struct sr_trainer *t)

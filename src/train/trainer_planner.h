@@ -35,7 +35,8 @@ int sr_trainer_plan_search(struct sr_trainer *t);
  * SR_ERR_INVALID_ARG when no table's hot rows are known. */
 int sr_trainer_plan_hybrid(struct sr_trainer *t);
 /* Predict t->plan (after any plan is made; the planner's own plan comes
- * predicted from its search); a failure only warns. */
+ * predicted from its search); a failure only warns. Then drops the
+ * statistics' hot lists, which only the search reads. */
 void sr_trainer_plan_predict(struct sr_trainer *t);
 /* Predicted beside measured, per stage and memory (rank 0's summary). */
 void sr_trainer_print_prediction(const struct sr_trainer *t, const struct sr_trainer_result *res,
