@@ -71,7 +71,7 @@ fi
 if [ -f tests/fuzz/fuzz_topology.c ]; then
     build fuzz_topology tests/fuzz/fuzz_topology.c src/plan/topology.c src/plan/cost_model.c \
         src/plan/planner.c src/plan/plan.c src/core/table_config.c src/core/rng.c src/core/files.c \
-        src/core/json_kind.c -lcjson
+        src/core/json_kind.c src/core/tensor.c -lcjson
     targets="$targets fuzz_topology"
 fi
 if [ -f tests/fuzz/fuzz_ckpt.c ]; then
