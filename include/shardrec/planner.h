@@ -131,9 +131,12 @@ void sr_planner_hot_shares_of(int64_t rows, const int64_t *hot, int n, double zi
 /* The hot-set sizes weighed for a table of `rows` rows whose statistics
  * know `known` rows by heat (the config's: all of them; counted data: the
  * distinct rows seen): ceil(rows/d) for d = 1000, 300, 100, 30, 10, each
- * cut to [1, min(rows, known, SR_PLANNER_HOT_ROWS_MAX)], ascending, equal
- * ones once. Writes them to sizes (SR_PLANNER_HOT_SIZES) and returns how
- * many (0 when rows or known < 1). */
+ * cut to [1, min(rows, SR_PLANNER_HOT_ROWS_MAX)], ascending, equal ones
+ * once, and only those the statistics back: below `known` unless they know
+ * every row (a set of every row seen would take every lookup counted and
+ * predict no cold traffic for rows never drawn). Writes them to sizes
+ * (SR_PLANNER_HOT_SIZES) and returns how many (0 when rows < 1 or none is
+ * backed). */
 int sr_planner_hot_sizes(int64_t rows, int64_t known, int64_t *sizes);
 
 /* Free the hot lists of T tables' statistics (the array stays). */

@@ -119,12 +119,13 @@ double sr_planner_hot_share(int64_t rows, double zipf_s)
 int sr_planner_hot_sizes(int64_t rows, int64_t known, int64_t *sizes)
 {
     static const int64_t divisors[SR_PLANNER_HOT_SIZES] = {1000, 300, 100, 30, 10};
-    int64_t cap = rows < known ? rows : known;
+    const int64_t cap = rows < SR_PLANNER_HOT_ROWS_MAX ? rows : SR_PLANNER_HOT_ROWS_MAX;
     int n = 0;
-    cap = cap < SR_PLANNER_HOT_ROWS_MAX ? cap : SR_PLANNER_HOT_ROWS_MAX;
     for (int i = 0; i < SR_PLANNER_HOT_SIZES && cap >= 1; i++) {
         int64_t h = (rows + divisors[i] - 1) / divisors[i];
         h = h < 1 ? 1 : h > cap ? cap : h;
+        if (known < rows && h >= known) /* a set of every row known: not backed */
+            break;
         if (n == 0 || h > sizes[n - 1])
             sizes[n++] = h;
     }

@@ -12,7 +12,7 @@
  * so a table holds at most 4 x (distinct rows seen) slots of 16 bytes. A
  * table's hot share sorts its counts, largest first, and sums the first
  * ceil(E/100); the hybrid option's hot-set sizes (sr_planner_hot_sizes,
- * within the distinct rows seen) take the sums of their prefixes, and its
+ * those the distinct rows seen back) take the sums of their prefixes, and its
  * hot list is the prefix of the largest, hottest first.
  */
 #include <stdlib.h>
@@ -146,20 +146,8 @@ static int by_count_then_row(const void *a, const void *b)
     return (x->row > y->row) - (x->row < y->row);
 }
 
-/* The hot-set sizes a sample of n distinct rows of a table of E rows can
- * back: below n, or up to E when it saw every row. A size cut to the n rows
- * seen would read a share of 1 (every lookup of the sample), predicting no
- * cold traffic for rows the sample never drew. */
-static int backed_hot_sizes(int64_t E, int64_t n, int64_t *sizes)
-{
-    int k = sr_planner_hot_sizes(E, n, sizes);
-    while (k > 0 && n < E && sizes[k - 1] >= n)
-        k--;
-    return k;
-}
-
 /* The share of t's lookups its ceil(E/100) most counted rows take (ties: the
- * lower row); the hot-set sizes the rows counted back (backed_hot_sizes),
+ * lower row); the hot-set sizes the rows counted back (sr_planner_hot_sizes),
  * each with the share of its prefix, and the largest one's rows, hottest
  * first, into out->hot. */
 static double hot_share(const struct sr_table_stats *s, int t, struct sr_planner_table *out)
@@ -176,7 +164,7 @@ static double hot_share(const struct sr_table_stats *s, int t, struct sr_planner
     qsort(v, (size_t)n, sizeof *v, by_count_then_row);
     for (int64_t i = 0; i < n && i < hot; i++)
         top += v[i].count;
-    out->num_sizes = backed_hot_sizes(E, n, out->hot_size);
+    out->num_sizes = sr_planner_hot_sizes(E, n, out->hot_size);
     for (int64_t i = 0, k = 0; k < out->num_sizes; i++) {
         sum += v[i].count;
         if (i + 1 == out->hot_size[k])

@@ -240,17 +240,25 @@ static void buffers_of_plan(const struct sr_trainer *t, struct sr_planner_model 
     m->buffer_bytes = (double)(est.batch - est.batch_slots + est.eval); /* shards: per rank */
 }
 
+/* What a plan is made on: the statistics (collective: first, whatever
+ * fails after) and the run's topology, kept for the prediction. */
+static int plan_inputs(struct sr_trainer *t)
+{
+    int rc = table_stats(t);
+    if (!rc)
+        rc = sr_trainer_topology(t, &t->predicted.topo);
+    t->predicted.nominal = !t->cfg->n_topologies;
+    return rc;
+}
+
 int sr_trainer_plan_search(struct sr_trainer *t)
 {
     struct sr_ebc_config ec;
     struct sr_planner_model m;
     struct sr_planner_report *r = NULL;
-    int rc = table_stats(t); /* collective: first, whatever fails after */
-    if (!rc)
-        rc = sr_trainer_topology(t, &t->predicted.topo);
+    int rc = plan_inputs(t);
     if (rc)
         return rc;
-    t->predicted.nominal = !t->cfg->n_topologies;
     model_of(t, &ec, &m);
     rc = sr_planner_search(&m, &t->predicted.topo, &t->plan, &r);
     if (!rc) { /* the chosen plan, predicted with its own buffers */
@@ -266,7 +274,6 @@ int sr_trainer_plan_search(struct sr_trainer *t)
                 t->predicted.topo.name);
         sr_planner_report_print(t->log, r, t->plan, &m, 0);
     }
-    t->predicted.planned = !rc;
     t->predicted.report = r; /* the plan in use, predicted: sr_trainer_plan_predict keeps it */
     return rc;
 }
@@ -275,13 +282,9 @@ int sr_trainer_plan_hybrid(struct sr_trainer *t)
 {
     struct sr_ebc_config ec;
     struct sr_planner_model m;
-    int rc = table_stats(t); /* collective: first, whatever fails after */
-    /* the hot sets are sized by their cost on the run's topology */
-    if (!rc)
-        rc = sr_trainer_topology(t, &t->predicted.topo);
+    int rc = plan_inputs(t); /* the hot sets are sized by their cost on the topology */
     if (rc)
         return rc;
-    t->predicted.nominal = !t->cfg->n_topologies;
     model_of(t, &ec, &m);
     return sr_planner_whole_plan(3, &m, &t->predicted.topo, &t->plan);
 }
@@ -294,7 +297,8 @@ static void predict(struct sr_trainer *t)
         return;
     if (table_stats(t)) /* collective: first; a bad --data: its reader says so */
         return;         /* when the data opens, and stops the run */
-    if (!t->predicted.planned && sr_trainer_topology(t, &t->predicted.topo)) {
+    const int have_topology = t->predicted.topo.world_size > 0; /* a plan was made on it */
+    if (!have_topology && sr_trainer_topology(t, &t->predicted.topo)) {
         if (t->log)
             fprintf(t->log, "warning: no prediction of the step: %s\n", sr_error_message());
         return;

@@ -18,7 +18,6 @@ struct sr_planner_report;
 struct sr_trainer_prediction {
     struct sr_topology topo;          /* the topology the planner used */
     int nominal;                      /* no --topology: data-sheet figures */
-    int planned;                      /* the plan is the planner's */
     struct sr_planner_report *report; /* the plan in use, predicted; NULL: none */
     struct sr_planner_table *stats;   /* (T) the tables' statistics, made once; NULL: not yet */
     int64_t stats_samples;            /* samples of --data they were measured on; 0: config */
