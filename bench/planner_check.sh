@@ -17,7 +17,8 @@
 #     The median over R runs of the measured step and peak memory, and the
 #     prediction's error against it.
 #  3. On the 2-node setup: the planner's plan against --sharding tw and
-#     --sharding rw, median of R each, interleaved.
+#     --sharding rw (PLANS adds hybrid: "planner tw rw hybrid"), median of R
+#     each, interleaved; each plan's measured step, then its predicted one.
 #
 #   R=5 STEPS=20 LINK=0.05,50 bench/planner_check.sh
 #
@@ -46,6 +47,9 @@ STEPS=${STEPS:-20}
 LINK=${LINK:-0.05,50}
 PARTS=${PARTS:-predict compare}
 MODELS=${MODELS:-K M drawn}
+PLANS=${PLANS:-planner tw rw}
+# ID_DIST: K's and M's ids (the drawn model draws its own), e.g. zipf:1.05
+ID_DIST=${ID_DIST:-uniform}
 SHORT_STEPS=$STEPS
 if [ "$DEVICE" = cuda ]; then
     MB=${MB:-16384}
@@ -105,8 +109,8 @@ if [ "$DEVICE" = cuda ]; then # full size: the presets' rows
     M_ROWS=$(python3 -c 'print(",".join(["1000000"] * 26))')
     DEV="--device cuda --batch-pool 8" # as every GPU figure: the host's generator out of the step
 fi
-K="--workload K --table-rows $K_ROWS --batch-size 2048"
-M="--workload M --table-rows $M_ROWS --batch-size $MB"
+K="--workload K --table-rows $K_ROWS --batch-size 2048 --id-dist $ID_DIST"
+M="--workload M --table-rows $M_ROWS --batch-size $MB --id-dist $ID_DIST"
 # The drawn model: a seeded generator, the same figures for the same SEED.
 DRAWN=$(python3 - "$SEED" <<'EOF'
 import random, sys
@@ -180,21 +184,30 @@ for model in $MODELS; do
 done
 esac
 
-# 3. the planner's plan against all-tw and all-rw on the 2-node setup
+# 3. the planner's plan against all-tw, all-rw (and all-hybrid) on the 2-node setup
 case " $PARTS " in *" compare "*) ;; *) exit 0 ;; esac
-printf '\n%-6s %14s %14s %14s %10s\n' model "planner ms" "all tw ms" "all rw ms" "planner vs best"
+printf '\n%-6s' model
+for plan in $PLANS; do printf ' %18s' "$plan ms (pred)"; done
+printf ' %10s\n' "planner vs best other"
 for model in $MODELS; do
     case $model in K) args=$K ;; M) args=$M ;; drawn) args=$DRAWN ;; esac
-    : >"$out/cmp-$model-planner" && : >"$out/cmp-$model-tw" && : >"$out/cmp-$model-rw"
+    for plan in $PLANS; do : >"$out/cmp-$model-$plan"; done
     for i in $(seq 1 "$R"); do
-        for plan in planner tw rw; do
+        for plan in $PLANS; do
             extra=""
             [ $plan != planner ] && extra="--sharding $plan"
             run "cmp-$model-$plan-$i" link $args $extra --steps "$(steps_of $model)"
-            pick "$out/cmp-$model-$plan-$i.txt" | awk '{print $2}' >>"$out/cmp-$model-$plan"
+            pick "$out/cmp-$model-$plan-$i.txt" >>"$out/cmp-$model-$plan"
         done
     done
-    p=$(median <"$out/cmp-$model-planner") t=$(median <"$out/cmp-$model-tw") w=$(median <"$out/cmp-$model-rw")
-    awk -v m="$model" -v p="$p" -v t="$t" -v w="$w" 'BEGIN {
-        b = t < w ? t : w; printf "%-6s %14.3f %14.3f %14.3f %9.3fx\n", m, p, t, w, b / p }'
+    printf '%-6s' "$model"
+    best=""
+    for plan in $PLANS; do
+        m=$(awk '{print $2}' "$out/cmp-$model-$plan" | median)
+        p=$(awk '{print $1}' "$out/cmp-$model-$plan" | median)
+        printf ' %9.3f (%6.1f)' "$m" "$p"
+        [ $plan = planner ] && pl=$m && continue
+        best=$(awk -v b="$best" -v m="$m" 'BEGIN { print (b == "" || m < b) ? m : b }')
+    done
+    awk -v p="$pl" -v b="$best" 'BEGIN { printf " %9.3fx\n", b / p }'
 done
