@@ -8,8 +8,12 @@
  * data area, unordered, overlapping, leaving gaps or trailing bytes, a size
  * that does not match the shape, negative/fractional/overflowing shapes, too
  * many dimensions, non-F32 dtypes, bad JSON, trailing bytes after the JSON,
- * duplicate names, bad __metadata__. Writer errors leave no file behind, and
- * a failed write (file size limit) keeps the old file.
+ * duplicate names, bad __metadata__ (not an object, a value not a string,
+ * given twice). __metadata__ entries read back in the header's order;
+ * written after "format", sorted by key, and the layout's header is the
+ * written one; bad entries (empty, reserved or duplicate key, no value) are
+ * writer errors. Writer errors leave no file behind, and a failed write
+ * (file size limit) keeps the old file.
  *
  * Corrupt files are built from a JSON header and a data-area length by
  * make_file, and read from memory (sr_st_open_memory), which runs the same
@@ -192,14 +196,76 @@ static void test_misaligned_data_is_copied(void **state)
 static void test_metadata_and_empty_file_of_tensors(void **state)
 {
     size_t n;
-    uint8_t *buf = make_file("{\"__metadata__\":{\"k\":\"v\"}}", 0, &n);
+    uint8_t *buf = make_file("{\"__metadata__\":{\"k\":\"v\",\"a\":\"\"}}", 0, &n);
     struct sr_st_file *f;
+    struct sr_st_meta kv;
     assert_int_equal(sr_st_open_memory(&f, buf, n, "meta"), SR_OK);
     assert_int_equal(sr_st_count(f), 0);
+    assert_int_equal(sr_st_meta_count(f), 2); /* the header's order */
+    sr_st_meta_get(f, 0, &kv);
+    assert_string_equal(kv.key, "k");
+    assert_string_equal(kv.value, "v");
+    sr_st_meta_get(f, 1, &kv);
+    assert_string_equal(kv.key, "a");
+    assert_string_equal(kv.value, "");
+    sr_st_close(f);
+    sr_free(buf);
+    buf = make_file("{}", 0, &n);
+    assert_int_equal(sr_st_open_memory(&f, buf, n, "none"), SR_OK);
+    assert_int_equal(sr_st_meta_count(f), 0);
     sr_st_close(f);
     sr_free(buf);
     reject_json("{\"__metadata__\":{\"k\":1}}", 0, SR_ERR_DATA, "__metadata__", "not a string");
     reject_json("{\"__metadata__\":[]}", 0, SR_ERR_DATA, "__metadata__", "not an object");
+    reject_json("{\"__metadata__\":{},\"__metadata__\":{\"k\":\"v\"}}", 0, SR_ERR_DATA,
+                "__metadata__ appears twice", (const char *)NULL);
+}
+
+static void test_metadata_written(void **state)
+{
+    float w[2] = {1, 2};
+    struct sr_st_tensor t = {.name = "x", .ndim = 1, .shape = {2}, .data = w};
+    struct sr_st_meta meta[] = {{"shardrec.b", "2"}, {"a", "1"}}, kv;
+    const char *path = path_of("meta.safetensors");
+    struct sr_st_file *f;
+    struct sr_st_layout l;
+    size_t n;
+    assert_int_equal(sr_st_write_meta(path, 1, &t, 2, meta), SR_OK);
+    uint8_t *raw = read_all(path, &n);
+    assert_non_null(
+        strstr((const char *)raw + 8,
+               "{\"__metadata__\":{\"format\":\"pt\",\"a\":\"1\",\"shardrec.b\":\"2\"},"));
+    /* the layout's header is the written one, whatever the entries' order */
+    struct sr_st_meta swapped[] = {meta[1], meta[0]};
+    assert_int_equal(sr_st_layout(path, 1, &t, 2, swapped, &l), SR_OK);
+    assert_int_equal(l.file_size, n);
+    assert_memory_equal(l.header, raw, l.header_len);
+    sr_st_layout_free(&l);
+    sr_free(raw);
+    assert_int_equal(sr_st_open(&f, path), SR_OK);
+    assert_int_equal(sr_st_meta_count(f), 3);
+    const char *keys[] = {"format", "a", "shardrec.b"}, *values[] = {"pt", "1", "2"};
+    for (int i = 0; i < 3; i++) {
+        sr_st_meta_get(f, i, &kv);
+        assert_string_equal(kv.key, keys[i]);
+        assert_string_equal(kv.value, values[i]);
+    }
+    sr_st_close(f);
+
+    /* bad entries: nothing written */
+    const char *bad = path_of("badmeta.safetensors");
+    struct sr_st_meta reserved = {"format", "x"}, empty = {"", "x"}, none = {"k", NULL};
+    struct sr_st_meta dup[] = {{"k", "1"}, {"k", "2"}};
+    assert_int_equal(sr_st_write_meta(bad, 1, &t, 1, &reserved), SR_ERR_INVALID_ARG);
+    assert_non_null(strstr(sr_error_message(), "\"format\" is empty or reserved"));
+    assert_int_equal(sr_st_write_meta(bad, 1, &t, 1, &empty), SR_ERR_INVALID_ARG);
+    assert_int_equal(sr_st_write_meta(bad, 1, &t, 1, &none), SR_ERR_INVALID_ARG);
+    assert_int_equal(sr_st_write_meta(bad, 1, &t, 2, dup), SR_ERR_INVALID_ARG);
+    assert_non_null(strstr(sr_error_message(), "key k is given twice"));
+    assert_int_equal(sr_st_layout(bad, 1, &t, 2, dup, &l), SR_ERR_INVALID_ARG);
+    assert_null(l.header);
+    assert_false(exists(bad));
+    assert_int_equal(count_temporaries(), 0);
 }
 
 /* ---- corrupt files ---------------------------------------------------------------- */
@@ -467,6 +533,7 @@ int main(void)
         cmocka_unit_test(test_round_trip),
         cmocka_unit_test(test_misaligned_data_is_copied),
         cmocka_unit_test(test_metadata_and_empty_file_of_tensors),
+        cmocka_unit_test(test_metadata_written),
         cmocka_unit_test(test_truncated),
         cmocka_unit_test(test_header_length),
         cmocka_unit_test(test_offsets),

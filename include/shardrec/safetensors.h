@@ -9,6 +9,9 @@
  *                     "data_offsets": [BEGIN, END]}, ...,
  *            "__metadata__": {"key": "string", ...}}      (optional, string values)
  *
+ * The reader keeps __metadata__'s entries (sr_st_meta_*); the writer puts
+ * {"format": "pt"} first, then the caller's entries sorted by key.
+ *
  * BEGIN and END are byte offsets into the data area, END exclusive; tensors
  * are row-major and little-endian. The header is padded with spaces so the
  * data area starts on an 8-byte boundary. This version reads and writes F32,
@@ -75,6 +78,18 @@ void sr_st_get(const struct sr_st_file *f, int i, struct sr_st_tensor *out);
 /* The file's path or label, for messages. */
 const char *sr_st_path(const struct sr_st_file *f);
 
+/* One __metadata__ entry: the format allows string values only. */
+struct sr_st_meta {
+    const char *key;
+    const char *value;
+};
+
+/* The header's __metadata__ entries ("format" included), 0 <= i <
+ * sr_st_meta_count, in the header's order; key and value are valid until
+ * sr_st_close. A key that appears twice is kept twice (as read). */
+int sr_st_meta_count(const struct sr_st_file *f);
+void sr_st_meta_get(const struct sr_st_file *f, int i, struct sr_st_meta *out);
+
 /* Look an F32 tensor up by name: SR_OK and its data (numel floats), ndim and
  * shape (unused entries 0); SR_ERR_DATA naming file and tensor if it is
  * absent, SR_ERR_UNSUPPORTED if it is F16 or BF16 (any of data, ndim, shape
@@ -93,23 +108,30 @@ int sr_st_find_any(const struct sr_st_file *f, const char *name, struct sr_st_te
  * Errors: SR_ERR_INVALID_ARG (empty, over-long or duplicate name, ndim or a
  * dimension out of range, NULL data for a non-empty tensor), SR_ERR_IO. */
 int sr_st_write(const char *path, int n, const struct sr_st_tensor *tensors);
+/* As sr_st_write, with n_meta more __metadata__ entries after "format",
+ * sorted by key (so the same entries give the same bytes in any order).
+ * More errors, SR_ERR_INVALID_ARG: an empty, reserved ("format") or
+ * duplicate key, a NULL value. */
+int sr_st_write_meta(const char *path, int n, const struct sr_st_tensor *tensors, int n_meta,
+                     const struct sr_st_meta *meta);
 
-/* Where sr_st_write puts n tensors, computed without their data (which may
- * be NULL): the bytes before the data area (the u64 header length and the
- * padded JSON header, exactly as sr_st_write writes them), the file offset
+/* Where sr_st_write_meta puts n tensors (and n_meta metadata entries),
+ * computed without their data (which may be NULL): the bytes before the data
+ * area (the u64 header length and the padded JSON header, exactly as
+ * sr_st_write_meta writes them), the file offset
  * of each tensor's first byte (offset[i] for tensors[i], in the caller's
  * order) and the file's size. The same tensors give the same layout in every
  * process, so several writers can fill one file at these offsets
- * (--save-weights of a sharded model). Errors as sr_st_write's, but for
- * data; then *out is zeroed. Free with sr_st_layout_free. */
+ * (--save-weights of a sharded model). Errors as sr_st_write_meta's, but
+ * for data; then *out is zeroed. Free with sr_st_layout_free. */
 struct sr_st_layout {
     unsigned char *header; /* header_len bytes: file offsets [0, header_len) */
     size_t header_len;
     uint64_t *offset; /* (n) */
     uint64_t file_size;
 };
-int sr_st_layout(const char *path, int n, const struct sr_st_tensor *tensors,
-                 struct sr_st_layout *out);
+int sr_st_layout(const char *path, int n, const struct sr_st_tensor *tensors, int n_meta,
+                 const struct sr_st_meta *meta, struct sr_st_layout *out);
 void sr_st_layout_free(struct sr_st_layout *l); /* NULL or zeroed ok */
 
 /* numel of a shape, or -1 if it is negative or numel * 4 overflows int64. */

@@ -57,6 +57,8 @@ struct sr_st_file {
     float *copy; /* aligned copy of a misaligned data area, or NULL */
     int n;
     struct st_entry *e; /* (n) sorted by data offset */
+    int n_meta;
+    struct sr_st_meta *meta; /* (n_meta) __metadata__, keys and values owned */
 };
 
 /* ---- messages ------------------------------------------------------------------ */
@@ -222,16 +224,22 @@ static int parse_entry(const char *label, const cJSON *item, uint64_t data_len, 
     return SR_OK;
 }
 
-static int check_metadata(const char *label, const cJSON *meta)
+/* __metadata__: string values only, kept in f->meta. */
+static int parse_metadata(struct sr_st_file *f, const cJSON *meta)
 {
     const cJSON *kv;
     if (!cJSON_IsObject(meta))
-        return fail(SR_ERR_DATA, label, "__metadata__ is not an object; %s", HINT_CORRUPT);
+        return fail(SR_ERR_DATA, f->path, "__metadata__ is not an object; %s", HINT_CORRUPT);
+    if (f->meta)
+        return fail(SR_ERR_DATA, f->path, "__metadata__ appears twice; %s", HINT_CORRUPT);
+    f->meta = sr_calloc((size_t)cJSON_GetArraySize(meta) + 1, sizeof *f->meta);
     cJSON_ArrayForEach(kv, meta)
     {
         if (!cJSON_IsString(kv))
-            return fail(SR_ERR_DATA, label, "__metadata__ value \"%.64s\" is not a string; %s",
+            return fail(SR_ERR_DATA, f->path, "__metadata__ value \"%.64s\" is not a string; %s",
                         kv->string ? kv->string : "", HINT_CORRUPT);
+        f->meta[f->n_meta].key = sr_strdup(kv->string ? kv->string : "");
+        f->meta[f->n_meta++].value = sr_strdup(kv->valuestring);
     }
     return SR_OK;
 }
@@ -300,7 +308,7 @@ static int parse_entries(struct sr_st_file *f, const cJSON *root)
         if (!item->string || !item->string[0])
             return fail(SR_ERR_DATA, f->path, "a header entry has an empty name; %s", HINT_CORRUPT);
         if (strcmp(item->string, "__metadata__") == 0) {
-            if ((rc = check_metadata(f->path, item)))
+            if ((rc = parse_metadata(f, item)))
                 return rc;
             continue;
         }
@@ -429,6 +437,11 @@ void sr_st_close(struct sr_st_file *f)
     for (int i = 0; i < f->n; i++)
         sr_free(f->e[i].name);
     sr_free(f->e);
+    for (int i = 0; i < f->n_meta; i++) {
+        sr_free((void *)f->meta[i].key);
+        sr_free((void *)f->meta[i].value);
+    }
+    sr_free(f->meta);
     if (f->map)
         munmap(f->map, f->map_len);
     sr_free(f->copy);
@@ -452,6 +465,17 @@ const char *sr_st_name(const struct sr_st_file *f, int i)
 const char *sr_st_path(const struct sr_st_file *f)
 {
     return f->path;
+}
+
+int sr_st_meta_count(const struct sr_st_file *f)
+{
+    return f->n_meta;
+}
+
+void sr_st_meta_get(const struct sr_st_file *f, int i, struct sr_st_meta *out)
+{
+    SR_ASSERT(i >= 0 && i < f->n_meta);
+    *out = f->meta[i];
 }
 
 void sr_st_get(const struct sr_st_file *f, int i, struct sr_st_tensor *out)
@@ -558,12 +582,15 @@ static cJSON *json_int(uint64_t v)
 }
 
 /* The header JSON, padded with spaces to a multiple of 8 bytes; *len gets its length. */
-static char *build_header(int n, const struct sr_st_tensor *const *order, size_t *len)
+static char *build_header(int n, const struct sr_st_tensor *const *order, int n_meta,
+                          const struct sr_st_meta *meta, size_t *len)
 {
     cJSON *root = cJSON_CreateObject();
-    cJSON *meta = cJSON_AddObjectToObject(root, "__metadata__");
+    cJSON *jmeta = cJSON_AddObjectToObject(root, "__metadata__");
     uint64_t off = 0;
-    cJSON_AddStringToObject(meta, "format", "pt");
+    cJSON_AddStringToObject(jmeta, "format", "pt");
+    for (int i = 0; i < n_meta; i++)
+        cJSON_AddStringToObject(jmeta, meta[i].key, meta[i].value);
     for (int i = 0; i < n; i++) {
         const struct sr_st_tensor *t = order[i];
         cJSON *e = cJSON_AddObjectToObject(root, t->name);
@@ -652,13 +679,46 @@ static int sorted_tensors(const char *path, int n, const struct sr_st_tensor *te
     return rc;
 }
 
-/* The layout of tensors already sorted: header bytes and each tensor's file
- * offset, stored at the tensor's index in `tensors`. */
+static int cmp_meta_key(const void *a, const void *b)
+{
+    return strcmp(((const struct sr_st_meta *)a)->key, ((const struct sr_st_meta *)b)->key);
+}
+
+/* The metadata entries checked and sorted by key into *out (the caller frees
+ * it with sr_free). */
+static int sorted_meta(const char *path, int n_meta, const struct sr_st_meta *meta,
+                       struct sr_st_meta **out)
+{
+    *out = NULL;
+    if (n_meta < 0)
+        return fail(SR_ERR_INVALID_ARG, path, "negative metadata count %d", n_meta);
+    for (int i = 0; i < n_meta; i++)
+        if (!meta[i].key || !meta[i].key[0] || !strcmp(meta[i].key, "format") || !meta[i].value)
+            return fail(SR_ERR_INVALID_ARG, path,
+                        "__metadata__ key \"%.64s\" is empty or reserved, or has no value",
+                        meta[i].key ? meta[i].key : "");
+    struct sr_st_meta *s = sr_calloc((size_t)n_meta + 1, sizeof *s);
+    if (n_meta)
+        memcpy(s, meta, sizeof *s * (size_t)n_meta);
+    qsort(s, (size_t)n_meta, sizeof *s, cmp_meta_key);
+    for (int i = 1; i < n_meta; i++)
+        if (strcmp(s[i - 1].key, s[i].key) == 0) {
+            int rc = fail(SR_ERR_INVALID_ARG, path, "__metadata__ key %s is given twice", s[i].key);
+            sr_free(s);
+            return rc;
+        }
+    *out = s;
+    return SR_OK;
+}
+
+/* The layout of tensors and metadata already sorted: header bytes and each
+ * tensor's file offset, stored at the tensor's index in `tensors`. */
 static void lay_out(struct sr_st_layout *l, int n, const struct sr_st_tensor *tensors,
-                    const struct sr_st_tensor *const *order)
+                    const struct sr_st_tensor *const *order, int n_meta,
+                    const struct sr_st_meta *meta)
 {
     size_t hlen;
-    char *hdr = build_header(n, order, &hlen);
+    char *hdr = build_header(n, order, n_meta, meta, &hlen);
     uint64_t len64 = hlen, at = 8 + (uint64_t)hlen;
     l->header_len = 8 + hlen;
     l->header = sr_malloc(l->header_len);
@@ -674,17 +734,20 @@ static void lay_out(struct sr_st_layout *l, int n, const struct sr_st_tensor *te
     l->file_size = at;
 }
 
-int sr_st_layout(const char *path, int n, const struct sr_st_tensor *tensors,
-                 struct sr_st_layout *out)
+int sr_st_layout(const char *path, int n, const struct sr_st_tensor *tensors, int n_meta,
+                 const struct sr_st_meta *meta, struct sr_st_layout *out)
 {
     const struct sr_st_tensor **order;
+    struct sr_st_meta *keys;
     memset(out, 0, sizeof *out);
     int rc = sorted_tensors(path, n, tensors, 0, &order);
     if (rc)
         return rc;
-    lay_out(out, n, tensors, order);
+    if (!(rc = sorted_meta(path, n_meta, meta, &keys)))
+        lay_out(out, n, tensors, order, n_meta, keys);
+    sr_free(keys);
     sr_free(order);
-    return SR_OK;
+    return rc;
 }
 
 void sr_st_layout_free(struct sr_st_layout *l)
@@ -696,16 +759,26 @@ void sr_st_layout_free(struct sr_st_layout *l)
     memset(l, 0, sizeof *l);
 }
 
-int sr_st_write(const char *path, int n, const struct sr_st_tensor *tensors)
+int sr_st_write_meta(const char *path, int n, const struct sr_st_tensor *tensors, int n_meta,
+                     const struct sr_st_meta *meta)
 {
     const struct sr_st_tensor **order;
+    struct sr_st_meta *keys;
     struct sr_st_layout l = {0};
     int rc = sorted_tensors(path, n, tensors, 1, &order);
     if (rc)
         return rc;
-    lay_out(&l, n, tensors, order);
-    rc = write_file(path, &l, n, order);
+    if (!(rc = sorted_meta(path, n_meta, meta, &keys))) {
+        lay_out(&l, n, tensors, order, n_meta, keys);
+        rc = write_file(path, &l, n, order);
+    }
     sr_st_layout_free(&l);
+    sr_free(keys);
     sr_free(order);
     return rc;
+}
+
+int sr_st_write(const char *path, int n, const struct sr_st_tensor *tensors)
+{
+    return sr_st_write_meta(path, n, tensors, 0, NULL);
 }

@@ -86,7 +86,7 @@ static int job_init(struct sr_trainer *t, const char *path, struct job *j)
         j->ts[j->n_dense + k] = (struct sr_st_tensor){
             .name = j->names[k], .ndim = 2, .shape = {tc->num_embeddings, tc->embedding_dim}};
     }
-    return sr_st_layout(path, j->n, j->ts, &j->layout);
+    return sr_st_layout(path, j->n, j->ts, 0, NULL, &j->layout);
 }
 
 static void job_free(struct sr_trainer *t, struct job *j)
