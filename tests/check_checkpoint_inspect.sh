@@ -8,7 +8,8 @@
 #   - export of the checkpoint at step K is the same file (cmp) as
 #     `train --save-weights` of the same run at step K (the independent
 #     reference: rank 0 gathers the tables there), and `train --init-weights`
-#     loads it;
+#     loads it; with mean pooling too (the file records each table's pooling,
+#     from the manifest's tables), which `train --init-weights` then needs;
 #   - inspect and export refuse (exit status 2), naming the file: a truncated
 #     rank file, a byte-flipped dense file, a missing rank file, a manifest
 #     with a number out of range or not an integer; export refuses an --out
@@ -24,12 +25,12 @@ sr_timeout=120
 K=3
 JOB="--table-rows 1,7,50,333,1000,5 --embedding-dim 8 --bot-mlp 13-16-8 --top-mlp 16-1
      --ids-per-feature 0-3 --global-batch-size 48 --optimizer adam --lr 0.01 --no-progress"
-pass=0 fail=0
+pass=0 fail=0 INIT=""
 ok() { pass=$((pass + 1)); echo "ok   $1"; }
 bad() { fail=$((fail + 1)); echo "FAIL $1: $2"; }
 S=$(printf 'step-%08d' $K)
 
-export_case() { # NAME NP ARGS...
+export_case() { # NAME NP ARGS... ($INIT: flags of the --init-weights run too)
     name=$1 np=$2
     shift 2
     d="$tmp/$name"
@@ -46,7 +47,7 @@ export_case() { # NAME NP ARGS...
     grep -q "ck/$S: sound" "$d/inspect.out" || why="$why inspect did not pick the latest step folder;"
     "$bin" export "$d/ck/$S" --out "$d/export.st" >"$d/export.out" 2>&1 || why="$why export exit $?: $(tail -1 "$d/export.out");"
     cmp -s "$d/saved.st" "$d/export.st" || why="$why export differs from --save-weights;"
-    "$bin" train $JOB --steps 1 --init-weights "$d/export.st" >"$d/init.out" 2>&1 || why="$why --init-weights of the export failed: $(tail -1 "$d/init.out");"
+    "$bin" train $JOB $INIT --steps 1 --init-weights "$d/export.st" >"$d/init.out" 2>&1 || why="$why --init-weights of the export failed: $(tail -1 "$d/init.out");"
     if [ -z "$why" ]; then ok "$name"; else bad "$name" "$why"; fi
 }
 
@@ -54,6 +55,11 @@ sr_mixed_plan 2 2 >"$tmp/mixed.json"
 export_case mixed2 2 --plan "$tmp/mixed.json" --emb-optimizer adagrad
 export_case rw2 2 --sharding rw --emb-optimizer rowwise_adagrad
 export_case one 0 --emb-optimizer sgd
+INIT="--pooling mean"
+export_case mean2 2 --sharding rw --pooling mean
+INIT=""
+grep -q '"pooling": "mean"' "$tmp/mean2/ck/$S/manifest.json" && grep -qa 'shardrec.emb.t4.pooling":"mean' "$tmp/mean2/export.st" &&
+    ok "mean pooling recorded in the manifest and the export" || bad "mean2" "the pooling is not recorded"
 
 # damage, each named: exit status 2 from inspect and export
 damaged() { # NAME FILE PATTERN

@@ -4,6 +4,11 @@
  * for another model is refused with the tensor, both shapes and a HINT
  * (embedding rows, MLP widths), as are missing tensors (listed), extra
  * tensors and non-finite values; a refused load leaves the model unchanged.
+ * The file records each table's pooling (__metadata__): a model of another
+ * pooling is refused naming the table and both poolings, sr_weights_pooling_apply
+ * takes or compares them, a file without records loads into any pooling,
+ * and malformed records (a value, an unknown or empty table, a table twice)
+ * are refused naming the key.
  */
 #include <dirent.h>
 #include <math.h>
@@ -52,7 +57,9 @@ static int count_temporaries(void)
     return sr_test_count_named(".sr-tmp-", ".tmp");
 }
 
-static void model_init(struct model *m, const int64_t rows[F], int h, uint64_t seed)
+/* As model_init, table t pooled by pool[t] (NULL: sum). */
+static void model_init_pooled(struct model *m, const int64_t rows[F], int h, uint64_t seed,
+                              const enum sr_pooling *pool)
 {
     struct sr_ebc_config ec = {.num_tables = F,
                                .tables = m->tables,
@@ -71,6 +78,7 @@ static void model_init(struct model *m, const int64_t rows[F], int h, uint64_t s
         snprintf(m->tables[t].name, SR_NAME_MAX, "t%d", t);
         m->tables[t].num_embeddings = rows[t];
         m->tables[t].embedding_dim = D;
+        m->tables[t].pooling = pool ? pool[t] : SR_POOLING_SUM;
         snprintf(m->feature_names[t], SR_NAME_MAX, "f%d", t);
         m->feature_table[t] = t;
     }
@@ -78,6 +86,11 @@ static void model_init(struct model *m, const int64_t rows[F], int h, uint64_t s
         fail_msg("sr_ebc_init: %s", sr_error_message());
     if (sr_dlrm_init(&m->dlrm, sr_device_cpu(), &dc, 4, seed))
         fail_msg("sr_dlrm_init: %s", sr_error_message());
+}
+
+static void model_init(struct model *m, const int64_t rows[F], int h, uint64_t seed)
+{
+    model_init_pooled(m, rows, h, seed, NULL);
 }
 
 static void model_free(struct model *m)
@@ -193,9 +206,11 @@ static void test_shape_mismatch(void **state)
     model_free(&ref);
 }
 
-/* Write a's tensors, minus the named ones, plus the extra ones. */
+/* Write a's tensors, minus the named ones, plus the extra ones, with the
+ * metadata entries given (none: a file of an older version). */
 static void write_subset(const char *path, struct model *a, const char *const *drop,
-                         const struct sr_st_tensor *extra, int n_extra)
+                         const struct sr_st_tensor *extra, int n_extra, int n_meta,
+                         const struct sr_st_meta *meta)
 {
     struct sr_st_tensor t[32] = {{0}};
     int n = 0;
@@ -225,7 +240,7 @@ static void write_subset(const char *path, struct model *a, const char *const *d
     }
     for (int i = 0; i < n_extra; i++)
         t[kept++] = extra[i];
-    assert_int_equal(sr_st_write(path, kept, t), SR_OK);
+    assert_int_equal(sr_st_write_meta(path, kept, t, n_meta, meta), SR_OK);
 }
 
 static void test_missing_and_extra(void **state)
@@ -239,11 +254,11 @@ static void test_missing_and_extra(void **state)
     model_init(&a, rows, 8, 1);
     model_init(&b, rows, 8, 2);
 
-    write_subset(path, &a, drop, NULL, 0);
+    write_subset(path, &a, drop, NULL, 0, 0, NULL);
     expect_load_error(path, &b, SR_ERR_DATA,
                       "2 tensors the model needs are missing: top_mlp.1.bias, emb.t2.weight");
 
-    write_subset(path, &a, NULL, &extra, 1);
+    write_subset(path, &a, NULL, &extra, 1, 0, NULL);
     expect_load_error(path, &b, SR_ERR_DATA,
                       "1 tensor is not a parameter of this model: emb_l.0.weight; HINT:");
     assert_non_null(strstr(sr_error_message(), "tools/torch_dlrm.py convert"));
@@ -283,6 +298,126 @@ static void test_non_finite(void **state)
     model_free(&b);
 }
 
+/* ---- the pooling a file records -------------------------------------------------------- */
+
+static const enum sr_pooling mixed[F] = {SR_POOLING_MEAN, SR_POOLING_SUM, SR_POOLING_MEAN};
+
+static void test_pooling_recorded(void **state)
+{
+    struct model a, b, c, ref;
+    struct sr_st_file *f;
+    struct sr_weights_pooling *rec;
+    int n, recorded;
+    char path[128], old[128];
+    snprintf(path, sizeof path, "%s", path_of("pool.safetensors"));
+    snprintf(old, sizeof old, "%s", path_of("old.safetensors"));
+    model_init_pooled(&a, rows, 8, 1, mixed);
+    assert_int_equal(sr_weights_save(path, a.dlrm, a.ebc), SR_OK);
+    assert_int_equal(sr_st_open(&f, path), SR_OK);
+    assert_int_equal(sr_weights_pooling_read(f, &rec, &n), SR_OK);
+    assert_int_equal(n, F);
+    for (int t = 0; t < F; t++) {
+        char name[16];
+        snprintf(name, sizeof name, "t%d", t);
+        assert_string_equal(rec[t].table, name); /* keys sorted: t0, t1, t2 */
+        assert_int_equal(rec[t].pooling, mixed[t]);
+    }
+    sr_free(rec);
+    sr_st_close(f);
+
+    model_init_pooled(&b, rows, 8, 2, mixed); /* the same pooling: loads */
+    assert_int_equal(sr_weights_load(path, b.dlrm, b.ebc), SR_OK);
+    assert_true(models_equal(&a, &b));
+
+    model_init(&c, rows, 8, 2); /* all sum: refused, untouched */
+    model_init(&ref, rows, 8, 2);
+    expect_load_error(path, &c, SR_ERR_DATA,
+                      "pool.safetensors: table t0 has pooling mean in the file (__metadata__ "
+                      "\"shardrec.emb.t0.pooling\"), sum in this job; HINT: give each table the "
+                      "pooling the file records");
+    assert_true(models_equal(&c, &ref));
+
+    /* eval's adoption, and its comparison when the job gave a pooling */
+    struct sr_table_config tables[F];
+    memcpy(tables, c.tables, sizeof tables);
+    assert_int_equal(sr_weights_pooling_apply(path, tables, F, 0, &recorded), SR_ERR_DATA);
+    assert_non_null(strstr(sr_error_message(), "table t0 has pooling mean in the file"));
+    assert_int_equal(tables[0].pooling, SR_POOLING_SUM);
+    assert_int_equal(sr_weights_pooling_apply(path, tables, F, 1, &recorded), SR_OK);
+    assert_int_equal(recorded, F);
+    for (int t = 0; t < F; t++)
+        assert_int_equal(tables[t].pooling, mixed[t]);
+    assert_int_equal(sr_weights_pooling_apply(path, tables, F, 0, NULL), SR_OK);
+
+    /* a file without records (an older version, tools/torch_dlrm.py) loads into any pooling */
+    write_subset(old, &a, NULL, NULL, 0, 0, NULL);
+    assert_int_equal(sr_weights_load(old, c.dlrm, c.ebc), SR_OK);
+    assert_true(models_equal(&a, &c));
+    assert_int_equal(sr_weights_pooling_apply(old, tables, F, 1, &recorded), SR_OK);
+    assert_int_equal(recorded, 0);
+    assert_int_equal(tables[0].pooling, SR_POOLING_MEAN); /* kept */
+    model_free(&a);
+    model_free(&b);
+    model_free(&c);
+    model_free(&ref);
+}
+
+static void test_pooling_malformed(void **state)
+{
+    struct model a, b;
+    struct sr_table_config tables[F];
+    char path[128];
+    snprintf(path, sizeof path, "%s", path_of("badpool.safetensors"));
+    model_init(&a, rows, 8, 1);
+    model_init(&b, rows, 8, 2);
+    memcpy(tables, b.tables, sizeof tables);
+
+    struct sr_st_meta value = {"shardrec.emb.t1.pooling", "max"};
+    write_subset(path, &a, NULL, NULL, 0, 1, &value);
+    expect_load_error(path, &b, SR_ERR_DATA,
+                      "badpool.safetensors: __metadata__ \"shardrec.emb.t1.pooling\" is \"max\", "
+                      "not \"sum\" or \"mean\"; HINT: the file's header is damaged");
+    assert_int_equal(sr_weights_pooling_apply(path, tables, F, 1, NULL), SR_ERR_DATA);
+
+    /* a table the tensors do not hold: refused on loading, left to it by apply */
+    struct sr_st_meta unknown = {"shardrec.emb.t9.pooling", "sum"};
+    write_subset(path, &a, NULL, NULL, 0, 1, &unknown);
+    expect_load_error(path, &b, SR_ERR_DATA,
+                      "__metadata__ \"shardrec.emb.t9.pooling\" records a table the file's "
+                      "tensors do not hold");
+    assert_int_equal(sr_weights_pooling_apply(path, tables, F, 1, NULL), SR_OK);
+
+    struct sr_st_meta empty = {"shardrec.emb..pooling", "sum"};
+    write_subset(path, &a, NULL, NULL, 0, 1, &empty);
+    expect_load_error(path, &b, SR_ERR_DATA,
+                      "__metadata__ key \"shardrec.emb..pooling\" names no table");
+
+    /* other keys are not records */
+    struct sr_st_meta other[] = {{"shardrec.emb.t0.note", "x"}, {"shardrec.pooling", "max"}};
+    write_subset(path, &a, NULL, NULL, 0, 2, other);
+    assert_int_equal(sr_weights_load(path, b.dlrm, b.ebc), SR_OK);
+
+    /* a table recorded twice (the writer refuses duplicate keys: a hand-made header) */
+    const char *json = "{\"__metadata__\":{\"shardrec.emb.t0.pooling\":\"sum\","
+                       "\"shardrec.emb.t0.pooling\":\"mean\"}}";
+    uint64_t hlen = strlen(json);
+    char buf[256];
+    struct sr_st_file *f;
+    struct sr_weights_pooling *rec = (struct sr_weights_pooling *)1;
+    int n = -1;
+    memcpy(buf, &hlen, 8);
+    memcpy(buf + 8, json, hlen);
+    assert_int_equal(sr_st_open_memory(&f, buf, 8 + hlen, "twice"), SR_OK);
+    assert_int_equal(sr_weights_pooling_read(f, &rec, &n), SR_ERR_DATA);
+    assert_non_null(strstr(sr_error_message(), "twice: __metadata__ \"shardrec.emb.t0.pooling\" "
+                                               "appears twice"));
+    assert_null(rec);
+    assert_int_equal(n, 0);
+    sr_st_close(f);
+    model_free(&a);
+    model_free(&b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -290,6 +425,8 @@ int main(void)
         cmocka_unit_test(test_shape_mismatch),
         cmocka_unit_test(test_missing_and_extra),
         cmocka_unit_test(test_non_finite),
+        cmocka_unit_test(test_pooling_recorded),
+        cmocka_unit_test(test_pooling_malformed),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

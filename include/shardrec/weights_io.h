@@ -10,6 +10,9 @@
  * tools/torch_dlrm.py convert maps these names to and from the reference's.
  * Only parameters travel: optimizer state and the step count are not saved.
  *
+ * Beside the tensors, the file's __metadata__ records each table's pooling
+ * (below); loading refuses a file whose record differs from the model's.
+ *
  * The model and EBC are the caller's (on one device) and are not resized. On
  * a device the host cannot address, the tensors travel through a pinned host
  * buffer and both functions wait for the device's default stream.
@@ -19,9 +22,11 @@
 
 #include <stdint.h>
 
+#include "shardrec/table_config.h"
 #include "shardrec/tensor.h"
 
 struct sr_dlrm;
+struct sr_st_file;
 struct sr_ebc;
 struct sr_ebc_config;
 
@@ -37,8 +42,10 @@ int sr_weights_save(const char *path, const struct sr_dlrm *m, struct sr_ebc *eb
  * the model needs that is missing (the first few are listed, with the count);
  * a shape different from the model's ("tensor emb.t3.weight has shape
  * [100, 8], the model needs [100, 16]"); a tensor the model does not have;
- * a NaN or infinite value (SR_ERR_NUMERIC, with its index). Optimizer state
- * is left as it is. */
+ * a NaN or infinite value (SR_ERR_NUMERIC, with its index); a recorded
+ * pooling other than the table's ("table t0 has pooling mean in the file,
+ * sum in this job"), or a malformed record (sr_weights_pooling_read).
+ * Optimizer state is left as it is. */
 int sr_weights_load(const char *path, struct sr_dlrm *m, struct sr_ebc *ebc);
 
 /* The same for tables that are not an sr_ebc's: ec's tables, table t's (E,
@@ -69,5 +76,36 @@ struct sr_weights_shard {
  * of them hold. Not collective: the caller makes the ranks agree. */
 int sr_weights_load_shards(const char *path, struct sr_dlrm *m, const struct sr_ebc_config *ec,
                            const struct sr_weights_shard *shards, int n_shards);
+
+/* ---- what the file records beside its tensors (docs/weights.md, "Metadata") ---------- */
+
+/* A table's pooling as a weights file records it: __metadata__
+ * "shardrec.emb.TABLE.pooling" = "sum" | "mean". Every writer here
+ * (sr_weights_save*, --save-weights of a sharded model, shardrec export of a
+ * checkpoint that records its pooling) records every table; files of older
+ * versions and of tools/torch_dlrm.py record none, and load as before. */
+struct sr_weights_pooling {
+    char table[SR_NAME_MAX];
+    enum sr_pooling pooling;
+};
+
+/* The records of an open file, in its header's order, into *out (*n of them;
+ * the caller frees *out with sr_free; NULL when there are none). Other
+ * __metadata__ keys are not records and are skipped. Errors, SR_ERR_DATA
+ * naming the file and the key (then *out is NULL, *n 0): a value other than
+ * "sum" or "mean", a TABLE empty or longer than SR_NAME_MAX - 1 bytes, a
+ * table recorded twice. */
+int sr_weights_pooling_read(const struct sr_st_file *f, struct sr_weights_pooling **out, int *n);
+
+/* `shardrec eval` of a weights file, before the model is built: adopt = 1
+ * gives each of tables[0..T) the pooling `path` records for it (the job gave
+ * none); adopt = 0 refuses a difference as loading does (SR_ERR_DATA naming
+ * the file, the table and both poolings, with a HINT). A table the file
+ * does not record keeps its pooling; records of tables not in `tables` are
+ * left to loading, which names the tensors that differ. *recorded (NULL
+ * ok): how many of the tables the file records. Errors: sr_st_open's and
+ * sr_weights_pooling_read's; then tables are unchanged. */
+int sr_weights_pooling_apply(const char *path, struct sr_table_config *tables, int T, int adopt,
+                             int *recorded);
 
 #endif

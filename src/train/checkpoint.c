@@ -107,9 +107,12 @@ static void write_model(struct sr_trainer *t, FILE *f)
             t->global_batch, sr_optim_kind_name(cfg->optimizer),
             sr_optim_kind_name(cfg->emb_optimizer));
     for (int k = 0; k < cfg->num_tables; k++)
-        fprintf(f, "%s\n    {\"name\": \"%s\", \"rows\": %" PRId64 ", \"dim\": %d, \"dtype\": \"%s\"}",
+        fprintf(f,
+                "%s\n    {\"name\": \"%s\", \"rows\": %" PRId64 ", \"dim\": %d, \"dtype\": \"%s\", "
+                "\"pooling\": \"%s\"}",
                 k ? "," : "", cfg->tables[k].name, cfg->tables[k].num_embeddings,
-                cfg->tables[k].embedding_dim, sr_dtype_name(cfg->emb_dtype));
+                cfg->tables[k].embedding_dim, sr_dtype_name(cfg->emb_dtype),
+                sr_pooling_name(cfg->tables[k].pooling));
     fprintf(f, "\n  ],\n  \"plan\": %s,\n  \"dense_tensors\": [", plan);
     for (int i = 0; i < sr_dlrm_num_tensors(t->dlrm); i++) {
         const char *name;

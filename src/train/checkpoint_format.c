@@ -7,7 +7,8 @@
  * hash, settings hashes and files:
  *
  *   "global_batch": G,  "optimizer": "adam",  "emb_optimizer": "adagrad",
- *   "tables": [{"name": "t0", "rows": E, "dim": D}, ...],
+ *   "tables": [{"name": "t0", "rows": E, "dim": D, "dtype": "fp32",
+ *               "pooling": "sum"}, ...]   (dtype, pooling: absent in older ones)
  *   "plan": { the plan file's JSON (sr_plan_to_json) },
  *   "dense_tensors": [{"name": "bot_mlp.0.weight", "shape": [16, 13],
  *                      "offset": 0}, ...]   (floats into dense.params)
@@ -143,7 +144,7 @@ static int bad_field(const struct sr_ckpt *ck, const char *field)
 static int read_tables(struct sr_ckpt *ck)
 {
     const cJSON *arr = item(ck->manifest, "tables"), *it;
-    int n = cJSON_GetArraySize(arr), t = 0;
+    int n = cJSON_GetArraySize(arr), t = 0, pooled = 0;
     if (!cJSON_IsArray(arr) || n < 1)
         return bad_field(ck, "tables");
     ck->ec.tables = sr_calloc((size_t)n, sizeof *ck->ec.tables);
@@ -165,10 +166,17 @@ static int read_tables(struct sr_ckpt *ck)
         const cJSON *dt = item(it, "dtype"); /* absent before 16-bit tables: fp32 */
         if (dt && (!cJSON_IsString(dt) || sr_wire_dtype_parse(dt->valuestring, &tc->storage)))
             return bad_field(ck, "tables");
+        const cJSON *pool = item(it, "pooling"); /* absent before weights files recorded it */
+        if (pool && (!cJSON_IsString(pool) || sr_pooling_parse(pool->valuestring, &tc->pooling)))
+            return bad_field(ck, "tables");
+        pooled += pool != NULL;
         snprintf(ck->ec.feature_names[t], SR_NAME_MAX, "%s", nm->valuestring);
         ck->ec.feature_table[t] = t;
         t++;
     }
+    if (pooled && pooled != n) /* every table's or none */
+        return bad_field(ck, "tables");
+    ck->pooling_recorded = pooled == n;
     if (sr_ebc_config_validate(&ck->ec))
         return sr_error_set(SR_ERR_DATA, "checkpoint %s/%s: \"tables\": %s", ck->dir,
                             SR_CKPT_MANIFEST, sr_error_message());

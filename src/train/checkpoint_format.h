@@ -37,6 +37,7 @@ struct sr_ckpt {
     int world_size;
     int64_t global_batch;   /* samples per step, all ranks */
     struct sr_ebc_config ec; /* the tables it holds (version 2; one feature per table) */
+    int pooling_recorded;    /* the manifest records every table's pooling (else all sum) */
     struct sr_plan *plan;    /* the plan it was written under (version 2), else NULL */
     int have_optim;          /* version 2: the kinds below are known */
     enum sr_optim_kind dense_optim, emb_optim;

@@ -28,6 +28,7 @@
 #include "shardrec/safetensors.h"
 #include "device/emb_storage.h"
 #include "train/checkpoint_format.h"
+#include "train/weights_meta.h"
 #include "core/json_kind.h"
 
 #define HINT_OTHER "HINT: resume from (or export) an earlier checkpoint"
@@ -388,8 +389,11 @@ static int write_merged(const struct sr_ckpt *ck, const char *out_path)
                                         .data = full};
         rc = assemble_table(ck, files, t, full);
     }
+    struct sr_weights_meta meta; /* what --save-weights records: the pooling, when known */
+    sr_weights_meta_init(&meta, ck->ec.tables, ck->pooling_recorded ? T : 0);
     if (!rc)
-        rc = sr_st_write(out_path, n, ts);
+        rc = sr_st_write_meta(out_path, n, ts, meta.n, meta.meta);
+    sr_weights_meta_free(&meta);
     for (int t = 0; t < T; t++)
         sr_free((void *)ts[nd + t].data);
     for (int r = 0; r < ck->world_size; r++)

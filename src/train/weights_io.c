@@ -30,6 +30,7 @@
 #include "shardrec/safetensors.h"
 #include "shardrec/weights_io.h"
 #include "device/emb_storage.h"
+#include "train/weights_meta.h"
 
 #define NAME_CAP (SR_NAME_MAX + 16)
 #define LIST_MAX 5 /* missing or extra names quoted in one message */
@@ -132,7 +133,10 @@ int sr_weights_save_tables(const char *path, const struct sr_dlrm *m,
     }
     if (pinned)
         sr_dev_sync(dev, NULL);
-    int rc = sr_st_write(path, n, t);
+    struct sr_weights_meta meta;
+    sr_weights_meta_init(&meta, ec->tables, ec->num_tables);
+    int rc = sr_st_write_meta(path, n, t, meta.n, meta.meta);
+    sr_weights_meta_free(&meta);
     sr_dev_free_host(dev, pinned);
     sr_free(t);
     sr_free(p);
@@ -234,7 +238,10 @@ static int check_shape(const struct sr_st_file *f, const struct param *p)
     return SR_OK;
 }
 
-static int match_file(const struct sr_st_file *f, const struct param *p, int n)
+/* Names and shapes (finite values of the tensors with data), then the
+ * pooling the file records (weights_meta.c). */
+static int match_file(const struct sr_st_file *f, const struct param *p, int n,
+                      const struct sr_ebc_config *ec)
 {
     int rc;
     if ((rc = check_names(f, p, n)))
@@ -242,7 +249,7 @@ static int match_file(const struct sr_st_file *f, const struct param *p, int n)
     for (int i = 0; i < n; i++)
         if ((rc = check_shape(f, &p[i])))
             return rc;
-    return SR_OK;
+    return sr_weights_pooling_match(f, ec->tables, ec->num_tables, 1, NULL, NULL);
 }
 
 /* Every tensor of the matched file into the model: directly on a
@@ -276,7 +283,7 @@ int sr_weights_load_tables(const char *path, struct sr_dlrm *m, const struct sr_
     if ((rc = sr_st_open(&f, path)))
         return rc;
     struct param *p = list_params(m, ec, tables, &n);
-    if (!(rc = match_file(f, p, n)))
+    if (!(rc = match_file(f, p, n, ec)))
         copy_in(sr_dlrm_device(m), f, p, n);
     sr_free(p);
     sr_st_close(f);
@@ -339,7 +346,7 @@ int sr_weights_load_shards(const char *path, struct sr_dlrm *m, const struct sr_
         return rc;
     float **none = sr_calloc((size_t)ec->num_tables + 1, sizeof *none);
     struct param *p = list_params(m, ec, none, &n);
-    rc = match_file(f, p, n); /* names and shapes of all; finite values: the dense ones */
+    rc = match_file(f, p, n, ec); /* names, shapes, pooling; finite values: the dense ones */
     for (int i = 0; !rc && i < n_shards; i++) /* every block checked before one is copied in */
         rc = copy_block(f, p[nd + shards[i].table].name, p[nd + shards[i].table].shape[1],
                         &shards[i], NULL);

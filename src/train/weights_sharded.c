@@ -42,6 +42,7 @@
 #include "shardrec/safetensors.h"
 #include "device/emb_storage.h"
 #include "train/trainer_internal.h"
+#include "train/weights_meta.h"
 
 #define NAME_CAP     (SR_NAME_MAX + 16)
 #define STAGE_BYTES  ((size_t)16 << 20) /* host staging per chunk of rows */
@@ -69,6 +70,7 @@ struct job {
 static int job_init(struct sr_trainer *t, const char *path, struct job *j)
 {
     const struct sr_train_config *cfg = t->cfg;
+    struct sr_weights_meta meta;
     memset(j, 0, sizeof *j);
     j->path = path;
     j->n_dense = sr_dlrm_num_tensors(t->dlrm);
@@ -86,7 +88,10 @@ static int job_init(struct sr_trainer *t, const char *path, struct job *j)
         j->ts[j->n_dense + k] = (struct sr_st_tensor){
             .name = j->names[k], .ndim = 2, .shape = {tc->num_embeddings, tc->embedding_dim}};
     }
-    return sr_st_layout(path, j->n, j->ts, 0, NULL, &j->layout);
+    sr_weights_meta_init(&meta, cfg->tables, cfg->num_tables);
+    int rc = sr_st_layout(path, j->n, j->ts, meta.n, meta.meta, &j->layout);
+    sr_weights_meta_free(&meta);
+    return rc;
 }
 
 static void job_free(struct sr_trainer *t, struct job *j)
