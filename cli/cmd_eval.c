@@ -11,6 +11,7 @@
 #include "shardrec/error.h"
 #include "shardrec/files.h"
 #include "shardrec/trainer.h"
+#include "shardrec/weights_io.h"
 #include "cli.h"
 
 static void eval_help(void)
@@ -23,12 +24,14 @@ static void eval_help(void)
            "Give the model flags of the run that trained it (--workload, --config,\n"
            "--table-rows, --embedding-dim, --bot-mlp, --top-mlp, --interaction, --dcn-*,\n"
            "--pooling); a checkpoint checks them against its record, a weights file\n"
-           "against its tensors' names and shapes (it does not record the pooling: give\n"
-           "--pooling as trained). A --config of the training run may be given whole: its\n"
-           "training settings (steps, optimizers, learning rates, its metrics file) are\n"
-           "not used; training flags on the command line are refused. Any world size and\n"
-           "plan read a checkpoint (one of manifest version 1, written before plans were\n"
-           "recorded: its own world size and plan only).\n"
+           "against its tensors' names and shapes and the pooling it records. When no\n"
+           "--pooling, config table \"pooling\" or --workload sets it, eval takes each\n"
+           "table's pooling from the weights file (one that records none, from an older\n"
+           "version or from PyTorch: sum). A --config of the training run may be given\n"
+           "whole: its training settings (steps, optimizers, learning rates, its metrics\n"
+           "file) are not used; training flags on the command line are refused. Any world\n"
+           "size and plan read a checkpoint (one of manifest version 1, written before\n"
+           "plans were recorded: its own world size and plan only).\n"
            "\n"
            "data\n"
            "  --data FILE...         evaluate every sample of these files, in order (Criteo\n"
@@ -63,6 +66,7 @@ static void eval_help(void)
 struct eval_args {
     struct sr_train_config *cfg;
     char out[SR_PATH_MAX];
+    int pooling_taken; /* tables whose pooling came from the weights file */
 };
 
 static int other_flag(void *ctx, const char *name, const char *value)
@@ -184,6 +188,33 @@ static int to_eval_job(struct sr_train_config *cfg)
     return SR_OK;
 }
 
+/* A weights file's recorded pooling (docs/weights.md, "Metadata"): taken
+ * when the job gave none, else compared before the model is built. A
+ * checkpoint checks its own record when it is read. */
+static int weights_pooling(struct eval_args *a)
+{
+    struct sr_train_config *cfg = a->cfg;
+    int recorded = 0;
+    if (!cfg->init_weights_path[0])
+        return SR_OK;
+    int rc = sr_weights_pooling_apply(cfg->init_weights_path, cfg->tables, cfg->num_tables,
+                                      !cfg->pooling_given, &recorded);
+    a->pooling_taken = cfg->pooling_given ? 0 : recorded;
+    return rc;
+}
+
+/* "pooling mean, as MODEL records it" when eval took it from the file. */
+static void print_pooling(const struct sr_train_config *cfg, const char *model, int taken)
+{
+    int same = 1;
+    if (!taken)
+        return;
+    for (int t = 1; t < cfg->num_tables; t++)
+        same &= cfg->tables[t].pooling == cfg->tables[0].pooling;
+    printf("pooling %s, as %s records it\n",
+           same ? sr_pooling_name(cfg->tables[0].pooling) : "per table", model);
+}
+
 /* No output names an input or the other output; both can be written. */
 static int check_outputs(int argc, char **argv, const struct sr_train_config *cfg,
                          const char *model, const char *out, const char *metrics)
@@ -268,6 +299,7 @@ static int report(struct sr_trainer *t, const struct sr_train_config *cfg, const
     if (sr_trainer_rank(t) != 0)
         return SR_OK;
     char first[1024] = "";
+    print_pooling(cfg, model, a->pooling_taken);
     print_metrics(t, cfg, model, m);
     if (a->out[0] && (rc = write_predictions(a->out, prob, labels, n)))
         snprintf(first, sizeof first, "%s", sr_error_message());
@@ -324,7 +356,7 @@ int cli_eval(int argc, char **argv)
     metrics_flag(argc - 1, rest, metrics, sizeof metrics);
     cfg.metrics_path[0] = '\0'; /* eval writes its own, whole */
     if (refuse_training_flags(argc - 1, rest) || set_model(&cfg, model) || to_eval_job(&cfg) ||
-        sr_train_config_check(&cfg) ||
+        weights_pooling(&args) || sr_train_config_check(&cfg) ||
         check_outputs(argc - 1, rest, &cfg, model, args.out, metrics)) {
         cli_error("eval", "%s", sr_error_message());
         return CLI_EXIT_USAGE;

@@ -7,11 +7,13 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "shardrec/alloc.h"
 #include "shardrec/atomic_file.h"
 #include "shardrec/checkpoint.h"
 #include "shardrec/error.h"
 #include "shardrec/half.h"
 #include "shardrec/safetensors.h"
+#include "shardrec/weights_io.h"
 #include "cli.h"
 
 static void inspect_help(void)
@@ -22,7 +24,8 @@ static void inspect_help(void)
            "folder, or a --checkpoint-dir folder (then its latest complete checkpoint).\n"
            "A weights file (train --save-weights, shardrec export) is verified as\n"
            "safetensors (header, offsets, dtypes) and every value read: printed are each\n"
-           "tensor's name, dtype and shape, and the values that are not finite.\n"
+           "tensor's name, dtype and shape, the values that are not finite, and the\n"
+           "tables' pooling the file records (docs/weights.md).\n"
            "Checked: the manifest parses; it lists dense.safetensors and one file per\n"
            "rank, each once; every file has the size and FNV-1a 64 checksum the manifest\n"
            "records; every tensor has the shape the recorded plan, tables and optimizers\n"
@@ -68,6 +71,29 @@ static int64_t non_finite(const struct sr_st_tensor *t, int64_t numel)
     return bad;
 }
 
+/* The tables' pooling the file records (docs/weights.md, "Metadata"): one
+ * word when every table has the same, else each table's. */
+static int print_pooling(const struct sr_st_file *f)
+{
+    struct sr_weights_pooling *rec;
+    int n, same = 1, rc = sr_weights_pooling_read(f, &rec, &n);
+    if (rc)
+        return rc;
+    for (int i = 1; i < n; i++)
+        same &= rec[i].pooling == rec[0].pooling;
+    if (n == 0)
+        printf("pooling: not recorded (a file of an older shardrec, or from PyTorch)\n");
+    else if (same)
+        printf("pooling: %s, recorded for %d table%s\n", sr_pooling_name(rec[0].pooling), n,
+               n > 1 ? "s" : "");
+    else
+        printf("pooling, recorded per table:");
+    for (int i = 0; n && !same && i < n; i++)
+        printf(" %s %s%s", rec[i].table, sr_pooling_name(rec[i].pooling), i + 1 < n ? "," : "\n");
+    sr_free(rec);
+    return SR_OK;
+}
+
 /* A weights file: verified by the reader, every value read. */
 static int inspect_weights(const char *path)
 {
@@ -91,8 +117,11 @@ static int inspect_weights(const char *path)
         values += n;
         bad += nb;
     }
-    sr_st_close(f);
     printf("%lld values, %lld not finite\n", (long long)values, (long long)bad);
+    rc = print_pooling(f);
+    sr_st_close(f);
+    if (rc)
+        return rc;
     if (bad)
         return sr_error_set(SR_ERR_DATA, "%s: %lld values are NaN or infinite", path,
                             (long long)bad);

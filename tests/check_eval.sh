@@ -26,7 +26,16 @@
 #     --out that cannot be written leaves no file behind;
 #   - a training --config given whole does not replace its metrics log; a
 #     write of --out that fails (SR_FAULT) is exit status 1 naming --out, and
-#     --metrics is still written.
+#     --metrics is still written;
+#   - the pooling a weights file records (docs/weights.md, "Metadata"): a
+#     mean-pooled model's file evaluated without --pooling gives train's own
+#     evaluation (eval takes the recorded pooling) and says so; inspect prints
+#     it; a contradicting --pooling, and train --init-weights without
+#     --pooling, are refused naming the file, the table, both poolings and the
+#     flag to give; a damaged value and a record of a table the file does not
+#     hold are refused by eval and inspect naming the key; a file that records
+#     no pooling (the export of a checkpoint whose manifest predates the
+#     record) evaluates as the checkpoint does, with any --pooling.
 # The PyTorch check of the predictions is tests/check_eval_torch.sh.
 # Exit 0 pass, 77 skipped (no MPI), else fail.
 . "$(dirname "$0")/lib.sh"
@@ -93,6 +102,7 @@ why=""
 "$bin" inspect w.st >i.out 2>&1 || why="exit $?: $(tail -1 i.out);"
 grep -q "emb.t4.weight  *F32  1000 x 8" i.out && grep -q "values, 0 not finite" i.out ||
     why="$why the listing lacks a table or the count;"
+grep -q "pooling: sum, recorded for 6 tables" i.out || why="$why the recorded pooling is not printed;"
 cp w.st wnan.st
 size=$(wc -c <wnan.st)
 printf '\377\377\377\377' | dd of=wnan.st bs=1 seek=$((size - 4)) conv=notrunc 2>/dev/null
@@ -212,6 +222,65 @@ st=$?
 [ $st -eq 1 ] && grep -q -- "--out px.tsv" x.out || why="$why a failed --out: exit $st, $(tail -1 x.out);"
 [ -s mx.json ] && [ ! -e px.tsv ] || why="$why --metrics missing or --out left behind;"
 if [ -z "$why" ]; then ok "outputs: a config's metrics kept, a failed --out"; else bad "outputs" "$why"; fi
+
+# 7. the pooling a weights file records
+why=""
+"$bin" train $JOB --pooling mean --batch-size 32 --steps 4 --eval-samples 1000 --eval-every 0 \
+    --metrics tmean.jsonl --save-weights wmean.st >tmean.out 2>&1 || why="train: $(tail -1 tmean.out);"
+"$bin" eval wmean.st $JOB --eval-samples 1000 --batch-size 64 --metrics mmean.json >emean.out 2>&1 ||
+    why="$why exit $?: $(tail -1 emean.out);"
+if [ -z "$why" ]; then
+    last=$(tail -1 tmean.jsonl)
+    for k in auc logloss; do
+        t=$(echo "$last" | sed -n "s/.*\"eval_$k\": \([^,}]*\).*/\1/p")
+        e=$(printf '%.6f' "$(key mmean.json $k)")
+        [ "$t" = "$e" ] || why="$why $k: train $t, eval $e;"
+    done
+    grep -q "pooling mean, as wmean.st records it" emean.out || why="$why no line says so;"
+fi
+"$bin" inspect wmean.st >imean.out 2>&1 && grep -q "pooling: mean, recorded for 6 tables" imean.out ||
+    why="$why inspect: $(tail -1 imean.out);"
+if [ -z "$why" ]; then ok "eval takes a weights file's pooling"; else bad "recorded pooling" "$why"; fi
+
+refuse "a --pooling the weights file contradicts" 'wmean.st: table t0 has pooling mean in the file (__metadata__ "shardrec.emb.t0.pooling"), sum in this job; HINT: give --pooling mean' \
+    wmean.st $JOB --pooling sum
+why=""
+"$bin" train $JOB --steps 1 --batch-size 32 --eval-samples 0 --init-weights wmean.st >ti.out 2>&1
+st=$?
+[ $st -eq 2 ] && grep -q 'train: wmean.st: table t0 has pooling mean in the file.*sum in this job; HINT: give --pooling mean' ti.out ||
+    why="without --pooling: exit $st, $(tail -1 ti.out);"
+"$bin" train $JOB --steps 1 --batch-size 32 --eval-samples 0 --init-weights wmean.st --pooling mean \
+    >ti.out 2>&1 || why="$why with --pooling mean: exit $?, $(tail -1 ti.out);"
+if [ -z "$why" ]; then ok "train --init-weights checks the recorded pooling"; else bad "train --init-weights" "$why"; fi
+
+# a damaged value ("meen"), then a record of table "q2", which the file does not hold
+at=$(grep -obUa 'shardrec.emb.t2.pooling":"mean' wmean.st | cut -d: -f1)
+cp wmean.st wbad.st
+printf 'meen' | dd of=wbad.st bs=1 seek=$((at + 26)) conv=notrunc 2>/dev/null
+refuse "a damaged pooling record" 'wbad.st: __metadata__ "shardrec.emb.t2.pooling" is "meen", not "sum" or "mean"' \
+    wbad.st $JOB
+"$bin" inspect wbad.st >ib.out 2>&1
+st=$?
+[ $st -eq 2 ] && grep -q '"shardrec.emb.t2.pooling" is "meen"' ib.out && ok "inspect refuses a damaged pooling record" ||
+    bad "inspect of a damaged pooling record" "exit $st: $(tail -1 ib.out)"
+cp wmean.st wq2.st
+printf 'q' | dd of=wq2.st bs=1 seek=$((at + 13)) conv=notrunc 2>/dev/null
+refuse "a pooling record of a table not in the file" \
+    'wq2.st: __metadata__ "shardrec.emb.q2.pooling" records a table the file.s tensors do not hold' \
+    wq2.st $JOB
+
+# a file that records no pooling: the export of a checkpoint from before the record
+why=""
+cp -r ck ckold
+sed -i 's/, "pooling": "[a-z]*"//' ckold/step-00000006/manifest.json
+grep -q '"pooling"' ckold/step-00000006/manifest.json && why="the manifest still records the pooling;"
+"$bin" export ckold/step-00000006 --out wold.st >/dev/null 2>&1 || why="$why export failed;"
+grep -qa 'shardrec.emb' wold.st && why="$why the export records a pooling;"
+"$bin" inspect wold.st >io.out 2>&1 && grep -q "pooling: not recorded" io.out || why="$why inspect: $(tail -1 io.out);"
+"$bin" eval wold.st $JOB --eval-samples 1000 --out pold.tsv >eo.out 2>&1 || why="$why exit $?: $(tail -1 eo.out);"
+cmp -s p1.tsv pold.tsv || why="$why --out differs from the checkpoint's;"
+"$bin" eval wold.st $JOB --eval-samples 100 --pooling mean >eo.out 2>&1 || why="$why --pooling mean: exit $?;"
+if [ -z "$why" ]; then ok "a file without a recorded pooling evaluates as before"; else bad "old file" "$why"; fi
 
 echo "$sr_name: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -78,6 +78,9 @@ struct sr_train_config {
     int dcn_rank;   /* --dcn-rank R (dcn); 0: the default, 512 or n = (F+1)·D when smaller */
     int num_tables; /* T */
     struct sr_table_config tables[SR_MAX_TABLES];     /* (T) */
+    int pooling_given; /* --pooling, a --workload or a config table's "pooling" set the
+                          tables' pooling (else each is the default, sum): `eval` of a
+                          weights file takes the file's pooling only when this is 0 */
     int num_features;                                 /* F */
     char feature_names[SR_MAX_FEATURES][SR_NAME_MAX]; /* (F) */
     int feature_table[SR_MAX_FEATURES];               /* (F) */

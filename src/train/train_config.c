@@ -442,6 +442,7 @@ static int json_one_table(struct sr_train_config *cfg, const cJSON *jt, const ch
     tc->id_policy = SR_ID_POLICY_ERROR;
     if ((s = json_str(jt, "pooling")) && json_pooling(where, s, &tc->pooling))
         return SR_ERR_INVALID_ARG;
+    cfg->pooling_given |= s != NULL;
     if ((s = json_str(jt, "id_policy"))) {
         if (strcmp(s, "error") && strcmp(s, "hash"))
             return json_err(where, "id_policy", "'%s'; choose \"error\" or \"hash\"", s);
@@ -472,6 +473,7 @@ static int json_tables(struct sr_train_config *cfg, const cJSON *root, const cha
     if (!arr)
         return SR_OK;
     cfg->num_features = 0;
+    cfg->pooling_given = 0; /* the new tables' pooling: their own "pooling" keys, or sum */
     cJSON_ArrayForEach(jt, arr)
     {
         int rc = json_one_table(cfg, jt, path, t++);

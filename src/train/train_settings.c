@@ -182,6 +182,7 @@ static int set_pooling(struct sr_train_config *cfg, const char *v)
         return sr_error_set(SR_ERR_INVALID_ARG, "--pooling: '%s'; choose sum or mean", v);
     for (int t = 0; t < cfg->num_tables; t++)
         cfg->tables[t].pooling = p;
+    cfg->pooling_given = 1;
     return SR_OK;
 }
 
