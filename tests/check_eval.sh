@@ -22,7 +22,9 @@
 #     that does not exist, model flags that differ from the checkpoint's
 #     (--bot-mlp, --table-rows, --pooling) or from the weights file's shapes,
 #     --eval-data, training flags, data without samples, --out naming an
-#     input, --out in a missing folder, a damaged checkpoint file; and an
+#     input, --out in a missing folder, a damaged checkpoint file, an
+#     --eval-samples whose buffers exceed the machine's memory (a weights file
+#     and a checkpoint: the memory check names the flag and the hint); and an
 #     --out that cannot be written leaves no file behind;
 #   - a training --config given whole does not replace its metrics log; a
 #     write of --out that fails (SR_FAULT) is exit status 1 naming --out, and
@@ -199,6 +201,12 @@ refuse "training flags" "eval does not train: --steps, --lr are for training" ck
 : >empty.tsv
 refuse "data without samples" "empty.tsv holds no samples" ck $FJOB --data empty.tsv
 refuse "another --pooling" "another --table-rows or --pooling" ck $JOB --pooling mean
+refuse "--eval-samples beyond memory (weights)" \
+    "evaluation buffers (--eval-samples 68719476736) take .*HINT: fewer --eval-samples" \
+    w.st $JOB --eval-samples 68719476736
+refuse "--eval-samples beyond memory (checkpoint)" \
+    "evaluation buffers (--eval-samples 68719476736) take .*HINT: fewer --eval-samples" \
+    ck $JOB --eval-samples 68719476736
 cp -r ck ckbad
 printf 'X' | dd of=ckbad/step-00000006/rank-00001.safetensors bs=1 seek=200 conv=notrunc 2>/dev/null
 refuse "a damaged checkpoint" "rank-00001.safetensors" ckbad $JOB
