@@ -7,7 +7,9 @@
 # tw, rw and a mixed plan; --pipeline none and sparse-dist. Then the refusals
 # (exit status 2): --resume with no checkpoint, a byte-flipped rank file
 # (named; also rank 1's of 2), a checkpoint of another model (--embedding-dim named); and a step
-# folder without manifest.json is skipped by --resume.
+# folder without manifest.json is skipped by --resume; --resume of a folder of step
+# folders takes the latest complete one, of a missing path names it; a table
+# name with a quote and a backslash keeps the manifest JSON.
 # Exit 0 pass, 77 skipped (no MPI for the 2-rank cases), else fail.
 . "$(dirname "$0")/lib.sh"
 bin=$sr_shardrec
@@ -106,6 +108,29 @@ cp "$tmp/skip/step-$L/rank-00000.safetensors" "$tmp/skip/step-00000099/"
 if [ $? -eq 0 ] && grep -q "resumed from .*step-$L at step $((2 * K))" "$tmp/skip.out" &&
     grep -q "step-00000099 is incomplete" "$tmp/skip.out"; then ok incomplete-skipped; else
     bad incomplete-skipped "$(tail -2 "$tmp/skip.out" | tr '\n' ' ')"; fi
+
+# --resume PARENT: the latest complete step folder under it (an incomplete later one skipped)
+cp -r "$tmp/one-none/ck" "$tmp/parent"
+mkdir -p "$tmp/parent/step-00000099"
+"$bin" train $JOB --steps 12 --resume "$tmp/parent" --pipeline none >"$tmp/parent.out" 2>&1
+if [ $? -eq 0 ] && grep -q "resumed from .*parent/step-$L at step $((2 * K))" "$tmp/parent.out"; then
+    ok resume-parent-folder; else bad resume-parent-folder "$(tail -2 "$tmp/parent.out" | tr '\n' ' ')"; fi
+expect2 resume-missing "$tmp/missing: cannot open (No such file or directory)" --steps 8 \
+    --resume "$tmp/missing"
+# a table name JSON must escape (a quote, a backslash): the manifest stays JSON, so
+# inspect finds the checkpoint sound and --resume reads it
+printf '{"tables": [{"name": "q\\"t\\\\1", "rows": 50}, {"name": "plain", "rows": 7}]}\n' \
+    >"$tmp/quoted.json"
+"$bin" train --config "$tmp/quoted.json" --steps 2 --checkpoint-every 2 --checkpoint-dir \
+    "$tmp/quoted" --eval-samples 0 --no-progress >"$tmp/quoted.out" 2>&1 &&
+    "$bin" inspect "$tmp/quoted" >"$tmp/quoted-inspect.out" 2>&1 &&
+    "$bin" train --config "$tmp/quoted.json" --steps 3 --resume "$tmp/quoted" \
+        --eval-samples 0 --no-progress >"$tmp/quoted-resume.out" 2>&1
+rc=$?
+if [ "$rc" -eq 0 ] && grep -q 'q"t\\1' "$tmp/quoted-inspect.out" &&
+    grep -q "resumed from .*step-00000002 at step 2" "$tmp/quoted-resume.out"; then
+    ok quoted-table-name; else
+    bad quoted-table-name "status $rc: $(cat "$tmp"/quoted*.out | grep -i "shardrec\|sound" | head -3 | tr '\n' ' ')"; fi
 
 echo "$sr_name: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -96,23 +96,37 @@ int sr_checkpoint_check_config(const struct sr_train_config *cfg)
 
 /* ---- save ---------------------------------------------------------------------- */
 
+/* s as a JSON string, quoted and escaped: a table's name is the user's and
+ * may hold any byte JSON must escape. */
+static void put_json_string(FILE *f, const char *s)
+{
+    cJSON *j = cJSON_CreateString(s);
+    char *text = j ? cJSON_PrintUnformatted(j) : NULL;
+    if (!text)
+        SR_ABORT("out of memory writing a checkpoint manifest");
+    fputs(text, f);
+    cJSON_free(text);
+    cJSON_Delete(j);
+}
+
 /* Version 2's model description: global batch, optimizers, tables, the
  * plan, and the dense tensors inside dense.params (checkpoint_format.c). */
 static void write_model(struct sr_trainer *t, FILE *f)
 {
     const struct sr_train_config *cfg = t->cfg;
     char *plan = sr_plan_to_json(t->plan);
-    fprintf(f, "  \"global_batch\": %" PRId64 ",\n  \"optimizer\": \"%s\",\n"
-               "  \"emb_optimizer\": \"%s\",\n  \"tables\": [",
+    fprintf(f,
+            "  \"global_batch\": %" PRId64 ",\n  \"optimizer\": \"%s\",\n"
+            "  \"emb_optimizer\": \"%s\",\n  \"tables\": [",
             t->global_batch, sr_optim_kind_name(cfg->optimizer),
             sr_optim_kind_name(cfg->emb_optimizer));
-    for (int k = 0; k < cfg->num_tables; k++)
-        fprintf(f,
-                "%s\n    {\"name\": \"%s\", \"rows\": %" PRId64 ", \"dim\": %d, \"dtype\": \"%s\", "
-                "\"pooling\": \"%s\"}",
-                k ? "," : "", cfg->tables[k].name, cfg->tables[k].num_embeddings,
-                cfg->tables[k].embedding_dim, sr_dtype_name(cfg->emb_dtype),
-                sr_pooling_name(cfg->tables[k].pooling));
+    for (int k = 0; k < cfg->num_tables; k++) {
+        fprintf(f, "%s\n    {\"name\": ", k ? "," : "");
+        put_json_string(f, cfg->tables[k].name);
+        fprintf(f, ", \"rows\": %" PRId64 ", \"dim\": %d, \"dtype\": \"%s\", \"pooling\": \"%s\"}",
+                cfg->tables[k].num_embeddings, cfg->tables[k].embedding_dim,
+                sr_dtype_name(cfg->emb_dtype), sr_pooling_name(cfg->tables[k].pooling));
+    }
     fprintf(f, "\n  ],\n  \"plan\": %s,\n  \"dense_tensors\": [", plan);
     for (int i = 0; i < sr_dlrm_num_tensors(t->dlrm); i++) {
         const char *name;
@@ -152,9 +166,9 @@ static char *manifest_head(struct sr_trainer *t, int64_t step)
     fprintf(f, "\n  },\n  \"rng\": {\"kind\": \"counter\", \"seed\": \"%" PRIu64 "\"},\n",
             cfg->seed);
     sr_checkpoint_data_write(t, f, step);
-    fprintf(f, "  \"lr_schedule\": {\"spec\": \"%s\", \"next_step\": %" PRId64
-               ", \"dense_lr\": %.9g, \"emb_lr\": %.9g},\n",
-            cfg->lr_schedule, step + 1, (double)sr_lr_at(&t->lr_dense, step + 1),
+    fprintf(f, "  \"lr_schedule\": {\"spec\": ");
+    put_json_string(f, cfg->lr_schedule);
+    fprintf(f, ", \"next_step\": %" PRId64 ", \"dense_lr\": %.9g, \"emb_lr\": %.9g},\n", step + 1, (double)sr_lr_at(&t->lr_dense, step + 1),
             (double)sr_lr_at(&t->lr_emb, step + 1));
     fclose(f);
     return text;

@@ -97,7 +97,11 @@ static int find_latest(struct sr_ckpt *ck, const char *parent, const char *what,
     DIR *d = opendir(parent);
     struct dirent *e;
     char path[SR_CKPT_DIR_CAP];
-    while (d && (e = readdir(d))) {
+    if (!d)
+        return sr_error_set(SR_ERR_DATA, "%s %s: cannot open (%s); HINT: give a step-NNNNNNNN "
+                                         "folder or the folder that holds them",
+                            what, parent, strerror(errno));
+    while ((e = readdir(d))) {
         const char *nm = e->d_name;
         char *end;
         if (strncmp(nm, "step-", 5) || strlen(nm) != 13)
@@ -117,8 +121,7 @@ static int find_latest(struct sr_ckpt *ck, const char *parent, const char *what,
         ck->manifest = j, best = s;
         snprintf(ck->dir, sizeof ck->dir, "%s", path);
     }
-    if (d)
-        closedir(d);
+    closedir(d);
     if (!ck->manifest)
         return sr_error_set(SR_ERR_DATA,
                             "%s: no complete checkpoint in %s; HINT: give a folder that holds "

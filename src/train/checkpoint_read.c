@@ -233,8 +233,8 @@ static int resume(struct sr_trainer *t, int64_t *step)
     const struct sr_plan *old = NULL;
     char path[SR_CKPT_DIR_CAP + 64];
     struct sr_ckpt ck;
-    const int latest = cfg->eval_only ? -1 : 0; /* eval: a step folder, or the newest under it */
-    int rc = cfg->resume_path[0] ? sr_ckpt_open(&ck, cfg->resume_path, latest, FLAG, t->log)
+    /* PATH: a step folder, or the newest complete one under it */
+    int rc = cfg->resume_path[0] ? sr_ckpt_open(&ck, cfg->resume_path, -1, FLAG, t->log)
                                  : sr_ckpt_open(&ck, cfg->checkpoint_dir, 1, FLAG, t->log);
     int opened = rc == SR_OK;
     if (!rc)
