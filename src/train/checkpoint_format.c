@@ -98,8 +98,9 @@ static int find_latest(struct sr_ckpt *ck, const char *parent, const char *what,
     struct dirent *e;
     char path[SR_CKPT_DIR_CAP];
     if (!d)
-        return sr_error_set(SR_ERR_DATA, "%s %s: cannot open (%s); HINT: give a step-NNNNNNNN "
-                                         "folder or the folder that holds them",
+        return sr_error_set(SR_ERR_DATA,
+                            "%s %s: cannot open (%s); HINT: give a step-NNNNNNNN "
+                            "folder or the folder that holds them",
                             what, parent, strerror(errno));
     while ((e = readdir(d))) {
         const char *nm = e->d_name;
