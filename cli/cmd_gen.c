@@ -102,10 +102,13 @@ int cli_gen(int argc, char **argv)
     }
     FILE *f = to_stdout ? stdout : af.f;
     rc = sr_synth_write_tsv(synth, f, (a.eval_split ? SR_SYNTH_EVAL_BASE : 0) + a.first, a.samples);
-    if (!to_stdout && !rc)
-        rc = sr_atomic_file_commit(&af);
-    else if (!to_stdout)
+    if (rc == SR_ERR_WRITE)
+        sr_error_set(rc, "--out %s: %s", a.out, sr_error_message());
+    /* a write that fails now (a full disk) is the run's failure: exit status 1 */
+    if (!to_stdout && rc)
         sr_atomic_file_abort(&af);
+    else if (!to_stdout && sr_atomic_file_commit(&af)) /* its message names the file */
+        rc = sr_error_set(SR_ERR_WRITE, "--out %s", sr_error_message());
     sr_synth_free(synth);
     if (rc) {
         cli_error("gen", "%s", sr_error_message());

@@ -49,7 +49,8 @@ static void export_help(void)
            "  --out FILE   the weights file; written under a temporary name and renamed\n"
            "               over FILE when complete; it may not be a file of CKPT\n"
            "\n"
-           "Exit status 0 when written, 2 for a bad checkpoint or --out.\n");
+           "Exit status 0 when written, 1 when FILE could not be written (a full disk), 2 for\n"
+           "a bad checkpoint or --out.\n");
 }
 
 static int is_help(const char *a)

@@ -60,7 +60,8 @@ static void plan_help(void)
            "  --plan-sample N        samples of --data measured (default %d)\n"
            "\n"
            "The batch is --batch-size per rank (or --global-batch-size). Exit status: 0 done;\n"
-           "2 bad flags or topology, or a job no plan fits.\n",
+           "1 --out could not be written (a full disk); 2 bad flags or topology, or a job no\n"
+           "plan fits.\n",
            sr_topology_preset_help(), SR_PLAN_SAMPLE_DEFAULT);
 }
 
@@ -392,9 +393,10 @@ int cli_plan(int argc, char **argv)
     }
     if (rc)
         return rc;
-    if (sr_train_config_check(&cfg) || check_out(argc, argv, &cfg, &args) || run(&cfg, &args)) {
+    if (sr_train_config_check(&cfg) || check_out(argc, argv, &cfg, &args) ||
+        (rc = run(&cfg, &args))) {
         cli_error("plan", "%s", sr_error_message());
-        return CLI_EXIT_USAGE;
+        return rc == SR_ERR_WRITE ? CLI_EXIT_FAIL : CLI_EXIT_USAGE; /* --out on a full disk: 1 */
     }
     return 0;
 }

@@ -15,7 +15,7 @@
 #   exit status 2 before anything is written, and the input is intact;
 # - a failed write of --metrics (/dev/full, a full disk: here a file size
 #   limit) or --trace is exit status 1 naming the file and the reason; the
-#   weights are still saved;
+#   weights are still saved; so is one of gen's, plan's or export's --out;
 # - a FIFO as --data, --plan, --config or --init-weights, and /dev/zero as
 #   --plan or --config, are refused at once (exit 2), never waited on or read
 #   without end.
@@ -180,6 +180,17 @@ if [ "$got" -ne 1 ] || ! tail -n 1 "$tmp/err" | grep -q "^shardrec train: --trac
     echo "FAIL: --trace on a full disk: exit $got"; tail -n 3 "$tmp/err"; fail=1
 fi
 [ -e "$tmp/lim.json" ] && { echo "FAIL: a failed --trace left a file"; fail=1; }
+# gen, plan and export on a full disk: exit status 1 (the command was right), the file and the reason
+"$bin" train $job --steps 2 --checkpoint-dir "$tmp/lim_ck" >/dev/null 2>&1 || { echo "FAIL: checkpoint"; fail=1; }
+for args in "gen $small --samples 2000 --out" "plan $small --topology cpu-2core --out" \
+    "export $tmp/lim_ck --out"; do
+    # shellcheck disable=SC2086
+    limited $args "$tmp/lim.out"
+    if [ "$got" -ne 1 ] || ! grep -q "shardrec ${args%% *}: .*$tmp/lim.out.*File too large" "$tmp/err"; then
+        echo "FAIL: $args on a full disk: exit $got"; tail -n 3 "$tmp/err"; fail=1
+    fi
+    [ -e "$tmp/lim.out" ] && { echo "FAIL: a failed ${args%% *} left a file"; fail=1; }
+done
 no_temporaries "$tmp"
 
 # ---- inputs that are not regular files: refused at once, never waited on --------------

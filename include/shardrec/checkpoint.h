@@ -32,8 +32,8 @@ int sr_checkpoint_inspect(const char *path, FILE *out);
  * emb.TABLE.weight [rows, D]), atomically. Each table is assembled whole in
  * host memory from its shards. Errors: SR_ERR_DATA as above (a version 1
  * checkpoint cannot be exported: it does not record its dense tensors),
- * SR_ERR_INVALID_ARG when out_path is one of the checkpoint's files, SR_ERR_IO
- * when it cannot be written. */
+ * SR_ERR_INVALID_ARG when out_path is one of the checkpoint's files,
+ * SR_ERR_WRITE when it cannot be written (a full disk). */
 int sr_checkpoint_export(const char *path, const char *out_path);
 
 #endif

@@ -119,8 +119,9 @@ int sr_plan_validate(const struct sr_plan *plan, const struct sr_ebc_config *cfg
 char *sr_plan_to_json(const struct sr_plan *plan);
 int sr_plan_from_json(struct sr_plan **out, const char *text, const char *source,
                       const struct sr_ebc_config *cfg, int world_size, int local_size);
-/* Files: SR_ERR_IO when the file cannot be read or written. Writing is atomic
- * (shardrec/atomic_file.h): the old file stays until the whole plan is on disk. */
+/* Files: SR_ERR_IO when the file cannot be read, SR_ERR_WRITE when it cannot be
+ * written (a full disk). Writing is atomic (shardrec/atomic_file.h): the old
+ * file stays until the whole plan is on disk. */
 int sr_plan_write(const struct sr_plan *plan, const char *path);
 int sr_plan_read(struct sr_plan **out, const char *path, const struct sr_ebc_config *cfg,
                  int world_size, int local_size);

@@ -114,8 +114,9 @@ int64_t sr_synth_hot_rows(int64_t rows, uint64_t seed, const int *features, cons
  * counts, hex -> uint32 -> mod rows for the ids) gives exactly the dense floats
  * and ids sr_synth_fill produces. Returns SR_ERR_INVALID_ARG if the ids of some
  * feature are not exactly 1 (min = max = 1: multi-hot bags have no TSV form),
- * num_dense is not 13, or a table has more than 2^32 rows; SR_ERR_IO if
- * writing fails. Allocates a buffer; OpenMP inside each block of samples. */
+ * num_dense is not 13, or a table has more than 2^32 rows; SR_ERR_WRITE if
+ * writing fails (the reason, not the file, named). Allocates a buffer; OpenMP
+ * inside each block of samples. */
 int sr_synth_write_tsv(const struct sr_synth *s, FILE *f, int64_t first_index, int64_t n);
 
 /* The id that popularity rank k (0 = hottest) of feature f maps to, and back.

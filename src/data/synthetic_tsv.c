@@ -13,6 +13,7 @@
  * block formatted in parallel into its own slot of a buffer, then written in
  * order. The buffers are allocated once per call.
  */
+#include <errno.h>
 #include <inttypes.h>
 #include <string.h>
 
@@ -105,8 +106,10 @@ static int write_block(const struct sr_synth *s, struct tsv_block *blk, FILE *f,
     for (int b = 0; b < B; b++)
         if (fwrite(blk->text + b * blk->line_cap, 1, (size_t)blk->line_len[b], f) !=
             (size_t)blk->line_len[b])
-            return sr_error_set(SR_ERR_IO, "TSV output: write failed at sample %" PRId64,
-                                first + b);
+            return sr_error_set(SR_ERR_WRITE,
+                                "cannot write (%s) at sample %" PRId64 "; HINT: check the free "
+                                "disk space",
+                                strerror(errno), first + b);
     return SR_OK;
 }
 
@@ -130,7 +133,8 @@ int sr_synth_write_tsv(const struct sr_synth *s, FILE *f, int64_t first_index, i
         rc = write_block(s, &blk, f, first_index + done, B);
     }
     if (rc == SR_OK && fflush(f) != 0)
-        rc = sr_error_set(SR_ERR_IO, "TSV output: flush failed");
+        rc = sr_error_set(SR_ERR_WRITE, "cannot write (%s); HINT: check the free disk space",
+                          strerror(errno));
     sr_free(blk.line_len);
     sr_free(blk.text);
     sr_batch_free(&blk.batch);

@@ -5,6 +5,7 @@
  * tables as the config does and validates the result. Every error names the
  * file and the table.
  */
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -68,10 +69,12 @@ int sr_plan_write(const struct sr_plan *p, const char *path)
         return rc;
     char *text = sr_plan_to_json(p);
     if (fputs(text, af.f) == EOF || fputc('\n', af.f) == EOF) {
+        int e = errno;
         sr_atomic_file_abort(&af);
-        rc = sr_error_set(SR_ERR_IO, "plan: cannot write '%s'", path);
-    } else {
-        rc = sr_atomic_file_commit(&af);
+        rc = sr_error_set(SR_ERR_WRITE, "%s: cannot write (%s); HINT: check the free disk space",
+                          path, strerror(e));
+    } else if (sr_atomic_file_commit(&af)) {
+        rc = sr_error_set(SR_ERR_WRITE, "%s", sr_error_message()); /* it names the file */
     }
     sr_free(text);
     return rc;
