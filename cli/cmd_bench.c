@@ -20,6 +20,7 @@
  * per size and collective as it is measured, and with --out writes them as
  * a JSON topology file (docs/user-guide.md, "Measuring links").
  */
+#include <errno.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -575,8 +576,10 @@ int cli_bench_write_json(const char *path, cJSON *root)
     struct sr_atomic_file af = {0};
     int rc = sr_atomic_file_open(&af, path);
     if (!rc && (fputs(text, af.f) < 0 || fputc('\n', af.f) < 0)) {
+        int e = errno;
         sr_atomic_file_abort(&af);
-        rc = sr_error_set(SR_ERR_IO, "cannot write %s", path);
+        rc = sr_error_set(SR_ERR_IO, "%s: cannot write (%s); HINT: check the free disk space", path,
+                          strerror(e));
     } else if (!rc) {
         rc = sr_atomic_file_commit(&af);
     }

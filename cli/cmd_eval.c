@@ -1,5 +1,6 @@
 /* `shardrec eval MODEL`: evaluate a checkpoint or a weights file on data,
  * without training (the trainer in eval-only mode: train_config.h). */
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -252,8 +253,10 @@ static int write_predictions(const char *path, const float *prob, const float *l
         return write_failed("--out", path);
     for (int64_t i = 0; i < n; i++)
         if (fprintf(af.f, "%d\t%.9g\n", labels[i] > 0.5f, (double)prob[i]) < 0) {
+            int e = errno;
             sr_atomic_file_abort(&af);
-            sr_error_set(SR_ERR_IO, "cannot write");
+            sr_error_set(SR_ERR_IO, "cannot write (%s); HINT: check the free disk space",
+                         strerror(e));
             return write_failed("--out", path);
         }
     return sr_atomic_file_commit(&af) ? write_failed("--out", path) : SR_OK;

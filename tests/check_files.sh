@@ -15,7 +15,8 @@
 #   exit status 2 before anything is written, and the input is intact;
 # - a failed write of --metrics (/dev/full, a full disk: here a file size
 #   limit) or --trace is exit status 1 naming the file and the reason; the
-#   weights are still saved; so is one of gen's, plan's or export's --out;
+#   weights are still saved; so is one of gen's, plan's, export's or eval's
+#   --out;
 # - a FIFO as --data, --plan, --config or --init-weights, and /dev/zero as
 #   --plan or --config, are refused at once (exit 2), never waited on or read
 #   without end.
@@ -182,8 +183,9 @@ fi
 [ -e "$tmp/lim.json" ] && { echo "FAIL: a failed --trace left a file"; fail=1; }
 # gen, plan and export on a full disk: exit status 1 (the command was right), the file and the reason
 "$bin" train $job --steps 2 --checkpoint-dir "$tmp/lim_ck" >/dev/null 2>&1 || { echo "FAIL: checkpoint"; fail=1; }
+ev="eval $tmp/lim_ck --embedding-dim 8 --bot-mlp 13-8 --top-mlp 8-1 $small --eval-samples 2000"
 for args in "gen $small --samples 2000 --out" "plan $small --topology cpu-2core --out" \
-    "export $tmp/lim_ck --out"; do
+    "export $tmp/lim_ck --out" "$ev --out"; do
     # shellcheck disable=SC2086
     limited $args "$tmp/lim.out"
     if [ "$got" -ne 1 ] || ! grep -q "shardrec ${args%% *}: .*$tmp/lim.out.*File too large" "$tmp/err"; then
