@@ -14,8 +14,10 @@
 /* "a number", "a string", "an array", "an object", "a boolean" or "null". */
 const char *sr_json_kind(const cJSON *it);
 
-/* The largest integer a JSON number (a double) holds exactly: 2^53. */
-#define SR_JSON_INT_MAX ((int64_t)1 << 53)
+/* The largest integer a JSON number (a double) holds exactly with no other
+ * literal read onto it: 2^53 - 1 (2^53 + 1 reads as 2^53, so 2^53 could be
+ * either and is refused rather than taken). */
+#define SR_JSON_INT_MAX (((int64_t)1 << 53) - 1)
 
 /* Whether `it` is a number holding an integer in [lo, hi] (lo and hi within
  * +-2^53, exact as doubles, so no cast of a huge or fractional value is

@@ -258,8 +258,12 @@ static int json_int_value(const cJSON *it, const char *where, const char *key, i
     if (!isfinite(d) || d != floor(d))
         return json_err(where, key, "expected an integer, got %.17g", d);
     if (d < (double)min || d > (double)max)
-        return json_err(where, key, "%.17g is out of range [%lld, %lld]", d, (long long)min,
-                        (long long)max);
+        return json_err(where, key, "%.17g is out of range [%lld, %lld]%s", d, (long long)min,
+                        (long long)max,
+                        fabs(d) > (double)SR_JSON_INT_MAX
+                            ? " (a JSON number beyond 2^53 - 1 is not read exactly; give the "
+                              "flag on the command line)"
+                            : "");
     *out = (int64_t)d;
     return SR_OK;
 }
