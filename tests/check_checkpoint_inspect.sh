@@ -13,7 +13,8 @@
 #   - inspect and export refuse (exit status 2), naming the file: a truncated
 #     rank file, a byte-flipped dense file, a missing rank file, a manifest
 #     with a number out of range or not an integer; export refuses an --out
-#     that is one of the checkpoint's files.
+#     that is one of the checkpoint's files; a missing folder and one
+#     without checkpoints are named once ("shardrec inspect: /x: cannot open").
 # Exit 0 pass, 77 skipped (no MPI), else fail.
 . "$(dirname "$0")/lib.sh"
 bin=$sr_shardrec
@@ -106,6 +107,25 @@ manifest_case huge-dense-shape 's/"shape": \[16, 13\]/"shape": [1e30, 13]/' dens
 rc=$?
 if [ "$rc" -eq 2 ] && grep -q "would destroy that input" "$tmp/clash.out" && "$bin" inspect "$src" >/dev/null 2>&1; then
     ok out-is-input; else bad out-is-input "status $rc: $(tail -1 "$tmp/clash.out")"; fi
+
+# a path that is no checkpoint: the message names the command once
+# ("shardrec inspect: /x: cannot open", not "shardrec inspect: inspect /x: ...")
+mkdir "$tmp/empty"
+no_checkpoint() { # PATH MESSAGE
+    for cmd in inspect export; do
+        set -- "$1" "$2"
+        [ $cmd = inspect ] || set -- "$@" --out "$tmp/none.st"
+        "$bin" $cmd "$1" $3 $4 >"$tmp/path.out" 2>&1
+        rc=$?
+        if [ "$rc" -eq 2 ] && grep -qF "shardrec $cmd: $2; HINT" "$tmp/path.out"; then
+            ok "$cmd $(basename "$1"): named once"
+        else
+            bad "$cmd $(basename "$1")" "status $rc: $(tail -1 "$tmp/path.out")"
+        fi
+    done
+}
+no_checkpoint "$tmp/nothere" "$tmp/nothere: cannot open (No such file or directory)"
+no_checkpoint "$tmp/empty" "no complete checkpoint in $tmp/empty"
 
 echo "$sr_name: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

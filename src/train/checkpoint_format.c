@@ -99,9 +99,9 @@ static int find_latest(struct sr_ckpt *ck, const char *parent, const char *what,
     char path[SR_CKPT_DIR_CAP];
     if (!d)
         return sr_error_set(SR_ERR_DATA,
-                            "%s %s: cannot open (%s); HINT: give a step-NNNNNNNN "
+                            "%s%s%s: cannot open (%s); HINT: give a step-NNNNNNNN "
                             "folder or the folder that holds them",
-                            what, parent, strerror(errno));
+                            what ? what : "", what ? " " : "", parent, strerror(errno));
     while ((e = readdir(d))) {
         const char *nm = e->d_name;
         char *end;
@@ -114,8 +114,8 @@ static int find_latest(struct sr_ckpt *ck, const char *parent, const char *what,
         cJSON *j = sr_ckpt_read_manifest(path);
         if (!j) {
             if (log)
-                fprintf(log, "warning: %s: %s is incomplete (no valid manifest.json); skipped\n",
-                        what, path);
+                fprintf(log, "warning: %s%s%s is incomplete (no valid manifest.json); skipped\n",
+                        what ? what : "", what ? ": " : "", path);
             continue;
         }
         cJSON_Delete(ck->manifest);
@@ -125,9 +125,9 @@ static int find_latest(struct sr_ckpt *ck, const char *parent, const char *what,
     closedir(d);
     if (!ck->manifest)
         return sr_error_set(SR_ERR_DATA,
-                            "%s: no complete checkpoint in %s; HINT: give a folder that holds "
+                            "%s%sno complete checkpoint in %s; HINT: give a folder that holds "
                             "step-NNNNNNNN folders with a manifest.json",
-                            what, parent);
+                            what ? what : "", what ? ": " : "", parent);
     return SR_OK;
 }
 
@@ -255,9 +255,9 @@ int sr_ckpt_open(struct sr_ckpt *ck, const char *path, int latest, const char *w
         snprintf(ck->dir, sizeof ck->dir, "%s", path);
         if (!ck->manifest && !(ck->manifest = sr_ckpt_read_manifest(path)))
             rc = sr_error_set(SR_ERR_DATA,
-                              "%s %s: no complete checkpoint there (no valid manifest.json); "
+                              "%s%s%s: no complete checkpoint there (no valid manifest.json); "
                               "HINT: give a DIR/step-NNNNNNNN folder",
-                              what, path);
+                              what ? what : "", what ? " " : "", path);
     }
     if (!rc)
         rc = read_fields(ck);

@@ -58,7 +58,9 @@ cJSON *sr_ckpt_read_manifest(const char *dir);
 /* Open the checkpoint at `path`: a step-NNNNNNNN folder, or (`latest` = 1,
  * or when path holds no manifest.json and `latest` < 0) the latest complete
  * one in the folder `path` (incomplete ones are skipped, with a warning on
- * `log` when not NULL). `what` names the flag or command in messages.
+ * `log` when not NULL). `what` names the flag in messages ("--resume /x:
+ * cannot open ..."); NULL leaves it out, for a command whose own name
+ * already opens the message ("shardrec inspect: /x: cannot open ...").
  * SR_ERR_DATA naming the folder when there is none; a version 2 manifest
  * that does not hold its tables, plan, optimizers, global batch is
  * SR_ERR_DATA naming manifest.json and the field. */

@@ -281,7 +281,7 @@ static int check_all(const struct sr_ckpt *ck)
 int sr_checkpoint_inspect(const char *path, FILE *out)
 {
     struct sr_ckpt ck;
-    int rc = sr_ckpt_open(&ck, path, -1, "inspect", out);
+    int rc = sr_ckpt_open(&ck, path, -1, NULL, out); /* cli_error names the command */
     if (rc)
         return rc;
     if (!(rc = check_all(&ck)) && out)
@@ -409,11 +409,11 @@ static int write_merged(const struct sr_ckpt *ck, const char *out_path)
 int sr_checkpoint_export(const char *path, const char *out_path)
 {
     struct sr_ckpt ck;
-    int rc = sr_ckpt_open(&ck, path, -1, "export", NULL);
+    int rc = sr_ckpt_open(&ck, path, -1, NULL, NULL); /* cli_error names the command */
     if (rc)
         return rc;
     if (ck.version < 2)
-        rc = sr_error_set(SR_ERR_DATA, "export %s: a version 1 checkpoint does not record its "
+        rc = sr_error_set(SR_ERR_DATA, "%s: a version 1 checkpoint does not record its "
                           "dense tensors and plan; HINT: resume it and save with --save-weights",
                           ck.dir);
     if (!rc)
