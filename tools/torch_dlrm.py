@@ -58,6 +58,10 @@ Names: bot_mlp.K.weight/bias <-> bot_l.{2K}.weight/bias,
        emb.TABLE.weight [rows, D] <-> emb_l.{i}.weight, i the table's position.
 Tables are ordered by the natural order of their names (t2 before t10) unless
 --tables gives the order; feature f of the TSV looks up table f.
+
+Exit status: 0 done (for compare-* and check-eval: they agree); 1 a comparison
+found a difference; 2 input refused (a malformed file, a flag that does not fit
+the file, and argparse's usage errors), the message naming the file.
 """
 import argparse
 import json
@@ -69,6 +73,15 @@ import sys
 
 import numpy as np
 
+
+
+def refuse(msg):
+    """Input this tool will not read (a file, a flag, a record): the message on stderr and exit
+    status 2, as shardrec's for bad input; a comparison that finds a difference exits 1."""
+    print(msg, file=sys.stderr)
+    sys.exit(2)
+
+
 # ---- safetensors (F32 as shardrec; F64 for train --dtype float64) -------------------------
 
 ST_DTYPES = {"F32": np.dtype("<f4"), "F64": np.dtype("<f8")}
@@ -76,27 +89,35 @@ ST_DTYPES = {"F32": np.dtype("<f4"), "F64": np.dtype("<f8")}
 
 def st_load(path):
     """name -> float32 (F32) or float64 (F64) numpy array. Verifies the offsets as shardrec does."""
-    with open(path, "rb") as f:
-        buf = f.read()
+    try:
+        with open(path, "rb") as f:
+            buf = f.read()
+    except OSError as e:
+        refuse(f"{path}: cannot read ({e.strerror})")
     if len(buf) < 8:
-        sys.exit(f"{path}: too short for a safetensors file")
+        refuse(f"{path}: too short for a safetensors file")
     (n,) = struct.unpack("<Q", buf[:8])
     if n < 2 or 8 + n > len(buf):
-        sys.exit(f"{path}: header length {n} does not fit the file ({len(buf)} bytes)")
-    header = json.loads(buf[8 : 8 + n].decode("utf-8"))
+        refuse(f"{path}: header length {n} does not fit the file ({len(buf)} bytes)")
+    try:
+        header = json.loads(buf[8 : 8 + n].decode("utf-8"))
+    except ValueError as e:  # UnicodeDecodeError and JSONDecodeError both
+        refuse(f"{path}: the header is not JSON ({e})")
+    if not isinstance(header, dict):
+        refuse(f"{path}: the header is not a JSON object")
     data = memoryview(buf)[8 + n :]
     out, spans = {}, []
     for name, info in header.items():
         if name == "__metadata__":
             continue
         if info["dtype"] not in ST_DTYPES:
-            sys.exit(f"{path}: tensor {name} has dtype {info['dtype']}; F32 or F64 only")
+            refuse(f"{path}: tensor {name} has dtype {info['dtype']}; F32 or F64 only")
         np_dtype = ST_DTYPES[info["dtype"]]
         shape = [int(d) for d in info["shape"]]
         begin, end = (int(x) for x in info["data_offsets"])
         numel = math.prod(shape)
         if not (0 <= begin <= end <= len(data)) or end - begin != np_dtype.itemsize * numel:
-            sys.exit(f"{path}: tensor {name} has bad data_offsets [{begin}, {end}]")
+            refuse(f"{path}: tensor {name} has bad data_offsets [{begin}, {end}]")
         spans.append((begin, end, name))
         arr = np.frombuffer(data, dtype=np_dtype, count=numel, offset=begin).reshape(shape)
         out[name] = arr.astype(np_dtype.newbyteorder("="), copy=True)
@@ -104,10 +125,10 @@ def st_load(path):
     pos = 0
     for begin, end, name in spans:
         if begin != pos:
-            sys.exit(f"{path}: tensor {name} overlaps or leaves a gap at {pos}")
+            refuse(f"{path}: tensor {name} overlaps or leaves a gap at {pos}")
         pos = end
     if pos != len(data):
-        sys.exit(f"{path}: {len(data) - pos} trailing bytes")
+        refuse(f"{path}: {len(data) - pos} trailing bytes")
     return out
 
 
@@ -150,7 +171,7 @@ def table_order(names, given):
     if given:
         order = given.split(",")
         if sorted(order) != sorted(tables):
-            sys.exit(f"--tables {given} does not list the file's tables {','.join(tables)}")
+            refuse(f"--tables {given} does not list the file's tables {','.join(tables)}")
         return order
     return tables
 
@@ -174,7 +195,7 @@ def to_reference(sd, tables_flag=None):
         elif e:
             out[f"emb_l.{order.index(e.group(1))}.weight"] = t
         else:
-            sys.exit(f"tensor {name} is not a shardrec DLRM parameter")
+            refuse(f"tensor {name} is not a shardrec DLRM parameter")
     return out
 
 
@@ -183,7 +204,7 @@ def from_reference(sd, tables_flag=None):
     n_emb = sum(1 for n in sd if n.startswith("emb_l."))
     names = tables_flag.split(",") if tables_flag else [f"t{i}" for i in range(n_emb)]
     if len(names) != n_emb:
-        sys.exit(f"--tables names {len(names)} tables, the file has {n_emb}")
+        refuse(f"--tables names {len(names)} tables, the file has {n_emb}")
     out = {}
     for name, t in sd.items():
         m = re.fullmatch(r"(bot|top)_l\.(\d+)\.(weight|bias)", name)
@@ -196,7 +217,7 @@ def from_reference(sd, tables_flag=None):
         elif e:
             out[f"emb.{names[int(e.group(1))]}.weight"] = t
         else:
-            sys.exit(f"tensor {name} is not a DLRM reference parameter")
+            refuse(f"tensor {name} is not a DLRM reference parameter")
     return out
 
 
@@ -303,7 +324,7 @@ def read_tsv(path, rows, limit):
                 break
             fields = line.rstrip("\n").rstrip("\r").split("\t")
             if len(fields) != 14 + F:
-                sys.exit(f"{path}:{lineno}: {len(fields)} fields, expected {14 + F}")
+                refuse(f"{path}:{lineno}: {len(fields)} fields, expected {14 + F}")
             labels.append(float(fields[0]))
             dense.append([math.log1p(max(int(x), 0)) if x else 0.0 for x in fields[1:14]])
             ids.append([int(h, 16) % rows[k] if h else 0 for k, h in enumerate(fields[14:])])
@@ -431,7 +452,7 @@ def make_optimizer(torch, kind, params, lr, tables):
         return TorchStep(torch.optim.SparseAdam(params, lr=lr))
     if kind == "rowwise_adagrad" and tables:
         return RowwiseAdagrad(torch, params, lr)
-    sys.exit(f"optimizer {kind} is not available for the {'tables' if tables else 'MLPs'}")
+    refuse(f"optimizer {kind} is not available for the {'tables' if tables else 'MLPs'}")
 
 
 def cmd_train(a):
@@ -513,7 +534,7 @@ def read_predictions(path):
         for lineno, line in enumerate(f, 1):
             fields = line.rstrip("\n").split("\t")
             if len(fields) != 2:
-                sys.exit(f"{path}:{lineno}: {len(fields)} fields, expected label<TAB>probability")
+                refuse(f"{path}:{lineno}: {len(fields)} fields, expected label<TAB>probability")
             y.append(float(fields[0]))
             p.append(float(fields[1]))
     return np.array(y), np.array(p)
@@ -581,7 +602,7 @@ def cmd_compare_losses(a):
     steps = range(1, a.steps + 1)
     missing = [s for s in steps if s not in x or s not in y]
     if missing:
-        sys.exit(f"compare-losses: step {missing[0]} is missing from one file (need 1..{a.steps} in both)")
+        refuse(f"compare-losses: step {missing[0]} is missing from one file (need 1..{a.steps} in both)")
     rel = [abs(x[s] - y[s]) / max(abs(y[s]), 1e-30) for s in steps]
     worst = max(range(len(rel)), key=rel.__getitem__)
     ok = rel[worst] <= a.rtol
