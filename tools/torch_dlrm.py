@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """The DLRM of DESIGN.md's numerical contract, in PyTorch, for checking shardrec.
 
-Builds the same model as shardrec (sum-pooled EmbeddingBag per table; bottom
+Builds the same model as shardrec (an EmbeddingBag per table, pooling by sum, or
+by mean where the weights file records it (docs/weights.md, "Metadata"); bottom
 MLP with ReLU after every layer, the last included; dot interaction over
 X = [z, e_1..e_F], strict lower triangle row by row, or (init --interaction dcn)
 DCNv2 cross layers as TorchRec's LowRankCrossNet, x_{l+1} = x_0 * (W_l (V_l x_l)
@@ -30,7 +31,7 @@ each with PyTorch's defaults, never shardrec's:
 
 Weights files are safetensors, read and written here by a small pure-Python
 codec (8-byte little-endian header length, JSON header, raw little-endian
-data), so the only dependencies are numpy and, for init and train only,
+data), so the only dependencies are numpy and, for init, train and predict only,
 PyTorch (Debian's python3-torch 1.13 works); the other subcommands do not
 import torch, which keeps them fast.
 
@@ -38,15 +39,17 @@ Subcommands (each has --help):
   init      write reference-style initial weights under shardrec's names
   train     train from a weights file on a TSV file; write per-step losses and
             the final weights
-  convert   rename tensors between shardrec's names and the reference's
-  list      print the tensors of a safetensors file
+  convert   rename tensors between shardrec's names and the reference's (which
+            pools by sum: a table recorded mean is refused)
+  list      print the tensors of a safetensors file and its pooling records
   compare-losses   per-step losses of two runs (shardrec --metrics JSONL or
             this tool's), max relative difference, fail above --rtol
   compare-weights  two weights files, allclose per tensor, fail if any differs
   compare-reference  a run against train --dtype float64's weights, element by
             element, allowed a multiple of how far float32 PyTorch runs of the same
             problem (train --jitter SEED) land from them
-  predict   every sample of a TSV through the model in float64: label, probability
+  predict   every sample of a TSV or shardrec binary file (multi-hot bags too)
+            through the model in float64: label, probability
   check-eval  shardrec eval's --out against predict's, and its --metrics against
             the metrics recomputed in numpy from its --out
 
@@ -88,7 +91,23 @@ ST_DTYPES = {"F32": np.dtype("<f4"), "F64": np.dtype("<f8")}
 
 
 def st_load(path):
-    """name -> float32 (F32) or float64 (F64) numpy array. Verifies the offsets as shardrec does."""
+    """name -> float32 (F32) or float64 (F64) numpy array (st_read without __metadata__)."""
+    return st_read(path)[0]
+
+
+def unique_keys(pairs):
+    """json.loads's object_pairs_hook: a key named twice is an error, as in shardrec."""
+    out = {}
+    for k, v in pairs:
+        if k in out:
+            raise ValueError(f'key "{k}" appears twice')
+        out[k] = v
+    return out
+
+
+def st_read(path):
+    """(name -> float32 (F32) or float64 (F64) numpy array, __metadata__ as a dict of strings).
+    Verifies the offsets as shardrec does."""
     try:
         with open(path, "rb") as f:
             buf = f.read()
@@ -100,11 +119,14 @@ def st_load(path):
     if n < 2 or 8 + n > len(buf):
         refuse(f"{path}: header length {n} does not fit the file ({len(buf)} bytes)")
     try:
-        header = json.loads(buf[8 : 8 + n].decode("utf-8"))
-    except ValueError as e:  # UnicodeDecodeError and JSONDecodeError both
-        refuse(f"{path}: the header is not JSON ({e})")
+        header = json.loads(buf[8 : 8 + n].decode("utf-8"), object_pairs_hook=unique_keys)
+    except ValueError as e:  # UnicodeDecodeError, JSONDecodeError and unique_keys's
+        refuse(f"{path}: the header is not one JSON object ({e})")
     if not isinstance(header, dict):
         refuse(f"{path}: the header is not a JSON object")
+    meta = header.get("__metadata__", {})
+    if not isinstance(meta, dict) or not all(isinstance(v, str) for v in meta.values()):
+        refuse(f"{path}: __metadata__ is not an object of strings")
     data = memoryview(buf)[8 + n :]
     out, spans = {}, []
     for name, info in header.items():
@@ -129,13 +151,17 @@ def st_load(path):
         pos = end
     if pos != len(data):
         refuse(f"{path}: {len(data) - pos} trailing bytes")
-    return out
+    return out, meta
 
 
-def st_save(path, tensors):
+def st_save(path, tensors, pooling=None):
     """Write name -> array as safetensors, atomically (PATH.tmp, fsync, rename): F64 for
-    float64 arrays (train --dtype float64 and what is read from its files), else F32."""
-    header = {"__metadata__": {"format": "pt"}}
+    float64 arrays (train --dtype float64 and what is read from its files), else F32.
+    pooling (table -> "sum" or "mean") adds shardrec's records to __metadata__, sorted by
+    key as shardrec writes them."""
+    meta = {"format": "pt"}
+    meta.update({pooling_key(t): p for t, p in (pooling or {}).items()})
+    header = {"__metadata__": dict(sorted(meta.items()))}
     blobs, off = [], 0
     for name in sorted(tensors):
         f64 = np.asarray(tensors[name]).dtype == np.float64
@@ -156,6 +182,55 @@ def st_save(path, tensors):
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
+
+
+# ---- pooling records (docs/weights.md, "Metadata") ------------------------------------------
+# shardrec's weights files record each table's pooling in __metadata__ as
+# "shardrec.emb.TABLE.pooling": "sum" or "mean"; a file without them (older shardrec, the
+# reference, other PyTorch writers) pools by sum. Read here as src/train/weights_meta.c does.
+
+POOLING_PREFIX, POOLING_SUFFIX = "shardrec.emb.", ".pooling"
+HINT_DAMAGED = "HINT: the file's header is damaged; write the file again (train --save-weights, " \
+               "shardrec export)"
+
+
+def pooling_key(table):
+    return f"{POOLING_PREFIX}{table}{POOLING_SUFFIX}"
+
+
+def read_pooling(path, meta, names):
+    """table -> "sum" or "mean", for the tables the file records (not every table need be
+    recorded). Other keys are ignored, as shardrec does. Refused (exit status 2), naming the
+    file and the key: a value other than sum or mean, an empty table name, a table the file's
+    tensors `names` do not hold (emb.TABLE.weight)."""
+    tables = {m.group(1) for n in names if (m := re.fullmatch(r"emb\.(.+)\.weight", n))}
+    p, q = len(POOLING_PREFIX), len(POOLING_SUFFIX)
+    out = {}
+    for key, value in meta.items():
+        if len(key) < p + q or key[:p] != POOLING_PREFIX or key[len(key) - q:] != POOLING_SUFFIX:
+            continue  # not a pooling record
+        table = key[p : len(key) - q]
+        if not table:
+            refuse(f'{path}: __metadata__ key "{key}" names no table; {HINT_DAMAGED}')
+        if value not in ("sum", "mean"):
+            refuse(f'{path}: __metadata__ "{key}" is "{value[:32]}", not "sum" or "mean"; '
+                   f"{HINT_DAMAGED}")
+        if table not in tables:
+            refuse(f'{path}: __metadata__ "{key}" records a table the file\'s tensors do not '
+                   f"hold (no emb.{table}.weight); {HINT_DAMAGED}")
+        out[table] = value
+    return out
+
+
+def describe_pooling(recorded):
+    """The records in a few words, as `shardrec inspect` says them."""
+    if not recorded:
+        return "not recorded (sum)"
+    kinds = set(recorded.values())
+    if len(kinds) == 1:
+        return f"{kinds.pop()}, recorded for {len(recorded)} table" + "s" * (len(recorded) > 1)
+    return "recorded per table, " + ", ".join(
+        f"{t} {recorded[t]}" for t in sorted(recorded, key=natural_key))
 
 
 # ---- names -------------------------------------------------------------------------------
@@ -256,13 +331,17 @@ def dlrm_class(torch):
     class DLRM(nn.Module):
         """The reference's module layout: bot_l, emb_l, top_l (and crossnet for DCN)."""
 
-        def __init__(self, bot, top, rows, dim, sparse=False, dcn=None):
-            """dcn: None (dot interaction) or (layers, rank): DCNv2 cross layers."""
+        def __init__(self, bot, top, rows, dim, sparse=False, dcn=None, pooling=None):
+            """dcn: None (dot interaction) or (layers, rank): DCNv2 cross layers.
+            pooling: per table, "sum" (default) or "mean": EmbeddingBag's mean is shardrec's,
+            the bag's sum divided by its length, 0 for an empty bag (PyTorch, as shardrec,
+            refuses per-id weights with mean)."""
             super().__init__()
             num_f = len(rows)
             self.bot_l = mlp(bot, relu_last=True)
-            self.emb_l = nn.ModuleList(nn.EmbeddingBag(r, dim, mode="sum", sparse=sparse)
-                                       for r in rows)
+            pooling = pooling or ["sum"] * num_f
+            self.emb_l = nn.ModuleList(nn.EmbeddingBag(r, dim, mode=p, sparse=sparse)
+                                       for r, p in zip(rows, pooling))
             self.crossnet = None
             width = dim + num_f * (num_f + 1) // 2
             if dcn:
@@ -278,11 +357,15 @@ def dlrm_class(torch):
             self.register_buffer("lj", torch.tensor(lj), persistent=False)
 
         def forward(self, dense, ids):
-            """dense (B, 13) float32; ids (F, B) int64, one id per bag -> logits (B)."""
+            """dense (B, 13) float32; ids (F, B) int64, one id per bag, or per feature a pair
+            (values (N_f), offsets (B)) int64, sample s's bag values[offsets[s]:offsets[s+1]]
+            (of any length, 0 included) -> logits (B)."""
             B = dense.shape[0]
             z = self.bot_l(dense)
-            offsets = torch.arange(B, dtype=torch.int64)
-            e = [emb(ids[f], offsets) for f, emb in enumerate(self.emb_l)]
+            if torch.is_tensor(ids):
+                one = torch.arange(B, dtype=torch.int64)
+                ids = [(ids[f], one) for f in range(ids.shape[0])]
+            e = [emb(v, o) for (v, o), emb in zip(ids, self.emb_l)]
             if self.crossnet is not None:
                 return self.top_l(self.crossnet(torch.cat([z] + e, dim=1))).squeeze(1)
             X = torch.stack([z] + e, dim=1)  # (B, F+1, D)
@@ -293,8 +376,9 @@ def dlrm_class(torch):
     return DLRM
 
 
-def model_from_weights(torch, ref, sparse=False):
-    """Build a DLRM whose shapes match reference-named arrays, and load them."""
+def model_from_weights(torch, ref, sparse=False, pooling=None):
+    """Build a DLRM whose shapes match reference-named arrays, and load them; pooling: per
+    table in emb_l's order, "sum" (default) or "mean"."""
     def widths(prefix):
         ks = sorted(int(n.split(".")[1]) for n in ref if n.startswith(prefix) and n.endswith(".weight"))
         w = [ref[f"{prefix}{k}.weight"] for k in ks]
@@ -304,7 +388,7 @@ def model_from_weights(torch, ref, sparse=False):
     n_dcn = sum(1 for n in ref if n.startswith("crossnet.V_kernels."))
     dcn = (n_dcn, ref["crossnet.V_kernels.0"].shape[0]) if n_dcn else None
     m = dlrm_class(torch)(widths("bot_l."), widths("top_l.")[1:], [e.shape[0] for e in embs],
-                          embs[0].shape[1], sparse=sparse, dcn=dcn)
+                          embs[0].shape[1], sparse=sparse, dcn=dcn, pooling=pooling)
     m.load_state_dict({k: torch.from_numpy(v) for k, v in ref.items()}, strict=True)
     return m
 
@@ -331,6 +415,81 @@ def read_tsv(path, rows, limit):
     return (np.array(labels, dtype=np.float32),
             np.array(dense, dtype=np.float64).astype(np.float32),
             np.ascontiguousarray(np.array(ids, dtype=np.int64).reshape(-1, F).T))
+
+
+# ---- shardrec's binary samples, as docs/data-format.md says (predict only) ------------------
+
+BIN_MAGIC = b"\x89SRDATA\n"
+BIN_VARIABLE = 0xFFFFFFFF
+
+
+def is_bin(path):
+    try:
+        with open(path, "rb") as f:
+            return f.read(len(BIN_MAGIC)) == BIN_MAGIC
+    except OSError as e:
+        refuse(f"{path}: cannot read ({e.strerror})")
+
+
+def read_bin(path, rows):
+    """A shardrec binary file ("Binary format, version 1") -> numpy labels (N), dense (N, D),
+    and per feature f a pair (values (N_f), offsets (N)) int64: sample s's bag is
+    values[offsets[s]:offsets[s+1]], of any length, 0 included (multi-hot files). Refused:
+    another magic or version, per-id weights (not read here), rows other than the model's,
+    a chunk outside the file, an id outside [0, rows)."""
+    b = open(path, "rb").read()
+    if len(b) < 128 + 8 * len(rows) or b[:8] != BIN_MAGIC:
+        refuse(f"{path}: not a shardrec binary file")
+    version, flags, D, F, id_bytes, _C = (int(x) for x in np.frombuffer(b, "<u4", 6, 8))
+    N, n_chunks, _most, size, table = (int(x) for x in np.frombuffer(b, "<u8", 5, 32))
+    if version != 1 or size != len(b) or id_bytes not in (4, 8):
+        refuse(f"{path}: version {version}, size {size} of {len(b)} bytes, id_bytes {id_bytes}: "
+               "not a version 1 file this tool reads")
+    if flags:
+        refuse(f"{path}: holds per-id weights (flags {flags}), which this tool does not read")
+    if F != len(rows) or list(np.frombuffer(b, "<i8", F, 128)) != list(rows):
+        refuse(f"{path}: its ids were reduced modulo rows {list(np.frombuffer(b, '<i8', F, 128))}, "
+               f"the weights' tables have {list(rows)}")
+    align = lambda x: (x + 63) // 64 * 64  # noqa: E731
+    dense, labels, values, offsets = [], [], [[] for _ in range(F)], [[] for _ in range(F)]
+    base = [0] * F
+    try:
+        for c in range(n_chunks):
+            off = int(np.frombuffer(b, "<u8", 1, table + 16 * c)[0])
+            n = int(np.frombuffer(b, "<u8", 1, off)[0])
+            head = np.frombuffer(b, "<u4", 4 * F, off + 8).reshape(F, 4)
+            at = off + align(8 + 16 * F)
+            dense.append(np.frombuffer(b, "<f4", n * D, at).reshape(n, D))
+            at += align(4 * n * D)
+            labels.append(np.frombuffer(b, "u1", n, at))
+            at += align(n)
+            for f in range(F):
+                fixed, nv = int(head[f, 0]), int(head[f, 2]) | int(head[f, 3]) << 32
+                if fixed == BIN_VARIABLE:
+                    o = np.frombuffer(b, "<u8", n + 1, at).astype(np.int64)
+                    at += align(8 * (n + 1))
+                else:
+                    o = np.arange(n + 1, dtype=np.int64) * fixed
+                if o[0] != 0 or o[-1] != nv or (np.diff(o) < 0).any():
+                    refuse(f"{path}: chunk {c}, feature {f}: bad offsets")
+                ids = np.frombuffer(b, "<u4" if id_bytes == 4 else "<i8", nv, at).astype(np.int64)
+                at += align(id_bytes * nv)
+                if nv and not (0 <= ids.min() and ids.max() < rows[f]):
+                    refuse(f"{path}: chunk {c}, feature {f}: an id outside [0, {rows[f]})")
+                values[f].append(ids)
+                offsets[f].append(o[:-1] + base[f])
+                base[f] += nv
+    except ValueError as e:  # np.frombuffer past the end of the file
+        refuse(f"{path}: a chunk lies outside the file ({e})")
+    if not labels:
+        refuse(f"{path}: holds no samples")
+    if sum(len(x) for x in labels) != N:
+        refuse(f"{path}: its chunks hold {sum(len(x) for x in labels)} samples, "
+               f"the header says {N}")
+    bags = [(np.concatenate(values[f] or [np.zeros(0, np.int64)]),
+             np.concatenate(offsets[f] or [np.zeros(0, np.int64)])) for f in range(F)]
+    return (np.concatenate(labels).astype(np.float32),
+            np.concatenate(dense).astype(np.float32), bags)
 
 
 # ---- subcommands ----------------------------------------------------------------------------
@@ -362,7 +521,7 @@ def cmd_init(a):
     for t, r in enumerate(rows):
         bound = math.sqrt(1 / r)
         sd[f"emb.t{t}.weight"] = (torch.rand(r, bot[-1], generator=g) * 2 - 1) * bound
-    st_save(a.out, {k: v.numpy() for k, v in sd.items()})
+    st_save(a.out, {k: v.numpy() for k, v in sd.items()}, {f"t{t}": a.pooling for t in range(F)})
 
 
 def perturb(sd, spec):
@@ -458,13 +617,18 @@ def make_optimizer(torch, kind, params, lr, tables):
 def cmd_train(a):
     import torch
     torch.set_num_threads(a.threads)
-    sd = st_load(a.weights)
+    sd, meta = st_read(a.weights)
+    pooling = table_pooling(sd.keys(), read_pooling(a.weights, meta, sd.keys()))
+    if is_bin(a.data):
+        refuse(f"{a.data}: train reads Criteo TSV only (predict reads shardrec's binary files too)")
     if a.perturb:
         perturb(sd, a.perturb)
     if a.jitter is not None:
         jitter(sd, a.jitter)
     order = table_order(sd.keys(), a.tables)
-    model = model_from_weights(torch, to_reference(sd, a.tables), sparse=a.emb_optimizer == "sparse_adam")
+    model = model_from_weights(torch, to_reference(sd, a.tables),
+                               sparse=a.emb_optimizer == "sparse_adam",
+                               pooling=[pooling[t] for t in order])
     rows = [sd[f"emb.{t}.weight"].shape[0] for t in order]
     B = a.batch_size
     labels, dense, ids = (torch.from_numpy(x) for x in read_tsv(a.data, rows, a.steps * B))
@@ -497,30 +661,72 @@ def cmd_train(a):
         out.close()
     if a.save:
         final = {k: v.detach().numpy() for k, v in model.state_dict().items()}
-        st_save(a.save, from_reference(final, ",".join(order)))
+        st_save(a.save, from_reference(final, ",".join(order)), pooling)
     print(f"torch_dlrm: {steps} steps of batch {B}, last loss {loss.item():.6f}", file=sys.stderr)
 
 
+def table_pooling(names, recorded):
+    """Every table of the tensor names' pooling: its record (read_pooling), else sum."""
+    tables = [m.group(1) for n in names if (m := re.fullmatch(r"emb\.(.+)\.weight", n))]
+    return {t: recorded.get(t, "sum") for t in tables}
+
+
 def cmd_convert(a):
-    sd = st_load(a.input)
-    st_save(a.output, to_reference(sd, a.tables) if a.to == "reference" else from_reference(sd, a.tables))
+    """--to reference: the reference pools every table by sum, so a table recorded mean is
+    refused (its model would compute other predictions from these weights); the output holds
+    no pooling records, their table names being gone. --to shardrec: every table recorded
+    sum, the reference's pooling."""
+    sd, meta = st_read(a.input)
+    if a.to == "reference":
+        mean = [t for t, p in sorted(read_pooling(a.input, meta, sd.keys()).items(),
+                                     key=lambda tp: natural_key(tp[0])) if p == "mean"]
+        if mean:
+            which = ", ".join(mean[:5]) + (f" and {len(mean) - 5} more" if len(mean) > 5 else "")
+            refuse(f"{a.input}: table{'s' if len(mean) > 1 else ''} {which} pool"
+                   f"{'' if len(mean) > 1 else 's'} by mean (__metadata__ "
+                   f'"{pooling_key(mean[0])}"), but the reference DLRM (facebookresearch/dlrm) '
+                   "pools every table by sum, so it would compute another model from these "
+                   f"weights; nothing written to {a.output}. HINT: evaluate the file itself "
+                   "(this tool's predict, shardrec eval), or train with --pooling sum for the "
+                   "reference")
+        st_save(a.output, to_reference(sd, a.tables))
+    else:
+        out = from_reference(sd, a.tables)
+        st_save(a.output, out, table_pooling(out.keys(), {}))
 
 
 def cmd_list(a):
-    for name, t in st_load(a.file).items():
+    sd, meta = st_read(a.file)
+    for name, t in sd.items():
         print(f"{name}\t{'F64' if t.dtype == np.float64 else 'F32'}\t{list(t.shape)}")
+    print("pooling: " + describe_pooling(read_pooling(a.file, meta, sd.keys())))
 
 
 def cmd_predict(a):
-    """Every sample of a TSV through the model in float64: label, tab, probability."""
+    """Every sample of a TSV or binary file through the model in float64, each table pooling
+    as the weights file records (else sum): label, tab, probability."""
     import torch
-    sd = st_load(a.weights)
+    sd, meta = st_read(a.weights)
+    recorded = read_pooling(a.weights, meta, sd.keys())
+    pooling = table_pooling(sd.keys(), recorded)
     order = table_order(sd.keys(), a.tables)
-    model = model_from_weights(torch, to_reference(sd, a.tables)).double()
+    model = model_from_weights(torch, to_reference(sd, a.tables),
+                               pooling=[pooling[t] for t in order]).double()
+    if recorded:
+        print(f"predict: pooling as {a.weights} records it: {describe_pooling(recorded)}",
+              file=sys.stderr)
     rows = [sd[f"emb.{t}.weight"].shape[0] for t in order]
-    labels, dense, ids = read_tsv(a.data, rows, -1)
+    if is_bin(a.data):
+        labels, dense, bags = read_bin(a.data, rows)
+        ids = [(torch.from_numpy(v), torch.from_numpy(o)) for v, o in bags]
+    else:
+        labels, dense, ids = read_tsv(a.data, rows, -1)
+        ids = torch.from_numpy(ids)
+    if dense.shape[1] != model.bot_l[0].in_features:
+        refuse(f"{a.data}: {dense.shape[1]} dense features a sample, the model takes "
+               f"{model.bot_l[0].in_features}")
     with torch.no_grad():
-        logits = model(torch.from_numpy(dense).double(), torch.from_numpy(ids))
+        logits = model(torch.from_numpy(dense).double(), ids)
     prob = torch.sigmoid(logits).numpy()
     with open(a.out, "w") as f:
         for y, q in zip(labels, prob):
@@ -688,6 +894,8 @@ def main():
     s.add_argument("--interaction", choices=["dot", "dcn"], default="dot")
     s.add_argument("--dcn-layers", type=int, default=3)
     s.add_argument("--dcn-rank", type=int, default=512)
+    s.add_argument("--pooling", choices=["sum", "mean"], default="sum",
+                   help="every table's pooling, recorded in the file (shardrec's --pooling)")
     s.set_defaults(fn=cmd_init)
     s = sub.add_parser("train", help="train on a TSV file from a weights file")
     s.add_argument("--weights", required=True, help="initial weights (shardrec names)")
@@ -712,13 +920,13 @@ def main():
                    help="float64: the same model, data, initial weights and optimizers in "
                         "float64, final weights saved as F64 (a reference for the float32 runs)")
     s.set_defaults(fn=cmd_train)
-    s = sub.add_parser("convert", help="rename tensors shardrec <-> reference")
+    s = sub.add_parser("convert", help="rename tensors shardrec <-> reference (see cmd_convert)")
     s.add_argument("--to", choices=["reference", "shardrec"], required=True)
     s.add_argument("--tables", help="table names in reference order (default t0..)")
     s.add_argument("input")
     s.add_argument("output")
     s.set_defaults(fn=cmd_convert)
-    s = sub.add_parser("list", help="print a safetensors file's tensors")
+    s = sub.add_parser("list", help="print a safetensors file's tensors and pooling records")
     s.add_argument("file")
     s.set_defaults(fn=cmd_list)
     s = sub.add_parser("compare-losses", help="per-step losses of two runs")
@@ -742,9 +950,10 @@ def main():
     s.add_argument("--factor", type=float, default=2.0)
     s.add_argument("--floor", type=float, default=1e-6)
     s.set_defaults(fn=cmd_compare_reference)
-    s = sub.add_parser("predict", help="a TSV's probabilities in float64 from a weights file")
-    s.add_argument("--weights", required=True, help="weights (shardrec names)")
-    s.add_argument("--data", required=True, help="Criteo TSV")
+    s = sub.add_parser("predict", help="a data file's probabilities in float64 from a weights file")
+    s.add_argument("--weights", required=True,
+                   help="weights (shardrec names; each table pools as the file records, else sum)")
+    s.add_argument("--data", required=True, help="Criteo TSV, or shardrec binary (multi-hot too)")
     s.add_argument("--out", required=True, help="one line a sample: label, tab, probability")
     s.add_argument("--tables", help="table order (default: natural order of names)")
     s.set_defaults(fn=cmd_predict)
