@@ -47,7 +47,9 @@
 #   5. negative controls, which must FAIL, or the check proves nothing:
 #      PyTorch sgd with one initial weight moved by 1e-2, and shardrec's
 #      row-wise Adagrad judged against the element-wise Adagrad reference;
-#   6. the final weights survive a rename to the reference's names and back;
+#   6. the final weights survive a rename to the reference's names and back,
+#      and the tool's writers (convert --to shardrec, train --save) record
+#      every table's pooling (sum; docs/weights.md, "Metadata");
 #   7. --interaction dcn (issue 18): the same model with 2 DCNv2 cross layers of
 #      rank 16 in place of the dot interaction (n = 27 x 8 = 216), initial
 #      weights from tools/torch_dlrm.py init --interaction dcn (TorchRec's
@@ -228,6 +230,10 @@ final="$tmp/sr_$first.st"
     "$py" "$tool" convert --to shardrec "$tmp/ref.st" "$tmp/back.st" &&
     "$py" "$tool" compare-weights "$final" "$tmp/back.st" --rtol 0 --atol 0 \
         >/dev/null || die "names do not survive shardrec -> reference -> shardrec"
+for f in "$tmp/back.st" "$tmp/pt_$first.st"; do # convert --to shardrec's and train --save's
+    "$py" "$tool" list "$f" | grep -q "^pooling: sum, recorded for 26 tables$" ||
+        die "$f does not record the tables' pooling"
+done
 if "$py" -c "import safetensors" >/dev/null 2>&1; then
     "$py" -c "import sys, safetensors.torch as st; print(len(st.load_file(sys.argv[1])), \
 'tensors read by safetensors.torch.load_file')" "$final" ||
