@@ -276,6 +276,11 @@ printf 'q' | dd of=wq2.st bs=1 seek=$((at + 13)) conv=notrunc 2>/dev/null
 refuse "a pooling record of a table not in the file" \
     'wq2.st: __metadata__ "shardrec.emb.q2.pooling" records a table the file.s tensors do not hold' \
     wq2.st $JOB
+"$bin" inspect wq2.st >iq.out 2>&1
+st=$?
+[ $st -eq 2 ] && grep -q '"shardrec.emb.q2.pooling" records a table the file.s tensors do not hold' iq.out &&
+    ok "inspect refuses a pooling record of a table not in the file" ||
+    bad "inspect of a record of a table not in the file" "exit $st: $(tail -1 iq.out)"
 
 # a file that records no pooling: the export of a checkpoint from before the record
 why=""
