@@ -140,6 +140,16 @@ else
     ok "negative control (mean), records stripped: $(sed -n 's/^predictions: //p' c.out)"
 fi
 
+# the same values with other pooling are another model: compare-weights says so
+"$sr_python" "$tool" compare-weights w-mean.st w-mean.st >c.out 2>&1 || bad "compare-weights, same file" "$(tail -1 c.out)"
+if "$sr_python" "$tool" compare-weights w-mean.st w-strip.st >c.out 2>&1; then
+    bad "compare-weights of mean against sum" "passed: $(tail -1 c.out)"
+elif grep -q "pooling differs: t0 mean vs sum" c.out; then
+    ok "compare-weights fails where only the pooling records differ"
+else
+    bad "compare-weights of mean against sum" "$(tail -1 c.out)"
+fi
+
 # malformed records: exit status 2 from predict and list, naming the file and the key
 malformed() { # NAME JSON KEY
     set_meta w-mean.st "w-$1.st" "$2"

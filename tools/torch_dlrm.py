@@ -44,7 +44,8 @@ Subcommands (each has --help):
   list      print the tensors of a safetensors file and its pooling records
   compare-losses   per-step losses of two runs (shardrec --metrics JSONL or
             this tool's), max relative difference, fail above --rtol
-  compare-weights  two weights files, allclose per tensor, fail if any differs
+  compare-weights  two weights files, allclose per tensor, fail if any differs (or the
+                   tables' pooling records do)
   compare-reference  a run against train --dtype float64's weights, element by
             element, allowed a multiple of how far float32 PyTorch runs of the same
             problem (train --jitter SEED) land from them
@@ -818,9 +819,17 @@ def cmd_compare_losses(a):
 
 
 def cmd_compare_weights(a):
-    x, y = st_load(a.a), st_load(a.b)
+    (x, mx), (y, my) = st_read(a.a), st_read(a.b)
     if sorted(x) != sorted(y):
         sys.exit(f"compare-weights: tensor names differ: {sorted(set(x) ^ set(y))}")
+    # the same values pooled another way are another model: a table without a record pools by sum
+    px, py = read_pooling(a.a, mx, x), read_pooling(a.b, my, y)
+    tables = sorted(set(px) | set(py), key=natural_key)
+    pooled = [f"{t} {px.get(t, 'sum')} vs {py.get(t, 'sum')}" for t in tables
+              if px.get(t, "sum") != py.get(t, "sum")]
+    if pooled:
+        print(f"weights: pooling differs: {', '.join(pooled[:5])}: FAIL")
+        sys.exit(1)
     bad, worst_abs, worst_ratio = [], 0.0, 0.0
     for name in sorted(x):
         if x[name].shape != y[name].shape:
