@@ -174,6 +174,8 @@ expect 0 "warning: --trace-steps 2:9 ends after the last step: the trace records
     train $tiny --steps 3 --trace "$tmp/t1.json" --trace-steps 2:9
 expect 0 "warning: --trace-steps 5:9 starts after the last step (--steps 3)" -- \
     train $tiny --steps 3 --trace "$tmp/t2.json" --trace-steps 5:9
+expect 0 "trace: $tmp/t2.json, no step, 0 spans" -- \
+    train $tiny --steps 3 --trace "$tmp/t2.json" --trace-steps 5:9
 expect 0 "warning: --loader-threads 1024 is more than the" -- train $tiny --steps 2 --loader-threads 1024
 "$bin" gen --out "$tmp/g.tsv" --samples 200 --table-rows 50,50 >/dev/null 2>&1 || { echo "FAIL: gen"; fail=1; }
 : >"$tmp/empty.tsv"

@@ -222,11 +222,14 @@ static void print_trace(const struct sr_trainer *t, FILE *f)
     double per_step = steps > 0 ? (double)t->trace.spans / (double)steps : 0;
     double step_ms = sr_trainer_stage_mean_ms(t, SR_SPAN_STEP);
     double share = step_ms > 0 ? 100.0 * per_step * t->trace.span_cost_ns * 1e-6 / step_ms : 0;
+    char range[64] = "no step"; /* a range past the last step traced none (warned at the start) */
+    if (steps > 0)
+        snprintf(range, sizeof range, "steps %" PRId64 ":%" PRId64, t->trace.first, t->trace.last);
     fprintf(f,
-            "trace: %s, steps %" PRId64 ":%" PRId64 ", %" PRIu64 " spans on rank 0 (%.0f per "
-            "step); one span costs %.0f ns, so tracing adds %.3f%% to a step of %.2f ms%s\n",
-            t->cfg->trace_path, t->trace.first, t->trace.last, t->trace.spans, per_step,
-            t->trace.span_cost_ns, share, step_ms, t->trace.written ? "" : " (not written)");
+            "trace: %s, %s, %" PRIu64 " spans on rank 0 (%.0f per step); one span costs %.0f "
+            "ns, so tracing adds %.3f%% to a step of %.2f ms%s\n",
+            t->cfg->trace_path, range, t->trace.spans, per_step, t->trace.span_cost_ns, share,
+            step_ms, t->trace.written ? "" : " (not written)");
     if (t->trace.dspans)
         fprintf(f,
                 "trace: device spans of %" PRId64 " steps on %s; their clock anchor +- %.1f us; "
