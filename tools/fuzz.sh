@@ -2,7 +2,8 @@
 # Build and run the libFuzzer targets of the data readers under ASan + UBSan:
 #   tests/fuzz/fuzz_criteo_line.c   the Criteo TSV line parser
 #   tests/fuzz/fuzz_binfmt.c        the binary format's header/chunk checks and batch copy
-#   tests/fuzz/fuzz_safetensors.c   the safetensors reader's header and offset checks
+#   tests/fuzz/fuzz_safetensors.c   the safetensors reader's header and offset checks, and the
+#                                   weights' pooling records
 #   tests/fuzz/fuzz_config.c        the --config JSON reader, config check and memory estimate
 #   tests/fuzz/fuzz_plan.c          the plan file reader (and a write/read round trip)
 #   tests/fuzz/fuzz_line_stream.c   the line stream over plain and gzip text (lines equal
@@ -46,7 +47,8 @@ if [ -f tests/fuzz/fuzz_binfmt.c ]; then
 fi
 if [ -f tests/fuzz/fuzz_safetensors.c ]; then
     build fuzz_safetensors tests/fuzz/fuzz_safetensors.c src/core/safetensors.c src/core/atomic_file.c \
-        src/core/fault.c src/core/json_kind.c -lcjson
+        src/core/fault.c src/core/json_kind.c src/train/weights_meta.c src/core/table_config.c \
+        src/core/tensor.c -lcjson
     targets="$targets fuzz_safetensors"
 fi
 if [ -f tests/fuzz/fuzz_config.c ]; then

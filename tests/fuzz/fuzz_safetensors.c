@@ -6,15 +6,19 @@
  * element size, names are unique and found by sr_st_find_any with the same
  * view (by sr_st_find too when F32, which refuses F16 and BF16), and offsets
  * tile the data area; every __metadata__ key and value is a string inside
- * the file's own copy.
+ * the file's own copy. The pooling records (src/train/weights_meta.c) are read
+ * from what it accepts: a record read names a table of 1 to SR_NAME_MAX - 1
+ * bytes and pools by sum or mean; a refusal says why.
  * Build and run with tools/fuzz.sh; seeds in tests/fuzz/seeds_fuzz_safetensors.
  */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "shardrec/alloc.h"
 #include "shardrec/error.h"
 #include "shardrec/safetensors.h"
+#include "shardrec/weights_io.h"
 
 static volatile unsigned sink;
 
@@ -50,6 +54,26 @@ static void check_tensor(const struct sr_st_file *f, int i, const struct sr_st_t
         abort();
 }
 
+static void check_pooling(const struct sr_st_file *f)
+{
+    struct sr_weights_pooling *rec;
+    int n = -1;
+    if (sr_weights_pooling_read(f, &rec, &n) != SR_OK) {
+        if (rec || n != 0 || !sr_error_message()[0])
+            abort();
+        return;
+    }
+    if (n < 0 || n > sr_st_meta_count(f) || (n == 0) != (rec == NULL))
+        abort();
+    for (int i = 0; i < n; i++) {
+        const size_t len = strnlen(rec[i].table, SR_NAME_MAX);
+        if (len == 0 || len >= SR_NAME_MAX ||
+            (rec[i].pooling != SR_POOLING_SUM && rec[i].pooling != SR_POOLING_MEAN))
+            abort();
+    }
+    sr_free(rec);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *buf, size_t size)
 {
     struct sr_st_file *f;
@@ -68,6 +92,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *buf, size_t size)
         check_tensor(f, i, i ? &prev : NULL);
         sr_st_get(f, i, &prev);
     }
+    check_pooling(f);
     sr_st_close(f);
     return 0;
 }
