@@ -9,6 +9,7 @@
 #include <cjson/cJSON.h>
 
 #include "shardrec/atomic_file.h"
+#include "shardrec/checkpoint.h"
 #include "shardrec/error.h"
 #include "shardrec/files.h"
 #include "shardrec/trainer.h"
@@ -27,12 +28,12 @@ static void eval_help(void)
            "--pooling); a checkpoint checks them against its record, a weights file\n"
            "against its tensors' names and shapes and the pooling it records. When no\n"
            "--pooling, config table \"pooling\" or --workload sets it, eval takes each\n"
-           "table's pooling from the weights file (one that records none, from an older\n"
-           "version or from PyTorch: sum). A --config of the training run may be given\n"
-           "whole: its training settings (steps, optimizers, learning rates, its metrics\n"
-           "file) are not used; training flags on the command line are refused. Any world\n"
-           "size and plan read a checkpoint (one of manifest version 1, written before\n"
-           "plans were recorded: its own world size and plan only).\n"
+           "table's pooling from the weights file or the checkpoint (one that records\n"
+           "none, from an older version or from PyTorch: sum). A --config of the training\n"
+           "run may be given whole: its training settings (steps, optimizers, learning\n"
+           "rates, its metrics file) are not used; training flags on the command line are\n"
+           "refused. Any world size and plan read a checkpoint (one of manifest version 1,\n"
+           "written before plans were recorded: its own world size and plan only).\n"
            "\n"
            "data\n"
            "  --data FILE...         evaluate every sample of these files, in order (Criteo\n"
@@ -67,7 +68,7 @@ static void eval_help(void)
 struct eval_args {
     struct sr_train_config *cfg;
     char out[SR_PATH_MAX];
-    int pooling_taken; /* tables whose pooling came from the weights file */
+    int pooling_taken; /* tables whose pooling came from the model's record */
 };
 
 static int other_flag(void *ctx, const char *name, const char *value)
@@ -189,18 +190,21 @@ static int to_eval_job(struct sr_train_config *cfg)
     return SR_OK;
 }
 
-/* A weights file's recorded pooling (docs/weights.md, "Metadata"): taken
- * when the job gave none, else compared before the model is built. A
- * checkpoint checks its own record when it is read. */
-static int weights_pooling(struct eval_args *a)
+/* The model's recorded pooling (a weights file's __metadata__, docs/weights.md
+ * "Metadata"; a checkpoint's manifest): taken when the job gave none, else
+ * compared before the model is built. */
+static int model_pooling(struct eval_args *a)
 {
     struct sr_train_config *cfg = a->cfg;
-    int recorded = 0;
-    if (!cfg->init_weights_path[0])
-        return SR_OK;
-    int rc = sr_weights_pooling_apply(cfg->init_weights_path, cfg->tables, cfg->num_tables,
-                                      !cfg->pooling_given, &recorded);
-    a->pooling_taken = cfg->pooling_given ? 0 : recorded;
+    const int adopt = !cfg->pooling_given;
+    int recorded = 0, rc = SR_OK;
+    if (cfg->init_weights_path[0])
+        rc = sr_weights_pooling_apply(cfg->init_weights_path, cfg->tables, cfg->num_tables, adopt,
+                                      &recorded);
+    else if (cfg->resume_path[0])
+        rc = sr_checkpoint_pooling_apply(cfg->resume_path, cfg->tables, cfg->num_tables, adopt,
+                                         &recorded);
+    a->pooling_taken = adopt ? recorded : 0;
     return rc;
 }
 
@@ -359,7 +363,7 @@ int cli_eval(int argc, char **argv)
     metrics_flag(argc - 1, rest, metrics, sizeof metrics);
     cfg.metrics_path[0] = '\0'; /* eval writes its own, whole */
     if (refuse_training_flags(argc - 1, rest) || set_model(&cfg, model) || to_eval_job(&cfg) ||
-        weights_pooling(&args) || sr_train_config_check(&cfg) ||
+        model_pooling(&args) || sr_train_config_check(&cfg) ||
         check_outputs(argc - 1, rest, &cfg, model, args.out, metrics)) {
         cli_error("eval", "%s", sr_error_message());
         return CLI_EXIT_USAGE;

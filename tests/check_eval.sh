@@ -29,7 +29,7 @@
 #   - a training --config given whole does not replace its metrics log; a
 #     write of --out that fails (SR_FAULT) is exit status 1 naming --out, and
 #     --metrics is still written;
-#   - the pooling a weights file records (docs/weights.md, "Metadata"): a
+#   - the pooling a weights file or a checkpoint records (docs/weights.md, "Metadata"): a
 #     mean-pooled model's file evaluated without --pooling gives train's own
 #     evaluation (eval takes the recorded pooling) and says so; inspect prints
 #     it; a contradicting --pooling, and train --init-weights without
@@ -200,7 +200,8 @@ refuse "--out in a missing folder" "nofolder" ckf $FJOB --data test.tsv --out no
 refuse "training flags" "eval does not train: --steps, --lr are for training" ck $JOB --steps 5 --lr 0.1
 : >empty.tsv
 refuse "data without samples" "empty.tsv holds no samples" ck $FJOB --data empty.tsv
-refuse "another --pooling" "another --table-rows or --pooling" ck $JOB --pooling mean
+refuse "another --pooling" "table t0 was trained with pooling sum, this job has mean; HINT: give --pooling sum" \
+    ck $JOB --pooling mean
 refuse "--eval-samples beyond memory (weights)" \
     "evaluation buffers (--eval-samples 68719476736) take .*HINT: fewer --eval-samples" \
     w.st $JOB --eval-samples 68719476736
@@ -234,21 +235,24 @@ if [ -z "$why" ]; then ok "outputs: a config's metrics kept, a failed --out"; el
 # 7. the pooling a weights file records
 why=""
 "$bin" train $JOB --pooling mean --batch-size 32 --steps 4 --eval-samples 1000 --eval-every 0 \
-    --metrics tmean.jsonl --save-weights wmean.st >tmean.out 2>&1 || why="train: $(tail -1 tmean.out);"
-"$bin" eval wmean.st $JOB --eval-samples 1000 --batch-size 64 --metrics mmean.json >emean.out 2>&1 ||
-    why="$why exit $?: $(tail -1 emean.out);"
-if [ -z "$why" ]; then
-    last=$(tail -1 tmean.jsonl)
-    for k in auc logloss; do
-        t=$(echo "$last" | sed -n "s/.*\"eval_$k\": \([^,}]*\).*/\1/p")
-        e=$(printf '%.6f' "$(key mmean.json $k)")
-        [ "$t" = "$e" ] || why="$why $k: train $t, eval $e;"
-    done
-    grep -q "pooling mean, as wmean.st records it" emean.out || why="$why no line says so;"
-fi
+    --metrics tmean.jsonl --save-weights wmean.st --checkpoint-dir ckmean --checkpoint-every 4 \
+    >tmean.out 2>&1 || why="train: $(tail -1 tmean.out);"
+for model in wmean.st ckmean; do # a weights file's record, a checkpoint manifest's
+    "$bin" eval $model $JOB --eval-samples 1000 --batch-size 64 --metrics mmean.json >emean.out 2>&1 ||
+        why="$why $model: exit $?: $(tail -1 emean.out);"
+    if [ -z "$why" ]; then
+        last=$(tail -1 tmean.jsonl)
+        for k in auc logloss; do
+            t=$(echo "$last" | sed -n "s/.*\"eval_$k\": \([^,}]*\).*/\1/p")
+            e=$(printf '%.6f' "$(key mmean.json $k)")
+            [ "$t" = "$e" ] || why="$why $model $k: train $t, eval $e;"
+        done
+        grep -q "pooling mean, as $model records it" emean.out || why="$why $model: no line says so;"
+    fi
+done
 "$bin" inspect wmean.st >imean.out 2>&1 && grep -q "pooling: mean, recorded for 6 tables" imean.out ||
     why="$why inspect: $(tail -1 imean.out);"
-if [ -z "$why" ]; then ok "eval takes a weights file's pooling"; else bad "recorded pooling" "$why"; fi
+if [ -z "$why" ]; then ok "eval takes a weights file's and a checkpoint's pooling"; else bad "recorded pooling" "$why"; fi
 
 refuse "a --pooling the weights file contradicts" 'wmean.st: table t0 has pooling mean in the file (__metadata__ "shardrec.emb.t0.pooling"), sum in this job; HINT: give --pooling mean' \
     wmean.st $JOB --pooling sum
@@ -294,6 +298,9 @@ grep -qa 'shardrec.emb' wold.st && why="$why the export records a pooling;"
 cmp -s p1.tsv pold.tsv || why="$why --out differs from the checkpoint's;"
 "$bin" eval wold.st $JOB --eval-samples 100 --pooling mean >eo.out 2>&1 || why="$why --pooling mean: exit $?;"
 if [ -z "$why" ]; then ok "a file without a recorded pooling evaluates as before"; else bad "old file" "$why"; fi
+# a manifest without the record: its settings hash still refuses another pooling
+refuse "another --pooling (a manifest without the record)" "another --table-rows or --pooling" \
+    ckold $JOB --pooling mean
 
 echo "$sr_name: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

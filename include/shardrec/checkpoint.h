@@ -36,4 +36,15 @@ int sr_checkpoint_inspect(const char *path, FILE *out);
  * SR_ERR_WRITE when it cannot be written (a full disk). */
 int sr_checkpoint_export(const char *path, const char *out_path);
 
+/* `shardrec eval` of the checkpoint at `path` (a step folder, or the newest
+ * complete one under it), before the model is built: adopt = 1 gives each of
+ * tables[0..T) the pooling the manifest records for the table of its name
+ * (the job gave none); adopt = 0 refuses a difference (SR_ERR_DATA naming the
+ * table, both poolings and the flag). *recorded: the tables the manifest
+ * gave a pooling (0 for a checkpoint written before manifests recorded it).
+ * A checkpoint that cannot be opened is left to the reading that follows. */
+struct sr_table_config;
+int sr_checkpoint_pooling_apply(const char *path, struct sr_table_config *tables, int T, int adopt,
+                                int *recorded);
+
 #endif

@@ -425,3 +425,32 @@ int sr_checkpoint_export(const char *path, const char *out_path)
     sr_ckpt_close(&ck);
     return rc;
 }
+
+int sr_checkpoint_pooling_apply(const char *path, struct sr_table_config *tables, int T, int adopt,
+                                int *recorded)
+{
+    struct sr_ckpt ck;
+    int rc = SR_OK;
+    *recorded = 0;
+    if (sr_ckpt_open(&ck, path, -1, NULL, NULL))
+        return SR_OK; /* named, with the reason, when the checkpoint is read */
+    for (int t = 0; ck.pooling_recorded && !rc && t < T; t++) {
+        const struct sr_table_config *old = NULL;
+        for (int k = 0; k < ck.ec.num_tables && !old; k++)
+            if (!strcmp(ck.ec.tables[k].name, tables[t].name))
+                old = &ck.ec.tables[k];
+        if (!old) /* another model: the reading names it */
+            continue;
+        (*recorded)++;
+        if (adopt)
+            tables[t].pooling = old->pooling;
+        else if (old->pooling != tables[t].pooling)
+            rc = sr_error_set(SR_ERR_DATA,
+                              "MODEL %s: table %s was trained with pooling %s, this job has %s; "
+                              "HINT: give --pooling %s, as the model was trained",
+                              ck.dir, tables[t].name, sr_pooling_name(old->pooling),
+                              sr_pooling_name(tables[t].pooling), sr_pooling_name(old->pooling));
+    }
+    sr_ckpt_close(&ck);
+    return rc;
+}
