@@ -81,7 +81,7 @@ if [ -f tests/fuzz/fuzz_ckpt.c ]; then
         src/train/checkpoint_format.c src/plan/plan.c src/plan/plan_io.c src/core/safetensors.c \
         src/core/atomic_file.c src/core/fault.c src/core/files.c src/core/half.c \
         src/core/optim_config.c src/core/tensor.c src/core/table_config.c src/core/rng.c \
-        src/core/json_kind.c -lcjson
+        src/core/json_kind.c src/train/weights_meta.c -lcjson
     targets="$targets fuzz_ckpt"
 fi
 if [ -f tests/fuzz/fuzz_npy.c ]; then
