@@ -80,21 +80,12 @@ static int print_pooling(const struct sr_st_file *f)
     int n, same = 1, rc = sr_weights_pooling_read(f, &rec, &n);
     if (rc)
         return rc;
-    for (int i = 0; i < n; i++) { /* as loading does: a record names a table the file holds */
-        char name[SR_NAME_MAX + 16];
-        struct sr_st_tensor t;
-        snprintf(name, sizeof name, "emb.%s.weight", rec[i].table);
-        if (sr_st_find_any(f, name, &t)) {
-            rc = sr_error_set(SR_ERR_DATA,
-                              "%s: __metadata__ \"shardrec.emb.%s.pooling\" records a table the "
-                              "file's tensors do not hold (no %s); HINT: the file's header is "
-                              "damaged; write the file again",
-                              sr_st_path(f), rec[i].table, name);
-            sr_free(rec);
-            return rc;
-        }
-        same &= i == 0 || rec[i].pooling == rec[0].pooling;
+    if ((rc = sr_weights_pooling_check_held(f, rec, n))) { /* as loading does */
+        sr_free(rec);
+        return rc;
     }
+    for (int i = 1; i < n; i++)
+        same &= rec[i].pooling == rec[0].pooling;
     if (n == 0)
         printf("pooling: not recorded (a file of an older shardrec, or from PyTorch)\n");
     else if (same)

@@ -97,6 +97,12 @@ struct sr_weights_pooling {
  * table recorded twice. */
 int sr_weights_pooling_read(const struct sr_st_file *f, struct sr_weights_pooling **out, int *n);
 
+/* Every record of rec[0..n) (sr_weights_pooling_read of f) names a table
+ * whose tensor emb.TABLE.weight f holds: SR_OK, else SR_ERR_DATA naming the
+ * file and the key (the header contradicts the file's own tensors). */
+int sr_weights_pooling_check_held(const struct sr_st_file *f, const struct sr_weights_pooling *rec,
+                                  int n);
+
 /* `shardrec eval` of a weights file, before the model is built: adopt = 1
  * gives each of tables[0..T) the pooling `path` records for it (the job gave
  * none); adopt = 0 refuses a difference as loading does (SR_ERR_DATA naming

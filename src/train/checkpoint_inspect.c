@@ -389,12 +389,11 @@ static int write_merged(const struct sr_ckpt *ck, const char *out_path)
                                         .data = full};
         rc = assemble_table(ck, files, t, full);
     }
-    struct sr_weights_meta meta; /* what --save-weights records: the pooling, when known */
-    sr_weights_meta_init(&meta, ck->ec.tables, ck->pooling_recorded ? T : 0);
-    /* a full disk is the run's failure (its message names the file and the reason) */
-    if (!rc && (rc = sr_st_write_meta(out_path, n, ts, meta.n, meta.meta)) == SR_ERR_IO)
+    /* what --save-weights records: the pooling, when known; a full disk is the
+     * run's failure (its message names the file and the reason) */
+    if (!rc && (rc = sr_weights_write(out_path, n, ts, ck->ec.tables,
+                                      ck->pooling_recorded ? T : 0)) == SR_ERR_IO)
         rc = sr_error_set(SR_ERR_WRITE, "%s", sr_error_message());
-    sr_weights_meta_free(&meta);
     for (int t = 0; t < T; t++)
         sr_free((void *)ts[nd + t].data);
     for (int r = 0; r < ck->world_size; r++)

@@ -534,11 +534,8 @@ int sr_trainer_gather_save_weights(struct sr_trainer *t, const char *path)
                                    .data = full};
         rc = sr_sharded_ebc_gather_table(t->sebc, k, full);
     }
-    struct sr_weights_meta meta;
-    sr_weights_meta_init(&meta, cfg->tables, cfg->num_tables);
     if (!rc && t->rank == 0)
-        rc = sr_st_write_meta(path, n, ts, meta.n, meta.meta);
-    sr_weights_meta_free(&meta);
+        rc = sr_weights_write(path, n, ts, cfg->tables, cfg->num_tables);
     for (int k = 0; k < cfg->num_tables; k++)
         sr_free((void *)ts[n_dense + k].data);
     sr_dev_free_host(t->dev, pinned);

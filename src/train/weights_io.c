@@ -133,10 +133,7 @@ int sr_weights_save_tables(const char *path, const struct sr_dlrm *m,
     }
     if (pinned)
         sr_dev_sync(dev, NULL);
-    struct sr_weights_meta meta;
-    sr_weights_meta_init(&meta, ec->tables, ec->num_tables);
-    int rc = sr_st_write_meta(path, n, t, meta.n, meta.meta);
-    sr_weights_meta_free(&meta);
+    int rc = sr_weights_write(path, n, t, ec->tables, ec->num_tables);
     sr_dev_free_host(dev, pinned);
     sr_free(t);
     sr_free(p);

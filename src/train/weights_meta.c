@@ -52,6 +52,16 @@ void sr_weights_meta_free(struct sr_weights_meta *m)
     memset(m, 0, sizeof *m);
 }
 
+int sr_weights_write(const char *path, int n, const struct sr_st_tensor *tensors,
+                     const struct sr_table_config *tables, int T)
+{
+    struct sr_weights_meta meta;
+    sr_weights_meta_init(&meta, tables, T);
+    int rc = sr_st_write_meta(path, n, tensors, meta.n, meta.meta);
+    sr_weights_meta_free(&meta);
+    return rc;
+}
+
 /* ---- reading the records ---------------------------------------------------------- */
 
 /* The TABLE of a key "shardrec.emb.TABLE.pooling" into table (SR_NAME_MAX
@@ -146,20 +156,33 @@ static int differ(const struct sr_st_file *f, const struct sr_weights_pooling *r
                         sr_pooling_name(job), hint);
 }
 
+int sr_weights_pooling_check_held(const struct sr_st_file *f, const struct sr_weights_pooling *rec,
+                                  int n)
+{
+    for (int i = 0; i < n; i++) {
+        char name[SR_NAME_MAX + 16];
+        struct sr_st_tensor t;
+        snprintf(name, sizeof name, "emb.%s.weight", rec[i].table);
+        if (sr_st_find_any(f, name, &t))
+            return sr_error_set(SR_ERR_DATA,
+                                "%s: __metadata__ \"" PREFIX "%s" SUFFIX "\" records a table the "
+                                "file's tensors do not hold (no %s); %s",
+                                sr_st_path(f), rec[i].table, name, HINT_DAMAGED);
+    }
+    return SR_OK;
+}
+
 int sr_weights_pooling_match(const struct sr_st_file *f, const struct sr_table_config *tables,
                              int T, int strict, enum sr_pooling *adopt, int *recorded)
 {
     struct sr_weights_pooling *rec;
     int n, rc = sr_weights_pooling_read(f, &rec, &n), known = 0;
+    if (!rc && strict)
+        rc = sr_weights_pooling_check_held(f, rec, n);
     for (int i = 0; !rc && i < n; i++) {
         int t = table_index(tables, T, rec[i].table);
         known += t >= 0;
-        if (t < 0 && strict)
-            rc = sr_error_set(SR_ERR_DATA,
-                              "%s: __metadata__ \"" PREFIX "%s" SUFFIX "\" records a table the "
-                              "file's tensors do not hold; %s",
-                              sr_st_path(f), rec[i].table, HINT_DAMAGED);
-        else if (t >= 0 && adopt)
+        if (t >= 0 && adopt)
             adopt[t] = rec[i].pooling;
         else if (t >= 0 && rec[i].pooling != tables[t].pooling)
             rc = differ(f, rec, n, &rec[i], tables[t].pooling);

@@ -28,12 +28,17 @@ struct sr_weights_meta {
 void sr_weights_meta_init(struct sr_weights_meta *m, const struct sr_table_config *tables, int T);
 void sr_weights_meta_free(struct sr_weights_meta *m);
 
+/* sr_st_write_meta of n tensors with tables[0..T)'s pooling records (T = 0:
+ * none), as every whole-file writer of weights does. */
+int sr_weights_write(const char *path, int n, const struct sr_st_tensor *tensors,
+                     const struct sr_table_config *tables, int T);
+
 /* The open file's pooling records against tables[0..T) (a model's tables,
  * by name). A difference is SR_ERR_DATA naming the file, the table, the
- * file's pooling and the job's, with a HINT; a record of a table not in
- * `tables` is SR_ERR_DATA naming the key when `strict` (the file's tensors
- * already matched the model, so the header contradicts itself), ignored
- * otherwise. `adopt` (T entries) not NULL: a recorded table's pooling is
+ * file's pooling and the job's, with a HINT; when `strict` (the file's
+ * tensors already matched the model), a record of a table the file's
+ * tensors do not hold is sr_weights_pooling_check_held's error; records of
+ * tables not in `tables` are ignored otherwise. `adopt` (T entries) not NULL: a recorded table's pooling is
  * written there instead of being compared. *recorded (NULL ok): the tables
  * the file records. A file without records: SR_OK. Malformed records:
  * sr_weights_pooling_read's errors. */
