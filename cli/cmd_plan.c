@@ -221,16 +221,8 @@ static int predict_whole(const struct sr_planner_model *m, const struct sr_topol
 /* All hybrid's hot sets, sized by cost: "t2 100 (68.8%), ..." */
 static void hot_sets(const struct sr_plan *plan, const struct sr_planner_report *r)
 {
-    int n = 0;
     printf("  all hybrid's hot sets (rows, their share of the table's lookups):");
-    for (int t = 0; t < plan->num_tables; t++) {
-        const struct sr_table_plan *tp = &plan->tables[t];
-        if (tp->type != SR_SHARDING_TYPE_HYBRID)
-            continue;
-        printf("%s %s %lld (%.1f%%)", n++ ? "," : "", tp->name, (long long)tp->num_hot,
-               100 * r->tables[t].hot_share);
-    }
-    printf("\n");
+    sr_planner_hot_sets_print(stdout, r, plan);
 }
 
 /* The planner's plan for the same job on one node of L ranks. */

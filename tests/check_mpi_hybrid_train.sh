@@ -6,6 +6,9 @@
 # per-step losses, evaluation and final weights within 1e-5 relative over
 # 20 steps, on 1, 2, 3 and 4 ranks (4 as 2 emulated nodes of 2). Also:
 #   - a rerun on 2 ranks gives the same bits (metrics and weights);
+#   - --pipeline none on 2 ranks as well; the hot sets rank 0's log names
+#     (they depend on the pipeline predicted) are those `shardrec plan
+#     --compare` sizes for all hybrid on the same topology and pipeline;
 #   - with row-wise Adagrad for the tables on 3 ranks as well, and with Adam
 #     against all rw on 3 ranks;
 #   - a checkpoint at step 10 resumed under the same plan ends bit for bit
@@ -24,10 +27,10 @@ bin=$sr_shardrec
 sr_need_mpirun
 sr_need_built "$bin"
 sr_btl=tcp,self,vader
-JOB="--table-rows 1,7,50,333,1000,5 --embedding-dim 8 --bot-mlp 13-16-8 --top-mlp 16-1
-     --ids-per-feature 0-3 --id-dist zipf:1.05 --global-batch-size 48 --steps 20
-     --optimizer sgd --lr 0.05 --emb-optimizer adagrad --eval-samples 200 --eval-every 10
-     --log-every 1 --no-progress"
+MODEL="--table-rows 1,7,50,333,1000,5 --embedding-dim 8 --bot-mlp 13-16-8 --top-mlp 16-1
+       --ids-per-feature 0-3 --id-dist zipf:1.05 --global-batch-size 48
+       --optimizer sgd --lr 0.05 --emb-optimizer adagrad"
+JOB="$MODEL --steps 20 --eval-samples 200 --eval-every 10 --log-every 1 --no-progress"
 fail=0
 
 # compare A B [bits]: metrics and weights of runs A and B within 1e-5 (bits: identical)
@@ -95,6 +98,26 @@ run hyb4 4 --sharding hybrid --ranks-per-node 2
 check hyb4 ref
 run hyb2b 2 --sharding hybrid
 check hyb2b hyb2 bits
+run hyb2none 2 --sharding hybrid --pipeline none
+check hyb2none ref
+
+# the hot sets train names are those `shardrec plan --compare` sizes for all
+# hybrid on the same topology and pipeline (hyb2: auto, so sparse-dist)
+for p in none sparse-dist; do
+    name=hyb2none
+    [ $p = sparse-dist ] && name=hyb2
+    used=$(sed -n "s/^plan: all hybrid, hot sets sized by cost on topology cpu (nominal), --pipeline $p (rows, their share of the table's lookups)://p" "$tmp/$name.out")
+    "$bin" plan --topology cpu-2core --world-size 2 $MODEL --pipeline $p --compare \
+        >"$tmp/plan-$p.out" 2>&1
+    sized=$(sed -n "s/^  all hybrid's hot sets (rows, their share of the table's lookups)://p" \
+        "$tmp/plan-$p.out")
+    if [ -n "$used" ] && [ "$used" = "$sized" ]; then
+        echo "hot sets named by train = plan --compare's, --pipeline $p:$used"
+    else
+        echo "hot sets, --pipeline $p: FAILED: train named '$used', plan --compare sized '$sized'"
+        fail=1
+    fi
+done
 # the other embedding optimizers (the replica's state, dense; the shards'
 # sparse). Adam amplifies summation-order differences past 1e-5 against one
 # rank on this job under every plan (all rw 2.8e-5, dp 3.6e-5, tw 1.6e-5):

@@ -176,5 +176,10 @@ int sr_planner_whole_plan(int i, const struct sr_planner_model *m, const struct 
 void sr_planner_report_print(FILE *f, const struct sr_planner_report *r, const struct sr_plan *plan,
                              const struct sr_planner_model *m, int explain);
 void sr_planner_report_free(struct sr_planner_report *r);
+/* A plan's hot sets on one line, after what f holds so far: " t2 100
+ * (68.8%), t4 3 (15.6%)" (rows, their share of the table's lookups, as r
+ * predicts them; " none" without a hybrid table), and a newline. */
+void sr_planner_hot_sets_print(FILE *f, const struct sr_planner_report *r,
+                               const struct sr_plan *plan);
 
 #endif

@@ -3,7 +3,7 @@
  * ranks, memory, compute and bytes a step (a hybrid table: also its hot
  * rows and their share of its lookups); per rank its totals; the
  * predicted step's stages and samples/s; with --explain, each choice's
- * reason.
+ * reason. Also the one-line list of a plan's hot sets.
  */
 #include <stdio.h>
 #include <string.h>
@@ -78,4 +78,18 @@ void sr_planner_report_print(FILE *f, const struct sr_planner_report *r, const s
                 r->stage_s[s] * 1e3, s + 1 < SR_PS_COUNT ? "," : "\n");
     fprintf(f, "predicted: %.0f samples/s (%.0f a rank), %d collectives a step\n", r->samples_s,
             r->samples_s / r->world_size, r->collectives);
+}
+
+void sr_planner_hot_sets_print(FILE *f, const struct sr_planner_report *r,
+                               const struct sr_plan *plan)
+{
+    int n = 0;
+    for (int t = 0; t < plan->num_tables; t++) {
+        const struct sr_table_plan *tp = &plan->tables[t];
+        if (tp->type != SR_SHARDING_TYPE_HYBRID)
+            continue;
+        fprintf(f, "%s %s %lld (%.1f%%)", n++ ? "," : "", tp->name, (long long)tp->num_hot,
+                100 * r->tables[t].hot_share);
+    }
+    fprintf(f, "%s\n", n ? "" : " none");
 }

@@ -311,9 +311,24 @@ static void predict(struct sr_trainer *t)
         fprintf(t->log, "warning: no prediction of the step: %s\n", sr_error_message());
 }
 
+/* --sharding hybrid: the hot sets the cost model sized, and what it sized
+ * them on (another topology, pipeline or wire dtype may size them
+ * otherwise; a plan file pins them). */
+static void print_hot_sets(const struct sr_trainer *t)
+{
+    if (!t->log || !t->predicted.report || t->cfg->sharding != SR_SHARDING_TYPE_HYBRID)
+        return;
+    fprintf(t->log,
+            "plan: all hybrid, hot sets sized by cost on topology %s, --pipeline %s "
+            "(rows, their share of the table's lookups):",
+            t->predicted.topo.name, t->cfg->pipeline == SR_PIPELINE_NONE ? "none" : "sparse-dist");
+    sr_planner_hot_sets_print(t->log, t->predicted.report, t->plan);
+}
+
 void sr_trainer_plan_predict(struct sr_trainer *t)
 {
     predict(t);
+    print_hot_sets(t);
     /* the hot lists (up to SR_PLANNER_HOT_ROWS_MAX rows a table, on every
      * rank) served the search; what is left to predict needs only the
      * hot-set sizes and shares */

@@ -14,8 +14,9 @@
 #      run's summary (rank 0's) must name the nccl backend and count no
 #      allocation in the training loop after step 1.
 #   2. NCCL against MPI at the same world size (2 ranks, --comm mpi), with
-#      fp32 and with bf16 wires (--comm-dtype, --dense-comm-dtype): the same
-#      results within 1e-5, and the same collectives and bytes per step.
+#      fp32 and with bf16 wires (--comm-dtype, --dense-comm-dtype), both
+#      --pipeline none: the same results within 1e-5, the same collectives
+#      and bytes per step, and (hybrid) the same hot sets.
 #   3. The NCCL backend at world size 1 (mpirun -np 1 --comm nccl) gives the
 #      bits of one process: metrics and saved weights identical.
 #   4. The deadline: a SIGSTOPped NCCL rank ends every rank within the
@@ -136,6 +137,11 @@ comm_lines() {
     grep "^collectives per step\|^bytes sent per step" "$tmp/$1.log" | sed 's/; communication.*//'
 }
 
+# the hot sets --sharding hybrid sized (rank 0's log)
+hot_sets() {
+    grep "^plan: all hybrid, hot sets" "$tmp/$1.log"
+}
+
 part2() {
     sr_mixed_plan 2 1 >"$tmp/plan2.json"
     for wire in fp32 bf16; do
@@ -145,10 +151,20 @@ part2() {
             else
                 set -- --sharding "$c"
             fi
-            set -- "$@" --ranks-per-node 1 --comm-dtype $wire --dense-comm-dtype $wire
+            # one pipeline for both: auto takes none for NCCL ranks sharing the GPU and
+            # sparse-dist for MPI's, and hybrid's hot sets are sized by cost on the pipeline
+            set -- "$@" --ranks-per-node 1 --comm-dtype $wire --dense-comm-dtype $wire \
+                --pipeline none
             run "m-$wire-$c" 2 "$@" --comm mpi || continue
             run "n-$wire-$c" 2 "$@" --comm nccl || continue
             check_backend "n-$wire-$c" nccl || continue
+            if [ "$c" = hybrid ] && { [ -z "$(hot_sets "m-$wire-$c")" ] ||
+                [ "$(hot_sets "m-$wire-$c")" != "$(hot_sets "n-$wire-$c")" ]; }; then
+                echo "FAIL NCCL vs MPI, hybrid, $wire wires: the hot sets differ (or are not named)"
+                hot_sets "m-$wire-$c"
+                hot_sets "n-$wire-$c"
+                fail=1
+            fi
             judge "NCCL vs MPI, 2 ranks, $c, $wire wires" "m-$wire-$c" "n-$wire-$c"
             if [ "$(comm_lines "m-$wire-$c")" = "$(comm_lines "n-$wire-$c")" ]; then
                 echo "ok   NCCL vs MPI, $c, $wire wires: the same collectives and bytes per step"
