@@ -3,7 +3,8 @@
 # and reported with a check mark; NO_BLAS=1 NO_OMP=1 NO_MPI=1 NO_CUDA=1 NO_NCCL=1
 # turn them off. SANITIZE=1 builds with ASan+UBSan into build-asan/ (or $(BUILD)
 # when BUILD is set to something other than build).
-# WERROR=1 makes warnings errors (CI sets it).
+# WERROR=1 makes warnings errors (CI sets it). `make link-flags` prints what a
+# program linking $(BUILD)/libshardrec.a needs after it (tools/fuzz.sh uses it).
 
 CC      ?= cc
 BUILD   ?= build
@@ -103,7 +104,7 @@ ifneq ($(wildcard /usr/include/cmocka.h),)
 HAVE_CMOCKA := 1
 endif
 
-ifeq ($(MAKELEVEL),0)
+ifeq ($(MAKELEVEL)$(filter link-flags,$(MAKECMDGOALS)),0)
 $(info shardrec build configuration ($(BUILD)/))
 $(call status,OpenBLAS,$(HAVE_BLAS))
 $(call status,OpenMP,$(HAVE_OMP))
@@ -130,7 +131,7 @@ TEST_SRCS := $(wildcard tests/test_*.c)
 TEST_BINS := $(TEST_SRCS:tests/%.c=$(BUILD)/tests/%)
 TEST_HELPER_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard tests/helpers/*.c))
 
-.PHONY: all lib cli tests test bench test-gpu clean install
+.PHONY: all lib cli tests test bench test-gpu clean install link-flags
 all: lib cli
 lib: $(BUILD)/libshardrec.a $(BUILD)/libshardrec.so
 cli: $(BUILD)/shardrec
@@ -150,6 +151,9 @@ $(BUILD)/libshardrec.a: $(LIB_OBJS)
 
 $(BUILD)/libshardrec.so: $(LIB_OBJS)
 	$(CC) -shared $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+link-flags:
+	@echo $(LDFLAGS) $(LDLIBS)
 
 $(BUILD)/shardrec: $(CLI_OBJS) $(BUILD)/libshardrec.a
 	$(CC) $(LDFLAGS) -o $@ $(CLI_OBJS) $(BUILD)/libshardrec.a $(LDLIBS)
