@@ -45,8 +45,18 @@
 #      * 1.00001, land 0.1..0.46 from float64, 1e5 times the limit (their
 #      losses fail too, by 2e-3..2e-2);
 #   5. negative controls, which must FAIL, or the check proves nothing:
-#      PyTorch sgd with one initial weight moved by 1e-2, and shardrec's
-#      row-wise Adagrad judged against the element-wise Adagrad reference;
+#      PyTorch (the first case's optimizers) with the output bias
+#      top_mlp.1.bias moved by 1e-2, and shardrec's row-wise Adagrad judged
+#      against the element-wise Adagrad reference. The bias moves every
+#      sample's logit, so the loss differs from step 1 on, whatever the
+#      optimizer, and the control holds for any STEPS: 3.1e-3 relative at
+#      step 1 (dcn: 4.2e-3), 31 times the tolerance; at least 2.0e-3 for any
+#      BATCH up to 512. The final weights stay apart (9.6e-3 after 10 steps,
+#      8.9e-3 after 100). The control used to move top_mlp.1.weight[0], whose
+#      hidden unit (top MLP unit 0, behind a ReLU) is active for 1 sample of
+#      the first batch's 128: the loss moved by 4e-6 at step 1 and crossed the
+#      tolerance only by drift, at step 46 of 100, so with STEPS=10 the
+#      control failed;
 #   6. the final weights survive a rename to the reference's names and back,
 #      and the tool's writers (convert --to shardrec, train --save) record
 #      every table's pooling (sum; docs/weights.md, "Metadata");
@@ -98,6 +108,12 @@ die() {
     echo "FAIL: $*"
     exit 1
 }
+
+for n in "STEPS=$steps" "BATCH=$batch"; do
+    case "${n#*=}" in
+    '' | *[!0-9]* | 0*) die "$n: STEPS and BATCH must be positive integers (digits, no leading 0)" ;;
+    esac
+done
 
 sr_need_torch
 py=$sr_python
@@ -213,9 +229,9 @@ if [ -f "$tmp/sr_rowwise.st" ] && [ -f "$tmp/pt_adagrad.st" ]; then
 fi
 
 first=${cases%% *}
-echo "negative control ($first): PyTorch with top_mlp.1.weight[0] += 1e-2 must disagree"
+echo "negative control ($first): PyTorch with top_mlp.1.bias[0] += 1e-2 must disagree (from step 1)"
 torch_train "$first" "$tmp/bad_losses.jsonl" "$tmp/bad_final.st" \
-    --perturb top_mlp.1.weight:0:0.01 || die "torch_dlrm.py train --perturb"
+    --perturb top_mlp.1.bias:0:0.01 || die "torch_dlrm.py train --perturb"
 if "$py" "$tool" compare-losses "$tmp/sr_$first.jsonl" "$tmp/bad_losses.jsonl" \
     --steps "$steps" --rtol 1e-4; then
     die "the loss comparison did not notice a perturbed weight"
