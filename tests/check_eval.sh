@@ -24,7 +24,10 @@
 #     --eval-data, training flags, data without samples, --out naming an
 #     input, --out in a missing folder, a damaged checkpoint file, an
 #     --eval-samples whose buffers exceed the machine's memory (a weights file
-#     and a checkpoint: the memory check names the flag and the hint); and an
+#     and a checkpoint: the memory check names the flag and the hint), files
+#     whose predictions exceed the host's memory (SR_HOST_MEMORY: eval --data
+#     and train --eval-data name the files, the sizes and the hint; the same
+#     files evaluate on a larger host); and an
 #     --out that cannot be written leaves no file behind;
 #   - a training --config given whole does not replace its metrics log; a
 #     write of --out that fails (SR_FAULT) is exit status 1 naming --out, and
@@ -200,6 +203,24 @@ refuse "--out in a missing folder" "nofolder" ckf $FJOB --data test.tsv --out no
 refuse "training flags" "eval does not train: --steps, --lr are for training" ck $JOB --steps 5 --lr 0.1
 : >empty.tsv
 refuse "data without samples" "empty.tsv holds no samples" ck $FJOB --data empty.tsv
+# files whose predictions exceed the host (SR_HOST_MEMORY: a host of 300,000 bytes, which
+# the model and batch buffers fit), in eval and in train's --eval-data; a larger one evaluates
+"$bin" gen --table-rows $R --out big.tsv --samples 20000 --eval-split >/dev/null 2>&1
+export SR_HOST_MEMORY=300000
+refuse "--data beyond the host's memory" \
+    "big.tsv: evaluating 625 batches of 32 samples (20000 a rank) needs 625.2 KiB of host memory on every rank.*gives a rank 293.0 KiB; HINT: evaluate the files in parts" \
+    ckf $FJOB --data big.tsv --batch-size 32
+"$bin" train $FJOB --data big.tsv --eval-data big.tsv --batch-size 32 --steps 2 >r.out 2>&1
+st=$?
+if [ $st -eq 2 ] && grep -q -- "--eval-data big.tsv: evaluating 625 batches.*HINT: evaluate the files in parts" r.out; then
+    ok "train refuses --eval-data beyond the host's memory"
+else
+    bad "train refuses --eval-data beyond the host's memory" "exit $st: $(tail -1 r.out)"
+fi
+SR_HOST_MEMORY=2000000 "$bin" eval ckf $FJOB --data big.tsv --batch-size 32 >r.out 2>&1
+st=$?
+unset SR_HOST_MEMORY
+if [ $st -eq 0 ] && grep -q "^AUC" r.out; then ok "evaluates the same files on a host that holds them"; else bad "evaluates on a larger host" "exit $st: $(tail -1 r.out)"; fi
 refuse "another --pooling" "table t0 was trained with pooling sum, this job has mean; HINT: give --pooling sum" \
     ck $JOB --pooling mean
 refuse "--eval-samples beyond memory (weights)" \

@@ -53,15 +53,17 @@ static int check_file_eval_size(const struct sr_trainer *t, int64_t nb)
     const uint64_t local = (uint64_t)nb * (uint64_t)t->cfg->batch_size;
     const int L = sr_comm_local_size(t->world) > 0 ? sr_comm_local_size(t->world) : 1;
     const uint64_t have = sr_machine_memory() / (uint64_t)L, need = eval_bytes(t, nb);
+    char need_s[24], have_s[24];
     if (local > (uint64_t)INT32_MAX || need > have)
         return sr_error_set(SR_ERR_OOM,
                             "%s %s%s: evaluating %" PRId64 " batches of %" PRIu64
-                            " samples (%" PRIu64 " a rank) needs %.1f GB of host memory on every "
+                            " samples (%" PRIu64 " a rank) needs %s of host memory on every "
                             "rank (every prediction, for the exact AUC), this machine gives a "
-                            "rank %.1f GB%s; HINT: evaluate the files in parts",
+                            "rank %s%s; HINT: evaluate the files in parts",
                             files_flag(t), t->cfg->eval_data_paths[0],
                             t->cfg->n_eval_data > 1 ? " ..." : "", nb, (uint64_t)t->global_batch,
-                            local, (double)need / 1e9, (double)have / 1e9,
+                            local, sr_format_bytes(need_s, sizeof need_s, (double)need),
+                            sr_format_bytes(have_s, sizeof have_s, (double)have),
                             local > (uint64_t)INT32_MAX ? " (and more than 2^31 a rank)" : "");
     return SR_OK;
 }
