@@ -66,6 +66,17 @@ max_diff() {
         { d = $2 - $4; if (d < 0) d = -d; if (d > m) m = d }
         END { if (bad) { print "labels differ at line " bad; exit 1 } printf "%.3e\n", m }'
 }
+# TRAIN_JSONL METRICS KEY...: " KEY: train T, eval E;" for each KEY where train's last
+# evaluation (a --metrics line's eval_KEY) and eval's --metrics file differ
+eval_differs() {
+    last=$(tail -1 "$1") m=$2
+    shift 2
+    for k in "$@"; do
+        t=$(echo "$last" | sed -n "s/.*\"eval_$k\": \([^,}]*\).*/\1/p")
+        e=$(printf '%.6f' "$(key "$m" "$k")")
+        [ "$t" = "$e" ] || printf ' %s: train %s, eval %s;' "$k" "$t" "$e"
+    done
+}
 # |a - b| <= tol (awk numbers)
 within() { awk -v a="$1" -v b="$2" -v t="$3" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= t) }'; }
 
@@ -79,12 +90,7 @@ why=""
 "$bin" eval ck $JOB --eval-samples 1000 --batch-size 64 --metrics m1.json --out p1.tsv \
     >eval1.out 2>&1 || why="exit $?: $(tail -1 eval1.out)"
 if [ -z "$why" ]; then
-    last=$(tail -1 train.jsonl)
-    for k in auc logloss ne accuracy; do
-        t=$(echo "$last" | sed -n "s/.*\"eval_$k\": \([^,}]*\).*/\1/p")
-        e=$(printf '%.6f' "$(key m1.json $k)")
-        [ "$t" = "$e" ] || why="$why $k: train $t, eval $e;"
-    done
+    why="$why$(eval_differs train.jsonl m1.json auc logloss ne accuracy)"
     [ "$(key m1.json samples)" = 1000 ] || why="$why $(key m1.json samples) samples, not 1000;"
     [ "$(wc -l <p1.tsv)" -eq 1000 ] || why="$why --out holds $(wc -l <p1.tsv) lines;"
     grep -q "step-00000006 at step 6" eval1.out || why="$why the newest step was not taken;"
@@ -164,12 +170,7 @@ cut -f1 test.tsv >labels.data
 cut -f1 pf.tsv >labels.out
 cmp -s labels.data labels.out || why="$why --out's labels are not the file's, in order;"
 if [ -z "$why" ]; then
-    last=$(tail -1 tf.jsonl)
-    for k in auc logloss; do
-        t=$(echo "$last" | sed -n "s/.*\"eval_$k\": \([^,}]*\).*/\1/p")
-        e=$(printf '%.6f' "$(key mf.json $k)")
-        [ "$t" = "$e" ] || why="$why $k: train --eval-data $t, eval $e;"
-    done
+    why="$why$(eval_differs tf.jsonl mf.json auc logloss)"
     # AUC over positive-negative pairs (ties count 1/2) and the clamped log loss
     got=$(awk -F'\t' '{ y[NR] = $1; p[NR] = $2 } END {
         for (i = 1; i <= NR; i++) {
@@ -262,12 +263,8 @@ for model in wmean.st ckmean; do # a weights file's record, a checkpoint manifes
     "$bin" eval $model $JOB --eval-samples 1000 --batch-size 64 --metrics mmean.json >emean.out 2>&1 ||
         why="$why $model: exit $?: $(tail -1 emean.out);"
     if [ -z "$why" ]; then
-        last=$(tail -1 tmean.jsonl)
-        for k in auc logloss; do
-            t=$(echo "$last" | sed -n "s/.*\"eval_$k\": \([^,}]*\).*/\1/p")
-            e=$(printf '%.6f' "$(key mmean.json $k)")
-            [ "$t" = "$e" ] || why="$why $model $k: train $t, eval $e;"
-        done
+        d=$(eval_differs tmean.jsonl mmean.json auc logloss)
+        why="$why${d:+ $model:$d}"
         grep -q "pooling mean, as $model records it" emean.out || why="$why $model: no line says so;"
     fi
 done

@@ -160,11 +160,10 @@ part2() {
             run "m-$wire-$c" 2 "$@" --comm mpi || continue
             run "n-$wire-$c" 2 "$@" --comm nccl || continue
             check_backend "n-$wire-$c" nccl || continue
-            if [ "$c" = hybrid ] && { [ -z "$(hot_sets "m-$wire-$c")" ] ||
-                [ "$(hot_sets "m-$wire-$c")" != "$(hot_sets "n-$wire-$c")" ]; }; then
+            hm=$(hot_sets "m-$wire-$c") hn=$(hot_sets "n-$wire-$c")
+            if [ "$c" = hybrid ] && { [ -z "$hm" ] || [ "$hm" != "$hn" ]; }; then
                 echo "FAIL NCCL vs MPI, hybrid, $wire wires: the hot sets differ (or are not named)"
-                hot_sets "m-$wire-$c"
-                hot_sets "n-$wire-$c"
+                printf '%s\n%s\n' "$hm" "$hn"
                 fail=1
             fi
             judge "NCCL vs MPI, 2 ranks, $c, $wire wires" "m-$wire-$c" "n-$wire-$c"
