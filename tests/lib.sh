@@ -70,6 +70,7 @@ sr_as_root=""
 if [ "${sr_threads:-}" != keep ]; then
     export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
 fi
+. "$sr_tests/blas_env.sh"
 export LSAN_OPTIONS="suppressions=$sr_tests/lsan_openmpi.supp:print_suppressions=0:fast_unwind_on_malloc=0"
 unset SR_RANKS_PER_NODE
 

@@ -30,6 +30,7 @@
 BUILD=${BUILD:-build}
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
+. "$here/blas_env.sh"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 passed=0
