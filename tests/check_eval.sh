@@ -27,7 +27,10 @@
 #     and a checkpoint: the memory check names the flag and the hint), files
 #     whose predictions exceed the host's memory (SR_HOST_MEMORY: eval --data
 #     and train --eval-data name the files, the sizes and the hint; the same
-#     files evaluate on a larger host); and an
+#     files evaluate on a larger host), and files whose predictions fit the
+#     host alone but not beside the model (the CPU's tables: eval, train and 2
+#     ranks of tw, where the rank holding the large table refuses and the other
+#     stops with it; a larger host evaluates them); and an
 #     --out that cannot be written leaves no file behind;
 #   - a training --config given whole does not replace its metrics log; a
 #     write of --out that fails (SR_FAULT) is exit status 1 naming --out, and
@@ -209,7 +212,7 @@ refuse "data without samples" "empty.tsv holds no samples" ck $FJOB --data empty
 "$bin" gen --table-rows $R --out big.tsv --samples 20000 --eval-split >/dev/null 2>&1
 export SR_HOST_MEMORY=300000
 refuse "--data beyond the host's memory" \
-    "big.tsv: evaluating 625 batches of 32 samples (20000 a rank) needs 625.2 KiB of host memory on every rank.*gives a rank 293.0 KiB; HINT: evaluate the files in parts" \
+    "big.tsv: evaluating 625 batches of 32 samples (20000 a rank) needs 625.2 KiB of host memory on every rank.*gives a rank 300000 bytes (293.0 KiB); HINT: evaluate the files in parts" \
     ckf $FJOB --data big.tsv --batch-size 32
 "$bin" train $FJOB --data big.tsv --eval-data big.tsv --batch-size 32 --steps 2 >r.out 2>&1
 st=$?
@@ -222,6 +225,46 @@ SR_HOST_MEMORY=2000000 "$bin" eval ckf $FJOB --data big.tsv --batch-size 32 >r.o
 st=$?
 unset SR_HOST_MEMORY
 if [ $st -eq 0 ] && grep -q "^AUC" r.out; then ok "evaluates the same files on a host that holds them"; else bad "evaluates on a larger host" "exit $st: $(tail -1 r.out)"; fi
+# the model beside the files' predictions: on the CPU the host holds both. Table t4
+# of 40000 rows takes far more than test.tsv's predictions; N, the model's bytes
+# on the host, comes from the job's own memory check (a host of 1 byte). A host
+# of N + 1000 bytes holds the model and the predictions alone, not both (the
+# predictions take more than 1000 bytes); one of N + 1000000 holds both. On 2
+# ranks (tw) the rank holding t4 refuses and the other stops with it.
+BJOB="--table-rows 1,7,50,333,40000,5 --embedding-dim 8 --bot-mlp 13-16-8 --top-mlp 16-1
+      --no-progress --batch-size 32"
+needs() { sed -n "s/.*the job needs \([0-9]*\) bytes .* on rank.*/\1/p" r.out | sort -n | tail -1; }
+"$bin" train $BJOB --steps 1 --eval-samples 0 --save-weights wbig.st >r.out 2>&1 ||
+    bad "a model of large tables" "exit $?: $(tail -1 r.out)"
+beside="beside the model's [0-9.]* [KMG]*i*B (tables [^)]*), [0-9]* bytes ([^)]*) in all, this machine gives a rank"
+for cmd in eval train; do
+    case $cmd in
+    eval) args="wbig.st $BJOB --data test.tsv" flag=--data ;;
+    *) args="$BJOB --data train.tsv --eval-data test.tsv --steps 2" flag=--eval-data ;;
+    esac
+    SR_HOST_MEMORY=1 "$bin" $cmd $args >r.out 2>&1
+    n=$(needs)
+    SR_HOST_MEMORY=$((n + 1000)) "$bin" $cmd $args >r.out 2>&1
+    st=$?
+    if [ -n "$n" ] && [ $st -eq 2 ] && grep -q -- "$flag test.tsv: evaluating 22 batches of 32 samples (704 a rank) needs [0-9.]* KiB of host memory on every rank (every prediction, for the exact AUC) $beside $((n + 1000)) bytes .*HINT: evaluate the files in parts, or a smaller model" r.out; then
+        ok "$cmd refuses files the host holds, but not beside the model"
+    else
+        bad "$cmd refuses files beside the model" "model $n bytes, exit $st: $(tail -1 r.out)"
+    fi
+    SR_HOST_MEMORY=$((n + 1000000)) "$bin" $cmd $args >r.out 2>&1
+    st=$?
+    if [ $st -eq 0 ] && grep -q "AUC" r.out; then ok "$cmd evaluates the files beside the model on a larger host"; else bad "$cmd beside the model on a larger host" "exit $st: $(tail -1 r.out)"; fi
+done
+SR_HOST_MEMORY=1 sr_mpirun 2 "$bin" eval wbig.st $BJOB --data test.tsv --sharding tw >r.out 2>&1
+n=$(needs)
+SR_HOST_MEMORY=$((2 * n + 1000)) sr_mpirun 2 "$bin" eval wbig.st $BJOB --data test.tsv --sharding tw >r.out 2>&1
+st=$?
+if [ -n "$n" ] && [ $st -eq 2 ] && grep -q -- "$beside $((n + 500)) bytes" r.out &&
+    grep -q -- "--data: rank [01] cannot evaluate them (its message says why)" r.out; then
+    ok "2 ranks stop together when one cannot hold the files beside its shards"
+else
+    bad "2 ranks, one refusing the files beside its shards" "exit $st: $(grep shardrec r.out | tail -2)"
+fi
 refuse "another --pooling" "table t0 was trained with pooling sum, this job has mean; HINT: give --pooling sum" \
     ck $JOB --pooling mean
 refuse "--eval-samples beyond memory (weights)" \

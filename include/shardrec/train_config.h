@@ -277,6 +277,14 @@ struct sr_memory_estimate {
 };
 void sr_train_config_memory(const struct sr_train_config *cfg, const struct sr_plan *plan, int rank,
                             int world_size, struct sr_memory_estimate *out);
+/* The part of that estimate the host holds (an evaluation of files, sized
+ * when they are opened, is checked against the host's memory beside it):
+ * everything when the model is on the host (`device_bytes` 0: the CPU); on a
+ * device of `device_bytes`, only --batch-pool's batches and the checkpoints'
+ * host staging. */
+void sr_train_config_host_memory(const struct sr_train_config *cfg, const struct sr_plan *plan,
+                                 int rank, int world_size, uint64_t device_bytes,
+                                 struct sr_memory_estimate *out);
 /* The batch buffers one shard of feature f's table adds on its rank, per
  * sample of the global batch (every rank's samples of f are received there:
  * ids, bags, pooled vectors and gradients, in each of the embeddings' batch

@@ -12,6 +12,8 @@
  *               gradients of a batch (ids and pooled vectors of the global
  *               batch under a plan: an owner may receive every rank's)
  *   evaluation  predictions and labels of --eval-samples, gathered on each rank
+ *               (of files: sized when they are opened, trainer_eval.c, and
+ *               checked with the host's share of the rest)
  *   batch pool  --batch-pool N host batches made at start-up (host memory, also
  *               when the model is on a GPU: checked against the machine's then)
  *   staging     checkpoints' host copy of the rank's tables with their state
@@ -481,7 +483,8 @@ static void count_eval(const struct sr_train_config *cfg, int W, struct mem_tall
                                             : (uint64_t)cfg->batch_size * (uint64_t)W;
     if (cfg->eval_samples <= 0 || (cfg->n_data && !cfg->n_eval_data) || G == 0)
         return;
-    if (cfg->n_eval_data) /* sized by the files, checked when they are opened */
+    if (cfg->n_eval_data) /* sized by the files: checked when they are opened, beside the
+                             rest of the host's share (sr_train_config_host_memory) */
         return;
     uint64_t batches = ((uint64_t)cfg->eval_samples + G - 1) / G;
     uint64_t all = mem_mul3(m, batches, G, 1); /* every rank's predictions, gathered */
@@ -625,6 +628,37 @@ static void tally(const struct sr_train_config *cfg, const struct sr_plan *plan,
         count_staging(cfg, rank, m->part_sum[MEM_TABLE], m);
 }
 
+/* What the host holds of the job: the whole tally with the model there
+ * (`device` 0); on a device, its batch pool and checkpoint staging. */
+static void host_tally(const struct sr_train_config *cfg, const struct sr_plan *plan, int rank,
+                       int world_size, int device, struct mem_tally *m)
+{
+    if (!device) {
+        tally(cfg, plan, rank, world_size, 1, m);
+        return;
+    }
+    count_pool(cfg, m);
+    if (stages_on_host(cfg, 1)) {
+        struct mem_tally tables = {0};
+        count_tables(cfg, plan, rank, &tables);
+        m->overflow |= tables.overflow;
+        count_staging(cfg, rank, tables.part_sum[MEM_TABLE], m);
+    }
+}
+
+static void estimate_of(const struct mem_tally *m, struct sr_memory_estimate *out)
+{
+    *out = (struct sr_memory_estimate){.tables = m->part_sum[MEM_TABLE],
+                                       .batch_slots = m->batch_slots,
+                                       .staging = m->part_sum[MEM_STAGING],
+                                       .dense = m->part_sum[MEM_DENSE],
+                                       .batch = m->part_sum[MEM_BATCH],
+                                       .eval = m->part_sum[MEM_EVAL],
+                                       .pool = m->part_sum[MEM_POOL],
+                                       .total = m->total,
+                                       .overflow = m->overflow};
+}
+
 void sr_train_config_memory(const struct sr_train_config *cfg, const struct sr_plan *plan, int rank,
                             int world_size, struct sr_memory_estimate *out)
 {
@@ -632,15 +666,16 @@ void sr_train_config_memory(const struct sr_train_config *cfg, const struct sr_p
     tally(cfg, plan, rank, world_size, 1, &m);
     if (cfg->device == SR_DEVICE_CHOICE_CUDA && stages_on_host(cfg, 1) && !stages_on_host(cfg, 0))
         count_staging(cfg, rank, m.part_sum[MEM_TABLE], &m);
-    *out = (struct sr_memory_estimate){.tables = m.part_sum[MEM_TABLE],
-                                       .batch_slots = m.batch_slots,
-                                       .staging = m.part_sum[MEM_STAGING],
-                                       .dense = m.part_sum[MEM_DENSE],
-                                       .batch = m.part_sum[MEM_BATCH],
-                                       .eval = m.part_sum[MEM_EVAL],
-                                       .pool = m.part_sum[MEM_POOL],
-                                       .total = m.total,
-                                       .overflow = m.overflow};
+    estimate_of(&m, out);
+}
+
+void sr_train_config_host_memory(const struct sr_train_config *cfg, const struct sr_plan *plan,
+                                 int rank, int world_size, uint64_t device_bytes,
+                                 struct sr_memory_estimate *out)
+{
+    struct mem_tally m = {0};
+    host_tally(cfg, plan, rank, world_size, device_bytes != 0, &m);
+    estimate_of(&m, out);
 }
 
 int sr_train_config_check_memory(const struct sr_train_config *cfg, const struct sr_plan *plan,
@@ -653,13 +688,7 @@ int sr_train_config_check_memory(const struct sr_train_config *cfg, const struct
         return mem_error(cfg, &m, rank, mem);
     if (!mem_bytes) /* the host's memory: the pool was counted with the rest */
         return SR_OK;
-    count_pool(cfg, &pool); /* a device's: the pool and the staging are the host's */
-    if (stages_on_host(cfg, 1)) {
-        struct mem_tally tables = {0};
-        count_tables(cfg, plan, rank, &tables);
-        pool.overflow |= tables.overflow;
-        count_staging(cfg, rank, tables.part_sum[MEM_TABLE], &pool);
-    }
+    host_tally(cfg, plan, rank, world_size, 1, &pool); /* a device's: the pool and staging */
     mem = sr_machine_memory();
     return pool.overflow || pool.total > mem ? mem_error(cfg, &pool, rank, mem) : SR_OK;
 }

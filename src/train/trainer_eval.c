@@ -46,30 +46,82 @@ static uint64_t eval_bytes(const struct sr_trainer *t, int64_t nb)
     return 8 * local + 8 * all + (uint64_t)sr_metrics_workspace_bytes((int64_t)all);
 }
 
-/* An evaluation of files fits this rank's share of the host's memory (the
- * job's memory check sizes synthetic ones before start-up) and MPI's counts. */
+/* "123456 bytes (120.6 KiB)" */
+static void exact_bytes(char *buf, size_t cap, uint64_t bytes)
+{
+    char unit[24];
+    snprintf(buf, cap, "%" PRIu64 " bytes (%s)", bytes,
+             sr_format_bytes(unit, sizeof unit, (double)bytes));
+}
+
+/* "tables 1.2 MiB, MLPs 6.7 KiB, batch buffers 93.0 KiB": the nonzero parts
+ * of the host's share of the job. */
+static void host_parts(char *buf, size_t cap, const struct sr_memory_estimate *e)
+{
+    const struct {
+        const char *name;
+        uint64_t bytes;
+    } part[] = {{"tables", e->tables},
+                {"MLPs", e->dense},
+                {"batch buffers", e->batch},
+                {"batch pool", e->pool},
+                {"checkpoint staging", e->staging}};
+    size_t at = 0;
+    buf[0] = 0;
+    for (size_t i = 0; i < sizeof part / sizeof part[0] && at < cap; i++) {
+        char b[24];
+        if (part[i].bytes)
+            at += (size_t)snprintf(buf + at, cap - at, "%s%s %s", at ? ", " : "", part[i].name,
+                                   sr_format_bytes(b, sizeof b, (double)part[i].bytes));
+    }
+}
+
+/* An evaluation of files fits this rank's share of the host's memory beside
+ * what the rest of the job holds there (the model too when it is on the
+ * host; the job's memory check sizes synthetic evaluations before start-up),
+ * and MPI's counts. */
 static int check_file_eval_size(const struct sr_trainer *t, int64_t nb)
 {
     const uint64_t local = (uint64_t)nb * (uint64_t)t->cfg->batch_size;
     const int L = sr_comm_local_size(t->world) > 0 ? sr_comm_local_size(t->world) : 1;
-    const uint64_t have = sr_machine_memory() / (uint64_t)L, need = eval_bytes(t, nb);
-    char need_s[24], have_s[24];
-    if (local > (uint64_t)INT32_MAX || need > have)
-        return sr_error_set(SR_ERR_OOM,
-                            "%s %s%s: evaluating %" PRId64 " batches of %" PRIu64
-                            " samples (%" PRIu64 " a rank) needs %s of host memory on every "
-                            "rank (every prediction, for the exact AUC), this machine gives a "
-                            "rank %s%s; HINT: evaluate the files in parts",
-                            files_flag(t), t->cfg->eval_data_paths[0],
-                            t->cfg->n_eval_data > 1 ? " ..." : "", nb, (uint64_t)t->global_batch,
-                            local, sr_format_bytes(need_s, sizeof need_s, (double)need),
-                            sr_format_bytes(have_s, sizeof have_s, (double)have),
-                            local > (uint64_t)INT32_MAX ? " (and more than 2^31 a rank)" : "");
-    return SR_OK;
+    const uint64_t have = sr_machine_memory() / (uint64_t)L, files = eval_bytes(t, nb);
+    const int device = t->dev->memory_bytes != 0;
+    struct sr_memory_estimate job;
+    uint64_t need;
+    sr_train_config_host_memory(t->cfg, t->plan, t->rank, t->world_size, t->dev->memory_bytes,
+                                &job);
+    if (job.overflow || __builtin_add_overflow(files, job.total, &need))
+        need = UINT64_MAX;
+    if (local <= (uint64_t)INT32_MAX && need <= have)
+        return SR_OK;
+    char files_s[24], job_s[24], need_s[24], have_s[64], parts[160], beside[320] = "";
+    const char *more = "";
+    sr_format_bytes(files_s, sizeof files_s, (double)files);
+    sr_format_bytes(job_s, sizeof job_s, (double)job.total);
+    exact_bytes(have_s, sizeof have_s, have);
+    if (job.total) { /* what the rest of the job holds on the host, and the sum */
+        host_parts(parts, sizeof parts, &job);
+        snprintf(beside, sizeof beside, " beside %s%s%s (%s), %" PRIu64 " bytes (%s) in all",
+                 device ? "the job's " : "the model's ", job_s, device ? " of host buffers" : "",
+                 parts, need, sr_format_bytes(need_s, sizeof need_s, (double)need));
+        if (files <= have) /* the files alone would fit */
+            more = device ? ", or a smaller --batch-pool"
+                          : ", or a smaller model (fewer --table-rows, a smaller "
+                            "--embedding-dim, or more ranks with --sharding rw)";
+    }
+    return sr_error_set(SR_ERR_OOM,
+                        "%s %s%s: evaluating %" PRId64 " batches of %" PRIu64 " samples (%" PRIu64
+                        " a rank) needs %s of host memory on every rank (every prediction, for "
+                        "the exact AUC)%s, this machine gives a rank %s%s; HINT: evaluate the "
+                        "files in parts%s",
+                        files_flag(t), t->cfg->eval_data_paths[0],
+                        t->cfg->n_eval_data > 1 ? " ..." : "", nb, (uint64_t)t->global_batch, local,
+                        files_s, beside, have_s,
+                        local > (uint64_t)INT32_MAX ? " (and more than 2^31 a rank)" : "", more);
 }
 
 /* Count the global evaluation batches of the files once (this also checks
- * them whole before training starts). */
+ * them whole before training starts), and check their size (collective). */
 static int count_file_batches(struct sr_trainer *t)
 {
     int64_t nb = 0, n = 0;
@@ -78,11 +130,13 @@ static int count_file_batches(struct sr_trainer *t)
         nb++;
         n += t->host_batch.batch_size;
     }
-    if (rc < 0)
-        return rc;
     t->eval.batches = nb;
     t->cfg->eval_samples = n; /* this rank's share; the metrics count all */
-    if ((rc = check_file_eval_size(t, nb)))
+    if (rc == 0)
+        rc = check_file_eval_size(t, nb);
+    if (t->world_size > 1) /* ranks hold different shards: all stop if one does */
+        rc = sr_trainer_agree(t, rc, files_flag(t), "cannot evaluate them");
+    if (rc)
         return rc;
     return nb ? sr_reader_rewind(t->eval_reader) : SR_OK; /* none: keep the bad lines' count */
 }
