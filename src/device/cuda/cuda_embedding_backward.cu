@@ -229,8 +229,9 @@ template <typename K> __device__ __forceinline__ int long_run_end(const bwd_para
     return out;
 }
 
-/* Tasks of the first backward kernel at a sorted position. */
-enum { TASK_NONE, TASK_RUN, TASK_START_PIECE, TASK_HEAD_PIECE };
+/* Tasks of the first backward kernel at a sorted position; TASK_SINGLE: a
+ * lone id that lone_kernel takes with others (update_singles). */
+enum { TASK_NONE, TASK_RUN, TASK_START_PIECE, TASK_HEAD_PIECE, TASK_SINGLE };
 
 template <typename K> __device__ __forceinline__ int task_at(const bwd_params<K> &p, int j)
 {
@@ -252,10 +253,12 @@ template <typename K> __device__ __forceinline__ int task_at(const bwd_params<K>
 /* Each warp takes windows of 32 sorted positions; its lanes find which
  * positions start a task (one lane each), and the warp's groups take the
  * tasks together (task i to group i mod 32/G, all groups at once). Work thus follows the tasks,
- * not the positions: a hot row's skipped positions cost a ballot. */
-template <typename K, typename KindOf, typename Task>
+ * not the positions: a hot row's skipped positions cost a ballot. NB > 1: a
+ * group's next tasks while they are TASK_SINGLE, up to NB, go to
+ * singles(at, nb) at once; other tasks to task(j, kind) one by one. */
+template <int NB, typename K, typename KindOf, typename Task, typename Singles>
 __device__ __forceinline__ void for_each_task(const bwd_params<K> &p, const KindOf &kind_of,
-                                              const Task &task)
+                                              const Task &task, const Singles &singles)
 {
     const int lane = threadIdx.x & 31, gw = lane >> p.log2G, ngw = 32 >> p.log2G;
     const int warps = gridDim.x * (blockDim.x >> 5);
@@ -265,10 +268,28 @@ __device__ __forceinline__ void for_each_task(const bwd_params<K> &p, const Kind
         const unsigned any = __ballot_sync(0xffffffffu, kind != TASK_NONE);
         const unsigned b1 = __ballot_sync(0xffffffffu, kind & 1);
         const unsigned b2 = __ballot_sync(0xffffffffu, kind & 2);
+        const unsigned b4 = NB > 1 ? __ballot_sync(0xffffffffu, kind & 4) : 0u;
         unsigned m = any;
         for (int i = 0; i < gw; i++) /* the first gw tasks are other groups' */
             m &= m - 1;
         while (m) { /* every group at once, each at its own task */
+            if constexpr (NB > 1) {
+                int at[NB], nb = 0;
+#pragma unroll
+                for (int u = 0; u < NB; u++) {
+                    at[u] = 0;
+                    if (nb == u && m && ((b4 >> (__ffs(m) - 1)) & 1)) {
+                        at[u] = base + __ffs(m) - 1;
+                        nb = u + 1;
+                        for (int i = 0; i < ngw; i++)
+                            m &= m - 1;
+                    }
+                }
+                if (nb) {
+                    singles(at, nb);
+                    continue;
+                }
+            }
             const int bit = __ffs(m) - 1;
             task(base + bit, (int)((b1 >> bit) & 1) | (int)(((b2 >> bit) & 1) << 1));
             for (int i = 0; i < ngw; i++)
@@ -293,13 +314,17 @@ __device__ __forceinline__ void piece_store(const bwd_params<K> &p, int j, int e
  * every piece of a longer run (the run's ids within one tile of S sorted
  * positions) summed by one group into its slot: the start piece of a run
  * starting in tile t into slot 2t + 1, the piece at the head of tile t into
- * slot 2t. At most two pieces start in a tile, so slots never collide. */
+ * slot 2t. At most two pieces start in a tile, so slots never collide.
+ * Runs of one id one at a time: taking two at once (as lone_kernel does
+ * with row-wise Adagrad) cost registers and was slower, D 16 on Zipf ids
+ * by 15-20% (BENCHMARKS.md, "Singles"). */
 template <int W, typename K, int OPT, bool EARLY>
 __global__ void __launch_bounds__(BWD_THREADS) backward_kernel(const bwd_params<K> p)
 {
     const struct bwd_group g = group_of<K, OPT>(p);
     const auto kind_of = [&](int j) { return task_at<K>(p, j); };
-    for_each_task(p, kind_of, [&](int j, int task) {
+    const auto no_singles = [](const int(&)[1], int) {};
+    const auto take = [&](int j, int task) {
         const K key = p.keys[j];
         const int tile = j >> p.log2split;
         if (p.marks && g.lig == 0 && task != TASK_HEAD_PIECE)
@@ -315,7 +340,8 @@ __global__ void __launch_bounds__(BWD_THREADS) backward_kernel(const bwd_params<
             piece_store<W, K, EARLY>(p, j, j + p.split < p.n ? j + p.split : p.n, key, 2 * tile,
                                      g.lig);
         }
-    });
+    };
+    for_each_task<1>(p, kind_of, take, no_singles);
 }
 
 /* Second kernel: one block per listed long run (grid-stride over the list).
@@ -367,25 +393,45 @@ __global__ void __launch_bounds__(BWD_THREADS) finish_kernel(const bwd_params<K>
 #ifndef LONE_MIN_BLOCKS
 #define LONE_MIN_BLOCKS 16
 #endif
-#define LONE_BLOCKS(opt)                                                                          \
-    ((opt) == SR_OPTIM_SGD || (opt) == SR_OPTIM_ROWWISE_ADAGRAD ? LONE_MIN_BLOCKS : 1)
+/* The same with NB lone ids in flight a group (update_singles: more
+ * registers): row-wise Adagrad on fp32 tables with 4-byte keys at W 4 fits
+ * 56 registers without a spill; 16-bit tables or 8-byte keys, 64 (wide). */
+#ifndef LONE_SINGLES_BLOCKS
+#define LONE_SINGLES_BLOCKS 9
+#endif
+#ifndef LONE_SINGLES_BLOCKS_WIDE
+#define LONE_SINGLES_BLOCKS_WIDE 8
+#endif
+#define LONE_BLOCKS(opt, nb, wide)                                                                 \
+    ((nb) > 1 ? ((wide) ? LONE_SINGLES_BLOCKS_WIDE : LONE_SINGLES_BLOCKS)                          \
+     : (opt) == SR_OPTIM_SGD || (opt) == SR_OPTIM_ROWWISE_ADAGRAD ? LONE_MIN_BLOCKS                \
+                                                                  : 1)
 /* F32 (every table fp32) and WHOLE (row-wise Adagrad, every row held whole
  * by its group): update_row's, chosen at launch (launch_lone). Without the
  * paths they leave out the kernel spills less under its register cap:
- * measured (BENCHMARKS.md, "... the lone kernel's registers", 2026-12-04). */
-template <int W, typename K, int OPT, bool F32, bool WHOLE>
-__global__ void __launch_bounds__(BWD_THREADS, LONE_BLOCKS(OPT)) lone_kernel(const bwd_params<K> p)
+ * measured (BENCHMARKS.md, "... the lone kernel's registers", 2026-12-04).
+ * NB > 1: NB lone ids a group at once (update_singles; rows whole). */
+template <int W, typename K, int OPT, bool F32, bool WHOLE, int NB>
+__global__ void __launch_bounds__(BWD_THREADS, LONE_BLOCKS(OPT, NB, !F32 || sizeof(K) > 4))
+    lone_kernel(const bwd_params<K> p)
 {
     const struct bwd_group g = group_of<K, OPT>(p);
     const auto kind_of = [&](int j) {
-        return j < p.n && is_lone(p, p.kept_keys[j]) ? TASK_RUN : TASK_NONE;
+        return j < p.n && is_lone(p, p.kept_keys[j]) ? (NB > 1 ? TASK_SINGLE : TASK_RUN)
+                                                     : TASK_NONE;
     };
-    for_each_task(p, kind_of, [&](int j, int) {
+    const auto singles = [&](const int(&at)[NB], int nb) {
+        if constexpr (NB > 1)
+            update_singles<W, K, OPT, F32, NB>(p, g.k, p.kept_keys, p.kept_vals, at, nb, g.lig,
+                                               g.mask);
+    };
+    const auto one = [&](int j, int) {
         const K key = p.kept_keys[j];
         const lone_id<W> grad = {p.dpooled, load_val(p.kept_vals, p.plain_vals, j)};
         update_row<W, K, OPT, lone_id<W>, F32, WHOLE>(p, g.k, table_of(p, key), row_of(p, key),
                                                       grad, g.lig, g.mask, g.gs);
-    });
+    };
+    for_each_task<NB>(p, kind_of, one, singles);
 }
 
 /* ---- the launch -------------------------------------------------------------------- */
@@ -411,22 +457,52 @@ int sr_cu_emb_bwd_threads(const struct sr_emb_layout *layout, int G, size_t *sme
     return threads;
 }
 
+/* Lone ids a group of lone_kernel updates at once (update_singles):
+ * row-wise Adagrad where every row fits its group; 1 (one at a time,
+ * update_row) elsewhere. Measured (BENCHMARKS.md, "Singles"): two at once,
+ * row-wise Adagrad 1.0-1.6% faster on M's and d128's shapes; SGD no faster,
+ * four no better. SR_CU_SINGLES (a measurement build) sets it. */
+#ifndef SR_CU_SINGLES
+#define SR_CU_SINGLES 2
+#endif
+static_assert(SR_CU_SINGLES >= 1, "SR_CU_SINGLES: lone ids a group takes at once, 1 or more");
+template <int OPT> static constexpr int singles_of()
+{
+    return OPT == SR_OPTIM_ROWWISE_ADAGRAD ? SR_CU_SINGLES : 1;
+}
+
+template <int W, typename K> static bool rows_whole(const bwd_params<K> &p)
+{
+    return p.max_dim <= p.G * W;
+}
+
 /* lone_kernel for the layout: F32 where every table is fp32 (f32), WHOLE for
- * row-wise Adagrad where every row fits its group. */
+ * row-wise Adagrad where every row fits its group, lone ids NB at a time
+ * where they may be. */
 template <int W, typename K, int OPT>
 static void launch_lone(const bwd_params<K> &p, unsigned grid, int threads, size_t smem, int f32,
                         cudaStream_t st)
 {
     constexpr bool RW = OPT == SR_OPTIM_ROWWISE_ADAGRAD;
-    const bool whole = RW && p.max_dim <= p.G * W;
+    constexpr int NB = singles_of<OPT>();
+    if constexpr (NB > 1) {
+        if (rows_whole<W>(p)) {
+            if (f32)
+                lone_kernel<W, K, OPT, true, RW, NB><<<grid, threads, smem, st>>>(p);
+            else
+                lone_kernel<W, K, OPT, false, RW, NB><<<grid, threads, smem, st>>>(p);
+            return;
+        }
+    }
+    const bool whole = RW && rows_whole<W>(p);
     if (f32 && whole)
-        lone_kernel<W, K, OPT, true, RW><<<grid, threads, smem, st>>>(p);
+        lone_kernel<W, K, OPT, true, RW, 1><<<grid, threads, smem, st>>>(p);
     else if (f32)
-        lone_kernel<W, K, OPT, true, false><<<grid, threads, smem, st>>>(p);
+        lone_kernel<W, K, OPT, true, false, 1><<<grid, threads, smem, st>>>(p);
     else if (whole)
-        lone_kernel<W, K, OPT, false, RW><<<grid, threads, smem, st>>>(p);
+        lone_kernel<W, K, OPT, false, RW, 1><<<grid, threads, smem, st>>>(p);
     else
-        lone_kernel<W, K, OPT, false, false><<<grid, threads, smem, st>>>(p);
+        lone_kernel<W, K, OPT, false, false, 1><<<grid, threads, smem, st>>>(p);
 }
 
 /* The kernels of one backward after the sort: the runs of several ids
