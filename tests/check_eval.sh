@@ -17,7 +17,8 @@
 #     relative log loss);
 #   - --metrics recomputed from --out with awk (AUC by pairs, log loss) and
 #     the --out file's order: sample i of a TSV written by `gen` is line i;
-#     train --eval-data on the same TSV prints the same metrics;
+#     train --eval-data on the same TSV prints the same metrics (its memory
+#     line: the evaluation sized "by the files");
 #   - refusals, exit status 2, each naming what is wrong: no MODEL, a MODEL
 #     that does not exist, model flags that differ from the checkpoint's
 #     (--bot-mlp, --table-rows, --pooling) or from the weights file's shapes,
@@ -172,6 +173,8 @@ sr_mpirun 2 "$bin" eval ckf $FJOB --data test.tsv --batch-size 50 --metrics mf.j
 cut -f1 test.tsv >labels.data
 cut -f1 pf.tsv >labels.out
 cmp -s labels.data labels.out || why="$why --out's labels are not the file's, in order;"
+grep -q "memory per rank .*, evaluation by the files" trainf.out ||
+    why="$why the memory line does not say the files size the evaluation;"
 if [ -z "$why" ]; then
     why="$why$(eval_differs tf.jsonl mf.json auc logloss)"
     # AUC over positive-negative pairs (ties count 1/2) and the clamped log loss

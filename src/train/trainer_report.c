@@ -253,14 +253,18 @@ static void print_memory(const struct sr_trainer *t, FILE *f)
         if (e.total > most_bytes)
             most = r, most_bytes = e.total;
     }
+    /* an evaluation of files is sized by the files, checked when they are opened */
+    if (t->cfg->n_eval_data)
+        snprintf(ev, sizeof ev, "by the files");
+    else
+        sr_format_bytes(ev, sizeof ev, (double)e0.eval);
     fprintf(f,
             "memory per rank (estimated before the run): rank 0 %s (tables %s, MLPs %s, "
             "batch %s, evaluation %s",
             sr_format_bytes(tot, sizeof tot, (double)e0.total),
             sr_format_bytes(tab, sizeof tab, (double)e0.tables),
             sr_format_bytes(mlp, sizeof mlp, (double)e0.dense),
-            sr_format_bytes(bat, sizeof bat, (double)e0.batch),
-            sr_format_bytes(ev, sizeof ev, (double)e0.eval));
+            sr_format_bytes(bat, sizeof bat, (double)e0.batch), ev);
     if (e0.pool)
         fprintf(f, ", --batch-pool %s", sr_format_bytes(ev, sizeof ev, (double)e0.pool));
     if (e0.staging)
