@@ -8,6 +8,11 @@
 # rows of a batch split over ranks rounded otherwise: within DESIGN's 1e-5
 # between world sizes, not bit for bit. The Sandybridge kernel (AVX) rounded
 # every row alike there. The pin replaces the environment's core type.
+# SR_BLAS_ENV_CORETYPE keeps the environment's for a test comparing with
+# another program over the same BLAS (check_torch_equivalence).
+if [ -z "${SR_BLAS_PINNED:-}" ]; then
+    export SR_BLAS_ENV_CORETYPE="${OPENBLAS_CORETYPE:-}" SR_BLAS_PINNED=1
+fi
 if grep -qw avx /proc/cpuinfo 2>/dev/null; then
     export OPENBLAS_CORETYPE=Sandybridge
 fi
