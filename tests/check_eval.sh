@@ -29,9 +29,14 @@
 #     whose predictions exceed the host's memory (SR_HOST_MEMORY: eval --data
 #     and train --eval-data name the files, the sizes and the hint; the same
 #     files evaluate on a larger host), and files whose predictions fit the
-#     host alone but not beside the model (the CPU's tables: eval, train and 2
-#     ranks of tw, where the rank holding the large table refuses and the other
-#     stops with it; a larger host evaluates them); and an
+#     host alone but not beside the model (the CPU's tables: eval, train; 2
+#     ranks of tw on 2 emulated hosts, where the rank holding the large table
+#     refuses and the other stops with it; the same 2 ranks on one host, where
+#     both refuse alike, counting both ranks' predictions and models; a larger
+#     host evaluates them); a job that each rank's share of the host fits but
+#     not the ranks together (2 ranks of rw on one host: both refuse naming
+#     the sum; a host of the sum trains), and 2 emulated hosts of which one
+#     refuses the job (the other stops with it); and an
 #     --out that cannot be written leaves no file behind;
 #   - a training --config given whole does not replace its metrics log; a
 #     write of --out that fails (SR_FAULT) is exit status 1 naming --out, and
@@ -215,7 +220,7 @@ refuse "data without samples" "empty.tsv holds no samples" ck $FJOB --data empty
 "$bin" gen --table-rows $R --out big.tsv --samples 20000 --eval-split >/dev/null 2>&1
 export SR_HOST_MEMORY=300000
 refuse "--data beyond the host's memory" \
-    "big.tsv: evaluating 625 batches of 32 samples (20000 a rank) needs 625.2 KiB of host memory on every rank.*gives a rank 300000 bytes (293.0 KiB); HINT: evaluate the files in parts" \
+    "big.tsv: evaluating 625 batches of 32 samples (20000 a rank) needs 625.2 KiB of host memory on every rank.*more than the 300000 bytes (293.0 KiB) this machine has; HINT: evaluate the files in parts" \
     ckf $FJOB --data big.tsv --batch-size 32
 "$bin" train $FJOB --data big.tsv --eval-data big.tsv --batch-size 32 --steps 2 >r.out 2>&1
 st=$?
@@ -232,14 +237,14 @@ if [ $st -eq 0 ] && grep -q "^AUC" r.out; then ok "evaluates the same files on a
 # of 40000 rows takes far more than test.tsv's predictions; N, the model's bytes
 # on the host, comes from the job's own memory check (a host of 1 byte). A host
 # of N + 1000 bytes holds the model and the predictions alone, not both (the
-# predictions take more than 1000 bytes); one of N + 1000000 holds both. On 2
-# ranks (tw) the rank holding t4 refuses and the other stops with it.
+# predictions take more than 1000 bytes); one of N + 1000000 holds both.
 BJOB="--table-rows 1,7,50,333,40000,5 --embedding-dim 8 --bot-mlp 13-16-8 --top-mlp 16-1
       --no-progress --batch-size 32"
 needs() { sed -n "s/.*the job needs \([0-9]*\) bytes .* on rank.*/\1/p" r.out | sort -n | tail -1; }
+together() { sed -n "s/.*the 2 ranks on this host (0, 1) need \([0-9]*\) bytes .*/\1/p" r.out | head -1; }
 "$bin" train $BJOB --steps 1 --eval-samples 0 --save-weights wbig.st >r.out 2>&1 ||
     bad "a model of large tables" "exit $?: $(tail -1 r.out)"
-beside="beside the model's [0-9.]* [KMG]*i*B (tables [^)]*), [0-9]* bytes ([^)]*) in all, this machine gives a rank"
+beside="beside the model's [0-9.]* [KMG]*i*B (tables [^)]*), [0-9]* bytes ([^)]*) in all, more than the"
 for cmd in eval train; do
     case $cmd in
     eval) args="wbig.st $BJOB --data test.tsv" flag=--data ;;
@@ -258,15 +263,71 @@ for cmd in eval train; do
     st=$?
     if [ $st -eq 0 ] && grep -q "AUC" r.out; then ok "$cmd evaluates the files beside the model on a larger host"; else bad "$cmd beside the model on a larger host" "exit $st: $(tail -1 r.out)"; fi
 done
+# 2 ranks of tw on 2 emulated hosts (SR_RANKS_PER_NODE=1): the rank holding t4
+# refuses on a host of its model's N + 1000 bytes, the other stops with it
+export SR_RANKS_PER_NODE=1
 SR_HOST_MEMORY=1 sr_mpirun 2 "$bin" eval wbig.st $BJOB --data test.tsv --sharding tw >r.out 2>&1
 n=$(needs)
-SR_HOST_MEMORY=$((2 * n + 1000)) sr_mpirun 2 "$bin" eval wbig.st $BJOB --data test.tsv --sharding tw >r.out 2>&1
+SR_HOST_MEMORY=$((n + 1000)) sr_mpirun 2 "$bin" eval wbig.st $BJOB --data test.tsv --sharding tw >r.out 2>&1
 st=$?
-if [ -n "$n" ] && [ $st -eq 2 ] && grep -q -- "$beside $((n + 500)) bytes" r.out &&
+unset SR_RANKS_PER_NODE
+if [ -n "$n" ] && [ $st -eq 2 ] && grep -q -- "$beside $((n + 1000)) bytes" r.out &&
     grep -q -- "--data: rank [01] cannot evaluate them (its message says why)" r.out; then
-    ok "2 ranks stop together when one cannot hold the files beside its shards"
+    ok "2 hosts stop together when one cannot hold the files beside its shards"
 else
-    bad "2 ranks, one refusing the files beside its shards" "exit $st: $(grep shardrec r.out | tail -2)"
+    bad "2 hosts, one refusing the files beside its shards" "exit $st: $(grep shardrec r.out | tail -2)"
+fi
+# the same 2 ranks on one host: the files' predictions on both ranks beside
+# both ranks' models (S bytes together, from the job's check on a host of 1
+# byte); a host of S + 1000 bytes holds the models, not the predictions as
+# well: both ranks refuse alike; one of S + 1000000 evaluates the files
+SR_HOST_MEMORY=1 sr_mpirun 2 "$bin" eval wbig.st $BJOB --data test.tsv --sharding tw >r.out 2>&1
+s=$(together)
+SR_HOST_MEMORY=$((s + 1000)) sr_mpirun 2 "$bin" eval wbig.st $BJOB --data test.tsv --sharding tw >r.out 2>&1
+st=$?
+if [ -n "$s" ] && [ $st -eq 2 ] && [ "$(grep -c -- "KiB of host memory on every rank (every prediction, for the exact AUC), [0-9.]* KiB on the 2 ranks on this host $beside $((s + 1000)) bytes" r.out)" -eq 2 ] &&
+    ! grep -q "cannot evaluate them" r.out; then
+    ok "2 ranks on one host refuse files beside both their shards, alike"
+else
+    bad "2 ranks on one host, files beside both their shards" "sum $s, exit $st: $(grep shardrec r.out | tail -2)"
+fi
+SR_HOST_MEMORY=$((s + 1000000)) sr_mpirun 2 "$bin" eval wbig.st $BJOB --data test.tsv --sharding tw >r.out 2>&1
+st=$?
+if [ $st -eq 0 ] && grep -q "AUC" r.out; then ok "2 ranks on a larger host evaluate the files"; else bad "2 ranks on a larger host" "exit $st: $(tail -1 r.out)"; fi
+# the job's own check counts every rank on the host: 2 ranks of rw whose
+# needs (each its own emulated host of 1 byte: n0, n1) each fit a host of
+# n0 + n1 - 1 bytes, together do not: both ranks refuse naming the sum; a
+# host of n0 + n1 runs the job
+TJOB="$BJOB --steps 2 --eval-samples 0 --comm-timeout 10"
+export SR_RANKS_PER_NODE=1
+SR_HOST_MEMORY=1 sr_mpirun 2 "$bin" train $TJOB --sharding rw >r.out 2>&1
+unset SR_RANKS_PER_NODE
+n0=$(sed -n "s/.*the job needs \([0-9]*\) bytes .* on rank 0,.*/\1/p" r.out)
+n1=$(sed -n "s/.*the job needs \([0-9]*\) bytes .* on rank 1,.*/\1/p" r.out)
+SR_HOST_MEMORY=$((n0 + n1 - 1)) sr_mpirun 2 "$bin" train $TJOB --sharding rw >r.out 2>&1
+st=$?
+msg="the 2 ranks on this host (0, 1) need $((n0 + n1)) bytes ([0-9.]* [KM]iB) of memory together, more than the $((n0 + n1 - 1)) bytes ([^)]*) this machine has (rank [01] needs the most, [0-9]* bytes ([^)]*), where table 't4' (40000 rows x 8, with its rowwise_adagrad state) takes .*HINT: .*; or fewer ranks on this host"
+if [ -n "$n0" ] && [ -n "$n1" ] && [ $st -eq 2 ] && [ "$(grep -c -- "$msg" r.out)" -eq 2 ]; then
+    ok "2 ranks on one host refuse a job that only their shares fit, each naming the sum"
+else
+    bad "2 ranks on one host, a job only their shares fit" "needs $n0 + $n1, exit $st: $(grep shardrec r.out | tail -2)"
+fi
+SR_HOST_MEMORY=$((n0 + n1)) sr_mpirun 2 "$bin" train $TJOB --sharding rw >r.out 2>&1
+st=$?
+if [ $st -eq 0 ] && grep -q "last training loss" r.out; then ok "2 ranks train on a host of their sum"; else bad "2 ranks on a host of their sum" "exit $st: $(tail -1 r.out)"; fi
+# 2 emulated hosts whose verdicts differ (tw: t4 on one rank): a host of the
+# smaller rank's needs; the other rank refuses, this one stops with it (no hang)
+export SR_RANKS_PER_NODE=1
+SR_HOST_MEMORY=1 sr_mpirun 2 "$bin" train $TJOB --sharding tw >r.out 2>&1
+lo=$(sed -n "s/.*the job needs \([0-9]*\) bytes .* on rank.*/\1/p" r.out | sort -n | head -1)
+SR_HOST_MEMORY=$lo sr_mpirun 2 "$bin" train $TJOB --sharding tw >r.out 2>&1
+st=$?
+unset SR_RANKS_PER_NODE SR_HOST_MEMORY
+if [ -n "$lo" ] && [ $st -eq 2 ] && grep -q "the job needs [0-9]* bytes .* on rank [01], more than the $lo bytes" r.out &&
+    grep -q "the memory check: rank [01] refused the job (its message says why)" r.out; then
+    ok "2 hosts stop together when one refuses the job"
+else
+    bad "2 hosts, one refusing the job" "host $lo, exit $st: $(grep shardrec r.out | tail -2)"
 fi
 refuse "another --pooling" "table t0 was trained with pooling sum, this job has mean; HINT: give --pooling sum" \
     ck $JOB --pooling mean

@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -267,6 +268,28 @@ static void test_memory_check(void **state)
     assert_int_equal(sr_plan_uniform(&plan, &ec, SR_SHARDING_TYPE_ROW_WISE, 4, 4), SR_OK);
     for (int r = 0; r < 4; r++)
         assert_int_equal(sr_train_config_check_memory(&cfg, plan, r, 4, 768 << 20), SR_OK);
+    /* the 4 ranks on one host of 768 MiB: each quarter fits, all 4 do not;
+     * every rank of the host finds the same sum, in the same words */
+    const int host[4] = {0, 1, 2, 3};
+    char first[1024];
+    struct sr_memory_estimate one, all;
+    setenv("SR_HOST_MEMORY", "805306368", 1);
+    for (int r = 0; r < 4; r++)
+        assert_int_equal(sr_train_config_check_host_memory(&cfg, plan, &host[r], 1, 4, 0), SR_OK);
+    assert_int_equal(sr_train_config_check_host_memory(&cfg, plan, host, 2, 4, 0), SR_OK);
+    assert_int_equal(sr_train_config_check_host_memory(&cfg, plan, host, 4, 4, 0), SR_ERR_OOM);
+    snprintf(first, sizeof first, "%s", sr_error_message());
+    assert_non_null(strstr(first, "the 4 ranks on this host (0, 1, 2, 3) need "));
+    assert_non_null(strstr(first, "more than the 805306368 bytes (768.0 MiB) this machine has"));
+    assert_non_null(strstr(first, "table 't0'"));
+    sr_train_config_host_memory(&cfg, plan, host, 1, 4, 0, &one);
+    sr_train_config_host_memory(&cfg, plan, host, 4, 4, 0, &all);
+    assert_true(all.total > 3 * one.total && all.tables == 4 * one.tables);
+    assert_int_equal(sr_train_config_check_host_memory(&cfg, plan, host, 4, 4, 0), SR_ERR_OOM);
+    assert_string_equal(sr_error_message(), first);
+    /* on a device the host holds only the batch pool and staging: they fit */
+    assert_int_equal(sr_train_config_check_host_memory(&cfg, plan, host, 4, 4, 64 << 20), SR_OK);
+    unsetenv("SR_HOST_MEMORY");
     sr_plan_free(plan);
 
     /* products beyond 2^64 are caught, not wrapped */

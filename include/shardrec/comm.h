@@ -222,6 +222,10 @@ int sr_comm_size(sr_comm_t comm);       /* W */
 int sr_comm_local_size(sr_comm_t comm); /* ranks of this communicator on my node */
 int sr_comm_local_rank(sr_comm_t comm); /* my index among them */
 int sr_comm_node(sr_comm_t comm);       /* node index of this rank (the world's) */
+/* Node index (the world's numbering) of member `rank` of `comm`: a member's
+ * host, detected or emulated by ranks_per_node, as every member knows it
+ * without a collective. Aborts unless 0 <= rank < size. */
+int sr_comm_node_of(sr_comm_t comm, int rank);
 const char *sr_comm_backend_name(sr_comm_t comm);
 
 /*

@@ -255,10 +255,25 @@ struct sr_plan;
  * staging), summed with overflow checks, against `mem_bytes` (0:
  * sr_machine_memory()). A device's mem_bytes holds all but the batch pool
  * and the staging, which are host memory: they are checked alone against
- * sr_machine_memory(). SR_ERR_OOM naming the largest part (a table,
- * or the flags that size the buffers), the bytes and the memory. */
+ * sr_machine_memory(). The rank is taken to be alone on its host: ranks that
+ * share one are checked together by sr_train_config_check_host_memory.
+ * SR_ERR_OOM naming the largest part (a table, or the flags that size the
+ * buffers), the bytes and the memory. */
 int sr_train_config_check_memory(const struct sr_train_config *cfg, const struct sr_plan *plan,
                                  int rank, int world_size, uint64_t mem_bytes);
+/* The host's memory against what `ranks` (n_ranks of a world of world_size,
+ * the ranks that share this host, ascending) hold on it together: the sum of
+ * their host estimates (sr_train_config_host_memory: everything with the
+ * model on the host, `device_bytes` 0; on a device only --batch-pool's
+ * batches and the checkpoints' host staging). A deterministic function of
+ * its arguments and the machine's memory, so every rank of a host reaches
+ * the same verdict with the same message, without a collective. SR_ERR_OOM:
+ * one rank, as sr_train_config_check_memory says it; several, "the N ranks
+ * on this host need X together, more than the Y this machine has", naming
+ * the rank that needs the most and its largest part. */
+int sr_train_config_check_host_memory(const struct sr_train_config *cfg, const struct sr_plan *plan,
+                                      const int *ranks, int n_ranks, int world_size,
+                                      uint64_t device_bytes);
 /* One rank's share of a job's memory by part, in bytes: the estimate
  * sr_train_config_check_memory compares with the memory (overflow: a sum
  * passed 2^64, the parts are then meaningless). */
@@ -278,13 +293,14 @@ struct sr_memory_estimate {
 void sr_train_config_memory(const struct sr_train_config *cfg, const struct sr_plan *plan, int rank,
                             int world_size, struct sr_memory_estimate *out);
 /* The part of that estimate the host holds (an evaluation of files, sized
- * when they are opened, is checked against the host's memory beside it):
- * everything when the model is on the host (`device_bytes` 0: the CPU); on a
- * device of `device_bytes`, only --batch-pool's batches and the checkpoints'
- * host staging. */
+ * when they are opened, is checked against the host's memory beside it),
+ * summed over `ranks` (n_ranks of them: the ranks on one host; the rank
+ * alone: &rank, 1): everything when the model is on the host (`device_bytes`
+ * 0: the CPU); on a device of `device_bytes`, only --batch-pool's batches and
+ * the checkpoints' host staging. */
 void sr_train_config_host_memory(const struct sr_train_config *cfg, const struct sr_plan *plan,
-                                 int rank, int world_size, uint64_t device_bytes,
-                                 struct sr_memory_estimate *out);
+                                 const int *ranks, int n_ranks, int world_size,
+                                 uint64_t device_bytes, struct sr_memory_estimate *out);
 /* The batch buffers one shard of feature f's table adds on its rank, per
  * sample of the global batch (every rank's samples of f are received there:
  * ids, bags, pooled vectors and gradients, in each of the embeddings' batch

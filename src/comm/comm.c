@@ -139,6 +139,12 @@ int sr_comm_node(sr_comm_t c)
     return c->node;
 }
 
+int sr_comm_node_of(sr_comm_t c, int rank)
+{
+    SR_ASSERT(rank >= 0 && rank < c->size);
+    return c->node_of[rank];
+}
+
 const char *sr_comm_backend_name(sr_comm_t c)
 {
     return c->backend->name;

@@ -13,7 +13,7 @@
  *               batch under a plan: an owner may receive every rank's)
  *   evaluation  predictions and labels of --eval-samples, gathered on each rank
  *               (of files: sized when they are opened, trainer_eval.c, and
- *               checked with the host's share of the rest)
+ *               checked beside the rest of the host's sum, below)
  *   batch pool  --batch-pool N host batches made at start-up (host memory, also
  *               when the model is on a GPU: checked against the machine's then)
  *   staging     checkpoints' host copy of the rank's tables with their state
@@ -24,7 +24,11 @@
  * The memory to compare with is the machine's physical memory (sysconf
  * _SC_PHYS_PAGES x _SC_PAGE_SIZE), or the cgroup v2 limit
  * (/sys/fs/cgroup/memory.max) when that is lower: a fixed figure, so a job is
- * not refused because page cache happens to be full.
+ * not refused because page cache happens to be full. The ranks on one host
+ * share it: the host's parts of their tallies are summed (every tally is a
+ * function of the config, plan, rank and world size, so each rank computes
+ * every other's, and the ranks of a host reach one verdict without a
+ * collective). A device's memory is its rank's alone.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -552,11 +556,51 @@ uint64_t sr_machine_memory(void)
     return host_memory_switch(bytes);
 }
 
+/* Tally m's largest part in words ("table 't0' (... rows x 16, with its
+ * adagrad state) takes ...") into `what`; the hint that shrinks it. */
+static const char *describe_part(const struct sr_train_config *cfg, const struct mem_tally *m,
+                                 char *what, size_t cap)
+{
+    char part[64];
+    format_bytes(part, sizeof part, m->largest);
+    switch (m->part) {
+    case MEM_TABLE:
+        snprintf(what, cap, "table '%s' (%lld rows x %d, with its %s state) takes %s",
+                 cfg->tables[m->table].name, (long long)cfg->tables[m->table].num_embeddings,
+                 cfg->tables[m->table].embedding_dim, sr_optim_kind_name(cfg->emb_optimizer), part);
+        return "fewer rows (--table-rows, or the config's \"rows\"), a smaller --embedding-dim, "
+               "or more ranks with --sharding rw";
+    case MEM_DENSE:
+        snprintf(what, cap, "the MLPs (--bot-mlp, --top-mlp) take %s", part);
+        return "narrower MLP layers";
+    case MEM_BATCH:
+        snprintf(what, cap,
+                 "the batch buffers (--batch-size %d, --ids-per-feature up "
+                 "to %lld ids a sample over %d features) take %s",
+                 cfg->batch_size, (long long)sr_train_config_ids_per_sample(cfg), cfg->num_features,
+                 part);
+        return "a smaller --batch-size or --ids-per-feature";
+    case MEM_POOL:
+        snprintf(what, cap, "the batch pool (--batch-pool %d batches of --batch-size %d) takes %s",
+                 cfg->batch_pool, cfg->batch_size, part);
+        return "a smaller --batch-pool (a few batches suffice to take the generator out of "
+               "the timing)";
+    case MEM_STAGING:
+        snprintf(what, cap,
+                 "the checkpoints' host copy of the rank's tables and their state takes %s", part);
+        return "--checkpoint-write sync on the CPU (written from the tables, no copy), more "
+               "ranks, or smaller tables";
+    default:
+        snprintf(what, cap, "the evaluation buffers (--eval-samples %lld) take %s",
+                 (long long)cfg->eval_samples, part);
+        return "fewer --eval-samples";
+    }
+}
+
 static int mem_error(const struct sr_train_config *cfg, const struct mem_tally *m, int rank,
                      uint64_t mem)
 {
-    char total[64], part[64], have[64], what[SR_NAME_MAX + 160];
-    const char *hint;
+    char total[64], have[64], what[SR_NAME_MAX + 160];
     format_bytes(have, sizeof have, mem);
     if (m->overflow)
         return sr_error_set(SR_ERR_OOM,
@@ -565,50 +609,50 @@ static int mem_error(const struct sr_train_config *cfg, const struct mem_tally *
                             "--batch-size, --ids-per-feature, --eval-samples and the MLP widths",
                             rank, have);
     format_bytes(total, sizeof total, m->total);
-    format_bytes(part, sizeof part, m->largest);
-    switch (m->part) {
-    case MEM_TABLE:
-        snprintf(what, sizeof what, "table '%s' (%lld rows x %d, with its %s state) takes %s",
-                 cfg->tables[m->table].name, (long long)cfg->tables[m->table].num_embeddings,
-                 cfg->tables[m->table].embedding_dim, sr_optim_kind_name(cfg->emb_optimizer), part);
-        hint = "fewer rows (--table-rows, or the config's \"rows\"), a smaller --embedding-dim, "
-               "or more ranks with --sharding rw";
-        break;
-    case MEM_DENSE:
-        snprintf(what, sizeof what, "the MLPs (--bot-mlp, --top-mlp) take %s", part);
-        hint = "narrower MLP layers";
-        break;
-    case MEM_BATCH:
-        snprintf(what, sizeof what,
-                 "the batch buffers (--batch-size %d, --ids-per-feature up "
-                 "to %lld ids a sample over %d features) take %s",
-                 cfg->batch_size, (long long)sr_train_config_ids_per_sample(cfg), cfg->num_features,
-                 part);
-        hint = "a smaller --batch-size or --ids-per-feature";
-        break;
-    case MEM_POOL:
-        snprintf(what, sizeof what,
-                 "the batch pool (--batch-pool %d batches of --batch-size %d) takes %s",
-                 cfg->batch_pool, cfg->batch_size, part);
-        hint = "a smaller --batch-pool (a few batches suffice to take the generator out of "
-               "the timing)";
-        break;
-    case MEM_STAGING:
-        snprintf(what, sizeof what,
-                 "the checkpoints' host copy of the rank's tables and their state takes %s", part);
-        hint = "--checkpoint-write sync on the CPU (written from the tables, no copy), more "
-               "ranks, or smaller tables";
-        break;
-    default:
-        snprintf(what, sizeof what, "the evaluation buffers (--eval-samples %lld) take %s",
-                 (long long)cfg->eval_samples, part);
-        hint = "fewer --eval-samples";
-        break;
-    }
+    const char *hint = describe_part(cfg, m, what, sizeof what);
     return sr_error_set(SR_ERR_OOM,
                         "the job needs %s of memory on rank %d, more than the %s this machine "
                         "has: %s; HINT: %s",
                         total, rank, have, what, hint);
+}
+
+/* "0, 1, 2, 3", or the first 8 and "..." */
+static void rank_list(char *buf, size_t cap, const int *ranks, int n)
+{
+    size_t at = 0;
+    buf[0] = 0;
+    for (int i = 0; i < n && i < 8 && at < cap; i++)
+        at += (size_t)snprintf(buf + at, cap - at, "%s%d", i ? ", " : "", ranks[i]);
+    if (n > 8 && at < cap)
+        snprintf(buf + at, cap - at, ", ...");
+}
+
+/* Several ranks on one host: their sum, and the rank that needs the most
+ * (`most`, rank `at`) with its largest part. The same words on every rank
+ * of the host: each computed every tally. */
+static int host_error(const struct sr_train_config *cfg, const struct mem_tally *sum,
+                      const struct mem_tally *most, int at, const int *ranks, int n, int device,
+                      uint64_t mem)
+{
+    char total[64], mine[64], have[64], what[SR_NAME_MAX + 160], list[96];
+    rank_list(list, sizeof list, ranks, n);
+    const char *of = device ? "host memory (--batch-pool, checkpoint staging)" : "memory";
+    format_bytes(have, sizeof have, mem);
+    if (sum->overflow)
+        return sr_error_set(SR_ERR_OOM,
+                            "the %d ranks on this host (%s) need more than 2^64 bytes of %s "
+                            "together (this machine has %s); HINT: check --table-rows, "
+                            "--embedding-dim, --batch-size, --ids-per-feature, --eval-samples "
+                            "and the MLP widths",
+                            n, list, of, have);
+    format_bytes(total, sizeof total, sum->total);
+    format_bytes(mine, sizeof mine, most->total);
+    const char *hint = describe_part(cfg, most, what, sizeof what);
+    return sr_error_set(SR_ERR_OOM,
+                        "the %d ranks on this host (%s) need %s of %s together, more than the %s "
+                        "this machine has (rank %d needs the most, %s, where %s); HINT: %s; or "
+                        "fewer ranks on this host (the job spread over more hosts)",
+                        n, list, total, of, have, at, mine, what, hint);
 }
 
 /* The job's memory; the host's batch pool and staging too when `host` is
@@ -669,26 +713,61 @@ void sr_train_config_memory(const struct sr_train_config *cfg, const struct sr_p
     estimate_of(&m, out);
 }
 
-void sr_train_config_host_memory(const struct sr_train_config *cfg, const struct sr_plan *plan,
-                                 int rank, int world_size, uint64_t device_bytes,
-                                 struct sr_memory_estimate *out)
+/* The host tallies of `ranks` (n of them) summed into `sum`; `most` is the
+ * tally of the rank that needs the most (the first of them), `*at` its rank. */
+static void host_sum(const struct sr_train_config *cfg, const struct sr_plan *plan, int world_size,
+                     int device, const int *ranks, int n, struct mem_tally *sum,
+                     struct mem_tally *most, int *at)
 {
-    struct mem_tally m = {0};
-    host_tally(cfg, plan, rank, world_size, device_bytes != 0, &m);
-    estimate_of(&m, out);
+    for (int i = 0; i < n; i++) {
+        struct mem_tally m = {0};
+        host_tally(cfg, plan, ranks[i], world_size, device, &m);
+        sum->total = mem_add(sum, sum->total, m.total);
+        sum->batch_slots = mem_add(sum, sum->batch_slots, m.batch_slots);
+        for (int p = 0; p < MEM_PARTS; p++)
+            sum->part_sum[p] = mem_add(sum, sum->part_sum[p], m.part_sum[p]);
+        sum->overflow |= m.overflow;
+        if (i == 0 || m.total > most->total) {
+            *most = m;
+            *at = ranks[i];
+        }
+    }
+}
+
+void sr_train_config_host_memory(const struct sr_train_config *cfg, const struct sr_plan *plan,
+                                 const int *ranks, int n_ranks, int world_size,
+                                 uint64_t device_bytes, struct sr_memory_estimate *out)
+{
+    struct mem_tally sum = {0}, most = {0};
+    int at = 0;
+    host_sum(cfg, plan, world_size, device_bytes != 0, ranks, n_ranks, &sum, &most, &at);
+    estimate_of(&sum, out);
+}
+
+int sr_train_config_check_host_memory(const struct sr_train_config *cfg, const struct sr_plan *plan,
+                                      const int *ranks, int n_ranks, int world_size,
+                                      uint64_t device_bytes)
+{
+    struct mem_tally sum = {0}, most = {0};
+    SR_ASSERT(n_ranks > 0);
+    int at = ranks[0];
+    const uint64_t mem = sr_machine_memory();
+    host_sum(cfg, plan, world_size, device_bytes != 0, ranks, n_ranks, &sum, &most, &at);
+    if (!sum.overflow && sum.total <= mem)
+        return SR_OK;
+    if (n_ranks == 1) /* a rank alone on its host: its own message */
+        return mem_error(cfg, &most, at, mem);
+    return host_error(cfg, &sum, &most, at, ranks, n_ranks, device_bytes != 0, mem);
 }
 
 int sr_train_config_check_memory(const struct sr_train_config *cfg, const struct sr_plan *plan,
                                  int rank, int world_size, uint64_t mem_bytes)
 {
-    struct mem_tally m = {0}, pool = {0};
-    uint64_t mem = mem_bytes ? mem_bytes : sr_machine_memory();
-    tally(cfg, plan, rank, world_size, mem_bytes == 0, &m);
-    if (m.overflow || m.total > mem)
-        return mem_error(cfg, &m, rank, mem);
-    if (!mem_bytes) /* the host's memory: the pool was counted with the rest */
-        return SR_OK;
-    host_tally(cfg, plan, rank, world_size, 1, &pool); /* a device's: the pool and staging */
-    mem = sr_machine_memory();
-    return pool.overflow || pool.total > mem ? mem_error(cfg, &pool, rank, mem) : SR_OK;
+    if (mem_bytes) { /* a device's: all but the batch pool and staging */
+        struct mem_tally m = {0};
+        tally(cfg, plan, rank, world_size, 0, &m);
+        if (m.overflow || m.total > mem_bytes)
+            return mem_error(cfg, &m, rank, mem_bytes);
+    }
+    return sr_train_config_check_host_memory(cfg, plan, &rank, 1, world_size, mem_bytes);
 }

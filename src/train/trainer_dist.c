@@ -5,8 +5,9 @@
  * that every rank runs the same job, and the embedding stage: the sharded
  * EBC, one rank without a plan getting a one-rank table-wise plan (the
  * EBC's local mode, sharded_ebc.h).
- * After the plan, and before anything large is allocated, the check that this
- * rank's share of the job fits in the machine's memory.
+ * After the plan, and before anything large is allocated, the check that the
+ * job fits in memory: the host's shared by every rank on it, a device's by
+ * its rank.
  */
 #include <stddef.h>
 #include <stdio.h>
@@ -386,19 +387,47 @@ static int make_plan(struct sr_trainer *t)
     return sr_trainer_plan_search(t); /* the planner's, on --topology or the nominal one */
 }
 
-/* The plan, then the check that this rank's share of the job fits in memory,
- * before any of it is allocated. */
+int sr_trainer_host_ranks(const struct sr_trainer *t, int *ranks)
+{
+    int n = 0;
+    for (int p = 0; p < t->world_size; p++)
+        if (sr_comm_node_of(t->world, p) == sr_comm_node(t->world))
+            ranks[n++] = p;
+    return n;
+}
+
+/* The job against the memory: the host's against every rank on this host
+ * (they share it), then this rank's against its device. */
+static int check_memory(struct sr_trainer *t)
+{
+    const uint64_t dev_bytes = t->dev->memory_bytes;
+    int *ranks = sr_calloc((size_t)t->world_size, sizeof *ranks);
+    int n = sr_trainer_host_ranks(t, ranks);
+    int rc = sr_train_config_check_host_memory(t->cfg, t->plan, ranks, n, t->world_size, dev_bytes);
+    sr_free(ranks);
+    if (rc || !dev_bytes)
+        return rc;
+    /* the host's part passed above with the host's every rank: what fails
+     * here is the device's */
+    rc = sr_train_config_check_memory(t->cfg, t->plan, t->rank, t->world_size, dev_bytes);
+    if (rc == SR_ERR_OOM)
+        rc = sr_error_set(rc, "%s (the memory meant is that of %s)", sr_error_message(),
+                          t->dev->name);
+    return rc;
+}
+
+/* The plan, then the check that the job fits in memory, before any of it is
+ * allocated. Collective: the ranks of one host reach one verdict, but hosts
+ * (and devices) differ, so one refusing rank stops them all. */
 int sr_trainer_init_plan(struct sr_trainer *t)
 {
     int rc = make_plan(t);
-    if (!rc)
-        sr_trainer_plan_predict(t);
-    if (!rc)
-        rc = sr_train_config_check_memory(t->cfg, t->plan, t->rank, t->world_size,
-                                          t->dev->memory_bytes);
-    if (rc == SR_ERR_OOM && t->dev->memory_bytes)
-        rc = sr_error_set(rc, "%s (the memory meant is that of %s)", sr_error_message(),
-                          t->dev->name);
+    if (rc)
+        return rc;
+    sr_trainer_plan_predict(t);
+    rc = check_memory(t);
+    if (t->world_size > 1)
+        rc = sr_trainer_agree(t, rc, "the memory check", "refused the job");
     return rc;
 }
 

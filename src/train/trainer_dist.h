@@ -15,7 +15,13 @@
 struct sr_trainer;
 
 int sr_trainer_init_comms(struct sr_trainer *t);
+/* The plan (--plan, --sharding, or the planner's), then the memory check;
+ * collective (world): every rank returns an error when any refuses. */
 int sr_trainer_init_plan(struct sr_trainer *t);
+/* The world's ranks on this rank's host (its node: detected, or emulated by
+ * --ranks-per-node), ascending, into `ranks` (room for the world size); their
+ * count. */
+int sr_trainer_host_ranks(const struct sr_trainer *t, int *ranks);
 int sr_trainer_check_same(struct sr_trainer *t);
 /* Collective (world): SR_OK when every rank's rc is; else this rank's own
  * error, or on a rank that succeeded SR_ERR_DATA "WHAT: rank R FAILED (its

@@ -76,27 +76,34 @@ static void host_parts(char *buf, size_t cap, const struct sr_memory_estimate *e
     }
 }
 
-/* An evaluation of files fits this rank's share of the host's memory beside
- * what the rest of the job holds there (the model too when it is on the
- * host; the job's memory check sizes synthetic evaluations before start-up),
- * and MPI's counts. */
+/* An evaluation of files fits the host's memory beside what the job holds
+ * there, both summed over the ranks on this host (the model too when it is
+ * on the host; the job's memory check sizes synthetic evaluations before
+ * start-up), and MPI's counts. The ranks of a host reach one verdict. */
 static int check_file_eval_size(const struct sr_trainer *t, int64_t nb)
 {
     const uint64_t local = (uint64_t)nb * (uint64_t)t->cfg->batch_size;
-    const int L = sr_comm_local_size(t->world) > 0 ? sr_comm_local_size(t->world) : 1;
-    const uint64_t have = sr_machine_memory() / (uint64_t)L, files = eval_bytes(t, nb);
+    int *ranks = sr_calloc((size_t)t->world_size, sizeof *ranks);
+    const int L = sr_trainer_host_ranks(t, ranks);
+    const uint64_t have = sr_machine_memory(), files = eval_bytes(t, nb);
     const int device = t->dev->memory_bytes != 0;
     struct sr_memory_estimate job;
-    uint64_t need;
-    sr_train_config_host_memory(t->cfg, t->plan, t->rank, t->world_size, t->dev->memory_bytes,
+    uint64_t need, all_files = UINT64_MAX;
+    sr_train_config_host_memory(t->cfg, t->plan, ranks, L, t->world_size, t->dev->memory_bytes,
                                 &job);
-    if (job.overflow || __builtin_add_overflow(files, job.total, &need))
+    sr_free(ranks);
+    if (job.overflow || __builtin_mul_overflow(files, (uint64_t)L, &all_files) ||
+        __builtin_add_overflow(all_files, job.total, &need))
         need = UINT64_MAX;
     if (local <= (uint64_t)INT32_MAX && need <= have)
         return SR_OK;
-    char files_s[24], job_s[24], need_s[24], have_s[64], parts[160], beside[320] = "";
+    char files_s[24], all_b[24], job_s[24], need_s[24], have_s[64], parts[160];
+    char all_s[80] = "", beside[320] = "";
     const char *more = "";
     sr_format_bytes(files_s, sizeof files_s, (double)files);
+    if (L > 1) /* every rank of the host holds them */
+        snprintf(all_s, sizeof all_s, ", %s on the %d ranks on this host",
+                 sr_format_bytes(all_b, sizeof all_b, (double)all_files), L);
     sr_format_bytes(job_s, sizeof job_s, (double)job.total);
     exact_bytes(have_s, sizeof have_s, have);
     if (job.total) { /* what the rest of the job holds on the host, and the sum */
@@ -104,7 +111,7 @@ static int check_file_eval_size(const struct sr_trainer *t, int64_t nb)
         snprintf(beside, sizeof beside, " beside %s%s%s (%s), %" PRIu64 " bytes (%s) in all",
                  device ? "the job's " : "the model's ", job_s, device ? " of host buffers" : "",
                  parts, need, sr_format_bytes(need_s, sizeof need_s, (double)need));
-        if (files <= have) /* the files alone would fit */
+        if (all_files <= have) /* the files alone would fit */
             more = device ? ", or a smaller --batch-pool"
                           : ", or a smaller model (fewer --table-rows, a smaller "
                             "--embedding-dim, or more ranks with --sharding rw)";
@@ -112,11 +119,11 @@ static int check_file_eval_size(const struct sr_trainer *t, int64_t nb)
     return sr_error_set(SR_ERR_OOM,
                         "%s %s%s: evaluating %" PRId64 " batches of %" PRIu64 " samples (%" PRIu64
                         " a rank) needs %s of host memory on every rank (every prediction, for "
-                        "the exact AUC)%s, this machine gives a rank %s%s; HINT: evaluate the "
-                        "files in parts%s",
+                        "the exact AUC)%s%s, %s the %s this machine has%s; HINT: evaluate "
+                        "the files in parts%s",
                         files_flag(t), t->cfg->eval_data_paths[0],
                         t->cfg->n_eval_data > 1 ? " ..." : "", nb, (uint64_t)t->global_batch, local,
-                        files_s, beside, have_s,
+                        files_s, all_s, beside, need > have ? "more than" : "within", have_s,
                         local > (uint64_t)INT32_MAX ? " (and more than 2^31 a rank)" : "", more);
 }
 
