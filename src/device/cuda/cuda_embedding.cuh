@@ -6,6 +6,8 @@
  *   cuda_embedding.cu           the workspace, init_uniform, fill, the op table
  *   cuda_embedding_forward.cu   the pooled forward (keep_ids: the ids for backward)
  *   cuda_embedding_backward.cu  the sort and the fused backward, hot rows split
+ *   cuda_embedding_update.cuh   the backward's update of a row (and of two lone
+ *                               rows at once)
  *
  * Groups. A row of D floats is served by a group of G lanes (G a power of two
  * from the layout's largest D, at most a warp), lane i of the group holding
