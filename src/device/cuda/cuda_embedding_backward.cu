@@ -29,6 +29,8 @@
  * updates the unmarked rows in the forward's kept order, where a bag's
  * ids lie together: their pooled gradient row is read once, not once
  * an id at scattered times. The sort leaves the kept order in place.
+ * With row-wise Adagrad a group of lone_kernel takes two lone ids at once
+ * (update_singles: both rows' loads before either update).
  * Row-wise Adagrad keeps a row of up to G W columns in registers
  * (one pass); wider rows are staged in shared memory to sum g² in
  * the CPU's order.
