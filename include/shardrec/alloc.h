@@ -33,6 +33,9 @@ const char *sr_alloc_label_set(const char *what); /* returns the label it replac
 /* bytes as "812.0 bytes", "63.5 KiB", "2.0 MiB", "13.2 GiB", ... into buf
  * (>= 24 bytes); returns buf. */
 const char *sr_format_bytes(char *buf, size_t n, double bytes);
+/* bytes as "123456 bytes (120.6 KiB)": the exact count, then sr_format_bytes's
+ * (buf >= 48 bytes); returns buf. */
+const char *sr_format_bytes_exact(char *buf, size_t n, uint64_t bytes);
 
 #define sr_malloc(bytes)        sr_malloc_at((bytes), __FILE__, __LINE__)
 #define sr_calloc(n, size)      sr_calloc_at((n), (size), __FILE__, __LINE__)

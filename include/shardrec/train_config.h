@@ -261,6 +261,11 @@ struct sr_plan;
  * buffers), the bytes and the memory. */
 int sr_train_config_check_memory(const struct sr_train_config *cfg, const struct sr_plan *plan,
                                  int rank, int world_size, uint64_t mem_bytes);
+/* Its device part alone: the rank's share but the batch pool and staging
+ * against `device_bytes`, the device's memory. */
+int sr_train_config_check_device_memory(const struct sr_train_config *cfg,
+                                        const struct sr_plan *plan, int rank, int world_size,
+                                        uint64_t device_bytes);
 /* The host's memory against what `ranks` (n_ranks of a world of world_size,
  * the ranks that share this host, ascending) hold on it together: the sum of
  * their host estimates (sr_train_config_host_memory: everything with the

@@ -2,6 +2,7 @@
  * Counting allocation wrappers: abort with size and call site on failure, and
  * count allocations so tests can prove a loop allocates nothing.
  */
+#include <inttypes.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -99,5 +100,13 @@ const char *sr_format_bytes(char *buf, size_t n, double bytes)
     while (bytes >= 1024 && u < 6)
         bytes /= 1024, u++;
     snprintf(buf, n, "%.1f %s", bytes, units[u]);
+    return buf;
+}
+
+const char *sr_format_bytes_exact(char *buf, size_t n, uint64_t bytes)
+{
+    char unit[24];
+    snprintf(buf, n, "%" PRIu64 " bytes (%s)", bytes,
+             sr_format_bytes(unit, sizeof unit, (double)bytes));
     return buf;
 }

@@ -513,14 +513,6 @@ static void count_pool(const struct sr_train_config *cfg, struct mem_tally *m)
     mem_count(m, MEM_POOL, -1, mem_mul3(m, batch, (uint64_t)cfg->batch_pool, 1));
 }
 
-/* "123456 bytes (120.6 KiB)" */
-static void format_bytes(char *buf, size_t cap, uint64_t bytes)
-{
-    char unit[24];
-    snprintf(buf, cap, "%" PRIu64 " bytes (%s)", bytes,
-             sr_format_bytes(unit, sizeof unit, (double)bytes));
-}
-
 /* SR_HOST_MEMORY=BYTES, a test switch (docs/user-guide.md): a host of at
  * most BYTES, so that the memory checks can be met by small jobs. Anything
  * but a positive byte count is ignored with a warning (once). */
@@ -562,7 +554,7 @@ static const char *describe_part(const struct sr_train_config *cfg, const struct
                                  char *what, size_t cap)
 {
     char part[64];
-    format_bytes(part, sizeof part, m->largest);
+    sr_format_bytes_exact(part, sizeof part, m->largest);
     switch (m->part) {
     case MEM_TABLE:
         snprintf(what, cap, "table '%s' (%lld rows x %d, with its %s state) takes %s",
@@ -601,14 +593,14 @@ static int mem_error(const struct sr_train_config *cfg, const struct mem_tally *
                      uint64_t mem)
 {
     char total[64], have[64], what[SR_NAME_MAX + 160];
-    format_bytes(have, sizeof have, mem);
+    sr_format_bytes_exact(have, sizeof have, mem);
     if (m->overflow)
         return sr_error_set(SR_ERR_OOM,
                             "the job needs more than 2^64 bytes of memory on rank %d (this "
                             "machine has %s); HINT: check --table-rows, --embedding-dim, "
                             "--batch-size, --ids-per-feature, --eval-samples and the MLP widths",
                             rank, have);
-    format_bytes(total, sizeof total, m->total);
+    sr_format_bytes_exact(total, sizeof total, m->total);
     const char *hint = describe_part(cfg, m, what, sizeof what);
     return sr_error_set(SR_ERR_OOM,
                         "the job needs %s of memory on rank %d, more than the %s this machine "
@@ -637,7 +629,7 @@ static int host_error(const struct sr_train_config *cfg, const struct mem_tally 
     char total[64], mine[64], have[64], what[SR_NAME_MAX + 160], list[96];
     rank_list(list, sizeof list, ranks, n);
     const char *of = device ? "host memory (--batch-pool, checkpoint staging)" : "memory";
-    format_bytes(have, sizeof have, mem);
+    sr_format_bytes_exact(have, sizeof have, mem);
     if (sum->overflow)
         return sr_error_set(SR_ERR_OOM,
                             "the %d ranks on this host (%s) need more than 2^64 bytes of %s "
@@ -645,8 +637,8 @@ static int host_error(const struct sr_train_config *cfg, const struct mem_tally 
                             "--embedding-dim, --batch-size, --ids-per-feature, --eval-samples "
                             "and the MLP widths",
                             n, list, of, have);
-    format_bytes(total, sizeof total, sum->total);
-    format_bytes(mine, sizeof mine, most->total);
+    sr_format_bytes_exact(total, sizeof total, sum->total);
+    sr_format_bytes_exact(mine, sizeof mine, most->total);
     const char *hint = describe_part(cfg, most, what, sizeof what);
     return sr_error_set(SR_ERR_OOM,
                         "the %d ranks on this host (%s) need %s of %s together, more than the %s "
@@ -760,14 +752,19 @@ int sr_train_config_check_host_memory(const struct sr_train_config *cfg, const s
     return host_error(cfg, &sum, &most, at, ranks, n_ranks, device_bytes != 0, mem);
 }
 
+int sr_train_config_check_device_memory(const struct sr_train_config *cfg,
+                                        const struct sr_plan *plan, int rank, int world_size,
+                                        uint64_t device_bytes)
+{
+    struct mem_tally m = {0};
+    tally(cfg, plan, rank, world_size, 0, &m);
+    return m.overflow || m.total > device_bytes ? mem_error(cfg, &m, rank, device_bytes) : SR_OK;
+}
+
 int sr_train_config_check_memory(const struct sr_train_config *cfg, const struct sr_plan *plan,
                                  int rank, int world_size, uint64_t mem_bytes)
 {
-    if (mem_bytes) { /* a device's: all but the batch pool and staging */
-        struct mem_tally m = {0};
-        tally(cfg, plan, rank, world_size, 0, &m);
-        if (m.overflow || m.total > mem_bytes)
-            return mem_error(cfg, &m, rank, mem_bytes);
-    }
-    return sr_train_config_check_host_memory(cfg, plan, &rank, 1, world_size, mem_bytes);
+    int rc = mem_bytes ? sr_train_config_check_device_memory(cfg, plan, rank, world_size, mem_bytes)
+                       : SR_OK;
+    return rc ? rc : sr_train_config_check_host_memory(cfg, plan, &rank, 1, world_size, mem_bytes);
 }

@@ -407,9 +407,7 @@ static int check_memory(struct sr_trainer *t)
     sr_free(ranks);
     if (rc || !dev_bytes)
         return rc;
-    /* the host's part passed above with the host's every rank: what fails
-     * here is the device's */
-    rc = sr_train_config_check_memory(t->cfg, t->plan, t->rank, t->world_size, dev_bytes);
+    rc = sr_train_config_check_device_memory(t->cfg, t->plan, t->rank, t->world_size, dev_bytes);
     if (rc == SR_ERR_OOM)
         rc = sr_error_set(rc, "%s (the memory meant is that of %s)", sr_error_message(),
                           t->dev->name);

@@ -46,14 +46,6 @@ static uint64_t eval_bytes(const struct sr_trainer *t, int64_t nb)
     return 8 * local + 8 * all + (uint64_t)sr_metrics_workspace_bytes((int64_t)all);
 }
 
-/* "123456 bytes (120.6 KiB)" */
-static void exact_bytes(char *buf, size_t cap, uint64_t bytes)
-{
-    char unit[24];
-    snprintf(buf, cap, "%" PRIu64 " bytes (%s)", bytes,
-             sr_format_bytes(unit, sizeof unit, (double)bytes));
-}
-
 /* "tables 1.2 MiB, MLPs 6.7 KiB, batch buffers 93.0 KiB": the nonzero parts
  * of the host's share of the job. */
 static void host_parts(char *buf, size_t cap, const struct sr_memory_estimate *e)
@@ -105,7 +97,7 @@ static int check_file_eval_size(const struct sr_trainer *t, int64_t nb)
         snprintf(all_s, sizeof all_s, ", %s on the %d ranks on this host",
                  sr_format_bytes(all_b, sizeof all_b, (double)all_files), L);
     sr_format_bytes(job_s, sizeof job_s, (double)job.total);
-    exact_bytes(have_s, sizeof have_s, have);
+    sr_format_bytes_exact(have_s, sizeof have_s, have);
     if (job.total) { /* what the rest of the job holds on the host, and the sum */
         host_parts(parts, sizeof parts, &job);
         snprintf(beside, sizeof beside, " beside %s%s%s (%s), %" PRIu64 " bytes (%s) in all",
