@@ -36,7 +36,8 @@
  * one-row tables, dims 1, 4, 16, 128, 130, weighted bags, mean pooling, ids at
  * the last row of every table; hot rows (one row filling a batch of 10^6 ids,
  * Zipf(1.2) ids, runs of split - 1, split, split + 1 and longer ids of a row
- * for split = sr_emb_run_split(), one hot row index in two tables); and, when
+ * for split = sr_emb_run_split(max_dim), the wide rows' and the narrow rows', one
+ * hot row index in two tables); and, when
  * SR_TEST_BIG=1 (on by default for SR_TEST_DEVICE=cuda), a table of more than
  * 2^31 elements (2^32 on a GPU) filled, initialised and compared whole, with
  * forward and backward on ids at its last rows (backend_ops/big_table.c).

@@ -75,14 +75,15 @@ size_t sr_op_emb_workspace_bytes(struct sr_device *dev, const struct sr_emb_layo
     return dev->emb->workspace_bytes(dev, layout);
 }
 
-int sr_emb_run_split(void)
+/* SR_EMB_RUN_SPLIT, read once: the split it sets, or 0 where it is unset. */
+static int run_split_from_env(void)
 {
-    static _Atomic int split; /* 0: not read yet */
+    static _Atomic int split = -1; /* -1: not read yet */
     int v = atomic_load(&split);
-    if (v)
+    if (v >= 0)
         return v;
     const char *env = getenv("SR_EMB_RUN_SPLIT");
-    v = SR_EMB_RUN_SPLIT_DEFAULT;
+    v = 0;
     if (env && *env) {
         char *end;
         const long x = strtol(env, &end, 10);
@@ -92,6 +93,15 @@ int sr_emb_run_split(void)
     }
     atomic_store(&split, v);
     return v;
+}
+
+int sr_emb_run_split(int max_dim)
+{
+    const int env = run_split_from_env();
+    if (env)
+        return env;
+    return max_dim <= SR_EMB_RUN_SPLIT_NARROW_DIM ? SR_EMB_RUN_SPLIT_NARROW
+                                                  : SR_EMB_RUN_SPLIT_DEFAULT;
 }
 
 /* ---- regions computed by loops ------------------------------------------- */

@@ -142,16 +142,20 @@ struct sr_emb_update {
     int ids_grouped;
 };
 
-/* Hot rows. A run of more than sr_emb_run_split() ids of one row may be
- * summed in pieces: each piece (its ids in order) summed in id order, then
+/* Hot rows. A run of more than sr_emb_run_split(max_dim) ids of one row may
+ * be summed in pieces: each piece (its ids in order) summed in id order, then
  * the pieces' sums in order, so a hot row's work spreads over many lanes and
  * reruns still give the same bits. Runs of at most that many ids are summed
  * in id order, as the CPU sums every run, and give the CPU's bits. The split
- * is SR_EMB_RUN_SPLIT_DEFAULT (measured: docs/architecture.md, "hot rows")
+ * follows the layout's widest row (measured: docs/architecture.md, "hot
+ * rows"): SR_EMB_RUN_SPLIT_NARROW where no row is wider than
+ * SR_EMB_RUN_SPLIT_NARROW_DIM floats, SR_EMB_RUN_SPLIT_DEFAULT elsewhere,
  * unless the environment's SR_EMB_RUN_SPLIT (a power of two from 8 to 65536)
- * sets it, for benchmarks that measure it; it is read once. */
+ * sets it for every layout, for benchmarks that measure it; it is read once. */
 #define SR_EMB_RUN_SPLIT_DEFAULT 64
-int sr_emb_run_split(void);
+#define SR_EMB_RUN_SPLIT_NARROW     32
+#define SR_EMB_RUN_SPLIT_NARROW_DIM 16
+int sr_emb_run_split(int max_dim);
 
 /* Bytes of a table's optimizer state. */
 size_t sr_emb_state_bytes(enum sr_optim_kind kind, const struct sr_emb_table *t);

@@ -3,7 +3,7 @@
  * cases; the DP tables' accumulate and apply (init_uniform and fill:
  * emb_init.c).
  * Hard cases include hot rows: one row filling a batch of 10^6 ids, Zipf
- * ids, runs planted about sr_emb_run_split(), and one hot row index in two
+ * ids, runs planted about sr_emb_run_split(max_dim), and one hot row index in two
  * tables; what a backward step writes is compared within step_tol. */
 #include <math.h>
 #include <setjmp.h>
@@ -105,6 +105,15 @@ static size_t state_floats(enum sr_optim_kind kind, int64_t rows, int dim)
     return sr_emb_state_bytes(kind, &t) / sizeof(float);
 }
 
+/* The split a device takes for the spec's layout: its widest row's. */
+static int spec_split(const struct emb_spec *s)
+{
+    int max_dim = 0;
+    for (int t = 0; t < s->T; t++)
+        max_dim = s->dim[t] > max_dim ? s->dim[t] : max_dim;
+    return sr_emb_run_split(max_dim);
+}
+
 /* Planted runs (EMB_IDS_RUNS): rows 0, 1, ... of every table get these many
  * ids, spread at random over the table's bags. Drawn ids use the other rows,
  * so in a table's ids sorted by row the planted runs come first, back to back
@@ -117,9 +126,9 @@ static size_t state_floats(enum sr_optim_kind kind, int64_t rows, int dim)
  * just after a multiple of s, and a long one starting mid-way that crosses
  * 6s, 7s, 8s and 9s. */
 #define RUNS_PLANTED 6
-static int64_t runs_lengths(int64_t len[RUNS_PLANTED])
+static int64_t runs_lengths(const struct emb_spec *spec, int64_t len[RUNS_PLANTED])
 {
-    const int64_t s = sr_emb_run_split();
+    const int64_t s = spec_split(spec);
     len[0] = s - 1, len[1] = s, len[2] = s + 1, len[3] = 2 * s + 1, len[4] = s / 2 + 3;
     len[5] = 7 * s / 2;
     int64_t total = 0;
@@ -132,7 +141,7 @@ static int64_t runs_lengths(int64_t len[RUNS_PLANTED])
  * a tenth to a quarter of a table's ids whatever SR_EMB_RUN_SPLIT says. */
 static int64_t len_scale(const struct emb_spec *s)
 {
-    const int64_t k = sr_emb_run_split() / SR_EMB_RUN_SPLIT_DEFAULT;
+    const int64_t k = spec_split(s) / SR_EMB_RUN_SPLIT_DEFAULT;
     return s->ids == EMB_IDS_RUNS && k > 1 ? k : 1;
 }
 
@@ -207,7 +216,7 @@ static int64_t *table_slots(const struct emb_data *d, int t, int64_t *n)
 static void plant_runs(struct emb_data *d, int t, struct ops_rng *r)
 {
     int64_t len[RUNS_PLANTED], n;
-    const int64_t total = runs_lengths(len);
+    const int64_t total = runs_lengths(d->s, len);
     int64_t *slot = table_slots(d, t, &n);
     if (n < total)
         fail_msg("%s: table %d has %lld ids, fewer than the %lld planted", d->s->name, t,
@@ -280,7 +289,7 @@ static void table_runs(struct emb_data *d, int t)
 /* The tolerance of what a backward step writes (weights, state, and pooled
  * read from them). A row hit n times takes one gradient sum of n terms. The
  * CPU adds them in id order; a device may add a run of more than
- * sr_emb_run_split() ids in pieces, then the pieces' sums (ops_embedding.h):
+ * sr_emb_run_split(max_dim) ids in pieces, then the pieces' sums (ops_embedding.h):
  * another rounding, more accurate than the CPU's, so the difference is about
  * the CPU's own rounding error. For terms that do not cancel (dpooled,
  * emb_data_init) that error grows as sqrt(n) 2^-24 relative to the sum. But
@@ -554,6 +563,9 @@ static const struct emb_spec emb_specs[] = {
     {.name = "hot: runs about the split, D 16 + D 128", .T = 2, .rows = {1000, 300},
      .dim = {16, 128}, .F = 3, .ftab = {0, 0, 1}, .fmean = {0, 1, 0}, .B = 256, .len_lo = 0,
      .len_hi = 20, .weighted = 1, .ids = EMB_IDS_RUNS},
+    {.name = "hot: runs about the narrow rows' split, D 16 + D 8", .T = 2, .rows = {1000, 300},
+     .dim = {16, 8}, .F = 3, .ftab = {0, 1, 0}, .fmean = {0, 1, 0}, .B = 256, .len_lo = 0,
+     .len_hi = 20, .weighted = 1, .ids = EMB_IDS_RUNS},
     {.name = "hot: one row in two tables, D 16", .T = 2, .rows = {1000, 777}, .dim = {16, 16},
      .F = 3, .ftab = {0, 1, 1}, .fmean = {0, 0, 1}, .B = 512, .len_lo = 10, .len_hi = 30,
      .ids = EMB_IDS_HOT},
@@ -572,7 +584,7 @@ static void emb_case_name(const struct emb_data *d, char *name, size_t len)
 {
     char split[24] = "";
     if (d->s->ids == EMB_IDS_RUNS)
-        snprintf(split, sizeof split, "split %d, ", sr_emb_run_split());
+        snprintf(split, sizeof split, "split %d, ", spec_split(d->s));
     snprintf(name, len, "%s (%sN %lld, run %lld)", d->s->name, split, (long long)d->n,
              (long long)d->longest_run);
 }

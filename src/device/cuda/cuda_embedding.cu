@@ -155,7 +155,7 @@ size_t sr_cu_emb_ws_carve(const struct sr_emb_layout *layout, char *base, int wi
     v->sort_bytes = !with_sort ? 0
                                 : sr_cu_emb_sort_bytes((int64_t)n, v->row_bits, v->key64);
     const size_t key_bytes = v->key64 ? 8 : 4;
-    v->split = sr_emb_run_split();
+    v->split = sr_emb_run_split(layout->max_dim);
     v->pstride = (layout->max_dim + 3) & ~3;
     const size_t slots = 2 * ((n + (size_t)v->split - 1) / (size_t)v->split) + 2;
     v->mark_bytes = (size_t)mark_words_before(layout, T) * sizeof(unsigned);

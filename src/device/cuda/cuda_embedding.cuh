@@ -131,7 +131,7 @@ struct ws_view {
     size_t image_bytes; /* tables and features */
     int key64;          /* keys are uint64 */
     int row_bits;       /* R: the bits the sort sorts on */
-    int split;          /* S: sr_emb_run_split() */
+    int split;          /* S: sr_emb_run_split(max_dim) */
     int pstride;        /* floats of a piece sum */
 };
 
