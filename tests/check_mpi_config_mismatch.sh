@@ -6,7 +6,11 @@
 # --ids-per-feature, the tables of a --config file, the environment's
 # SR_RANKS_PER_NODE, and --save-weights or --init-weights given to one rank
 # only (issue 19, item 5: the save hung 60 s, blamed a healthy rank and lost
-# the weights). Every run has a hard timeout.
+# the weights). Also one setting that reads otherwise on each rank: a
+# --topology file that only rank 0's working directory holds (as files that
+# differ between hosts): rank 1 says why it cannot plan, and rank 0 names
+# rank 1 at once (it waited 60 s on the comm deadline, then blamed rank 1 as
+# stopped or hung). Every run has a hard timeout.
 . "$(dirname "$0")/lib.sh"
 bin=$sr_shardrec
 sr_need_mpirun
@@ -26,9 +30,10 @@ SH
 export DIR="$tmp"
 
 # check NAME PATTERN -- NP MPMD-ARGS...: both ranks exit 2 with PATTERN in
-# their message, within 60 s, without an assertion or a signal.
+# their message (rank 1: $pat1 where set), within 60 s, without an assertion
+# or a signal.
 check() {
-    name=$1 pat=$2
+    name=$1 pat0=$2
     shift 3
     rm -f "$tmp"/err.* "$tmp"/rc.*
     sr_mpirun "$@" >"$tmp/mpirun.out" 2>&1
@@ -37,6 +42,8 @@ check() {
         echo "FAIL $name: timed out"; fail=1; return
     fi
     for r in 0 1; do
+        pat=$pat0
+        [ "$r" = 1 ] && [ -n "${pat1:-}" ] && pat=$pat1
         rc=$(cat "$tmp/rc.$r" 2>/dev/null || echo none)
         if [ "$rc" != 2 ]; then
             echo "FAIL $name: rank $r exited $rc, expected 2"; cat "$tmp/err.$r" "$tmp/mpirun.out"
@@ -72,5 +79,12 @@ check save-weights "--save-weights differs between rank 0 and rank 1" -- \
 [ -e "$tmp/w.st" ] && { echo "FAIL save-weights: a file was written"; fail=1; }
 check init-weights "--init-weights differs between rank 0 and rank 1" -- \
     1 $R $JOB : -np 1 $R $JOB --init-weights "$tmp/w.st"
+mkdir "$tmp/a" "$tmp/b"
+printf '{"memory_gb_s": 20}' >"$tmp/a/t.json" # a topology file where rank 0 runs only
+sr_timeout=30 # under the comm deadline (60 s): a wait on it is a failure
+pat1="--topology 't.json' is neither a preset nor a file"
+check topology-file "the plan: rank 1 could not make it" -- \
+    1 --wdir "$tmp/a" $R $JOB --topology t.json : -np 1 --wdir "$tmp/b" $R $JOB --topology t.json
+pat1=
 [ "$fail" -eq 0 ] && [ -n "$VERBOSE" ] && cat "$tmp"/err.*
 exit $fail

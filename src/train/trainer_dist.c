@@ -419,7 +419,12 @@ static int check_memory(struct sr_trainer *t)
  * (and devices) differ, so one refusing rank stops them all. */
 int sr_trainer_init_plan(struct sr_trainer *t)
 {
+    /* every collective of make_plan comes before anything that may fail on
+     * some ranks only (a --plan or --topology file that differs between
+     * hosts), so all ranks reach the agreement */
     int rc = make_plan(t);
+    if (t->world_size > 1)
+        rc = sr_trainer_agree(t, rc, "the plan", "could not make it");
     if (rc)
         return rc;
     sr_trainer_plan_predict(t);
