@@ -551,8 +551,8 @@ static void against_uniform(struct search *s, struct sr_plan **plan, struct sr_p
 {
     static const char *const why_names[SR_PLANNER_WHOLE_PLANS] = {
         "all tw", "all rw", "the default rule (dp up to 1024 rows, tw)",
-        "all hybrid (every table with known hot rows hybrid, its hot set sized by cost; the "
-        "rest rw)"};
+        ("all hybrid (every table with known hot rows hybrid, its hot set sized by cost; the "
+         "rest rw)")};
     double best = plan_step(s, *plan, NULL), ratio;
     for (int i = 0; i < SR_PLANNER_WHOLE_PLANS; i++) {
         struct sr_plan *u = NULL;
