@@ -31,7 +31,6 @@
  * collective). A device's memory is its rank's alone.
  */
 #include <errno.h>
-#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>

@@ -89,7 +89,7 @@ static int check_file_eval_size(const struct sr_trainer *t, int64_t nb)
         need = UINT64_MAX;
     if (local <= (uint64_t)INT32_MAX && need <= have)
         return SR_OK;
-    char files_s[24], all_b[24], job_s[24], need_s[24], have_s[64], parts[160];
+    char files_s[24], all_b[24], job_s[24], need_s[64], have_s[64], parts[160];
     char all_s[80] = "", beside[320] = "";
     const char *more = "";
     sr_format_bytes(files_s, sizeof files_s, (double)files);
@@ -100,9 +100,9 @@ static int check_file_eval_size(const struct sr_trainer *t, int64_t nb)
     sr_format_bytes_exact(have_s, sizeof have_s, have);
     if (job.total) { /* what the rest of the job holds on the host, and the sum */
         host_parts(parts, sizeof parts, &job);
-        snprintf(beside, sizeof beside, " beside %s%s%s (%s), %" PRIu64 " bytes (%s) in all",
+        snprintf(beside, sizeof beside, " beside %s%s%s (%s), %s in all",
                  device ? "the job's " : "the model's ", job_s, device ? " of host buffers" : "",
-                 parts, need, sr_format_bytes(need_s, sizeof need_s, (double)need));
+                 parts, sr_format_bytes_exact(need_s, sizeof need_s, need));
         if (all_files <= have) /* the files alone would fit */
             more = device ? ", or a smaller --batch-pool"
                           : ", or a smaller model (fewer --table-rows, a smaller "

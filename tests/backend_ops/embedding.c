@@ -105,15 +105,6 @@ static size_t state_floats(enum sr_optim_kind kind, int64_t rows, int dim)
     return sr_emb_state_bytes(kind, &t) / sizeof(float);
 }
 
-/* The split a device takes for the spec's layout: its widest row's. */
-static int spec_split(const struct emb_spec *s)
-{
-    int max_dim = 0;
-    for (int t = 0; t < s->T; t++)
-        max_dim = s->dim[t] > max_dim ? s->dim[t] : max_dim;
-    return sr_emb_run_split(max_dim);
-}
-
 /* Planted runs (EMB_IDS_RUNS): rows 0, 1, ... of every table get these many
  * ids, spread at random over the table's bags. Drawn ids use the other rows,
  * so in a table's ids sorted by row the planted runs come first, back to back
@@ -126,9 +117,9 @@ static int spec_split(const struct emb_spec *s)
  * just after a multiple of s, and a long one starting mid-way that crosses
  * 6s, 7s, 8s and 9s. */
 #define RUNS_PLANTED 6
-static int64_t runs_lengths(const struct emb_spec *spec, int64_t len[RUNS_PLANTED])
+static int64_t runs_lengths(const struct emb_data *d, int64_t len[RUNS_PLANTED])
 {
-    const int64_t s = spec_split(spec);
+    const int64_t s = sr_emb_run_split(d->max_dim); /* the layout's, as the device takes it */
     len[0] = s - 1, len[1] = s, len[2] = s + 1, len[3] = 2 * s + 1, len[4] = s / 2 + 3;
     len[5] = 7 * s / 2;
     int64_t total = 0;
@@ -139,16 +130,16 @@ static int64_t runs_lengths(const struct emb_spec *spec, int64_t len[RUNS_PLANTE
 
 /* Bags grow with the split under EMB_IDS_RUNS, so that the planted runs stay
  * a tenth to a quarter of a table's ids whatever SR_EMB_RUN_SPLIT says. */
-static int64_t len_scale(const struct emb_spec *s)
+static int64_t len_scale(const struct emb_data *d)
 {
-    const int64_t k = spec_split(s) / SR_EMB_RUN_SPLIT_DEFAULT;
-    return s->ids == EMB_IDS_RUNS && k > 1 ? k : 1;
+    const int64_t k = sr_emb_run_split(d->max_dim) / SR_EMB_RUN_SPLIT_DEFAULT;
+    return d->s->ids == EMB_IDS_RUNS && k > 1 ? k : 1;
 }
 
 static void emb_offsets(struct emb_data *d, struct ops_rng *r)
 {
     const struct emb_spec *s = d->s;
-    const int64_t bags = (int64_t)s->F * s->B, k = len_scale(s);
+    const int64_t bags = (int64_t)s->F * s->B, k = len_scale(d);
     d->offsets = calloc((size_t)bags + 1, sizeof(int64_t));
     assert_non_null(d->offsets);
     for (int64_t b = 0; b < bags; b++)
@@ -216,7 +207,7 @@ static int64_t *table_slots(const struct emb_data *d, int t, int64_t *n)
 static void plant_runs(struct emb_data *d, int t, struct ops_rng *r)
 {
     int64_t len[RUNS_PLANTED], n;
-    const int64_t total = runs_lengths(d->s, len);
+    const int64_t total = runs_lengths(d, len);
     int64_t *slot = table_slots(d, t, &n);
     if (n < total)
         fail_msg("%s: table %d has %lld ids, fewer than the %lld planted", d->s->name, t,
@@ -584,7 +575,7 @@ static void emb_case_name(const struct emb_data *d, char *name, size_t len)
 {
     char split[24] = "";
     if (d->s->ids == EMB_IDS_RUNS)
-        snprintf(split, sizeof split, "split %d, ", spec_split(d->s));
+        snprintf(split, sizeof split, "split %d, ", sr_emb_run_split(d->max_dim));
     snprintf(name, len, "%s (%sN %lld, run %lld)", d->s->name, split, (long long)d->n,
              (long long)d->longest_run);
 }
